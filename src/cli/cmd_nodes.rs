@@ -1,0 +1,10 @@
+//! `spark-launch nodes`: list, add and remove nodes of the cluster file (issue 3).
+
+use super::{CmdResult, Context, not_yet};
+
+#[derive(Debug, clap::Args)]
+pub struct Args {}
+
+pub async fn run(_args: Args, _ctx: &Context) -> CmdResult {
+    not_yet("nodes")
+}

@@ -1,0 +1,154 @@
+//! `spark-launch probe`: this machine's (or a snapshot's) RDMA/NIC facts, or a snapshot capture.
+
+use std::path::PathBuf;
+
+use comfy_table::{Table, presets::UTF8_BORDERS_ONLY};
+
+use super::{CmdResult, Context, Invalid, Outcome, print_json, print_out};
+use crate::probe::{self, MemTree, NodeFacts, read_facts};
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Read a snapshot folder instead of the live machine.
+    #[arg(long, value_name = "DIR", conflicts_with = "capture")]
+    pub root: Option<PathBuf>,
+
+    /// Write a snapshot of the live machine into DIR (attach it to a bug report).
+    #[arg(long, value_name = "DIR")]
+    pub capture: Option<PathBuf>,
+}
+
+pub async fn run(args: Args, ctx: &Context) -> CmdResult {
+    if let Some(dir) = &args.capture {
+        let step = ctx.reporter.step("probe this machine");
+        let tree = probe::live::snapshot_local()?;
+        let facts = read_facts(&tree)?;
+        let written = write_capture(&tree, dir)?;
+        step.ok_with(&format!("{written} files written to {}", dir.display()));
+        if ctx.json {
+            print_json(&facts)?;
+        } else {
+            print_out(&format!(
+                "captured {} ({} interfaces, {} RDMA devices) into {}\nread it back with: spark-launch probe --root {}",
+                facts.hostname,
+                facts.interfaces.len(),
+                facts.rdma_devices.len(),
+                dir.display(),
+                dir.display()
+            ));
+        }
+        return Ok(Outcome::Success);
+    }
+    let facts = match &args.root {
+        Some(dir) => probe::read_snapshot_dir(dir).invalid()?,
+        None => read_facts(&probe::live::snapshot_local()?)?,
+    };
+    if ctx.json {
+        print_json(&facts)?;
+    } else {
+        print_out(&render(&facts));
+    }
+    Ok(Outcome::Success)
+}
+
+fn write_capture(tree: &MemTree, dir: &std::path::Path) -> Result<usize, anyhow::Error> {
+    if dir.exists() && std::fs::read_dir(dir)?.next().is_some() {
+        anyhow::bail!(
+            "{} is not empty: capture into a new folder so nothing of yours is overwritten",
+            dir.display()
+        );
+    }
+    Ok(tree.write_to(dir)?)
+}
+
+/// The human view: RDMA devices, then interfaces.
+pub fn render(f: &NodeFacts) -> String {
+    let mut out = format!(
+        "{} ({})\n",
+        f.hostname,
+        f.arch.as_deref().unwrap_or("arch unknown")
+    );
+    let mut t = Table::new();
+    t.load_style(UTF8_BORDERS_ONLY);
+    t.set_header(vec![
+        "RDMA device",
+        "port",
+        "state",
+        "link",
+        "rate",
+        "netdev",
+        "RoCE v2 IPv4 GID",
+    ]);
+    for d in &f.rdma_devices {
+        for p in &d.ports {
+            let gids: Vec<String> = p
+                .gids
+                .iter()
+                .filter(|g| g.is_roce_v2_ipv4())
+                .map(|g| {
+                    format!(
+                        "{} ({})",
+                        g.index,
+                        g.ipv4().map(|a| a.to_string()).unwrap_or_default()
+                    )
+                })
+                .collect();
+            t.add_row(vec![
+                d.name.to_string(),
+                p.port.to_string(),
+                p.state.to_string(),
+                match &p.link_layer {
+                    crate::probe::facts::LinkLayer::Ethernet => "Ethernet (RoCE)".to_string(),
+                    crate::probe::facts::LinkLayer::InfiniBand => "InfiniBand".to_string(),
+                    crate::probe::facts::LinkLayer::Other(s) => s.clone(),
+                },
+                p.rate.as_ref().map(|r| r.text.clone()).unwrap_or_default(),
+                d.netdevs
+                    .iter()
+                    .map(|n| n.to_string())
+                    .collect::<Vec<_>>()
+                    .join(","),
+                if gids.is_empty() {
+                    "-".into()
+                } else {
+                    gids.join(", ")
+                },
+            ]);
+        }
+    }
+    if f.rdma_devices.is_empty() {
+        out.push_str("no RDMA devices (/sys/class/infiniband is empty)\n");
+    } else {
+        out.push_str(&t.to_string());
+        out.push('\n');
+    }
+    let mut t = Table::new();
+    t.load_style(UTF8_BORDERS_ONLY);
+    t.set_header(vec!["interface", "state", "mtu", "speed", "IPv4", "role"]);
+    let mgmt = f.management_interface().map(|i| i.name.clone());
+    for i in &f.interfaces {
+        let role = if Some(&i.name) == mgmt.as_ref() {
+            "management (default route)".to_string()
+        } else if let Some(d) = f.rdma_device_of(&i.name) {
+            format!("fabric ({})", d.name)
+        } else {
+            String::new()
+        };
+        t.add_row(vec![
+            i.name.to_string(),
+            format!("{:?}", i.operstate).to_lowercase(),
+            i.mtu.map(|m| m.to_string()).unwrap_or_default(),
+            i.speed_mbps
+                .map(|s| format!("{} Gb/s", s / 1000))
+                .unwrap_or_default(),
+            i.ipv4
+                .iter()
+                .map(|a| a.to_string())
+                .collect::<Vec<_>>()
+                .join(" "),
+            role,
+        ]);
+    }
+    out.push_str(&t.to_string());
+    out
+}

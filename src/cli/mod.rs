@@ -1,0 +1,268 @@
+//! The command line: clap definitions and, per command, a short function that wires the layers
+//! together. Flags and glue only: every decision lives in the library modules.
+//!
+//! Exit codes: 0 ok; 1 a verdict, check or operation failed; 2 invalid input or a refused
+//! configuration. Errors print as `error: ...` followed by their cause chain.
+
+mod args;
+mod cmd_compose;
+mod cmd_discover;
+mod cmd_doctor;
+mod cmd_env;
+mod cmd_image;
+mod cmd_jobs;
+mod cmd_model;
+mod cmd_nccl;
+mod cmd_nodes;
+mod cmd_probe;
+mod cmd_profiles;
+mod cmd_report;
+mod cmd_serve;
+mod cmd_trust;
+pub mod ui;
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::{Parser, Subcommand};
+
+use crate::progress::Reporter;
+
+/// Turn a few GPU boxes joined by RoCE cables into one inference cluster, with one command.
+#[derive(Debug, Parser)]
+#[command(name = "spark-launch", version, about, long_about = None)]
+pub struct Cli {
+    /// Print results as JSON on stdout (progress still goes to stderr, unless silenced).
+    #[arg(long, global = true)]
+    pub json: bool,
+
+    /// More detail in logs (-v info, -vv debug, -vvv trace). Progress bars are hidden.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count, conflicts_with = "quiet")]
+    pub verbose: u8,
+
+    /// Only results and warnings; no progress.
+    #[arg(short, long, global = true)]
+    pub quiet: bool,
+
+    /// No progress bars or status lines (also: SPARK_LAUNCH_NO_PROGRESS=1).
+    #[arg(long, global = true)]
+    pub no_progress: bool,
+
+    /// The cluster file [default: $XDG_CONFIG_HOME/spark-launch/cluster.yaml].
+    #[arg(long, global = true, value_name = "FILE", env = "SPARK_LAUNCH_CLUSTER")]
+    pub cluster: Option<PathBuf>,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Find the other boxes on the fast link (mDNS, fabric interfaces only).
+    Discover(cmd_discover::Args),
+    /// List, add or remove the nodes of the cluster file.
+    Nodes(cmd_nodes::Args),
+    /// SSH keys between every pair of nodes, public keys only.
+    Trust(cmd_trust::Args),
+    /// Print this machine's RDMA/NIC facts, or capture them as a snapshot folder.
+    Probe(cmd_probe::Args),
+    /// The NCCL/UCX/OMPI/Gloo/Ray variables derived for each node.
+    Env(cmd_env::Args),
+    /// Is this cluster ready? What exactly is wrong, and how to fix it.
+    Doctor(cmd_doctor::Args),
+    /// Build the NCCL + nccl-tests image and distribute it to every node.
+    NcclBuild(cmd_nccl::BuildArgs),
+    /// Containers on every node, nccl-tests across them, a verdict.
+    NcclTest(cmd_nccl::TestArgs),
+    /// Tensor-parallel vLLM across nodes; waits until it serves.
+    Vllm(cmd_serve::VllmArgs),
+    /// Tensor-parallel TensorRT-LLM across nodes (mpirun inside containers).
+    Trtllm(cmd_serve::TrtllmArgs),
+    /// Run a whole demo from a launch profile.
+    Up(cmd_profiles::UpArgs),
+    /// List launch profiles and whether this cluster can run them.
+    Profiles(cmd_profiles::ListArgs),
+    /// Write one compose file per node for a profile.
+    Compose(cmd_compose::Args),
+    /// Model weights on every node.
+    Model(cmd_model::Args),
+    /// Images on every node.
+    Image(cmd_image::Args),
+    /// What runs where.
+    Status(cmd_jobs::StatusArgs),
+    /// The logs of a job, from every node.
+    Logs(cmd_jobs::LogsArgs),
+    /// Stop a job on every node (only containers spark-launch labelled).
+    Stop(cmd_jobs::StopArgs),
+    /// Parse saved tool output (nccl-tests logs) into results and a verdict.
+    Report(cmd_report::Args),
+}
+
+/// What every command gets besides its own arguments.
+pub struct Context {
+    pub json: bool,
+    pub verbose: u8,
+    pub quiet: bool,
+    pub cluster_file: PathBuf,
+    pub reporter: Arc<dyn Reporter>,
+}
+
+/// How a command ended, when it did not fail outright.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Exit 0.
+    Success,
+    /// Exit 1: the command ran and reported a failed verdict or check (already printed).
+    Failed,
+}
+
+/// A command that could not do its job.
+#[derive(Debug)]
+pub struct CmdError {
+    /// 1 for operational failures, 2 for invalid input or a refused configuration.
+    pub code: u8,
+    pub error: anyhow::Error,
+}
+
+impl<E: Into<anyhow::Error>> From<E> for CmdError {
+    fn from(e: E) -> Self {
+        CmdError {
+            code: 1,
+            error: e.into(),
+        }
+    }
+}
+
+/// Marks an error as invalid input / refused configuration (exit 2).
+pub trait Invalid<T> {
+    fn invalid(self) -> Result<T, CmdError>;
+}
+
+impl<T, E: Into<anyhow::Error>> Invalid<T> for Result<T, E> {
+    fn invalid(self) -> Result<T, CmdError> {
+        self.map_err(|e| CmdError {
+            code: 2,
+            error: e.into(),
+        })
+    }
+}
+
+pub type CmdResult = Result<Outcome, CmdError>;
+
+/// A command a later issue builds; answers exit 1 for now.
+pub(crate) fn not_yet(what: &str) -> CmdResult {
+    Err(CmdError {
+        code: 1,
+        error: anyhow::anyhow!("`spark-launch {what}` is not yet implemented"),
+    })
+}
+
+/// Entry point of the binary.
+pub fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return match e.kind() {
+                clap::error::ErrorKind::DisplayHelp
+                | clap::error::ErrorKind::DisplayVersion
+                | clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+                    ExitCode::SUCCESS
+                }
+                _ => ExitCode::from(2),
+            };
+        }
+    };
+    ui::init_logging(cli.verbose, cli.quiet);
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: could not start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let result = runtime.block_on(run(cli));
+    // Flush stdout; a closed pipe (`| head`) is not an error.
+    let _ = std::io::stdout().flush();
+    match result {
+        Ok(Outcome::Success) => ExitCode::SUCCESS,
+        Ok(Outcome::Failed) => ExitCode::from(1),
+        Err(e) => {
+            print_error(&e.error);
+            ExitCode::from(e.code)
+        }
+    }
+}
+
+fn print_error(e: &anyhow::Error) {
+    let mut stderr = std::io::stderr().lock();
+    let _ = writeln!(stderr, "error: {e}");
+    for cause in e.chain().skip(1) {
+        let _ = writeln!(stderr, "  caused by: {cause}");
+    }
+}
+
+async fn run(cli: Cli) -> CmdResult {
+    let ctx = Context {
+        json: cli.json,
+        verbose: cli.verbose,
+        quiet: cli.quiet,
+        cluster_file: cli.cluster.clone().unwrap_or_else(default_cluster_file),
+        reporter: ui::reporter(cli.quiet, cli.no_progress, cli.verbose),
+    };
+    match cli.command {
+        Command::Discover(a) => cmd_discover::run(a, &ctx).await,
+        Command::Nodes(a) => cmd_nodes::run(a, &ctx).await,
+        Command::Trust(a) => cmd_trust::run(a, &ctx).await,
+        Command::Probe(a) => cmd_probe::run(a, &ctx).await,
+        Command::Env(a) => cmd_env::run(a, &ctx).await,
+        Command::Doctor(a) => cmd_doctor::run(a, &ctx).await,
+        Command::NcclBuild(a) => cmd_nccl::build(a, &ctx).await,
+        Command::NcclTest(a) => cmd_nccl::test(a, &ctx).await,
+        Command::Vllm(a) => cmd_serve::vllm(a, &ctx).await,
+        Command::Trtllm(a) => cmd_serve::trtllm(a, &ctx).await,
+        Command::Up(a) => cmd_profiles::up(a, &ctx).await,
+        Command::Profiles(a) => cmd_profiles::list(a, &ctx).await,
+        Command::Compose(a) => cmd_compose::run(a, &ctx).await,
+        Command::Model(a) => cmd_model::run(a, &ctx).await,
+        Command::Image(a) => cmd_image::run(a, &ctx).await,
+        Command::Status(a) => cmd_jobs::status(a, &ctx).await,
+        Command::Logs(a) => cmd_jobs::logs(a, &ctx).await,
+        Command::Stop(a) => cmd_jobs::stop(a, &ctx).await,
+        Command::Report(a) => cmd_report::run(a, &ctx).await,
+    }
+}
+
+/// `$XDG_CONFIG_HOME/spark-launch/cluster.yaml`, or `~/.config/spark-launch/cluster.yaml`.
+pub fn default_cluster_file() -> PathBuf {
+    let base = std::env::var_os("XDG_CONFIG_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))
+        .unwrap_or_else(|| PathBuf::from(".config"));
+    base.join("spark-launch").join("cluster.yaml")
+}
+
+/// Prints a value as pretty JSON on stdout, followed by a newline.
+pub(crate) fn print_json<T: serde::Serialize>(value: &T) -> Result<(), CmdError> {
+    let text = serde_json::to_string_pretty(value)?;
+    let mut out = std::io::stdout().lock();
+    if writeln!(out, "{text}").is_err() {
+        // stdout closed (e.g. piped into `head`): nothing more to say.
+    }
+    Ok(())
+}
+
+/// Prints text on stdout, ignoring a closed pipe.
+pub(crate) fn print_out(text: &str) {
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(text.as_bytes());
+    if !text.ends_with('\n') {
+        let _ = out.write_all(b"\n");
+    }
+}

@@ -1,0 +1,56 @@
+//! Layouts that derive refuses, each naming the node, the interfaces involved and the fix.
+//! Every violation in the cluster is collected and reported together (STYLE rule 5).
+
+use std::fmt;
+
+use serde::Serialize;
+
+use crate::node::NodeName;
+
+/// What is wrong with one node's fabric.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ViolationKind {
+    /// Two fabric interfaces of one node have IPv4 addresses in the same subnet.
+    TwinsSameSubnet,
+    /// No RDMA device of the node is ACTIVE.
+    NoActiveRdma,
+    /// The node has no address the head can reach.
+    Unreachable,
+}
+
+/// One refused fact about one node.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Violation {
+    pub node: NodeName,
+    pub kind: ViolationKind,
+    pub problem: String,
+    pub fix: String,
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}\n    fix: {}", self.node, self.problem, self.fix)
+    }
+}
+
+/// The cluster's fabric layout cannot be used as it is. Exit code 2.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error, Serialize)]
+pub struct Refusal {
+    pub violations: Vec<Violation>,
+}
+
+impl fmt::Display for Refusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let n = self.violations.len();
+        write!(
+            f,
+            "refusing this fabric layout: {n} problem{}",
+            if n == 1 { "" } else { "s" }
+        )?;
+        for v in &self.violations {
+            write!(f, "\n  {v}")?;
+        }
+        Ok(())
+    }
+}

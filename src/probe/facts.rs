@@ -1,0 +1,524 @@
+//! What probe saw on one node, as plain serialisable data (`NodeFacts`).
+//!
+//! These types are the contract between the probe (which reads a snapshot) and everything that
+//! decides (derive, workloads, doctor). They hold observations only, never decisions and never
+//! live connections, so a `NodeFacts` can be saved, diffed and attached to a bug report.
+
+use std::fmt;
+use std::net::{Ipv4Addr, Ipv6Addr};
+
+use ipnet::{Ipv4Net, Ipv6Net};
+use serde::{Deserialize, Serialize};
+
+macro_rules! name_type {
+    ($(#[$doc:meta])* $name:ident) => {
+        $(#[$doc])*
+        #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+        #[serde(transparent)]
+        pub struct $name(String);
+
+        impl $name {
+            pub fn new(name: impl Into<String>) -> Self {
+                $name(name.into())
+            }
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+    };
+}
+
+name_type!(
+    /// A network interface name exactly as the kernel shows it on one node (`enp1s0f1np1`).
+    /// Names differ between nodes; never copy one node's names to another.
+    NetIf
+);
+name_type!(
+    /// An RDMA device name exactly as `/sys/class/infiniband` shows it (`rocep1s0f1`, `mlx5_0`).
+    IbDevice
+);
+
+/// An IPv4 subnet (network address and prefix), e.g. `192.168.177.0/24`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Subnet(Ipv4Net);
+
+impl Subnet {
+    /// The subnet an interface address belongs to (`192.168.177.11/24` → `192.168.177.0/24`).
+    pub fn of(addr: &Ipv4Iface) -> Self {
+        Subnet(addr.net().trunc())
+    }
+
+    pub fn net(&self) -> Ipv4Net {
+        self.0
+    }
+
+    pub fn contains(&self, ip: Ipv4Addr) -> bool {
+        self.0.contains(&ip)
+    }
+
+    /// True when the two subnets share at least one address.
+    pub fn overlaps(&self, other: &Subnet) -> bool {
+        self.0.contains(&other.0.network()) || other.0.contains(&self.0.network())
+    }
+
+    /// `169.254.0.0/16` and anything inside it.
+    pub fn is_link_local(&self) -> bool {
+        self.0.network().is_link_local()
+    }
+}
+
+impl fmt::Display for Subnet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+/// One IPv4 address on an interface, with its prefix length.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Ipv4Iface {
+    pub addr: Ipv4Addr,
+    pub prefix: u8,
+}
+
+impl Ipv4Iface {
+    pub fn net(&self) -> Ipv4Net {
+        // The prefix was validated when the address was read, so this cannot fail; fall back
+        // to a host route rather than panic if a caller built an invalid one by hand.
+        Ipv4Net::new(self.addr, self.prefix.min(32)).unwrap_or_else(|_| Ipv4Net::from(self.addr))
+    }
+
+    pub fn subnet(&self) -> Subnet {
+        Subnet::of(self)
+    }
+}
+
+impl fmt::Display for Ipv4Iface {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.addr, self.prefix)
+    }
+}
+
+/// One IPv6 address on an interface, with its prefix length.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Ipv6Iface {
+    pub addr: Ipv6Addr,
+    pub prefix: u8,
+}
+
+impl Ipv6Iface {
+    pub fn net(&self) -> Option<Ipv6Net> {
+        Ipv6Net::new(self.addr, self.prefix).ok()
+    }
+}
+
+/// `operstate` of a network interface (RFC 2863 names as the kernel prints them).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OperState {
+    Up,
+    Down,
+    Dormant,
+    LowerLayerDown,
+    NotPresent,
+    Testing,
+    Unknown,
+}
+
+impl OperState {
+    pub fn parse(s: &str) -> OperState {
+        match s.trim() {
+            "up" => OperState::Up,
+            "down" => OperState::Down,
+            "dormant" => OperState::Dormant,
+            "lowerlayerdown" => OperState::LowerLayerDown,
+            "notpresent" => OperState::NotPresent,
+            "testing" => OperState::Testing,
+            _ => OperState::Unknown,
+        }
+    }
+}
+
+/// A network interface as probe saw it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InterfaceFacts {
+    pub name: NetIf,
+    pub operstate: OperState,
+    /// `None` when `mtu` could not be read.
+    pub mtu: Option<u32>,
+    /// Link speed in Mb/s as `/sys/class/net/<if>/speed` reports it; `None` when unknown
+    /// (the kernel prints -1 or refuses the read while the link is down).
+    pub speed_mbps: Option<u32>,
+    /// `None` when the kernel refused the read (it does while the interface is down).
+    pub carrier: Option<bool>,
+    pub mac: Option<String>,
+    pub ipv4: Vec<Ipv4Iface>,
+    pub ipv6: Vec<Ipv6Iface>,
+}
+
+impl InterfaceFacts {
+    /// Operationally up with carrier (or carrier unknown but operstate up).
+    pub fn is_up(&self) -> bool {
+        self.operstate == OperState::Up && self.carrier != Some(false)
+    }
+}
+
+/// The logical state of an RDMA port (`ports/<p>/state`, e.g. `4: ACTIVE`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PortState {
+    pub code: u32,
+    pub name: String,
+}
+
+impl PortState {
+    pub const ACTIVE: u32 = 4;
+
+    /// Parses `"4: ACTIVE"`; anything unparsable becomes code 0 with the raw text kept.
+    pub fn parse(s: &str) -> PortState {
+        parse_coded(s)
+            .map(|(code, name)| PortState { code, name })
+            .unwrap_or_else(|| PortState {
+                code: 0,
+                name: s.trim().to_string(),
+            })
+    }
+
+    pub fn is_active(&self) -> bool {
+        self.code == Self::ACTIVE
+    }
+}
+
+impl fmt::Display for PortState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.code, self.name)
+    }
+}
+
+/// The physical state of an RDMA port (`ports/<p>/phys_state`, e.g. `5: LinkUp`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PhysState {
+    pub code: u32,
+    pub name: String,
+}
+
+impl PhysState {
+    pub const LINK_UP: u32 = 5;
+
+    pub fn parse(s: &str) -> PhysState {
+        parse_coded(s)
+            .map(|(code, name)| PhysState { code, name })
+            .unwrap_or_else(|| PhysState {
+                code: 0,
+                name: s.trim().to_string(),
+            })
+    }
+
+    pub fn is_link_up(&self) -> bool {
+        self.code == Self::LINK_UP
+    }
+}
+
+impl fmt::Display for PhysState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.code, self.name)
+    }
+}
+
+fn parse_coded(s: &str) -> Option<(u32, String)> {
+    let (code, name) = s.trim().split_once(':')?;
+    Some((code.trim().parse().ok()?, name.trim().to_string()))
+}
+
+/// `ports/<p>/link_layer`: `Ethernet` means RoCE, `InfiniBand` means native IB.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LinkLayer {
+    Ethernet,
+    InfiniBand,
+    Other(String),
+}
+
+impl LinkLayer {
+    pub fn parse(s: &str) -> LinkLayer {
+        match s.trim() {
+            "Ethernet" => LinkLayer::Ethernet,
+            "InfiniBand" => LinkLayer::InfiniBand,
+            other => LinkLayer::Other(other.to_string()),
+        }
+    }
+}
+
+/// `ports/<p>/rate`, e.g. `200 Gb/sec (4X HDR)`: the number and the text as printed.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Rate {
+    pub gbps: Option<f64>,
+    pub text: String,
+}
+
+impl Rate {
+    pub fn parse(s: &str) -> Rate {
+        let text = s.trim().to_string();
+        let gbps = text
+            .split_whitespace()
+            .next()
+            .and_then(|n| n.parse::<f64>().ok());
+        Rate { gbps, text }
+    }
+}
+
+/// The type of a GID table entry (`gid_attrs/types/<i>`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum GidType {
+    /// `RoCE v2`: routable, what NCCL should use on RoCE fabrics.
+    #[serde(rename = "RoCE v2")]
+    RoceV2,
+    /// `IB/RoCE v1`.
+    #[serde(rename = "IB/RoCE v1")]
+    IbRoceV1,
+    #[serde(untagged)]
+    Other(String),
+}
+
+impl GidType {
+    pub fn parse(s: &str) -> GidType {
+        match s.trim() {
+            "RoCE v2" => GidType::RoceV2,
+            "IB/RoCE v1" => GidType::IbRoceV1,
+            other => GidType::Other(other.to_string()),
+        }
+    }
+}
+
+/// One populated slot of a port's GID table.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GidEntry {
+    pub index: u32,
+    pub gid: Ipv6Addr,
+    /// `None` when the type could not be read.
+    pub gid_type: Option<GidType>,
+    /// The netdev this GID belongs to (`gid_attrs/ndevs/<i>`).
+    pub ndev: Option<NetIf>,
+}
+
+impl GidEntry {
+    /// The IPv4 address of an IPv4-mapped GID (`::ffff:192.168.177.11`).
+    pub fn ipv4(&self) -> Option<Ipv4Addr> {
+        self.gid.to_ipv4_mapped()
+    }
+
+    pub fn is_roce_v2_ipv4(&self) -> bool {
+        self.gid_type == Some(GidType::RoceV2) && self.ipv4().is_some()
+    }
+}
+
+/// One port of an RDMA device.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PortFacts {
+    pub port: u32,
+    pub state: PortState,
+    pub phys_state: Option<PhysState>,
+    pub link_layer: LinkLayer,
+    pub rate: Option<Rate>,
+    pub gids: Vec<GidEntry>,
+}
+
+impl PortFacts {
+    pub fn is_active(&self) -> bool {
+        self.state.is_active()
+    }
+}
+
+/// An RDMA device (`/sys/class/infiniband/<dev>`) with its netdevs and ports.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RdmaDeviceFacts {
+    pub name: IbDevice,
+    /// The netdevs of this device (`device/net/<if>`), usually one.
+    pub netdevs: Vec<NetIf>,
+    pub ports: Vec<PortFacts>,
+    pub hca_type: Option<String>,
+    pub fw_ver: Option<String>,
+    pub board_id: Option<String>,
+}
+
+impl RdmaDeviceFacts {
+    /// The first ACTIVE port, if any.
+    pub fn active_port(&self) -> Option<&PortFacts> {
+        self.ports.iter().find(|p| p.is_active())
+    }
+
+    pub fn is_active(&self) -> bool {
+        self.active_port().is_some()
+    }
+}
+
+/// One route from `ip -j route show`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RouteFacts {
+    /// `default` or a CIDR as `ip` prints it.
+    pub dst: String,
+    pub dev: Option<NetIf>,
+    pub gateway: Option<Ipv4Addr>,
+    pub prefsrc: Option<Ipv4Addr>,
+}
+
+impl RouteFacts {
+    pub fn is_default(&self) -> bool {
+        self.dst == "default" || self.dst == "0.0.0.0/0"
+    }
+
+    /// The destination as a subnet, when it is one (not `default`).
+    pub fn subnet(&self) -> Option<Subnet> {
+        let dst = self.dst.trim();
+        let net: Ipv4Net = if dst.contains('/') {
+            dst.parse().ok()?
+        } else {
+            Ipv4Net::from(dst.parse::<Ipv4Addr>().ok()?)
+        };
+        Some(Subnet(net.trunc()))
+    }
+}
+
+/// Everything probe saw on one node.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NodeFacts {
+    pub hostname: String,
+    /// `uname -m` (`aarch64`, `x86_64`), when known.
+    pub arch: Option<String>,
+    /// Every network interface, sorted by name.
+    pub interfaces: Vec<InterfaceFacts>,
+    /// Every RDMA device, sorted by name.
+    pub rdma_devices: Vec<RdmaDeviceFacts>,
+    pub routes: Vec<RouteFacts>,
+    /// Host facts that checks need (kernel, memory, driver); all optional.
+    #[serde(default)]
+    pub host: HostFacts,
+}
+
+/// The locked-memory limit (`ulimit -l`) of the user that ran the probe.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MemlockLimit {
+    Unlimited,
+    /// In KiB, as `ulimit -l` prints it.
+    Kib(u64),
+}
+
+impl MemlockLimit {
+    pub fn parse(s: &str) -> Option<MemlockLimit> {
+        match s.trim() {
+            "unlimited" => Some(MemlockLimit::Unlimited),
+            n => n.parse().ok().map(MemlockLimit::Kib),
+        }
+    }
+}
+
+/// Host facts beyond the network: what the doctor's host checks read. Every field is optional
+/// because snapshots written by hand or by older versions may lack them.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostFacts {
+    /// `/proc/sys/kernel/osrelease`.
+    pub kernel: Option<String>,
+    /// `/proc/meminfo` fields in KiB.
+    pub mem_total_kib: Option<u64>,
+    pub mem_available_kib: Option<u64>,
+    pub cma_total_kib: Option<u64>,
+    pub cma_free_kib: Option<u64>,
+    /// `/sys/module/nvidia/version`: the loaded NVIDIA kernel driver.
+    pub nvidia_driver: Option<String>,
+    /// Entries of `/dev/infiniband` (`uverbs0`, `rdma_cm`, ...).
+    pub infiniband_dev_nodes: Vec<String>,
+    /// `/etc/nccl.conf`: NCCL applies every variable in it that the environment does not set,
+    /// silently, on top of what spark-launch derives.
+    pub nccl_conf: Option<String>,
+    pub memlock: Option<MemlockLimit>,
+}
+
+impl NodeFacts {
+    pub fn interface(&self, name: &NetIf) -> Option<&InterfaceFacts> {
+        self.interfaces.iter().find(|i| &i.name == name)
+    }
+
+    pub fn rdma_device(&self, name: &IbDevice) -> Option<&RdmaDeviceFacts> {
+        self.rdma_devices.iter().find(|d| &d.name == name)
+    }
+
+    /// The interface that holds the default route: the management network.
+    pub fn management_interface(&self) -> Option<&InterfaceFacts> {
+        let dev = self.routes.iter().find(|r| r.is_default())?.dev.as_ref()?;
+        self.interface(dev)
+    }
+
+    /// The RDMA device whose netdev is `netdev`.
+    pub fn rdma_device_of(&self, netdev: &NetIf) -> Option<&RdmaDeviceFacts> {
+        self.rdma_devices
+            .iter()
+            .find(|d| d.netdevs.iter().any(|n| n == netdev))
+    }
+
+    /// True when `netdev` belongs to an RDMA device (a fabric interface).
+    pub fn is_fabric_interface(&self, netdev: &NetIf) -> bool {
+        self.rdma_device_of(netdev).is_some()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn port_states_parse_as_the_kernel_prints_them() {
+        assert!(PortState::parse("4: ACTIVE\n").is_active());
+        assert!(!PortState::parse("1: DOWN").is_active());
+        assert_eq!(PortState::parse("garbage").code, 0);
+        assert!(PhysState::parse("5: LinkUp").is_link_up());
+        assert!(!PhysState::parse("3: Disabled").is_link_up());
+    }
+
+    #[test]
+    fn rates_keep_the_number_and_the_text() {
+        let r = Rate::parse("200 Gb/sec (4X HDR)\n");
+        assert_eq!(r.gbps, Some(200.0));
+        assert_eq!(r.text, "200 Gb/sec (4X HDR)");
+        assert_eq!(Rate::parse("unknown").gbps, None);
+    }
+
+    #[test]
+    fn an_ipv4_mapped_roce_v2_gid_yields_its_address() {
+        let g = GidEntry {
+            index: 3,
+            gid: "::ffff:192.168.177.11".parse().unwrap(),
+            gid_type: Some(GidType::parse("RoCE v2")),
+            ndev: None,
+        };
+        assert!(g.is_roce_v2_ipv4());
+        assert_eq!(g.ipv4(), Some(Ipv4Addr::new(192, 168, 177, 11)));
+    }
+
+    #[test]
+    fn subnets_detect_overlap_across_prefix_lengths() {
+        let a = Ipv4Iface {
+            addr: Ipv4Addr::new(192, 168, 177, 11),
+            prefix: 24,
+        }
+        .subnet();
+        let b = Ipv4Iface {
+            addr: Ipv4Addr::new(192, 168, 177, 200),
+            prefix: 25,
+        }
+        .subnet();
+        let c = Ipv4Iface {
+            addr: Ipv4Addr::new(192, 168, 178, 1),
+            prefix: 24,
+        }
+        .subnet();
+        assert_eq!(a.to_string(), "192.168.177.0/24");
+        assert!(a.overlaps(&b));
+        assert!(!a.overlaps(&c));
+    }
+}

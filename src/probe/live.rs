@@ -1,0 +1,40 @@
+//! Probing the machine this runs on: run the emitter script with `sh` and parse its stream.
+//! The only part of `probe` that touches the world.
+
+use std::process::Command;
+
+use super::emit::SCRIPT;
+use super::tree::{MemTree, StreamError};
+
+/// Running the emitter locally failed.
+#[derive(Debug, thiserror::Error)]
+pub enum LiveError {
+    #[error("could not run `sh` to probe this machine: {0}")]
+    Spawn(#[source] std::io::Error),
+    #[error("the probe script failed on this machine (exit {code}): {stderr}")]
+    Failed { code: i32, stderr: String },
+    #[error("the probe script printed something unexpected: {0}")]
+    Stream(#[from] StreamError),
+}
+
+/// Runs the emitter on this machine and returns its snapshot stream, unparsed.
+pub fn emit_local() -> Result<String, LiveError> {
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(SCRIPT)
+        .env_remove("SL_ROOT")
+        .output()
+        .map_err(LiveError::Spawn)?;
+    if !out.status.success() {
+        return Err(LiveError::Failed {
+            code: out.status.code().unwrap_or(-1),
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        });
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Probes this machine into an in-memory snapshot.
+pub fn snapshot_local() -> Result<MemTree, LiveError> {
+    Ok(MemTree::parse(&emit_local()?)?)
+}

@@ -1,0 +1,416 @@
+//! The snapshot reader: turns a snapshot tree (folder or emitter stream) into `NodeFacts`.
+//!
+//! Pure: it only calls the `Tree` it is given. Sysfs values are taken as the kernel prints them;
+//! addresses come from `ip-addr.json`, routes from `ip-route.json`. A value that is missing or
+//! unreadable becomes `None` (an unreadable GID slot is an empty slot), never an error; only a
+//! snapshot without a hostname or with unparsable JSON is refused, naming the file.
+
+use std::collections::BTreeMap;
+use std::net::{Ipv4Addr, Ipv6Addr};
+
+use serde::Deserialize;
+
+use super::facts::*;
+use super::tree::{Read, Tree};
+
+/// A snapshot that cannot be read.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    #[error(
+        "the snapshot has no `hostname` file: it is not a snapshot (capture one with `spark-launch probe --capture DIR`)"
+    )]
+    NoHostname,
+    #[error("`{file}` is not valid `ip -j` output: {source}")]
+    BadJson {
+        file: &'static str,
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
+/// Reads one node's facts from a snapshot.
+pub fn read_facts(tree: &dyn Tree) -> Result<NodeFacts, ReadError> {
+    let hostname = tree.read("hostname").value().ok_or(ReadError::NoHostname)?;
+    let arch = tree.read("arch").value();
+    let links = parse_ip_addr(tree)?;
+    let routes = parse_ip_route(tree)?;
+
+    let mut names: Vec<String> = tree.list("sys/class/net");
+    for l in &links {
+        if !names.contains(&l.ifname) {
+            names.push(l.ifname.clone());
+        }
+    }
+    names.sort();
+    names.dedup();
+
+    let interfaces = names
+        .iter()
+        .map(|name| read_interface(tree, name, links.iter().find(|l| &l.ifname == name)))
+        .collect();
+    let rdma_devices = tree
+        .list("sys/class/infiniband")
+        .iter()
+        .map(|dev| read_rdma_device(tree, dev))
+        .collect();
+
+    Ok(NodeFacts {
+        hostname,
+        arch,
+        interfaces,
+        rdma_devices,
+        routes,
+        host: read_host(tree),
+    })
+}
+
+fn read_interface(tree: &dyn Tree, name: &str, link: Option<&IpLink>) -> InterfaceFacts {
+    let base = format!("sys/class/net/{name}");
+    let sys = |attr: &str| tree.read(&format!("{base}/{attr}")).value();
+    let operstate = sys("operstate")
+        .map(|s| OperState::parse(&s))
+        .or_else(|| {
+            link.and_then(|l| l.operstate.as_deref())
+                .map(|s| OperState::parse(&s.to_lowercase()))
+        })
+        .unwrap_or(OperState::Unknown);
+    let mtu = sys("mtu")
+        .and_then(|s| s.parse().ok())
+        .or_else(|| link.and_then(|l| l.mtu));
+    // The kernel prints -1 (or refuses the read) when the speed is unknown.
+    let speed_mbps = sys("speed")
+        .and_then(|s| s.parse::<i64>().ok())
+        .and_then(|v| u32::try_from(v).ok());
+    let carrier = sys("carrier").and_then(|s| match s.as_str() {
+        "1" => Some(true),
+        "0" => Some(false),
+        _ => None,
+    });
+    let mac = sys("address").or_else(|| link.and_then(|l| l.address.clone()));
+    let mut ipv4 = Vec::new();
+    let mut ipv6 = Vec::new();
+    if let Some(l) = link {
+        for a in &l.addr_info {
+            match a.family.as_str() {
+                "inet" => {
+                    if let (Ok(addr), Some(prefix)) = (a.local.parse::<Ipv4Addr>(), a.prefixlen)
+                        && prefix <= 32
+                    {
+                        ipv4.push(Ipv4Iface { addr, prefix });
+                    }
+                }
+                "inet6" => {
+                    if let (Ok(addr), Some(prefix)) = (a.local.parse::<Ipv6Addr>(), a.prefixlen)
+                        && prefix <= 128
+                    {
+                        ipv6.push(Ipv6Iface { addr, prefix });
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    InterfaceFacts {
+        name: NetIf::new(name),
+        operstate,
+        mtu,
+        speed_mbps,
+        carrier,
+        mac,
+        ipv4,
+        ipv6,
+    }
+}
+
+fn read_rdma_device(tree: &dyn Tree, dev: &str) -> RdmaDeviceFacts {
+    let base = format!("sys/class/infiniband/{dev}");
+    let attr = |a: &str| tree.read(&format!("{base}/{a}")).value();
+    let netdevs = tree
+        .list(&format!("{base}/device/net"))
+        .into_iter()
+        .map(NetIf::new)
+        .collect();
+    let mut ports: Vec<PortFacts> = tree
+        .list(&format!("{base}/ports"))
+        .iter()
+        .filter_map(|p| {
+            let num: u32 = p.parse().ok()?;
+            Some(read_port(tree, &format!("{base}/ports/{p}"), num))
+        })
+        .collect();
+    ports.sort_by_key(|p| p.port);
+    RdmaDeviceFacts {
+        name: IbDevice::new(dev),
+        netdevs,
+        ports,
+        hca_type: attr("hca_type"),
+        fw_ver: attr("fw_ver"),
+        board_id: attr("board_id"),
+    }
+}
+
+fn read_port(tree: &dyn Tree, base: &str, port: u32) -> PortFacts {
+    let attr = |a: &str| tree.read(&format!("{base}/{a}")).value();
+    let mut gids: Vec<GidEntry> = tree
+        .list(&format!("{base}/gids"))
+        .iter()
+        .filter_map(|i| {
+            let index: u32 = i.parse().ok()?;
+            // A missing or unreadable slot, or an all-zero GID, is an empty slot.
+            let gid: Ipv6Addr = attr(&format!("gids/{i}"))?.parse().ok()?;
+            if gid.is_unspecified() {
+                return None;
+            }
+            Some(GidEntry {
+                index,
+                gid,
+                gid_type: attr(&format!("gid_attrs/types/{i}")).map(|t| GidType::parse(&t)),
+                ndev: attr(&format!("gid_attrs/ndevs/{i}")).map(NetIf::new),
+            })
+        })
+        .collect();
+    gids.sort_by_key(|g| g.index);
+    PortFacts {
+        port,
+        state: attr("state")
+            .map(|s| PortState::parse(&s))
+            .unwrap_or_else(|| PortState::parse("0: UNKNOWN")),
+        phys_state: attr("phys_state").map(|s| PhysState::parse(&s)),
+        link_layer: attr("link_layer")
+            .map(|s| LinkLayer::parse(&s))
+            .unwrap_or(LinkLayer::Other(String::new())),
+        rate: attr("rate").map(|s| Rate::parse(&s)),
+        gids,
+    }
+}
+
+fn read_host(tree: &dyn Tree) -> HostFacts {
+    let meminfo = match tree.read("proc/meminfo") {
+        Read::Value(v) => parse_meminfo(&v),
+        _ => BTreeMap::new(),
+    };
+    let nccl_conf = match tree.read("etc/nccl.conf") {
+        Read::Value(v) => Some(v),
+        _ => None,
+    };
+    HostFacts {
+        kernel: tree.read("proc/sys/kernel/osrelease").value(),
+        mem_total_kib: meminfo.get("MemTotal").copied(),
+        mem_available_kib: meminfo.get("MemAvailable").copied(),
+        cma_total_kib: meminfo.get("CmaTotal").copied(),
+        cma_free_kib: meminfo.get("CmaFree").copied(),
+        nvidia_driver: tree.read("sys/module/nvidia/version").value(),
+        infiniband_dev_nodes: tree.list("dev/infiniband"),
+        nccl_conf,
+        memlock: tree
+            .read("ulimit-l")
+            .value()
+            .and_then(|s| MemlockLimit::parse(&s)),
+    }
+}
+
+/// `MemTotal:  131072000 kB` lines → name → KiB.
+fn parse_meminfo(text: &str) -> BTreeMap<String, u64> {
+    text.lines()
+        .filter_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            let n = v.split_whitespace().next()?.parse().ok()?;
+            Some((k.trim().to_string(), n))
+        })
+        .collect()
+}
+
+#[derive(Debug, Deserialize)]
+struct IpLink {
+    ifname: String,
+    #[serde(default)]
+    mtu: Option<u32>,
+    #[serde(default)]
+    operstate: Option<String>,
+    #[serde(default)]
+    address: Option<String>,
+    #[serde(default)]
+    addr_info: Vec<IpAddrInfo>,
+}
+
+#[derive(Debug, Deserialize)]
+struct IpAddrInfo {
+    #[serde(default)]
+    family: String,
+    #[serde(default)]
+    local: String,
+    #[serde(default)]
+    prefixlen: Option<u8>,
+}
+
+#[derive(Debug, Deserialize)]
+struct IpRoute {
+    dst: String,
+    #[serde(default)]
+    dev: Option<String>,
+    #[serde(default)]
+    gateway: Option<String>,
+    #[serde(default)]
+    prefsrc: Option<String>,
+}
+
+fn parse_ip_addr(tree: &dyn Tree) -> Result<Vec<IpLink>, ReadError> {
+    match tree.read("ip-addr.json") {
+        Read::Value(v) if !v.trim().is_empty() => {
+            // `ip -j addr` prints entries without `ifname` for some link types; skip those.
+            let raw: Vec<serde_json::Value> =
+                serde_json::from_str(&v).map_err(|source| ReadError::BadJson {
+                    file: "ip-addr.json",
+                    source,
+                })?;
+            Ok(raw
+                .into_iter()
+                .filter_map(|v| serde_json::from_value(v).ok())
+                .collect())
+        }
+        _ => Ok(Vec::new()),
+    }
+}
+
+fn parse_ip_route(tree: &dyn Tree) -> Result<Vec<RouteFacts>, ReadError> {
+    match tree.read("ip-route.json") {
+        Read::Value(v) if !v.trim().is_empty() => {
+            let raw: Vec<serde_json::Value> =
+                serde_json::from_str(&v).map_err(|source| ReadError::BadJson {
+                    file: "ip-route.json",
+                    source,
+                })?;
+            Ok(raw
+                .into_iter()
+                .filter_map(|v| serde_json::from_value::<IpRoute>(v).ok())
+                .map(|r| RouteFacts {
+                    dst: r.dst,
+                    dev: r.dev.map(NetIf::new),
+                    gateway: r.gateway.and_then(|g| g.parse().ok()),
+                    prefsrc: r.prefsrc.and_then(|g| g.parse().ok()),
+                })
+                .collect())
+        }
+        _ => Ok(Vec::new()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::probe::tree::MemTree;
+
+    fn tree(files: &[(&str, &str)]) -> MemTree {
+        let mut t = MemTree::default();
+        for (p, c) in files {
+            t.insert_file(p, c.to_string());
+        }
+        t
+    }
+
+    const IP_ADDR: &str = r#"[{"ifindex":3,"ifname":"enp1s0f1np1","mtu":9000,"operstate":"UP","address":"aa:bb:cc:00:00:01","addr_info":[{"family":"inet","local":"192.168.177.11","prefixlen":24},{"family":"inet6","local":"fe80::1","prefixlen":64}]},{"ifindex":4,"ifname":"enP2p1s0f1np1","mtu":9000,"operstate":"UP","addr_info":[]}]"#;
+
+    #[test]
+    fn a_twin_without_an_address_is_still_read_with_its_device_and_gids() {
+        let t = tree(&[
+            ("hostname", "spark\n"),
+            ("ip-addr.json", IP_ADDR),
+            ("sys/class/net/enP2p1s0f1np1/operstate", "up\n"),
+            ("sys/class/net/enP2p1s0f1np1/carrier", "1\n"),
+            (
+                "sys/class/infiniband/roceP2p1s0f1/ports/1/state",
+                "4: ACTIVE\n",
+            ),
+            (
+                "sys/class/infiniband/roceP2p1s0f1/ports/1/link_layer",
+                "Ethernet\n",
+            ),
+            (
+                "sys/class/infiniband/roceP2p1s0f1/ports/1/gids/1",
+                "fe80:0000:0000:0000:0000:00ff:fe00:0002\n",
+            ),
+            (
+                "sys/class/infiniband/roceP2p1s0f1/ports/1/gid_attrs/types/1",
+                "RoCE v2\n",
+            ),
+            (
+                "sys/class/infiniband/roceP2p1s0f1/ports/1/gids/2",
+                "0000:0000:0000:0000:0000:0000:0000:0000\n",
+            ),
+            (
+                "sys/class/infiniband/roceP2p1s0f1/device/net/enP2p1s0f1np1/ifindex",
+                "4\n",
+            ),
+        ]);
+        let f = read_facts(&t).unwrap();
+        assert_eq!(f.interfaces.len(), 2);
+        let twin = f.interface(&NetIf::new("enP2p1s0f1np1")).unwrap();
+        assert!(twin.ipv4.is_empty());
+        assert!(twin.is_up());
+        let dev = &f.rdma_devices[0];
+        assert_eq!(dev.netdevs, vec![NetIf::new("enP2p1s0f1np1")]);
+        assert!(dev.is_active());
+        assert_eq!(dev.ports[0].gids.len(), 1, "the all-zero slot is empty");
+        assert_eq!(dev.ports[0].gids[0].gid_type, Some(GidType::RoceV2));
+        let ip = f.interface(&NetIf::new("enp1s0f1np1")).unwrap();
+        assert_eq!(ip.ipv4[0].to_string(), "192.168.177.11/24");
+        assert_eq!(
+            ip.mtu,
+            Some(9000),
+            "mtu falls back to ip -j when sysfs lacks it"
+        );
+    }
+
+    #[test]
+    fn a_snapshot_without_hostname_is_refused_with_the_fix() {
+        let err = read_facts(&tree(&[("ip-addr.json", "[]")])).unwrap_err();
+        assert!(err.to_string().contains("spark-launch probe --capture"));
+    }
+
+    #[test]
+    fn broken_ip_json_names_the_file() {
+        let err = read_facts(&tree(&[("hostname", "x"), ("ip-addr.json", "[{")])).unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("`ip-addr.json` is not valid `ip -j` output")
+        );
+    }
+
+    #[test]
+    fn the_default_route_names_the_management_interface() {
+        let f = read_facts(&tree(&[
+            ("hostname", "x"),
+            (
+                "ip-addr.json",
+                r#"[{"ifname":"enP7s7","addr_info":[{"family":"inet","local":"10.0.0.170","prefixlen":24}]}]"#,
+            ),
+            (
+                "ip-route.json",
+                r#"[{"dst":"default","gateway":"10.0.0.1","dev":"enP7s7"},{"dst":"10.0.0.0/24","dev":"enP7s7","prefsrc":"10.0.0.170"}]"#,
+            ),
+        ]))
+        .unwrap();
+        assert_eq!(f.management_interface().unwrap().name.as_str(), "enP7s7");
+        assert_eq!(f.routes[1].subnet().unwrap().to_string(), "10.0.0.0/24");
+    }
+
+    #[test]
+    fn host_facts_come_from_proc_sys_and_dev() {
+        let f = read_facts(&tree(&[
+            ("hostname", "x"),
+            (
+                "proc/meminfo",
+                "MemTotal:       131072000 kB\nCmaTotal:              0 kB\n",
+            ),
+            ("sys/module/nvidia/version", "580.95.05\n"),
+            ("dev/infiniband/uverbs0", ""),
+            ("ulimit-l", "unlimited\n"),
+        ]))
+        .unwrap();
+        assert_eq!(f.host.mem_total_kib, Some(131_072_000));
+        assert_eq!(f.host.cma_total_kib, Some(0));
+        assert_eq!(f.host.nvidia_driver.as_deref(), Some("580.95.05"));
+        assert_eq!(f.host.infiniband_dev_nodes, vec!["uverbs0"]);
+        assert_eq!(f.host.memlock, Some(MemlockLimit::Unlimited));
+    }
+}

@@ -1,0 +1,196 @@
+//! How the core tells the user what it is doing, without knowing about terminals.
+//!
+//! Library code calls a [`Reporter`]; the binary (`cli::ui`) implements it with indicatif on a
+//! TTY and plain `•`/`✓`/`✗` lines otherwise. Progress always goes to stderr; stdout carries only
+//! results. A step ends as failed unless it is explicitly finished as a success, so an early
+//! return (`?`) shows ✗ (the kind habit).
+
+use std::sync::{Arc, Mutex};
+
+use crate::node::NodeName;
+
+/// Receives progress from the core. Every method must be cheap and must never fail.
+pub trait Reporter: Send + Sync {
+    /// A named step starts (one status line). The returned guard ends it: `ok()` shows ✓,
+    /// dropping it without `ok()` shows ✗.
+    fn step(&self, title: &str) -> Step;
+
+    /// A byte-counted transfer on one node (image push, model copy). `total` when known.
+    fn transfer(&self, node: &NodeName, label: &str, total: Option<u64>) -> Box<dyn Transfer>;
+
+    /// A line about one node, prefixed with its name.
+    fn node_line(&self, node: &NodeName, message: &str);
+
+    /// Something the user should read even with `-q`.
+    fn warn(&self, message: &str);
+
+    /// Called by [`Step`] when a step ends; `ok` is false for failures and drops.
+    fn end_step(&self, title: &str, ok: bool, detail: Option<&str>);
+}
+
+/// A running byte-counted transfer.
+pub trait Transfer: Send + Sync {
+    fn advance(&self, bytes: u64);
+    fn set_total(&self, total: u64);
+    fn finish(&self, message: &str);
+}
+
+/// A step in progress. Ends as ✗ unless [`Step::ok`] is called.
+pub struct Step {
+    title: String,
+    reporter: Option<Arc<dyn Reporter>>,
+    done: bool,
+}
+
+impl Step {
+    pub fn new(title: &str, reporter: Arc<dyn Reporter>) -> Self {
+        Step {
+            title: title.to_string(),
+            reporter: Some(reporter),
+            done: false,
+        }
+    }
+
+    /// A step that reports nothing (for [`NullReporter`]).
+    pub fn silent(title: &str) -> Self {
+        Step {
+            title: title.to_string(),
+            reporter: None,
+            done: false,
+        }
+    }
+
+    pub fn title(&self) -> &str {
+        &self.title
+    }
+
+    /// End the step as a success.
+    pub fn ok(mut self) {
+        self.finish(true, None);
+    }
+
+    /// End the step as a success with a short detail (`✓ pushed to 2 nodes (3 skipped)`).
+    pub fn ok_with(mut self, detail: &str) {
+        self.finish(true, Some(detail));
+    }
+
+    /// End the step as a failure with a short detail.
+    pub fn fail(mut self, detail: &str) {
+        self.finish(false, Some(detail));
+    }
+
+    fn finish(&mut self, ok: bool, detail: Option<&str>) {
+        if self.done {
+            return;
+        }
+        self.done = true;
+        if let Some(r) = &self.reporter {
+            r.end_step(&self.title, ok, detail);
+        }
+    }
+}
+
+impl Drop for Step {
+    fn drop(&mut self) {
+        self.finish(false, None);
+    }
+}
+
+/// Reports nothing. For tests and `--json` paths that must keep stderr quiet.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NullReporter;
+
+struct NullTransfer;
+
+impl Transfer for NullTransfer {
+    fn advance(&self, _bytes: u64) {}
+    fn set_total(&self, _total: u64) {}
+    fn finish(&self, _message: &str) {}
+}
+
+impl Reporter for NullReporter {
+    fn step(&self, title: &str) -> Step {
+        Step::silent(title)
+    }
+    fn transfer(&self, _node: &NodeName, _label: &str, _total: Option<u64>) -> Box<dyn Transfer> {
+        Box::new(NullTransfer)
+    }
+    fn node_line(&self, _node: &NodeName, _message: &str) {}
+    fn warn(&self, _message: &str) {}
+    fn end_step(&self, _title: &str, _ok: bool, _detail: Option<&str>) {}
+}
+
+/// Records every event in order. Tests use it to assert step titles and outcomes.
+#[derive(Default)]
+pub struct RecordingReporter {
+    events: Mutex<Vec<String>>,
+    me: Mutex<Option<std::sync::Weak<RecordingReporter>>>,
+}
+
+impl RecordingReporter {
+    pub fn new() -> Arc<Self> {
+        let r = Arc::new(RecordingReporter::default());
+        if let Ok(mut me) = r.me.lock() {
+            *me = Some(Arc::downgrade(&r));
+        }
+        r
+    }
+
+    /// Every event so far: `start:T`, `ok:T`, `fail:T`, `node:N:msg`, `warn:msg`.
+    pub fn events(&self) -> Vec<String> {
+        self.events.lock().map(|e| e.clone()).unwrap_or_default()
+    }
+
+    fn push(&self, e: String) {
+        if let Ok(mut events) = self.events.lock() {
+            events.push(e);
+        }
+    }
+}
+
+impl Reporter for RecordingReporter {
+    fn step(&self, title: &str) -> Step {
+        self.push(format!("start:{title}"));
+        let me = self.me.lock().ok().and_then(|m| m.as_ref()?.upgrade());
+        match me {
+            Some(me) => Step::new(title, me),
+            None => Step::silent(title),
+        }
+    }
+    fn transfer(&self, node: &NodeName, label: &str, _total: Option<u64>) -> Box<dyn Transfer> {
+        self.push(format!("transfer:{node}:{label}"));
+        Box::new(NullTransfer)
+    }
+    fn node_line(&self, node: &NodeName, message: &str) {
+        self.push(format!("node:{node}:{message}"));
+    }
+    fn warn(&self, message: &str) {
+        self.push(format!("warn:{message}"));
+    }
+    fn end_step(&self, title: &str, ok: bool, _detail: Option<&str>) {
+        self.push(format!("{}:{title}", if ok { "ok" } else { "fail" }));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_step_dropped_without_ok_is_reported_as_failed() {
+        let r = RecordingReporter::new();
+        {
+            let _s = r.step("start containers");
+        }
+        r.step("stop containers").ok();
+        assert_eq!(
+            r.events(),
+            vec![
+                "start:start containers",
+                "fail:start containers",
+                "start:stop containers",
+                "ok:stop containers"
+            ]
+        );
+    }
+}

@@ -1,0 +1,2 @@
+//! Workloads (nccl-test, nccl-build, vllm, trtllm): each turns the user's options and the
+//! derived per-node environment into a `JobPlan`. Pure: no network, no Docker, no files.
