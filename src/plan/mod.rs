@@ -1,2 +1,9 @@
 //! A plan is plain data: the per-node container specs or host processes, and the order of
 //! steps. Workloads build plans; `--dry-run` prints them; the executor runs exactly them.
+//! Pure: no effects, no handles, no closures (STYLE rule 4).
+
+pub mod job;
+pub mod spec;
+
+pub use job::{JobPlan, Launch, NodePlan, ProcessSpec, RuntimeKind, Step};
+pub use spec::{ContainerSpec, Gpus, JobName, Ulimit};

@@ -1,0 +1,344 @@
+//! `ContainerSpec`: one container on one node, as plain data. The runtime turns it into the
+//! exact Docker create request; `--dry-run --json` prints it; compose files serialise it.
+//!
+//! Every spec carries spark-launch's labels (`dev.spark-launch.job`, `.node`, `.role`) and a
+//! deterministic name (`sl-<job>-<node>`): the constructor sets them, so no container we start
+//! can be anonymous, and `status`/`logs`/`stop` find work by label alone.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::node::{NodeName, Role};
+
+pub const LABEL_JOB: &str = "dev.spark-launch.job";
+pub const LABEL_NODE: &str = "dev.spark-launch.node";
+pub const LABEL_ROLE: &str = "dev.spark-launch.role";
+
+/// The name of a job: a set of containers or processes on several nodes.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct JobName(String);
+
+impl JobName {
+    /// Letters, digits and `-`, starting with a letter, at most 40 characters (it becomes part
+    /// of container names, which Docker limits to `[a-zA-Z0-9][a-zA-Z0-9_.-]+`).
+    pub fn new(name: impl Into<String>) -> Result<Self, InvalidJobName> {
+        let name = name.into();
+        let ok = !name.is_empty()
+            && name.len() <= 40
+            && name.starts_with(|c: char| c.is_ascii_alphabetic())
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-');
+        if ok {
+            Ok(JobName(name))
+        } else {
+            Err(InvalidJobName(name))
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The container (or process) name of this job on `node`: `sl-<job>-<node>`.
+    pub fn container_name(&self, node: &NodeName) -> String {
+        format!("sl-{}-{}", self.0, node)
+    }
+}
+
+impl fmt::Display for JobName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::str::FromStr for JobName {
+    type Err = InvalidJobName;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        JobName::new(s)
+    }
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error(
+    "invalid job name {0:?}: use letters, digits and '-', starting with a letter, at most 40 characters"
+)]
+pub struct InvalidJobName(pub String);
+
+/// A bind mount from the node into the container.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Mount {
+    pub source: String,
+    pub target: String,
+    #[serde(default)]
+    pub read_only: bool,
+}
+
+/// A device node passed into the container (`/dev/infiniband` for RDMA).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Device {
+    pub host: String,
+    pub container: String,
+    /// cgroup permissions, `rwm`.
+    pub permissions: String,
+}
+
+/// Which GPUs the container gets.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Gpus {
+    None,
+    #[default]
+    All,
+    Count(u32),
+}
+
+impl std::str::FromStr for Gpus {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "none" | "0" => Ok(Gpus::None),
+            "all" => Ok(Gpus::All),
+            n => n
+                .parse::<u32>()
+                .map(Gpus::Count)
+                .map_err(|_| format!("expected none, all or a number of GPUs, got {s:?}")),
+        }
+    }
+}
+
+/// A resource limit (`docker run --ulimit name=soft:hard`); -1 means unlimited.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Ulimit {
+    pub name: String,
+    pub soft: i64,
+    pub hard: i64,
+}
+
+impl Ulimit {
+    pub fn new(name: &str, soft: i64, hard: i64) -> Self {
+        Ulimit {
+            name: name.to_string(),
+            soft,
+            hard,
+        }
+    }
+}
+
+impl std::str::FromStr for Ulimit {
+    type Err = String;
+    /// `name=soft[:hard]`, as `docker run --ulimit` takes it.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let bad = || {
+            format!("expected NAME=SOFT[:HARD] (e.g. memlock=-1 or nofile=65536:65536), got {s:?}")
+        };
+        let (name, limits) = s.split_once('=').ok_or_else(bad)?;
+        let (soft, hard) = match limits.split_once(':') {
+            Some((a, b)) => (a, b),
+            None => (limits, limits),
+        };
+        let soft: i64 = soft.parse().map_err(|_| bad())?;
+        let hard: i64 = hard.parse().map_err(|_| bad())?;
+        if name.is_empty() {
+            return Err(bad());
+        }
+        Ok(Ulimit::new(name, soft, hard))
+    }
+}
+
+/// `memlock=-1`: RDMA registers GPU and host memory; a limit makes `ibv_reg_mr` fail and NCCL
+/// silently fall back to TCP.
+pub const ULIMIT_MEMLOCK: i64 = -1;
+/// `stack=64 MiB`, as NVIDIA's containers are run.
+pub const ULIMIT_STACK: i64 = 67_108_864;
+/// An explicit `nofile`, so the container does not inherit whatever dockerd has.
+pub const ULIMIT_NOFILE: i64 = 65_536;
+
+/// How the container joins the node's network.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NetworkMode {
+    /// The node's own interfaces: what NCCL, Ray and MPI need.
+    Host,
+    /// The engine's default bridge (only for containers that need no fabric).
+    Bridge,
+}
+
+/// IPC namespace.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum IpcMode {
+    /// The node's IPC namespace: NCCL's shared memory transport and large `/dev/shm`.
+    Host,
+    Private,
+}
+
+/// One container on one node.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContainerSpec {
+    /// `sl-<job>-<node>`.
+    pub name: String,
+    pub image: String,
+    /// Overrides the image's entrypoint when set.
+    pub entrypoint: Option<Vec<String>>,
+    /// The command (arguments to the entrypoint).
+    pub command: Vec<String>,
+    pub env: BTreeMap<String, String>,
+    pub labels: BTreeMap<String, String>,
+    pub mounts: Vec<Mount>,
+    pub devices: Vec<Device>,
+    pub gpus: Gpus,
+    pub network: NetworkMode,
+    pub ipc: IpcMode,
+    pub cap_add: Vec<String>,
+    pub ulimits: Vec<Ulimit>,
+    pub workdir: Option<String>,
+}
+
+impl ContainerSpec {
+    /// A bare spec for `job` on `node`: name and labels set, nothing else. Host network and
+    /// IPC, no GPUs, no mounts.
+    pub fn new(job: &JobName, node: &NodeName, role: Role, image: &str) -> Self {
+        let mut labels = BTreeMap::new();
+        labels.insert(LABEL_JOB.to_string(), job.to_string());
+        labels.insert(LABEL_NODE.to_string(), node.to_string());
+        labels.insert(LABEL_ROLE.to_string(), role.to_string());
+        ContainerSpec {
+            name: job.container_name(node),
+            image: image.to_string(),
+            entrypoint: None,
+            command: Vec::new(),
+            env: BTreeMap::new(),
+            labels,
+            mounts: Vec::new(),
+            devices: Vec::new(),
+            gpus: Gpus::None,
+            network: NetworkMode::Host,
+            ipc: IpcMode::Host,
+            cap_add: Vec::new(),
+            ulimits: Vec::new(),
+            workdir: None,
+        }
+    }
+
+    /// A GPU container as RDMA workloads need it: all GPUs, host network and IPC, IPC_LOCK,
+    /// memlock unlimited, a 64 MiB stack, an explicit nofile, and `/dev/infiniband` when the
+    /// node has it.
+    pub fn gpu(
+        job: &JobName,
+        node: &NodeName,
+        role: Role,
+        image: &str,
+        has_infiniband: bool,
+    ) -> Self {
+        let mut spec = ContainerSpec::new(job, node, role, image);
+        spec.gpus = Gpus::All;
+        spec.cap_add.push("IPC_LOCK".to_string());
+        spec.ulimits = vec![
+            Ulimit::new("memlock", ULIMIT_MEMLOCK, ULIMIT_MEMLOCK),
+            Ulimit::new("stack", ULIMIT_STACK, ULIMIT_STACK),
+            Ulimit::new("nofile", ULIMIT_NOFILE, ULIMIT_NOFILE),
+        ];
+        if has_infiniband {
+            spec.devices.push(Device {
+                host: "/dev/infiniband".to_string(),
+                container: "/dev/infiniband".to_string(),
+                permissions: "rwm".to_string(),
+            });
+        }
+        spec
+    }
+
+    /// Replaces (or adds) ulimits by name: `--ulimit nofile=16384`.
+    pub fn override_ulimits(&mut self, overrides: &[Ulimit]) {
+        for o in overrides {
+            self.ulimits.retain(|u| u.name != o.name);
+            self.ulimits.push(o.clone());
+        }
+    }
+
+    pub fn job(&self) -> Option<&str> {
+        self.labels.get(LABEL_JOB).map(|s| s.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job() -> JobName {
+        JobName::new("nccl-test").unwrap()
+    }
+
+    fn node() -> NodeName {
+        NodeName::new("spark-a").unwrap()
+    }
+
+    #[test]
+    fn every_spec_carries_our_three_labels_and_a_deterministic_name() {
+        let s = ContainerSpec::new(&job(), &node(), Role::Head, "img:1");
+        assert_eq!(s.name, "sl-nccl-test-spark-a");
+        assert_eq!(s.labels[LABEL_JOB], "nccl-test");
+        assert_eq!(s.labels[LABEL_NODE], "spark-a");
+        assert_eq!(s.labels[LABEL_ROLE], "head");
+    }
+
+    #[test]
+    fn a_gpu_spec_has_rdma_settings_and_infiniband_only_when_present() {
+        let s = ContainerSpec::gpu(&job(), &node(), Role::Worker, "img:1", true);
+        assert_eq!(s.gpus, Gpus::All);
+        assert_eq!(s.network, NetworkMode::Host);
+        assert_eq!(s.ipc, IpcMode::Host);
+        assert_eq!(s.cap_add, vec!["IPC_LOCK"]);
+        assert!(s.ulimits.contains(&Ulimit::new("memlock", -1, -1)));
+        assert!(
+            s.ulimits
+                .contains(&Ulimit::new("stack", 67_108_864, 67_108_864))
+        );
+        assert!(s.ulimits.iter().any(|u| u.name == "nofile"));
+        assert_eq!(s.devices[0].host, "/dev/infiniband");
+        let s = ContainerSpec::gpu(&job(), &node(), Role::Worker, "img:1", false);
+        assert!(s.devices.is_empty());
+    }
+
+    #[test]
+    fn ulimit_overrides_replace_by_name() {
+        let mut s = ContainerSpec::gpu(&job(), &node(), Role::Worker, "img:1", false);
+        s.override_ulimits(&[
+            "nofile=16384".parse().unwrap(),
+            "memlock=8388608".parse().unwrap(),
+        ]);
+        assert!(s.ulimits.contains(&Ulimit::new("nofile", 16384, 16384)));
+        assert!(
+            s.ulimits
+                .contains(&Ulimit::new("memlock", 8_388_608, 8_388_608))
+        );
+        assert_eq!(s.ulimits.len(), 3);
+    }
+
+    #[test]
+    fn job_names_that_would_break_container_names_are_refused() {
+        assert!(JobName::new("vllm-llama3").is_ok());
+        assert!(JobName::new("1job").is_err());
+        assert!(JobName::new("a_b").is_err());
+        assert!(JobName::new("").is_err());
+        assert!("x".repeat(41).parse::<JobName>().is_err());
+    }
+
+    #[test]
+    fn gpus_parse_none_all_and_counts() {
+        assert_eq!("none".parse::<Gpus>(), Ok(Gpus::None));
+        assert_eq!("all".parse::<Gpus>(), Ok(Gpus::All));
+        assert_eq!("2".parse::<Gpus>(), Ok(Gpus::Count(2)));
+        assert!("some".parse::<Gpus>().is_err());
+    }
+
+    #[test]
+    fn a_spec_survives_a_json_round_trip() {
+        let s = ContainerSpec::gpu(&job(), &node(), Role::Head, "img:1", true);
+        let back: ContainerSpec =
+            serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
+        assert_eq!(s, back);
+    }
+}
