@@ -229,6 +229,13 @@ fn twins_on_one_subnet(node: &NodeName, addrs: &[FabricAddr]) -> Vec<Violation> 
             if !seen.insert((a.iface.clone(), b.iface.clone())) {
                 continue;
             }
+            // Suggest removing the address from the secondary function (the name with a PCI
+            // domain, `enP2p...`), keeping the one on the primary.
+            let (a, b) = if twins::twin_key(&a.iface).as_deref() == Some(a.iface.as_str()) {
+                (a, b)
+            } else {
+                (b, a)
+            };
             let link_local = a.subnet().is_link_local() && b.subnet().is_link_local();
             let problem = format!(
                 "{} ({}) and {} ({}) are fabric interfaces on one subnet ({}): replies leave by the wrong interface and NCCL's interface discovery gets confused{}",
@@ -666,18 +673,23 @@ fn mtu_warnings(
                 )
             })
             .collect();
-        for (i, iface, m) in &ends {
-            let fix = if *m != Some(max) {
+        let fixes: Vec<String> = ends
+            .iter()
+            .filter(|(_, _, m)| *m != Some(max))
+            .map(|(i, iface, _)| {
                 format!(
-                    "on this node `sudo ip link set dev {iface} mtu {max}` (and in /etc/netplan)"
+                    "on {}: `sudo ip link set dev {iface} mtu {max}`",
+                    nodes[*i].name
                 )
-            } else {
-                "raise the MTU on the other end to match".to_string()
-            };
-            warnings[*i].push(format!(
-                "MTU differs across the link on {subnet} ({}): large frames are dropped and RoCE falls back to the smaller MTU; fix: {fix}",
-                listing.join(", ")
-            ));
+            })
+            .collect();
+        let text = format!(
+            "MTU differs across the link on {subnet} ({}): large frames are dropped and RoCE falls back to the smaller MTU; fix: {} (and set `mtu: {max}` in /etc/netplan)",
+            listing.join(", "),
+            fixes.join("; ")
+        );
+        for (i, _, _) in &ends {
+            warnings[*i].push(text.clone());
         }
     }
 }

@@ -485,7 +485,12 @@ fn twins_on_one_subnet_are_refused_naming_node_interfaces_and_fix() {
         "{}",
         v.problem
     );
-    assert!(v.fix.contains("sudo ip addr del"), "{}", v.fix);
+    assert!(
+        v.fix
+            .contains("`sudo ip addr del 192.168.177.13/24 dev enP2p1s0f1np1`"),
+        "the fix removes the address from the secondary twin, keeping the original: {}",
+        v.fix
+    );
 }
 
 #[test]
