@@ -616,10 +616,10 @@ fn an_mtu_mismatch_across_a_link_is_a_warning_on_both_ends() {
         );
     }
     assert!(
-        c.nodes[1]
+        c.nodes[0]
             .warnings
             .iter()
-            .any(|w| w.contains("sudo ip link set dev enp1s0f1np1 mtu 9000"))
+            .any(|w| w.contains("fix: on spark2: `sudo ip link set dev enp1s0f1np1 mtu 9000`"))
     );
 }
 
