@@ -116,10 +116,16 @@ fn text(cluster: &ClusterEnv, nodes: &[&NodeEnv]) -> String {
     out
 }
 
+/// Single-quotes a word for POSIX shells when it has anything beyond plainly safe characters.
 fn quote(v: &str) -> String {
-    shlex::try_quote(v)
-        .map(|q| q.into_owned())
-        .unwrap_or_else(|_| format!("'{}'", v.replace('\'', "'\\''")))
+    let safe = !v.is_empty()
+        && v.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_=,.:/@%+-".contains(c));
+    if safe {
+        v.to_string()
+    } else {
+        format!("'{}'", v.replace('\'', "'\\''"))
+    }
 }
 
 fn shell(nodes: &[&NodeEnv]) -> String {

@@ -1,0 +1,172 @@
+//! `spark-launch env` as a user runs it: formats, exit codes and messages.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn fixture_args(name: &str) -> Vec<String> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name);
+    let nodes = std::fs::read_to_string(root.join("nodes")).unwrap();
+    nodes
+        .lines()
+        .filter(|l| !l.is_empty())
+        .flat_map(|n| {
+            [
+                "--snapshot".to_string(),
+                format!("{n}={}", root.join(n).display()),
+            ]
+        })
+        .collect()
+}
+
+fn run(args: &[String]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_spark-launch"))
+        .args(args)
+        .env("SPARK_LAUNCH_NO_PROGRESS", "1")
+        .output()
+        .unwrap()
+}
+
+fn args(prefix: &[&str], fixture: &str) -> Vec<String> {
+    let mut a: Vec<String> = prefix.iter().map(|s| s.to_string()).collect();
+    a.extend(fixture_args(fixture));
+    a
+}
+
+#[test]
+fn env_json_prints_only_json_with_the_documented_shape() {
+    let out = run(&args(&["env", "--json"], "seed-001-two-sparks-both-twins"));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stdout is pure JSON");
+    assert_eq!(v["topology"], "direct");
+    assert_eq!(v["head"], "spark");
+    assert_eq!(
+        v["nodes"]["spark2"]["env"]["NCCL_IB_HCA"],
+        "rocep1s0f1,roceP2p1s0f1"
+    );
+    assert!(v["nodes"]["spark2"]["warnings"].is_array());
+}
+
+#[test]
+fn a_refused_layout_exits_2_naming_the_node_the_interfaces_and_the_fix() {
+    let out = run(&args(&["env"], "broken-twins-one-subnet"));
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.starts_with("error: refusing this fabric layout: 1 problem"),
+        "{err}"
+    );
+    assert!(
+        err.contains(
+            "spark: enp1s0f1np1 (192.168.177.11/24) and enP2p1s0f1np1 (192.168.177.13/24)"
+        ),
+        "{err}"
+    );
+    assert!(err.contains("fix: "), "{err}");
+    assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn a_refused_layout_with_json_also_prints_the_violations_as_json() {
+    let out = run(&args(&["env", "--json"], "broken-link-down"));
+    assert_eq!(out.status.code(), Some(2));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["refused"][0]["node"], "spark2");
+    assert_eq!(v["refused"][0]["kind"], "no-active-rdma");
+}
+
+#[test]
+fn sh_format_can_be_evaluated_by_a_shell_for_one_node() {
+    let out = run(&args(
+        &["env", "--format", "sh", "--node", "spark2"],
+        "seed-001-two-sparks-both-twins",
+    ));
+    assert_eq!(out.status.code(), Some(0));
+    let script = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        script
+            .lines()
+            .all(|l| l.starts_with("export ") || l.starts_with('#')),
+        "{script}"
+    );
+    let sh = Command::new("sh")
+        .arg("-c")
+        .arg(format!("{script}\necho \"$NCCL_IB_HCA|$VLLM_HOST_IP\""))
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&sh.stdout).trim(),
+        "rocep1s0f1,roceP2p1s0f1|192.168.177.12"
+    );
+}
+
+#[test]
+fn docker_format_prints_one_line_of_e_arguments_per_node() {
+    let out = run(&args(
+        &["env", "--format", "docker"],
+        "seed-004-spark-and-workstation",
+    ));
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<&str> = text.lines().filter(|l| !l.starts_with('#')).collect();
+    assert_eq!(lines.len(), 2);
+    assert!(lines[1].contains("-e NCCL_IB_HCA=mlx5_0"), "{}", lines[1]);
+}
+
+#[test]
+fn a_single_snapshot_root_is_a_single_node_cluster_named_by_its_hostname() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/seed-001-two-sparks-both-twins/spark");
+    let out = run(&[
+        "env".into(),
+        "--json".into(),
+        "--root".into(),
+        root.display().to_string(),
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["topology"], "single");
+    assert_eq!(v["head"], "spark");
+}
+
+#[test]
+fn a_missing_snapshot_folder_is_invalid_input_naming_the_node() {
+    let out = run(&[
+        "env".into(),
+        "--snapshot".into(),
+        "a=/nonexistent/snap".into(),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("a: snapshot folder /nonexistent/snap does not exist"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_bad_snapshot_argument_is_a_usage_error() {
+    let out = run(&["env".into(), "--snapshot".into(), "nodir".into()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("NAME=DIR"));
+}
+
+#[test]
+fn the_same_node_twice_is_refused() {
+    let mut a = args(&["env"], "seed-001-two-sparks-both-twins");
+    a.extend(fixture_args("seed-001-two-sparks-both-twins"));
+    let out = run(&a);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("node name spark is given twice"));
+}

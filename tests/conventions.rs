@@ -1,0 +1,132 @@
+//! The code conventions of STYLE.md that a machine can check: every module says what it owns,
+//! the pure core has no effects, and fan-out over nodes happens in one place.
+
+use std::path::{Path, PathBuf};
+
+fn rust_files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d)
+            .expect("readable src")
+            .filter_map(|e| e.ok())
+        {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                out.push(p);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+fn src() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+}
+
+/// Source text without comments and string contents that could mention forbidden words.
+fn code_lines(text: &str) -> impl Iterator<Item = &str> {
+    text.lines()
+        .map(str::trim_start)
+        .filter(|l| !l.starts_with("//"))
+}
+
+#[test]
+fn every_source_file_starts_with_a_module_doc_comment() {
+    let missing: Vec<String> = rust_files(&src())
+        .into_iter()
+        .filter(|p| {
+            let text = std::fs::read_to_string(p).unwrap_or_default();
+            !text.trim_start().starts_with("//!")
+        })
+        .map(|p| p.display().to_string())
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "files without a `//!` header saying what they own: {missing:#?}"
+    );
+}
+
+#[test]
+fn the_pure_core_imports_no_effects() {
+    // derive, plan, workload and report's parsers decide; they never touch the world.
+    let pure = ["derive", "plan", "workload", "report"];
+    let forbidden = [
+        "tokio",
+        "bollard",
+        "std::process",
+        "std::net::TcpStream",
+        "std::net::TcpListener",
+        "std::net::UdpSocket",
+        "std::fs::write",
+        "std::fs::File",
+        "reqwest",
+        "crate::ssh",
+        "crate::runtime",
+        "crate::apply",
+    ];
+    let mut offenders = Vec::new();
+    for dir in pure {
+        for p in rust_files(&src().join(dir)) {
+            let text = std::fs::read_to_string(&p).unwrap_or_default();
+            // Unit tests may use anything.
+            let body = text.split("#[cfg(test)]").next().unwrap_or("");
+            for line in code_lines(body) {
+                for f in forbidden {
+                    if line.contains(f) {
+                        offenders.push(format!("{}: {}", p.display(), line.trim()));
+                    }
+                }
+            }
+        }
+    }
+    assert!(
+        offenders.is_empty(),
+        "effects in the pure core: {offenders:#?}"
+    );
+}
+
+#[test]
+fn fan_out_over_nodes_happens_only_in_the_one_helper() {
+    let mut offenders = Vec::new();
+    for p in rust_files(&src()) {
+        if p.ends_with("apply/fanout.rs") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&p).unwrap_or_default();
+        for line in code_lines(&text) {
+            if line.contains("join_all") || line.contains("try_join_all") {
+                offenders.push(format!("{}: {}", p.display(), line.trim()));
+            }
+        }
+    }
+    assert!(
+        offenders.is_empty(),
+        "use apply::for_each_node instead: {offenders:#?}"
+    );
+}
+
+#[test]
+fn anyhow_is_used_only_at_the_edge() {
+    let mut offenders = Vec::new();
+    for p in rust_files(&src()) {
+        let rel = p.strip_prefix(src()).unwrap_or(&p).to_path_buf();
+        if rel.starts_with("cli") || rel == Path::new("main.rs") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&p).unwrap_or_default();
+        let body = text.split("#[cfg(test)]").next().unwrap_or("");
+        for line in code_lines(body) {
+            if line.contains("anyhow") {
+                offenders.push(format!("{}: {}", p.display(), line.trim()));
+            }
+        }
+    }
+    assert!(
+        offenders.is_empty(),
+        "library modules use thiserror: {offenders:#?}"
+    );
+}

@@ -1,0 +1,169 @@
+//! The emitter script and the reader agree: a snapshot read as a folder and the same snapshot
+//! streamed by the emitter (the path remote probes take over SSH) give identical facts, under
+//! the shells a node may have. And the live probe works on this machine.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use spark_launch::probe::{DirTree, MemTree, emit, read_facts};
+
+fn fixture_nodes() -> Vec<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(&dir)
+        .expect("fixtures")
+        .filter_map(|e| e.ok())
+    {
+        let nodes = e.path().join("nodes");
+        if let Ok(list) = std::fs::read_to_string(&nodes) {
+            for n in list.lines().filter(|l| !l.is_empty()) {
+                out.push(e.path().join(n));
+            }
+        }
+    }
+    assert!(
+        out.len() >= 20,
+        "expected the seed fixtures, found {}",
+        out.len()
+    );
+    out
+}
+
+fn emit_with(shell: &[&str], root: &Path) -> String {
+    let out = Command::new(shell[0])
+        .args(&shell[1..])
+        .arg("-c")
+        .arg(emit::SCRIPT)
+        .env("SL_ROOT", root)
+        .output()
+        .unwrap_or_else(|e| {
+            panic!("{shell:?} must be installed (apt-get install dash busybox-static): {e}")
+        });
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("utf-8 stream")
+}
+
+fn check_shell(shell: &[&str]) {
+    for node in fixture_nodes() {
+        let from_dir = read_facts(&DirTree::new(&node)).expect("dir reads");
+        let stream = emit_with(shell, &node);
+        let from_stream =
+            read_facts(&MemTree::parse(&stream).expect("stream parses")).expect("stream reads");
+        assert_eq!(from_dir, from_stream, "{shell:?} on {}", node.display());
+    }
+}
+
+#[test]
+fn the_emitter_under_dash_streams_every_fixture_exactly_as_the_folder_reads() {
+    check_shell(&["dash"]);
+}
+
+#[test]
+fn the_emitter_under_busybox_sh_streams_every_fixture_exactly_as_the_folder_reads() {
+    check_shell(&["busybox", "sh"]);
+}
+
+#[test]
+fn an_unreadable_gid_slot_is_an_empty_slot_in_both_readers() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let base = tmp.path();
+    std::fs::write(base.join("hostname"), "n\n").unwrap();
+    let port = base.join("sys/class/infiniband/mlx5_0/ports/1");
+    std::fs::create_dir_all(port.join("gids")).unwrap();
+    std::fs::create_dir_all(port.join("gid_attrs/types")).unwrap();
+    std::fs::write(port.join("state"), "4: ACTIVE\n").unwrap();
+    std::fs::write(
+        port.join("gids/0"),
+        "fe80:0000:0000:0000:0000:0000:0000:0001\n",
+    )
+    .unwrap();
+    std::fs::write(port.join("gid_attrs/types/0"), "RoCE v2\n").unwrap();
+    // Slot 1 is a folder: reading it fails like an unused sysfs slot does.
+    std::fs::create_dir_all(port.join("gids/1")).unwrap();
+    let a = read_facts(&DirTree::new(base)).unwrap();
+    let b = read_facts(&MemTree::parse(&emit_with(&["sh"], base)).unwrap()).unwrap();
+    assert_eq!(a, b);
+    assert_eq!(a.rdma_devices[0].ports[0].gids.len(), 1);
+}
+
+fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_spark-launch")
+}
+
+#[test]
+fn the_live_probe_reads_this_machine() {
+    let out = Command::new(bin())
+        .args(["probe", "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stdout is only JSON");
+    let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+    assert_eq!(v["hostname"], hostname.trim());
+    let names: Vec<&str> = v["interfaces"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["name"].as_str().unwrap())
+        .collect();
+    assert!(names.contains(&"lo"), "{names:?}");
+    let lo = v["interfaces"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["name"] == "lo")
+        .unwrap();
+    assert_eq!(lo["ipv4"][0]["addr"], "127.0.0.1");
+}
+
+#[test]
+fn a_capture_reads_back_as_the_same_machine_and_refuses_a_non_empty_folder() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("snap");
+    let out = Command::new(bin())
+        .args(["probe", "--capture"])
+        .arg(&dir)
+        .env("SPARK_LAUNCH_NO_PROGRESS", "1")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(dir.join("ip-addr.json").is_file());
+    assert!(dir.join("hostname").is_file());
+    let live = Command::new(bin())
+        .args(["probe", "--json"])
+        .output()
+        .unwrap();
+    let back = Command::new(bin())
+        .args(["probe", "--json", "--root"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    let live: serde_json::Value = serde_json::from_slice(&live.stdout).unwrap();
+    let back: serde_json::Value = serde_json::from_slice(&back.stdout).unwrap();
+    assert_eq!(live["hostname"], back["hostname"]);
+    assert_eq!(
+        live["interfaces"].as_array().map(|a| a.len()),
+        back["interfaces"].as_array().map(|a| a.len())
+    );
+    assert_eq!(live["routes"], back["routes"]);
+
+    let again = Command::new(bin())
+        .args(["probe", "--capture"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert_eq!(again.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&again.stderr).contains("is not empty"));
+}
