@@ -137,6 +137,8 @@ pub fn derive(nodes: &[NodeInput]) -> Result<ClusterEnv, Refusal> {
         }
     }
 
+    violations.extend(duplicate_addresses(nodes, &addrs));
+
     let all: Vec<FabricAddr> = addrs.iter().flatten().cloned().collect();
     let map = SubnetMap::build(&all);
     let shape = classify(n, &map);
@@ -267,6 +269,39 @@ fn twins_on_one_subnet(node: &NodeName, addrs: &[FabricAddr]) -> Vec<Violation> 
                 problem,
                 fix,
             });
+        }
+    }
+    out
+}
+
+/// Two nodes with the same fabric address: traffic for one reaches the other. (Also what
+/// passing one snapshot twice under two names looks like.)
+fn duplicate_addresses(nodes: &[NodeInput], addrs: &[Vec<FabricAddr>]) -> Vec<Violation> {
+    let mut out = Vec::new();
+    let mut seen: BTreeMap<Ipv4Addr, (usize, NetIf)> = BTreeMap::new();
+    for a in addrs.iter().flatten() {
+        match seen.get(&a.addr.addr) {
+            Some((other, other_if)) if *other != a.node => out.push(Violation {
+                node: nodes[a.node].name.clone(),
+                kind: ViolationKind::DuplicateAddress,
+                problem: format!(
+                    "{} on {} is also the address of {} on {} (hostnames {} and {}): traffic for one node reaches the other",
+                    a.addr.addr,
+                    a.iface,
+                    nodes[*other].name,
+                    other_if,
+                    nodes[a.node].facts.hostname,
+                    nodes[*other].facts.hostname
+                ),
+                fix: format!(
+                    "give each node its own address (e.g. `sudo ip addr replace <new>/{} dev {}` and in /etc/netplan); if both snapshots are of one machine, pass it once",
+                    a.addr.prefix, a.iface
+                ),
+            }),
+            Some(_) => {}
+            None => {
+                seen.insert(a.addr.addr, (a.node, a.iface.clone()));
+            }
         }
     }
     out
@@ -522,7 +557,7 @@ fn unreachable(node: &NodeInput, problem: &str) -> Violation {
 
 /// The management interface (default route) and its first IPv4 address.
 fn management(facts: &NodeFacts) -> Option<ControlPlane> {
-    let route = facts.routes.iter().find(|r| r.is_default())?;
+    let route = facts.default_route()?;
     let iface = facts.interface(route.dev.as_ref()?)?;
     let addr = route
         .prefsrc

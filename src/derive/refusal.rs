@@ -17,6 +17,8 @@ pub enum ViolationKind {
     NoActiveRdma,
     /// The node has no address the head can reach.
     Unreachable,
+    /// Two nodes share a fabric address.
+    DuplicateAddress,
 }
 
 /// One refused fact about one node.

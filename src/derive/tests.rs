@@ -55,6 +55,7 @@ impl Node {
                 dev: Some(NetIf::new("enP7s7")),
                 gateway: None,
                 prefsrc: None,
+                metric: Some(100),
             });
         }
         let rdma_devices = SPARK_FUNCS
@@ -693,4 +694,71 @@ fn env_json_has_the_documented_shape_with_nodes_in_cluster_order() {
     assert!(v["nodes"]["spark2"]["env"]["MASTER_ADDR"] == "192.168.177.11");
     assert!(v["nodes"]["spark2"]["warnings"].is_array());
     let _ = Ipv4Addr::LOCALHOST;
+}
+
+#[test]
+fn two_nodes_with_the_same_fabric_address_are_refused() {
+    let mut nodes = seed_001_pair();
+    nodes[1].facts = nodes[0].facts.clone();
+    let err = derive(&nodes).unwrap_err();
+    assert!(
+        err.violations
+            .iter()
+            .any(|v| v.kind == ViolationKind::DuplicateAddress && v.node.as_str() == "spark2"),
+        "{err}"
+    );
+    assert!(
+        err.to_string()
+            .contains("192.168.177.11 on enp1s0f1np1 is also the address of spark"),
+        "{err}"
+    );
+}
+
+#[test]
+fn roce_over_a_vlan_uses_the_vlan_interface_the_gid_table_ties_to_the_device() {
+    let vlan = |n: &str, ip: &str| {
+        let mut node = Node::spark(n, None).up("enp1s0f1np1").up("enP2p1s0f1np1");
+        let mut v = iface("enp1s0f1np1.100");
+        v.operstate = OperState::Up;
+        v.mtu = Some(9000);
+        v.ipv4.push(v4(ip));
+        node.facts.interfaces.push(v);
+        let a = v4(ip);
+        let port = &mut node.dev_of("enp1s0f1np1").ports[0];
+        port.gids.push(GidEntry {
+            index: 3,
+            gid: a.addr.to_ipv6_mapped(),
+            gid_type: Some(GidType::RoceV2),
+            ndev: Some(NetIf::new("enp1s0f1np1.100")),
+        });
+        node.named(n)
+    };
+    let c = derive(&[vlan("a", "10.9.0.1/24"), vlan("b", "10.9.0.2/24")]).unwrap();
+    assert_eq!(env(&c, "b", "NCCL_SOCKET_IFNAME"), Some("enp1s0f1np1.100"));
+    assert_eq!(env(&c, "b", "MASTER_ADDR"), Some("10.9.0.1"));
+    assert_eq!(env(&c, "b", "NCCL_IB_HCA"), Some("rocep1s0f1,roceP2p1s0f1"));
+}
+
+#[test]
+fn the_management_interface_is_the_default_route_with_the_lowest_metric() {
+    let mut nodes = triangle();
+    for n in nodes.iter_mut() {
+        let mut wifi = iface("wlP9s9");
+        wifi.operstate = OperState::Up;
+        wifi.ipv4.push(v4("192.168.50.9/24"));
+        n.facts.interfaces.push(wifi);
+        n.facts.routes.insert(
+            0,
+            RouteFacts {
+                dst: "default".into(),
+                dev: Some(NetIf::new("wlP9s9")),
+                gateway: None,
+                prefsrc: None,
+                metric: Some(600),
+            },
+        );
+    }
+    let c = derive(&nodes).unwrap();
+    assert_eq!(env(&c, "iceberg", "NCCL_SOCKET_IFNAME"), Some("enP7s7"));
+    assert_eq!(env(&c, "iceberg", "MASTER_ADDR"), Some("10.0.0.170"));
 }

@@ -58,7 +58,7 @@ impl FabricAddr {
 pub fn fabric_addrs(node: usize, facts: &NodeFacts) -> Vec<FabricAddr> {
     let mut out = Vec::new();
     for dev in &facts.rdma_devices {
-        for netdev in &dev.netdevs {
+        for netdev in &dev.all_netdevs() {
             let Some(iface) = facts.interface(netdev) else {
                 continue;
             };

@@ -355,6 +355,20 @@ impl RdmaDeviceFacts {
     pub fn is_active(&self) -> bool {
         self.active_port().is_some()
     }
+
+    /// The device's netdevs plus any other netdev its GIDs belong to (RoCE over a VLAN puts
+    /// the address on `enp1s0f1np1.100`, which only the GID table ties to the device).
+    pub fn all_netdevs(&self) -> Vec<NetIf> {
+        let mut out = self.netdevs.clone();
+        for g in self.ports.iter().flat_map(|p| &p.gids) {
+            if let Some(n) = &g.ndev
+                && !out.contains(n)
+            {
+                out.push(n.clone());
+            }
+        }
+        out
+    }
 }
 
 /// One route from `ip -j route show`.
@@ -365,6 +379,9 @@ pub struct RouteFacts {
     pub dev: Option<NetIf>,
     pub gateway: Option<Ipv4Addr>,
     pub prefsrc: Option<Ipv4Addr>,
+    /// Route metric (lower wins among routes to the same destination).
+    #[serde(default)]
+    pub metric: Option<u32>,
 }
 
 impl RouteFacts {
@@ -448,17 +465,29 @@ impl NodeFacts {
         self.rdma_devices.iter().find(|d| &d.name == name)
     }
 
-    /// The interface that holds the default route: the management network.
-    pub fn management_interface(&self) -> Option<&InterfaceFacts> {
-        let dev = self.routes.iter().find(|r| r.is_default())?.dev.as_ref()?;
-        self.interface(dev)
+    /// The default route with the lowest metric.
+    pub fn default_route(&self) -> Option<&RouteFacts> {
+        self.routes
+            .iter()
+            .filter(|r| r.is_default() && r.dev.is_some())
+            .min_by_key(|r| r.metric.unwrap_or(0))
     }
 
-    /// The RDMA device whose netdev is `netdev`.
+    /// The interface that holds the default route: the management network.
+    pub fn management_interface(&self) -> Option<&InterfaceFacts> {
+        self.interface(self.default_route()?.dev.as_ref()?)
+    }
+
+    /// The RDMA device whose netdev (or one of whose GIDs' netdevs, e.g. a VLAN) is `netdev`.
     pub fn rdma_device_of(&self, netdev: &NetIf) -> Option<&RdmaDeviceFacts> {
         self.rdma_devices
             .iter()
             .find(|d| d.netdevs.iter().any(|n| n == netdev))
+            .or_else(|| {
+                self.rdma_devices
+                    .iter()
+                    .find(|d| d.all_netdevs().iter().any(|n| n == netdev))
+            })
     }
 
     /// True when `netdev` belongs to an RDMA device (a fabric interface).

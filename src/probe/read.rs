@@ -252,6 +252,8 @@ struct IpRoute {
     gateway: Option<String>,
     #[serde(default)]
     prefsrc: Option<String>,
+    #[serde(default)]
+    metric: Option<u32>,
 }
 
 fn parse_ip_addr(tree: &dyn Tree) -> Result<Vec<IpLink>, ReadError> {
@@ -288,6 +290,7 @@ fn parse_ip_route(tree: &dyn Tree) -> Result<Vec<RouteFacts>, ReadError> {
                     dev: r.dev.map(NetIf::new),
                     gateway: r.gateway.and_then(|g| g.parse().ok()),
                     prefsrc: r.prefsrc.and_then(|g| g.parse().ok()),
+                    metric: r.metric,
                 })
                 .collect())
         }
