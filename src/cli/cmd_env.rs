@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use super::args::{TargetArgs, read_snapshots};
+use super::args::{TargetArgs, resolve};
 use super::{CmdError, CmdResult, Context, Invalid, Outcome, print_json, print_out};
 use crate::derive::{ClusterEnv, NodeEnv, NodeInput, derive};
 use crate::node::NodeName;
@@ -40,7 +40,7 @@ pub struct Args {
 }
 
 pub async fn run(args: Args, ctx: &Context) -> CmdResult {
-    let nodes = inputs(&args)?;
+    let nodes = inputs(&args, ctx).await?;
     let format = args
         .format
         .unwrap_or(if ctx.json { Format::Json } else { Format::Text });
@@ -85,7 +85,9 @@ pub async fn run(args: Args, ctx: &Context) -> CmdResult {
     Ok(Outcome::Success)
 }
 
-fn inputs(args: &Args) -> Result<Vec<NodeInput>, CmdError> {
+/// The nodes: `--root DIR` (one snapshot), else `--snapshot`, `--hosts`, `--nodes` or the
+/// cluster file through the shared resolver (live nodes probed over SSH).
+async fn inputs(args: &Args, ctx: &Context) -> Result<Vec<NodeInput>, CmdError> {
     if let Some(root) = &args.root {
         let facts = probe::read_snapshot_dir(root).invalid()?;
         let name = NodeName::new(facts.hostname.clone())
@@ -93,13 +95,11 @@ fn inputs(args: &Args) -> Result<Vec<NodeInput>, CmdError> {
             .invalid()?;
         return Ok(vec![NodeInput { name, facts }]);
     }
-    if args.target.uses_snapshots() {
-        return read_snapshots(&args.target.snapshots).invalid();
+    let cluster = resolve(&args.target, ctx).await?;
+    if let Some(pool) = &cluster.pool {
+        pool.close().await;
     }
-    Err(anyhow::anyhow!(
-        "no nodes given: pass `--snapshot NAME=DIR` once per node (the first is the head) or `--root DIR` for one node; capture a snapshot on a node with `spark-launch probe --capture DIR`"
-    ))
-    .invalid()
+    Ok(cluster.nodes)
 }
 
 fn text(cluster: &ClusterEnv, nodes: &[&NodeEnv]) -> String {

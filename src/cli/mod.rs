@@ -161,6 +161,10 @@ pub(crate) fn not_yet(what: &str) -> CmdResult {
 
 /// Entry point of the binary.
 pub fn main() -> ExitCode {
+    // Started by ssh as the askpass helper of `trust`'s first contact: answer and leave.
+    if let Some(code) = crate::ssh::askpass::serve_if_asked() {
+        return code;
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {

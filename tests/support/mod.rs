@@ -1,0 +1,308 @@
+//! Simulated nodes for integration tests: a thin Rust wrapper around `tests/harness/simnet`.
+//!
+//! `SimNet::builder(3).services("sshd,avahi").up()` creates three nodes (network, mount and UTS
+//! namespaces with real sshd and avahi-daemon, fake RDMA sysfs showing twins) and tears them
+//! down when dropped, also when the test fails. `net.spark_launch(1, &["discover"])` runs the
+//! binary under test inside node 1 as the test user, the way a user would on the head.
+//!
+//! Every name carries a prefix unique to this test (`s3-<pid>-<n>-`), so tests can run in
+//! parallel with each other and with other engineers' runs. A missing prerequisite (not root,
+//! avahi-daemon or sshd not installed) makes `up` panic with simnet's message: the test fails,
+//! it never skips.
+#![allow(dead_code)]
+
+use std::io::Write;
+use std::net::Ipv4Addr;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// The test user inside every node (see `SIMNET_USER` in the script).
+pub const USER: &str = "sparkuser";
+/// Its password on every node.
+pub const PASSWORD: &str = "spark-launch-test";
+
+static COUNTER: AtomicUsize = AtomicUsize::new(0);
+
+/// Path of the harness script.
+pub fn simnet_script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/harness/simnet")
+}
+
+/// The folder under which simnet keeps its per-prefix state.
+pub fn simnet_root() -> PathBuf {
+    std::env::var_os("SIMNET_ROOT")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/var/tmp/simnet"))
+}
+
+/// Options for [`SimNet`], given to `simnet up`.
+pub struct Builder {
+    nodes: usize,
+    services: String,
+    mgmt_only: Vec<usize>,
+    tag: String,
+}
+
+impl Builder {
+    /// Comma-separated services: `sshd`, `avahi`, `dbus`, `dockerd`.
+    pub fn services(mut self, services: &str) -> Self {
+        self.services = services.to_string();
+        self
+    }
+
+    /// Nodes (1-based) that get only a management interface, no fabric link.
+    pub fn mgmt_only(mut self, nodes: &[usize]) -> Self {
+        self.mgmt_only = nodes.to_vec();
+        self
+    }
+
+    /// A short letter tag in the prefix (helps reading `ip netns list` while debugging).
+    pub fn tag(mut self, tag: &str) -> Self {
+        self.tag = tag.to_string();
+        self
+    }
+
+    /// Brings the nodes up; panics with simnet's message when that fails.
+    pub fn up(self) -> SimNet {
+        let n = COUNTER.fetch_add(1, Ordering::SeqCst);
+        let prefix = format!("s3{}-{:x}-{n}-", self.tag, std::process::id());
+        assert!(
+            prefix.len() <= 12,
+            "prefix {prefix} too long; use a shorter tag"
+        );
+        let mut args = vec![
+            "up".to_string(),
+            prefix.clone(),
+            self.nodes.to_string(),
+            "--services".to_string(),
+            self.services.clone(),
+        ];
+        if !self.mgmt_only.is_empty() {
+            args.push("--mgmt-only".into());
+            args.push(
+                self.mgmt_only
+                    .iter()
+                    .map(|i| i.to_string())
+                    .collect::<Vec<_>>()
+                    .join(","),
+            );
+        }
+        let out = Command::new("bash")
+            .arg(simnet_script())
+            .args(&args)
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run bash {}: {e}", simnet_script().display()));
+        // From here on the guard exists, so a failed `up` is still cleaned up.
+        let net = SimNet {
+            prefix,
+            nodes: self.nodes,
+            mgmt_only: self.mgmt_only,
+            bin: None,
+        };
+        assert!(
+            out.status.success(),
+            "simnet up failed (a prerequisite is missing or the host refused):\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        net.with_binary()
+    }
+}
+
+/// A set of simulated nodes; dropped means torn down.
+pub struct SimNet {
+    prefix: String,
+    nodes: usize,
+    mgmt_only: Vec<usize>,
+    bin: Option<PathBuf>,
+}
+
+impl SimNet {
+    pub fn builder(nodes: usize) -> Builder {
+        Builder {
+            nodes,
+            services: "sshd,avahi".into(),
+            mgmt_only: Vec::new(),
+            tag: String::new(),
+        }
+    }
+
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    pub fn len(&self) -> usize {
+        self.nodes
+    }
+
+    /// The hostname of node `i` (1-based), which is also its mDNS name.
+    pub fn hostname(&self, i: usize) -> String {
+        format!("{}n{i}", self.prefix)
+    }
+
+    /// The address of node `i`'s fabric interface (`enp1s0f1np1`).
+    pub fn fabric_addr(&self, i: usize) -> Ipv4Addr {
+        assert!(!self.mgmt_only.contains(&i), "node {i} has no fabric link");
+        Ipv4Addr::new(169, 254, 100, i as u8)
+    }
+
+    /// The address of node `i`'s management interface (`enP7s7`).
+    pub fn mgmt_addr(&self, i: usize) -> Ipv4Addr {
+        Ipv4Addr::new(10, 231, 0, i as u8)
+    }
+
+    /// The host path of the test user's home directory on node `i`.
+    pub fn home(&self, i: usize) -> PathBuf {
+        simnet_root()
+            .join(&self.prefix)
+            .join(format!("n{i}"))
+            .join("home")
+            .join(USER)
+    }
+
+    /// The spark-launch binary as seen from inside the nodes (a link in simnet's folder, so a
+    /// checkout under a private directory still works for the test user).
+    pub fn binary(&self) -> &Path {
+        self.bin
+            .as_deref()
+            .unwrap_or(Path::new(env!("CARGO_BIN_EXE_spark-launch")))
+    }
+
+    fn with_binary(mut self) -> Self {
+        let src = PathBuf::from(env!("CARGO_BIN_EXE_spark-launch"));
+        let dir = simnet_root().join(&self.prefix).join("bin");
+        let dst = dir.join("spark-launch");
+        let ok = std::fs::create_dir_all(&dir).is_ok()
+            && (std::fs::hard_link(&src, &dst).is_ok() || std::fs::copy(&src, &dst).is_ok());
+        assert!(ok, "cannot place the binary into {}", dir.display());
+        self.bin = Some(dst);
+        self
+    }
+
+    /// Runs a command inside node `i` as root.
+    pub fn exec_root(&self, i: usize, argv: &[&str]) -> Output {
+        self.exec(i, None, argv, &[], None)
+    }
+
+    /// Runs a command inside node `i` as the test user, with extra environment and stdin.
+    pub fn exec_user(
+        &self,
+        i: usize,
+        argv: &[&str],
+        env: &[(&str, &str)],
+        stdin: Option<&[u8]>,
+    ) -> Output {
+        self.exec(i, Some(USER), argv, env, stdin)
+    }
+
+    fn exec(
+        &self,
+        i: usize,
+        user: Option<&str>,
+        argv: &[&str],
+        env: &[(&str, &str)],
+        stdin: Option<&[u8]>,
+    ) -> Output {
+        let mut cmd = Command::new("bash");
+        cmd.arg(simnet_script())
+            .arg("exec")
+            .arg(&self.prefix)
+            .arg(i.to_string());
+        if let Some(u) = user {
+            cmd.arg("--user").arg(u);
+        }
+        for (k, v) in env {
+            cmd.arg("-e").arg(format!("{k}={v}"));
+        }
+        cmd.arg("--").args(argv);
+        cmd.stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+        let mut child = cmd.spawn().expect("spawn simnet exec");
+        if let Some(input) = stdin
+            && let Some(mut s) = child.stdin.take()
+        {
+            let _ = s.write_all(input);
+        }
+        child.wait_with_output().expect("wait for simnet exec")
+    }
+
+    /// Runs `spark-launch ARGS` inside node `i` as the test user (progress lines plain).
+    pub fn spark_launch(&self, i: usize, args: &[&str]) -> Output {
+        self.spark_launch_with(i, args, &[], None)
+    }
+
+    /// Same, with extra environment and stdin.
+    pub fn spark_launch_with(
+        &self,
+        i: usize,
+        args: &[&str],
+        env: &[(&str, &str)],
+        stdin: Option<&[u8]>,
+    ) -> Output {
+        let bin = self.binary().display().to_string();
+        let mut argv = vec![bin.as_str()];
+        argv.extend_from_slice(args);
+        let mut all_env = vec![("RUST_BACKTRACE", "1")];
+        all_env.extend_from_slice(env);
+        self.exec_user(i, &argv, &all_env, stdin)
+    }
+
+    /// Stops one service (`sshd`, `avahi`) on node `i`.
+    pub fn stop(&self, i: usize, service: &str) {
+        let out = Command::new("bash")
+            .arg(simnet_script())
+            .args(["stop", &self.prefix, &i.to_string(), service])
+            .output()
+            .expect("run simnet stop");
+        assert!(
+            out.status.success(),
+            "simnet stop {service} on n{i} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// Brings everything down now (also done on drop).
+    pub fn down(&mut self) {
+        if self.prefix.is_empty() {
+            return;
+        }
+        let _ = Command::new("bash")
+            .arg(simnet_script())
+            .args(["down", &self.prefix])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+        self.prefix.clear();
+    }
+}
+
+impl Drop for SimNet {
+    fn drop(&mut self) {
+        self.down();
+    }
+}
+
+/// stdout as text.
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// stderr as text.
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Both streams and the exit status, for assertion messages.
+pub fn describe(o: &Output) -> String {
+    format!(
+        "exit {:?}\n--- stdout\n{}\n--- stderr\n{}",
+        o.status.code(),
+        stdout(o),
+        stderr(o)
+    )
+}
