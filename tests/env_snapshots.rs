@@ -122,3 +122,23 @@ fn every_fixture_is_listed_in_the_readme_with_its_source() {
         }
     }
 }
+
+#[test]
+fn no_fixture_folder_is_empty_because_git_would_drop_it() {
+    let mut stack = vec![Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")];
+    let mut empty = Vec::new();
+    while let Some(d) = stack.pop() {
+        let entries: Vec<_> = std::fs::read_dir(&d)
+            .expect("readable")
+            .filter_map(|e| e.ok())
+            .collect();
+        if entries.is_empty() {
+            empty.push(d.display().to_string());
+        }
+        stack.extend(entries.into_iter().map(|e| e.path()).filter(|p| p.is_dir()));
+    }
+    assert!(
+        empty.is_empty(),
+        "empty folders vanish in a fresh clone: {empty:#?}"
+    );
+}

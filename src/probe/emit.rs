@@ -64,7 +64,9 @@ for d in "$R"/sys/class/infiniband/*; do
   b="sys/class/infiniband/$n"
   for a in hca_type fw_ver board_id; do e1 "$b/$a"; done
   for nd in "$d"/device/net/*; do
-    [ -e "$nd" ] && printf '+%s/device/net/%s\n' "$b" "${nd##*/}"
+    [ -e "$nd" ] || continue
+    printf '+%s/device/net/%s\n' "$b" "${nd##*/}"
+    e1 "$b/device/net/${nd##*/}/ifindex"
   done
   for p in "$d"/ports/*; do
     [ -e "$p" ] || continue
