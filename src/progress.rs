@@ -24,6 +24,9 @@ pub trait Reporter: Send + Sync {
     /// Something the user should read even with `-q`.
     fn warn(&self, message: &str);
 
+    /// A plain progress line that is not a step (`Finished in 4.2s`). Hidden like progress.
+    fn info(&self, _message: &str) {}
+
     /// Called by [`Step`] when a step ends; `ok` is false for failures and drops.
     fn end_step(&self, title: &str, ok: bool, detail: Option<&str>);
 }
@@ -136,7 +139,7 @@ impl RecordingReporter {
         r
     }
 
-    /// Every event so far: `start:T`, `ok:T`, `fail:T`, `node:N:msg`, `warn:msg`.
+    /// Every event so far: `start:T`, `ok:T`, `fail:T`, `node:N:msg`, `warn:msg`, `info:msg`.
     pub fn events(&self) -> Vec<String> {
         self.events.lock().map(|e| e.clone()).unwrap_or_default()
     }
@@ -166,6 +169,9 @@ impl Reporter for RecordingReporter {
     }
     fn warn(&self, message: &str) {
         self.push(format!("warn:{message}"));
+    }
+    fn info(&self, message: &str) {
+        self.push(format!("info:{message}"));
     }
     fn end_step(&self, title: &str, ok: bool, _detail: Option<&str>) {
         self.push(format!("{}:{title}", if ok { "ok" } else { "fail" }));

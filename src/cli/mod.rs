@@ -19,6 +19,7 @@ mod cmd_profiles;
 mod cmd_report;
 mod cmd_serve;
 mod cmd_trust;
+pub mod launch;
 pub mod ui;
 
 use std::io::Write;
@@ -90,6 +91,8 @@ pub enum Command {
     Model(cmd_model::Args),
     /// Images on every node.
     Image(cmd_image::Args),
+    /// Start the same command on every node as one job (containers or host processes).
+    Run(cmd_jobs::RunArgs),
     /// What runs where.
     Status(cmd_jobs::StatusArgs),
     /// The logs of a job, from every node.
@@ -235,6 +238,7 @@ async fn run(cli: Cli) -> CmdResult {
         Command::Compose(a) => cmd_compose::run(a, &ctx).await,
         Command::Model(a) => cmd_model::run(a, &ctx).await,
         Command::Image(a) => cmd_image::run(a, &ctx).await,
+        Command::Run(a) => cmd_jobs::run(a, &ctx).await,
         Command::Status(a) => cmd_jobs::status(a, &ctx).await,
         Command::Logs(a) => cmd_jobs::logs(a, &ctx).await,
         Command::Stop(a) => cmd_jobs::stop(a, &ctx).await,

@@ -120,6 +120,9 @@ impl Reporter for PlainReporter {
     fn warn(&self, message: &str) {
         line(&format!("warning: {message}"));
     }
+    fn info(&self, message: &str) {
+        line(message);
+    }
     fn end_step(&self, title: &str, ok: bool, detail: Option<&str>) {
         let took = elapsed(&self.started, title);
         line(&end_text(title, ok, detail, took));
@@ -208,6 +211,9 @@ impl Reporter for TtyReporter {
     }
     fn warn(&self, message: &str) {
         let _ = self.multi.println(format!("warning: {message}"));
+    }
+    fn info(&self, message: &str) {
+        let _ = self.multi.println(message);
     }
     fn end_step(&self, title: &str, ok: bool, detail: Option<&str>) {
         let found = self.bars.lock().ok().and_then(|mut b| {

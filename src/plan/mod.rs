@@ -2,8 +2,10 @@
 //! steps. Workloads build plans; `--dry-run` prints them; the executor runs exactly them.
 //! Pure: no effects, no handles, no closures (STYLE rule 4).
 
+pub mod image;
 pub mod job;
 pub mod spec;
 
+pub use image::{ImageFacts, PushAction, TargetFacts, push_actions};
 pub use job::{JobPlan, Launch, NodePlan, ProcessSpec, RuntimeKind, Step};
 pub use spec::{ContainerSpec, Gpus, JobName, Ulimit};

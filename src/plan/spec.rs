@@ -15,6 +15,10 @@ use crate::node::{NodeName, Role};
 pub const LABEL_JOB: &str = "dev.spark-launch.job";
 pub const LABEL_NODE: &str = "dev.spark-launch.node";
 pub const LABEL_ROLE: &str = "dev.spark-launch.role";
+/// The TCP ports the job serves on the node (host network), comma-separated, for `status`.
+pub const LABEL_PORTS: &str = "dev.spark-launch.ports";
+/// Where the Hugging Face cache is mounted inside GPU containers.
+pub const HF_CACHE_IN_CONTAINER: &str = "/root/.cache/huggingface";
 
 /// The name of a job: a set of containers or processes on several nodes.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -92,6 +96,22 @@ pub enum Gpus {
     #[default]
     All,
     Count(u32),
+}
+
+impl fmt::Display for Gpus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Gpus::None => f.write_str("none"),
+            Gpus::All => f.write_str("all"),
+            Gpus::Count(n) => write!(f, "{n}"),
+        }
+    }
+}
+
+impl Gpus {
+    pub fn wanted(self) -> bool {
+        !matches!(self, Gpus::None | Gpus::Count(0))
+    }
 }
 
 impl std::str::FromStr for Gpus {
@@ -194,6 +214,10 @@ pub struct ContainerSpec {
     pub cap_add: Vec<String>,
     pub ulimits: Vec<Ulimit>,
     pub workdir: Option<String>,
+    /// TCP ports the container serves on the node's network (shown by `status`; with host
+    /// networking nothing is published, the container simply listens on the node).
+    #[serde(default)]
+    pub ports: Vec<u16>,
 }
 
 impl ContainerSpec {
@@ -219,6 +243,7 @@ impl ContainerSpec {
             cap_add: Vec::new(),
             ulimits: Vec::new(),
             workdir: None,
+            ports: Vec::new(),
         }
     }
 
@@ -248,6 +273,19 @@ impl ContainerSpec {
             });
         }
         spec
+    }
+
+    /// Mounts the node's Hugging Face cache (`host_dir`, e.g. `/home/me/.cache/huggingface`)
+    /// where the container's tools look for it, so weights are read from the node, not fetched.
+    pub fn mount_hf_cache(&mut self, host_dir: &str) {
+        self.mounts.retain(|m| m.target != HF_CACHE_IN_CONTAINER);
+        self.mounts.push(Mount {
+            source: host_dir.to_string(),
+            target: HF_CACHE_IN_CONTAINER.to_string(),
+            read_only: false,
+        });
+        self.env
+            .insert("HF_HOME".to_string(), HF_CACHE_IN_CONTAINER.to_string());
     }
 
     /// Replaces (or adds) ulimits by name: `--ulimit nofile=16384`.

@@ -1,0 +1,579 @@
+//! Getting an image onto nodes: `image push` and every launching command's EnsureImage step.
+//!
+//! Each target node is compared by content (`runtime::image`) and skipped when it already has
+//! the image; a node of another CPU architecture is refused with what to do
+//! (`plan::image::push_actions`). The rest get it streamed from the source engine: ONE export,
+//! teed chunk by chunk into one bounded channel per target, each feeding that target's
+//! `docker load` over its (local or SSH-forwarded) engine socket, all at once. Memory stays
+//! constant (a few MiB per target), nothing is written to disk, and a slow node only slows the
+//! push (backpressure), never grows a buffer.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use futures::StreamExt;
+use serde::Serialize;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::fanout::{NodeFailures, for_each_node};
+use crate::node::NodeName;
+use crate::plan::image::{ImageFacts, PushAction, TargetFacts, push_actions};
+use crate::progress::{Reporter, Transfer};
+use crate::runtime::image::{export, image_facts, import};
+use crate::runtime::{Cluster, Engine, RuntimeError};
+
+/// Chunks sent to the targets are coalesced to about this size.
+const CHUNK: usize = 1 << 20;
+/// Chunks buffered per target (so at most CHUNK × DEPTH bytes in flight per node).
+const DEPTH: usize = 8;
+/// A target that receives nothing for this long fails (a stalled link or engine).
+const STALL: Duration = Duration::from_secs(120);
+
+/// What happened on one node.
+#[derive(Clone, Debug, Serialize)]
+#[serde(tag = "result", rename_all = "kebab-case")]
+pub enum NodePush {
+    /// Already had the same content.
+    Skipped,
+    /// Has its own build for its own architecture.
+    SkippedOwnArch {
+        id: String,
+    },
+    Pushed {
+        bytes: u64,
+        seconds: f64,
+    },
+    /// Refused (wrong architecture); the reason says what to do.
+    Refused {
+        reason: String,
+    },
+    Failed {
+        error: String,
+    },
+}
+
+/// The outcome of a push to several nodes.
+#[derive(Clone, Debug, Serialize)]
+pub struct PushReport {
+    pub image: ImageFacts,
+    pub source: NodeName,
+    pub nodes: Vec<(NodeName, NodePush)>,
+}
+
+impl PushReport {
+    pub fn refused(&self) -> Vec<(&NodeName, &str)> {
+        self.nodes
+            .iter()
+            .filter_map(|(n, p)| match p {
+                NodePush::Refused { reason } => Some((n, reason.as_str())),
+                _ => None,
+            })
+            .collect()
+    }
+
+    pub fn failed(&self) -> Vec<(&NodeName, &str)> {
+        self.nodes
+            .iter()
+            .filter_map(|(n, p)| match p {
+                NodePush::Failed { error } => Some((n, error.as_str())),
+                _ => None,
+            })
+            .collect()
+    }
+
+    pub fn ok(&self) -> bool {
+        self.refused().is_empty() && self.failed().is_empty()
+    }
+
+    /// `pushed to 2 nodes, 1 already had it`.
+    pub fn summary(&self) -> String {
+        let pushed = self
+            .nodes
+            .iter()
+            .filter(|(_, p)| matches!(p, NodePush::Pushed { .. }))
+            .count();
+        let skipped = self
+            .nodes
+            .iter()
+            .filter(|(_, p)| matches!(p, NodePush::Skipped | NodePush::SkippedOwnArch { .. }))
+            .count();
+        let mut parts = Vec::new();
+        if pushed > 0 {
+            parts.push(format!("pushed to {pushed} node{}", plural(pushed)));
+        }
+        if skipped > 0 {
+            parts.push(format!("{skipped} node{} already had it", plural(skipped)));
+        }
+        let bad = self.refused().len() + self.failed().len();
+        if bad > 0 {
+            parts.push(format!("{bad} failed"));
+        }
+        if parts.is_empty() {
+            "no target nodes".to_string()
+        } else {
+            parts.join(", ")
+        }
+    }
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 { "" } else { "s" }
+}
+
+/// Why a push could not even begin.
+#[derive(Debug, thiserror::Error)]
+pub enum PushError {
+    #[error("{node}: {error}")]
+    Source { node: NodeName, error: RuntimeError },
+    #[error(
+        "image {image} is not on {node}; fix: `docker pull {image}` or build it there, then push it"
+    )]
+    NotOnSource { image: String, node: NodeName },
+    #[error(
+        "image {image} is on none of the nodes ({nodes}); fix: `docker pull {image}` (or build it) on this machine first"
+    )]
+    Nowhere { image: String, nodes: String },
+    #[error("cannot look at the target nodes: {0}")]
+    Targets(NodeFailures<RuntimeError>),
+}
+
+/// Pushes `reference` from the engine of `source` to `targets` (skipping nodes that already
+/// have it), with a progress bar per node. Transfers run `concurrency` nodes at a time (0 = all
+/// at once), one export per batch.
+pub async fn push_image(
+    cluster: &Cluster,
+    source: &NodeName,
+    reference: &str,
+    targets: &[NodeName],
+    concurrency: usize,
+    reporter: &Arc<dyn Reporter>,
+    cancel: &CancellationToken,
+) -> Result<PushReport, PushError> {
+    let src_node = cluster.node(source).map_err(|error| PushError::Source {
+        node: source.clone(),
+        error,
+    })?;
+    let src_engine = src_node.engine().await.map_err(|error| PushError::Source {
+        node: source.clone(),
+        error,
+    })?;
+    let image = image_facts(src_engine, reference)
+        .await
+        .map_err(|error| PushError::Source {
+            node: source.clone(),
+            error,
+        })?
+        .ok_or_else(|| PushError::NotOnSource {
+            image: reference.to_string(),
+            node: source.clone(),
+        })?;
+    let targets: Vec<NodeName> = targets.iter().filter(|t| *t != source).cloned().collect();
+    let facts = gather_targets(cluster, reference, &targets).await?;
+    push_with_facts(
+        cluster,
+        source,
+        src_engine,
+        image,
+        facts,
+        concurrency,
+        reporter,
+        cancel,
+    )
+    .await
+}
+
+async fn gather_targets(
+    cluster: &Cluster,
+    reference: &str,
+    targets: &[NodeName],
+) -> Result<Vec<TargetFacts>, PushError> {
+    let results = for_each_node(targets.to_vec(), 0, |node| async move {
+        let engine = cluster.node(&node)?.engine().await?;
+        let present = image_facts(engine, reference).await?;
+        Ok::<_, RuntimeError>(TargetFacts {
+            node: node.clone(),
+            arch: engine.features().arch.to_string(),
+            present,
+        })
+    })
+    .await;
+    super::fanout::all_ok(results)
+        .map(|ok| ok.into_iter().map(|(_, f)| f).collect())
+        .map_err(PushError::Targets)
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn push_with_facts(
+    cluster: &Cluster,
+    source: &NodeName,
+    src_engine: &Engine,
+    image: ImageFacts,
+    facts: Vec<TargetFacts>,
+    concurrency: usize,
+    reporter: &Arc<dyn Reporter>,
+    cancel: &CancellationToken,
+) -> Result<PushReport, PushError> {
+    let actions = push_actions(&image, &facts);
+    let mut outcome: HashMap<NodeName, NodePush> = HashMap::new();
+    let mut to_push: Vec<NodeName> = Vec::new();
+    for (node, action) in &actions {
+        match action {
+            PushAction::Skip => {
+                outcome.insert(node.clone(), NodePush::Skipped);
+            }
+            PushAction::SkipOwnArch { id } => {
+                outcome.insert(node.clone(), NodePush::SkippedOwnArch { id: id.clone() });
+            }
+            PushAction::Refuse { reason } => {
+                outcome.insert(
+                    node.clone(),
+                    NodePush::Refused {
+                        reason: reason.clone(),
+                    },
+                );
+            }
+            PushAction::Push => to_push.push(node.clone()),
+        }
+    }
+    let batch = if concurrency == 0 {
+        to_push.len().max(1)
+    } else {
+        concurrency
+    };
+    for group in to_push.chunks(batch) {
+        let results = tee_push(cluster, src_engine, &image, group, reporter, cancel).await;
+        for (node, r) in results {
+            outcome.insert(
+                node,
+                match r {
+                    Ok((bytes, seconds)) => NodePush::Pushed { bytes, seconds },
+                    Err(e) => NodePush::Failed {
+                        error: e.to_string(),
+                    },
+                },
+            );
+        }
+    }
+    let nodes = actions
+        .into_iter()
+        .map(|(node, _)| {
+            let p = outcome.remove(&node).unwrap_or(NodePush::Failed {
+                error: "not attempted".to_string(),
+            });
+            (node, p)
+        })
+        .collect();
+    Ok(PushReport {
+        image,
+        source: source.clone(),
+        nodes,
+    })
+}
+
+type Chunk = Result<Bytes, std::io::Error>;
+
+/// One export, teed into one import per node in `group`, all running at once.
+async fn tee_push(
+    cluster: &Cluster,
+    src_engine: &Engine,
+    image: &ImageFacts,
+    group: &[NodeName],
+    reporter: &Arc<dyn Reporter>,
+    cancel: &CancellationToken,
+) -> Vec<(NodeName, Result<(u64, f64), RuntimeError>)> {
+    let mut senders: Vec<mpsc::Sender<Chunk>> = Vec::new();
+    let receivers: Mutex<HashMap<NodeName, mpsc::Receiver<Chunk>>> = Mutex::new(HashMap::new());
+    for node in group {
+        let (tx, rx) = mpsc::channel(DEPTH);
+        senders.push(tx);
+        if let Ok(mut r) = receivers.lock() {
+            r.insert(node.clone(), rx);
+        }
+    }
+    let reference = image.reference.clone();
+    let pump = async {
+        let mut out = Box::pin(export(src_engine, &reference));
+        let mut buf = BytesMut::with_capacity(CHUNK);
+        loop {
+            let item = tokio::select! {
+                _ = cancel.cancelled() => {
+                    send_all(&mut senders, Err(std::io::Error::other("interrupted"))).await;
+                    return;
+                }
+                item = out.next() => item,
+            };
+            match item {
+                Some(Ok(bytes)) => {
+                    buf.extend_from_slice(&bytes);
+                    if buf.len() >= CHUNK {
+                        let chunk = buf.split().freeze();
+                        send_all(&mut senders, Ok(chunk)).await;
+                        if senders.is_empty() {
+                            return;
+                        }
+                    }
+                }
+                Some(Err(e)) => {
+                    send_all(&mut senders, Err(std::io::Error::other(e.to_string()))).await;
+                    return;
+                }
+                None => {
+                    if !buf.is_empty() {
+                        send_all(&mut senders, Ok(buf.split().freeze())).await;
+                    }
+                    return;
+                }
+            }
+        }
+        // Dropping the senders ends every import's input.
+    };
+    let imports = for_each_node(group.to_vec(), 0, |node| {
+        let rx = receivers.lock().ok().and_then(|mut r| r.remove(&node));
+        let transfer: Arc<dyn Transfer> = Arc::from(reporter.transfer(
+            &node,
+            &format!("push {}", image.reference),
+            Some(image.size),
+        ));
+        let expected = image.content.clone();
+        let reference = image.reference.clone();
+        async move {
+            let Some(rx) = rx else {
+                return Err(RuntimeError::Other("internal: no channel".to_string()));
+            };
+            let engine = cluster.node(&node)?.engine().await?;
+            let started = Instant::now();
+            let sent = Arc::new(std::sync::atomic::AtomicU64::new(0));
+            let stream = counted(rx, transfer.clone(), sent.clone());
+            let result = import(engine, stream).await;
+            let bytes = sent.load(std::sync::atomic::Ordering::Relaxed);
+            let seconds = started.elapsed().as_secs_f64();
+            if let Err(e) = result {
+                transfer.finish("failed");
+                return Err(e);
+            }
+            // Trust, but verify: the node must now hold exactly the content we sent.
+            match image_facts(engine, &reference).await? {
+                Some(f) if f.content == expected => {
+                    transfer.finish("pushed");
+                    Ok((bytes, seconds))
+                }
+                other => {
+                    transfer.finish("failed");
+                    Err(RuntimeError::Other(format!(
+                        "after the load, {reference} on this node has other content ({})",
+                        other.map(|f| f.id).unwrap_or_else(|| "missing".to_string())
+                    )))
+                }
+            }
+        }
+    });
+    let ((), results) = tokio::join!(pump, imports);
+    results
+}
+
+/// Sends a chunk to every live target; drops targets whose import has ended.
+async fn send_all(senders: &mut Vec<mpsc::Sender<Chunk>>, chunk: Chunk) {
+    let mut live = Vec::with_capacity(senders.len());
+    for tx in senders.drain(..) {
+        let item = match &chunk {
+            Ok(b) => Ok(b.clone()),
+            Err(e) => Err(std::io::Error::other(e.to_string())),
+        };
+        if tx.send(item).await.is_ok() {
+            live.push(tx);
+        }
+    }
+    *senders = live;
+}
+
+/// The receiver as a byte stream that counts what passes and fails after [`STALL`] without
+/// data.
+fn counted(
+    rx: mpsc::Receiver<Chunk>,
+    transfer: Arc<dyn Transfer>,
+    sent: Arc<std::sync::atomic::AtomicU64>,
+) -> impl futures::Stream<Item = Chunk> + Send + 'static {
+    futures::stream::unfold(Some(rx), move |rx| {
+        let transfer = transfer.clone();
+        let sent = sent.clone();
+        async move {
+            let mut rx = rx?;
+            match tokio::time::timeout(STALL, rx.recv()).await {
+                Err(_) => Some((
+                    Err(std::io::Error::other(format!(
+                        "no data for {}s: the source stalled",
+                        STALL.as_secs()
+                    ))),
+                    None,
+                )),
+                Ok(None) => None,
+                Ok(Some(Ok(bytes))) => {
+                    let n = bytes.len() as u64;
+                    sent.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+                    transfer.advance(n);
+                    Some((Ok(bytes), Some(rx)))
+                }
+                Ok(Some(Err(e))) => Some((Err(e), None)),
+            }
+        }
+    })
+}
+
+/// What a launching command does when a node lacks the image.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PushPolicy {
+    /// Push it (and say so).
+    #[default]
+    Push,
+    /// Refuse to start, naming the nodes and the push command.
+    Refuse,
+}
+
+/// Makes sure every node in `nodes` has `reference` with the same content: the source is
+/// this machine when it is one of the cluster's nodes and has the image, else the first node
+/// (head first) that has it. Nodes that lack it get it pushed, or, with
+/// [`PushPolicy::Refuse`], the start is refused with the command that would fix it.
+pub async fn ensure_image(
+    cluster: &Cluster,
+    reference: &str,
+    nodes: &[NodeName],
+    policy: PushPolicy,
+    concurrency: usize,
+    reporter: &Arc<dyn Reporter>,
+    cancel: &CancellationToken,
+) -> Result<PushReport, EnsureError> {
+    // Look at every node of the cluster that could be a source, and every target.
+    let mut candidates: Vec<NodeName> = cluster
+        .nodes()
+        .iter()
+        .filter(|n| n.target.is_local())
+        .map(|n| n.name().clone())
+        .collect();
+    for n in nodes {
+        if !candidates.contains(n) {
+            candidates.push(n.clone());
+        }
+    }
+    let facts = gather_targets(cluster, reference, &candidates)
+        .await
+        .map_err(EnsureError::Push)?;
+    let source = facts
+        .iter()
+        .find(|f| f.present.is_some())
+        .map(|f| f.node.clone())
+        .ok_or_else(|| {
+            EnsureError::Push(PushError::Nowhere {
+                image: reference.to_string(),
+                nodes: candidates
+                    .iter()
+                    .map(|n| n.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            })
+        })?;
+    let Some(image) = facts
+        .iter()
+        .find(|f| f.node == source)
+        .and_then(|f| f.present.clone())
+    else {
+        return Err(EnsureError::Push(PushError::NotOnSource {
+            image: reference.to_string(),
+            node: source,
+        }));
+    };
+    let targets: Vec<TargetFacts> = facts
+        .into_iter()
+        .filter(|f| f.node != source && nodes.contains(&f.node))
+        .collect();
+    if policy == PushPolicy::Refuse {
+        let missing: Vec<String> = push_actions(&image, &targets)
+            .into_iter()
+            .filter(|(_, a)| !matches!(a, PushAction::Skip | PushAction::SkipOwnArch { .. }))
+            .map(|(n, _)| n.to_string())
+            .collect();
+        if !missing.is_empty() {
+            return Err(EnsureError::Missing {
+                image: reference.to_string(),
+                nodes: missing,
+            });
+        }
+    }
+    let src_engine = cluster
+        .node(&source)
+        .map_err(|error| {
+            EnsureError::Push(PushError::Source {
+                node: source.clone(),
+                error,
+            })
+        })?
+        .engine()
+        .await
+        .map_err(|error| {
+            EnsureError::Push(PushError::Source {
+                node: source.clone(),
+                error,
+            })
+        })?;
+    let report = push_with_facts(
+        cluster,
+        &source,
+        src_engine,
+        image,
+        targets,
+        concurrency,
+        reporter,
+        cancel,
+    )
+    .await
+    .map_err(EnsureError::Push)?;
+    if !report.refused().is_empty() {
+        return Err(EnsureError::Refused(report));
+    }
+    if !report.failed().is_empty() {
+        return Err(EnsureError::Failed(report));
+    }
+    Ok(report)
+}
+
+/// Why EnsureImage failed.
+#[derive(Debug, thiserror::Error)]
+pub enum EnsureError {
+    #[error("{0}")]
+    Push(PushError),
+    #[error(
+        "image {image} is missing or different on {}; fix: `spark-launch image push {image} --to {}`",
+        .nodes.join(", "),
+        .nodes.join(",")
+    )]
+    Missing { image: String, nodes: Vec<String> },
+    #[error("{}", refused_text(.0))]
+    Refused(PushReport),
+    #[error("{}", failed_text(.0))]
+    Failed(PushReport),
+}
+
+fn refused_text(r: &PushReport) -> String {
+    let mut s = format!("image {} cannot run on every node:", r.image.reference);
+    for (n, reason) in r.refused() {
+        s.push_str(&format!("\n  {n}: {reason}"));
+    }
+    s
+}
+
+fn failed_text(r: &PushReport) -> String {
+    let failed = r.failed();
+    let mut s = format!(
+        "push {} failed on {} of {} nodes:",
+        r.image.reference,
+        failed.len(),
+        r.nodes.len()
+    );
+    for (n, e) in failed {
+        s.push_str(&format!("\n  {n}: {e}"));
+    }
+    s
+}

@@ -1,0 +1,345 @@
+//! The host-process runtime (`--runtime host`): a job's work as plain processes instead of
+//! containers, for bare-metal installs and GPU machines without Docker. Same job model as
+//! containers: the name `sl-<job>-<node>`, the same labels, found again by `status`, `logs` and
+//! `stop` with no local state.
+//!
+//! Each process has a folder on its node, `$STATE/jobs/<name>/` (`$SPARK_LAUNCH_STATE_DIR`,
+//! else `$XDG_STATE_HOME/spark-launch`, else `~/.local/state/spark-launch`) holding `pid`,
+//! `log` (stdout and stderr), `labels` (`key=value` lines), `command`, `started` (epoch
+//! seconds) and, once it ended by itself, `exit`. The process runs in its own session (so `stop`
+//! signals the whole group) under a tiny `sh` wrapper that records the exit code. A pid counts as
+//! ours only while `/proc/<pid>/cmdline` still names its folder, so a reused pid is never
+//! signalled.
+//!
+//! Everything is a short `sh` script run through `shell`, locally or over SSH: the same code
+//! path for both. Decides nothing.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::StreamExt;
+use futures::stream::BoxStream;
+use tokio_util::sync::CancellationToken;
+
+use super::engine::ExecOutput;
+use super::error::RuntimeError;
+use super::shell::{self, quote, quote_all};
+use super::target::Reach;
+use super::wait::{self, Probe};
+use crate::plan::ProcessSpec;
+
+/// Short scripts (start, list, stop bookkeeping) must answer within this.
+const SCRIPT_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The state folder, as `sh` computes it on the node.
+const STATE: &str =
+    r#"S="${SPARK_LAUNCH_STATE_DIR:-${XDG_STATE_HOME:-$HOME/.local/state}/spark-launch}/jobs""#;
+
+/// `alive DIR PID`: true while PID is the wrapper recorded in DIR.
+const ALIVE_FN: &str = r#"alive() { [ -n "$2" ] && [ -r "/proc/$2/cmdline" ] && tr '\0' '\n' < "/proc/$2/cmdline" 2>/dev/null | grep -qxF "$1"; }"#;
+
+/// The wrapper run in the new session: records its pid, runs the command, records the exit
+/// code. `$1` is the folder; the rest is the command.
+const WRAPPER: &str = r#"d="$1"; shift; echo $$ > "$d/pid.tmp" && mv "$d/pid.tmp" "$d/pid"; "$@"; echo $? > "$d/exit""#;
+
+/// A process found on a node.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HostProcess {
+    pub name: String,
+    pub pid: Option<u32>,
+    pub alive: bool,
+    pub exit_code: Option<i64>,
+    pub started: Option<i64>,
+    pub command: String,
+    pub labels: BTreeMap<String, String>,
+}
+
+fn check(out: &super::target::ShellOutput, what: &str) -> Result<(), RuntimeError> {
+    if out.success() {
+        Ok(())
+    } else {
+        Err(RuntimeError::Command {
+            command: what.to_string(),
+            status: match out.code {
+                Some(c) => format!("exit status {c}"),
+                None => "a signal".to_string(),
+            },
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        })
+    }
+}
+
+/// Starts `spec` on the node in its own session; returns its pid. Refuses when a process of
+/// that name is already recorded there.
+pub async fn start(reach: &Reach, spec: &ProcessSpec) -> Result<u32, RuntimeError> {
+    if spec.command.is_empty() {
+        return Err(RuntimeError::Other(format!(
+            "start process {}: the plan gives no command",
+            spec.name
+        )));
+    }
+    let mut argv: Vec<String> = Vec::new();
+    if !spec.env.is_empty() {
+        argv.push("env".to_string());
+        argv.extend(spec.env.iter().map(|(k, v)| format!("{k}={v}")));
+    }
+    argv.extend(spec.command.iter().cloned());
+    let cd = match &spec.workdir {
+        Some(w) => format!("cd {} || exit 18\n", quote(w)),
+        None => String::new(),
+    };
+    let script = format!(
+        r#"set -u
+{STATE}
+d="$S/{name}"
+if [ -e "$d" ]; then echo "process {name} already exists (its folder $d is there): stop it with spark-launch stop" >&2; exit 17; fi
+mkdir -p "$d" || exit 19
+cat > "$d/labels"
+printf '%s\n' {cmdline} > "$d/command"
+date +%s > "$d/started"
+{cd}setsid sh -c {wrapper} sl-wrapper "$d" {argv} < /dev/null > "$d/log" 2>&1 &
+i=0
+while [ ! -s "$d/pid" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done
+[ -s "$d/pid" ] || {{ echo "the process did not start within 10s" >&2; exit 20; }}
+cat "$d/pid"
+"#,
+        name = spec.name,
+        cmdline = quote(&quote_all(&spec.command)),
+        wrapper = quote(WRAPPER),
+        argv = quote_all(&argv),
+    );
+    let labels: String = spec
+        .labels
+        .iter()
+        .map(|(k, v)| format!("{k}={}\n", v.replace('\n', " ")))
+        .collect();
+    let out = shell::run(reach, &script, labels.into_bytes(), SCRIPT_TIMEOUT).await?;
+    check(&out, &format!("start process {}", spec.name))?;
+    String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .map_err(|_| RuntimeError::Other(format!("start process {}: no pid came back", spec.name)))
+}
+
+/// Every process recorded on the node (running or ended).
+pub async fn list(reach: &Reach) -> Result<Vec<HostProcess>, RuntimeError> {
+    let script = format!(
+        r#"{STATE}
+{ALIVE_FN}
+[ -d "$S" ] || exit 0
+for d in "$S"/*/; do
+  d="${{d%/}}"
+  [ -f "$d/labels" ] || continue
+  echo "@@ ${{d##*/}}"
+  pid=$(cat "$d/pid" 2>/dev/null || true)
+  echo "pid $pid"
+  if alive "$d" "$pid"; then echo "alive 1"; else echo "alive 0"; fi
+  [ -f "$d/exit" ] && echo "exit $(cat "$d/exit")"
+  [ -f "$d/started" ] && echo "started $(cat "$d/started")"
+  echo "command $(cat "$d/command" 2>/dev/null)"
+  sed 's/^/label /' "$d/labels"
+done
+exit 0
+"#
+    );
+    let out = shell::run(reach, &script, Vec::new(), SCRIPT_TIMEOUT).await?;
+    check(&out, "list host processes")?;
+    Ok(parse_list(&String::from_utf8_lossy(&out.stdout)))
+}
+
+fn parse_list(text: &str) -> Vec<HostProcess> {
+    let mut out: Vec<HostProcess> = Vec::new();
+    for line in text.lines() {
+        if let Some(name) = line.strip_prefix("@@ ") {
+            out.push(HostProcess {
+                name: name.to_string(),
+                pid: None,
+                alive: false,
+                exit_code: None,
+                started: None,
+                command: String::new(),
+                labels: BTreeMap::new(),
+            });
+            continue;
+        }
+        let Some(p) = out.last_mut() else { continue };
+        let (key, value) = line.split_once(' ').unwrap_or((line, ""));
+        match key {
+            "pid" => p.pid = value.trim().parse().ok(),
+            "alive" => p.alive = value.trim() == "1",
+            "exit" => p.exit_code = value.trim().parse().ok(),
+            "started" => p.started = value.trim().parse().ok(),
+            "command" => p.command = value.to_string(),
+            "label" => {
+                if let Some((k, v)) = value.split_once('=') {
+                    p.labels.insert(k.to_string(), v.to_string());
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// Stops the process `name` (SIGTERM to its session, SIGKILL after `grace`) and removes its
+/// folder. `Ok(false)` when there was no such process.
+pub async fn stop(reach: &Reach, name: &str, grace: Duration) -> Result<bool, RuntimeError> {
+    let tenths = grace.as_millis() / 100;
+    let script = format!(
+        r#"{STATE}
+{ALIVE_FN}
+d="$S/{name}"
+[ -d "$d" ] || {{ echo absent; exit 0; }}
+pid=$(cat "$d/pid" 2>/dev/null || true)
+if alive "$d" "$pid"; then
+  kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null
+  i=0
+  while alive "$d" "$pid" && [ $i -lt {tenths} ]; do sleep 0.1; i=$((i+1)); done
+  if alive "$d" "$pid"; then kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null; fi
+  i=0
+  while alive "$d" "$pid" && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done
+  if alive "$d" "$pid"; then echo "process $pid survived SIGKILL" >&2; exit 21; fi
+fi
+rm -rf "$d"
+echo removed
+"#
+    );
+    let timeout = SCRIPT_TIMEOUT + grace;
+    let out = shell::run(reach, &script, Vec::new(), timeout).await?;
+    check(&out, &format!("stop process {name}"))?;
+    Ok(String::from_utf8_lossy(&out.stdout).trim() == "removed")
+}
+
+/// Runs a command on the node (not inside the job's process) and collects its output.
+pub async fn exec(
+    reach: &Reach,
+    command: &[String],
+    env: &BTreeMap<String, String>,
+    workdir: Option<&str>,
+    timeout: Duration,
+) -> Result<ExecOutput, RuntimeError> {
+    let mut argv: Vec<String> = Vec::new();
+    if !env.is_empty() {
+        argv.push("env".to_string());
+        argv.extend(env.iter().map(|(k, v)| format!("{k}={v}")));
+    }
+    argv.extend(command.iter().cloned());
+    let cd = match workdir {
+        Some(w) => format!("cd {} || exit 18\n", quote(w)),
+        None => String::new(),
+    };
+    let script = format!("{cd}exec {}", quote_all(&argv));
+    let out = shell::run(reach, &script, Vec::new(), timeout).await?;
+    Ok(ExecOutput {
+        exit_code: out.code.map(i64::from).unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    })
+}
+
+/// Writes a file on the node (parent folders created).
+pub async fn write_file(
+    reach: &Reach,
+    path: &str,
+    content: &[u8],
+    mode: u32,
+) -> Result<(), RuntimeError> {
+    let p = quote(path);
+    let script = format!(
+        "set -e\nmkdir -p \"$(dirname {p})\"\ncat > {p}.sl-tmp\nchmod {mode:o} {p}.sl-tmp\nmv {p}.sl-tmp {p}\n"
+    );
+    let out = shell::run(reach, &script, content.to_vec(), SCRIPT_TIMEOUT).await?;
+    check(&out, &format!("write {path}"))
+}
+
+/// Waits until the process `name` has ended; returns its exit code (-1 when it was killed
+/// before it could record one).
+pub async fn wait_exit(
+    reach: &Reach,
+    name: &str,
+    timeout: Duration,
+    cancel: &CancellationToken,
+) -> Result<i64, RuntimeError> {
+    let script = format!(
+        r#"{STATE}
+{ALIVE_FN}
+d="$S/{name}"
+[ -d "$d" ] || {{ echo gone; exit 0; }}
+pid=$(cat "$d/pid" 2>/dev/null || true)
+if alive "$d" "$pid"; then echo running; elif [ -f "$d/exit" ]; then echo "exit $(cat "$d/exit")"; else echo "exit -1"; fi
+"#
+    );
+    let what = format!("process {name} to exit");
+    wait::until(
+        &what,
+        timeout,
+        Duration::from_millis(500),
+        cancel,
+        || async {
+            match shell::run(reach, &script, Vec::new(), SCRIPT_TIMEOUT).await {
+                Err(e) => Probe::Abort(e),
+                Ok(out) => {
+                    let text = String::from_utf8_lossy(&out.stdout).trim().to_string();
+                    if let Some(code) = text.strip_prefix("exit ") {
+                        Probe::Ready(code.trim().parse().unwrap_or(-1))
+                    } else if text == "gone" {
+                        Probe::Abort(RuntimeError::Other(format!("{what}: the process is gone")))
+                    } else {
+                        Probe::NotYet(text)
+                    }
+                }
+            }
+        },
+    )
+    .await
+}
+
+/// The process's log; with `follow`, then what it writes until it ends.
+pub fn logs(
+    reach: &Reach,
+    name: &str,
+    follow: bool,
+) -> BoxStream<'static, Result<Bytes, RuntimeError>> {
+    let script = if follow {
+        format!(
+            r#"{STATE}
+{ALIVE_FN}
+d="$S/{name}"
+[ -f "$d/log" ] || {{ echo "no process {name} on this node" >&2; exit 3; }}
+pid=$(cat "$d/pid" 2>/dev/null || true)
+tail -n +1 -f "$d/log" & t=$!
+while alive "$d" "$pid"; do sleep 1; done
+sleep 1
+kill $t 2>/dev/null
+"#
+        )
+    } else {
+        format!(
+            r#"{STATE}
+d="$S/{name}"
+[ -f "$d/log" ] || {{ echo "no process {name} on this node" >&2; exit 3; }}
+cat "$d/log"
+"#
+        )
+    };
+    shell::stream(reach, &script).boxed()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_listing_is_parsed_per_process() {
+        let text = "@@ sl-a-n1\npid 42\nalive 1\nstarted 1700000000\ncommand sleep 10\nlabel dev.spark-launch.job=a\nlabel dev.spark-launch.node=n1\n@@ sl-b-n1\npid \nalive 0\nexit 3\ncommand false\nlabel dev.spark-launch.job=b\n";
+        let list = parse_list(text);
+        assert_eq!(list.len(), 2);
+        assert_eq!(list[0].pid, Some(42));
+        assert!(list[0].alive);
+        assert_eq!(list[0].labels["dev.spark-launch.node"], "n1");
+        assert_eq!(list[1].exit_code, Some(3));
+        assert!(!list[1].alive);
+        assert_eq!(list[1].pid, None);
+    }
+}

@@ -1,0 +1,135 @@
+//! Images on one engine: what an image is (by content), and streaming one out of an engine
+//! (`GET /images/{name}/get`) or into one (`POST /images/load`) without ever holding the whole
+//! image in memory or on disk. Fanning a push out to several nodes is `apply::images`' job.
+//!
+//! ## Why a content key and not the image ID
+//!
+//! The image ID is only comparable between engines that store images the same way: the classic
+//! store calls an image by its config digest, the containerd image store by its manifest or index
+//! digest, so one image loaded on two nodes can carry two IDs. `RepoDigests` exist only for
+//! images pulled from a registry (a `docker load`ed image has none). And what describes the
+//! layers on disk (`GraphDriver`: overlay2 / fuse-overlayfs cache folders, the on-disk size) is
+//! storage-driver specific and differs between two nodes holding the very same image. So we
+//! compare what the image *is*: the uncompressed layer digests (`RootFS.Layers`, the diff IDs,
+//! which `docker save`/`load` preserve bit for bit), the platform, the creation time and the
+//! run configuration (entrypoint, command, env, workdir, user, labels, ports, volumes). Equal keys
+//! mean the same layers started the same way; a false "different" only costs a push.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use bollard::query_parameters::ImportImageOptionsBuilder;
+use bytes::Bytes;
+use futures::{Stream, StreamExt};
+use sha2::{Digest, Sha256};
+
+use super::engine::Engine;
+use super::error::{RuntimeError, describe_bollard, status_of};
+use super::features::Arch;
+use crate::plan::ImageFacts;
+
+/// How long an import may go without the engine answering after the last byte was sent.
+const LOAD_ANSWER_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// The image `reference` on `engine`, or `None` when the engine does not have it.
+pub async fn image_facts(
+    engine: &Engine,
+    reference: &str,
+) -> Result<Option<ImageFacts>, RuntimeError> {
+    let inspect = match engine.docker().inspect_image(reference).await {
+        Ok(i) => i,
+        Err(e) if status_of(&e) == Some(404) => return Ok(None),
+        Err(e) => return Err(RuntimeError::api(format!("inspect image {reference}"), e)),
+    };
+    let arch = Arch::normalize(inspect.architecture.as_deref().unwrap_or(""));
+    let os = inspect.os.clone().unwrap_or_else(|| "linux".to_string());
+    let layers = inspect
+        .root_fs
+        .as_ref()
+        .and_then(|r| r.layers.clone())
+        .unwrap_or_default();
+    let config = inspect.config.clone().unwrap_or_default();
+    let labels: BTreeMap<String, String> = config
+        .labels
+        .clone()
+        .unwrap_or_default()
+        .into_iter()
+        .collect();
+    let mut ports = config.exposed_ports.clone().unwrap_or_default();
+    ports.sort();
+    let mut volumes = config.volumes.clone().unwrap_or_default();
+    volumes.sort();
+    let key = serde_json::json!({
+        "arch": arch.as_str(),
+        "os": os,
+        "variant": inspect.variant,
+        "layers": layers,
+        "created": inspect.created,
+        "entrypoint": config.entrypoint,
+        "cmd": config.cmd,
+        "env": config.env,
+        "workdir": config.working_dir,
+        "user": config.user,
+        "labels": labels,
+        "ports": ports,
+        "volumes": volumes,
+    });
+    let digest = Sha256::digest(key.to_string().as_bytes());
+    let content: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    Ok(Some(ImageFacts {
+        reference: reference.to_string(),
+        id: inspect.id.clone().unwrap_or_default(),
+        content: format!("sha256:{content}"),
+        arch: arch.to_string(),
+        os,
+        size: inspect
+            .size
+            .and_then(|s| u64::try_from(s).ok())
+            .unwrap_or(0),
+    }))
+}
+
+/// The image as a tar stream, straight from the engine (`docker save`).
+pub fn export(
+    engine: &Engine,
+    reference: &str,
+) -> impl Stream<Item = Result<Bytes, RuntimeError>> + Send + 'static {
+    let what = format!("export image {reference}");
+    engine
+        .streaming()
+        .export_image(reference)
+        .map(move |r| r.map_err(|e| RuntimeError::api(what.clone(), e)))
+}
+
+/// Loads a tar stream into the engine (`docker load`); returns once the engine has taken
+/// the whole image.
+pub async fn import<S>(engine: &Engine, tar: S) -> Result<(), RuntimeError>
+where
+    S: Stream<Item = Result<Bytes, std::io::Error>> + Send + 'static,
+{
+    let options = ImportImageOptionsBuilder::new().quiet(true).build();
+    let mut answers = engine.streaming().import_image_stream(options, tar, None);
+    loop {
+        match tokio::time::timeout(LOAD_ANSWER_TIMEOUT, answers.next()).await {
+            Err(_) => {
+                return Err(RuntimeError::Timeout {
+                    what: "load the image".to_string(),
+                    after: LOAD_ANSWER_TIMEOUT,
+                    last: "no answer from the engine".to_string(),
+                });
+            }
+            Ok(None) => return Ok(()),
+            Ok(Some(Ok(info))) => {
+                if let Some(err) = info.error_detail.and_then(|d| d.message) {
+                    return Err(RuntimeError::Other(format!("load the image: {err}")));
+                }
+            }
+            Ok(Some(Err(e))) => {
+                return Err(RuntimeError::Other(format!(
+                    "load the image: {}",
+                    describe_bollard(&e)
+                )));
+            }
+        }
+    }
+}
