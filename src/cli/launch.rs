@@ -282,10 +282,10 @@ pub fn start_steps(plan: &JobPlan) -> Vec<Step> {
     if plan.runtime == RuntimeKind::Docker {
         let mut images: Vec<String> = Vec::new();
         for part in &plan.nodes {
-            if let Launch::Container(c) = &part.launch {
-                if !images.contains(&c.image) {
-                    images.push(c.image.clone());
-                }
+            if let Launch::Container(c) = &part.launch
+                && !images.contains(&c.image)
+            {
+                images.push(c.image.clone());
             }
         }
         for image in images {
