@@ -1,10 +1,131 @@
-//! `spark-launch report nccl FILE...`: the nccl-tests parser and verdict on saved logs (issue 5).
+//! `spark-launch report nccl FILE...`: the nccl-tests parser, transport check and verdict of
+//! `nccl-test`, applied to saved logs (users paste theirs; support tickets). Exit 0 when every
+//! log passed or was only measured, 1 when any failed, 2 when a file cannot be read.
 
-use super::{CmdResult, Context, not_yet};
+use std::io::Read;
+use std::path::PathBuf;
+
+use super::{CmdResult, Context, Invalid, Outcome, print_json, print_out};
+use crate::derive::Topology;
+use crate::report::nccl::{self, Analysis, ExpectedHcas, Status};
 
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    #[command(subcommand)]
+    pub what: What,
+}
 
-pub async fn run(_args: Args, _ctx: &Context) -> CmdResult {
-    not_yet("report")
+#[derive(Debug, clap::Subcommand)]
+pub enum What {
+    /// nccl-tests output (with NCCL_DEBUG=INFO for the transport check): results, the
+    /// transport each rank used, and a verdict.
+    Nccl(NcclArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct NcclArgs {
+    /// Log files; `-` reads stdin.
+    #[arg(required = true, value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+
+    /// The fabric's shape, for the reference figure (a 3-node ring has its own).
+    #[arg(long, value_parser = parse_topology, value_name = "direct|switch|ring")]
+    pub topology: Option<Topology>,
+
+    /// The test binary, for logs of nccl-tests before 2.14 that do not name it.
+    #[arg(long, value_name = "NAME")]
+    pub test: Option<String>,
+
+    /// The RDMA devices a host must use, as `HOST=dev1,dev2` (repeat per host); without it
+    /// the `NCCL_IB_HCA` each log shows is checked.
+    #[arg(long = "expect-hca", value_name = "HOST=DEVS", value_parser = parse_expect)]
+    pub expect_hca: Vec<(String, Vec<String>)>,
+}
+
+fn parse_topology(s: &str) -> Result<Topology, String> {
+    match s {
+        "direct" => Ok(Topology::Direct),
+        "switch" => Ok(Topology::Switch),
+        "ring" => Ok(Topology::Ring),
+        "single" => Ok(Topology::Single),
+        _ => Err(format!(
+            "expected direct, switch, ring or single, got {s:?}"
+        )),
+    }
+}
+
+fn parse_expect(s: &str) -> Result<(String, Vec<String>), String> {
+    let (host, devs) = s
+        .split_once('=')
+        .ok_or_else(|| format!("expected HOST=dev1,dev2, got {s:?}"))?;
+    let devs: Vec<String> = devs
+        .split(',')
+        .map(str::trim)
+        .filter(|d| !d.is_empty())
+        .map(str::to_string)
+        .collect();
+    if host.is_empty() || devs.is_empty() {
+        return Err(format!("expected HOST=dev1,dev2, got {s:?}"));
+    }
+    Ok((host.to_string(), devs))
+}
+
+pub async fn run(args: Args, ctx: &Context) -> CmdResult {
+    match args.what {
+        What::Nccl(a) => nccl_logs(a, ctx),
+    }
+}
+
+fn nccl_logs(args: NcclArgs, ctx: &Context) -> CmdResult {
+    let mut expected = ExpectedHcas::new();
+    for (host, devs) in &args.expect_hca {
+        expected.insert(host.clone(), devs.clone());
+    }
+    let context = nccl::Context {
+        expected_hcas: expected,
+        topology: args.topology,
+        test_hint: args.test.clone(),
+        exit_code: None,
+    };
+    let mut analyses: Vec<Analysis> = Vec::new();
+    for file in &args.files {
+        let text = read(file).invalid()?;
+        let mut a = nccl::analyse(&text, &context);
+        a.source = Some(file.display().to_string());
+        analyses.push(a);
+    }
+    let status = nccl::overall(analyses.iter().map(|a| a.status));
+    if ctx.json {
+        #[derive(serde::Serialize)]
+        struct Out<'a> {
+            status: Status,
+            logs: &'a [Analysis],
+        }
+        print_json(&Out {
+            status,
+            logs: &analyses,
+        })?;
+    } else {
+        let texts: Vec<String> = analyses.iter().map(nccl::render::text).collect();
+        print_out(&texts.join("\n"));
+    }
+    Ok(if status == Status::Fail {
+        Outcome::Failed
+    } else {
+        Outcome::Success
+    })
+}
+
+fn read(file: &PathBuf) -> anyhow::Result<String> {
+    use anyhow::Context as _;
+    let mut bytes = Vec::new();
+    if file.as_os_str() == "-" {
+        std::io::stdin()
+            .read_to_end(&mut bytes)
+            .context("cannot read the log from stdin")?;
+    } else {
+        bytes = std::fs::read(file).with_context(|| format!("cannot read {}", file.display()))?;
+    }
+    // Logs captured from terminals may carry stray bytes; never refuse them for that.
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
 }
