@@ -40,6 +40,8 @@ pub struct TestRun {
     pub transport: TransportReport,
     /// 1-based line numbers of the first and last line of this test in the log.
     pub lines: (usize, usize),
+    /// mpirun's exit status, when spark-launch's driver recorded it after the test.
+    pub exit_status: Option<i32>,
 }
 
 /// The `# nThread ... iters ...` line.
@@ -183,12 +185,18 @@ struct Parser {
 #[derive(Default)]
 struct Section {
     run: TestRun,
+    /// The test spark-launch's driver announced (`# spark-launch: running X`).
+    announced: Option<String>,
     columns: Option<Columns>,
     in_devices: bool,
     scan: TransportScan,
 }
 
 impl Section {
+    fn is_empty(&self) -> bool {
+        !self.has_header() && self.run.failures.is_empty() && self.scan.is_empty()
+    }
+
     fn has_header(&self) -> bool {
         self.run.test.is_some()
             || self.run.nccl_tests_version.is_some()
@@ -223,6 +231,9 @@ impl Parser {
     fn close(&mut self, s: Option<Section>) {
         if let Some(mut s) = s {
             s.run.transport = s.scan.finish();
+            if s.run.test.is_none() {
+                s.run.test = s.announced.take();
+            }
             check_rows(&mut s.run);
             self.done.push(s.run);
         }
@@ -293,6 +304,27 @@ impl Parser {
     }
 
     fn comment(&mut self, n: usize, c: &str) {
+        if let Some(name) = c.strip_prefix("spark-launch: running ") {
+            // Lines of the previous test are done; lines before this one's header (early
+            // NCCL lines, an mpirun that failed to start) belong to this test.
+            if self
+                .cur
+                .as_ref()
+                .is_some_and(|s| !s.is_empty() || s.announced.is_some())
+            {
+                let s = self.cur.take();
+                self.close(s);
+            }
+            let s = self.section(n);
+            s.announced = Some(name.trim().to_string());
+            return;
+        }
+        if let Some(code) = c.strip_prefix("spark-launch: mpirun exit status ") {
+            let s = self.section(n);
+            s.run.exit_status = code.trim().parse().ok();
+            s.run.lines.1 = n;
+            return;
+        }
         if let Some(v) = c.strip_prefix("nccl-tests version ") {
             self.start(n, |s| s.has_header());
             let s = self.section(n);
@@ -879,5 +911,29 @@ mod tests {
         let kinds: Vec<FailureKind> = runs[0].failures.iter().map(|f| f.kind).collect();
         assert_eq!(kinds, vec![FailureKind::DataCorruption]);
         assert_eq!(runs[0].out_of_bounds, Some(3));
+    }
+
+    #[test]
+    fn the_driver_markers_name_each_test_and_carry_mpiruns_exit_status() {
+        let text = "\
+# spark-launch: running all_gather_perf
+ssh: connect to host 192.168.177.12 port 2233: Connection refused
+# spark-launch: mpirun exit status 1
+# spark-launch: running all_reduce_perf
+# nccl-tests version 2.19.6 nccl-headers=22809 nccl-library=22809
+# Collective test starting: all_reduce_perf
+#       size         count      type   redop    root     time   algbw   busbw  #wrong     time   algbw   busbw  #wrong
+          16             4     float     sum      -1    10.00    0.00    0.00       0    10.00    0.00    0.00       0
+# Collective test concluded: all_reduce_perf
+# spark-launch: mpirun exit status 0
+";
+        let runs = parse_log(text);
+        assert_eq!(runs.len(), 2);
+        assert_eq!(runs[0].test.as_deref(), Some("all_gather_perf"));
+        assert_eq!(runs[0].exit_status, Some(1));
+        assert_eq!(runs[0].failures[0].kind, FailureKind::Launch);
+        assert_eq!(runs[1].test.as_deref(), Some("all_reduce_perf"));
+        assert_eq!(runs[1].exit_status, Some(0));
+        assert_eq!(runs[1].rows.len(), 1);
     }
 }

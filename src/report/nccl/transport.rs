@@ -222,6 +222,11 @@ pub struct TransportScan {
 }
 
 impl TransportScan {
+    /// No debug line seen yet.
+    pub fn is_empty(&self) -> bool {
+        self.procs.is_empty()
+    }
+
     pub fn version_line(&mut self, v: &str) {
         self.version = Some(v.trim().to_string());
     }

@@ -266,7 +266,8 @@ fn run_failure(run: &TestRun, ctx: &Context) -> Option<Cause> {
         .iter()
         .filter(|f| f.kind != FailureKind::NcclWarn)
         .collect();
-    let exit_failed = ctx.exit_code.is_some_and(|c| c != 0);
+    let exit_code = run.exit_status.or(ctx.exit_code);
+    let exit_failed = exit_code.is_some_and(|c| c != 0);
     let failed = !hard.is_empty() || run.rows.is_empty() || exit_failed;
     if !failed {
         return None;
@@ -292,7 +293,7 @@ fn run_failure(run: &TestRun, ctx: &Context) -> Option<Cause> {
             line: Some(f.line),
         });
     }
-    if let Some(code) = ctx.exit_code.filter(|c| *c != 0) {
+    if let Some(code) = exit_code.filter(|c| *c != 0) {
         return Some(Cause {
             problem: format!(
                 "mpirun exited with status {code} and printed no reason{}",

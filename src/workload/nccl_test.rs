@@ -1,0 +1,858 @@
+//! `nccl-test` as a plan: which node runs what, the hostfile, and the exact `mpirun` line —
+//! from each node's facts, its derived environment and the user's options. Pure: no network,
+//! no Docker, no files; `--dry-run` prints what this returns and the executor runs it.
+//!
+//! The shape of the job:
+//! - **docker**: one container per node from the nccl-tests image, each running sshd on the
+//!   node's own control-plane address (port 2233) with the node's derived environment; the
+//!   head's container also runs the *driver*: it writes the hostfile, waits until every
+//!   worker's sshd answers, then runs one `mpirun` per operation and records each exit status.
+//! - **host**: no containers; the driver runs as a host process on the head and `mpirun`
+//!   reaches the workers through the system's ssh.
+//!
+//! One `mpirun` line serves nodes whose interface and device names differ: each node is its own
+//! app context (`-np G -H addr:G -x NCCL_IB_HCA=... : ...`), so every rank gets its own node's
+//! variables; Open MPI's own interface choice uses the control-plane subnets (CIDR), which are
+//! the same everywhere. `NCCL_DEBUG=INFO` is always on: the report reads the transport from it.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::str::FromStr;
+
+use serde::Serialize;
+
+use crate::derive::{ClusterEnv, NodeInput, Topology};
+use crate::node::{NodeName, Role};
+use crate::plan::spec::{LABEL_JOB, LABEL_NODE, LABEL_ROLE, Mount};
+use crate::plan::{
+    ContainerSpec, JobName, JobPlan, Launch, NodePlan, ProcessSpec, RuntimeKind, Step, Ulimit,
+};
+use crate::probe::facts::Subnet;
+
+/// The port of the sshd inside the nccl-tests containers (the node's own sshd keeps 22).
+pub const SSHD_PORT: u16 = 2233;
+/// Where the image keeps the `*_perf` binaries.
+pub const IMAGE_TESTS_DIR: &str = "/opt/nccl-tests/build";
+/// The hostfile inside the head's container.
+pub const CONTAINER_HOSTFILE: &str = "/etc/spark-launch/hostfile";
+/// Where the node's `~/.ssh` appears in the container (read-only).
+pub const USER_SSH_MOUNT: &str = "/run/spark-launch/user-ssh";
+/// Where the node's `/etc/ssh` appears in the container (read-only): its host keys, so the
+/// container's sshd presents the node's pinned identity.
+pub const HOST_SSH_MOUNT: &str = "/run/spark-launch/host-ssh";
+/// The capture holding the driver's output (every test's log).
+pub const CAPTURE: &str = "nccl-tests";
+/// Default largest message: big enough to reach the link's bandwidth, small enough for a
+/// 128 GB unified-memory box.
+pub const DEFAULT_MAX_BYTES: u64 = 4 << 30;
+/// A marker line the driver prints after each `mpirun`; the report reads the exit status.
+pub const EXIT_MARKER: &str = "# spark-launch: mpirun exit status";
+
+/// A collective that nccl-tests measures.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NcclOp {
+    AllGather,
+    AllReduce,
+    ReduceScatter,
+    Broadcast,
+    Reduce,
+    AllToAll,
+    SendRecv,
+    Gather,
+    Scatter,
+    Hypercube,
+}
+
+impl NcclOp {
+    pub const ALL: [NcclOp; 10] = [
+        NcclOp::AllGather,
+        NcclOp::AllReduce,
+        NcclOp::ReduceScatter,
+        NcclOp::Broadcast,
+        NcclOp::Reduce,
+        NcclOp::AllToAll,
+        NcclOp::SendRecv,
+        NcclOp::Gather,
+        NcclOp::Scatter,
+        NcclOp::Hypercube,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            NcclOp::AllGather => "all_gather",
+            NcclOp::AllReduce => "all_reduce",
+            NcclOp::ReduceScatter => "reduce_scatter",
+            NcclOp::Broadcast => "broadcast",
+            NcclOp::Reduce => "reduce",
+            NcclOp::AllToAll => "alltoall",
+            NcclOp::SendRecv => "sendrecv",
+            NcclOp::Gather => "gather",
+            NcclOp::Scatter => "scatter",
+            NcclOp::Hypercube => "hypercube",
+        }
+    }
+
+    /// The nccl-tests binary: `all_gather_perf`.
+    pub fn binary(self) -> String {
+        format!("{}_perf", self.name())
+    }
+}
+
+impl fmt::Display for NcclOp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for NcclOp {
+    type Err = String;
+    /// `all_gather`, `all_gather_perf`, `allgather` and `all-gather` all name one op.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let key: String = s
+            .trim()
+            .trim_end_matches("_perf")
+            .chars()
+            .filter(|c| *c != '_' && *c != '-')
+            .collect::<String>()
+            .to_ascii_lowercase();
+        NcclOp::ALL
+            .into_iter()
+            .find(|op| op.name().replace('_', "") == key)
+            .ok_or_else(|| {
+                format!(
+                    "unknown operation {s:?}; one of: {}",
+                    NcclOp::ALL.map(|o| o.name()).join(", ")
+                )
+            })
+    }
+}
+
+/// Parses a size as nccl-tests does (`8`, `64K`, `128M`, `4G`; binary multiples).
+pub fn parse_bytes(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let (num, mult) = match t.chars().last() {
+        Some('K' | 'k') => (&t[..t.len() - 1], 1u64 << 10),
+        Some('M' | 'm') => (&t[..t.len() - 1], 1 << 20),
+        Some('G' | 'g') => (&t[..t.len() - 1], 1 << 30),
+        Some('T' | 't') => (&t[..t.len() - 1], 1 << 40),
+        _ => (t, 1),
+    };
+    num.parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(mult))
+        .ok_or_else(|| format!("expected a size such as 8, 64K, 128M or 4G, got {s:?}"))
+}
+
+/// A size in the shortest form nccl-tests accepts (`4G`, `512M`, `8`).
+pub fn format_bytes(n: u64) -> String {
+    for (suffix, shift) in [("G", 30), ("M", 20), ("K", 10)] {
+        if n >= 1 << shift && n.is_multiple_of(1u64 << shift) {
+            return format!("{}{suffix}", n >> shift);
+        }
+    }
+    n.to_string()
+}
+
+/// What the user asked for.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NcclTestOptions {
+    pub job: JobName,
+    pub ops: Vec<NcclOp>,
+    pub min_bytes: u64,
+    pub max_bytes: u64,
+    /// `-f`: multiply the size by this each step.
+    pub factor: u64,
+    /// `-n`: timed iterations per size.
+    pub iters: u32,
+    /// `-w`: warm-up iterations (nccl-tests' default when `None`).
+    pub warmup: Option<u32>,
+    pub runtime: RuntimeKind,
+    /// The image (docker runtime).
+    pub image: String,
+    /// Where the `*_perf` binaries are: in the image, or on every node (host runtime).
+    pub tests_dir: String,
+    /// `mpirun` as the head finds it.
+    pub mpirun: String,
+    /// Extra variables for every rank (`--env KEY=VALUE`), over the derived ones.
+    pub extra_env: BTreeMap<String, String>,
+    /// `--ulimit` overrides for the containers.
+    pub ulimits: Vec<Ulimit>,
+    /// Pass `--allow-run-as-root` (always in containers, which run as root).
+    pub as_root: bool,
+    /// How long the whole driver may run.
+    pub timeout_s: u64,
+    /// How long the head waits for the workers' sshd.
+    pub ssh_wait_s: u64,
+}
+
+impl NcclTestOptions {
+    /// The defaults of `spark-launch nccl-test`: all_gather and all_reduce, 8 B to 4 GiB.
+    pub fn new(job: JobName, image: String) -> Self {
+        NcclTestOptions {
+            job,
+            ops: vec![NcclOp::AllGather, NcclOp::AllReduce],
+            min_bytes: 8,
+            max_bytes: DEFAULT_MAX_BYTES,
+            factor: 2,
+            iters: 20,
+            warmup: None,
+            runtime: RuntimeKind::Docker,
+            image,
+            tests_dir: IMAGE_TESTS_DIR.into(),
+            mpirun: "mpirun".into(),
+            extra_env: BTreeMap::new(),
+            ulimits: Vec::new(),
+            as_root: true,
+            timeout_s: 1800,
+            ssh_wait_s: 120,
+        }
+    }
+}
+
+/// One node of the test as the plan needs it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct TestNode {
+    pub name: NodeName,
+    pub role: Role,
+    /// The hostname NCCL will print (the report matches transports to nodes by it).
+    pub hostname: String,
+    /// The address mpirun reaches this node at (its control-plane IPv4, or `localhost` for a
+    /// single local node).
+    pub addr: String,
+    /// The control-plane subnet (Open MPI's `*_tcp_if_include`), when known.
+    pub subnet: Option<Subnet>,
+    /// GPUs on the node: one rank each.
+    pub gpus: u32,
+    /// The node's derived environment (empty when nothing could be derived: a single node
+    /// without RDMA).
+    pub env: BTreeMap<String, String>,
+    /// The RDMA devices NCCL must use on this node (from the derived `NCCL_IB_HCA`).
+    pub hcas: Vec<String>,
+    /// `/dev/infiniband` exists on the node.
+    pub has_infiniband: bool,
+    /// The SSH user's `~/.ssh` on the node (mounted read-only into the container).
+    pub ssh_dir: String,
+}
+
+/// Why no plan could be made.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum NcclTestError {
+    #[error("no nodes to test")]
+    NoNodes,
+    #[error("no operation to run; give --op all_gather (or another)")]
+    NoOps,
+    #[error("the smallest size ({min}) is larger than the largest ({max}); fix -b/-e")]
+    SizeOrder { min: String, max: String },
+    #[error("the size factor must be 2 or more (-f {0})")]
+    Factor(u64),
+    #[error("--iters must be at least 1")]
+    Iters,
+    #[error("{0}: no GPUs to run a rank on (--gpus-per-node must be 1 or more)")]
+    NoGpus(NodeName),
+    #[error(
+        "{node}: no control-plane address for mpirun to reach it; `spark-launch env` shows what derive found, `spark-launch doctor` why"
+    )]
+    NoAddress { node: NodeName },
+    #[error("{0}: nodes must have distinct addresses for mpirun ({1} is given twice)")]
+    SameAddress(NodeName, String),
+}
+
+/// Everything `nccl-test` will do, as data.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct NcclTestPlan {
+    /// The job the executor runs (containers or the host process, and the steps).
+    pub plan: JobPlan,
+    pub topology: Option<Topology>,
+    pub nodes: Vec<TestNode>,
+    /// The hostfile the driver writes on the head, and where.
+    pub hostfile_path: String,
+    pub hostfile: String,
+    /// One `mpirun` per operation, in order.
+    pub runs: Vec<MpirunRun>,
+    /// The script the head runs (hostfile, wait for sshd, the `mpirun` lines).
+    pub driver: String,
+}
+
+/// One `mpirun` line.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct MpirunRun {
+    pub op: NcclOp,
+    /// `all_gather_perf`.
+    pub test: String,
+    pub argv: Vec<String>,
+}
+
+impl MpirunRun {
+    /// The line as a shell would take it, one app context (node) per line.
+    pub fn pretty(&self) -> String {
+        let mut out = String::new();
+        let mut first_context = true;
+        for (i, a) in self.argv.iter().enumerate() {
+            if a == ":" {
+                out.push_str(" \\\n  :");
+                continue;
+            }
+            if a == "-np" && first_context {
+                first_context = false;
+                out.push_str(" \\\n   ");
+            }
+            if i > 0 {
+                out.push(' ');
+            }
+            out.push_str(&quote(a));
+        }
+        out
+    }
+}
+
+/// The variables a rank needs, of the node's derived environment: NCCL's and UCX's (Open MPI's
+/// own are given as `--mca` with subnets; Ray/vLLM/Gloo's do not concern nccl-tests).
+fn rank_env(node: &TestNode, extra: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+    let mut env: BTreeMap<String, String> = node
+        .env
+        .iter()
+        .filter(|(k, _)| k.starts_with("NCCL_") || k.starts_with("UCX_"))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    env.insert("NCCL_DEBUG".into(), "INFO".into());
+    for (k, v) in extra {
+        env.insert(k.clone(), v.clone());
+    }
+    env
+}
+
+/// Turns derived facts into test nodes: each node's control-plane address and subnet, its
+/// HCAs, its derived env. `cluster` is `None` when nothing could be derived (a single node
+/// without RDMA): that node is reached as `localhost`.
+pub fn test_nodes(
+    inputs: &[NodeInput],
+    cluster: Option<&ClusterEnv>,
+    gpus: u32,
+    ssh_dir: &str,
+) -> Vec<TestNode> {
+    inputs
+        .iter()
+        .enumerate()
+        .map(|(i, input)| {
+            let derived = cluster.and_then(|c| c.node(&input.name));
+            let (addr, subnet) = match derived {
+                Some(d) => {
+                    let subnet = d.control.fabric_subnet.or_else(|| {
+                        input
+                            .facts
+                            .interface(&d.control.iface)?
+                            .ipv4
+                            .iter()
+                            .find(|a| a.addr == d.control.addr)
+                            .map(|a| a.subnet())
+                    });
+                    (d.control.addr.to_string(), subnet)
+                }
+                None if inputs.len() == 1 => ("localhost".to_string(), None),
+                None => (String::new(), None),
+            };
+            TestNode {
+                name: input.name.clone(),
+                role: if i == 0 { Role::Head } else { Role::Worker },
+                hostname: input
+                    .facts
+                    .hostname
+                    .split('.')
+                    .next()
+                    .unwrap_or_default()
+                    .to_string(),
+                addr,
+                subnet,
+                gpus,
+                env: derived.map(|d| d.env.clone()).unwrap_or_default(),
+                hcas: derived
+                    .map(|d| d.hcas.iter().map(|h| h.device.to_string()).collect())
+                    .unwrap_or_default(),
+                has_infiniband: !input.facts.host.infiniband_dev_nodes.is_empty()
+                    || !input.facts.rdma_devices.is_empty(),
+                ssh_dir: ssh_dir.to_string(),
+            }
+        })
+        .collect()
+}
+
+/// Builds the whole plan.
+pub fn plan(
+    nodes: &[TestNode],
+    topology: Option<Topology>,
+    opts: &NcclTestOptions,
+) -> Result<NcclTestPlan, NcclTestError> {
+    validate(nodes, opts)?;
+    let head = &nodes[0];
+    let multi = nodes.len() > 1;
+    let docker = opts.runtime == RuntimeKind::Docker;
+    let hostfile_path = if docker {
+        CONTAINER_HOSTFILE.to_string()
+    } else {
+        format!("/tmp/sl-{}.hostfile", opts.job)
+    };
+    let hostfile: String = nodes
+        .iter()
+        .map(|n| format!("{} slots={}\n", n.addr, n.gpus))
+        .collect();
+    let runs: Vec<MpirunRun> = opts
+        .ops
+        .iter()
+        .map(|op| MpirunRun {
+            op: *op,
+            test: op.binary(),
+            argv: mpirun_argv(nodes, *op, opts, &hostfile_path),
+        })
+        .collect();
+    let driver = driver_script(nodes, opts, &hostfile_path, &hostfile, &runs);
+    let driver_cmd = vec!["sh".to_string(), "-c".to_string(), driver.clone()];
+
+    let (node_plans, steps) = if docker {
+        let node_plans: Vec<NodePlan> = nodes
+            .iter()
+            .map(|n| NodePlan {
+                node: n.name.clone(),
+                role: n.role,
+                launch: Launch::Container(container(n, nodes, opts, multi, &driver_cmd)),
+            })
+            .collect();
+        let all: Vec<NodeName> = nodes.iter().map(|n| n.name.clone()).collect();
+        let steps = vec![
+            Step::EnsureImage {
+                image: opts.image.clone(),
+                nodes: all.clone(),
+            },
+            Step::Start { nodes: all },
+            wait_exit(&head.name, opts.timeout_s),
+            Step::Stop,
+        ];
+        (node_plans, steps)
+    } else {
+        let process = process(&opts.job, head, driver_cmd);
+        let steps = vec![
+            Step::Start {
+                nodes: vec![head.name.clone()],
+            },
+            wait_exit(&head.name, opts.timeout_s),
+            Step::Stop,
+        ];
+        (
+            vec![NodePlan {
+                node: head.name.clone(),
+                role: Role::Head,
+                launch: Launch::Process(process),
+            }],
+            steps,
+        )
+    };
+    Ok(NcclTestPlan {
+        plan: JobPlan {
+            job: opts.job.clone(),
+            workload: "nccl-test".into(),
+            runtime: opts.runtime,
+            nodes: node_plans,
+            steps,
+        },
+        topology,
+        nodes: nodes.to_vec(),
+        hostfile_path,
+        hostfile,
+        runs,
+        driver,
+    })
+}
+
+fn wait_exit(head: &NodeName, timeout_s: u64) -> Step {
+    Step::WaitExit {
+        node: head.clone(),
+        capture: Some(CAPTURE.to_string()),
+        timeout_s,
+        // A failed test is a verdict, read from the capture; the job still stops cleanly.
+        allow_failure: true,
+    }
+}
+
+fn validate(nodes: &[TestNode], opts: &NcclTestOptions) -> Result<(), NcclTestError> {
+    if nodes.is_empty() {
+        return Err(NcclTestError::NoNodes);
+    }
+    if opts.ops.is_empty() {
+        return Err(NcclTestError::NoOps);
+    }
+    if opts.min_bytes > opts.max_bytes {
+        return Err(NcclTestError::SizeOrder {
+            min: format_bytes(opts.min_bytes),
+            max: format_bytes(opts.max_bytes),
+        });
+    }
+    if opts.factor < 2 {
+        return Err(NcclTestError::Factor(opts.factor));
+    }
+    if opts.iters == 0 {
+        return Err(NcclTestError::Iters);
+    }
+    let mut seen: BTreeMap<&str, &NodeName> = BTreeMap::new();
+    for n in nodes {
+        if n.gpus == 0 {
+            return Err(NcclTestError::NoGpus(n.name.clone()));
+        }
+        if n.addr.is_empty() {
+            return Err(NcclTestError::NoAddress {
+                node: n.name.clone(),
+            });
+        }
+        if seen.insert(n.addr.as_str(), &n.name).is_some() {
+            return Err(NcclTestError::SameAddress(n.name.clone(), n.addr.clone()));
+        }
+    }
+    Ok(())
+}
+
+/// The exact `mpirun` argument vector of one operation.
+pub fn mpirun_argv(
+    nodes: &[TestNode],
+    op: NcclOp,
+    opts: &NcclTestOptions,
+    hostfile: &str,
+) -> Vec<String> {
+    let s = |x: &str| x.to_string();
+    let mut argv = vec![opts.mpirun.clone()];
+    if opts.as_root || opts.runtime == RuntimeKind::Docker {
+        argv.push(s("--allow-run-as-root"));
+    }
+    argv.extend([s("--hostfile"), s(hostfile), s("--bind-to"), s("none")]);
+    if nodes.len() > 1 {
+        if opts.runtime == RuntimeKind::Docker {
+            argv.extend([s("--mca"), s("plm_rsh_args"), format!("-p {SSHD_PORT}")]);
+        }
+        let mut subnets: Vec<String> = nodes
+            .iter()
+            .filter_map(|n| n.subnet.map(|s| s.to_string()))
+            .collect();
+        subnets.sort();
+        subnets.dedup();
+        if !subnets.is_empty() {
+            let list = subnets.join(",");
+            argv.extend([s("--mca"), s("oob_tcp_if_include"), list.clone()]);
+            argv.extend([s("--mca"), s("btl_tcp_if_include"), list]);
+        }
+    }
+    let bin = format!("{}/{}", opts.tests_dir.trim_end_matches('/'), op.binary());
+    let mut test_args = vec![
+        s("-b"),
+        format_bytes(opts.min_bytes),
+        s("-e"),
+        format_bytes(opts.max_bytes),
+        s("-f"),
+        opts.factor.to_string(),
+        s("-g"),
+        s("1"),
+        s("-n"),
+        opts.iters.to_string(),
+    ];
+    if let Some(w) = opts.warmup {
+        test_args.extend([s("-w"), w.to_string()]);
+    }
+    for (i, n) in nodes.iter().enumerate() {
+        if i > 0 {
+            argv.push(s(":"));
+        }
+        argv.extend([
+            s("-np"),
+            n.gpus.to_string(),
+            s("-H"),
+            format!("{}:{}", n.addr, n.gpus),
+            s("-x"),
+            s("PATH"),
+            s("-x"),
+            s("LD_LIBRARY_PATH"),
+        ]);
+        for (k, v) in rank_env(n, &opts.extra_env) {
+            argv.extend([s("-x"), format!("{k}={v}")]);
+        }
+        argv.push(bin.clone());
+        argv.extend(test_args.iter().cloned());
+    }
+    argv
+}
+
+fn quote(a: &str) -> String {
+    shlex::try_quote(a)
+        .map(|q| q.into_owned())
+        .unwrap_or_else(|_| format!("'{}'", a.replace('\'', "'\\''")))
+}
+
+/// The head's script: hostfile, wait for the workers' sshd (containers), each `mpirun` with
+/// its exit status marked; exits 1 when any `mpirun` failed.
+fn driver_script(
+    nodes: &[TestNode],
+    opts: &NcclTestOptions,
+    hostfile_path: &str,
+    hostfile: &str,
+    runs: &[MpirunRun],
+) -> String {
+    let mut s = String::from("set -u\n");
+    s.push_str(&format!(
+        "mkdir -p \"$(dirname {p})\" && cat > {p} <<'SL_HOSTFILE'\n{hostfile}SL_HOSTFILE\n",
+        p = quote(hostfile_path)
+    ));
+    let workers: Vec<&str> = nodes[1..].iter().map(|n| n.addr.as_str()).collect();
+    if opts.runtime == RuntimeKind::Docker && !workers.is_empty() {
+        s.push_str(&format!(
+            "sl-wait-ssh {} {} || exit 3\n",
+            opts.ssh_wait_s,
+            workers.join(" ")
+        ));
+    }
+    s.push_str("status=0\n");
+    for r in runs {
+        s.push_str(&format!("echo '# spark-launch: running {}'\n", r.test));
+        let line: Vec<String> = r.argv.iter().map(|a| quote(a)).collect();
+        s.push_str(&line.join(" "));
+        s.push_str(" 2>&1\n");
+        s.push_str(&format!(
+            "rc=$?; echo \"{EXIT_MARKER} $rc\"; [ \"$rc\" -eq 0 ] || status=1\n"
+        ));
+    }
+    s.push_str("exit $status\n");
+    s
+}
+
+fn labels(job: &JobName, node: &NodeName, role: Role) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        (LABEL_JOB.to_string(), job.to_string()),
+        (LABEL_NODE.to_string(), node.to_string()),
+        (LABEL_ROLE.to_string(), role.to_string()),
+    ])
+}
+
+fn process(job: &JobName, head: &TestNode, command: Vec<String>) -> ProcessSpec {
+    ProcessSpec {
+        name: job.container_name(&head.name),
+        command,
+        env: BTreeMap::new(),
+        workdir: None,
+        labels: labels(job, &head.name, Role::Head),
+    }
+}
+
+/// A node's container: the RDMA GPU container with its derived env, sshd on its own
+/// control-plane address, the node's `~/.ssh` and host keys read-only; the head also runs the
+/// driver.
+fn container(
+    n: &TestNode,
+    nodes: &[TestNode],
+    opts: &NcclTestOptions,
+    multi: bool,
+    driver: &[String],
+) -> ContainerSpec {
+    let mut spec = ContainerSpec::gpu(&opts.job, &n.name, n.role, &opts.image, n.has_infiniband);
+    spec.override_ulimits(&opts.ulimits);
+    spec.env = n.env.clone();
+    spec.env.insert("NCCL_DEBUG".into(), "INFO".into());
+    if multi {
+        spec.env
+            .insert("SL_SSHD_PORT".into(), SSHD_PORT.to_string());
+        spec.env.insert("SL_SSHD_LISTEN".into(), n.addr.clone());
+        let peers: Vec<&str> = nodes.iter().map(|p| p.addr.as_str()).collect();
+        spec.env.insert("SL_PEERS".into(), peers.join(" "));
+        spec.mounts.push(Mount {
+            source: n.ssh_dir.clone(),
+            target: USER_SSH_MOUNT.into(),
+            read_only: true,
+        });
+        spec.mounts.push(Mount {
+            source: "/etc/ssh".into(),
+            target: HOST_SSH_MOUNT.into(),
+            read_only: true,
+        });
+    } else {
+        // One node: no sshd, mpirun starts every rank locally.
+        spec.env.insert("SL_SSHD".into(), "0".into());
+    }
+    if n.role == Role::Head {
+        spec.command = driver.to_vec();
+    }
+    spec
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(name: &str, role: Role, addr: &str, subnet: &str, hca: &str) -> TestNode {
+        TestNode {
+            name: NodeName::new(name).unwrap(),
+            role,
+            hostname: name.into(),
+            addr: addr.into(),
+            subnet: Some(serde_json::from_value(serde_json::json!(subnet)).unwrap()),
+            gpus: 1,
+            env: BTreeMap::from([
+                ("NCCL_IB_HCA".to_string(), hca.to_string()),
+                ("NCCL_SOCKET_IFNAME".to_string(), "enp1s0f1np1".to_string()),
+                (
+                    "OMPI_MCA_btl_tcp_if_include".to_string(),
+                    "enp1s0f1np1".to_string(),
+                ),
+                ("VLLM_HOST_IP".to_string(), addr.to_string()),
+            ]),
+            hcas: hca.split(',').map(str::to_string).collect(),
+            has_infiniband: true,
+            ssh_dir: "/home/nvidia/.ssh".into(),
+        }
+    }
+
+    fn pair() -> Vec<TestNode> {
+        vec![
+            node(
+                "spark-a",
+                Role::Head,
+                "192.168.177.11",
+                "192.168.177.0/24",
+                "rocep1s0f1,roceP2p1s0f1",
+            ),
+            node(
+                "spark-b",
+                Role::Worker,
+                "192.168.177.12",
+                "192.168.177.0/24",
+                "roceP2p1s0f0,rocep1s0f0",
+            ),
+        ]
+    }
+
+    fn opts() -> NcclTestOptions {
+        NcclTestOptions::new(JobName::new("nccl-test").unwrap(), "img:1".into())
+    }
+
+    #[test]
+    fn operation_names_are_forgiving() {
+        assert_eq!("all_gather".parse(), Ok(NcclOp::AllGather));
+        assert_eq!("all_gather_perf".parse(), Ok(NcclOp::AllGather));
+        assert_eq!("allreduce".parse(), Ok(NcclOp::AllReduce));
+        assert_eq!("Reduce-Scatter".parse(), Ok(NcclOp::ReduceScatter));
+        assert!(
+            "allgatherv"
+                .parse::<NcclOp>()
+                .unwrap_err()
+                .contains("all_gather")
+        );
+    }
+
+    #[test]
+    fn sizes_read_and_print_as_nccl_tests_takes_them() {
+        assert_eq!(parse_bytes("8"), Ok(8));
+        assert_eq!(parse_bytes("64K"), Ok(65536));
+        assert_eq!(parse_bytes("4G"), Ok(4 << 30));
+        assert!(parse_bytes("4GB").is_err());
+        assert_eq!(format_bytes(4 << 30), "4G");
+        assert_eq!(format_bytes(1 << 20), "1M");
+        assert_eq!(format_bytes(1000), "1000");
+    }
+
+    #[test]
+    fn each_node_is_its_own_app_context_with_its_own_names() {
+        let argv = mpirun_argv(&pair(), NcclOp::AllGather, &opts(), CONTAINER_HOSTFILE);
+        let colon = argv.iter().position(|a| a == ":").unwrap();
+        let (a, b) = argv.split_at(colon);
+        assert!(a.contains(&"NCCL_IB_HCA=rocep1s0f1,roceP2p1s0f1".to_string()));
+        assert!(b.contains(&"NCCL_IB_HCA=roceP2p1s0f0,rocep1s0f0".to_string()));
+        assert!(a.contains(&"192.168.177.11:1".to_string()));
+        assert!(b.contains(&"192.168.177.12:1".to_string()));
+        // Open MPI's own variables become subnets, the same on every node.
+        assert!(!argv.iter().any(|x| x.starts_with("OMPI_MCA_")));
+        assert!(
+            argv.windows(3)
+                .any(|w| w[1] == "oob_tcp_if_include" && w[2] == "192.168.177.0/24")
+        );
+        assert!(!argv.iter().any(|x| x.starts_with("VLLM_HOST_IP")));
+        assert!(argv.iter().filter(|x| *x == "NCCL_DEBUG=INFO").count() == 2);
+        assert!(
+            argv.windows(2)
+                .any(|w| w[0] == "plm_rsh_args" && w[1] == "-p 2233")
+        );
+    }
+
+    #[test]
+    fn the_docker_plan_starts_every_node_waits_for_the_head_and_stops() {
+        let p = plan(&pair(), Some(Topology::Direct), &opts()).unwrap();
+        let titles: Vec<&str> = p
+            .plan
+            .steps
+            .iter()
+            .map(|s| match s {
+                Step::EnsureImage { .. } => "ensure-image",
+                Step::Start { .. } => "start",
+                Step::WaitExit { .. } => "wait-exit",
+                Step::Stop => "stop",
+                _ => "other",
+            })
+            .collect();
+        assert_eq!(titles, vec!["ensure-image", "start", "wait-exit", "stop"]);
+        let Launch::Container(head) = &p.plan.nodes[0].launch else {
+            panic!()
+        };
+        let Launch::Container(worker) = &p.plan.nodes[1].launch else {
+            panic!()
+        };
+        assert_eq!(head.command[0], "sh");
+        assert!(head.command[2].contains("sl-wait-ssh 120 192.168.177.12"));
+        assert!(worker.command.is_empty());
+        assert_eq!(worker.env["SL_SSHD_LISTEN"], "192.168.177.12");
+        assert_eq!(worker.env["SL_PEERS"], "192.168.177.11 192.168.177.12");
+        assert!(worker.mounts.iter().all(|m| m.read_only));
+        assert_eq!(
+            p.hostfile,
+            "192.168.177.11 slots=1\n192.168.177.12 slots=1\n"
+        );
+    }
+
+    #[test]
+    fn the_host_plan_runs_the_driver_as_a_process_on_the_head_only() {
+        let mut o = opts();
+        o.runtime = RuntimeKind::Host;
+        o.as_root = false;
+        let p = plan(&pair(), None, &o).unwrap();
+        assert_eq!(p.plan.nodes.len(), 1);
+        assert!(matches!(p.plan.nodes[0].launch, Launch::Process(_)));
+        assert!(!p.driver.contains("sl-wait-ssh"));
+        assert!(!p.runs[0].argv.contains(&"--allow-run-as-root".to_string()));
+        assert!(!p.runs[0].argv.contains(&"plm_rsh_args".to_string()));
+        assert_eq!(p.hostfile_path, "/tmp/sl-nccl-test.hostfile");
+    }
+
+    #[test]
+    fn impossible_options_are_refused_before_anything_runs() {
+        let mut o = opts();
+        o.min_bytes = 1 << 30;
+        o.max_bytes = 8;
+        assert!(matches!(
+            plan(&pair(), None, &o),
+            Err(NcclTestError::SizeOrder { .. })
+        ));
+        let mut nodes = pair();
+        nodes[1].addr = nodes[0].addr.clone();
+        assert!(matches!(
+            plan(&nodes, None, &opts()),
+            Err(NcclTestError::SameAddress(..))
+        ));
+        nodes[1].addr.clear();
+        assert!(matches!(
+            plan(&nodes, None, &opts()),
+            Err(NcclTestError::NoAddress { .. })
+        ));
+    }
+
+    #[test]
+    fn the_driver_marks_every_exit_status_and_fails_when_any_run_failed() {
+        let p = plan(&pair(), None, &opts()).unwrap();
+        assert_eq!(p.driver.matches(EXIT_MARKER).count(), 2);
+        assert!(p.driver.ends_with("exit $status\n"));
+        assert!(
+            p.driver
+                .contains("cat > /etc/spark-launch/hostfile <<'SL_HOSTFILE'")
+        );
+    }
+}
