@@ -1,17 +1,509 @@
-//! `spark-launch nccl-build` and `nccl-test` (issue 5).
+//! `spark-launch nccl-build` and `nccl-test`: flags and glue. The plans come from
+//! `workload::nccl_build` / `workload::nccl_test`, the verdict from `report::nccl`; the
+//! executor (`apply`) and the image build (`runtime::build`) carry them out.
 
-use super::{CmdResult, Context, not_yet};
+use std::collections::BTreeMap;
+
+use super::args::{TargetArgs, read_snapshots};
+use super::{CmdError, CmdResult, Context, Invalid, Outcome, print_json, print_out};
+use crate::derive::{self, NodeInput};
+use crate::node::NodeName;
+use crate::plan::{JobName, Launch, RuntimeKind, Step, Ulimit};
+use crate::probe;
+use crate::report::nccl::{self, Analysis, ExpectedHcas, Status};
+use crate::workload::nccl_build::{self, BuildOptions, CudaArch};
+use crate::workload::nccl_test::{
+    self, NcclOp, NcclTestOptions, NcclTestPlan, TestNode, parse_bytes,
+};
 
 #[derive(Debug, clap::Args)]
-pub struct BuildArgs {}
+pub struct BuildArgs {
+    #[command(flatten)]
+    pub target: TargetArgs,
 
-#[derive(Debug, clap::Args)]
-pub struct TestArgs {}
+    /// Build for this machine only (no inventory, no SSH).
+    #[arg(long, conflicts_with = "snapshots")]
+    pub local: bool,
 
-pub async fn build(_args: BuildArgs, _ctx: &Context) -> CmdResult {
-    not_yet("nccl-build")
+    /// The NCCL tag (or branch) to build.
+    #[arg(long, value_name = "REF", default_value = nccl_build::DEFAULT_NCCL_REF)]
+    pub nccl_ref: String,
+
+    /// GPU architectures to compile for (repeat or comma-separate: sm_121, sm_120, sm_90)
+    /// [default: sm_121 on arm64 (GB10), sm_120 on amd64].
+    #[arg(long = "cuda-arch", value_name = "SM", value_delimiter = ',')]
+    pub cuda_arch: Vec<CudaArch>,
+
+    /// Also build the mesh net plugin for direct-cabled meshes (one subnet per cable). NCCL
+    /// 2.30 and later route 3-node rings natively: leave it off there.
+    #[arg(long)]
+    pub mesh_plugin: bool,
+
+    /// The nccl-tests tag to build [default: the Dockerfile's, v2.19.6].
+    #[arg(long, value_name = "REF")]
+    pub nccl_tests_ref: Option<String>,
+
+    /// The CUDA devel base image [default: the Dockerfile's].
+    #[arg(long, value_name = "IMAGE")]
+    pub cuda_devel_image: Option<String>,
+
+    /// The CUDA runtime base image [default: the Dockerfile's].
+    #[arg(long, value_name = "IMAGE")]
+    pub cuda_runtime_image: Option<String>,
+
+    /// Parallel compile jobs (0 = every core).
+    #[arg(long, default_value_t = 0)]
+    pub jobs: u32,
+
+    /// Tag the image with this name instead of the default
+    /// (`spark-launch/nccl-tests:nccl-<ref>-<sm>-<arch>`).
+    #[arg(long, value_name = "IMAGE")]
+    pub tag: Option<String>,
+
+    /// Print the builds (where, tag, build arguments) and stop.
+    #[arg(long)]
+    pub dry_run: bool,
 }
 
-pub async fn test(_args: TestArgs, _ctx: &Context) -> CmdResult {
-    not_yet("nccl-test")
+#[derive(Debug, clap::Args)]
+pub struct TestArgs {
+    #[command(flatten)]
+    pub target: TargetArgs,
+
+    /// Run on this machine only: one node, its GPUs, no SSH (a workstation, a GPU server).
+    #[arg(long, conflicts_with = "snapshots")]
+    pub local: bool,
+
+    /// Only these nodes (comma-separated names) [default: every node].
+    #[arg(long, value_delimiter = ',', value_name = "NAMES")]
+    pub nodes: Vec<NodeName>,
+
+    /// Operations to measure (repeat or comma-separate) [default: all_gather, all_reduce].
+    #[arg(long = "op", value_delimiter = ',', value_name = "OP")]
+    pub ops: Vec<NcclOp>,
+
+    /// Smallest message size (nccl-tests' -b; K/M/G suffixes).
+    #[arg(short = 'b', long = "min-bytes", default_value = "8", value_parser = parse_bytes)]
+    pub min_bytes: u64,
+
+    /// Largest message size (nccl-tests' -e). The default stays within a 128 GB
+    /// unified-memory box.
+    #[arg(short = 'e', long = "max-bytes", default_value = "4G", value_parser = parse_bytes)]
+    pub max_bytes: u64,
+
+    /// Size factor between steps (nccl-tests' -f).
+    #[arg(short = 'f', long = "factor", default_value_t = 2)]
+    pub factor: u64,
+
+    /// Timed iterations per size (nccl-tests' -n).
+    #[arg(short = 'n', long, default_value_t = 20)]
+    pub iters: u32,
+
+    /// Warm-up iterations per size (nccl-tests' -w) [default: nccl-tests' own].
+    #[arg(short = 'w', long)]
+    pub warmup: Option<u32>,
+
+    /// GPUs per node: one rank each.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub gpus_per_node: u32,
+
+    /// The nccl-tests image [default: `nccl-build`'s tag for each node's architecture].
+    #[arg(long, value_name = "IMAGE")]
+    pub image: Option<String>,
+
+    /// Containers (docker) or plain processes with nccl-tests installed on the nodes (host).
+    #[arg(long, value_enum, default_value_t = RuntimeKind::Docker)]
+    pub runtime: RuntimeKind,
+
+    /// Where the *_perf binaries are [default: /opt/nccl-tests/build in the image; with
+    /// --runtime host: the same path on every node].
+    #[arg(long, value_name = "DIR")]
+    pub tests_dir: Option<String>,
+
+    /// The mpirun to use on the head.
+    #[arg(long, default_value = "mpirun", value_name = "PATH")]
+    pub mpirun: String,
+
+    /// An extra variable for every rank (repeat), e.g. NCCL_ALGO=Ring.
+    #[arg(long = "env", value_name = "KEY=VALUE", value_parser = parse_env)]
+    pub env: Vec<(String, String)>,
+
+    /// Container resource limits over the defaults (memlock=-1, stack, nofile), e.g.
+    /// --ulimit memlock=8388608.
+    #[arg(long = "ulimit", value_name = "NAME=SOFT[:HARD]")]
+    pub ulimits: Vec<Ulimit>,
+
+    /// The SSH user's ~/.ssh on the nodes (mounted read-only into the containers).
+    #[arg(long, value_name = "DIR")]
+    pub ssh_dir: Option<String>,
+
+    /// The job's name (containers are sl-<job>-<node>).
+    #[arg(long, default_value = "nccl-test")]
+    pub job: JobName,
+
+    /// How long the whole test may run, in seconds.
+    #[arg(long, default_value_t = 1800, value_name = "SECONDS")]
+    pub timeout: u64,
+
+    /// Print the plan (containers, hostfile, the exact mpirun lines, steps) and stop.
+    #[arg(long)]
+    pub dry_run: bool,
+
+    /// Leave the containers in place after a failure.
+    #[arg(long)]
+    pub keep: bool,
+}
+
+fn parse_env(s: &str) -> Result<(String, String), String> {
+    let (k, v) = s
+        .split_once('=')
+        .ok_or_else(|| format!("expected KEY=VALUE, got {s:?}"))?;
+    let ok = !k.is_empty()
+        && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        && !k.starts_with(|c: char| c.is_ascii_digit());
+    if !ok {
+        return Err(format!("{k:?} is not a variable name"));
+    }
+    Ok((k.to_string(), v.to_string()))
+}
+
+pub async fn build(args: BuildArgs, ctx: &Context) -> CmdResult {
+    let nodes = build_nodes(&args)?;
+    let opts = BuildOptions {
+        nccl_ref: Some(args.nccl_ref.clone()),
+        cuda_archs: args.cuda_arch.clone(),
+        mesh_plugin: args.mesh_plugin,
+        nccl_tests_ref: args.nccl_tests_ref.clone(),
+        cuda_devel_image: args.cuda_devel_image.clone(),
+        cuda_runtime_image: args.cuda_runtime_image.clone(),
+        jobs: args.jobs,
+        tag: args.tag.clone(),
+    };
+    let plan = nccl_build::build_plan(&nodes, &opts).invalid()?;
+    if args.dry_run {
+        if ctx.json {
+            print_json(&plan)?;
+        } else {
+            print_out(&build_text(&plan));
+        }
+        return Ok(Outcome::Success);
+    }
+    super::cmd_nccl_exec::build(&plan, ctx).await
+}
+
+fn build_nodes(args: &BuildArgs) -> Result<Vec<(NodeName, Option<String>)>, CmdError> {
+    if args.target.uses_snapshots() {
+        let inputs = read_snapshots(&args.target.snapshots).invalid()?;
+        return Ok(inputs.into_iter().map(|n| (n.name, n.facts.arch)).collect());
+    }
+    if args.local {
+        let (name, facts) = local_node()?;
+        return Ok(vec![(name, facts.arch)]);
+    }
+    Err(no_targets()).invalid()
+}
+
+fn build_text(plan: &nccl_build::BuildPlan) -> String {
+    let mut out = String::new();
+    for b in &plan.builds {
+        out.push_str(&format!(
+            "build {} ({}) on {}\n",
+            b.tag, b.platform, b.build_on
+        ));
+        for (k, v) in &b.build_args {
+            out.push_str(&format!("  --build-arg {k}={v}\n"));
+        }
+        if b.push_to.is_empty() {
+            out.push_str("  no other node of this architecture\n");
+        } else {
+            out.push_str(&format!(
+                "  then image push to {}\n",
+                b.push_to
+                    .iter()
+                    .map(|n| n.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+    }
+    out
+}
+
+fn no_targets() -> anyhow::Error {
+    anyhow::anyhow!(
+        "no nodes given: pass `--local` for this machine, or `--snapshot NAME=DIR` once per node (the first is the head) with --dry-run"
+    )
+}
+
+/// This machine as the only node, probed live.
+fn local_node() -> Result<(NodeName, probe::NodeFacts), CmdError> {
+    let tree = probe::live::snapshot_local()?;
+    let facts = probe::read_facts(&tree)?;
+    let short = facts.hostname.split('.').next().unwrap_or("").to_string();
+    let name = NodeName::new(short)
+        .or_else(|_| NodeName::new("local"))
+        .invalid()?;
+    Ok((name, facts))
+}
+
+/// The nodes of a test, head first, with facts.
+fn test_inputs(args: &TestArgs) -> Result<Vec<NodeInput>, CmdError> {
+    let mut inputs = if args.target.uses_snapshots() {
+        if !args.dry_run {
+            return Err(anyhow::anyhow!(
+                "snapshots stand in for nodes only to plan: add --dry-run (a live run needs the nodes themselves)"
+            ))
+            .invalid();
+        }
+        read_snapshots(&args.target.snapshots).invalid()?
+    } else if args.local {
+        let (name, facts) = local_node()?;
+        vec![NodeInput { name, facts }]
+    } else {
+        return Err(no_targets()).invalid();
+    };
+    if !args.nodes.is_empty() {
+        let unknown: Vec<&str> = args
+            .nodes
+            .iter()
+            .filter(|n| !inputs.iter().any(|i| &i.name == *n))
+            .map(|n| n.as_str())
+            .collect();
+        if !unknown.is_empty() {
+            return Err(anyhow::anyhow!(
+                "--nodes names unknown nodes: {} (known: {})",
+                unknown.join(", "),
+                inputs
+                    .iter()
+                    .map(|i| i.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))
+            .invalid();
+        }
+        inputs.retain(|i| args.nodes.contains(&i.name));
+    }
+    Ok(inputs)
+}
+
+/// Builds the plan from the arguments (facts, derive, workload). Shared by dry-run and run.
+pub(super) fn test_plan(args: &TestArgs, ctx: &Context) -> Result<NcclTestPlan, CmdError> {
+    let inputs = test_inputs(args)?;
+    let cluster = match derive::derive(&inputs) {
+        Ok(c) => Some(c),
+        // One node needs no fabric: its ranks talk over NVLink/PCIe/shared memory.
+        Err(refusal) if inputs.len() == 1 => {
+            ctx.reporter.warn(&format!(
+                "{}: no fabric environment derived ({}); a single node needs none",
+                inputs[0].name,
+                refusal
+                    .violations
+                    .first()
+                    .map(|v| v.problem.clone())
+                    .unwrap_or_default()
+            ));
+            None
+        }
+        Err(refusal) => return Err(refusal).invalid(),
+    };
+    if let Some(c) = &cluster {
+        for n in &c.nodes {
+            for w in &n.warnings {
+                ctx.reporter.warn(&format!("{}: {w}", n.name));
+            }
+        }
+    }
+    let ssh_dir = args.ssh_dir.clone().unwrap_or_else(|| {
+        std::env::var("HOME")
+            .map(|h| format!("{}/.ssh", h.trim_end_matches('/')))
+            .unwrap_or_else(|_| "/root/.ssh".into())
+    });
+    let nodes: Vec<TestNode> =
+        nccl_test::test_nodes(&inputs, cluster.as_ref(), args.gpus_per_node, &ssh_dir);
+    let mut opts = NcclTestOptions::new(args.job.clone());
+    if !args.ops.is_empty() {
+        opts.ops = args.ops.clone();
+    }
+    opts.min_bytes = args.min_bytes;
+    opts.max_bytes = args.max_bytes;
+    opts.factor = args.factor;
+    opts.iters = args.iters;
+    opts.warmup = args.warmup;
+    opts.runtime = args.runtime;
+    opts.image = args.image.clone();
+    if let Some(d) = &args.tests_dir {
+        opts.tests_dir = d.clone();
+    }
+    opts.mpirun = args.mpirun.clone();
+    opts.extra_env = args.env.iter().cloned().collect::<BTreeMap<_, _>>();
+    opts.ulimits = args.ulimits.clone();
+    opts.timeout_s = args.timeout;
+    opts.as_root = match args.runtime {
+        RuntimeKind::Docker => true,
+        // Open MPI refuses root unless told; only the local node's user is known here.
+        RuntimeKind::Host => args.local && nix::unistd::geteuid().is_root(),
+    };
+    nccl_test::plan(&nodes, cluster.as_ref().map(|c| c.topology), &opts).invalid()
+}
+
+pub async fn test(args: TestArgs, ctx: &Context) -> CmdResult {
+    let plan = test_plan(&args, ctx)?;
+    if args.dry_run {
+        if ctx.json {
+            print_json(&plan)?;
+        } else {
+            print_out(&plan_text(&plan));
+        }
+        return Ok(Outcome::Success);
+    }
+    let captured = super::cmd_nccl_exec::run_test(&plan, args.keep, ctx).await?;
+    let analysis = analyse(&plan, &captured.log, captured.exit_code);
+    if ctx.json {
+        print_json(&analysis)?;
+    } else {
+        print_out(&nccl::render::text(&analysis));
+    }
+    Ok(if analysis.status == Status::Fail {
+        Outcome::Failed
+    } else {
+        Outcome::Success
+    })
+}
+
+/// The verdict on what the driver printed, with the derived HCAs of every node as the
+/// expectation.
+pub(super) fn analyse(plan: &NcclTestPlan, log: &str, exit_code: Option<i32>) -> Analysis {
+    let mut expected = ExpectedHcas::new();
+    for n in &plan.nodes {
+        if !n.hcas.is_empty() {
+            expected.insert(n.hostname.clone(), n.hcas.clone());
+        }
+    }
+    let ctx = nccl::Context {
+        expected_hcas: expected,
+        topology: plan.topology,
+        test_hint: None,
+        exit_code,
+    };
+    nccl::analyse(log, &ctx)
+}
+
+/// `--dry-run` as text: per node its container (or nothing, for the host runtime), the
+/// hostfile, each mpirun line, the steps.
+pub(super) fn plan_text(p: &NcclTestPlan) -> String {
+    let ranks: u32 = p.nodes.iter().map(|n| n.gpus).sum();
+    let mut out = format!(
+        "nccl-test plan: job {}, runtime {}, {} node{}, {} rank{}{}\n",
+        p.plan.job,
+        match p.plan.runtime {
+            RuntimeKind::Docker => "docker",
+            RuntimeKind::Host => "host",
+        },
+        p.nodes.len(),
+        if p.nodes.len() == 1 { "" } else { "s" },
+        ranks,
+        if ranks == 1 { "" } else { "s" },
+        p.topology
+            .map(|t| format!(", topology {t}"))
+            .unwrap_or_default()
+    );
+    for n in &p.nodes {
+        out.push_str(&format!(
+            "\n{} ({}) at {}, {} GPU{}{}\n",
+            n.name,
+            n.role,
+            n.addr,
+            n.gpus,
+            if n.gpus == 1 { "" } else { "s" },
+            if n.hcas.is_empty() {
+                String::new()
+            } else {
+                format!(", RDMA {}", n.hcas.join(","))
+            }
+        ));
+        match p.plan.node(&n.name).map(|np| &np.launch) {
+            Some(Launch::Container(c)) => {
+                out.push_str(&format!("  container {}  image {}\n", c.name, c.image));
+                out.push_str(&format!(
+                    "  network {:?}, ipc {:?}, gpus {:?}, cap-add {}\n",
+                    c.network,
+                    c.ipc,
+                    c.gpus,
+                    c.cap_add.join(",")
+                ));
+                for d in &c.devices {
+                    out.push_str(&format!(
+                        "  device {}:{}:{}\n",
+                        d.host, d.container, d.permissions
+                    ));
+                }
+                let ulimits: Vec<String> = c
+                    .ulimits
+                    .iter()
+                    .map(|u| format!("{}={}:{}", u.name, u.soft, u.hard))
+                    .collect();
+                out.push_str(&format!("  ulimits {}\n", ulimits.join(" ")));
+                for m in &c.mounts {
+                    out.push_str(&format!(
+                        "  mount {} -> {}{}\n",
+                        m.source,
+                        m.target,
+                        if m.read_only { " (read-only)" } else { "" }
+                    ));
+                }
+                for (k, v) in &c.env {
+                    out.push_str(&format!("  env {k}={v}\n"));
+                }
+                if c.command.is_empty() {
+                    out.push_str("  runs sshd (port 2233, its address only)\n");
+                } else {
+                    out.push_str("  runs sshd in the background and the driver below\n");
+                }
+            }
+            Some(Launch::Process(_)) => out.push_str("  runs the driver below as a host process\n"),
+            None => out.push_str("  reached by mpirun through ssh; nothing started here\n"),
+        }
+    }
+    out.push_str(&format!("\nhostfile {}:\n", p.hostfile_path));
+    for l in p.hostfile.lines() {
+        out.push_str(&format!("  {l}\n"));
+    }
+    for r in &p.runs {
+        out.push_str(&format!(
+            "\n{} on {}:\n{}\n",
+            r.test,
+            p.nodes[0].name,
+            r.pretty()
+        ));
+    }
+    out.push_str("\nsteps:\n");
+    for (i, s) in p.plan.steps.iter().enumerate() {
+        out.push_str(&format!("  {}. {}\n", i + 1, step_title(s)));
+    }
+    out
+}
+
+fn step_title(s: &Step) -> String {
+    let list = |nodes: &[NodeName]| {
+        nodes
+            .iter()
+            .map(|n| n.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    match s {
+        Step::EnsureImage { image, nodes } => format!("ensure image {image} on {}", list(nodes)),
+        Step::Start { nodes } => format!("start on {}", list(nodes)),
+        Step::WriteFile { node, path, .. } => format!("write {path} on {node}"),
+        Step::Exec { node, command, .. } => format!("run {} on {node}", command.join(" ")),
+        Step::WaitHttp { node, url, .. } => format!("wait for {url} on {node}"),
+        Step::WaitExit {
+            node, timeout_s, ..
+        } => {
+            format!(
+                "wait for the driver on {node} to finish (at most {timeout_s} s), keep its output"
+            )
+        }
+        Step::Stop => "stop and remove the job on every node".into(),
+    }
 }

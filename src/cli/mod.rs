@@ -13,6 +13,7 @@ mod cmd_image;
 mod cmd_jobs;
 mod cmd_model;
 mod cmd_nccl;
+mod cmd_nccl_exec;
 mod cmd_nodes;
 mod cmd_probe;
 mod cmd_profiles;

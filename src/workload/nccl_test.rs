@@ -28,6 +28,7 @@ use crate::plan::{
     ContainerSpec, JobName, JobPlan, Launch, NodePlan, ProcessSpec, RuntimeKind, Step, Ulimit,
 };
 use crate::probe::facts::Subnet;
+use crate::workload::nccl_build::{Arch, default_image};
 
 /// The port of the sshd inside the nccl-tests containers (the node's own sshd keeps 22).
 pub const SSHD_PORT: u16 = 2233;
@@ -168,8 +169,9 @@ pub struct NcclTestOptions {
     /// `-w`: warm-up iterations (nccl-tests' default when `None`).
     pub warmup: Option<u32>,
     pub runtime: RuntimeKind,
-    /// The image (docker runtime).
-    pub image: String,
+    /// `--image` (docker runtime); by default each node gets `nccl-build`'s default tag for its
+    /// CPU architecture.
+    pub image: Option<String>,
     /// Where the `*_perf` binaries are: in the image, or on every node (host runtime).
     pub tests_dir: String,
     /// `mpirun` as the head finds it.
@@ -188,7 +190,7 @@ pub struct NcclTestOptions {
 
 impl NcclTestOptions {
     /// The defaults of `spark-launch nccl-test`: all_gather and all_reduce, 8 B to 4 GiB.
-    pub fn new(job: JobName, image: String) -> Self {
+    pub fn new(job: JobName) -> Self {
         NcclTestOptions {
             job,
             ops: vec![NcclOp::AllGather, NcclOp::AllReduce],
@@ -198,7 +200,7 @@ impl NcclTestOptions {
             iters: 20,
             warmup: None,
             runtime: RuntimeKind::Docker,
-            image,
+            image: None,
             tests_dir: IMAGE_TESTS_DIR.into(),
             mpirun: "mpirun".into(),
             extra_env: BTreeMap::new(),
@@ -222,6 +224,8 @@ pub struct TestNode {
     pub addr: String,
     /// The control-plane subnet (Open MPI's `*_tcp_if_include`), when known.
     pub subnet: Option<Subnet>,
+    /// `aarch64`, `x86_64` (picks the default image).
+    pub arch: Option<String>,
     /// GPUs on the node: one rank each.
     pub gpus: u32,
     /// The node's derived environment (empty when nothing could be derived: a single node
@@ -256,6 +260,10 @@ pub enum NcclTestError {
     NoAddress { node: NodeName },
     #[error("{0}: nodes must have distinct addresses for mpirun ({1} is given twice)")]
     SameAddress(NodeName, String),
+    #[error(
+        "{0}: its CPU architecture ({1}) has no default image; build one with `spark-launch nccl-build` and pass it with --image"
+    )]
+    NoImage(NodeName, String),
 }
 
 /// Everything `nccl-test` will do, as data.
@@ -364,6 +372,7 @@ pub fn test_nodes(
                     .to_string(),
                 addr,
                 subnet,
+                arch: input.facts.arch.clone(),
                 gpus,
                 env: derived.map(|d| d.env.clone()).unwrap_or_default(),
                 hcas: derived
@@ -409,24 +418,29 @@ pub fn plan(
     let driver_cmd = vec!["sh".to_string(), "-c".to_string(), driver.clone()];
 
     let (node_plans, steps) = if docker {
-        let node_plans: Vec<NodePlan> = nodes
-            .iter()
-            .map(|n| NodePlan {
+        let mut images: Vec<(String, Vec<NodeName>)> = Vec::new();
+        let mut node_plans = Vec::new();
+        for n in nodes {
+            let image = image_for(n, opts)?;
+            match images.iter_mut().find(|(i, _)| *i == image) {
+                Some((_, list)) => list.push(n.name.clone()),
+                None => images.push((image.clone(), vec![n.name.clone()])),
+            }
+            node_plans.push(NodePlan {
                 node: n.name.clone(),
                 role: n.role,
-                launch: Launch::Container(container(n, nodes, opts, multi, &driver_cmd)),
-            })
+                launch: Launch::Container(container(n, &image, nodes, opts, multi, &driver_cmd)),
+            });
+        }
+        let mut steps: Vec<Step> = images
+            .into_iter()
+            .map(|(image, nodes)| Step::EnsureImage { image, nodes })
             .collect();
-        let all: Vec<NodeName> = nodes.iter().map(|n| n.name.clone()).collect();
-        let steps = vec![
-            Step::EnsureImage {
-                image: opts.image.clone(),
-                nodes: all.clone(),
-            },
-            Step::Start { nodes: all },
-            wait_exit(&head.name, opts.timeout_s),
-            Step::Stop,
-        ];
+        steps.push(Step::Start {
+            nodes: nodes.iter().map(|n| n.name.clone()).collect(),
+        });
+        steps.push(wait_exit(&head.name, opts.timeout_s));
+        steps.push(Step::Stop);
         (node_plans, steps)
     } else {
         let process = process(&opts.job, head, driver_cmd);
@@ -461,6 +475,17 @@ pub fn plan(
         runs,
         driver,
     })
+}
+
+/// `--image`, or the default tag of `nccl-build` for the node's CPU architecture.
+fn image_for(n: &TestNode, opts: &NcclTestOptions) -> Result<String, NcclTestError> {
+    if let Some(i) = &opts.image {
+        return Ok(i.clone());
+    }
+    let uname = n.arch.clone().unwrap_or_else(|| "unknown".into());
+    Arch::from_uname(&uname)
+        .map(default_image)
+        .ok_or_else(|| NcclTestError::NoImage(n.name.clone(), uname))
 }
 
 fn wait_exit(head: &NodeName, timeout_s: u64) -> Step {
@@ -592,7 +617,9 @@ fn driver_script(
     hostfile: &str,
     runs: &[MpirunRun],
 ) -> String {
-    let mut s = String::from("set -u\n");
+    // -x LD_LIBRARY_PATH forwards it to every rank; make sure it is defined (Open MPI warns
+    // about an unset one).
+    let mut s = String::from("set -u\nexport LD_LIBRARY_PATH=\"${LD_LIBRARY_PATH-}\"\n");
     s.push_str(&format!(
         "mkdir -p \"$(dirname {p})\" && cat > {p} <<'SL_HOSTFILE'\n{hostfile}SL_HOSTFILE\n",
         p = quote(hostfile_path)
@@ -642,12 +669,13 @@ fn process(job: &JobName, head: &TestNode, command: Vec<String>) -> ProcessSpec 
 /// driver.
 fn container(
     n: &TestNode,
+    image: &str,
     nodes: &[TestNode],
     opts: &NcclTestOptions,
     multi: bool,
     driver: &[String],
 ) -> ContainerSpec {
-    let mut spec = ContainerSpec::gpu(&opts.job, &n.name, n.role, &opts.image, n.has_infiniband);
+    let mut spec = ContainerSpec::gpu(&opts.job, &n.name, n.role, image, n.has_infiniband);
     spec.override_ulimits(&opts.ulimits);
     spec.env = n.env.clone();
     spec.env.insert("NCCL_DEBUG".into(), "INFO".into());
@@ -699,6 +727,7 @@ mod tests {
                 ("VLLM_HOST_IP".to_string(), addr.to_string()),
             ]),
             hcas: hca.split(',').map(str::to_string).collect(),
+            arch: Some("aarch64".into()),
             has_infiniband: true,
             ssh_dir: "/home/nvidia/.ssh".into(),
         }
@@ -724,7 +753,7 @@ mod tests {
     }
 
     fn opts() -> NcclTestOptions {
-        NcclTestOptions::new(JobName::new("nccl-test").unwrap(), "img:1".into())
+        NcclTestOptions::new(JobName::new("nccl-test").unwrap())
     }
 
     #[test]

@@ -1,0 +1,423 @@
+//! `nccl-build` as a plan: which image to build where, with which build arguments and tag,
+//! and which nodes get it afterwards. One build per CPU architecture of the cluster (a Spark is
+//! arm64, a workstation amd64), on the first node of that architecture (the head when it has
+//! it); the other nodes of the architecture get the image pushed. Pure: the build context is
+//! the `images/nccl-tests` folder embedded in the binary.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::str::FromStr;
+
+use serde::Serialize;
+
+use crate::node::NodeName;
+
+/// The image repository spark-launch tags its builds with.
+pub const IMAGE_REPO: &str = "spark-launch/nccl-tests";
+/// NCCL's default tag: the release NVIDIA's DGX Spark playbooks moved to.
+pub const DEFAULT_NCCL_REF: &str = "v2.28.9-1";
+
+/// The build context (`images/nccl-tests`): path in the context, content, mode.
+pub const CONTEXT: &[(&str, &str, u32)] = &[
+    (
+        "Dockerfile",
+        include_str!("../../images/nccl-tests/Dockerfile"),
+        0o644,
+    ),
+    (
+        "sl-entrypoint",
+        include_str!("../../images/nccl-tests/sl-entrypoint"),
+        0o755,
+    ),
+    (
+        "sl-wait-ssh",
+        include_str!("../../images/nccl-tests/sl-wait-ssh"),
+        0o755,
+    ),
+];
+
+/// A CPU architecture images are built for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Arch {
+    Arm64,
+    Amd64,
+}
+
+impl Arch {
+    /// From `uname -m` (`aarch64`, `x86_64`) or Docker's names (`arm64`, `amd64`).
+    pub fn from_uname(s: &str) -> Option<Arch> {
+        match s.trim() {
+            "aarch64" | "arm64" => Some(Arch::Arm64),
+            "x86_64" | "amd64" => Some(Arch::Amd64),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Arch::Arm64 => "arm64",
+            Arch::Amd64 => "amd64",
+        }
+    }
+
+    /// `linux/arm64`.
+    pub fn platform(self) -> String {
+        format!("linux/{}", self.as_str())
+    }
+
+    /// The GPU these boxes usually carry: GB10 (`sm_121`) on a DGX Spark; Blackwell
+    /// workstation cards (RTX PRO 6000, RTX 5090: `sm_120`) on amd64.
+    pub fn default_cuda_arch(self) -> CudaArch {
+        match self {
+            Arch::Arm64 => CudaArch(121),
+            Arch::Amd64 => CudaArch(120),
+        }
+    }
+}
+
+impl fmt::Display for Arch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A GPU compute capability: `sm_121` is 121.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(into = "String")]
+pub struct CudaArch(pub u32);
+
+impl From<CudaArch> for String {
+    fn from(a: CudaArch) -> String {
+        a.to_string()
+    }
+}
+
+impl fmt::Display for CudaArch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "sm_{}", self.0)
+    }
+}
+
+impl FromStr for CudaArch {
+    type Err = String;
+    /// `sm_121`, `121`, `12.1` or `compute_121`.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let t = s.trim();
+        let digits: String = if let Some((major, minor)) = t.split_once('.') {
+            format!("{major}{minor}")
+        } else {
+            t.trim_start_matches("sm_")
+                .trim_start_matches("compute_")
+                .to_string()
+        };
+        match digits.parse::<u32>() {
+            Ok(n) if (30..=999).contains(&n) => Ok(CudaArch(n)),
+            _ => Err(format!(
+                "expected a GPU architecture such as sm_121 (GB10), sm_120 or sm_90, got {s:?}"
+            )),
+        }
+    }
+}
+
+/// `-gencode=arch=compute_121,code=sm_121` for each architecture.
+pub fn nvcc_gencode(archs: &[CudaArch]) -> String {
+    archs
+        .iter()
+        .map(|a| format!("-gencode=arch=compute_{0},code=sm_{0}", a.0))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// What the user asked for.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct BuildOptions {
+    /// `--nccl-ref` (default [`DEFAULT_NCCL_REF`]).
+    pub nccl_ref: Option<String>,
+    /// `--cuda-arch` (default per CPU architecture).
+    pub cuda_archs: Vec<CudaArch>,
+    pub mesh_plugin: bool,
+    pub nccl_tests_ref: Option<String>,
+    pub cuda_devel_image: Option<String>,
+    pub cuda_runtime_image: Option<String>,
+    /// `--jobs`: compile jobs (0 = all cores).
+    pub jobs: u32,
+    /// `--tag`: the image name instead of the default one (one architecture only).
+    pub tag: Option<String>,
+}
+
+/// One image build.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ImageBuild {
+    pub arch: Arch,
+    /// The node whose engine builds it.
+    pub build_on: NodeName,
+    pub tag: String,
+    pub platform: String,
+    pub build_args: BTreeMap<String, String>,
+    /// The other nodes of this architecture: they get the image with `image push`.
+    pub push_to: Vec<NodeName>,
+}
+
+/// Every build of one `nccl-build`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct BuildPlan {
+    pub builds: Vec<ImageBuild>,
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum BuildPlanError {
+    #[error("no nodes to build for")]
+    NoNodes,
+    #[error(
+        "{0}: unknown CPU architecture {1:?}; spark-launch builds for arm64 (DGX Spark) and amd64"
+    )]
+    UnknownArch(NodeName, String),
+    #[error("{0}: its CPU architecture is not known (probe it again: `spark-launch probe`)")]
+    NoArch(NodeName),
+    #[error("invalid NCCL ref {0:?}: use a tag or branch name such as v2.28.9-1")]
+    BadRef(String),
+    #[error("--tag names one image, but this cluster needs one per architecture ({0})")]
+    TagForMany(String),
+}
+
+/// The default tag of the image for `arch`: `spark-launch/nccl-tests:nccl-v2.28.9-1-sm121-arm64`.
+pub fn image_tag(nccl_ref: &str, archs: &[CudaArch], arch: Arch, mesh: bool) -> String {
+    let sms: Vec<String> = archs.iter().map(|a| format!("sm{}", a.0)).collect();
+    format!(
+        "{IMAGE_REPO}:nccl-{}-{}-{}{}",
+        sanitize(nccl_ref),
+        sms.join("."),
+        arch,
+        if mesh { "-mesh" } else { "" }
+    )
+}
+
+/// The image `nccl-test` uses on a node of `arch` when no `--image` is given.
+pub fn default_image(arch: Arch) -> String {
+    image_tag(DEFAULT_NCCL_REF, &[arch.default_cuda_arch()], arch, false)
+}
+
+fn sanitize(r: &str) -> String {
+    r.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '.' || c == '-' || c == '_' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect()
+}
+
+/// Plans one build per architecture, head's first. `nodes` are `(name, uname -m)`, head first.
+pub fn build_plan(
+    nodes: &[(NodeName, Option<String>)],
+    opts: &BuildOptions,
+) -> Result<BuildPlan, BuildPlanError> {
+    if nodes.is_empty() {
+        return Err(BuildPlanError::NoNodes);
+    }
+    let nccl_ref = opts.nccl_ref.as_deref().unwrap_or(DEFAULT_NCCL_REF);
+    if nccl_ref.is_empty()
+        || nccl_ref.starts_with('-')
+        || nccl_ref.chars().any(|c| c.is_whitespace() || c == ':')
+    {
+        return Err(BuildPlanError::BadRef(nccl_ref.to_string()));
+    }
+    let mut by_arch: Vec<(Arch, Vec<NodeName>)> = Vec::new();
+    for (name, uname) in nodes {
+        let arch = match uname {
+            None => return Err(BuildPlanError::NoArch(name.clone())),
+            Some(u) => Arch::from_uname(u)
+                .ok_or_else(|| BuildPlanError::UnknownArch(name.clone(), u.clone()))?,
+        };
+        match by_arch.iter_mut().find(|(a, _)| *a == arch) {
+            Some((_, list)) => list.push(name.clone()),
+            None => by_arch.push((arch, vec![name.clone()])),
+        }
+    }
+    if opts.tag.is_some() && by_arch.len() > 1 {
+        let archs: Vec<&str> = by_arch.iter().map(|(a, _)| a.as_str()).collect();
+        return Err(BuildPlanError::TagForMany(archs.join(", ")));
+    }
+    let builds = by_arch
+        .into_iter()
+        .map(|(arch, names)| {
+            let archs = if opts.cuda_archs.is_empty() {
+                vec![arch.default_cuda_arch()]
+            } else {
+                opts.cuda_archs.clone()
+            };
+            let mut args = BTreeMap::new();
+            args.insert("NCCL_REF".to_string(), nccl_ref.to_string());
+            args.insert("NVCC_GENCODE".to_string(), nvcc_gencode(&archs));
+            args.insert(
+                "MESH_PLUGIN".to_string(),
+                if opts.mesh_plugin { "1" } else { "0" }.to_string(),
+            );
+            args.insert("BUILD_JOBS".to_string(), opts.jobs.to_string());
+            if let Some(r) = &opts.nccl_tests_ref {
+                args.insert("NCCL_TESTS_REF".to_string(), r.clone());
+            }
+            if let Some(i) = &opts.cuda_devel_image {
+                args.insert("CUDA_DEVEL_IMAGE".to_string(), i.clone());
+            }
+            if let Some(i) = &opts.cuda_runtime_image {
+                args.insert("CUDA_RUNTIME_IMAGE".to_string(), i.clone());
+            }
+            ImageBuild {
+                arch,
+                build_on: names[0].clone(),
+                tag: opts
+                    .tag
+                    .clone()
+                    .unwrap_or_else(|| image_tag(nccl_ref, &archs, arch, opts.mesh_plugin)),
+                platform: arch.platform(),
+                build_args: args,
+                push_to: names[1..].to_vec(),
+            }
+        })
+        .collect();
+    Ok(BuildPlan { builds })
+}
+
+/// The `ARG` names the Dockerfile declares (for checking that every build argument is
+/// documented and that the plan only passes declared ones).
+pub fn dockerfile_args(dockerfile: &str) -> Vec<String> {
+    let mut out: Vec<String> = dockerfile
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("ARG "))
+        .map(|a| a.split('=').next().unwrap_or(a).trim().to_string())
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn n(s: &str) -> NodeName {
+        NodeName::new(s).unwrap()
+    }
+
+    #[test]
+    fn cuda_architectures_parse_in_every_usual_spelling() {
+        assert_eq!("sm_121".parse(), Ok(CudaArch(121)));
+        assert_eq!("121".parse(), Ok(CudaArch(121)));
+        assert_eq!("12.1".parse(), Ok(CudaArch(121)));
+        assert_eq!("compute_90".parse(), Ok(CudaArch(90)));
+        assert!("gb10".parse::<CudaArch>().is_err());
+        assert_eq!(
+            nvcc_gencode(&[CudaArch(90), CudaArch(120)]),
+            "-gencode=arch=compute_90,code=sm_90 -gencode=arch=compute_120,code=sm_120"
+        );
+    }
+
+    #[test]
+    fn two_sparks_build_once_on_the_head_and_push_to_the_other() {
+        let p = build_plan(
+            &[
+                (n("spark-a"), Some("aarch64".into())),
+                (n("spark-b"), Some("aarch64".into())),
+            ],
+            &BuildOptions::default(),
+        )
+        .unwrap();
+        assert_eq!(p.builds.len(), 1);
+        let b = &p.builds[0];
+        assert_eq!(b.build_on, n("spark-a"));
+        assert_eq!(b.push_to, vec![n("spark-b")]);
+        assert_eq!(b.tag, "spark-launch/nccl-tests:nccl-v2.28.9-1-sm121-arm64");
+        assert_eq!(b.platform, "linux/arm64");
+        assert_eq!(b.build_args["NCCL_REF"], "v2.28.9-1");
+        assert_eq!(
+            b.build_args["NVCC_GENCODE"],
+            "-gencode=arch=compute_121,code=sm_121"
+        );
+        assert_eq!(b.build_args["MESH_PLUGIN"], "0");
+        assert_eq!(default_image(Arch::Arm64), b.tag);
+    }
+
+    #[test]
+    fn a_spark_and_a_workstation_build_once_per_architecture_on_their_own_engines() {
+        let p = build_plan(
+            &[
+                (n("spark"), Some("aarch64".into())),
+                (n("ws"), Some("x86_64".into())),
+            ],
+            &BuildOptions {
+                nccl_ref: Some("v2.29.2-1".into()),
+                mesh_plugin: true,
+                ..BuildOptions::default()
+            },
+        )
+        .unwrap();
+        let tags: Vec<&str> = p.builds.iter().map(|b| b.tag.as_str()).collect();
+        assert_eq!(
+            tags,
+            vec![
+                "spark-launch/nccl-tests:nccl-v2.29.2-1-sm121-arm64-mesh",
+                "spark-launch/nccl-tests:nccl-v2.29.2-1-sm120-amd64-mesh"
+            ]
+        );
+        assert_eq!(p.builds[1].build_on, n("ws"));
+        assert!(p.builds[1].push_to.is_empty());
+        assert_eq!(p.builds[1].build_args["MESH_PLUGIN"], "1");
+    }
+
+    #[test]
+    fn an_unknown_architecture_or_a_single_tag_for_two_is_refused() {
+        assert_eq!(
+            build_plan(
+                &[(n("x"), Some("riscv64".into()))],
+                &BuildOptions::default()
+            ),
+            Err(BuildPlanError::UnknownArch(n("x"), "riscv64".into()))
+        );
+        let opts = BuildOptions {
+            tag: Some("mine:1".into()),
+            ..BuildOptions::default()
+        };
+        assert!(matches!(
+            build_plan(
+                &[
+                    (n("a"), Some("aarch64".into())),
+                    (n("b"), Some("x86_64".into()))
+                ],
+                &opts
+            ),
+            Err(BuildPlanError::TagForMany(_))
+        ));
+        assert!(matches!(
+            build_plan(
+                &[(n("a"), Some("aarch64".into()))],
+                &BuildOptions {
+                    nccl_ref: Some("v2 x".into()),
+                    ..BuildOptions::default()
+                }
+            ),
+            Err(BuildPlanError::BadRef(_))
+        ));
+    }
+
+    #[test]
+    fn every_build_argument_the_plan_passes_is_declared_in_the_dockerfile() {
+        let declared = dockerfile_args(CONTEXT[0].1);
+        let p = build_plan(
+            &[(n("a"), Some("aarch64".into()))],
+            &BuildOptions {
+                nccl_tests_ref: Some("v2.19.6".into()),
+                cuda_devel_image: Some("x".into()),
+                cuda_runtime_image: Some("y".into()),
+                ..BuildOptions::default()
+            },
+        )
+        .unwrap();
+        for k in p.builds[0].build_args.keys() {
+            assert!(declared.contains(k), "{k} is not an ARG of the Dockerfile");
+        }
+    }
+}

@@ -1,0 +1,226 @@
+//! `nccl-test` plans for the seed topologies (tests/fixtures/, each documented in its README):
+//! the exact mpirun lines and the whole per-node plan (container specs with env, devices,
+//! mounts, ulimits; steps), snapshot-tested; and `nccl-test --snapshot ... --dry-run --json` as
+//! a user runs it.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use spark_launch::derive::{NodeInput, derive};
+use spark_launch::node::NodeName;
+use spark_launch::plan::{JobName, Launch, RuntimeKind, Step};
+use spark_launch::probe::read_snapshot_dir;
+use spark_launch::workload::nccl_test::{self, NcclTestOptions, NcclTestPlan};
+
+fn root(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name)
+}
+
+fn node_names(name: &str) -> Vec<String> {
+    std::fs::read_to_string(root(name).join("nodes"))
+        .expect("fixture has a nodes file")
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+fn fixture(name: &str) -> Vec<NodeInput> {
+    node_names(name)
+        .into_iter()
+        .map(|n| NodeInput {
+            facts: read_snapshot_dir(&root(name).join(&n)).expect("readable snapshot"),
+            name: NodeName::new(n).expect("valid node name"),
+        })
+        .collect()
+}
+
+fn plan_for(name: &str, runtime: RuntimeKind) -> NcclTestPlan {
+    let inputs = fixture(name);
+    let cluster = derive(&inputs).expect("the fixture derives");
+    let nodes = nccl_test::test_nodes(&inputs, Some(&cluster), 1, "/home/nvidia/.ssh");
+    let mut opts = NcclTestOptions::new(JobName::new("nccl-test").unwrap());
+    opts.runtime = runtime;
+    opts.as_root = runtime == RuntimeKind::Docker;
+    nccl_test::plan(&nodes, Some(cluster.topology), &opts).expect("a plan")
+}
+
+fn mpirun_text(p: &NcclTestPlan) -> String {
+    p.runs
+        .iter()
+        .map(|r| format!("# {}\n{}\n", r.test, r.pretty()))
+        .collect()
+}
+
+macro_rules! snapshot_plan {
+    ($test:ident, $fixture:literal) => {
+        #[test]
+        fn $test() {
+            let p = plan_for($fixture, RuntimeKind::Docker);
+            insta::assert_snapshot!(concat!("mpirun_", $fixture), mpirun_text(&p));
+            insta::assert_json_snapshot!(concat!("plan_", $fixture), p.plan);
+        }
+    };
+}
+
+snapshot_plan!(
+    two_sparks_on_one_cable_pass_both_twins_to_every_rank,
+    "seed-001-two-sparks-both-twins"
+);
+snapshot_plan!(
+    the_seed_000_pair_runs_on_its_one_active_twin,
+    "seed-000-one-twin"
+);
+snapshot_plan!(
+    a_link_local_pair_reaches_its_ranks_on_169_254,
+    "seed-002-link-local"
+);
+snapshot_plan!(
+    the_seed_003_triangle_runs_mpi_on_the_management_network_and_nccl_on_the_ring,
+    "seed-003-triangle"
+);
+snapshot_plan!(
+    a_spark_and_a_workstation_each_get_their_own_names_and_image,
+    "seed-004-spark-and-workstation"
+);
+snapshot_plan!(
+    three_sparks_on_a_switch_each_use_their_cabled_port,
+    "switch-3-sparks"
+);
+snapshot_plan!(
+    four_sparks_in_a_ring_pass_the_ring_algorithm,
+    "ring-4-sparks"
+);
+
+#[test]
+fn every_rank_gets_its_own_nodes_hca_names_never_the_heads() {
+    let p = plan_for("seed-004-spark-and-workstation", RuntimeKind::Docker);
+    let argv = &p.runs[0].argv;
+    let colon = argv
+        .iter()
+        .position(|a| a == ":")
+        .expect("two app contexts");
+    let hca = |part: &[String]| {
+        part.iter()
+            .find(|a| a.starts_with("NCCL_IB_HCA="))
+            .cloned()
+            .expect("NCCL_IB_HCA in every context")
+    };
+    let (spark, ws) = argv.split_at(colon);
+    assert_ne!(hca(spark), hca(ws));
+    assert!(hca(ws).contains("mlx5"), "{}", hca(ws));
+    for n in &p.nodes {
+        let Some(Launch::Container(c)) = p.plan.node(&n.name).map(|x| &x.launch) else {
+            panic!("{} has a container", n.name)
+        };
+        assert_eq!(c.env["NCCL_IB_HCA"], n.env["NCCL_IB_HCA"]);
+    }
+    // Two architectures, two images, each ensured only where it runs.
+    let ensures: Vec<&Step> = p
+        .plan
+        .steps
+        .iter()
+        .filter(|s| matches!(s, Step::EnsureImage { .. }))
+        .collect();
+    assert_eq!(ensures.len(), 2);
+}
+
+#[test]
+fn the_host_runtime_runs_one_driver_process_on_the_head() {
+    let p = plan_for("seed-001-two-sparks-both-twins", RuntimeKind::Host);
+    assert_eq!(p.plan.nodes.len(), 1);
+    assert!(matches!(p.plan.nodes[0].launch, Launch::Process(_)));
+    insta::assert_snapshot!("driver_host_seed-001", p.driver);
+}
+
+#[test]
+fn the_driver_is_valid_posix_shell() {
+    for runtime in [RuntimeKind::Docker, RuntimeKind::Host] {
+        let p = plan_for("switch-3-sparks", runtime);
+        let out = Command::new("sh")
+            .args(["-n", "-c", &p.driver])
+            .output()
+            .expect("sh runs");
+        assert!(
+            out.status.success(),
+            "sh -n refused the driver: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+fn snapshot_args(name: &str) -> Vec<String> {
+    node_names(name)
+        .into_iter()
+        .flat_map(|n| {
+            let dir = root(name).join(&n);
+            ["--snapshot".to_string(), format!("{n}={}", dir.display())]
+        })
+        .collect()
+}
+
+fn spark_launch(args: &[String]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_spark-launch"))
+        .args(args)
+        .env("SPARK_LAUNCH_NO_PROGRESS", "1")
+        .output()
+        .expect("the binary runs")
+}
+
+#[test]
+fn dry_run_json_from_snapshots_prints_the_whole_plan_and_nothing_else() {
+    let mut args: Vec<String> = [
+        "--json",
+        "nccl-test",
+        "--dry-run",
+        "--ssh-dir",
+        "/home/nvidia/.ssh",
+    ]
+    .map(String::from)
+    .to_vec();
+    args.extend(snapshot_args("seed-001-two-sparks-both-twins"));
+    let out = spark_launch(&args);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stdout is JSON");
+    assert_eq!(v["plan"]["workload"], "nccl-test");
+    assert_eq!(v["plan"]["nodes"].as_array().unwrap().len(), 2);
+    assert_eq!(v["topology"], "direct");
+    let c = &v["plan"]["nodes"][1]["launch"]["container"];
+    assert_eq!(c["env"]["NCCL_IB_HCA"], "rocep1s0f1,roceP2p1s0f1");
+    assert_eq!(c["network"], "host");
+    assert_eq!(c["devices"][0]["host"], "/dev/infiniband");
+    assert!(v["runs"][0]["argv"].as_array().unwrap().len() > 20);
+    let steps: Vec<&str> = v["plan"]["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["step"].as_str().unwrap())
+        .collect();
+    assert_eq!(steps, vec!["ensure-image", "start", "wait-exit", "stop"]);
+}
+
+#[test]
+fn snapshots_without_dry_run_are_refused_as_invalid() {
+    let mut args: Vec<String> = vec!["nccl-test".into()];
+    args.extend(snapshot_args("seed-001-two-sparks-both-twins"));
+    let out = spark_launch(&args);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--dry-run"));
+}
+
+#[test]
+fn a_refused_layout_is_invalid_input_with_the_fix() {
+    let mut args: Vec<String> = ["nccl-test", "--dry-run"].map(String::from).to_vec();
+    args.extend(snapshot_args("broken-twins-one-subnet"));
+    let out = spark_launch(&args);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("fix"));
+}
