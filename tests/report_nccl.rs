@@ -61,6 +61,21 @@ const EXPECTED: &[(&str, Status, Option<Transport>, Option<&str>)] = &[
         None,
         Some("REMOTE HOST IDENTIFICATION HAS CHANGED"),
     ),
+    ("gpu_h200x2_all_reduce_plain.log", Status::Measured, Some(Transport::IntraNode), None),
+    ("gpu_h200x2_all_gather_plain.log", Status::Measured, Some(Transport::IntraNode), None),
+    (
+        "gpu_h200x2_all_reduce_socket_plain.log",
+        Status::Fail,
+        Some(Transport::Socket),
+        Some("NCCL_IB_DISABLE=1 turned RDMA off"),
+    ),
+    ("gpu_h200x2_spark_launch.log", Status::Measured, Some(Transport::IntraNode), None),
+    (
+        "gpu_h200x2_spark_launch_socket.log",
+        Status::Fail,
+        Some(Transport::Socket),
+        Some("NCCL_IB_DISABLE=1 turned RDMA off"),
+    ),
 ];
 
 #[test]
@@ -138,6 +153,21 @@ fn the_shared_nvlink_log_parses_every_row_and_the_footer() {
     assert_eq!(hosts, vec!["vm"]);
     assert_eq!(t.run.transport.processes[0].ranks, vec![0]);
     assert_eq!(t.run.transport.processes[1].ranks, vec![1]);
+}
+
+#[test]
+fn the_gpu_run_through_spark_launch_holds_both_tests_with_their_exit_status() {
+    let a = nccl::analyse(&read("gpu_h200x2_spark_launch.log"), &Context::default());
+    let tests: Vec<&str> = a.tests.iter().filter_map(|t| t.test.as_deref()).collect();
+    assert_eq!(tests, vec!["all_reduce_perf", "all_gather_perf"]);
+    for t in &a.tests {
+        assert_eq!(t.run.exit_status, Some(0));
+        assert_eq!(t.run.devices.len(), 2);
+        assert!(t.run.transport.processes.iter().all(|p| p.nnodes == Some(1)));
+    }
+    // The figures recorded in tests/gpu/README.md.
+    assert_eq!(a.tests[0].verdict.peak_busbw_gbs, Some(330.76));
+    assert_eq!(a.tests[1].run.avg_busbw_gbs, Some(70.1281));
 }
 
 #[test]
