@@ -4,13 +4,16 @@
 
 use std::collections::BTreeMap;
 
-use super::args::{TargetArgs, read_snapshots};
+use super::args::{TargetArgs, read_snapshots, resolve};
+use super::launch::{LaunchArgs, NodeArgs, local_node_name, targets};
 use super::{CmdError, CmdResult, Context, Invalid, Outcome, print_json, print_out};
 use crate::derive::{self, NodeInput};
 use crate::node::NodeName;
-use crate::plan::{JobName, Launch, RuntimeKind, Step, Ulimit};
+use crate::node::Role;
+use crate::plan::{JobName, Launch, RuntimeKind, Step};
 use crate::probe;
 use crate::report::nccl::{self, Analysis, ExpectedHcas, Status};
+use crate::runtime::NodeTarget;
 use crate::workload::nccl_build::{self, BuildOptions, CudaArch};
 use crate::workload::nccl_test::{
     self, NcclOp, NcclTestOptions, NcclTestPlan, TestNode, parse_bytes,
@@ -63,6 +66,9 @@ pub struct BuildArgs {
     /// Print the builds (where, tag, build arguments) and stop.
     #[arg(long)]
     pub dry_run: bool,
+
+    #[command(flatten)]
+    pub engines: NodeArgs,
 }
 
 #[derive(Debug, clap::Args)]
@@ -73,10 +79,6 @@ pub struct TestArgs {
     /// Run on this machine only: one node, its GPUs, no SSH (a workstation, a GPU server).
     #[arg(long, conflicts_with = "snapshots")]
     pub local: bool,
-
-    /// Only these nodes (comma-separated names) [default: every node].
-    #[arg(long, value_delimiter = ',', value_name = "NAMES")]
-    pub nodes: Vec<NodeName>,
 
     /// Operations to measure (repeat or comma-separate) [default: all_gather, all_reduce].
     #[arg(long = "op", value_delimiter = ',', value_name = "OP")]
@@ -111,10 +113,6 @@ pub struct TestArgs {
     #[arg(long, value_name = "IMAGE")]
     pub image: Option<String>,
 
-    /// Containers (docker) or plain processes with nccl-tests installed on the nodes (host).
-    #[arg(long, value_enum, default_value_t = RuntimeKind::Docker)]
-    pub runtime: RuntimeKind,
-
     /// Where the *_perf binaries are [default: /opt/nccl-tests/build in the image; with
     /// --runtime host: the same path on every node].
     #[arg(long, value_name = "DIR")]
@@ -128,11 +126,6 @@ pub struct TestArgs {
     #[arg(long = "env", value_name = "KEY=VALUE", value_parser = parse_env)]
     pub env: Vec<(String, String)>,
 
-    /// Container resource limits over the defaults (memlock=-1, stack, nofile), e.g.
-    /// --ulimit memlock=8388608.
-    #[arg(long = "ulimit", value_name = "NAME=SOFT[:HARD]")]
-    pub ulimits: Vec<Ulimit>,
-
     /// The SSH user's ~/.ssh on the nodes (mounted read-only into the containers).
     #[arg(long, value_name = "DIR")]
     pub ssh_dir: Option<String>,
@@ -141,17 +134,17 @@ pub struct TestArgs {
     #[arg(long, default_value = "nccl-test")]
     pub job: JobName,
 
+    /// Also write the tests' raw output (what mpirun printed, NCCL_DEBUG lines included) to
+    /// this file, e.g. for `spark-launch report nccl` later or a bug report.
+    #[arg(long, value_name = "FILE")]
+    pub save_log: Option<std::path::PathBuf>,
+
     /// How long the whole test may run, in seconds.
     #[arg(long, default_value_t = 1800, value_name = "SECONDS")]
     pub timeout: u64,
 
-    /// Print the plan (containers, hostfile, the exact mpirun lines, steps) and stop.
-    #[arg(long)]
-    pub dry_run: bool,
-
-    /// Leave the containers in place after a failure.
-    #[arg(long)]
-    pub keep: bool,
+    #[command(flatten)]
+    pub launch: LaunchArgs,
 }
 
 fn parse_env(s: &str) -> Result<(String, String), String> {
@@ -168,7 +161,7 @@ fn parse_env(s: &str) -> Result<(String, String), String> {
 }
 
 pub async fn build(args: BuildArgs, ctx: &Context) -> CmdResult {
-    let nodes = build_nodes(&args)?;
+    let nodes = build_nodes(&args).await?;
     let opts = BuildOptions {
         nccl_ref: Some(args.nccl_ref.clone()),
         cuda_archs: args.cuda_arch.clone(),
@@ -188,17 +181,31 @@ pub async fn build(args: BuildArgs, ctx: &Context) -> CmdResult {
         }
         return Ok(Outcome::Success);
     }
-    super::cmd_nccl_exec::build(&plan, ctx).await
+    let exec = if args.engines.engines.is_empty() {
+        vec![NodeTarget::local(local_node_name(), Role::Head)]
+    } else {
+        targets(&args.engines)?
+    };
+    super::cmd_nccl_exec::build(&plan, exec, ctx).await
 }
 
-fn build_nodes(args: &BuildArgs) -> Result<Vec<(NodeName, Option<String>)>, CmdError> {
+async fn build_nodes(args: &BuildArgs) -> Result<Vec<(NodeName, Option<String>)>, CmdError> {
     if args.target.uses_snapshots() {
         let inputs = read_snapshots(&args.target.snapshots).invalid()?;
         return Ok(inputs.into_iter().map(|n| (n.name, n.facts.arch)).collect());
     }
-    if args.local {
-        let (name, facts) = local_node()?;
-        return Ok(vec![(name, facts.arch)]);
+    if args.local || !args.engines.engines.is_empty() {
+        // The engines build for their own machine's architecture (this one's, locally).
+        let (_, facts) = local_node().await?;
+        if args.engines.engines.is_empty() {
+            return Ok(vec![(local_node_name(), facts.arch)]);
+        }
+        return Ok(args
+            .engines
+            .engines
+            .iter()
+            .map(|e| (e.name.clone(), facts.arch.clone()))
+            .collect());
     }
     Err(no_targets()).invalid()
 }
@@ -231,64 +238,75 @@ fn build_text(plan: &nccl_build::BuildPlan) -> String {
 
 fn no_targets() -> anyhow::Error {
     anyhow::anyhow!(
-        "no nodes given: pass `--local` for this machine, or `--snapshot NAME=DIR` once per node (the first is the head) with --dry-run"
+        "no nodes given: pass `--local` for this machine, `--snapshot NAME=DIR` once per node (the first is the head) with --dry-run, `--hosts`, or add nodes to the cluster file"
     )
 }
 
-/// This machine as the only node, probed live.
-fn local_node() -> Result<(NodeName, probe::NodeFacts), CmdError> {
-    let tree = probe::live::snapshot_local()?;
-    let facts = probe::read_facts(&tree)?;
-    let short = facts.hostname.split('.').next().unwrap_or("").to_string();
-    let name = NodeName::new(short)
-        .or_else(|_| NodeName::new("local"))
-        .invalid()?;
-    Ok((name, facts))
+/// This machine as the only node, probed live; named as the executor names it.
+async fn local_node() -> Result<(NodeName, probe::NodeFacts), CmdError> {
+    let facts = super::args::local_facts().await?;
+    Ok((local_node_name(), facts))
 }
 
-/// The nodes of a test, head first, with facts.
-fn test_inputs(args: &TestArgs) -> Result<Vec<NodeInput>, CmdError> {
-    let mut inputs = if args.target.uses_snapshots() {
-        if !args.dry_run {
+/// The nodes of a test, head first, with facts: snapshots (plans only), this machine, or the
+/// live nodes of `--hosts` / the cluster file.
+async fn test_inputs(args: &TestArgs, ctx: &Context) -> Result<Vec<NodeInput>, CmdError> {
+    if args.target.uses_snapshots() {
+        if !args.launch.dry_run {
             return Err(anyhow::anyhow!(
                 "snapshots stand in for nodes only to plan: add --dry-run (a live run needs the nodes themselves)"
             ))
             .invalid();
         }
-        read_snapshots(&args.target.snapshots).invalid()?
-    } else if args.local {
-        let (name, facts) = local_node()?;
-        vec![NodeInput { name, facts }]
-    } else {
-        return Err(no_targets()).invalid();
-    };
-    if !args.nodes.is_empty() {
-        let unknown: Vec<&str> = args
+        return read_snapshots(&args.target.snapshots).invalid();
+    }
+    if args.local {
+        let (name, facts) = local_node().await?;
+        return Ok(vec![NodeInput { name, facts }]);
+    }
+    let cluster = resolve(&args.target, ctx).await?;
+    if let Some(pool) = cluster.pool {
+        pool.close().await;
+    }
+    Ok(cluster.nodes)
+}
+
+/// How the executor reaches each node: `--engine NAME=SOCKET` when given (names must be the
+/// test's nodes), else this machine for a local single node.
+fn exec_targets(args: &TestArgs, plan: &NcclTestPlan) -> Result<Vec<NodeTarget>, CmdError> {
+    if !args.launch.nodes.engines.is_empty() {
+        let t = targets(&args.launch.nodes)?;
+        let missing: Vec<&str> = plan
+            .plan
             .nodes
             .iter()
-            .filter(|n| !inputs.iter().any(|i| &i.name == *n))
-            .map(|n| n.as_str())
+            .filter(|p| !t.iter().any(|x| x.name == p.node))
+            .map(|p| p.node.as_str())
             .collect();
-        if !unknown.is_empty() {
+        if !missing.is_empty() {
             return Err(anyhow::anyhow!(
-                "--nodes names unknown nodes: {} (known: {})",
-                unknown.join(", "),
-                inputs
-                    .iter()
-                    .map(|i| i.name.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                "--engine names no engine for {}: give one `--engine NAME=SOCKET` per node of the test",
+                missing.join(", ")
             ))
             .invalid();
         }
-        inputs.retain(|i| args.nodes.contains(&i.name));
+        return Ok(t);
     }
-    Ok(inputs)
+    if args.local || plan.nodes.len() == 1 && plan.nodes[0].name == local_node_name() {
+        return Ok(vec![NodeTarget::local(
+            plan.nodes[0].name.clone(),
+            Role::Head,
+        )]);
+    }
+    Err(anyhow::anyhow!(
+        "starting jobs on remote nodes over SSH is not wired yet; run on one node with --local, or reach each node's Docker Engine with --engine NAME=unix:///path/docker.sock"
+    ))
+    .invalid()
 }
 
 /// Builds the plan from the arguments (facts, derive, workload). Shared by dry-run and run.
-pub(super) fn test_plan(args: &TestArgs, ctx: &Context) -> Result<NcclTestPlan, CmdError> {
-    let inputs = test_inputs(args)?;
+pub(super) async fn test_plan(args: &TestArgs, ctx: &Context) -> Result<NcclTestPlan, CmdError> {
+    let inputs = test_inputs(args, ctx).await?;
     let cluster = match derive::derive(&inputs) {
         Ok(c) => Some(c),
         // One node needs no fabric: its ranks talk over NVLink/PCIe/shared memory.
@@ -329,16 +347,16 @@ pub(super) fn test_plan(args: &TestArgs, ctx: &Context) -> Result<NcclTestPlan, 
     opts.factor = args.factor;
     opts.iters = args.iters;
     opts.warmup = args.warmup;
-    opts.runtime = args.runtime;
+    opts.runtime = args.launch.runtime;
     opts.image = args.image.clone();
     if let Some(d) = &args.tests_dir {
         opts.tests_dir = d.clone();
     }
     opts.mpirun = args.mpirun.clone();
     opts.extra_env = args.env.iter().cloned().collect::<BTreeMap<_, _>>();
-    opts.ulimits = args.ulimits.clone();
+    opts.ulimits = args.launch.ulimits.clone();
     opts.timeout_s = args.timeout;
-    opts.as_root = match args.runtime {
+    opts.as_root = match args.launch.runtime {
         RuntimeKind::Docker => true,
         // Open MPI refuses root unless told; only the local node's user is known here.
         RuntimeKind::Host => args.local && nix::unistd::geteuid().is_root(),
@@ -347,8 +365,8 @@ pub(super) fn test_plan(args: &TestArgs, ctx: &Context) -> Result<NcclTestPlan, 
 }
 
 pub async fn test(args: TestArgs, ctx: &Context) -> CmdResult {
-    let plan = test_plan(&args, ctx)?;
-    if args.dry_run {
+    let plan = test_plan(&args, ctx).await?;
+    if args.launch.dry_run {
         if ctx.json {
             print_json(&plan)?;
         } else {
@@ -356,7 +374,12 @@ pub async fn test(args: TestArgs, ctx: &Context) -> CmdResult {
         }
         return Ok(Outcome::Success);
     }
-    let captured = super::cmd_nccl_exec::run_test(&plan, args.keep, ctx).await?;
+    let targets = exec_targets(&args, &plan)?;
+    let captured = super::cmd_nccl_exec::run_test(&plan, targets, args.launch.keep, ctx).await?;
+    if let Some(path) = &args.save_log {
+        std::fs::write(path, &captured.log)
+            .map_err(|e| anyhow::anyhow!("cannot write the log to {}: {e}", path.display()))?;
+    }
     let analysis = analyse(&plan, &captured.log, captured.exit_code);
     if ctx.json {
         print_json(&analysis)?;

@@ -27,3 +27,4 @@ pub use error::RuntimeError;
 pub use features::{Arch, EngineFeatures, GpuAccess, gpu_access};
 pub use request::{CreateRequest, create_request};
 pub use target::{EngineEndpoint, NodeTarget, Reach, RemoteNode, ShellOutput};
+pub mod build;
