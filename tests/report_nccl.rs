@@ -61,15 +61,30 @@ const EXPECTED: &[(&str, Status, Option<Transport>, Option<&str>)] = &[
         None,
         Some("REMOTE HOST IDENTIFICATION HAS CHANGED"),
     ),
-    ("gpu_h200x2_all_reduce_plain.log", Status::Measured, Some(Transport::IntraNode), None),
-    ("gpu_h200x2_all_gather_plain.log", Status::Measured, Some(Transport::IntraNode), None),
+    (
+        "gpu_h200x2_all_reduce_plain.log",
+        Status::Measured,
+        Some(Transport::IntraNode),
+        None,
+    ),
+    (
+        "gpu_h200x2_all_gather_plain.log",
+        Status::Measured,
+        Some(Transport::IntraNode),
+        None,
+    ),
     (
         "gpu_h200x2_all_reduce_socket_plain.log",
         Status::Fail,
         Some(Transport::Socket),
         Some("NCCL_IB_DISABLE=1 turned RDMA off"),
     ),
-    ("gpu_h200x2_spark_launch.log", Status::Measured, Some(Transport::IntraNode), None),
+    (
+        "gpu_h200x2_spark_launch.log",
+        Status::Measured,
+        Some(Transport::IntraNode),
+        None,
+    ),
     (
         "gpu_h200x2_spark_launch_socket.log",
         Status::Fail,
@@ -163,7 +178,13 @@ fn the_gpu_run_through_spark_launch_holds_both_tests_with_their_exit_status() {
     for t in &a.tests {
         assert_eq!(t.run.exit_status, Some(0));
         assert_eq!(t.run.devices.len(), 2);
-        assert!(t.run.transport.processes.iter().all(|p| p.nnodes == Some(1)));
+        assert!(
+            t.run
+                .transport
+                .processes
+                .iter()
+                .all(|p| p.nnodes == Some(1))
+        );
     }
     // The figures recorded in tests/gpu/README.md.
     assert_eq!(a.tests[0].verdict.peak_busbw_gbs, Some(330.76));
