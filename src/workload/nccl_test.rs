@@ -683,7 +683,11 @@ fn container(
         spec.env
             .insert("SL_SSHD_PORT".into(), SSHD_PORT.to_string());
         spec.env.insert("SL_SSHD_LISTEN".into(), n.addr.clone());
-        let peers: Vec<&str> = nodes.iter().map(|p| p.addr.as_str()).collect();
+        // Host keys are pinned by node name (`trust`); mpirun reaches nodes by address.
+        let peers: Vec<String> = nodes
+            .iter()
+            .map(|p| format!("{}={}", p.name, p.addr))
+            .collect();
         spec.env.insert("SL_PEERS".into(), peers.join(" "));
         spec.mounts.push(Mount {
             source: n.ssh_dir.clone(),
@@ -830,7 +834,10 @@ mod tests {
         assert!(head.command[2].contains("sl-wait-ssh 120 192.168.177.12"));
         assert!(worker.command.is_empty());
         assert_eq!(worker.env["SL_SSHD_LISTEN"], "192.168.177.12");
-        assert_eq!(worker.env["SL_PEERS"], "192.168.177.11 192.168.177.12");
+        assert_eq!(
+            worker.env["SL_PEERS"],
+            "spark-a=192.168.177.11 spark-b=192.168.177.12"
+        );
         assert!(worker.mounts.iter().all(|m| m.read_only));
         assert_eq!(
             p.hostfile,
