@@ -134,6 +134,11 @@ pub struct TestArgs {
     #[arg(long, default_value = "nccl-test")]
     pub job: JobName,
 
+    /// Only check the launch path (containers, sshd, keys, hostfile): run `mpirun hostname`
+    /// on every rank instead of the tests; every node must answer.
+    #[arg(long)]
+    pub launch_check: bool,
+
     /// Also write the tests' raw output (what mpirun printed, NCCL_DEBUG lines included) to
     /// this file, e.g. for `spark-launch report nccl` later or a bug report.
     #[arg(long, value_name = "FILE")]
@@ -356,6 +361,7 @@ pub(super) async fn test_plan(args: &TestArgs, ctx: &Context) -> Result<NcclTest
     opts.extra_env = args.env.iter().cloned().collect::<BTreeMap<_, _>>();
     opts.ulimits = args.launch.ulimits.clone();
     opts.timeout_s = args.timeout;
+    opts.launch_check = args.launch_check;
     opts.as_root = match args.launch.runtime {
         RuntimeKind::Docker => true,
         // Open MPI refuses root unless told; only the local node's user is known here.
@@ -380,6 +386,9 @@ pub async fn test(args: TestArgs, ctx: &Context) -> CmdResult {
         std::fs::write(path, &captured.log)
             .map_err(|e| anyhow::anyhow!("cannot write the log to {}: {e}", path.display()))?;
     }
+    if args.launch_check {
+        return launch_check_result(&plan, &captured.log, ctx);
+    }
     let analysis = analyse(&plan, &captured.log, captured.exit_code);
     if ctx.json {
         print_json(&analysis)?;
@@ -390,6 +399,54 @@ pub async fn test(args: TestArgs, ctx: &Context) -> CmdResult {
         Outcome::Failed
     } else {
         Outcome::Success
+    })
+}
+
+/// `--launch-check`: every node must have answered `mpirun hostname` with each of its ranks.
+fn launch_check_result(plan: &NcclTestPlan, log: &str, ctx: &Context) -> CmdResult {
+    let expected: Vec<(String, String, u32)> = plan
+        .nodes
+        .iter()
+        .map(|n| (n.name.to_string(), n.hostname.clone(), n.gpus))
+        .collect();
+    let check = nccl::launch::launch_check(log, &expected);
+    if ctx.json {
+        print_json(&check)?;
+    } else {
+        let mut out = String::new();
+        for n in &check.nodes {
+            let mark = if n.answered >= n.expected {
+                "✓"
+            } else {
+                "✗"
+            };
+            out.push_str(&format!(
+                "{mark} {} ({}): {} of {} rank{} answered\n",
+                n.node,
+                n.hostname,
+                n.answered,
+                n.expected,
+                if n.expected == 1 { "" } else { "s" }
+            ));
+        }
+        for u in &check.unexpected {
+            out.push_str(&format!("? an unexpected host answered: {u}\n"));
+        }
+        match &check.cause {
+            None => out.push_str("✓ mpirun reaches every node through the job's launch path\n"),
+            Some(c) => {
+                out.push_str(&format!("✗ FAILED: {}\n", c.problem));
+                if let Some(f) = &c.fix {
+                    out.push_str(&format!("  fix: {f}\n"));
+                }
+            }
+        }
+        print_out(&out);
+    }
+    Ok(if check.ok {
+        Outcome::Success
+    } else {
+        Outcome::Failed
     })
 }
 

@@ -186,6 +186,8 @@ pub struct NcclTestOptions {
     pub timeout_s: u64,
     /// How long the head waits for the workers' sshd.
     pub ssh_wait_s: u64,
+    /// Only check the launch path: `mpirun hostname` on every rank instead of the tests.
+    pub launch_check: bool,
 }
 
 impl NcclTestOptions {
@@ -208,6 +210,7 @@ impl NcclTestOptions {
             as_root: true,
             timeout_s: 1800,
             ssh_wait_s: 120,
+            launch_check: false,
         }
     }
 }
@@ -285,7 +288,8 @@ pub struct NcclTestPlan {
 /// One `mpirun` line.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct MpirunRun {
-    pub op: NcclOp,
+    /// The operation (`None` for the launch check, which runs `hostname`).
+    pub op: Option<NcclOp>,
     /// `all_gather_perf`.
     pub test: String,
     pub argv: Vec<String>,
@@ -405,15 +409,28 @@ pub fn plan(
         .iter()
         .map(|n| format!("{} slots={}\n", n.addr, n.gpus))
         .collect();
-    let runs: Vec<MpirunRun> = opts
-        .ops
-        .iter()
-        .map(|op| MpirunRun {
-            op: *op,
-            test: op.binary(),
-            argv: mpirun_argv(nodes, *op, opts, &hostfile_path),
-        })
-        .collect();
+    let runs: Vec<MpirunRun> = if opts.launch_check {
+        vec![MpirunRun {
+            op: None,
+            test: "hostname".into(),
+            argv: mpirun_argv(nodes, "hostname", &[], opts, &hostfile_path),
+        }]
+    } else {
+        opts.ops
+            .iter()
+            .map(|op| MpirunRun {
+                op: Some(*op),
+                test: op.binary(),
+                argv: mpirun_argv(
+                    nodes,
+                    &format!("{}/{}", opts.tests_dir.trim_end_matches('/'), op.binary()),
+                    &test_args(opts),
+                    opts,
+                    &hostfile_path,
+                ),
+            })
+            .collect()
+    };
     let driver = driver_script(nodes, opts, &hostfile_path, &hostfile, &runs);
     let driver_cmd = vec!["sh".to_string(), "-c".to_string(), driver.clone()];
 
@@ -534,10 +551,32 @@ fn validate(nodes: &[TestNode], opts: &NcclTestOptions) -> Result<(), NcclTestEr
     Ok(())
 }
 
-/// The exact `mpirun` argument vector of one operation.
+/// nccl-tests' arguments: sizes, one GPU per rank, iterations.
+pub fn test_args(opts: &NcclTestOptions) -> Vec<String> {
+    let mut args = vec![
+        "-b".to_string(),
+        format_bytes(opts.min_bytes),
+        "-e".into(),
+        format_bytes(opts.max_bytes),
+        "-f".into(),
+        opts.factor.to_string(),
+        "-g".into(),
+        "1".into(),
+        "-n".into(),
+        opts.iters.to_string(),
+    ];
+    if let Some(w) = opts.warmup {
+        args.extend(["-w".to_string(), w.to_string()]);
+    }
+    args
+}
+
+/// The exact `mpirun` argument vector running `program args` on every rank, one app context
+/// per node.
 pub fn mpirun_argv(
     nodes: &[TestNode],
-    op: NcclOp,
+    program: &str,
+    args: &[String],
     opts: &NcclTestOptions,
     hostfile: &str,
 ) -> Vec<String> {
@@ -563,22 +602,6 @@ pub fn mpirun_argv(
             argv.extend([s("--mca"), s("btl_tcp_if_include"), list]);
         }
     }
-    let bin = format!("{}/{}", opts.tests_dir.trim_end_matches('/'), op.binary());
-    let mut test_args = vec![
-        s("-b"),
-        format_bytes(opts.min_bytes),
-        s("-e"),
-        format_bytes(opts.max_bytes),
-        s("-f"),
-        opts.factor.to_string(),
-        s("-g"),
-        s("1"),
-        s("-n"),
-        opts.iters.to_string(),
-    ];
-    if let Some(w) = opts.warmup {
-        test_args.extend([s("-w"), w.to_string()]);
-    }
     for (i, n) in nodes.iter().enumerate() {
         if i > 0 {
             argv.push(s(":"));
@@ -596,8 +619,8 @@ pub fn mpirun_argv(
         for (k, v) in rank_env(n, &opts.extra_env) {
             argv.extend([s("-x"), format!("{k}={v}")]);
         }
-        argv.push(bin.clone());
-        argv.extend(test_args.iter().cloned());
+        argv.push(program.to_string());
+        argv.extend(args.iter().cloned());
     }
     argv
 }
@@ -787,7 +810,13 @@ mod tests {
 
     #[test]
     fn each_node_is_its_own_app_context_with_its_own_names() {
-        let argv = mpirun_argv(&pair(), NcclOp::AllGather, &opts(), CONTAINER_HOSTFILE);
+        let argv = mpirun_argv(
+            &pair(),
+            "/opt/nccl-tests/build/all_gather_perf",
+            &test_args(&opts()),
+            &opts(),
+            CONTAINER_HOSTFILE,
+        );
         let colon = argv.iter().position(|a| a == ":").unwrap();
         let (a, b) = argv.split_at(colon);
         assert!(a.contains(&"NCCL_IB_HCA=rocep1s0f1,roceP2p1s0f1".to_string()));
@@ -879,6 +908,19 @@ mod tests {
             plan(&nodes, None, &opts()),
             Err(NcclTestError::NoAddress { .. })
         ));
+    }
+
+    #[test]
+    fn the_launch_check_runs_hostname_through_the_same_contexts() {
+        let mut o = opts();
+        o.launch_check = true;
+        let p = plan(&pair(), None, &o).unwrap();
+        assert_eq!(p.runs.len(), 1);
+        assert_eq!(p.runs[0].op, None);
+        let argv = &p.runs[0].argv;
+        assert_eq!(argv.iter().filter(|a| *a == "hostname").count(), 2);
+        assert!(argv.contains(&"NCCL_IB_HCA=roceP2p1s0f0,rocep1s0f0".to_string()));
+        assert!(p.driver.contains("sl-wait-ssh"));
     }
 
     #[test]

@@ -8,6 +8,7 @@
 //! - [`verdict`]: pass / fail / measured against the hardware's reference figure.
 //! - [`render`]: comfy-table text.
 
+pub mod launch;
 pub mod line;
 pub mod parse;
 pub mod render;
