@@ -130,6 +130,12 @@ pub struct TestArgs {
     #[arg(long, value_name = "DIR")]
     pub ssh_dir: Option<String>,
 
+    /// Where the nodes' sshd keeps its host keys, if not /etc/ssh: DIR for every node, or
+    /// NAME=DIR for one (repeat). They are mounted read-only so the containers' sshd presents
+    /// the host keys `spark-launch trust` pinned.
+    #[arg(long = "host-keys", value_name = "[NAME=]DIR")]
+    pub host_keys: Vec<String>,
+
     /// The job's name (containers are sl-<job>-<node>).
     #[arg(long, default_value = "nccl-test")]
     pub job: JobName,
@@ -341,8 +347,22 @@ pub(super) async fn test_plan(args: &TestArgs, ctx: &Context) -> Result<NcclTest
             .map(|h| format!("{}/.ssh", h.trim_end_matches('/')))
             .unwrap_or_else(|_| "/root/.ssh".into())
     });
-    let nodes: Vec<TestNode> =
+    let mut nodes: Vec<TestNode> =
         nccl_test::test_nodes(&inputs, cluster.as_ref(), args.gpus_per_node, &ssh_dir);
+    for h in &args.host_keys {
+        match h.split_once('=') {
+            Some((name, dir)) => {
+                let Some(n) = nodes.iter_mut().find(|n| n.name.as_str() == name) else {
+                    return Err(anyhow::anyhow!(
+                        "--host-keys names no node of the test: {name}"
+                    ))
+                    .invalid();
+                };
+                n.host_keys_dir = dir.to_string();
+            }
+            None => nodes.iter_mut().for_each(|n| n.host_keys_dir = h.clone()),
+        }
+    }
     let mut opts = NcclTestOptions::new(args.job.clone());
     if !args.ops.is_empty() {
         opts.ops = args.ops.clone();
@@ -359,7 +379,6 @@ pub(super) async fn test_plan(args: &TestArgs, ctx: &Context) -> Result<NcclTest
     }
     opts.mpirun = args.mpirun.clone();
     opts.extra_env = args.env.iter().cloned().collect::<BTreeMap<_, _>>();
-    opts.ulimits = args.launch.ulimits.clone();
     opts.timeout_s = args.timeout;
     opts.launch_check = args.launch_check;
     opts.as_root = match args.launch.runtime {
@@ -367,7 +386,11 @@ pub(super) async fn test_plan(args: &TestArgs, ctx: &Context) -> Result<NcclTest
         // Open MPI refuses root unless told; only the local node's user is known here.
         RuntimeKind::Host => args.local && nix::unistd::geteuid().is_root(),
     };
-    nccl_test::plan(&nodes, cluster.as_ref().map(|c| c.topology), &opts).invalid()
+    let mut plan =
+        nccl_test::plan(&nodes, cluster.as_ref().map(|c| c.topology), &opts).invalid()?;
+    // --gpus and --ulimit of the shared launch flags.
+    args.launch.adjust(&mut plan.plan);
+    Ok(plan)
 }
 
 pub async fn test(args: TestArgs, ctx: &Context) -> CmdResult {

@@ -38,8 +38,8 @@ pub const IMAGE_TESTS_DIR: &str = "/opt/nccl-tests/build";
 pub const CONTAINER_HOSTFILE: &str = "/etc/spark-launch/hostfile";
 /// Where the node's `~/.ssh` appears in the container (read-only).
 pub const USER_SSH_MOUNT: &str = "/run/spark-launch/user-ssh";
-/// Where the node's `/etc/ssh` appears in the container (read-only): its host keys, so the
-/// container's sshd presents the node's pinned identity.
+/// Where the node's host keys (`/etc/ssh` by default) appear in the container (read-only), so
+/// the container's sshd presents the node's pinned identity.
 pub const HOST_SSH_MOUNT: &str = "/run/spark-launch/host-ssh";
 /// The capture holding the driver's output (every test's log).
 pub const CAPTURE: &str = "nccl-tests";
@@ -240,6 +240,9 @@ pub struct TestNode {
     pub has_infiniband: bool,
     /// The SSH user's `~/.ssh` on the node (mounted read-only into the container).
     pub ssh_dir: String,
+    /// Where the node's sshd keeps its host keys (`ssh_host_*_key`; mounted read-only, so the
+    /// container's sshd presents the identity `trust` pinned).
+    pub host_keys_dir: String,
 }
 
 /// Why no plan could be made.
@@ -385,6 +388,7 @@ pub fn test_nodes(
                 has_infiniband: !input.facts.host.infiniband_dev_nodes.is_empty()
                     || !input.facts.rdma_devices.is_empty(),
                 ssh_dir: ssh_dir.to_string(),
+                host_keys_dir: "/etc/ssh".to_string(),
             }
         })
         .collect()
@@ -718,7 +722,7 @@ fn container(
             read_only: true,
         });
         spec.mounts.push(Mount {
-            source: "/etc/ssh".into(),
+            source: n.host_keys_dir.clone(),
             target: HOST_SSH_MOUNT.into(),
             read_only: true,
         });
@@ -757,6 +761,7 @@ mod tests {
             arch: Some("aarch64".into()),
             has_infiniband: true,
             ssh_dir: "/home/nvidia/.ssh".into(),
+            host_keys_dir: "/etc/ssh".into(),
         }
     }
 
