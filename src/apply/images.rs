@@ -112,7 +112,7 @@ impl PushReport {
             parts.push(format!("{bad} failed"));
         }
         if parts.is_empty() {
-            "no target nodes".to_string()
+            format!("already on {}", self.source)
         } else {
             parts.join(", ")
         }
@@ -294,7 +294,9 @@ async fn tee_push(
         }
     }
     let reference = image.reference.clone();
-    let pump = async {
+    // The pump owns the senders: when it ends, every import sees the end of its input.
+    let pump = async move {
+        let mut senders = senders;
         let mut out = Box::pin(export(src_engine, &reference));
         let mut buf = BytesMut::with_capacity(CHUNK);
         loop {
@@ -328,7 +330,6 @@ async fn tee_push(
                 }
             }
         }
-        // Dropping the senders ends every import's input.
     };
     let imports = for_each_node(group.to_vec(), 0, |node| {
         let rx = receivers.lock().ok().and_then(|mut r| r.remove(&node));
