@@ -283,6 +283,35 @@ fn a_two_node_job_is_created_started_and_stopped() {
             "n{i}"
         );
     }
+
+    // `logs -f` follows every node's container until it ends, each line under its node.
+    let out = run_job(
+        &net,
+        "sl4follow",
+        &["sh", "-c", "echo first; sleep 2; echo second"],
+    );
+    assert!(out.status.success(), "{}", describe(&out));
+    let follow = sl(&net, &["logs", "sl4follow", "-f"]);
+    assert!(follow.status.success(), "{}", describe(&follow));
+    for i in 1..=2 {
+        for word in ["first", "second"] {
+            assert!(
+                stdout(&follow).contains(&format!("{} | {word}", net.hostname(i))),
+                "{}",
+                describe(&follow)
+            );
+        }
+    }
+    // Ended containers stay (their logs outlive them) until `stop`.
+    let status = sl(&net, &["status", "sl4follow", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    for r in v["jobs"].as_array().unwrap() {
+        assert_eq!(r["state"], "exited", "{v}");
+        assert_eq!(r["exit_code"], 0, "{v}");
+    }
+    let one = sl(&net, &["logs", "sl4follow", "--node", &net.hostname(2)]);
+    assert_eq!(stdout(&one), "first\nsecond\n", "{}", describe(&one));
+    assert!(sl(&net, &["stop", "sl4follow"]).status.success());
 }
 
 #[test]
@@ -393,8 +422,11 @@ fn sigint_in_the_middle_of_a_start_leaves_no_container_behind() {
     for e in &engines {
         cmd.args(["--engine", e]);
     }
+    // Its own process group, signalled as a whole below: what a terminal's Ctrl-C does.
+    use std::os::unix::process::CommandExt;
     let mut child = cmd
         .args(["--", "sleep", "600"])
+        .process_group(0)
         .env("SPARK_LAUNCH_NO_PROGRESS", "0")
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
@@ -427,7 +459,7 @@ fn sigint_in_the_middle_of_a_start_leaves_no_container_behind() {
             || inspect(&sock(&net, 3), "sl-sl4int-n3")["State"]["Running"] == false,
         "node 3 was meant to be still starting"
     );
-    nix::sys::signal::kill(
+    nix::sys::signal::killpg(
         nix::unistd::Pid::from_raw(child.id() as i32),
         nix::sys::signal::Signal::SIGINT,
     )
@@ -517,6 +549,33 @@ fn the_host_runtime_runs_the_same_job_model_as_processes_over_ssh() {
         );
     }
 
+    // `logs -f` on remote processes streams until they end.
+    let out = sl(
+        &net,
+        &[
+            "run",
+            "--job",
+            "sl4hostf",
+            "--runtime",
+            "host",
+            "--",
+            "sh",
+            "-c",
+            "echo first; sleep 2; echo second",
+        ],
+    );
+    assert!(out.status.success(), "{}", describe(&out));
+    let follow = sl(&net, &["logs", "sl4hostf", "-f"]);
+    assert!(follow.status.success(), "{}", describe(&follow));
+    for i in 1..=2 {
+        assert!(
+            stdout(&follow).contains(&format!("{} | second", net.hostname(i))),
+            "{}",
+            describe(&follow)
+        );
+    }
+    assert!(sl(&net, &["stop", "sl4hostf"]).status.success());
+
     let clash = sl(
         &net,
         &["run", "--job", "sl4host", "--runtime", "host", "--", "true"],
@@ -529,4 +588,100 @@ fn the_host_runtime_runs_the_same_job_model_as_processes_over_ssh() {
     let after = sl(&net, &["status", "--json"]);
     let v: serde_json::Value = serde_json::from_slice(&after.stdout).unwrap();
     assert!(v["jobs"].as_array().unwrap().is_empty(), "{v}");
+}
+
+#[test]
+fn a_user_outside_the_docker_group_is_told_how_to_join_it_locally_and_on_a_remote_node() {
+    let net = up(2, "d");
+    // On the head itself: the test user without its supplementary groups.
+    let bin = net.binary().display().to_string();
+    let out = net.exec_root(
+        1,
+        &[
+            "setpriv",
+            "--reuid=4242",
+            "--regid=4242",
+            "--clear-groups",
+            "--",
+            "env",
+            "HOME=/home/sparkuser",
+            &bin,
+            "status",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("permission denied on /var/run/docker.sock"),
+        "{err}"
+    );
+    assert!(err.contains("usermod -aG docker"), "{err}");
+
+    // On node 2: the test user is dropped from that node's docker group.
+    let group = support::simnet_root()
+        .join(net.prefix())
+        .join("n2/etc/group");
+    let text = std::fs::read_to_string(&group).unwrap();
+    let edited: String = text
+        .lines()
+        .map(|l| {
+            if l.starts_with("docker:") {
+                let mut f: Vec<&str> = l.split(':').collect();
+                let members: Vec<&str> = f[3]
+                    .split(',')
+                    .filter(|m| *m != "sparkuser" && !m.is_empty())
+                    .collect();
+                let joined = members.join(",");
+                f[3] = &joined;
+                f.join(":") + "\n"
+            } else {
+                l.to_string() + "\n"
+            }
+        })
+        .collect();
+    std::fs::write(&group, edited).unwrap();
+    let out = sl(&net, &["status"]);
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains(&format!(
+            "{}: permission denied on /var/run/docker.sock on the node",
+            net.hostname(2)
+        )),
+        "{err}"
+    );
+}
+
+#[test]
+fn without_push_a_missing_image_refuses_the_start_and_names_the_push_command() {
+    let net = up(2, "n");
+    rt().block_on(import_busybox(&sock(&net, 1), IMAGE));
+    let mut args = vec![
+        "run",
+        "--job",
+        "sl4nopush",
+        "--image",
+        IMAGE,
+        "--gpus",
+        "none",
+        "--no-push",
+    ];
+    args.extend(ULIMITS);
+    args.extend(["--", "sleep", "600"]);
+    let out = sl(&net, &args);
+    assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains(&format!(
+            "spark-launch image push {IMAGE} --to {}",
+            net.hostname(2)
+        )),
+        "{err}"
+    );
+    for i in 1..=2 {
+        assert!(
+            containers_named(&sock(&net, i), "sl-sl4nopush-").is_empty(),
+            "n{i}"
+        );
+    }
 }

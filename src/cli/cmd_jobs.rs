@@ -237,10 +237,11 @@ pub async fn run(args: RunArgs, ctx: &Context) -> CmdResult {
 /// The nodes a dry run plans for, touching no machine.
 fn dry_run_nodes(args: &RunArgs, ctx: &Context) -> Result<Vec<(NodeName, Role)>, CmdError> {
     let names: Vec<NodeName> = if !args.target.snapshots.is_empty() {
-        args.target
-            .snapshots
-            .iter()
-            .map(|s| s.name.clone())
+        // Read them all, so a bad folder is reported as for every other command.
+        super::args::read_snapshots(&args.target.snapshots)
+            .invalid()?
+            .into_iter()
+            .map(|n| n.name)
             .collect()
     } else if let Some(t) = super::launch::engine_targets(&args.launch.nodes)? {
         t.into_iter().map(|t| t.name).collect()

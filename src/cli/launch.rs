@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::args::{TargetArgs, configured_nodes, connect, local_facts};
 use super::{CmdError, CmdResult, Context, Invalid, Outcome, print_json, print_out};
-use crate::apply::{ApplyOptions, PushPolicy, execute};
+use crate::apply::{ApplyError, ApplyOptions, PushPolicy, execute};
 use crate::node::{NodeName, Role};
 use crate::plan::{Gpus, JobPlan, Launch, RuntimeKind, Step, Ulimit};
 use crate::progress::{NullReporter, Reporter};
@@ -314,13 +314,27 @@ pub fn print_plan(plan: &JobPlan, ctx: &Context) -> Result<(), CmdError> {
 }
 
 /// Runs `plan` on `targets` through the executor with Ctrl-C handling; maps the outcome to an
-/// exit code (0 ok, 1 failed, 2 refused, 130 interrupted). Returns the captures on success.
+/// exit code (0 ok, 1 failed, 2 refused, 130 interrupted). Returns the captures on success; a
+/// caller that needs the captures of a failed run uses [`execute_plan`] and [`apply_failed`].
 pub async fn run_plan(
     plan: &JobPlan,
     targets: Vec<NodeTarget>,
     options: &ApplyOptions,
     ctx: &Context,
 ) -> Result<crate::apply::Applied, CmdError> {
+    execute_plan(plan, targets, options, ctx)
+        .await
+        .map_err(apply_failed)
+}
+
+/// Like [`run_plan`], but the error is the executor's own, with what was captured before the
+/// failure (`ApplyError::captures`): e.g. a failed mpirun's log, to report its first cause.
+pub async fn execute_plan(
+    plan: &JobPlan,
+    targets: Vec<NodeTarget>,
+    options: &ApplyOptions,
+    ctx: &Context,
+) -> Result<crate::apply::Applied, ApplyError> {
     let reporter: Arc<dyn Reporter> = if ctx.json {
         Arc::new(NullReporter)
     } else {
@@ -328,15 +342,15 @@ pub async fn run_plan(
     };
     let cluster = Cluster::new(targets);
     let cancel = cancel_on_signals(ctx.reporter.clone());
-    execute(plan, &cluster, options, reporter, cancel)
-        .await
-        .map_err(|e| {
-            let code = e.exit_code();
-            CmdError {
-                code,
-                error: anyhow::Error::new(e),
-            }
-        })
+    execute(plan, &cluster, options, reporter, cancel).await
+}
+
+/// The command error for a failed apply, with its exit code (2 refused, 130 interrupted, 1).
+pub fn apply_failed(e: ApplyError) -> CmdError {
+    CmdError {
+        code: e.exit_code(),
+        error: anyhow::Error::new(e),
+    }
 }
 
 /// Fills in the nodes of a `Start` / `EnsureImage` step list for a plan whose parts are set.

@@ -6,7 +6,12 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
+use std::process::Stdio;
+
+use bytes::Bytes;
 use futures::future::BoxFuture;
+use futures::stream::BoxStream;
+use futures::{StreamExt, TryStreamExt};
 
 use super::target::{RemoteNode, ShellOutput};
 use crate::ssh::{Forward, NodeHandle, RunOptions};
@@ -75,5 +80,40 @@ impl RemoteNode for SshNode {
                 stderr: out.stderr,
             })
         })
+    }
+
+    fn stream(&self, script: &str) -> BoxStream<'static, Result<Bytes, String>> {
+        let fail = |e: String| futures::stream::once(futures::future::ready(Err(e))).boxed();
+        let Some(session) = self.handle.session() else {
+            return fail(format!("{}: no SSH session", self.handle.name()));
+        };
+        let remote = match crate::ssh::quote::join(&["sh", "-c", script]) {
+            Ok(r) => r,
+            Err(e) => return fail(e.to_string()),
+        };
+        let spawned = tokio::process::Command::new(session.program_path())
+            .args(session.client_args())
+            .arg("--")
+            .arg(&session.dest().host)
+            .arg(remote)
+            .process_group(0)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn();
+        let mut child = match spawned {
+            Ok(c) => c,
+            Err(e) => return fail(format!("run ssh: {e}")),
+        };
+        let Some(stdout) = child.stdout.take() else {
+            return fail("ssh gave no stdout".to_string());
+        };
+        let reader = tokio_util::io::ReaderStream::new(stdout).map_err(|e| e.to_string());
+        // The child lives (and is killed on drop) as long as the stream.
+        futures::stream::unfold((reader, child), |(mut reader, child)| async move {
+            reader.next().await.map(|item| (item, (reader, child)))
+        })
+        .boxed()
     }
 }
