@@ -685,3 +685,147 @@ fn without_push_a_missing_image_refuses_the_start_and_names_the_push_command() {
         );
     }
 }
+
+/// A plan for `job` on nodes 1..=n of `net`, reached through their engine sockets.
+fn plan_on(
+    net: &SimNet,
+    job: &str,
+    n: usize,
+) -> (spark_launch::plan::JobPlan, spark_launch::runtime::Cluster) {
+    use spark_launch::node::{NodeName, Role};
+    use spark_launch::plan::{
+        ContainerSpec, Gpus, JobName, JobPlan, Launch, NodePlan, RuntimeKind, Step,
+    };
+    use spark_launch::runtime::{Cluster, EngineEndpoint, NodeTarget};
+    let job = JobName::new(job).unwrap();
+    let mut parts = Vec::new();
+    let mut targets = Vec::new();
+    for i in 1..=n {
+        let node = NodeName::new(format!("n{i}")).unwrap();
+        let role = if i == 1 { Role::Head } else { Role::Worker };
+        let mut spec = ContainerSpec::gpu(&job, &node, role, IMAGE, false);
+        spec.gpus = Gpus::None;
+        spec.override_ulimits(&[
+            "memlock=8388608".parse().unwrap(),
+            "nofile=16384".parse().unwrap(),
+        ]);
+        spec.command = vec!["sleep".into(), "600".into()];
+        parts.push(NodePlan {
+            node: node.clone(),
+            role,
+            launch: Launch::Container(spec),
+        });
+        targets.push(NodeTarget::engine_only(
+            node,
+            role,
+            EngineEndpoint::unix(net.docker_socket(i)),
+        ));
+    }
+    let names: Vec<NodeName> = parts.iter().map(|p| p.node.clone()).collect();
+    let plan = JobPlan {
+        job,
+        workload: "test".into(),
+        runtime: RuntimeKind::Docker,
+        nodes: parts,
+        steps: vec![
+            Step::EnsureImage {
+                image: IMAGE.into(),
+                nodes: names.clone(),
+            },
+            Step::Start { nodes: names },
+        ],
+    };
+    (plan, Cluster::new(targets))
+}
+
+#[test]
+fn a_start_that_fails_on_one_node_names_it_and_removes_the_job_from_the_others() {
+    use spark_launch::apply::{ApplyOptions, execute};
+    use spark_launch::plan::{Launch, spec::Mount};
+    let net = SimNet::builder(3).services("dockerd").tag("f").up();
+    let runtime = rt();
+    runtime.block_on(import_busybox(&sock(&net, 1), IMAGE));
+    let (mut plan, cluster) = plan_on(&net, "sl4fail", 3);
+    // Node 3 alone is asked to mount a folder it does not have: its create fails.
+    if let Launch::Container(spec) = &mut plan.nodes[2].launch {
+        spec.mounts.push(Mount {
+            source: "/nonexistent/sl4/data".into(),
+            target: "/data".into(),
+            read_only: true,
+        });
+    }
+    let reporter = spark_launch::progress::RecordingReporter::new();
+    let err = runtime
+        .block_on(execute(
+            &plan,
+            &cluster,
+            &ApplyOptions::default(),
+            reporter.clone(),
+            tokio_util::sync::CancellationToken::new(),
+        ))
+        .unwrap_err();
+    let text = err.to_string();
+    assert!(
+        text.starts_with(
+            "Start on n1, n2, n3: failed on 1 of 3 nodes:\n  n3: create container sl-sl4fail-n3:"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("/nonexistent/sl4/data"), "{text}");
+    assert!(
+        text.ends_with("(what had started was stopped and removed)"),
+        "{text}"
+    );
+    assert_eq!(err.exit_code(), 1);
+    for i in 1..=3 {
+        assert!(
+            containers_named(&sock(&net, i), "sl-sl4fail-").is_empty(),
+            "n{i}"
+        );
+    }
+    let events = reporter.events();
+    let titles: Vec<&str> = events
+        .iter()
+        .filter_map(|e| e.strip_prefix("start:"))
+        .collect();
+    assert_eq!(
+        titles,
+        vec![
+            "Connect to the nodes",
+            "Check that the job name is free",
+            &format!("Ensure image {IMAGE} on n1, n2, n3"),
+            "Start on n1, n2, n3",
+            "Clean up: Start on n1, n2, n3",
+        ]
+    );
+    assert!(
+        events.contains(&"fail:Start on n1, n2, n3".to_string()),
+        "{events:?}"
+    );
+
+    // With --keep the two started containers stay, and the error says how to stop them.
+    let options = ApplyOptions {
+        keep: true,
+        ..ApplyOptions::default()
+    };
+    let err = runtime
+        .block_on(execute(
+            &plan,
+            &cluster,
+            &options,
+            std::sync::Arc::new(spark_launch::progress::NullReporter),
+            tokio_util::sync::CancellationToken::new(),
+        ))
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("spark-launch stop sl4fail"),
+        "{err}"
+    );
+    for i in 1..=2 {
+        assert_eq!(
+            containers_named(&sock(&net, i), "sl-sl4fail-").len(),
+            1,
+            "n{i}"
+        );
+    }
+}

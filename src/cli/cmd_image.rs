@@ -188,10 +188,20 @@ async fn push(args: PushArgs, ctx: &Context) -> CmdResult {
         });
     }
     if !report.refused().is_empty() {
+        let mixed = report
+            .mixed_arches
+            .as_ref()
+            .map(|a| {
+                format!(
+                    " (a mixed {} cluster: build the image once per architecture)",
+                    a.join(" + ")
+                )
+            })
+            .unwrap_or_default();
         return Err(CmdError {
             code: 2,
             error: anyhow::anyhow!(
-                "refused on {}: the image is built for another CPU (see above)",
+                "refused on {}: the image is built for another CPU{mixed} (see above)",
                 report
                     .refused()
                     .iter()
