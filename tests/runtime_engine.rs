@@ -3,7 +3,6 @@
 //! (labels, ulimits, capabilities, mounts), memlock, GPU refusal and clean-up after a failed
 //! start. Every name carries this run's prefix; a guard removes what the test made.
 
-#[path = "support/docker.rs"]
 mod support;
 
 use std::collections::BTreeMap;
@@ -18,7 +17,7 @@ use spark_launch::plan::{
 };
 use spark_launch::progress::{NullReporter, RecordingReporter};
 use spark_launch::runtime::{Cluster, Engine, EngineEndpoint, NodeTarget, RuntimeError};
-use support::{Cleanup, HOST_SOCKET, containers_named, import_busybox, inspect, unique};
+use support::docker::{Cleanup, HOST_SOCKET, containers_named, import_busybox, inspect, unique};
 use tokio_util::sync::CancellationToken;
 
 fn node(name: &str) -> NodeName {
@@ -230,7 +229,7 @@ async fn memlock_unlimited_is_requested_and_either_shows_inside_or_fails_to_star
     engine.remove(&name, Duration::ZERO).await.unwrap();
 
     let cancel = CancellationToken::new();
-    if support::has_cap_sys_resource(host_dockerd_pid()) {
+    if support::docker::has_cap_sys_resource(host_dockerd_pid()) {
         engine.run(&spec).await.unwrap();
         let out = engine
             .exec(

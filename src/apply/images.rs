@@ -61,6 +61,9 @@ pub struct PushReport {
     pub image: ImageFacts,
     pub source: NodeName,
     pub nodes: Vec<(NodeName, NodePush)>,
+    /// The CPU architectures of a mixed cluster (source and targets), when there is more than
+    /// one: every architecture then needs its own build of the image.
+    pub mixed_arches: Option<Vec<String>>,
 }
 
 impl PushReport {
@@ -112,7 +115,7 @@ impl PushReport {
             parts.push(format!("{bad} failed"));
         }
         if parts.is_empty() {
-            "no target nodes".to_string()
+            format!("already on {}", self.source)
         } else {
             parts.join(", ")
         }
@@ -216,6 +219,10 @@ async fn push_with_facts(
     reporter: &Arc<dyn Reporter>,
     cancel: &CancellationToken,
 ) -> Result<PushReport, PushError> {
+    let mut arches: Vec<(NodeName, String)> =
+        vec![(source.clone(), src_engine.features().arch.to_string())];
+    arches.extend(facts.iter().map(|f| (f.node.clone(), f.arch.clone())));
+    let mixed = crate::plan::image::mixed_arches(&arches);
     let actions = push_actions(&image, &facts);
     let mut outcome: HashMap<NodeName, NodePush> = HashMap::new();
     let mut to_push: Vec<NodeName> = Vec::new();
@@ -270,6 +277,7 @@ async fn push_with_facts(
         image,
         source: source.clone(),
         nodes,
+        mixed_arches: mixed,
     })
 }
 
@@ -294,7 +302,9 @@ async fn tee_push(
         }
     }
     let reference = image.reference.clone();
-    let pump = async {
+    // The pump owns the senders: when it ends, every import sees the end of its input.
+    let pump = async move {
+        let mut senders = senders;
         let mut out = Box::pin(export(src_engine, &reference));
         let mut buf = BytesMut::with_capacity(CHUNK);
         loop {
@@ -328,7 +338,6 @@ async fn tee_push(
                 }
             }
         }
-        // Dropping the senders ends every import's input.
     };
     let imports = for_each_node(group.to_vec(), 0, |node| {
         let rx = receivers.lock().ok().and_then(|mut r| r.remove(&node));
@@ -558,6 +567,12 @@ pub enum EnsureError {
 
 fn refused_text(r: &PushReport) -> String {
     let mut s = format!("image {} cannot run on every node:", r.image.reference);
+    if let Some(arches) = &r.mixed_arches {
+        s.push_str(&format!(
+            " this is a mixed cluster ({}), each architecture needs its own build of the image",
+            arches.join(" + ")
+        ));
+    }
     for (n, reason) in r.refused() {
         s.push_str(&format!("\n  {n}: {reason}"));
     }
@@ -576,4 +591,74 @@ fn failed_text(r: &PushReport) -> String {
         s.push_str(&format!("\n  {n}: {e}"));
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn n(s: &str) -> NodeName {
+        NodeName::new(s).unwrap()
+    }
+
+    fn report(nodes: Vec<(NodeName, NodePush)>, mixed: Option<Vec<String>>) -> PushReport {
+        PushReport {
+            image: ImageFacts {
+                reference: "nccl:1".into(),
+                id: "sha256:1".into(),
+                content: "sha256:c".into(),
+                arch: "arm64".into(),
+                os: "linux".into(),
+                size: 10,
+            },
+            source: n("spark-a"),
+            nodes,
+            mixed_arches: mixed,
+        }
+    }
+
+    #[test]
+    fn a_refusal_in_a_mixed_cluster_says_each_architecture_needs_its_build() {
+        let r = report(
+            vec![
+                (n("spark-b"), NodePush::Skipped),
+                (
+                    n("ws"),
+                    NodePush::Refused {
+                        reason: "built for linux/arm64 but ws is linux/amd64".into(),
+                    },
+                ),
+            ],
+            Some(vec!["amd64".into(), "arm64".into()]),
+        );
+        let text = EnsureError::Refused(r).to_string();
+        assert_eq!(
+            text,
+            "image nccl:1 cannot run on every node: this is a mixed cluster (amd64 + arm64), each architecture needs its own build of the image\n  ws: built for linux/arm64 but ws is linux/amd64"
+        );
+    }
+
+    #[test]
+    fn the_summary_counts_pushed_skipped_and_failed_nodes() {
+        let r = report(
+            vec![
+                (
+                    n("b"),
+                    NodePush::Pushed {
+                        bytes: 1,
+                        seconds: 1.0,
+                    },
+                ),
+                (n("c"), NodePush::Skipped),
+                (n("d"), NodePush::Failed { error: "x".into() }),
+            ],
+            None,
+        );
+        assert_eq!(
+            r.summary(),
+            "pushed to 1 node, 1 node already had it, 1 failed"
+        );
+        assert!(!r.ok());
+        assert_eq!(report(vec![], None).summary(), "already on spark-a");
+    }
 }

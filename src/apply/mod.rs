@@ -5,6 +5,24 @@
 //! - `phase`: the `Phase` trait and the runner (status lines, reverse clean-up, `--keep`).
 //! - `executor`: a `JobPlan` → phases → run ([`execute`]); the API workloads call.
 //! - `images`: image push and EnsureImage (compare by content, stream teed to every node).
+//!
+//! # Running a workload's plan (nccl-test, vllm, trtllm, up)
+//!
+//! ```ignore
+//! // In cli/cmd_<workload>.rs, with `launch: cli::launch::LaunchArgs` flattened into the args:
+//! let cluster = cli::args::resolve(&args.target, ctx).await?;        // facts (+ SSH pool)
+//! let mut plan = workload::plan(&options, &cluster.nodes)?;          // pure: a JobPlan
+//! args.launch.adjust(&mut plan);                                     // --gpus, --ulimit
+//! if args.launch.dry_run { return cli::launch::print_plan(&plan, ctx).map(|_| Outcome::Success); }
+//! let targets = cli::launch::node_targets(cluster.pool.as_ref().unwrap());
+//! let applied = cli::launch::run_plan(&plan, targets, &args.launch.apply_options(), ctx).await?;
+//! let log = &applied.captures["nccl"];                               // an Exec step's capture
+//! ```
+//!
+//! `run_plan` wires Ctrl-C to the executor and maps its error to the exit code (2 refused, 130
+//! interrupted, 1 failed). `cli::launch::execute_plan` does the same but returns the executor's
+//! `ApplyError`, which still carries the captures (`ApplyError::captures`), so a failed run's
+//! log can be parsed for its first cause; `cli::launch::apply_failed` then gives the exit code.
 
 pub mod executor;
 pub mod fanout;

@@ -5,7 +5,8 @@ use std::sync::Arc;
 
 use comfy_table::{Table, presets::UTF8_BORDERS_ONLY};
 
-use super::launch::{NodeArgs, cancel_on_signals, targets};
+use super::args::TargetArgs;
+use super::launch::{NodeArgs, cancel_on_signals, resolve_targets};
 use super::{CmdError, CmdResult, Context, Invalid, Outcome, print_json, print_out};
 use crate::apply::images::PushError;
 use crate::apply::{NodePush, push_image};
@@ -44,6 +45,9 @@ pub struct PushArgs {
 
     #[command(flatten)]
     pub nodes: NodeArgs,
+
+    #[command(flatten)]
+    pub target: TargetArgs,
 }
 
 pub async fn run(args: Args, ctx: &Context) -> CmdResult {
@@ -53,7 +57,7 @@ pub async fn run(args: Args, ctx: &Context) -> CmdResult {
 }
 
 async fn push(args: PushArgs, ctx: &Context) -> CmdResult {
-    let targets = targets(&args.nodes)?;
+    let targets = resolve_targets(&args.nodes, &args.target, ctx).await?;
     let cluster = Cluster::new(targets);
     let source = match &args.from {
         Some(n) => {
@@ -184,10 +188,20 @@ async fn push(args: PushArgs, ctx: &Context) -> CmdResult {
         });
     }
     if !report.refused().is_empty() {
+        let mixed = report
+            .mixed_arches
+            .as_ref()
+            .map(|a| {
+                format!(
+                    " (a mixed {} cluster: build the image once per architecture)",
+                    a.join(" + ")
+                )
+            })
+            .unwrap_or_default();
         return Err(CmdError {
             code: 2,
             error: anyhow::anyhow!(
-                "refused on {}: the image is built for another CPU (see above)",
+                "refused on {}: the image is built for another CPU{mixed} (see above)",
                 report
                     .refused()
                     .iter()

@@ -9,7 +9,8 @@ use comfy_table::{Table, presets::UTF8_BORDERS_ONLY};
 use futures::StreamExt;
 use serde::Serialize;
 
-use super::launch::{LaunchArgs, NodeArgs, print_plan, run_plan, start_steps, targets};
+use super::args::TargetArgs;
+use super::launch::{LaunchArgs, NodeArgs, print_plan, resolve_targets, run_plan, start_steps};
 use super::{CmdError, CmdResult, Context, Invalid, Outcome, print_json, print_out};
 use crate::apply::{all_ok, for_each_node};
 use crate::node::{NodeName, Role};
@@ -48,6 +49,9 @@ pub struct RunArgs {
     #[command(flatten)]
     pub launch: LaunchArgs,
 
+    #[command(flatten)]
+    pub target: TargetArgs,
+
     /// The command to run on every node (after `--`).
     #[arg(last = true, value_name = "COMMAND")]
     pub command: Vec<String>,
@@ -60,6 +64,9 @@ pub struct StatusArgs {
 
     #[command(flatten)]
     pub nodes: NodeArgs,
+
+    #[command(flatten)]
+    pub target: TargetArgs,
 }
 
 #[derive(Debug, clap::Args)]
@@ -77,6 +84,9 @@ pub struct LogsArgs {
 
     #[command(flatten)]
     pub nodes: NodeArgs,
+
+    #[command(flatten)]
+    pub target: TargetArgs,
 }
 
 #[derive(Debug, clap::Args)]
@@ -95,6 +105,9 @@ pub struct StopArgs {
 
     #[command(flatten)]
     pub nodes: NodeArgs,
+
+    #[command(flatten)]
+    pub target: TargetArgs,
 }
 
 /// Builds the plan of `run`: the same container (or process) on every node.
@@ -184,13 +197,16 @@ fn run_plan_of(args: &RunArgs, nodes: &[(NodeName, Role)]) -> Result<JobPlan, Cm
 
 /// `spark-launch run`: start the same command on every node as one job.
 pub async fn run(args: RunArgs, ctx: &Context) -> CmdResult {
-    let targets = targets(&args.launch.nodes)?;
-    let nodes: Vec<(NodeName, Role)> = targets.iter().map(|t| (t.name.clone(), t.role)).collect();
-    let plan = run_plan_of(&args, &nodes)?;
     if args.launch.dry_run {
+        // Plan only: node names from --snapshot, --engine, --hosts or the cluster file.
+        let nodes = dry_run_nodes(&args, ctx)?;
+        let plan = run_plan_of(&args, &nodes)?;
         print_plan(&plan, ctx)?;
         return Ok(Outcome::Success);
     }
+    let targets = resolve_targets(&args.launch.nodes, &args.target, ctx).await?;
+    let nodes: Vec<(NodeName, Role)> = targets.iter().map(|t| (t.name.clone(), t.role)).collect();
+    let plan = run_plan_of(&args, &nodes)?;
     run_plan(&plan, targets, &args.launch.apply_options(), ctx).await?;
     if ctx.json {
         let names: Vec<serde_json::Value> = plan
@@ -216,6 +232,37 @@ pub async fn run(args: RunArgs, ctx: &Context) -> CmdResult {
         ));
     }
     Ok(Outcome::Success)
+}
+
+/// The nodes a dry run plans for, touching no machine.
+fn dry_run_nodes(args: &RunArgs, ctx: &Context) -> Result<Vec<(NodeName, Role)>, CmdError> {
+    let names: Vec<NodeName> = if !args.target.snapshots.is_empty() {
+        // Read them all, so a bad folder is reported as for every other command.
+        super::args::read_snapshots(&args.target.snapshots)
+            .invalid()?
+            .into_iter()
+            .map(|n| n.name)
+            .collect()
+    } else if let Some(t) = super::launch::engine_targets(&args.launch.nodes)? {
+        t.into_iter().map(|t| t.name).collect()
+    } else if args.target.uses_hosts() || !args.target.nodes.is_empty() {
+        super::args::configured_nodes(&args.target, &ctx.cluster_file)?
+            .into_iter()
+            .map(|n| n.name)
+            .collect()
+    } else {
+        match crate::inventory::load(&ctx.cluster_file) {
+            Ok(inv) if !inv.is_empty() => {
+                inv.ordered().into_iter().map(|n| n.name.clone()).collect()
+            }
+            _ => vec![super::launch::local_node_name()],
+        }
+    };
+    Ok(names
+        .into_iter()
+        .enumerate()
+        .map(|(i, n)| (n, if i == 0 { Role::Head } else { Role::Worker }))
+        .collect())
 }
 
 /// One row of `status --json`.
@@ -271,7 +318,7 @@ async fn gather(
 
 /// `spark-launch status`.
 pub async fn status(args: StatusArgs, ctx: &Context) -> CmdResult {
-    let cluster = Cluster::new(targets(&args.nodes)?);
+    let cluster = Cluster::new(resolve_targets(&args.nodes, &args.target, ctx).await?);
     let (entries, failed) = gather(&cluster, args.job.as_ref()).await;
     let order: Vec<NodeName> = cluster.names();
     let mut rows: Vec<StatusRow> = entries
@@ -361,7 +408,7 @@ fn names(nodes: &[NodeName]) -> String {
 /// `spark-launch logs JOB [--node N] [-f]`: every node's log, each line prefixed with its
 /// node; without `-f`, container logs are merged in time order.
 pub async fn logs(args: LogsArgs, ctx: &Context) -> CmdResult {
-    let cluster = Cluster::new(targets(&args.nodes)?);
+    let cluster = Cluster::new(resolve_targets(&args.nodes, &args.target, ctx).await?);
     if let Some(n) = &args.node {
         cluster.node(n).invalid()?;
     }
@@ -383,7 +430,8 @@ pub async fn logs(args: LogsArgs, ctx: &Context) -> CmdResult {
         ))
         .invalid();
     }
-    let prefix = args.node.is_none();
+    // Prefixes tell nodes apart; one node (or `--node`) needs none.
+    let prefix = args.node.is_none() && cluster.names().len() > 1;
     let width = entries
         .iter()
         .map(|e| e.node.as_str().len())
@@ -529,7 +577,7 @@ struct Stopped {
 
 /// `spark-launch stop JOB|--all`.
 pub async fn stop(args: StopArgs, ctx: &Context) -> CmdResult {
-    let cluster = Cluster::new(targets(&args.nodes)?);
+    let cluster = Cluster::new(resolve_targets(&args.nodes, &args.target, ctx).await?);
     let grace = Duration::from_secs(args.grace);
     let job = args.job.clone();
     let all = args.all;

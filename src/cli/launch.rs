@@ -1,6 +1,7 @@
 //! What every launching command shares (nccl-test, vllm, trtllm, up, run): the runtime and
 //! GPU flags, `--keep`/`--no-push`/`--concurrency`/`--dry-run`, which nodes to reach
-//! (`--engine NAME=SOCKET`, else the local machine), Ctrl-C handling, and one function that
+//! (`--engine NAME=SOCKET`, else `--hosts` or the cluster file over SSH, else this machine),
+//! Ctrl-C handling, and one function that
 //! runs a `JobPlan` through the executor and turns its outcome into an exit code. Glue only.
 //!
 //! A launching command flattens [`LaunchArgs`], builds its plan (pure), then calls
@@ -11,12 +12,15 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use super::{CmdError, CmdResult, Context, Outcome, print_json, print_out};
-use crate::apply::{ApplyOptions, PushPolicy, execute};
+use super::args::{TargetArgs, configured_nodes, connect, local_facts};
+use super::{CmdError, CmdResult, Context, Invalid, Outcome, print_json, print_out};
+use crate::apply::{ApplyError, ApplyOptions, PushPolicy, execute};
 use crate::node::{NodeName, Role};
 use crate::plan::{Gpus, JobPlan, Launch, RuntimeKind, Step, Ulimit};
 use crate::progress::{NullReporter, Reporter};
-use crate::runtime::{Cluster, EngineEndpoint, NodeTarget};
+use crate::runtime::remote::SshNode;
+use crate::runtime::{Cluster, EngineEndpoint, NodeTarget, Reach};
+use crate::ssh::Pool;
 
 /// `NAME=unix:///path/to/docker.sock` (or `NAME=local` for this machine).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -122,10 +126,10 @@ pub fn local_node_name() -> NodeName {
         .unwrap_or_else(|| NodeName::new("local").expect("a constant, valid node name"))
 }
 
-/// The nodes to reach: `--engine` ones (head first), else this machine alone.
-pub fn targets(args: &NodeArgs) -> Result<Vec<NodeTarget>, CmdError> {
+/// The nodes given with `--engine` (head first), or `None` when there were none.
+pub fn engine_targets(args: &NodeArgs) -> Result<Option<Vec<NodeTarget>>, CmdError> {
     if args.engines.is_empty() {
-        return Ok(vec![NodeTarget::local(local_node_name(), Role::Head)]);
+        return Ok(None);
     }
     let mut seen = std::collections::BTreeSet::new();
     let mut out = Vec::new();
@@ -142,7 +146,67 @@ pub fn targets(args: &NodeArgs) -> Result<Vec<NodeTarget>, CmdError> {
             Some(ep) => NodeTarget::engine_only(e.name.clone(), role, ep.clone()),
         });
     }
-    Ok(out)
+    Ok(Some(out))
+}
+
+/// The runtime's view of connected nodes (head first): the local node runs here, the others
+/// through their SSH sessions (Docker socket forwarded, scripts over SSH). For workloads that
+/// resolved their nodes with `args::resolve`.
+pub fn node_targets(pool: &Pool) -> Vec<NodeTarget> {
+    pool.handles()
+        .iter()
+        .enumerate()
+        .map(|(i, h)| {
+            let role = if i == 0 { Role::Head } else { Role::Worker };
+            if h.is_local() {
+                NodeTarget::local(h.name().clone(), role)
+            } else {
+                NodeTarget {
+                    name: h.name().clone(),
+                    role,
+                    reach: Reach::Remote(Arc::new(SshNode::new(h.clone()))),
+                    docker_socket: None,
+                }
+            }
+        })
+        .collect()
+}
+
+/// The live nodes of a job command: `--engine` sockets if given; else `--hosts` or the cluster
+/// file (connected over SSH, this machine marked local); else, with no cluster file, this
+/// machine alone.
+pub async fn resolve_targets(
+    nodes: &NodeArgs,
+    target: &TargetArgs,
+    ctx: &Context,
+) -> Result<Vec<NodeTarget>, CmdError> {
+    if let Some(t) = engine_targets(nodes)? {
+        if target.uses_hosts() || !target.nodes.is_empty() {
+            return Err(anyhow::anyhow!(
+                "--engine cannot be combined with --hosts or --nodes"
+            ))
+            .invalid();
+        }
+        return Ok(t);
+    }
+    if target.uses_snapshots() {
+        return Err(anyhow::anyhow!(
+            "--snapshot stands in for nodes only with --dry-run; to act on live nodes use the cluster file, --hosts or --engine"
+        ))
+        .invalid();
+    }
+    let no_cluster_file = !target.uses_hosts()
+        && target.nodes.is_empty()
+        && crate::inventory::load(&ctx.cluster_file)
+            .map(|inv| inv.is_empty())
+            .unwrap_or_else(|e| matches!(e, crate::inventory::InventoryError::Missing { .. }));
+    if no_cluster_file {
+        return Ok(vec![NodeTarget::local(local_node_name(), Role::Head)]);
+    }
+    let configured = configured_nodes(target, &ctx.cluster_file)?;
+    let local = local_facts().await?;
+    let pool = connect(&configured, &local, ctx).await?;
+    Ok(node_targets(&pool))
 }
 
 /// A token fired by Ctrl-C (or SIGTERM/SIGHUP): the executor then stops and cleans up. A
@@ -250,13 +314,27 @@ pub fn print_plan(plan: &JobPlan, ctx: &Context) -> Result<(), CmdError> {
 }
 
 /// Runs `plan` on `targets` through the executor with Ctrl-C handling; maps the outcome to an
-/// exit code (0 ok, 1 failed, 2 refused, 130 interrupted). Returns the captures on success.
+/// exit code (0 ok, 1 failed, 2 refused, 130 interrupted). Returns the captures on success; a
+/// caller that needs the captures of a failed run uses [`execute_plan`] and [`apply_failed`].
 pub async fn run_plan(
     plan: &JobPlan,
     targets: Vec<NodeTarget>,
     options: &ApplyOptions,
     ctx: &Context,
 ) -> Result<crate::apply::Applied, CmdError> {
+    execute_plan(plan, targets, options, ctx)
+        .await
+        .map_err(apply_failed)
+}
+
+/// Like [`run_plan`], but the error is the executor's own, with what was captured before the
+/// failure (`ApplyError::captures`): e.g. a failed mpirun's log, to report its first cause.
+pub async fn execute_plan(
+    plan: &JobPlan,
+    targets: Vec<NodeTarget>,
+    options: &ApplyOptions,
+    ctx: &Context,
+) -> Result<crate::apply::Applied, ApplyError> {
     let reporter: Arc<dyn Reporter> = if ctx.json {
         Arc::new(NullReporter)
     } else {
@@ -264,15 +342,15 @@ pub async fn run_plan(
     };
     let cluster = Cluster::new(targets);
     let cancel = cancel_on_signals(ctx.reporter.clone());
-    execute(plan, &cluster, options, reporter, cancel)
-        .await
-        .map_err(|e| {
-            let code = e.exit_code();
-            CmdError {
-                code,
-                error: anyhow::Error::new(e),
-            }
-        })
+    execute(plan, &cluster, options, reporter, cancel).await
+}
+
+/// The command error for a failed apply, with its exit code (2 refused, 130 interrupted, 1).
+pub fn apply_failed(e: ApplyError) -> CmdError {
+    CmdError {
+        code: e.exit_code(),
+        error: anyhow::Error::new(e),
+    }
 }
 
 /// Fills in the nodes of a `Start` / `EnsureImage` step list for a plan whose parts are set.

@@ -1,4 +1,4 @@
-//! The live side of a set of nodes (STYLE rule 3's `NodeHandle`s): for each node its target and,
+//! The live side of a set of nodes (STYLE rule 3's `NodeRuntime`s): for each node its target and,
 //! once asked for, its connected engine. And the job operations that work the same for both
 //! runtimes — start a node's part, find a job's work by its labels, stop it, run a command,
 //! write a file, wait for the end, read the log — dispatched to the Docker engine or the host
@@ -24,14 +24,14 @@ use crate::plan::{JobName, Launch, NodePlan, RuntimeKind};
 
 /// One node: where it is, and its engine once connected.
 #[derive(Debug)]
-pub struct NodeHandle {
+pub struct NodeRuntime {
     pub target: NodeTarget,
     engine: OnceCell<Engine>,
 }
 
-impl NodeHandle {
+impl NodeRuntime {
     pub fn new(target: NodeTarget) -> Self {
-        NodeHandle {
+        NodeRuntime {
             target,
             engine: OnceCell::new(),
         }
@@ -65,6 +65,22 @@ impl NodeHandle {
                     .docker_socket
                     .as_deref()
                     .unwrap_or(DEFAULT_DOCKER_SOCKET);
+                // Look at the socket on the node first: through a forward, a missing engine or
+                // a refused permission would only show up as a dropped connection.
+                let check = format!(
+                    "s={}; if [ ! -S \"$s\" ]; then echo missing; elif [ ! -r \"$s\" ] || [ ! -w \"$s\" ]; then echo denied; else echo ok; fi",
+                    super::shell::quote(socket)
+                );
+                let out = remote
+                    .run(&check, Vec::new())
+                    .await
+                    .map_err(|e| RuntimeError::Other(format!("{}: {e}", remote.describe())))?;
+                let on_node = format!("{socket} on the node");
+                match String::from_utf8_lossy(&out.stdout).trim() {
+                    "missing" => return Err(RuntimeError::DockerMissing { socket: on_node }),
+                    "denied" => return Err(RuntimeError::SocketPermission { socket: on_node }),
+                    _ => {}
+                }
                 remote
                     .forward_socket(socket)
                     .await
@@ -83,13 +99,13 @@ impl NodeHandle {
 /// The nodes of one command, head first.
 #[derive(Debug)]
 pub struct Cluster {
-    nodes: Vec<NodeHandle>,
+    nodes: Vec<NodeRuntime>,
 }
 
 impl Cluster {
     pub fn new(targets: Vec<NodeTarget>) -> Self {
         Cluster {
-            nodes: targets.into_iter().map(NodeHandle::new).collect(),
+            nodes: targets.into_iter().map(NodeRuntime::new).collect(),
         }
     }
 
@@ -97,15 +113,15 @@ impl Cluster {
         self.nodes.iter().map(|n| n.target.name.clone()).collect()
     }
 
-    pub fn nodes(&self) -> &[NodeHandle] {
+    pub fn nodes(&self) -> &[NodeRuntime] {
         &self.nodes
     }
 
-    pub fn head(&self) -> Option<&NodeHandle> {
+    pub fn head(&self) -> Option<&NodeRuntime> {
         self.nodes.first()
     }
 
-    pub fn node(&self, name: &NodeName) -> Result<&NodeHandle, RuntimeError> {
+    pub fn node(&self, name: &NodeName) -> Result<&NodeRuntime, RuntimeError> {
         self.nodes
             .iter()
             .find(|n| &n.target.name == name)
@@ -151,7 +167,7 @@ fn ports_of(labels: Option<&String>) -> Vec<u16> {
 /// The default time a job's work gets between SIGTERM and SIGKILL.
 pub const STOP_GRACE: Duration = Duration::from_secs(10);
 
-impl NodeHandle {
+impl NodeRuntime {
     /// Starts this node's part of a job. For containers: create, then start, removing the
     /// container again if the start fails. `cancel` is looked at between the two, never in the
     /// middle of an engine call, so an interrupted start leaves nothing unknown behind.

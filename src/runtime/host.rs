@@ -193,10 +193,10 @@ d="$S/{name}"
 [ -d "$d" ] || {{ echo absent; exit 0; }}
 pid=$(cat "$d/pid" 2>/dev/null || true)
 if alive "$d" "$pid"; then
-  kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null
+  kill -TERM "-$pid" 2>/dev/null || kill -s TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null
   i=0
   while alive "$d" "$pid" && [ $i -lt {tenths} ]; do sleep 0.1; i=$((i+1)); done
-  if alive "$d" "$pid"; then kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null; fi
+  if alive "$d" "$pid"; then kill -KILL "-$pid" 2>/dev/null || kill -s KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null; fi
   i=0
   while alive "$d" "$pid" && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done
   if alive "$d" "$pid"; then echo "process $pid survived SIGKILL" >&2; exit 21; fi

@@ -2,6 +2,7 @@
 //! plain host processes. It only talks to engines and processes; it decides nothing.
 //!
 //! - `features`, `request`: pure: what an engine can do, and `ContainerSpec` → create request.
+//! - `remote`: the SSH layer as a `RemoteNode` (forwarded Docker socket, remote scripts).
 //! - `target`: where a node is and how it is reached (local, SSH, a given socket).
 //! - `engine`: one node's Docker Engine (connect, create/start/stop, exec, logs).
 //! - `image`: an image's identity by content, and streaming it out of or into one engine.
@@ -16,12 +17,13 @@ pub mod features;
 pub mod host;
 pub mod http;
 pub mod image;
+pub mod remote;
 pub mod request;
 pub mod shell;
 pub mod target;
 pub mod wait;
 
-pub use cluster::{Cluster, JobEntry, NodeHandle, STOP_GRACE};
+pub use cluster::{Cluster, JobEntry, NodeRuntime, STOP_GRACE};
 pub use engine::{Engine, ExecOutput, LogChunk, LogStream};
 pub use error::RuntimeError;
 pub use features::{Arch, EngineFeatures, GpuAccess, gpu_access};

@@ -47,18 +47,11 @@ pub fn stream(reach: &Reach, script: &str) -> BoxStream<'static, Result<Bytes, R
     match reach {
         Reach::Local => stream_local(script.to_string()),
         Reach::Remote(remote) => {
-            let remote = remote.clone();
-            let script = script.to_string();
-            futures::stream::once(async move {
-                // A remote stream is collected whole; following a remote host process streams
-                // through repeated reads by the caller.
-                remote
-                    .run(&script, Vec::new())
-                    .await
-                    .map(|o| Bytes::from(o.stdout))
-                    .map_err(|e| RuntimeError::Other(format!("{}: {e}", remote.describe())))
-            })
-            .boxed()
+            let who = remote.describe();
+            remote
+                .stream(script)
+                .map_err(move |e| RuntimeError::Other(format!("{who}: {e}")))
+                .boxed()
         }
         Reach::EngineOnly(ep) => {
             futures::stream::once(futures::future::ready(Err(no_shell(ep)))).boxed()
@@ -81,6 +74,9 @@ async fn run_local(script: &str, stdin: Vec<u8>) -> Result<ShellOutput, RuntimeE
     let mut child = tokio::process::Command::new("sh")
         .arg("-c")
         .arg(script)
+        // Its own process group: a Ctrl-C in the terminal reaches spark-launch, which then
+        // cleans up, and not the half-done scripts it runs.
+        .process_group(0)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -107,6 +103,7 @@ fn stream_local(script: String) -> BoxStream<'static, Result<Bytes, RuntimeError
     let spawned = tokio::process::Command::new("sh")
         .arg("-c")
         .arg(&script)
+        .process_group(0)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())

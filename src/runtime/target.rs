@@ -7,7 +7,9 @@ use std::fmt;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use bytes::Bytes;
 use futures::future::BoxFuture;
+use futures::stream::BoxStream;
 
 use crate::node::{NodeName, Role};
 
@@ -88,6 +90,9 @@ pub trait RemoteNode: Send + Sync + fmt::Debug {
         script: &'a str,
         stdin: Vec<u8>,
     ) -> BoxFuture<'a, Result<ShellOutput, String>>;
+
+    /// Runs `sh -c script` on the node and streams its stdout as it comes (`logs -f`).
+    fn stream(&self, script: &str) -> BoxStream<'static, Result<Bytes, String>>;
 }
 
 /// How a node is reached.

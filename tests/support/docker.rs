@@ -69,8 +69,7 @@ pub fn busybox_rootfs_tar() -> Vec<u8> {
     b.into_inner().unwrap()
 }
 
-/// `docker import` of the busybox rootfs as `reference` on the engine at `socket`, with
-/// `extra` bytes of incompressible payload in `/payload` when asked (for push tests).
+/// `docker import` of the busybox rootfs as `reference` on the engine at `socket`.
 pub async fn import_busybox(socket: &str, reference: &str) {
     let docker = Docker::connect_with_unix(socket, 300, bollard::API_DEFAULT_VERSION)
         .unwrap()
@@ -88,6 +87,63 @@ pub async fn import_busybox(socket: &str, reference: &str) {
     let mut s = docker.create_image(Some(options), Some(body), None);
     while let Some(r) = s.next().await {
         r.expect("docker import of the busybox rootfs");
+    }
+}
+
+/// The busybox image as `reference`, but declared for another CPU (`arm64`, `amd64`): a
+/// `docker save` archive written here (config, manifest, one layer) and loaded with the
+/// engine's `/images/load`, since `docker import` ignores a platform on older engines.
+pub async fn load_busybox_for_arch(socket: &str, reference: &str, arch: &str) {
+    use sha2::{Digest, Sha256};
+    let hex = |b: &[u8]| -> String {
+        Sha256::digest(b)
+            .iter()
+            .map(|x| format!("{x:02x}"))
+            .collect()
+    };
+    let layer = busybox_rootfs_tar();
+    let diff_id = hex(&layer);
+    let config = serde_json::json!({
+        "architecture": arch,
+        "os": "linux",
+        "created": "2026-01-01T00:00:00Z",
+        "config": { "Cmd": ["/bin/sh"] },
+        "rootfs": { "type": "layers", "diff_ids": [format!("sha256:{diff_id}")] },
+        "history": [{ "created": "2026-01-01T00:00:00Z", "created_by": "spark-launch tests" }],
+    })
+    .to_string();
+    let config_id = hex(config.as_bytes());
+    let manifest = serde_json::json!([{
+        "Config": format!("{config_id}.json"),
+        "RepoTags": [reference],
+        "Layers": [format!("{diff_id}/layer.tar")],
+    }])
+    .to_string();
+    let mut b = tar::Builder::new(Vec::new());
+    let mut add = |name: &str, data: &[u8]| {
+        let mut h = tar::Header::new_gnu();
+        h.set_size(data.len() as u64);
+        h.set_mode(0o644);
+        b.append_data(&mut h, name, data).unwrap();
+    };
+    add(&format!("{config_id}.json"), config.as_bytes());
+    add(&format!("{diff_id}/layer.tar"), &layer);
+    add("manifest.json", manifest.as_bytes());
+    let archive = b.into_inner().unwrap();
+    let docker = Docker::connect_with_unix(socket, 300, bollard::API_DEFAULT_VERSION)
+        .unwrap()
+        .negotiate_version()
+        .await
+        .unwrap();
+    let mut s = docker.import_image(
+        bollard::query_parameters::ImportImageOptionsBuilder::new()
+            .quiet(true)
+            .build(),
+        bollard::body_full(archive.into()),
+        None,
+    );
+    while let Some(r) = s.next().await {
+        r.expect("docker load of the foreign-arch image");
     }
 }
 
@@ -171,4 +227,46 @@ pub fn has_cap_sys_resource(pid: u32) -> bool {
         .expect("CapEff");
     let bits = u64::from_str_radix(eff.trim(), 16).expect("hex");
     bits & (1 << 24) != 0
+}
+
+/// Gives the test user on node `from` an SSH key and authorises it on every other node, as
+/// `spark-launch trust` would: spark-launch run inside `from` then reaches the others over SSH.
+pub fn trust_from(net: &super::SimNet, from: usize) {
+    let out = net.exec_user(
+        from,
+        &[
+            "sh",
+            "-c",
+            "mkdir -p ~/.ssh && chmod 700 ~/.ssh && { [ -f ~/.ssh/id_ed25519 ] || ssh-keygen -q -t ed25519 -N '' -f ~/.ssh/id_ed25519; }",
+        ],
+        &[],
+        None,
+    );
+    assert!(
+        out.status.success(),
+        "ssh-keygen on n{from}: {}",
+        super::describe(&out)
+    );
+    let public = std::fs::read_to_string(net.home(from).join(".ssh/id_ed25519.pub")).unwrap();
+    for i in 1..=net.len() {
+        if i == from {
+            continue;
+        }
+        let ssh = net.home(i).join(".ssh");
+        std::fs::create_dir_all(&ssh).unwrap();
+        std::fs::write(ssh.join("authorized_keys"), &public).unwrap();
+        for p in [ssh.clone(), ssh.join("authorized_keys")] {
+            std::os::unix::fs::chown(&p, Some(4242), Some(4242)).unwrap();
+        }
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&ssh, std::fs::Permissions::from_mode(0o700)).unwrap();
+    }
+}
+
+/// `--hosts` for spark-launch inside the nodes: `NAME=addr` for every node, head first.
+pub fn hosts_arg(net: &super::SimNet) -> String {
+    (1..=net.len())
+        .map(|i| format!("{}={}", net.hostname(i), net.fabric_addr(i)))
+        .collect::<Vec<_>>()
+        .join(",")
 }

@@ -11,6 +11,9 @@
 //! it never skips.
 #![allow(dead_code)]
 
+/// Images, names and engine helpers for the runtime tests (issue 4).
+pub mod docker;
+
 use std::io::Write;
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
@@ -158,6 +161,16 @@ impl SimNet {
             .join(format!("n{i}"))
             .join("home")
             .join(USER)
+    }
+
+    /// The socket of node `i`'s own Docker Engine (`--services` with `dockerd`), as the test
+    /// process outside the node reaches it. Inside the node the same engine is
+    /// `/var/run/docker.sock`.
+    pub fn docker_socket(&self, i: usize) -> PathBuf {
+        simnet_root()
+            .join(&self.prefix)
+            .join(format!("n{i}"))
+            .join("docker.sock")
     }
 
     /// The spark-launch binary as seen from inside the nodes (a link in simnet's folder, so a

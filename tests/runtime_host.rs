@@ -1,0 +1,154 @@
+//! The host-process runtime on this machine alone, as on a GPU box without Docker or sshd:
+//! no cluster file, no SSH, processes started locally and found again by `status`, `logs` and
+//! `stop` through their folder under the state dir (a temp dir here).
+
+use std::process::{Command, Output};
+
+fn sl(state: &std::path::Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_spark-launch"))
+        .args(args)
+        .env("SPARK_LAUNCH_STATE_DIR", state)
+        .env("SPARK_LAUNCH_CLUSTER", state.join("no-cluster.yaml"))
+        .env("SPARK_LAUNCH_NO_PROGRESS", "1")
+        .output()
+        .unwrap()
+}
+
+fn describe(o: &Output) -> String {
+    format!(
+        "exit {:?}\n--- stdout\n{}\n--- stderr\n{}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn job_processes(marker: &str) -> usize {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .chars()
+                .all(|c| c.is_ascii_digit())
+        })
+        .filter(|e| {
+            std::fs::read(e.path().join("cmdline"))
+                .map(|c| {
+                    String::from_utf8_lossy(&c)
+                        .replace('\0', " ")
+                        .starts_with(marker)
+                })
+                .unwrap_or(false)
+        })
+        .count()
+}
+
+#[test]
+fn a_local_host_job_is_started_listed_logged_and_stopped_without_docker_or_ssh() {
+    let state = tempfile::tempdir().unwrap();
+    let job = format!("sl4h{}", std::process::id());
+    let marker = format!("sleep 42{}", std::process::id());
+    let out = sl(
+        state.path(),
+        &[
+            "run",
+            "--job",
+            &job,
+            "--runtime",
+            "host",
+            "-e",
+            "GREETING=hello",
+            "--",
+            "sh",
+            "-c",
+            &format!("echo $GREETING from $(hostname); exec {marker}"),
+        ],
+    );
+    assert!(out.status.success(), "{}", describe(&out));
+    assert_eq!(job_processes(&marker), 1);
+
+    let status = sl(state.path(), &["status", &job, "--json"]);
+    assert!(status.status.success(), "{}", describe(&status));
+    let v: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    let rows = v["jobs"].as_array().unwrap();
+    assert_eq!(rows.len(), 1, "{v}");
+    assert_eq!(rows[0]["runtime"], "host");
+    assert_eq!(rows[0]["state"], "running");
+    assert_eq!(rows[0]["role"], "head");
+
+    let logs = sl(state.path(), &["logs", &job]);
+    assert!(logs.status.success(), "{}", describe(&logs));
+    assert!(
+        String::from_utf8_lossy(&logs.stdout).contains("hello from "),
+        "{}",
+        describe(&logs)
+    );
+
+    let clash = sl(
+        state.path(),
+        &["run", "--job", &job, "--runtime", "host", "--", "true"],
+    );
+    assert_eq!(clash.status.code(), Some(2), "{}", describe(&clash));
+    assert!(
+        String::from_utf8_lossy(&clash.stderr).contains("already exists"),
+        "{}",
+        describe(&clash)
+    );
+
+    let stop = sl(state.path(), &["stop", &job]);
+    assert!(stop.status.success(), "{}", describe(&stop));
+    assert_eq!(job_processes(&marker), 0, "the process survived stop");
+    let after = sl(state.path(), &["status", &job, "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&after.stdout).unwrap();
+    assert!(v["jobs"].as_array().unwrap().is_empty(), "{v}");
+    assert!(
+        std::fs::read_dir(state.path().join("jobs"))
+            .unwrap()
+            .next()
+            .is_none()
+    );
+}
+
+#[test]
+fn a_host_job_that_ended_shows_its_exit_code_and_its_log_outlives_it_until_stop() {
+    let state = tempfile::tempdir().unwrap();
+    let job = format!("sl4e{}", std::process::id());
+    let out = sl(
+        state.path(),
+        &[
+            "run",
+            "--job",
+            &job,
+            "--runtime",
+            "host",
+            "--",
+            "sh",
+            "-c",
+            "echo last words; exit 3",
+        ],
+    );
+    assert!(out.status.success(), "{}", describe(&out));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let row = loop {
+        let status = sl(state.path(), &["status", &job, "--json"]);
+        let v: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+        let row = v["jobs"][0].clone();
+        if row["state"] == "exited" {
+            break row;
+        }
+        assert!(std::time::Instant::now() < deadline, "never exited: {v}");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    assert_eq!(row["exit_code"], 3, "{row}");
+    let logs = sl(state.path(), &["logs", &job]);
+    assert_eq!(
+        String::from_utf8_lossy(&logs.stdout),
+        "last words\n",
+        "{}",
+        describe(&logs)
+    );
+    let stop = sl(state.path(), &["stop", &job]);
+    assert!(stop.status.success(), "{}", describe(&stop));
+}
