@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use super::args::{TargetArgs, read_snapshots, resolve};
-use super::launch::{LaunchArgs, NodeArgs, local_node_name, targets};
+use super::launch::{LaunchArgs, NodeArgs, engine_targets, local_node_name, node_targets};
 use super::{CmdError, CmdResult, Context, Invalid, Outcome, print_json, print_out};
 use crate::derive::{self, NodeInput};
 use crate::node::NodeName;
@@ -195,7 +195,7 @@ pub async fn build(args: BuildArgs, ctx: &Context) -> CmdResult {
     let exec = if args.engines.engines.is_empty() {
         vec![NodeTarget::local(local_node_name(), Role::Head)]
     } else {
-        targets(&args.engines)?
+        engine_targets(&args.engines)?.unwrap_or_default()
     };
     super::cmd_nccl_exec::build(&plan, exec, ctx).await
 }
@@ -260,8 +260,11 @@ async fn local_node() -> Result<(NodeName, probe::NodeFacts), CmdError> {
 }
 
 /// The nodes of a test, head first, with facts: snapshots (plans only), this machine, or the
-/// live nodes of `--hosts` / the cluster file.
-async fn test_inputs(args: &TestArgs, ctx: &Context) -> Result<Vec<NodeInput>, CmdError> {
+/// live nodes of `--hosts` / the cluster file (with their SSH connections, kept for the run).
+async fn test_inputs(
+    args: &TestArgs,
+    ctx: &Context,
+) -> Result<(Vec<NodeInput>, Option<crate::ssh::Pool>), CmdError> {
     if args.target.uses_snapshots() {
         if !args.launch.dry_run {
             return Err(anyhow::anyhow!(
@@ -269,24 +272,24 @@ async fn test_inputs(args: &TestArgs, ctx: &Context) -> Result<Vec<NodeInput>, C
             ))
             .invalid();
         }
-        return read_snapshots(&args.target.snapshots).invalid();
+        return Ok((read_snapshots(&args.target.snapshots).invalid()?, None));
     }
     if args.local {
         let (name, facts) = local_node().await?;
-        return Ok(vec![NodeInput { name, facts }]);
+        return Ok((vec![NodeInput { name, facts }], None));
     }
     let cluster = resolve(&args.target, ctx).await?;
-    if let Some(pool) = cluster.pool {
-        pool.close().await;
-    }
-    Ok(cluster.nodes)
+    Ok((cluster.nodes, cluster.pool))
 }
 
 /// How the executor reaches each node: `--engine NAME=SOCKET` when given (names must be the
-/// test's nodes), else this machine for a local single node.
-fn exec_targets(args: &TestArgs, plan: &NcclTestPlan) -> Result<Vec<NodeTarget>, CmdError> {
-    if !args.launch.nodes.engines.is_empty() {
-        let t = targets(&args.launch.nodes)?;
+/// test's nodes), else the SSH connections the facts came through, else this machine.
+fn exec_targets(
+    args: &TestArgs,
+    plan: &NcclTestPlan,
+    pool: Option<&crate::ssh::Pool>,
+) -> Result<Vec<NodeTarget>, CmdError> {
+    if let Some(t) = engine_targets(&args.launch.nodes)? {
         let missing: Vec<&str> = plan
             .plan
             .nodes
@@ -303,21 +306,21 @@ fn exec_targets(args: &TestArgs, plan: &NcclTestPlan) -> Result<Vec<NodeTarget>,
         }
         return Ok(t);
     }
-    if args.local || plan.nodes.len() == 1 && plan.nodes[0].name == local_node_name() {
-        return Ok(vec![NodeTarget::local(
-            plan.nodes[0].name.clone(),
-            Role::Head,
-        )]);
+    if let Some(pool) = pool {
+        return Ok(node_targets(pool));
     }
-    Err(anyhow::anyhow!(
-        "starting jobs on remote nodes over SSH is not wired yet; run on one node with --local, or reach each node's Docker Engine with --engine NAME=unix:///path/docker.sock"
-    ))
-    .invalid()
+    Ok(vec![NodeTarget::local(
+        plan.nodes[0].name.clone(),
+        Role::Head,
+    )])
 }
 
 /// Builds the plan from the arguments (facts, derive, workload). Shared by dry-run and run.
-pub(super) async fn test_plan(args: &TestArgs, ctx: &Context) -> Result<NcclTestPlan, CmdError> {
-    let inputs = test_inputs(args, ctx).await?;
+pub(super) async fn test_plan(
+    args: &TestArgs,
+    ctx: &Context,
+) -> Result<(NcclTestPlan, Option<crate::ssh::Pool>), CmdError> {
+    let (inputs, pool) = test_inputs(args, ctx).await?;
     let cluster = match derive::derive(&inputs) {
         Ok(c) => Some(c),
         // One node needs no fabric: its ranks talk over NVLink/PCIe/shared memory.
@@ -390,21 +393,28 @@ pub(super) async fn test_plan(args: &TestArgs, ctx: &Context) -> Result<NcclTest
         nccl_test::plan(&nodes, cluster.as_ref().map(|c| c.topology), &opts).invalid()?;
     // --gpus and --ulimit of the shared launch flags.
     args.launch.adjust(&mut plan.plan);
-    Ok(plan)
+    Ok((plan, pool))
 }
 
 pub async fn test(args: TestArgs, ctx: &Context) -> CmdResult {
-    let plan = test_plan(&args, ctx).await?;
+    let (plan, pool) = test_plan(&args, ctx).await?;
     if args.launch.dry_run {
         if ctx.json {
             print_json(&plan)?;
         } else {
             print_out(&plan_text(&plan));
         }
+        if let Some(pool) = pool {
+            pool.close().await;
+        }
         return Ok(Outcome::Success);
     }
-    let targets = exec_targets(&args, &plan)?;
-    let captured = super::cmd_nccl_exec::run_test(&plan, targets, args.launch.keep, ctx).await?;
+    let targets = exec_targets(&args, &plan, pool.as_ref())?;
+    let captured = super::cmd_nccl_exec::run_test(&plan, targets, args.launch.keep, ctx).await;
+    if let Some(pool) = pool {
+        pool.close().await;
+    }
+    let captured = captured?;
     if let Some(path) = &args.save_log {
         std::fs::write(path, &captured.log)
             .map_err(|e| anyhow::anyhow!("cannot write the log to {}: {e}", path.display()))?;
