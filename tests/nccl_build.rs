@@ -5,7 +5,6 @@
 //! `spark-launch nccl-build --dry-run` as a user runs it. Every image name carries this run's
 //! prefix and is removed at the end.
 
-#[path = "support/docker.rs"]
 mod support;
 
 use std::collections::BTreeMap;
@@ -15,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use spark_launch::node::NodeName;
 use spark_launch::runtime::build::{BuildError, BuildRequest, build_image};
 use spark_launch::runtime::{Engine, EngineEndpoint};
-use support::{Cleanup, HOST_SOCKET, import_busybox, unique};
+use support::docker::{Cleanup, HOST_SOCKET, import_busybox, unique};
 use tokio_util::sync::CancellationToken;
 
 fn host_arch() -> &'static str {
