@@ -174,3 +174,17 @@ fn nccl_build_dry_run_prints_one_build_per_architecture_with_its_arguments() {
         "spark-launch/nccl-tests:nccl-v2.28.9-1-sm121-arm64-mesh"
     );
 }
+
+#[test]
+fn nccl_build_from_snapshots_without_dry_run_is_refused_before_touching_anything() {
+    let f = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/seed-001-two-sparks-both-twins");
+    let out = Command::new(env!("CARGO_BIN_EXE_spark-launch"))
+        .args(["nccl-build", "--snapshot"])
+        .arg(format!("spark={}", f.join("spark").display()))
+        .env("SPARK_LAUNCH_NO_PROGRESS", "1")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--dry-run"));
+}

@@ -172,7 +172,7 @@ fn parse_env(s: &str) -> Result<(String, String), String> {
 }
 
 pub async fn build(args: BuildArgs, ctx: &Context) -> CmdResult {
-    let nodes = build_nodes(&args).await?;
+    let (nodes, targets) = build_nodes(&args, ctx).await?;
     let opts = BuildOptions {
         nccl_ref: Some(args.nccl_ref.clone()),
         cuda_archs: args.cuda_arch.clone(),
@@ -192,33 +192,57 @@ pub async fn build(args: BuildArgs, ctx: &Context) -> CmdResult {
         }
         return Ok(Outcome::Success);
     }
-    let exec = if args.engines.engines.is_empty() {
-        vec![NodeTarget::local(local_node_name(), Role::Head)]
-    } else {
-        engine_targets(&args.engines)?.unwrap_or_default()
+    let Some((targets, pool)) = targets else {
+        return Err(anyhow::anyhow!(
+            "snapshots stand in for nodes only to plan: add --dry-run (a build needs the nodes' engines)"
+        ))
+        .invalid();
     };
-    super::cmd_nccl_exec::build(&plan, exec, ctx).await
+    let r = super::cmd_nccl_exec::build(&plan, targets, ctx).await;
+    if let Some(pool) = pool {
+        pool.close().await;
+    }
+    r
 }
 
-async fn build_nodes(args: &BuildArgs) -> Result<Vec<(NodeName, Option<String>)>, CmdError> {
+type BuildTargets = Option<(Vec<NodeTarget>, Option<crate::ssh::Pool>)>;
+
+/// The nodes to build for, `(name, uname -m)` head first, and how to reach their engines
+/// (`None` for snapshots, which only plan).
+async fn build_nodes(
+    args: &BuildArgs,
+    ctx: &Context,
+) -> Result<(Vec<(NodeName, Option<String>)>, BuildTargets), CmdError> {
     if args.target.uses_snapshots() {
         let inputs = read_snapshots(&args.target.snapshots).invalid()?;
-        return Ok(inputs.into_iter().map(|n| (n.name, n.facts.arch)).collect());
+        let nodes = inputs.into_iter().map(|n| (n.name, n.facts.arch)).collect();
+        return Ok((nodes, None));
     }
-    if args.local || !args.engines.engines.is_empty() {
-        // The engines build for their own machine's architecture (this one's, locally).
+    if let Some(t) = engine_targets(&args.engines)? {
+        // Engines given by socket run on this machine: they build for its architecture.
         let (_, facts) = local_node().await?;
-        if args.engines.engines.is_empty() {
-            return Ok(vec![(local_node_name(), facts.arch)]);
-        }
-        return Ok(args
-            .engines
-            .engines
+        let nodes = t
             .iter()
-            .map(|e| (e.name.clone(), facts.arch.clone()))
-            .collect());
+            .map(|x| (x.name.clone(), facts.arch.clone()))
+            .collect();
+        return Ok((nodes, Some((t, None))));
     }
-    Err(no_targets()).invalid()
+    if args.local {
+        let (name, facts) = local_node().await?;
+        let t = vec![NodeTarget::local(name.clone(), Role::Head)];
+        return Ok((vec![(name, facts.arch)], Some((t, None))));
+    }
+    let cluster = resolve(&args.target, ctx).await?;
+    let nodes = cluster
+        .nodes
+        .iter()
+        .map(|n| (n.name.clone(), n.facts.arch.clone()))
+        .collect();
+    let targets = match &cluster.pool {
+        Some(pool) => node_targets(pool),
+        None => return Err(no_targets()).invalid(),
+    };
+    Ok((nodes, Some((targets, cluster.pool))))
 }
 
 fn build_text(plan: &nccl_build::BuildPlan) -> String {
