@@ -348,16 +348,6 @@ pub fn fix_for(text: &str) -> Option<&'static str> {
             "RDMA packets are lost between the nodes: check that both ends of the cable have the same MTU (9000) and a RoCE v2 GID on the address they use (`spark-launch doctor`)",
         ),
         (
-            &[
-                "Connection refused",
-                "No route to host",
-                "Connection timed out",
-                "connect to",
-                "Connection closed by remote peer",
-            ],
-            "the ranks could not reach each other over TCP: check that NCCL_SOCKET_IFNAME is on a subnet every node shares and that no firewall blocks it (`spark-launch doctor`)",
-        ),
-        (
             &["out of memory"],
             "the GPU ran out of memory: lower the largest size (`-e`), or stop what else runs on that GPU",
         ),
@@ -411,6 +401,16 @@ pub fn fix_for(text: &str) -> Option<&'static str> {
                 "unable to launch the specified application",
             ],
             "the test binary is missing on some node: use the same image everywhere (`spark-launch image push`)",
+        ),
+        (
+            &[
+                "Connection refused",
+                "No route to host",
+                "Connection timed out",
+                "connect to",
+                "Connection closed by remote peer",
+            ],
+            "the ranks could not reach each other over TCP: check that NCCL_SOCKET_IFNAME is on a subnet every node shares and that no firewall blocks it (`spark-launch doctor`)",
         ),
         (
             &["wrong values", "Out of bounds values"],
@@ -474,5 +474,11 @@ mod tests {
                 .contains("NCCL_SOCKET_IFNAME")
         );
         assert!(fix_for("something new").is_none());
+        // An ssh failure is about ssh, though its text says "Connection refused".
+        assert!(
+            fix_for("ssh: connect to host 169.254.100.2 port 2233: Connection refused")
+                .unwrap()
+                .contains("sshd")
+        );
     }
 }
