@@ -10,7 +10,7 @@ use super::{CmdError, CmdResult, Context, Invalid, Outcome, print_json, print_ou
 use crate::derive::{self, NodeInput};
 use crate::node::NodeName;
 use crate::node::Role;
-use crate::plan::{JobName, Launch, RuntimeKind, Step};
+use crate::plan::{JobName, Launch, RuntimeKind};
 use crate::probe;
 use crate::report::nccl::{self, Analysis, ExpectedHcas, Status};
 use crate::runtime::NodeTarget;
@@ -615,32 +615,7 @@ pub(super) fn plan_text(p: &NcclTestPlan) -> String {
     }
     out.push_str("\nsteps:\n");
     for (i, s) in p.plan.steps.iter().enumerate() {
-        out.push_str(&format!("  {}. {}\n", i + 1, step_title(s)));
+        out.push_str(&format!("  {}. {}\n", i + 1, s.title()));
     }
     out
-}
-
-fn step_title(s: &Step) -> String {
-    let list = |nodes: &[NodeName]| {
-        nodes
-            .iter()
-            .map(|n| n.as_str())
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    match s {
-        Step::EnsureImage { image, nodes } => format!("ensure image {image} on {}", list(nodes)),
-        Step::Start { nodes } => format!("start on {}", list(nodes)),
-        Step::WriteFile { node, path, .. } => format!("write {path} on {node}"),
-        Step::Exec { node, command, .. } => format!("run {} on {node}", command.join(" ")),
-        Step::WaitHttp { node, url, .. } => format!("wait for {url} on {node}"),
-        Step::WaitExit {
-            node, timeout_s, ..
-        } => {
-            format!(
-                "wait for the driver on {node} to finish (at most {timeout_s} s), keep its output"
-            )
-        }
-        Step::Stop => "stop and remove the job on every node".into(),
-    }
 }
