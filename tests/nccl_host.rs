@@ -3,9 +3,13 @@
 //! that print captured logs (the GPU machine runs the real ones: tests/gpu/). A clean run exits
 //! 0; a run that falls back to sockets, with mpirun failing, exits 1 with its cause.
 
+mod support;
+
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+
+use support::describe;
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -51,15 +55,6 @@ fn run(dir: &Path, state: &Path, job: &str, extra: &[&str]) -> Output {
         .env("SPARK_LAUNCH_NO_PROGRESS", "1")
         .output()
         .unwrap()
-}
-
-fn describe(o: &Output) -> String {
-    format!(
-        "exit {:?}\n--- stdout\n{}\n--- stderr\n{}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
 }
 
 #[test]

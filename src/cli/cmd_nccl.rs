@@ -5,12 +5,15 @@
 use std::collections::BTreeMap;
 
 use super::args::{TargetArgs, read_snapshots, resolve};
-use super::launch::{LaunchArgs, NodeArgs, engine_targets, local_node_name, node_targets};
+use super::launch::{
+    LaunchArgs, NodeArgs, engine_targets, local_node_name, node_targets,
+    plan_text as plan_text_of_job,
+};
 use super::{CmdError, CmdResult, Context, Invalid, Outcome, print_json, print_out};
 use crate::derive::{self, NodeInput};
 use crate::node::NodeName;
 use crate::node::Role;
-use crate::plan::{JobName, Launch, RuntimeKind};
+use crate::plan::{JobName, RuntimeKind};
 use crate::probe;
 use crate::report::nccl::{self, Analysis, ExpectedHcas, Status};
 use crate::runtime::NodeTarget;
@@ -525,17 +528,12 @@ pub(super) fn analyse(plan: &NcclTestPlan, log: &str, exit_code: Option<i32>) ->
     nccl::analyse(log, &ctx)
 }
 
-/// `--dry-run` as text: per node its container (or nothing, for the host runtime), the
-/// hostfile, each mpirun line, the steps.
+/// `--dry-run` as text: where each node is reached and with which devices, the job's
+/// containers (or the driver process) and steps, the hostfile, each mpirun line.
 pub(super) fn plan_text(p: &NcclTestPlan) -> String {
     let ranks: u32 = p.nodes.iter().map(|n| n.gpus).sum();
     let mut out = format!(
-        "nccl-test plan: job {}, runtime {}, {} node{}, {} rank{}{}\n",
-        p.plan.job,
-        match p.plan.runtime {
-            RuntimeKind::Docker => "docker",
-            RuntimeKind::Host => "host",
-        },
+        "nccl-test: {} node{}, {} rank{}{}\n",
         p.nodes.len(),
         if p.nodes.len() == 1 { "" } else { "s" },
         ranks,
@@ -546,7 +544,7 @@ pub(super) fn plan_text(p: &NcclTestPlan) -> String {
     );
     for n in &p.nodes {
         out.push_str(&format!(
-            "\n{} ({}) at {}, {} GPU{}{}\n",
+            "  {} ({}) at {}, {} GPU{}{}\n",
             n.name,
             n.role,
             n.addr,
@@ -558,49 +556,21 @@ pub(super) fn plan_text(p: &NcclTestPlan) -> String {
                 format!(", RDMA {}", n.hcas.join(","))
             }
         ));
-        match p.plan.node(&n.name).map(|np| &np.launch) {
-            Some(Launch::Container(c)) => {
-                out.push_str(&format!("  container {}  image {}\n", c.name, c.image));
-                out.push_str(&format!(
-                    "  network {:?}, ipc {:?}, gpus {:?}, cap-add {}\n",
-                    c.network,
-                    c.ipc,
-                    c.gpus,
-                    c.cap_add.join(",")
-                ));
-                for d in &c.devices {
-                    out.push_str(&format!(
-                        "  device {}:{}:{}\n",
-                        d.host, d.container, d.permissions
-                    ));
-                }
-                let ulimits: Vec<String> = c
-                    .ulimits
-                    .iter()
-                    .map(|u| format!("{}={}:{}", u.name, u.soft, u.hard))
-                    .collect();
-                out.push_str(&format!("  ulimits {}\n", ulimits.join(" ")));
-                for m in &c.mounts {
-                    out.push_str(&format!(
-                        "  mount {} -> {}{}\n",
-                        m.source,
-                        m.target,
-                        if m.read_only { " (read-only)" } else { "" }
-                    ));
-                }
-                for (k, v) in &c.env {
-                    out.push_str(&format!("  env {k}={v}\n"));
-                }
-                if c.command.is_empty() {
-                    out.push_str("  runs sshd (port 2233, its address only)\n");
-                } else {
-                    out.push_str("  runs sshd in the background and the driver below\n");
-                }
-            }
-            Some(Launch::Process(_)) => out.push_str("  runs the driver below as a host process\n"),
-            None => out.push_str("  reached by mpirun through ssh; nothing started here\n"),
+    }
+    out.push('\n');
+    // The head's command is the driver script: shown below as its hostfile and mpirun lines,
+    // one app context per line, rather than as one long quoted string.
+    let mut shown = p.plan.clone();
+    for part in &mut shown.nodes {
+        let command = match &mut part.launch {
+            crate::plan::Launch::Container(c) => &mut c.command,
+            crate::plan::Launch::Process(pr) => &mut pr.command,
+        };
+        if command.len() == 3 && command[2] == p.driver {
+            command[2] = "<the driver: hostfile and mpirun lines below>".into();
         }
     }
+    out.push_str(&plan_text_of_job(&shown));
     out.push_str(&format!("\nhostfile {}:\n", p.hostfile_path));
     for l in p.hostfile.lines() {
         out.push_str(&format!("  {l}\n"));
@@ -612,10 +582,6 @@ pub(super) fn plan_text(p: &NcclTestPlan) -> String {
             p.nodes[0].name,
             r.pretty()
         ));
-    }
-    out.push_str("\nsteps:\n");
-    for (i, s) in p.plan.steps.iter().enumerate() {
-        out.push_str(&format!("  {}. {}\n", i + 1, s.title()));
     }
     out
 }

@@ -249,6 +249,12 @@ pub fn print_plan(plan: &JobPlan, ctx: &Context) -> Result<(), CmdError> {
         print_out("nothing to do");
         return Ok(());
     }
+    print_out(&plan_text(plan));
+    Ok(())
+}
+
+/// A plan as text: per node its container spec or process, then the steps.
+pub fn plan_text(plan: &JobPlan) -> String {
     let mut out = format!(
         "job {} ({}, runtime {:?})\n",
         plan.job, plan.workload, plan.runtime
@@ -309,8 +315,7 @@ pub fn print_plan(plan: &JobPlan, ctx: &Context) -> Result<(), CmdError> {
     for (i, s) in plan.steps.iter().enumerate() {
         out.push_str(&format!("  {}. {}\n", i + 1, s.title()));
     }
-    print_out(&out);
-    Ok(())
+    out
 }
 
 /// Runs `plan` on `targets` through the executor with Ctrl-C handling; maps the outcome to an
