@@ -97,6 +97,8 @@ fn a_clean_local_run_goes_through_real_mpirun_and_is_measured() {
         .map(|d| d.count())
         .unwrap_or(0);
     assert_eq!(left, 0, "the job's process folder is still there");
+    let hostfile = format!("/tmp/sl-{job}.hostfile");
+    assert!(!Path::new(&hostfile).exists(), "{hostfile} was left behind");
 }
 
 #[test]

@@ -647,6 +647,13 @@ fn driver_script(
     // -x LD_LIBRARY_PATH forwards it to every rank; make sure it is defined (Open MPI warns
     // about an unset one).
     let mut s = String::from("set -u\nexport LD_LIBRARY_PATH=\"${LD_LIBRARY_PATH-}\"\n");
+    if opts.runtime == RuntimeKind::Host {
+        // On the node itself the hostfile is a temporary file: gone when the driver ends.
+        s.push_str(&format!(
+            "trap 'rm -f {p}' EXIT\ntrap 'exit 143' TERM\ntrap 'exit 130' INT\n",
+            p = quote(hostfile_path)
+        ));
+    }
     s.push_str(&format!(
         "mkdir -p \"$(dirname {p})\" && cat > {p} <<'SL_HOSTFILE'\n{hostfile}SL_HOSTFILE\n",
         p = quote(hostfile_path)
