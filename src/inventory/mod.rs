@@ -232,6 +232,47 @@ impl Inventory {
         }
     }
 
+    /// Merges a node found by discovery: the node of that name (or, failing that, the node that
+    /// already has one of these addresses, keeping the user's name for it) gets the discovered
+    /// addresses first, followed by its other addresses; an unknown node is appended.
+    pub fn merge_discovered(&mut self, name: NodeName, addresses: Vec<String>) -> Added {
+        let pos = self.nodes.iter().position(|n| n.name == name).or_else(|| {
+            self.nodes
+                .iter()
+                .position(|n| n.addresses.iter().any(|a| addresses.contains(a)))
+        });
+        let Some(i) = pos else {
+            self.nodes.push(NodeConfig {
+                name,
+                addresses,
+                user: None,
+                port: SSH_PORT,
+                role: None,
+                fabric: None,
+            });
+            return Added::New;
+        };
+        let node = &mut self.nodes[i];
+        let new: Vec<String> = addresses
+            .iter()
+            .filter(|a| !node.addresses.contains(a))
+            .cloned()
+            .collect();
+        let mut merged = addresses.clone();
+        merged.extend(
+            node.addresses
+                .iter()
+                .filter(|a| !addresses.contains(a))
+                .cloned(),
+        );
+        if merged == node.addresses {
+            Added::Unchanged
+        } else {
+            node.addresses = merged;
+            Added::Merged(new)
+        }
+    }
+
     /// Removes a node by name.
     pub fn remove(&mut self, name: &NodeName) -> Option<NodeConfig> {
         let pos = self.nodes.iter().position(|n| &n.name == name)?;
@@ -414,6 +455,33 @@ mod tests {
         assert_eq!(inv.nodes[0].addresses, vec!["169.254.1.1", "169.254.9.9"]);
         assert!(inv.remove(&NodeName::new("a").unwrap()).is_some());
         assert!(inv.is_empty());
+    }
+
+    #[test]
+    fn a_discovered_node_gets_its_fresh_addresses_first_and_keeps_a_name_the_user_gave() {
+        let mut inv = Inventory {
+            nodes: vec![n("spark-b", "169.254.9.9"), n("mine", "169.254.4.4")],
+        };
+        inv.nodes[0].addresses.push("spark-b.lan".into());
+        let name = |s: &str| NodeName::new(s).unwrap();
+        assert_eq!(
+            inv.merge_discovered(name("spark-b"), vec!["169.254.7.7".into()]),
+            Added::Merged(vec!["169.254.7.7".into()])
+        );
+        assert_eq!(
+            inv.nodes[0].addresses,
+            vec!["169.254.7.7", "169.254.9.9", "spark-b.lan"]
+        );
+        assert_eq!(
+            inv.merge_discovered(name("spark-c"), vec!["169.254.4.4".into()]),
+            Added::Unchanged
+        );
+        assert_eq!(inv.nodes[1].name.as_str(), "mine");
+        assert_eq!(
+            inv.merge_discovered(name("spark-d"), vec!["169.254.5.5".into()]),
+            Added::New
+        );
+        assert_eq!(inv.nodes.len(), 3);
     }
 
     #[test]
