@@ -17,8 +17,11 @@ fn discover_json(net: &SimNet, node: usize, extra: &[&str]) -> (serde_json::Valu
     (v, stderr(&out))
 }
 
-/// `(name, [(ip, interface)], local)` for every node, in output order.
-fn rows(v: &serde_json::Value) -> Vec<(String, Vec<(String, String)>, bool)> {
+/// `(name, [(ip, interface)], local)` of one node.
+type Row = (String, Vec<(String, String)>, bool);
+
+/// Every node's row, in output order.
+fn rows(v: &serde_json::Value) -> Vec<Row> {
     v.as_array()
         .unwrap()
         .iter()
@@ -42,11 +45,7 @@ fn rows(v: &serde_json::Value) -> Vec<(String, Vec<(String, String)>, bool)> {
         .collect()
 }
 
-fn expected(
-    net: &SimNet,
-    nodes: &[usize],
-    local: usize,
-) -> Vec<(String, Vec<(String, String)>, bool)> {
+fn expected(net: &SimNet, nodes: &[usize], local: usize) -> Vec<Row> {
     let mut want: Vec<_> = nodes
         .iter()
         .map(|&i| {
