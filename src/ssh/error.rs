@@ -157,6 +157,14 @@ impl SshError {
         }
     }
 
+    /// `user@host:port` of a connection error.
+    pub fn connect_dest(&self) -> Option<String> {
+        match self {
+            SshError::Connect { dest, .. } => Some(dest.to_string()),
+            _ => None,
+        }
+    }
+
     /// The connection failure kind, for connection errors.
     pub fn connect_failure(&self) -> Option<&ConnectFailure> {
         match self {

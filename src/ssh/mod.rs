@@ -42,6 +42,7 @@ pub mod probe;
 pub mod quote;
 mod runtime_dir;
 mod session;
+pub mod trust;
 
 pub use askpass::Password;
 pub use error::{ConnectFailure, Dest, SshError, stderr_tail};

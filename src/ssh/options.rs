@@ -19,9 +19,14 @@ pub struct SshOptions {
     /// nothing behind for longer than this).
     pub persist: Duration,
     /// Known-hosts files to check, in order; the first one receives newly accepted keys.
-    /// Empty: the user's own (`~/.ssh/known_hosts`). `trust` puts a private file first during
-    /// first contact so that nothing is written to `~/.ssh` until the node accepted us.
+    /// Default: spark-launch's own `~/.ssh/spark-launch_known_hosts` (which `trust` fills on
+    /// every node), then the user's `~/.ssh/known_hosts` (read, never written). Empty: ssh's
+    /// own default.
     pub known_hosts: Vec<PathBuf>,
+    /// Record newly seen host keys in a private file of the pool's runtime folder (put first in
+    /// `known_hosts`) instead of `~/.ssh`: `trust` uses it so that nothing is written on a node
+    /// before it accepted us. `Pool::learned_hosts` reads it back.
+    pub learn_hosts_privately: bool,
     /// Accept a node's host key the first time it is seen (recorded under the node's name).
     /// When false, an unknown key is refused.
     pub accept_new_host_keys: bool,
@@ -39,7 +44,11 @@ impl Default for SshOptions {
             program: PathBuf::from("ssh"),
             connect_timeout: Duration::from_secs(10),
             persist: Duration::from_secs(120),
-            known_hosts: Vec::new(),
+            known_hosts: vec![
+                PathBuf::from(format!("%d/{}", super::trust::config::KNOWN_HOSTS)),
+                PathBuf::from("%d/.ssh/known_hosts"),
+            ],
+            learn_hosts_privately: false,
             accept_new_host_keys: true,
             identity: None,
             extra: Vec::new(),
@@ -85,6 +94,7 @@ impl SshOptions {
             o(format!("UserKnownHostsFile={}", files.join(" ")));
         }
         o("CheckHostIP=no".into());
+        o("HashKnownHosts=no".into());
         o("UpdateHostKeys=no".into());
         o(format!(
             "ConnectTimeout={}",

@@ -35,6 +35,8 @@ pub struct Pool {
     dir: RuntimeDir,
     opts: SshOptions,
     handles: Vec<Arc<NodeHandle>>,
+    /// Every node ever given to `connect_all`, in the order first given (head first).
+    order: Vec<NodeName>,
     next: AtomicUsize,
     /// At most this many connections are opened at once (0: all).
     pub limit: usize,
@@ -42,11 +44,16 @@ pub struct Pool {
 
 impl Pool {
     /// An empty pool with its private runtime folder.
-    pub fn new(opts: SshOptions) -> Result<Pool, SshError> {
+    pub fn new(mut opts: SshOptions) -> Result<Pool, SshError> {
+        let dir = RuntimeDir::create().map_err(SshError::RuntimeDir)?;
+        if opts.learn_hosts_privately {
+            opts.known_hosts.insert(0, dir.join("learned_hosts"));
+        }
         Ok(Pool {
-            dir: RuntimeDir::create().map_err(SshError::RuntimeDir)?,
+            dir,
             opts,
             handles: Vec::new(),
+            order: Vec::new(),
             next: AtomicUsize::new(0),
             limit: 0,
         })
@@ -75,6 +82,11 @@ impl Pool {
         targets: &[SshTarget],
         password: Option<&Password>,
     ) -> Vec<(NodeName, SshError)> {
+        for t in targets {
+            if !self.order.contains(&t.name) {
+                self.order.push(t.name.clone());
+            }
+        }
         let todo: Vec<&SshTarget> = targets
             .iter()
             .filter(|t| self.get(&t.name).is_err())
@@ -119,12 +131,13 @@ impl Pool {
                 Err(e) => failed.push((name, e)),
             }
         }
-        // Keep the order of `targets` (head first), whatever order they connected in.
-        let order: Vec<&NodeName> = targets.iter().map(|t| &t.name).collect();
+        // Keep the order the nodes were first given in (head first), whatever order they
+        // connected in.
+        let order = &self.order;
         self.handles.sort_by_key(|h| {
             order
                 .iter()
-                .position(|n| *n == h.name())
+                .position(|n| n == h.name())
                 .unwrap_or(usize::MAX)
         });
         failed
@@ -166,6 +179,14 @@ impl Pool {
     /// Every node name, head first.
     pub fn names(&self) -> Vec<NodeName> {
         self.handles.iter().map(|h| h.name().clone()).collect()
+    }
+
+    /// The private file where host keys first seen by this pool were recorded (only with
+    /// `SshOptions::learn_hosts_privately`).
+    pub fn learned_hosts(&self) -> Option<std::path::PathBuf> {
+        self.opts
+            .learn_hosts_privately
+            .then(|| self.dir.join("learned_hosts"))
     }
 
     /// The private folder of this pool's sockets.
