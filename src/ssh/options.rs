@@ -140,8 +140,11 @@ mod tests {
         assert!(text.contains("-o ControlPath=/run/user/1000/sl-x/c0"));
         assert!(text.ends_with("-p 2222 -l nvidia"));
         assert!(
-            !text.contains("UserKnownHostsFile"),
-            "the user's own by default"
+            text.contains(
+                "-o UserKnownHostsFile=\"%d/.ssh/spark-launch_known_hosts\" \"%d/.ssh/known_hosts\""
+            ),
+            "spark-launch's own known hosts first, then the user's: {text}"
         );
+        assert!(text.contains("-o HashKnownHosts=no"));
     }
 }
