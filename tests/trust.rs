@@ -294,3 +294,25 @@ fn env_probes_a_live_cluster_over_the_trust_it_set_up() {
     );
     assert!(stdout(&out).is_empty());
 }
+
+#[test]
+fn a_dry_run_lists_what_would_change_and_writes_nothing() {
+    let net = SimNet::builder(2).services("sshd").up();
+    let before: Vec<_> = (1..=2).map(|i| files(&net.home(i))).collect();
+    let out = trust(
+        &net,
+        &["--dry-run", "--hosts", &hosts(&net, &[1, 2])],
+        Some(PASSWORD),
+    );
+    assert!(out.status.success(), "{}", describe(&out));
+    let v = json(&out);
+    assert_eq!(v["dry_run"], true);
+    assert_eq!(v["would_change"], true);
+    assert_eq!(v["changed"], false);
+    let c = v["changes"][net.hostname(2)].to_string();
+    assert!(c.contains("would create its key"), "{c}");
+    assert!(c.contains("authorized 1 key"), "{c}");
+    let after: Vec<_> = (1..=2).map(|i| files(&net.home(i))).collect();
+    assert_eq!(before, after);
+    assert!(!net.home(2).join(".ssh").exists());
+}

@@ -25,6 +25,11 @@ pub struct Args {
     /// Ask for the password once on the terminal and use it for every node that asks.
     #[arg(long, conflicts_with = "password_stdin")]
     pub same_password: bool,
+
+    /// Show what would change on every node and write nothing (the matrix shows the pairs
+    /// that can ssh today).
+    #[arg(long)]
+    pub dry_run: bool,
 }
 
 pub async fn run(args: Args, ctx: &Context) -> CmdResult {
@@ -58,16 +63,31 @@ pub async fn run(args: Args, ctx: &Context) -> CmdResult {
     if pool.handles().len() < 2 {
         pool.close().await;
         let report = TrustReport::default();
-        print_report(ctx, &nodes_of(&targets), &report, &unreachable)?;
+        print_report(
+            ctx,
+            &nodes_of(&targets),
+            &report,
+            &unreachable,
+            args.dry_run,
+        )?;
         return Err(anyhow::anyhow!(
             "fewer than two nodes could be reached, so nothing was changed anywhere:{}",
             failure_lines(&unreachable)
         )
         .into());
     }
-    let report = trust::establish(&pool, &targets, &ctx.reporter).await;
+    let report = trust::establish(&pool, &targets, &ctx.reporter, args.dry_run).await;
     pool.close().await;
-    print_report(ctx, &nodes_of(&targets), &report, &unreachable)?;
+    print_report(
+        ctx,
+        &nodes_of(&targets),
+        &report,
+        &unreachable,
+        args.dry_run,
+    )?;
+    if args.dry_run && report.failed.is_empty() && unreachable.is_empty() {
+        return Ok(Outcome::Success);
+    }
     if report.all_ok() && unreachable.is_empty() {
         Ok(Outcome::Success)
     } else {
@@ -246,6 +266,7 @@ fn print_report(
     all: &[NodeName],
     report: &TrustReport,
     unreachable: &[(NodeName, String)],
+    dry_run: bool,
 ) -> Result<(), CmdError> {
     let mut failed: Vec<(NodeName, String)> = unreachable.to_vec();
     failed.extend(report.failed.iter().cloned());
@@ -269,7 +290,9 @@ fn print_report(
             .collect();
         print_json(&serde_json::json!({
             "nodes": all,
-            "changed": !report.unchanged(),
+            "dry_run": dry_run,
+            "changed": !report.unchanged() && !dry_run,
+            "would_change": !report.unchanged() && dry_run,
             "changes": changes,
             "failed": failures,
             "matrix": matrix,
@@ -282,7 +305,11 @@ fn print_report(
         if report.unchanged() {
             out.push_str("nothing to change: every node already trusts every other node\n");
         } else {
-            out.push_str("changed:\n");
+            out.push_str(if dry_run {
+                "would change (dry run, nothing written):\n"
+            } else {
+                "changed:\n"
+            });
             for (n, c) in &report.changes {
                 if c.is_empty() {
                     out.push_str(&format!("  {n}: nothing\n"));
@@ -293,7 +320,11 @@ fn print_report(
         }
         out.push('\n');
     }
-    out.push_str("ssh from (row) to (column):\n");
+    out.push_str(if dry_run {
+        "ssh from (row) to (column), as it works today:\n"
+    } else {
+        "ssh from (row) to (column):\n"
+    });
     out.push_str(&matrix_table(all, report, &failed));
     out.push('\n');
     let bad: Vec<String> = report

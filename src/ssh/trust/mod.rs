@@ -67,11 +67,14 @@ impl TrustReport {
 }
 
 /// Reads, plans, writes and verifies trust between every node of `pool` (all connected).
-/// `targets` says how each node is reached (for the `Host` blocks and `ssh-keyscan`).
+/// `targets` says how each node is reached (for the `Host` blocks and `ssh-keyscan`). With
+/// `dry_run`, nothing is written: keys that would be created stand in as placeholders, the
+/// report lists what would change, and the matrix shows the pairs that work today.
 pub async fn establish(
     pool: &Pool,
     targets: &[SshTarget],
     reporter: &Arc<dyn Reporter>,
+    dry_run: bool,
 ) -> TrustReport {
     let mut report = TrustReport::default();
     let names: Vec<NodeName> = pool.names();
@@ -100,7 +103,15 @@ pub async fn establish(
         .filter(|s| s.public_key.is_none())
         .map(|s| s.name.clone())
         .collect();
-    if !missing.is_empty() {
+    if !missing.is_empty() && dry_run {
+        for s in states.iter_mut().filter(|s| s.public_key.is_none()) {
+            s.public_key = Some(format!(
+                "ssh-ed25519 (the-new-key-of-{}) spark-launch@{}",
+                s.name, s.name
+            ));
+            report.generated.push(s.name.clone());
+        }
+    } else if !missing.is_empty() {
         let step = reporter.step(&format!(
             "create an ed25519 key on {}",
             missing
@@ -182,7 +193,7 @@ pub async fn establish(
         }
     }
     let todo: Vec<&NodePlan> = plans.iter().filter(|p| !p.is_noop()).collect();
-    if !todo.is_empty() {
+    if !todo.is_empty() && !dry_run {
         let step = reporter.step(&format!(
             "write keys, Host entries and host keys on {} node{}",
             todo.len(),
@@ -213,7 +224,11 @@ pub async fn establish(
     for p in &plans {
         let mut c = Vec::new();
         if report.generated.contains(&p.name) {
-            c.push("created its key ~/.ssh/id_ed25519".to_string());
+            c.push(if dry_run {
+                "would create its key ~/.ssh/id_ed25519".to_string()
+            } else {
+                "created its key ~/.ssh/id_ed25519".to_string()
+            });
         }
         c.extend(p.summary());
         report.changes.push((p.name.clone(), c));
