@@ -172,8 +172,8 @@ impl NodeHandle {
                 c
             }
             Link::Remote(s) => {
-                let mut c = Command::new(s_program(s));
-                c.args(s_client_args(s)).args([
+                let mut c = Command::new(s.program_path());
+                c.args(s.client_args()).args([
                     "--",
                     &s.dest().host,
                     &quote::join(&["sh", "-c", &unpack]).unwrap_or_default(),
@@ -243,14 +243,6 @@ impl NodeHandle {
             s.close().await;
         }
     }
-}
-
-fn s_program(s: &Session) -> PathBuf {
-    s.program_path().to_path_buf()
-}
-
-fn s_client_args(s: &Session) -> Vec<String> {
-    s.client_args()
 }
 
 /// A unix socket forwarded from a node; the forward ends when this is closed or dropped.

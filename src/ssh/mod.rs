@@ -24,8 +24,11 @@
 //! # Ok(()) }
 //! ```
 //!
-//! Nodes come from `cli::args::resolve_targets` (cluster file, `--hosts`, `--nodes`), which
-//! marks the machine spark-launch runs on as `local`: its commands run here, without SSH.
+//! Commands get their nodes from the shared resolver in `cli::args`: `resolve` (facts of every
+//! node, head first, plus the connected `Pool`), or `configured_nodes` + `ssh_targets` +
+//! `connect` for commands that need no facts. It marks the machine spark-launch runs on as
+//! `local`: its commands run here, without SSH. Close a pool with `close().await` when done
+//! (dropping it also closes every master, blocking briefly).
 //!
 //! Every connection pins the host key by node name (`HostKeyAlias`), so changing link-local
 //! addresses never break `known_hosts`; prefers AES-GCM; runs in `BatchMode` (no prompt can
