@@ -316,3 +316,61 @@ fn a_dry_run_lists_what_would_change_and_writes_nothing() {
     assert_eq!(before, after);
     assert!(!net.home(2).join(".ssh").exists());
 }
+
+#[test]
+fn on_a_terminal_trust_asks_each_node_that_wants_one_for_its_password_once() {
+    let net = SimNet::builder(3).services("sshd").up();
+    let h = hosts(&net, &[1, 2, 3]);
+    let bin = net.binary().display().to_string();
+    // `script` gives spark-launch a terminal; the two typed lines answer the two prompts.
+    let typed = format!("{PASSWORD}\n{PASSWORD}\n");
+    let out = net.exec_user(
+        1,
+        &[
+            "script",
+            "-qec",
+            &format!("{bin} trust --hosts {h}"),
+            "/dev/null",
+        ],
+        &[],
+        Some(typed.as_bytes()),
+    );
+    assert!(out.status.success(), "{}", describe(&out));
+    let text = stdout(&out);
+    for i in [2, 3] {
+        let prompt = format!(
+            "{} ({}@{}) password: ",
+            net.hostname(i),
+            support::USER,
+            net.fabric_addr(i)
+        );
+        assert_eq!(text.matches(&prompt).count(), 1, "{text}");
+    }
+    assert!(
+        !text.contains(&format!("{} (", net.hostname(1))),
+        "no prompt for this machine: {text}"
+    );
+
+    // With --same-password one prompt serves every node (here: after their keys were removed).
+    for i in [2, 3] {
+        std::fs::remove_file(net.home(i).join(".ssh/authorized_keys")).unwrap();
+    }
+    let out = net.exec_user(
+        1,
+        &[
+            "script",
+            "-qec",
+            &format!("{bin} trust --same-password --hosts {h}"),
+            "/dev/null",
+        ],
+        &[],
+        Some(format!("{PASSWORD}\n").as_bytes()),
+    );
+    assert!(out.status.success(), "{}", describe(&out));
+    assert_eq!(
+        stdout(&out)
+            .matches("password for every node that asks: ")
+            .count(),
+        1
+    );
+}
