@@ -98,6 +98,16 @@ fn trust_from_zero_on_three_nodes_with_a_password_then_every_pair_can_ssh_with_k
                 j + 1
             );
         }
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(net.home(i).join(".ssh"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(
+            mode & 0o777,
+            0o700,
+            "~/.ssh on n{i} was created with mode 0700"
+        );
         let auth = std::fs::read_to_string(net.home(i).join(".ssh/authorized_keys")).unwrap();
         assert_eq!(auth.lines().count(), 2, "{auth}");
         let config = std::fs::read_to_string(net.home(i).join(".ssh/config")).unwrap();
@@ -373,4 +383,17 @@ fn on_a_terminal_trust_asks_each_node_that_wants_one_for_its_password_once() {
             .count(),
         1
     );
+}
+
+#[test]
+fn without_a_terminal_or_password_stdin_a_node_that_wants_a_password_says_how_to_give_one() {
+    let net = SimNet::builder(2).services("sshd").up();
+    let out = net.spark_launch(1, &["trust", "--hosts", &hosts(&net, &[1, 2])]);
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("the node asks for a password: run in a terminal, or pass --password-stdin"),
+        "{err}"
+    );
+    assert!(!net.home(1).join(".ssh").exists() && !net.home(2).join(".ssh").exists());
 }
