@@ -90,11 +90,14 @@ pub fn browse(opts: &BrowseOptions) -> Result<Heard, DiscoverError> {
     let hard = started + opts.timeout;
     let mut answers: Vec<Answer> = Vec::new();
     let mut last_new: Option<Instant> = None;
+    // On a loaded machine answers arrive later and further apart: the quiet window is never
+    // shorter than the time the first peer took to answer.
+    let mut quiet = opts.quiet;
     let mut settled = false;
     loop {
         let now = Instant::now();
         let until = match last_new {
-            Some(t) => (t + opts.quiet).min(hard),
+            Some(t) => (t + quiet).min(hard),
             None => hard,
         };
         if now >= until {
@@ -138,6 +141,9 @@ pub fn browse(opts: &BrowseOptions) -> Result<Heard, DiscoverError> {
                 };
                 let new = merge(&mut answers, answer);
                 if new && (from_peer || last_new.is_some()) {
+                    if last_new.is_none() {
+                        quiet = quiet.max(started.elapsed());
+                    }
                     last_new = Some(Instant::now());
                 }
             }
