@@ -234,6 +234,7 @@ fn a_folder_is_copied_to_a_node_and_a_remote_unix_socket_is_forwarded_then_torn_
     );
     let mut server = server;
     let _ = server.kill();
+    let _ = server.wait();
 }
 
 #[test]

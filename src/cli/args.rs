@@ -2,6 +2,21 @@
 //! `--nodes`) and how to launch (`--dry-run`, `--concurrency`, ...), plus the one resolver every
 //! cluster command uses to turn them into nodes: [`resolve`] (facts of every node, head first,
 //! and the live links) and [`configured_nodes`] / [`connect`] for commands that need less.
+//!
+//! ```ignore
+//! #[derive(clap::Args)]
+//! pub struct Args { #[command(flatten)] pub target: TargetArgs, /* ... */ }
+//!
+//! let cluster = args::resolve(&a.target, ctx).await?;   // snapshots, --hosts, --nodes or file
+//! let env = derive::derive(&cluster.nodes)?;             // NodeInput, head first
+//! if let Some(pool) = &cluster.pool {                    // None for --snapshot
+//!     for node in pool.handles() {                       // the local node runs commands here
+//!         let out = node.run(&["nvidia-smi", "-L"]).await?;
+//!     }
+//!     let targets = launch::node_targets(pool);          // the runtime's view (Docker over SSH)
+//!     pool.close().await;
+//! }
+//! ```
 
 use std::path::{Path, PathBuf};
 

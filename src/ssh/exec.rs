@@ -17,6 +17,9 @@ use super::error::SshError;
 pub struct Output {
     /// The exit status; a command killed by a signal reports 128 + the signal number.
     pub code: i32,
+    /// The signal that killed the command (here; a remote command killed by a signal shows as
+    /// its shell's exit status instead).
+    pub signal: Option<i32>,
     pub stdout: Vec<u8>,
     pub stderr: Vec<u8>,
 }
@@ -111,6 +114,10 @@ pub(crate) async fn run_child(
     })?;
     Ok(Output {
         code: exit_code(&out.status),
+        signal: {
+            use std::os::unix::process::ExitStatusExt;
+            out.status.signal()
+        },
         stdout: out.stdout,
         stderr: out.stderr,
     })
