@@ -41,7 +41,7 @@ pipe() { echo "docker save $IMAGE | $SSH $(addr "$1") docker load -q >/dev/null"
 run() { # run NAME PREPARE COMMAND -> mean seconds
 	local name=$1 prepare=$2 cmd=$3
 	in_head hyperfine --runs "$RUNS" --export-json "/tmp/push.json" \
-		--prepare "$prepare" --conclude "$prepare" --command-name "$name" "$cmd" >&2
+		--prepare "$prepare" --command-name "$name" "$cmd" >&2
 	in_head cat /tmp/push.json | jq '.results[0].mean'
 }
 

@@ -24,7 +24,7 @@ use super::fanout::{NodeFailures, all_ok, for_each_node};
 use super::images::{EnsureError, PushPolicy, ensure_image};
 use super::phase::{Phase, PhaseError, PhaseFailure, Runner};
 use crate::node::NodeName;
-use crate::plan::{JobPlan, Launch, RuntimeKind, Step};
+use crate::plan::{JobPlan, RuntimeKind, Step};
 use crate::progress::Reporter;
 use crate::runtime::http::{HttpAnswer, HttpUrl, get};
 use crate::runtime::wait::{self, Probe};
@@ -354,12 +354,8 @@ impl<'a> Phase<ApplyContext<'a>> for NameFree {
             let results = for_each_node(nodes, ctx.options.concurrency, |node| async move {
                 let handle = ctx.cluster.node(&node)?;
                 let mut taken: Vec<String> = Vec::new();
-                // Both runtimes: one job name means one job, whatever runs it.
-                let runtime = match ctx.plan.runtime {
-                    RuntimeKind::Docker => None,
-                    // A host-only node may have no engine at all.
-                    RuntimeKind::Host => Some(RuntimeKind::Host),
-                };
+                // The plan's runtime: a container and a process never share a name.
+                let runtime = Some(ctx.plan.runtime);
                 for e in handle.jobs(Some(job), runtime).await? {
                     taken.push(format!("{} ({})", e.name, e.state));
                 }
@@ -747,13 +743,5 @@ impl<'a> Phase<ApplyContext<'a>> for Stop {
             stop_job(ctx, ctx.options.stop_grace).await?;
             Ok(None)
         })
-    }
-}
-
-/// Which runtime a launch needs (for callers building targets).
-pub fn launch_kind(launch: &Launch) -> RuntimeKind {
-    match launch {
-        Launch::Container(_) => RuntimeKind::Docker,
-        Launch::Process(_) => RuntimeKind::Host,
     }
 }

@@ -8,12 +8,11 @@
 //! [`run_plan`]. With `--dry-run` it prints the plan instead ([`print_plan`]).
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
 use super::args::{TargetArgs, configured_nodes, connect, local_facts};
-use super::{CmdError, CmdResult, Context, Invalid, Outcome, print_json, print_out};
+use super::{CmdError, Context, Invalid, print_json, print_out};
 use crate::apply::{ApplyError, ApplyOptions, PushPolicy, execute};
 use crate::node::{NodeName, Role};
 use crate::plan::{Gpus, JobPlan, Launch, RuntimeKind, Step, Ulimit};
@@ -383,18 +382,6 @@ pub fn start_steps(plan: &JobPlan) -> Vec<Step> {
     }
     steps.push(Step::Start { nodes });
     steps
-}
-
-/// The plan-level default for how long a stop waits before SIGKILL.
-pub const STOP_GRACE: Duration = Duration::from_secs(10);
-
-/// Success, or the exit code of a failed operation with the error already printed.
-pub fn outcome(ok: bool) -> CmdResult {
-    Ok(if ok {
-        Outcome::Success
-    } else {
-        Outcome::Failed
-    })
 }
 
 #[cfg(test)]

@@ -1,8 +1,8 @@
-//! The live side of a set of nodes (STYLE rule 3's `NodeRuntime`s): for each node its target and,
-//! once asked for, its connected engine. And the job operations that work the same for both
-//! runtimes — start a node's part, find a job's work by its labels, stop it, run a command,
-//! write a file, wait for the end, read the log — dispatched to the Docker engine or the host
-//! runtime. Per node only: fanning out is `apply::for_each_node`'s job.
+//! The live side of a set of nodes (STYLE rule 3: handles, never serialised): for each node its
+//! target and, once asked for, its connected engine. And the job operations that work the same
+//! for both runtimes — start a node's part, find a job's work by its labels, stop it, run a
+//! command, write a file, wait for the end, read the log — dispatched to the Docker engine or the
+//! host runtime. Per node only: fanning out is `apply::for_each_node`'s job.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -47,9 +47,39 @@ impl NodeRuntime {
         self.engine
             .get_or_try_init(|| async {
                 let endpoint = self.endpoint().await?;
-                Engine::connect(&self.target.name, endpoint).await
+                match Engine::connect(&self.target.name, endpoint).await {
+                    Ok(e) => Ok(e),
+                    // Through a forward, a missing engine or a refused permission on the node
+                    // only shows as a dropped connection: look at the socket there to say which.
+                    Err(e) => match &self.target.reach {
+                        Reach::Remote(remote) => {
+                            Err(self.diagnose(remote.as_ref()).await.unwrap_or(e))
+                        }
+                        _ => Err(e),
+                    },
+                }
             })
             .await
+    }
+
+    /// Why the Docker socket on a remote node cannot be used, when the node can tell.
+    async fn diagnose(&self, remote: &dyn super::target::RemoteNode) -> Option<RuntimeError> {
+        let socket = self
+            .target
+            .docker_socket
+            .as_deref()
+            .unwrap_or(DEFAULT_DOCKER_SOCKET);
+        let check = format!(
+            "s={}; if [ ! -S \"$s\" ]; then echo missing; elif [ ! -r \"$s\" ] || [ ! -w \"$s\" ]; then echo denied; else echo ok; fi",
+            super::shell::quote(socket)
+        );
+        let out = remote.run(&check, Vec::new()).await.ok()?;
+        let on_node = format!("{socket} on the node");
+        match String::from_utf8_lossy(&out.stdout).trim() {
+            "missing" => Some(RuntimeError::DockerMissing { socket: on_node }),
+            "denied" => Some(RuntimeError::SocketPermission { socket: on_node }),
+            _ => None,
+        }
     }
 
     async fn endpoint(&self) -> Result<EngineEndpoint, RuntimeError> {
@@ -65,22 +95,6 @@ impl NodeRuntime {
                     .docker_socket
                     .as_deref()
                     .unwrap_or(DEFAULT_DOCKER_SOCKET);
-                // Look at the socket on the node first: through a forward, a missing engine or
-                // a refused permission would only show up as a dropped connection.
-                let check = format!(
-                    "s={}; if [ ! -S \"$s\" ]; then echo missing; elif [ ! -r \"$s\" ] || [ ! -w \"$s\" ]; then echo denied; else echo ok; fi",
-                    super::shell::quote(socket)
-                );
-                let out = remote
-                    .run(&check, Vec::new())
-                    .await
-                    .map_err(|e| RuntimeError::Other(format!("{}: {e}", remote.describe())))?;
-                let on_node = format!("{socket} on the node");
-                match String::from_utf8_lossy(&out.stdout).trim() {
-                    "missing" => return Err(RuntimeError::DockerMissing { socket: on_node }),
-                    "denied" => return Err(RuntimeError::SocketPermission { socket: on_node }),
-                    _ => {}
-                }
                 remote
                     .forward_socket(socket)
                     .await

@@ -130,11 +130,24 @@ impl Engine {
         if api < MIN_API {
             return Err(RuntimeError::ApiTooOld { found: api, server });
         }
-        // Speak the server's version when it is older than ours (bollard's negotiation).
-        let docker = docker
-            .negotiate_version()
-            .await
-            .map_err(|e| RuntimeError::api("negotiate the API version", e))?;
+        // Speak the server's version when it is older than ours (what bollard's negotiation
+        // does, without asking for the version a second time).
+        let ours = bollard::API_DEFAULT_VERSION;
+        let speak = if (api.major as usize, api.minor as usize)
+            < (ours.major_version, ours.minor_version)
+        {
+            bollard::ClientVersion {
+                major_version: api.major as usize,
+                minor_version: api.minor as usize,
+            }
+        } else {
+            *ours
+        };
+        let docker = Docker::connect_with_unix(&socket, REQUEST_TIMEOUT.as_secs(), &speak)
+            .map_err(|e| RuntimeError::Unreachable {
+                socket: socket.clone(),
+                cause: describe_bollard(&e),
+            })?;
         let info = docker
             .info()
             .await
