@@ -2,7 +2,7 @@
 //! `tree`). The same script runs on the local machine (`probe`, `probe --capture`) and on
 //! remote nodes over SSH, and its output goes through the same reader as a snapshot folder.
 //!
-//! It only reads: sysfs, procfs, `/dev/infiniband`, `/etc/nccl.conf`, `ip -j addr/route`. With
+//! It only reads: sysfs, procfs (including the NVIDIA driver's GPU list), `/dev/infiniband`, `/etc/nccl.conf`, `ip -j addr/route`. With
 //! `SL_ROOT=DIR` set it reads a snapshot folder instead of the live machine (tests use that to
 //! prove the emitter covers every path the reader needs). It needs only `sh`, `sed`, `cat` and
 //! `ip` (iproute2), all present on DGX OS and on every distribution with RDMA support; it uses
@@ -50,6 +50,9 @@ e1 proc/sys/kernel/osrelease
 em proc/meminfo
 e1 sys/module/nvidia/version
 em etc/nccl.conf
+for g in "$R"/proc/driver/nvidia/gpus/*; do
+  [ -e "$g/information" ] && em "proc/driver/nvidia/gpus/${g##*/}/information"
+done
 for f in "$R"/dev/infiniband/*; do
   [ -e "$f" ] && printf '@dev/infiniband/%s\n|\n' "${f##*/}"
 done

@@ -435,6 +435,15 @@ impl MemlockLimit {
     }
 }
 
+/// One NVIDIA GPU as the kernel driver lists it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GpuFacts {
+    /// PCI bus location (`0000:01:00.0`).
+    pub bus: String,
+    /// `Model:` line (`NVIDIA GB10`), when readable.
+    pub model: Option<String>,
+}
+
 /// Host facts beyond the network: what the doctor's host checks read. Every field is optional
 /// because snapshots written by hand or by older versions may lack them.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -450,6 +459,9 @@ pub struct HostFacts {
     pub nvidia_driver: Option<String>,
     /// Entries of `/dev/infiniband` (`uverbs0`, `rdma_cm`, ...).
     pub infiniband_dev_nodes: Vec<String>,
+    /// The NVIDIA GPUs the driver sees (`/proc/driver/nvidia/gpus/<bus>/information`).
+    #[serde(default)]
+    pub gpus: Vec<GpuFacts>,
     /// `/etc/nccl.conf`: NCCL applies every variable in it that the environment does not set,
     /// silently, on top of what spark-launch derives.
     pub nccl_conf: Option<String>,

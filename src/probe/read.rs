@@ -201,12 +201,30 @@ fn read_host(tree: &dyn Tree) -> HostFacts {
         cma_free_kib: meminfo.get("CmaFree").copied(),
         nvidia_driver: tree.read("sys/module/nvidia/version").value(),
         infiniband_dev_nodes: tree.list("dev/infiniband"),
+        gpus: read_gpus(tree),
         nccl_conf,
         memlock: tree
             .read("ulimit-l")
             .value()
             .and_then(|s| MemlockLimit::parse(&s)),
     }
+}
+
+/// `proc/driver/nvidia/gpus/<bus>/information`: one GPU per folder, its `Model:` line.
+fn read_gpus(tree: &dyn Tree) -> Vec<GpuFacts> {
+    tree.list("proc/driver/nvidia/gpus")
+        .into_iter()
+        .map(|bus| {
+            let model = match tree.read(&format!("proc/driver/nvidia/gpus/{bus}/information")) {
+                Read::Value(text) => text.lines().find_map(|l| {
+                    let (k, v) = l.split_once(':')?;
+                    (k.trim() == "Model").then(|| v.trim().to_string())
+                }),
+                _ => None,
+            };
+            GpuFacts { bus, model }
+        })
+        .collect()
 }
 
 /// `MemTotal:  131072000 kB` lines → name → KiB.
@@ -408,8 +426,15 @@ mod tests {
             ("sys/module/nvidia/version", "580.95.05\n"),
             ("dev/infiniband/uverbs0", ""),
             ("ulimit-l", "unlimited\n"),
+            (
+                "proc/driver/nvidia/gpus/000f:01:00.0/information",
+                "Model: \t\t NVIDIA GB10\nIRQ:   \t\t 182\nBus Location: \t 000f:01:00.0\n",
+            ),
         ]))
         .unwrap();
+        assert_eq!(f.host.gpus.len(), 1);
+        assert_eq!(f.host.gpus[0].bus, "000f:01:00.0");
+        assert_eq!(f.host.gpus[0].model.as_deref(), Some("NVIDIA GB10"));
         assert_eq!(f.host.mem_total_kib, Some(131_072_000));
         assert_eq!(f.host.cma_total_kib, Some(0));
         assert_eq!(f.host.nvidia_driver.as_deref(), Some("580.95.05"));
