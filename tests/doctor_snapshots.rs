@@ -34,6 +34,7 @@ fn report(name: &str) -> Report {
             derived: &derived,
             options: &Options::default(),
             live: None,
+            unreachable: &[],
         },
         &Selection::default(),
     )

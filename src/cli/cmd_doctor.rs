@@ -148,6 +148,7 @@ fn judge(
             derived: &derived,
             options,
             live,
+            unreachable: &[],
         },
         selection,
     )

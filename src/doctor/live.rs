@@ -218,9 +218,11 @@ pub fn script(plan: &GatherPlan) -> String {
     }
     for (i, t) in plan.ssh.iter().enumerate() {
         let port = t.port.map(|p| format!(" -p {p}")).unwrap_or_default();
+        // Host keys are pinned under the node's name (as `trust` records them).
         let _ = writeln!(
             s,
-            "run ssh/{i} ssh -n -o BatchMode=yes -o ConnectTimeout=5 -o ControlPath=none{port} {} true",
+            "run ssh/{i} ssh -n -o BatchMode=yes -o ConnectTimeout=5 -o ControlPath=none -o {}{port} {} true",
+            q(&format!("HostKeyAlias={}", t.peer)),
             q(&t.destination)
         );
     }

@@ -105,6 +105,9 @@ pub struct Inputs<'a> {
     /// Observations from the live nodes; `None` on snapshots. A node whose gathering failed
     /// maps to the reason.
     pub live: Option<&'a BTreeMap<NodeName, Result<Observations, String>>>,
+    /// Live nodes that could not be reached or probed at all, with the reason: they have no
+    /// facts, `reach.ssh` fails them and every other check skips them.
+    pub unreachable: &'a [(NodeName, String)],
 }
 
 impl Inputs<'_> {
@@ -247,7 +250,8 @@ impl Selection {
 
 /// Runs every selected check and assembles the report (log analyses are added by the caller).
 pub fn run(inputs: &Inputs, selection: &Selection) -> Report {
-    let names: Vec<NodeName> = inputs.nodes.iter().map(|n| n.name.clone()).collect();
+    let mut names: Vec<NodeName> = inputs.nodes.iter().map(|n| n.name.clone()).collect();
+    names.extend(inputs.unreachable.iter().map(|(n, _)| n.clone()));
     let mut summary = Summary::default();
     let mut reports = Vec::new();
     for check in checks().into_iter().filter(|c| selection.wants(c.info.id)) {
@@ -260,6 +264,11 @@ pub fn run(inputs: &Inputs, selection: &Selection) -> Report {
         } else {
             (check.run)(inputs)
         };
+        for (node, why) in inputs.unreachable {
+            if !eval.findings.iter().any(|f| &f.node == node) {
+                eval.skip(node, format!("not reachable ({why})"));
+            }
+        }
         eval.findings.sort_by_key(|f| {
             (
                 names.iter().position(|n| n == &f.node),

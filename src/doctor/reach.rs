@@ -103,6 +103,15 @@ fn ssh(inputs: &Inputs) -> Evaluation {
     let mut e = Evaluation::default();
     let mut failures = Vec::new();
     let mut tried: BTreeMap<&NodeName, usize> = BTreeMap::new();
+    for (node, why) in inputs.unreachable {
+        let (why_it_matters, fix) = ssh_fix(why, node);
+        e.push(Finding::fail(
+            node,
+            format!("this machine cannot reach the node over SSH: {why}"),
+            why_it_matters,
+            fix,
+        ));
+    }
     for node in inputs.nodes {
         let obs = match inputs.observed(&node.name) {
             Ok(o) => o,

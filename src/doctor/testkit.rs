@@ -277,6 +277,7 @@ pub fn eval(
         derived: &derived,
         options,
         live,
+        unreachable: &[],
     };
     (check.run)(&inputs)
 }

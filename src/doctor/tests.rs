@@ -57,6 +57,7 @@ fn report(
             derived: &derived,
             options: &options,
             live,
+            unreachable: &[],
         },
         &Selection::default(),
     )
@@ -113,4 +114,45 @@ fn two_faults_on_two_nodes_fail_exactly_two_cells() {
     );
     assert!(r.failed());
     assert_eq!(r.summary.fail, 2);
+}
+
+#[test]
+fn a_node_that_cannot_be_reached_fails_reach_ssh_and_is_skipped_by_every_other_check() {
+    let nodes = vec![pair().remove(0)];
+    let live: BTreeMap<NodeName, Result<Observations, String>> =
+        [(name("spark-a"), Ok(Observations::default()))].into();
+    let unreachable = vec![(
+        name("spark-b"),
+        "ssh: connect to host 10.0.0.12 port 22: Connection refused".to_string(),
+    )];
+    let derived = derive(&nodes);
+    let options = Options::default();
+    let r = run(
+        &Inputs {
+            nodes: &nodes,
+            derived: &derived,
+            options: &options,
+            live: Some(&live),
+            unreachable: &unreachable,
+        },
+        &Selection::default(),
+    );
+    assert_eq!(r.nodes, vec![name("spark-a"), name("spark-b")]);
+    for c in &r.checks {
+        let cell = c
+            .nodes
+            .iter()
+            .find(|(n, _)| n.as_str() == "spark-b")
+            .unwrap()
+            .1;
+        if c.info.id == "reach.ssh" {
+            assert_eq!(cell, Status::Fail);
+            assert_eq!(
+                c.findings[0].fix.commands,
+                vec!["sudo systemctl enable --now ssh"]
+            );
+        } else {
+            assert_eq!(cell, Status::Skipped, "{}", c.info.id);
+        }
+    }
 }
