@@ -9,9 +9,11 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::check::*;
+use super::reach::{Tried, blamed};
 use super::{Check, Inputs};
 use crate::derive::topology::{FabricAddr, SubnetMap, Topology, fabric_addrs};
 use crate::derive::{NodeInput, ViolationKind, twins};
+use crate::node::NodeName;
 use crate::probe::facts::{IbDevice, LinkLayer, NetIf, NodeFacts, RouteFacts, Subnet};
 
 const fn info(id: &'static str, needs: Needs, title: &'static str) -> CheckInfo {
@@ -525,8 +527,20 @@ fn mtu_mismatch(inputs: &Inputs) -> Evaluation {
     e
 }
 
+/// One failed don't-fragment ping.
+struct DfFailure<'a> {
+    from: &'a NodeName,
+    to: &'a NodeName,
+    payload: u32,
+    iface: &'a NetIf,
+    addr: std::net::Ipv4Addr,
+    reason: String,
+}
+
 fn mtu_path(inputs: &Inputs) -> Evaluation {
     let mut e = Evaluation::default();
+    let mut failures: Vec<DfFailure> = Vec::new();
+    let mut tried = Tried::new();
     for node in inputs.nodes {
         let obs = match inputs.observed(&node.name) {
             Ok(o) => o,
@@ -552,30 +566,20 @@ fn mtu_path(inputs: &Inputs) -> Evaluation {
                     && q.ping.iface == p.ping.iface
                     && q.result.as_ref().is_some_and(|r| r.ok())
             });
-            if r.ok() || !plain_ok {
+            if !plain_ok {
                 continue;
             }
-            let mtu = payload + 28;
-            e.push(Finding::fail(
-                &node.name,
-                format!(
-                    "a {mtu}-byte don't-fragment ping from {} to {} ({}) fails, though both ends are set to MTU {mtu} and small pings pass ({})",
-                    p.ping.iface,
-                    p.ping.to,
-                    p.ping.peer,
-                    r.reason()
-                ),
-                "something between the two ends (a switch port, a bond, a VLAN) has a smaller MTU; large RoCE and TCP frames vanish and transfers hang",
-                Fix::run(
-                    format!(
-                        "raise the MTU of every hop (switch ports included) to {mtu}, or lower both ends to the largest size that passes; check with the command below"
-                    ),
-                    [format!(
-                        "ping -M do -s {payload} -c 3 -I {} {}",
-                        p.ping.iface, p.ping.to
-                    )],
-                ),
-            ));
+            tried.entry(&p.ping.peer).or_default().insert(&node.name);
+            if !r.ok() {
+                failures.push(DfFailure {
+                    from: &node.name,
+                    to: &p.ping.peer,
+                    payload,
+                    iface: &p.ping.iface,
+                    addr: p.ping.to,
+                    reason: r.reason(),
+                });
+            }
         }
         if !any {
             e.note(
@@ -583,6 +587,57 @@ fn mtu_path(inputs: &Inputs) -> Evaluation {
                 "no link with the same MTU above 1500 on both ends: nothing to test",
             );
         }
+    }
+    let pairs: Vec<(&NodeName, &NodeName)> = failures.iter().map(|f| (f.from, f.to)).collect();
+    let blamed = blamed(&pairs, &tried);
+    let why = "something on the path (a switch or bridge port, a bond, a VLAN, the far end's NIC) has a smaller MTU; large RoCE and TCP frames vanish and transfers hang";
+    for to in &blamed {
+        let mine: Vec<&DfFailure> = failures.iter().filter(|f| f.to == *to).collect();
+        let Some(first) = mine.first() else { continue };
+        let mtu = first.payload + 28;
+        let from: Vec<&str> = mine.iter().map(|f| f.from.as_str()).collect();
+        e.push(Finding::fail(
+            to,
+            format!(
+                "{mtu}-byte don't-fragment pings to this node's {} fail from every node ({}), though small pings pass and both ends are set to MTU {mtu}",
+                first.addr,
+                from.join(", ")
+            ),
+            why,
+            Fix::run(
+                format!(
+                    "find the hop with the smaller MTU next to this node (its switch port, bridge or bond) and raise it to {mtu}; check from a peer with the command below"
+                ),
+                [format!(
+                    "ping -M do -s {} -c 3 -I {} {}",
+                    first.payload, first.iface, first.addr
+                )],
+            ),
+        ));
+    }
+    // A blamed node's own pings out cross the same hop: already said.
+    for f in failures
+        .iter()
+        .filter(|f| !blamed.contains(&f.to) && !blamed.contains(&f.from))
+    {
+        let mtu = f.payload + 28;
+        e.push(Finding::fail(
+            f.from,
+            format!(
+                "a {mtu}-byte don't-fragment ping from {} to {} ({}) fails, though both ends are set to MTU {mtu} and small pings pass ({})",
+                f.iface, f.addr, f.to, f.reason
+            ),
+            why,
+            Fix::run(
+                format!(
+                    "raise the MTU of every hop (switch ports included) to {mtu}, or lower both ends to the largest size that passes; check with the command below"
+                ),
+                [format!(
+                    "ping -M do -s {} -c 3 -I {} {}",
+                    f.payload, f.iface, f.addr
+                )],
+            ),
+        ));
     }
     e
 }
@@ -976,6 +1031,60 @@ mod tests {
             e.findings[0].fix.commands,
             vec!["sudo ip link set dev enP2p1s0f1np1 mtu 9000"]
         );
+    }
+
+    #[test]
+    fn mtu_path_passes_when_jumbo_pings_pass_and_blames_the_node_every_peer_fails() {
+        let (nodes, live) = three(|_, _| {});
+        let e = live_eval(
+            "fabric.mtu-path",
+            &nodes,
+            &crate::doctor::Options::default(),
+            &live,
+        );
+        assert!(e.findings.is_empty());
+        // c's switch port is at 1500: every jumbo ping to or from c fails, small ones pass.
+        let (nodes, live) = three(|n, o| {
+            for p in &mut o.pings {
+                let to_c = p.ping.to.to_string() == "10.9.0.3";
+                if p.ping.df_payload.is_some() && (to_c || n.as_str() == "c") {
+                    p.result = out(1, "ping: local error: message too long, mtu=1500");
+                }
+            }
+        });
+        let e = live_eval(
+            "fabric.mtu-path",
+            &nodes,
+            &crate::doctor::Options::default(),
+            &live,
+        );
+        assert_eq!(verdicts(&e), vec![("c".into(), Severity::Fail)]);
+        assert_eq!(
+            e.findings[0].problem,
+            "9000-byte don't-fragment pings to this node's 10.9.0.3 fail from every node (a, b), though small pings pass and both ends are set to MTU 9000"
+        );
+        assert_eq!(
+            e.findings[0].fix.commands,
+            vec!["ping -M do -s 8972 -c 3 -I enp1s0f1np1 10.9.0.3"]
+        );
+    }
+
+    #[test]
+    fn mtu_path_leaves_a_silent_peer_to_reach_fabric() {
+        let (nodes, live) = three(|_, o| {
+            for p in &mut o.pings {
+                if p.ping.to.to_string() == "10.9.0.2" {
+                    p.result = out(1, "");
+                }
+            }
+        });
+        let e = live_eval(
+            "fabric.mtu-path",
+            &nodes,
+            &crate::doctor::Options::default(),
+            &live,
+        );
+        assert!(e.findings.is_empty());
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //! Pure. When every node fails to reach the same peer, the finding goes to that peer (its sshd
 //! or interface is the problem), not to each of the nodes that tried.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::check::*;
 use super::live::CmdOut;
@@ -43,24 +43,31 @@ struct Failure<'a> {
     result: &'a CmdOut,
 }
 
-/// Peers that every node which tried failed to reach (at least one tried).
-fn unreachable_by_all<'a>(
-    inputs: &Inputs,
-    failures: &[Failure<'a>],
-    tried: &BTreeMap<&'a NodeName, usize>,
+/// Which sources tried to reach each target.
+pub(super) type Tried<'a> = BTreeMap<&'a NodeName, BTreeSet<&'a NodeName>>;
+
+/// Targets that every node which tried failed to reach (`failed`: `(from, to)` pairs), when at
+/// least two tried (with only two nodes, either end may be at fault: each keeps its finding).
+pub(super) fn blamed<'a>(
+    failed: &[(&'a NodeName, &'a NodeName)],
+    tried: &Tried<'a>,
 ) -> Vec<&'a NodeName> {
-    let mut out = Vec::new();
-    for (to, n) in tried {
-        let failed_from: std::collections::BTreeSet<&NodeName> = failures
-            .iter()
-            .filter(|f| f.to == *to)
-            .map(|f| f.from)
-            .collect();
-        if *n > 0 && failed_from.len() == *n && inputs.nodes.len() > 2 {
-            out.push(*to);
-        }
-    }
-    out
+    tried
+        .iter()
+        .filter(|(to, from)| {
+            let failed_from: BTreeSet<&NodeName> = failed
+                .iter()
+                .filter(|(_, t)| t == *to)
+                .map(|(f, _)| *f)
+                .collect();
+            from.len() >= 2 && failed_from.len() == from.len()
+        })
+        .map(|(to, _)| *to)
+        .collect()
+}
+
+fn pairs<'a>(failures: &[Failure<'a>]) -> Vec<(&'a NodeName, &'a NodeName)> {
+    failures.iter().map(|f| (f.from, f.to)).collect()
 }
 
 fn ssh_fix(reason: &str, to: &NodeName) -> (&'static str, Fix) {
@@ -102,7 +109,7 @@ fn ssh_fix(reason: &str, to: &NodeName) -> (&'static str, Fix) {
 fn ssh(inputs: &Inputs) -> Evaluation {
     let mut e = Evaluation::default();
     let mut failures = Vec::new();
-    let mut tried: BTreeMap<&NodeName, usize> = BTreeMap::new();
+    let mut tried = Tried::new();
     for (node, why) in inputs.unreachable {
         let (why_it_matters, fix) = ssh_fix(why, node);
         e.push(Finding::fail(
@@ -129,7 +136,7 @@ fn ssh(inputs: &Inputs) -> Evaluation {
             }
         };
         for s in &obs.ssh {
-            *tried.entry(&s.target.peer).or_default() += 1;
+            tried.entry(&s.target.peer).or_default().insert(&node.name);
             let Some(r) = &s.result else { continue };
             if !r.ok() {
                 failures.push(Failure {
@@ -142,7 +149,7 @@ fn ssh(inputs: &Inputs) -> Evaluation {
         }
     }
     // A node whose own gathering failed did not try; count those that did.
-    let blamed = unreachable_by_all(inputs, &failures, &tried);
+    let blamed = blamed(&pairs(&failures), &tried);
     for to in &blamed {
         let from: Vec<&str> = failures
             .iter()
@@ -184,7 +191,7 @@ fn ssh(inputs: &Inputs) -> Evaluation {
 fn fabric(inputs: &Inputs) -> Evaluation {
     let mut e = Evaluation::default();
     let mut failures = Vec::new();
-    let mut tried: BTreeMap<&NodeName, usize> = BTreeMap::new();
+    let mut tried = Tried::new();
     for node in inputs.nodes {
         let obs = match inputs.observed(&node.name) {
             Ok(o) => o,
@@ -193,11 +200,8 @@ fn fabric(inputs: &Inputs) -> Evaluation {
                 continue;
             }
         };
-        let mut counted = std::collections::BTreeSet::new();
         for p in obs.pings.iter().filter(|p| p.ping.df_payload.is_none()) {
-            if counted.insert(&p.ping.peer) {
-                *tried.entry(&p.ping.peer).or_default() += 1;
-            }
+            tried.entry(&p.ping.peer).or_default().insert(&node.name);
             let Some(r) = &p.result else { continue };
             if !r.ok() {
                 failures.push(Failure {
@@ -212,7 +216,7 @@ fn fabric(inputs: &Inputs) -> Evaluation {
             e.note(&node.name, "no peer shares a fabric subnet with this node");
         }
     }
-    let blamed = unreachable_by_all(inputs, &failures, &tried);
+    let blamed = blamed(&pairs(&failures), &tried);
     let why = "NCCL's bootstrap, Gloo and Ray connect over these addresses: a silent peer makes the job hang at start";
     for to in &blamed {
         let what: Vec<String> = failures
@@ -232,7 +236,11 @@ fn fabric(inputs: &Inputs) -> Evaluation {
             ),
         ));
     }
-    for f in failures.iter().filter(|f| !blamed.contains(&f.to)) {
+    // A silent node's own pings out fail for the same reason: already said.
+    for f in failures
+        .iter()
+        .filter(|f| !blamed.contains(&f.to) && !blamed.contains(&f.from))
+    {
         e.push(Finding::fail(
             f.from,
             format!(
@@ -290,76 +298,9 @@ fn ports(inputs: &Inputs) -> Evaluation {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
-
     use super::*;
-    use crate::doctor::live::{Observations, Ping, PingResult, SshResult, SshTarget};
+    use crate::doctor::Options;
     use crate::doctor::testkit::*;
-    use crate::doctor::{Options, live};
-
-    type Live = BTreeMap<NodeName, Result<Observations, String>>;
-
-    fn out(rc: i32, err: &str) -> Option<CmdOut> {
-        Some(CmdOut {
-            rc,
-            out: String::new(),
-            err: err.into(),
-        })
-    }
-
-    /// Three switch-connected Sparks, each observation as the gather plan would have it, with
-    /// every attempt succeeding; `tweak` breaks what a test needs broken.
-    fn three(
-        tweak: impl Fn(&NodeName, &mut Observations),
-    ) -> (Vec<crate::derive::NodeInput>, Live) {
-        let nodes = vec![
-            Node::cabled_spark("a", "10.9.0.1/24").named("a"),
-            Node::cabled_spark("b", "10.9.0.2/24")
-                .mgmt("10.0.0.12/24")
-                .named("b"),
-            Node::cabled_spark("c", "10.9.0.3/24")
-                .mgmt("10.0.0.13/24")
-                .named("c"),
-        ];
-        let mut targets = BTreeMap::new();
-        for n in &nodes {
-            targets.insert(
-                n.name.clone(),
-                SshTarget {
-                    peer: n.name.clone(),
-                    destination: n.name.to_string(),
-                    port: None,
-                },
-            );
-        }
-        let plans = live::plan(&nodes, &targets, None, None);
-        let mut map = Live::new();
-        for (n, p) in nodes.iter().zip(plans) {
-            let mut o = Observations {
-                pings: p
-                    .pings
-                    .iter()
-                    .map(|ping: &Ping| PingResult {
-                        ping: ping.clone(),
-                        result: out(0, ""),
-                    })
-                    .collect(),
-                ssh: p
-                    .ssh
-                    .iter()
-                    .map(|t| SshResult {
-                        target: t.clone(),
-                        result: out(0, ""),
-                    })
-                    .collect(),
-                listening: Some([22].into_iter().collect()),
-                ..Default::default()
-            };
-            tweak(&n.name, &mut o);
-            map.insert(n.name.clone(), Ok(o));
-        }
-        (nodes, map)
-    }
 
     #[test]
     fn ssh_passes_when_every_node_reaches_every_other() {

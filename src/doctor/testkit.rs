@@ -312,3 +312,69 @@ pub fn verdicts(e: &Evaluation) -> Vec<(String, Severity)> {
         .map(|f| (f.node.to_string(), f.severity))
         .collect()
 }
+
+/// Live observations by node.
+pub type Live = BTreeMap<NodeName, Result<Observations, String>>;
+
+/// The output of a command that exited with `rc` and printed `err`.
+pub fn out(rc: i32, err: &str) -> Option<live::CmdOut> {
+    Some(live::CmdOut {
+        rc,
+        out: String::new(),
+        err: err.into(),
+    })
+}
+
+/// Three Sparks on one switch subnet at MTU 9000, each observation as the gather plan would
+/// have it with every attempt succeeding; `tweak` breaks what a test needs broken.
+pub fn three(tweak: impl Fn(&NodeName, &mut Observations)) -> (Vec<NodeInput>, Live) {
+    let nodes = vec![
+        Node::cabled_spark("a", "10.9.0.1/24").named("a"),
+        Node::cabled_spark("b", "10.9.0.2/24")
+            .mgmt("10.0.0.12/24")
+            .named("b"),
+        Node::cabled_spark("c", "10.9.0.3/24")
+            .mgmt("10.0.0.13/24")
+            .named("c"),
+    ];
+    let targets: BTreeMap<NodeName, live::SshTarget> = nodes
+        .iter()
+        .map(|n| {
+            (
+                n.name.clone(),
+                live::SshTarget {
+                    peer: n.name.clone(),
+                    destination: n.name.to_string(),
+                    port: None,
+                },
+            )
+        })
+        .collect();
+    let plans = live::plan(&nodes, &targets, None, None);
+    let mut map = Live::new();
+    for (n, p) in nodes.iter().zip(plans) {
+        let mut o = Observations {
+            pings: p
+                .pings
+                .iter()
+                .map(|ping| live::PingResult {
+                    ping: ping.clone(),
+                    result: out(0, ""),
+                })
+                .collect(),
+            ssh: p
+                .ssh
+                .iter()
+                .map(|t| live::SshResult {
+                    target: t.clone(),
+                    result: out(0, ""),
+                })
+                .collect(),
+            listening: Some([22].into_iter().collect()),
+            ..Default::default()
+        };
+        tweak(&n.name, &mut o);
+        map.insert(n.name.clone(), Ok(o));
+    }
+    (nodes, map)
+}
