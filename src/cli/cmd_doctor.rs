@@ -1,22 +1,27 @@
 //! `spark-launch doctor`: every known way a multi-node setup silently goes wrong, checked on
 //! every node, each problem with its fix.
 //!
-//! Glue only: read the facts (snapshots, or a probe of each live node), gather the live
-//! observations on every node at once (`apply::for_each_node`), hand everything to
-//! `doctor::run` and print the report. `--log FILE` adds the last-run analysers; with only
-//! `--log`, no machine is touched.
+//! Glue only: read the facts (snapshots, or a probe of each live node over the SSH layer; the
+//! local node runs here), run doctor's gather script on every node at once
+//! (`apply::for_each_node`), hand everything to `doctor::run` and print the report. A node
+//! that cannot be reached is a finding, not an error. `--log FILE` adds the last-run
+//! analysers; with only `--log`, no machine is touched.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use super::args::{TargetArgs, read_snapshots};
+use super::args::{
+    TargetArgs, configured_nodes, load_inventory, local_facts, read_snapshots, ssh_targets,
+};
 use super::{CmdError, CmdResult, Context, Invalid, Outcome, print_json, print_out};
 use crate::apply::for_each_node;
 use crate::derive::{NodeInput, derive};
 use crate::doctor::live::{self, GatherPlan, Observations, SshTarget};
 use crate::doctor::{self, Inputs, ModelRef, Options, PortScope, PortUse, Report, Selection};
+use crate::inventory::NodeConfig;
 use crate::node::NodeName;
-use crate::probe;
+use crate::probe::NodeFacts;
+use crate::ssh::{self, Pool, RunOptions, SshOptions, stderr_tail};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -91,10 +96,16 @@ pub async fn run(args: Args, ctx: &Context) -> CmdResult {
         empty_report()
     } else if args.target.uses_snapshots() {
         let nodes = read_snapshots(&args.target.snapshots).invalid()?;
-        judge(&nodes, &options, None, &selection)
+        judge(&nodes, &options, None, &[], &selection)
     } else {
-        let (nodes, live) = gather_live(ctx, &options).await?;
-        judge(&nodes, &options, Some(&live), &selection)
+        let g = gather_live(&args.target, ctx, &options).await?;
+        judge(
+            &g.nodes,
+            &options,
+            Some(&g.live),
+            &g.unreachable,
+            &selection,
+        )
     };
     report.logs = logs;
 
@@ -139,6 +150,7 @@ fn judge(
     nodes: &[NodeInput],
     options: &Options,
     live: Option<&BTreeMap<NodeName, Result<Observations, String>>>,
+    unreachable: &[(NodeName, String)],
     selection: &Selection,
 ) -> Report {
     let derived = derive(nodes);
@@ -148,54 +160,128 @@ fn judge(
             derived: &derived,
             options,
             live,
-            unreachable: &[],
+            unreachable,
         },
         selection,
     )
 }
 
-/// Where a node's commands run.
-#[derive(Clone, Debug)]
-enum Exec {
-    /// This machine, through `sh`.
-    Local,
+/// What the live run gathered: facts of every node it could probe, the observations per node,
+/// and the nodes it could not reach at all.
+struct Gathered {
+    nodes: Vec<NodeInput>,
+    live: BTreeMap<NodeName, Result<Observations, String>>,
+    unreachable: Vec<(NodeName, String)>,
 }
 
-impl Exec {
-    async fn run(&self, script: String) -> Result<String, String> {
-        match self {
-            Exec::Local => tokio::task::spawn_blocking(move || probe::live::run_local(&script))
-                .await
-                .map_err(|e| format!("the local run was interrupted: {e}"))?
-                .map_err(|e| e.to_string()),
-        }
-    }
-}
-
-/// Probes every live node and gathers its observations, all nodes at once.
-async fn gather_live(
+/// The live nodes: `--hosts`, the cluster file (or `--nodes` of it); with neither, this
+/// machine alone.
+fn live_nodes(
+    target: &TargetArgs,
     ctx: &Context,
-    options: &Options,
-) -> Result<
-    (
-        Vec<NodeInput>,
-        BTreeMap<NodeName, Result<Observations, String>>,
-    ),
-    CmdError,
-> {
-    // Until the inventory and the SSH layer land, the live cluster is this machine.
-    let step = ctx.reporter.step("probe this machine");
-    let facts = probe::read_facts(&probe::live::snapshot_local()?)?;
-    step.ok();
-    let name = NodeName::new(facts.hostname.clone())
+    local: &NodeFacts,
+) -> Result<Vec<NodeConfig>, CmdError> {
+    let no_file = !target.uses_hosts()
+        && target.nodes.is_empty()
+        && load_inventory(&ctx.cluster_file)?.is_empty();
+    if !no_file {
+        return configured_nodes(target, &ctx.cluster_file);
+    }
+    ctx.reporter.warn(&format!(
+        "no cluster file at {}: checking this machine only (add nodes with `spark-launch discover --save` or `spark-launch nodes add HOST`, or name them with --hosts)",
+        ctx.cluster_file.display()
+    ));
+    let name = NodeName::new(local.hostname.clone())
         .or_else(|_| NodeName::new("local"))
         .invalid()?;
-    let targets: Vec<(NodeName, Exec)> = vec![(name.clone(), Exec::Local)];
-    let nodes = vec![NodeInput { name, facts }];
+    Ok(vec![NodeConfig {
+        name,
+        addresses: vec!["localhost".into()],
+        user: None,
+        port: 22,
+        role: None,
+        fabric: None,
+    }])
+}
 
+/// Connects to every node it can (the local one runs here), probes them, then runs the
+/// gather script on every probed node at once. A node that cannot be reached or probed is
+/// reported, never fatal: doctor is how the user finds out why.
+async fn gather_live(
+    target: &TargetArgs,
+    ctx: &Context,
+    options: &Options,
+) -> Result<Gathered, CmdError> {
+    let local = local_facts().await?;
+    let configured = live_nodes(target, ctx, &local)?;
+    let targets = ssh_targets(&configured, &local);
+    let mut pool = Pool::new(SshOptions::default())?;
+    let remote = targets.iter().filter(|t| !t.local).count();
+    let step = ctx.reporter.step(&format!(
+        "connect to {remote} node{}",
+        if remote == 1 { "" } else { "s" }
+    ));
+    let mut unreachable: Vec<(NodeName, String)> = pool
+        .connect_all(&targets, None)
+        .await
+        .into_iter()
+        .map(|(n, e)| (n, e.to_string()))
+        .collect();
+    if unreachable.is_empty() {
+        step.ok();
+    } else {
+        step.fail(&format!("{} unreachable", unreachable.len()));
+    }
+
+    let n = pool.handles().len();
+    let step = ctx
+        .reporter
+        .step(&format!("probe {n} node{}", if n == 1 { "" } else { "s" }));
+    let local = &local;
+    let pool_ref = &pool;
+    let probed = for_each_node(pool.names(), pool.limit, |name| async move {
+        let handle = pool_ref.get(&name)?;
+        if handle.is_local() {
+            Ok(local.clone())
+        } else {
+            ssh::probe::probe(handle).await
+        }
+    })
+    .await;
+    let mut nodes = Vec::new();
+    for (name, r) in probed {
+        match r {
+            Ok(facts) => nodes.push(NodeInput { name, facts }),
+            Err(e) => unreachable.push((name, e.to_string())),
+        }
+    }
+    step.ok();
+    // Keep the cluster's order (head first) for both lists.
+    let order = |n: &NodeName| configured.iter().position(|c| &c.name == n);
+    nodes.sort_by_key(|n| order(&n.name));
+    unreachable.sort_by_key(|(n, _)| order(n));
+
+    // How each node reaches the others: the first address the cluster knows for it.
+    let peers: BTreeMap<NodeName, SshTarget> = configured
+        .iter()
+        .filter_map(|c| {
+            let host = c.addresses.first()?;
+            Some((
+                c.name.clone(),
+                SshTarget {
+                    peer: c.name.clone(),
+                    destination: match &c.user {
+                        Some(u) => format!("{u}@{host}"),
+                        None => host.clone(),
+                    },
+                    port: Some(c.port),
+                },
+            ))
+        })
+        .collect();
     let plans: BTreeMap<NodeName, GatherPlan> = live::plan(
         &nodes,
-        &BTreeMap::<NodeName, SshTarget>::new(),
+        &peers,
         options.image.as_deref(),
         options.model.as_ref(),
     )
@@ -203,20 +289,30 @@ async fn gather_live(
     .zip(&nodes)
     .map(|(p, n)| (n.name.clone(), p))
     .collect();
-    let execs: BTreeMap<NodeName, Exec> = targets.into_iter().collect();
 
     let step = ctx.reporter.step("run the live checks on every node");
-    let results = for_each_node(nodes.iter().map(|n| n.name.clone()), 0, |node| {
-        let plan = plans.get(&node).cloned().unwrap_or_default();
-        let exec = execs.get(&node).cloned();
-        async move {
-            let Some(exec) = exec else {
-                return Err(format!("{node}: no way to reach this node"));
-            };
-            let out = exec.run(live::script(&plan)).await?;
-            live::parse(&plan, &out).map_err(|e| e.to_string())
-        }
-    })
+    let plans = &plans;
+    let results = for_each_node(
+        nodes.iter().map(|n| n.name.clone()),
+        pool.limit,
+        |node| async move {
+            let plan = plans.get(&node).cloned().unwrap_or_default();
+            let handle = pool_ref.get(&node).map_err(|e| e.to_string())?;
+            let script = live::script(&plan);
+            let out = handle
+                .output(&["sh", "-c", &script], &RunOptions::timeout(GATHER_TIMEOUT))
+                .await
+                .map_err(|e| e.to_string())?;
+            if !out.success() {
+                return Err(format!(
+                    "the doctor script failed (exit {}): {}",
+                    out.code,
+                    stderr_tail(&out.stderr, 3)
+                ));
+            }
+            live::parse(&plan, &out.stdout_text()).map_err(|e| e.to_string())
+        },
+    )
     .await;
     let failed = results.iter().filter(|(_, r)| r.is_err()).count();
     if failed == 0 {
@@ -227,5 +323,14 @@ async fn gather_live(
             results.len()
         ));
     }
-    Ok((nodes, results.into_iter().collect()))
+    pool.close().await;
+    Ok(Gathered {
+        nodes,
+        live: results.into_iter().collect(),
+        unreachable,
+    })
 }
+
+/// How long one node's gather script may run (pings and SSH attempts have their own short
+/// timeouts; this only stops a hung node from hanging doctor).
+const GATHER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(180);

@@ -533,6 +533,7 @@ struct DfFailure<'a> {
     to: &'a NodeName,
     payload: u32,
     iface: &'a NetIf,
+    source: std::net::Ipv4Addr,
     addr: std::net::Ipv4Addr,
     reason: String,
 }
@@ -576,6 +577,7 @@ fn mtu_path(inputs: &Inputs) -> Evaluation {
                     to: &p.ping.peer,
                     payload,
                     iface: &p.ping.iface,
+                    source: p.ping.from,
                     addr: p.ping.to,
                     reason: r.reason(),
                 });
@@ -610,7 +612,7 @@ fn mtu_path(inputs: &Inputs) -> Evaluation {
                 ),
                 [format!(
                     "ping -M do -s {} -c 3 -I {} {}",
-                    first.payload, first.iface, first.addr
+                    first.payload, first.source, first.addr
                 )],
             ),
         ));
@@ -634,7 +636,7 @@ fn mtu_path(inputs: &Inputs) -> Evaluation {
                 ),
                 [format!(
                     "ping -M do -s {} -c 3 -I {} {}",
-                    f.payload, f.iface, f.addr
+                    f.payload, f.source, f.addr
                 )],
             ),
         ));
@@ -1065,7 +1067,7 @@ mod tests {
         );
         assert_eq!(
             e.findings[0].fix.commands,
-            vec!["ping -M do -s 8972 -c 3 -I enp1s0f1np1 10.9.0.3"]
+            vec!["ping -M do -s 8972 -c 3 -I 10.9.0.1 10.9.0.3"]
         );
     }
 

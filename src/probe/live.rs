@@ -1,6 +1,5 @@
-//! Probing the machine this runs on: run the emitter script (or another read-only observation
-//! script, such as doctor's live checks) with `sh` and return or parse its stream. The only
-//! part of `probe` that touches the world.
+//! Probing the machine this runs on: run the emitter script with `sh` and parse its stream.
+//! The only part of `probe` that touches the world.
 
 use std::process::Command;
 
@@ -20,15 +19,9 @@ pub enum LiveError {
 
 /// Runs the emitter on this machine and returns its snapshot stream, unparsed.
 pub fn emit_local() -> Result<String, LiveError> {
-    run_local(SCRIPT)
-}
-
-/// Runs a POSIX `sh` script on this machine and returns its stdout; a non-zero exit is an
-/// error carrying stderr.
-pub fn run_local(script: &str) -> Result<String, LiveError> {
     let out = Command::new("sh")
         .arg("-c")
-        .arg(script)
+        .arg(SCRIPT)
         .env_remove("SL_ROOT")
         .output()
         .map_err(LiveError::Spawn)?;
