@@ -177,25 +177,29 @@ fn findings<'a>(v: &'a serde_json::Value, id: &str) -> &'a Vec<serde_json::Value
         .unwrap()
 }
 
-/// A listener inside node `i`, killed when dropped.
+/// A listener inside node `i`. Dropping it stops the `simnet exec` wrapper; the listener
+/// itself lives in the node's namespaces until `simnet down` (the `SimNet` guard) kills
+/// everything there.
 struct Listener(Child);
 
 impl Listener {
     fn on(net: &SimNet, i: usize, port: u16) -> Listener {
-        let child = Command::new("bash")
-            .arg(support::simnet_script())
-            .args(["exec", net.prefix(), &i.to_string(), "--", "socat"])
-            .arg(format!("TCP-LISTEN:{port},reuseaddr,fork"))
-            .arg("/dev/null")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("socat (apt-get install socat)");
+        let listener = Listener(
+            Command::new("bash")
+                .arg(support::simnet_script())
+                .args(["exec", net.prefix(), &i.to_string(), "--", "socat"])
+                .arg(format!("TCP-LISTEN:{port},reuseaddr,fork"))
+                .arg("/dev/null")
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("socat (apt-get install socat)"),
+        );
         // Wait until it listens (the gather reads /proc/net/tcp once).
         for _ in 0..50 {
             let out = net.exec_root(i, &["sh", "-c", &format!("ss -Htln 'sport = :{port}'")]);
             if !String::from_utf8_lossy(&out.stdout).trim().is_empty() {
-                return Listener(child);
+                return listener;
             }
             std::thread::sleep(std::time::Duration::from_millis(100));
         }
