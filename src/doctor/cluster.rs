@@ -326,21 +326,10 @@ fn sample(paths: &[&str]) -> String {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
-
     use super::*;
     use crate::doctor::Options;
     use crate::doctor::live::{ModelState, Observations};
     use crate::doctor::testkit::*;
-
-    type Live = BTreeMap<NodeName, Result<Observations, String>>;
-
-    fn live(f: impl Fn(&str) -> Observations) -> Live {
-        ["spark-a", "spark-b"]
-            .iter()
-            .map(|n| (name(n), Ok(f(n))))
-            .collect()
-    }
 
     fn opts() -> Options {
         Options {
@@ -361,7 +350,7 @@ mod tests {
 
     #[test]
     fn image_digest_passes_when_equal_and_fails_a_different_or_missing_copy() {
-        let ok = live(|_| Observations {
+        let ok = live_pair(|_| Observations {
             image: img("aaaa", "arm64"),
             ..Default::default()
         });
@@ -370,7 +359,7 @@ mod tests {
                 .findings
                 .is_empty()
         );
-        let bad = live(|n| Observations {
+        let bad = live_pair(|n| Observations {
             image: if n == "spark-a" {
                 img("aaaa", "arm64")
             } else {
@@ -384,7 +373,7 @@ mod tests {
             e.findings[0].problem,
             "nvcr.io/nvidia/vllm:25.11-py3 here is bbbb but on spark-a it is aaaa"
         );
-        let absent = live(|n| Observations {
+        let absent = live_pair(|n| Observations {
             image: if n == "spark-a" {
                 img("aaaa", "arm64")
             } else {
@@ -401,7 +390,7 @@ mod tests {
 
     #[test]
     fn image_arch_fails_an_amd64_image_on_a_spark() {
-        let ok = live(|_| Observations {
+        let ok = live_pair(|_| Observations {
             image: img("aaaa", "arm64"),
             ..Default::default()
         });
@@ -410,7 +399,7 @@ mod tests {
                 .findings
                 .is_empty()
         );
-        let bad = live(|n| Observations {
+        let bad = live_pair(|n| Observations {
             image: img("aaaa", if n == "spark-a" { "arm64" } else { "amd64" }),
             ..Default::default()
         });
@@ -440,7 +429,7 @@ mod tests {
             ("config.json", "c1", 700),
             ("model.safetensors", "w1", 16_000_000_000),
         ];
-        let ok = live(|_| Observations {
+        let ok = live_pair(|_| Observations {
             model: Some(ModelState {
                 dir: "/h/snapshots/abc".into(),
                 commit: Some("abc".into()),
@@ -455,7 +444,7 @@ mod tests {
                 .findings
                 .is_empty()
         );
-        let bad = live(|n| Observations {
+        let bad = live_pair(|n| Observations {
             model: Some(ModelState {
                 dir: "/h/snapshots/abc".into(),
                 commit: Some("abc".into()),
@@ -475,7 +464,7 @@ mod tests {
             e.findings[0].problem,
             "Qwen/Qwen3-8B differs from spark-a's copy: missing config.json; different content in model.safetensors"
         );
-        let missing = live(|n| Observations {
+        let missing = live_pair(|n| Observations {
             model: Some(ModelState {
                 dir: String::new(),
                 commit: None,

@@ -604,22 +604,10 @@ fn nccl_conf(inputs: &Inputs) -> Evaluation {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
-
     use super::*;
     use crate::doctor::Options;
     use crate::doctor::live::{DockerInfo, ImageInfo, Observations};
     use crate::doctor::testkit::*;
-    use crate::node::NodeName;
-
-    type Live = BTreeMap<NodeName, Result<Observations, String>>;
-
-    fn live(f: impl Fn(&str) -> Observations) -> Live {
-        ["spark-a", "spark-b"]
-            .iter()
-            .map(|n| (name(n), Ok(f(n))))
-            .collect()
-    }
 
     fn with_image() -> Options {
         Options {
@@ -644,7 +632,7 @@ mod tests {
 
     #[test]
     fn container_memlock_passes_unlimited_fails_a_limit_and_a_refused_start() {
-        let ok = live(|_| Observations {
+        let ok = live_pair(|_| Observations {
             container: Some(ContainerState::Ran {
                 memlock: Some(MemlockLimit::Unlimited),
                 nccl_conf: None,
@@ -656,7 +644,7 @@ mod tests {
                 .findings
                 .is_empty()
         );
-        let bad = live(|n| Observations {
+        let bad = live_pair(|n| Observations {
             container: Some(if n == "spark-a" {
                 ContainerState::Ran {
                     memlock: Some(MemlockLimit::Kib(65536)),
@@ -799,7 +787,7 @@ mod tests {
     #[test]
     fn disk_needs_twice_the_image_size() {
         let gib = 1u64 << 30;
-        let ok = live(|_| Observations {
+        let ok = live_pair(|_| Observations {
             docker_free_kib: Some(100 * GIB_KIB),
             image: Some(image(20 * gib)),
             ..Default::default()
@@ -809,7 +797,7 @@ mod tests {
                 .findings
                 .is_empty()
         );
-        let low = live(|n| Observations {
+        let low = live_pair(|n| Observations {
             docker_free_kib: Some(if n == "spark-b" {
                 30 * GIB_KIB
             } else {
@@ -832,7 +820,7 @@ mod tests {
 
     #[test]
     fn docker_fails_unreachable_with_the_group_fix_and_passes_for_a_group_member() {
-        let ok = live(|_| Observations {
+        let ok = live_pair(|_| Observations {
             user: Some("nvidia".into()),
             groups: vec!["nvidia".into(), "docker".into()],
             docker: Some(DockerState::Reachable(DockerInfo::default())),
@@ -843,7 +831,7 @@ mod tests {
                 .findings
                 .is_empty()
         );
-        let bad = live(|n| Observations {
+        let bad = live_pair(|n| Observations {
             user: Some("nvidia".into()),
             groups: vec!["nvidia".into()],
             docker: Some(if n == "spark-a" {
@@ -871,7 +859,7 @@ mod tests {
 
     #[test]
     fn gpu_runtime_accepts_the_nvidia_runtime_or_cdi_and_fails_without_either() {
-        let ok = live(|n| Observations {
+        let ok = live_pair(|n| Observations {
             docker: Some(DockerState::Reachable(DockerInfo {
                 runtimes: if n == "spark-a" {
                     vec!["nvidia".into(), "runc".into()]
@@ -892,7 +880,7 @@ mod tests {
                 .findings
                 .is_empty()
         );
-        let bad = live(|_| Observations {
+        let bad = live_pair(|_| Observations {
             docker: Some(DockerState::Reachable(DockerInfo {
                 runtimes: vec!["runc".into()],
                 ..Default::default()

@@ -208,6 +208,18 @@ for f in /etc/cdi/* /var/run/cdi/*; do
 done
 "#;
 
+/// Lists the files of the folder in `$m`: path, the blob it links to (HF cache), size.
+const MODEL_FILES: &str = r#"printf '@model/dir\n|%s\n' "$m"
+if [ -n "$m" ] && [ -d "$m" ]; then
+  (cd "$m" && find . \( -type f -o -type l \) | sort | while IFS= read -r f; do
+    t=$(readlink "$f" 2>/dev/null); s=$(stat -L -c %s "$f" 2>/dev/null || echo -)
+    printf '%s\t%s\t%s\n' "${f#./}" "${t##*/}" "$s"
+  done) >"$T/m"
+  put model/files "$T/m"
+  df -Pk "$m" >"$T/d" 2>/dev/null && put df/model/out "$T/d"
+fi
+"#;
+
 /// The gather script for one node: one POSIX `sh` script, no arguments.
 pub fn script(plan: &GatherPlan) -> String {
     let mut s = String::from(PRELUDE);
@@ -255,7 +267,8 @@ pub fn script(plan: &GatherPlan) -> String {
     }
     s.push_str("else\n  printf '@docker/missing\\n|\\n'\nfi\n");
     if let Some(model) = &plan.model {
-        let dir_expr = match model {
+        // Sets $m to the folder whose files are compared.
+        match model {
             ModelRef::Hf { repo, revision } => {
                 let cache = format!("models--{}", repo.replace('/', "--"));
                 let _ = writeln!(
@@ -275,17 +288,12 @@ pub fn script(plan: &GatherPlan) -> String {
                 s.push_str(
                     "printf '@model/commit\\n|%s\\n' \"$c\"\nfor b in \"$d\"/blobs/*.incomplete; do [ -e \"$b\" ] && printf '@model/incomplete/%s\\n|\\n' \"${b##*/}\"; done\nm=\nif [ -n \"$c\" ]; then m=\"$d/snapshots/$c\"; fi\n",
                 );
-                "\"$m\""
             }
             ModelRef::Path(p) => {
                 let _ = writeln!(s, "m={}", q(p));
-                "\"$m\""
             }
-        };
-        let _ = writeln!(
-            s,
-            "printf '@model/dir\\n|%s\\n' {dir_expr}\nif [ -n {dir_expr} ] && [ -d {dir_expr} ]; then\n  (cd {dir_expr} && find . \\( -type f -o -type l \\) | sort | while IFS= read -r f; do\n    t=$(readlink \"$f\" 2>/dev/null); s=$(stat -L -c %s \"$f\" 2>/dev/null || echo -)\n    printf '%s\\t%s\\t%s\\n' \"${{f#./}}\" \"${{t##*/}}\" \"$s\"\n  done) >\"$T/m\"\n  put model/files \"$T/m\"\n  df -Pk {dir_expr} >\"$T/d\" 2>/dev/null && put df/model/out \"$T/d\"\nfi"
-        );
+        }
+        s.push_str(MODEL_FILES);
     }
     // Every failure above is recorded in the stream; the script itself succeeded.
     s.push_str("exit 0\n");
@@ -599,6 +607,18 @@ fn df_avail_kib(text: &str) -> Option<u64> {
     text.lines().nth(1)?.split_whitespace().nth(3)?.parse().ok()
 }
 
+/// The strings of a JSON array field; empty when absent or not an array.
+fn str_array(v: &serde_json::Value, key: &str) -> Vec<String> {
+    v.get(key)
+        .and_then(|r| r.as_array())
+        .map(|a| {
+            a.iter()
+                .filter_map(|x| x.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 fn parse_docker_info(json: &str) -> DockerInfo {
     let v: serde_json::Value = serde_json::from_str(json.trim()).unwrap_or_default();
     let s = |k: &str| v.get(k).and_then(|x| x.as_str()).map(str::to_string);
@@ -613,15 +633,7 @@ fn parse_docker_info(json: &str) -> DockerInfo {
         root_dir: s("DockerRootDir"),
         runtimes,
         default_runtime: s("DefaultRuntime"),
-        cdi_spec_dirs: v
-            .get("CDISpecDirs")
-            .and_then(|r| r.as_array())
-            .map(|a| {
-                a.iter()
-                    .filter_map(|x| x.as_str().map(str::to_string))
-                    .collect()
-            })
-            .unwrap_or_default(),
+        cdi_spec_dirs: str_array(&v, "CDISpecDirs"),
         architecture: s("Architecture"),
     }
 }
@@ -636,15 +648,7 @@ fn parse_image(json: &str) -> Option<ImageInfo> {
     };
     Some(ImageInfo {
         id: s("Id")?,
-        repo_digests: v
-            .get("RepoDigests")
-            .and_then(|r| r.as_array())
-            .map(|a| {
-                a.iter()
-                    .filter_map(|x| x.as_str().map(str::to_string))
-                    .collect()
-            })
-            .unwrap_or_default(),
+        repo_digests: str_array(&v, "RepoDigests"),
         architecture: s("Architecture"),
         variant: s("Variant"),
         os: s("Os"),

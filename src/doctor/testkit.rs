@@ -316,6 +316,14 @@ pub fn verdicts(e: &Evaluation) -> Vec<(String, Severity)> {
 /// Live observations by node.
 pub type Live = BTreeMap<NodeName, Result<Observations, String>>;
 
+/// Observations for [`pair`]'s two nodes, made by `f` from the node's name.
+pub fn live_pair(f: impl Fn(&str) -> Observations) -> Live {
+    ["spark-a", "spark-b"]
+        .iter()
+        .map(|n| (name(n), Ok(f(n))))
+        .collect()
+}
+
 /// The output of a command that exited with `rc` and printed `err`.
 pub fn out(rc: i32, err: &str) -> Option<live::CmdOut> {
     Some(live::CmdOut {
