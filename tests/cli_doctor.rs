@@ -23,9 +23,10 @@ fn fixture_args(name: &str) -> Vec<String> {
         .collect()
 }
 
+/// A fixture log: `logs/NAME` or `nccl-tests/NAME` under tests/fixtures.
 fn log(name: &str) -> String {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/logs")
+        .join("tests/fixtures")
         .join(name)
         .display()
         .to_string()
@@ -158,7 +159,7 @@ fn a_log_alone_is_analysed_without_touching_any_machine() {
         "doctor",
         "--json",
         "--log",
-        &log("nccl-tests-net-socket.log"),
+        &log("nccl-tests/all_reduce_2rank_net_socket.log"),
     ]);
     assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
     let v = json(&out);
@@ -166,7 +167,11 @@ fn a_log_alone_is_analysed_without_touching_any_machine() {
     let socket = &v["logs"][0]["results"][0];
     assert_eq!(socket["id"], "lastrun.net-socket");
     assert_eq!(socket["status"], "fail");
-    let out = run(&["doctor", "--log", &log("nccl-tests-two-sparks-ib.log")]);
+    let out = run(&[
+        "doctor",
+        "--log",
+        &log("nccl-tests/all_gather_2spark_both_twins.log"),
+    ]);
     assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
     let out = run(&["doctor", "--log", "/nonexistent.log"]);
     assert_eq!(out.status.code(), Some(2));
@@ -175,7 +180,7 @@ fn a_log_alone_is_analysed_without_touching_any_machine() {
 #[test]
 fn logs_and_snapshots_together_report_both() {
     let mut a = args(&["doctor", "--log"], "seed-001-two-sparks-both-twins");
-    a.insert(2, log("torch-diststoreerror-store.log"));
+    a.insert(2, log("logs/torch-diststoreerror-store.log"));
     let out = run(&a);
     assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
     let text = String::from_utf8_lossy(&out.stdout);

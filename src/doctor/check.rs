@@ -116,6 +116,19 @@ impl Fix {
         }
     }
 
+    /// A fix written as prose with its commands in backticks (derive's and `report::nccl`'s):
+    /// the `sudo ...` commands become the commands to run, the prose stays the text.
+    pub fn from_prose(text: &str) -> Fix {
+        let commands = text
+            .split('`')
+            .skip(1)
+            .step_by(2)
+            .filter(|c| c.starts_with("sudo "))
+            .map(str::to_string)
+            .collect::<Vec<_>>();
+        Fix::run(text, commands)
+    }
+
     pub fn run(text: impl Into<String>, commands: impl IntoIterator<Item = String>) -> Fix {
         Fix {
             text: text.into(),

@@ -127,22 +127,15 @@ fn violations(inputs: &Inputs, kind: ViolationKind, why: &str) -> Evaluation {
             } else {
                 v.problem.clone()
             };
-            e.push(Finding::fail(&v.node, problem, why, fix_of(&v.fix)));
+            e.push(Finding::fail(
+                &v.node,
+                problem,
+                why,
+                Fix::from_prose(&v.fix),
+            ));
         }
     }
     e
-}
-
-/// Derive writes fixes as prose with commands in backticks; lift `sudo ...` commands out.
-fn fix_of(text: &str) -> Fix {
-    let commands: Vec<String> = text
-        .split('`')
-        .skip(1)
-        .step_by(2)
-        .filter(|c| c.starts_with("sudo "))
-        .map(str::to_string)
-        .collect();
-    Fix::run(text, commands)
 }
 
 fn rdma_active(inputs: &Inputs) -> Evaluation {

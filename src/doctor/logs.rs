@@ -4,13 +4,16 @@
 //! "unique IP" errors — with the lines that prove it and the fix.
 //!
 //! Pure functions of text. Each analyser has a stable id (`lastrun.qp-timeout`) like the node
-//! checks, and says "ok" when the log shows nothing of its kind.
+//! checks, and says "ok" when the log shows nothing of its kind. The transport (sockets or
+//! RDMA, and which HCAs NCCL really opened) is read by `report::nccl`'s transport detection,
+//! the same code `nccl-test` judges its runs with; the other analysers are here.
 
 use std::net::Ipv6Addr;
 
 use serde::Serialize;
 
 use super::check::{Fix, Severity, Status};
+use crate::report::nccl::{ExpectedHcas, ProblemKind, detect_transport, transport_problems};
 
 /// A line of the log that shows the problem (1-based line number).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -66,10 +69,16 @@ enum Verdict {
     Found(LogFinding),
 }
 
+/// One log as the analysers see it: the whole text and its lines.
+struct Log<'a> {
+    text: &'a str,
+    lines: Vec<&'a str>,
+}
+
 struct Analyser {
     id: &'static str,
     title: &'static str,
-    run: fn(&[&str]) -> Verdict,
+    run: fn(&Log) -> Verdict,
 }
 
 const ANALYSERS: &[Analyser] = &[
@@ -77,6 +86,11 @@ const ANALYSERS: &[Analyser] = &[
         id: "lastrun.net-socket",
         title: "NCCL used RDMA, not TCP sockets",
         run: net_socket,
+    },
+    Analyser {
+        id: "lastrun.missing-hca",
+        title: "NCCL opened every HCA it was given (twins)",
+        run: missing_hca,
     },
     Analyser {
         id: "lastrun.qp-timeout",
@@ -102,11 +116,14 @@ pub fn ids() -> Vec<&'static str> {
 
 /// Runs every analyser on one log.
 pub fn analyse(file: &str, text: &str) -> LogReport {
-    let lines: Vec<&str> = text.lines().collect();
+    let log = Log {
+        text,
+        lines: text.lines().collect(),
+    };
     let results = ANALYSERS
         .iter()
         .map(|a| {
-            let (status, finding, skipped) = match (a.run)(&lines) {
+            let (status, finding, skipped) = match (a.run)(&log) {
                 Verdict::Clean => (Status::Ok, None, None),
                 Verdict::NotApplicable(why) => (Status::Skipped, None, Some(why)),
                 Verdict::Found(f) => (f.severity.into(), Some(f), None),
@@ -145,102 +162,73 @@ fn find<'a>(lines: &[&'a str], needle: &str) -> Option<&'a str> {
     lines.iter().copied().find(|l| l.contains(needle))
 }
 
-/// The host of an NCCL log line (`host:pid:tid [dev] NCCL INFO ...`).
-fn nccl_host(line: &str) -> Option<&str> {
-    let (prefix, _) = line.split_once(" NCCL ")?;
-    let host = prefix.split(':').next()?.trim();
-    (!host.is_empty() && !host.contains(' ')).then_some(host)
-}
-
-/// The value after `NAME set by environment to ` (NCCL's own report of a variable).
-fn env_setting<'a>(lines: &[&'a str], name: &str) -> Option<&'a str> {
-    let key = format!("{name} set by environment to ");
-    lines.iter().find_map(|l| {
-        let (_, v) = l.split_once(&key)?;
-        Some(v.trim().trim_end_matches('.'))
-    })
-}
-
-fn net_socket(lines: &[&str]) -> Verdict {
-    if !lines.iter().any(|l| l.contains("NCCL INFO")) {
-        return Verdict::NotApplicable(
-            "no NCCL INFO lines: run with NCCL_DEBUG=INFO to see the transport".into(),
-        );
-    }
-    // Channel lines say which transport each connection really took; "Using network Socket"
-    // alone is also printed by single-node runs whose channels all go over P2P/SHM.
-    let channels = lines.iter().any(|l| l.contains(" via "));
-    let is_socket =
-        |l: &str| l.contains("via NET/Socket") || (!channels && l.contains("Using network Socket"));
-    let (ev, n) = evidence(lines, is_socket);
-    if n == 0 {
-        return Verdict::Clean;
-    }
-    let mut hosts: Vec<&str> = lines
+/// `host (ranks)` for every problem, joined.
+fn where_(problems: &[crate::report::nccl::TransportProblem]) -> String {
+    problems
         .iter()
-        .filter(|l| is_socket(l))
-        .filter_map(|l| nccl_host(l))
+        .map(|p| format!("{} ({})", p.host, p.ranks))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+const NO_NCCL_LINES: &str = "no NCCL INFO lines: run with NCCL_DEBUG=INFO to see the transport";
+
+fn net_socket(log: &Log) -> Verdict {
+    let transport = detect_transport(log.text);
+    if transport.is_empty() {
+        return Verdict::NotApplicable(NO_NCCL_LINES.into());
+    }
+    let problems: Vec<_> = transport_problems(&transport, &ExpectedHcas::new())
+        .into_iter()
+        .filter(|p| p.kind == ProblemKind::SocketFallback)
         .collect();
-    hosts.sort();
-    hosts.dedup();
-    let (cause, fix) = if let Some(v) = env_setting(lines, "NCCL_IB_DISABLE").filter(|v| *v != "0")
-    {
-        (
-            format!(
-                "NCCL_IB_DISABLE is set to {v} (in the environment or /etc/nccl.conf), which turns RDMA off"
-            ),
-            Fix::text(
-                "unset NCCL_IB_DISABLE (spark-launch sets it to 0) and remove it from /etc/nccl.conf; `spark-launch doctor` shows the file",
-            ),
-        )
-    } else if let Some(v) =
-        env_setting(lines, "NCCL_NET").filter(|v| v.eq_ignore_ascii_case("socket"))
-    {
-        (
-            format!("NCCL_NET is forced to {v}"),
-            Fix::text("unset NCCL_NET (and remove it from /etc/nccl.conf)"),
-        )
-    } else if let Some(l) = find(lines, "ibv_reg_mr") {
-        (
-            format!(
-                "RDMA memory registration failed (`{}`): the locked-memory limit is too low or CMA is empty",
-                l.trim()
-            ),
-            Fix::text(
-                "run containers with `--ulimit memlock=-1` and check CMA (`spark-launch doctor` host.container-memlock and host.cma; a kernel with empty CMA needs `kho=off`)",
-            ),
-        )
-    } else if find(lines, "NET/IB : No device found").is_some() {
-        let hca = env_setting(lines, "NCCL_IB_HCA");
-        (
-            match hca {
-                Some(h) => format!("NCCL found no usable RDMA device: NCCL_IB_HCA={h} names no ACTIVE device on that node (names differ per node), or /dev/infiniband is not in the container"),
-                None => "NCCL found no RDMA device: /dev/infiniband was not passed into the container, or no RDMA device is ACTIVE".to_string(),
-            },
-            Fix::text("pass `--device /dev/infiniband` (spark-launch does) and take NCCL_IB_HCA per node from `spark-launch env`; `spark-launch doctor` checks that every node has an ACTIVE device"),
-        )
-    } else {
-        (
-            "NCCL could not open an RDMA connection and fell back to TCP".to_string(),
-            Fix::text(
-                "run `spark-launch doctor` on the cluster; rerun with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET to see why IB was rejected",
-            ),
-        )
+    let Some(first) = problems.first() else {
+        return Verdict::Clean;
     };
+    let (evidence, _) = evidence(&log.lines, |l| {
+        l.contains("via NET/Socket") || l.contains("Using network Socket")
+    });
     Verdict::Found(LogFinding {
         severity: Severity::Fail,
         problem: format!(
-            "NCCL ran over TCP sockets (NET/Socket){}: {n} line{} say so",
-            if hosts.is_empty() {
-                String::new()
-            } else {
-                format!(" on {}", hosts.join(", "))
-            },
-            if n == 1 { "" } else { "s" }
+            "NCCL ran over TCP sockets (NET/Socket) on {}",
+            where_(&problems)
         ),
-        cause,
-        fix,
-        evidence: ev,
+        cause: first.problem.clone(),
+        fix: Fix::from_prose(&first.fix),
+        evidence,
+    })
+}
+
+fn missing_hca(log: &Log) -> Verdict {
+    let transport = detect_transport(log.text);
+    if transport.is_empty() {
+        return Verdict::NotApplicable(NO_NCCL_LINES.into());
+    }
+    let problems: Vec<_> = transport_problems(&transport, &ExpectedHcas::new())
+        .into_iter()
+        .filter(|p| matches!(p.kind, ProblemKind::MissingHca | ProblemKind::IdleHca))
+        .collect();
+    let Some(first) = problems.first() else {
+        return Verdict::Clean;
+    };
+    let (evidence, _) = evidence(&log.lines, |l| {
+        l.contains("NET/IB : Using") || l.contains("NCCL_IB_HCA set")
+    });
+    let fails = problems.iter().any(|p| p.kind.fails());
+    Verdict::Found(LogFinding {
+        severity: if fails {
+            Severity::Fail
+        } else {
+            Severity::Warn
+        },
+        problem: format!(
+            "NCCL used fewer RDMA devices than it was given on {}",
+            where_(&problems)
+        ),
+        cause: first.problem.clone(),
+        fix: Fix::from_prose(&first.fix),
+        evidence,
     })
 }
 
@@ -264,7 +252,8 @@ fn qp_gids(line: &str) -> Option<(Option<u32>, Ipv6Addr, Ipv6Addr)> {
     Some((index, local, remote))
 }
 
-fn qp_timeout(lines: &[&str]) -> Verdict {
+fn qp_timeout(log: &Log) -> Verdict {
+    let lines = &log.lines;
     let is_timeout = |l: &str| {
         l.contains("ibv_modify_qp")
             && (l.contains("failed with 110") || l.contains("Connection timed out"))
@@ -336,7 +325,8 @@ fn connect_target(line: &str) -> Option<(String, String)> {
     Some((h.trim().to_string(), p.trim().to_string()))
 }
 
-fn rendezvous(lines: &[&str]) -> Verdict {
+fn rendezvous(log: &Log) -> Verdict {
+    let lines = &log.lines;
     let is_store = |l: &str| {
         l.contains("DistStoreError")
             || l.contains("clients joined")
@@ -424,7 +414,8 @@ fn clients_joined(line: &str) -> Option<(u32, u32)> {
     Some((a.parse().ok()?, b.parse().ok()?))
 }
 
-fn ray_ip(lines: &[&str]) -> Verdict {
+fn ray_ip(log: &Log) -> Verdict {
+    let lines = &log.lines;
     let is_ip = |l: &str| {
         l.contains("Every node should have a unique IP address")
             || l.contains("and Ray expects this IP address to be")
@@ -479,11 +470,22 @@ fn unique_ip_counts(line: &str) -> Option<(u32, u32, String)> {
 mod tests {
     use super::*;
 
-    fn fixture(name: &str) -> String {
+    fn read(dir: &str, name: &str) -> String {
         let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/fixtures/logs")
+            .join("tests/fixtures")
+            .join(dir)
             .join(name);
         std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+    }
+
+    /// A log of `tests/fixtures/logs/` (this module's).
+    fn fixture(name: &str) -> String {
+        read("logs", name)
+    }
+
+    /// An nccl-tests log of `tests/fixtures/nccl-tests/` (shared with `report::nccl`).
+    fn nccl(name: &str) -> String {
+        read("nccl-tests", name)
     }
 
     fn result<'a>(r: &'a LogReport, id: &str) -> &'a LogResult {
@@ -492,34 +494,56 @@ mod tests {
 
     #[test]
     fn a_socket_run_fails_net_socket_naming_the_missing_device() {
-        let r = analyse("socket.log", &fixture("nccl-tests-net-socket.log"));
+        let r = analyse("socket.log", &nccl("all_reduce_2rank_net_socket.log"));
         let x = result(&r, "lastrun.net-socket");
         assert_eq!(x.status, Status::Fail);
         let f = x.finding.as_ref().unwrap();
-        assert!(
-            f.problem
-                .starts_with("NCCL ran over TCP sockets (NET/Socket) on vm:"),
-            "{}",
-            f.problem
+        assert_eq!(
+            f.problem,
+            "NCCL ran over TCP sockets (NET/Socket) on vm (ranks 0,1)"
         );
+        assert!(f.cause.contains("NCCL found no RDMA device"), "{}", f.cause);
         assert!(
-            f.cause.starts_with("NCCL found no RDMA device"),
-            "{}",
-            f.cause
+            f.evidence[0].text.contains("Using network Socket"),
+            "{:?}",
+            f.evidence
         );
         assert_eq!(r.status(), Status::Fail);
     }
 
     #[test]
+    fn a_run_with_ib_disabled_names_the_variable() {
+        let r = analyse("s.log", &nccl("gpu_h200x2_all_reduce_socket_plain.log"));
+        let f = result(&r, "lastrun.net-socket").finding.clone().unwrap();
+        assert!(f.cause.contains("NCCL_IB_DISABLE=1"), "{}", f.cause);
+    }
+
+    #[test]
     fn a_single_node_nvlink_run_is_not_mistaken_for_a_socket_fallback() {
-        let r = analyse("nvlink.log", &fixture("nccl-tests-nvlink-one-node.log"));
+        let r = analyse("nvlink.log", &nccl("all_reduce_2gpu_nvlink.log"));
         assert_eq!(result(&r, "lastrun.net-socket").status, Status::Ok);
     }
 
     #[test]
-    fn an_rdma_run_passes_every_analyser() {
-        let r = analyse("ib.log", &fixture("nccl-tests-two-sparks-ib.log"));
+    fn an_rdma_run_on_both_twins_passes_every_analyser() {
+        let r = analyse("ib.log", &nccl("all_gather_2spark_both_twins.log"));
         assert!(r.results.iter().all(|x| x.status == Status::Ok), "{r:#?}");
+    }
+
+    #[test]
+    fn a_run_that_opened_one_twin_of_two_fails_missing_hca() {
+        let r = analyse("one.log", &nccl("all_gather_2spark_one_twin.log"));
+        assert_eq!(result(&r, "lastrun.net-socket").status, Status::Ok);
+        let x = result(&r, "lastrun.missing-hca");
+        assert_eq!(x.status, Status::Fail);
+        let f = x.finding.as_ref().unwrap();
+        assert!(
+            f.problem
+                .starts_with("NCCL used fewer RDMA devices than it was given on spark-1b3b"),
+            "{}",
+            f.problem
+        );
+        assert!(f.cause.contains("roceP2p1s0f1"), "{}", f.cause);
     }
 
     #[test]
