@@ -4,9 +4,10 @@
 //! taken, sshd down, a bridge port that drops jumbo frames, twins on one subnet, a worker
 //! missing a model file.
 //!
-//! The simulated nodes have no GPU, no NVIDIA driver and no Docker Engine, and their test user
-//! keeps the host's memlock limit: those checks are left out (`--skip`), so that a healthy
-//! simulated cluster reports nothing and an injected fault is the only thing reported.
+//! The simulated nodes have no GPU and no NVIDIA driver, run no Docker Engine unless a test
+//! asks for one (`--services dockerd`: each node its own), and their test user keeps the host's
+//! memlock limit: those checks are left out (`--skip`), so that a healthy simulated cluster
+//! reports nothing and an injected fault is the only thing reported.
 
 mod support;
 
@@ -133,9 +134,13 @@ fn cluster() -> SimNet {
 }
 
 fn doctor(net: &SimNet, extra: &[&str]) -> serde_json::Value {
+    doctor_skipping(net, &SKIP, extra)
+}
+
+fn doctor_skipping(net: &SimNet, skip: &[&str], extra: &[&str]) -> serde_json::Value {
     let hosts = hosts(net);
     let mut args = vec!["doctor", "--json", "--hosts", &hosts];
-    for s in SKIP {
+    for s in skip {
         args.extend(["--skip", s]);
     }
     args.extend_from_slice(extra);
@@ -381,5 +386,109 @@ fn a_worker_missing_a_model_file_fails_cluster_model_on_that_worker() {
     assert_eq!(
         findings(&v, "cluster.model")[0]["problem"],
         "sl/tiny differs from n1's copy: missing model.safetensors"
+    );
+}
+
+#[test]
+fn every_node_s_own_engine_is_checked_and_a_wrong_arch_or_missing_image_fails_on_its_node() {
+    let net = SimNet::builder(3).services("sshd,dockerd").tag("k").up();
+    trust(&net);
+    let image = format!("sl6-{}-doctor:sim", std::process::id());
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    // n1 and n2 hold the same image (saved and loaded: same ID); n3 holds an arm64 build of
+    // the tag; and before that, n3 has none.
+    let s1 = net.docker_socket(1).display().to_string();
+    rt.block_on(support::docker::import_busybox(&s1, &image));
+    let save = Command::new("docker")
+        .args(["-H", &format!("unix://{s1}"), "save", &image])
+        .output()
+        .unwrap();
+    assert!(save.status.success());
+    let mut load = Command::new("docker")
+        .args([
+            "-H",
+            &format!("unix://{}", net.docker_socket(2).display()),
+            "load",
+            "-q",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write;
+        load.stdin.take().unwrap().write_all(&save.stdout).unwrap();
+    }
+    assert!(load.wait().unwrap().success());
+
+    let checks = [
+        "--check",
+        "host.docker",
+        "--check",
+        "host.disk",
+        "--check",
+        "cluster.image-digest",
+        "--check",
+        "cluster.image-arch",
+        "--image",
+        &image,
+    ];
+    // With their own engines the nodes' Docker checks run too (no GPU runtime here).
+    let skip = ["host.nvidia-driver", "host.memlock", "host.gpu-runtime"];
+    let v = doctor_skipping(&net, &skip, &checks);
+    assert_eq!(
+        problems(&v),
+        vec![p("cluster.image-digest", "n3", "fail")],
+        "{v:#}"
+    );
+    let docker = v["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == "host.docker")
+        .unwrap();
+    assert_eq!(docker["status"], "ok", "{docker}");
+
+    assert_eq!(
+        findings(&v, "cluster.image-digest")[0]["fix"]["commands"],
+        serde_json::json!([format!("spark-launch image push {image} --to n3")])
+    );
+
+    // The test container, started on each node's own engine like every spark-launch GPU
+    // container (memlock=-1): it runs where dockerd may raise the limit, and is refused with
+    // the reason where it may not (this host has no CAP_SYS_RESOURCE). n3 has no image yet.
+    let v = doctor_skipping(
+        &net,
+        &[],
+        &["--check", "host.container-memlock", "--image", &image],
+    );
+    let cells = &v["checks"][0]["nodes"];
+    let expected = if support::docker::has_cap_sys_resource(std::process::id()) {
+        "ok"
+    } else {
+        "fail"
+    };
+    assert_eq!(cells["n1"], expected, "{v:#}");
+    assert_eq!(cells["n2"], expected, "{v:#}");
+    assert_eq!(cells["n3"], "skipped", "{v:#}");
+    if expected == "fail" {
+        let f = &findings(&v, "host.container-memlock")[0];
+        assert!(f["problem"].as_str().unwrap().contains("rlimit"), "{f}");
+    }
+
+    let s3 = net.docker_socket(3).display().to_string();
+    rt.block_on(support::docker::load_busybox_for_arch(&s3, &image, "arm64"));
+    let v = doctor_skipping(&net, &skip, &checks);
+    assert_eq!(
+        problems(&v),
+        vec![p("cluster.image-arch", "n3", "fail")],
+        "{v:#}"
+    );
+    assert_eq!(
+        findings(&v, "cluster.image-arch")[0]["problem"],
+        format!("{image} here is built for arm64, but this node is amd64")
     );
 }
