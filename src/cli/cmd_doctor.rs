@@ -237,19 +237,8 @@ async fn gather_live(
     let step = ctx
         .reporter
         .step(&format!("probe {n} node{}", if n == 1 { "" } else { "s" }));
-    let local = &local;
-    let pool_ref = &pool;
-    let probed = for_each_node(pool.names(), pool.limit, |name| async move {
-        let handle = pool_ref.get(&name)?;
-        if handle.is_local() {
-            Ok(local.clone())
-        } else {
-            ssh::probe::probe(handle).await
-        }
-    })
-    .await;
     let mut nodes = Vec::new();
-    for (name, r) in probed {
+    for (name, r) in ssh::probe::probe_all(&pool).await {
         match r {
             Ok(facts) => nodes.push(NodeInput { name, facts }),
             Err(e) => unreachable.push((name, e.to_string())),
@@ -292,6 +281,7 @@ async fn gather_live(
 
     let step = ctx.reporter.step("run the live checks on every node");
     let plans = &plans;
+    let pool_ref = &pool;
     let results = for_each_node(
         nodes.iter().map(|n| n.name.clone()),
         pool.limit,

@@ -42,14 +42,7 @@ fn images<'a>(
     e: &mut Evaluation,
 ) -> Vec<(&'a NodeName, Option<&'a ImageInfo>)> {
     let mut out = Vec::new();
-    for n in inputs.nodes {
-        let obs = match inputs.observed(&n.name) {
-            Ok(o) => o,
-            Err(why) => {
-                e.skip(&n.name, why);
-                continue;
-            }
-        };
+    for (n, obs) in inputs.observed_nodes(e) {
         match &obs.image {
             Some(ImageState::Present(i)) => out.push((&n.name, Some(i))),
             Some(ImageState::Absent) => out.push((&n.name, None)),
@@ -215,14 +208,7 @@ fn model(inputs: &Inputs) -> Evaluation {
         ModelRef::Path(p) => format!("copy {p} from the head (rsync -a)"),
     };
     let mut seen: Vec<(&NodeName, BTreeMap<&str, &ModelFile>)> = Vec::new();
-    for n in inputs.nodes {
-        let obs = match inputs.observed(&n.name) {
-            Ok(o) => o,
-            Err(why) => {
-                e.skip(&n.name, why);
-                continue;
-            }
-        };
+    for (n, obs) in inputs.observed_nodes(&mut e) {
         let Some(m) = &obs.model else {
             e.skip(&n.name, "the model was not looked for");
             continue;

@@ -535,14 +535,7 @@ fn mtu_path(inputs: &Inputs) -> Evaluation {
     let mut e = Evaluation::default();
     let mut failures: Vec<DfFailure> = Vec::new();
     let mut tried = Tried::new();
-    for node in inputs.nodes {
-        let obs = match inputs.observed(&node.name) {
-            Ok(o) => o,
-            Err(why) => {
-                e.skip(&node.name, why);
-                continue;
-            }
-        };
+    for (node, obs) in inputs.observed_nodes(&mut e) {
         let mut any = false;
         for p in &obs.pings {
             let Some(payload) = p.ping.df_payload else {

@@ -120,14 +120,7 @@ fn container_memlock(inputs: &Inputs) -> Evaluation {
         }
         return e;
     };
-    for n in inputs.nodes {
-        let obs = match inputs.observed(&n.name) {
-            Ok(o) => o,
-            Err(why) => {
-                e.skip(&n.name, why);
-                continue;
-            }
-        };
+    for (n, obs) in inputs.observed_nodes(&mut e) {
         match &obs.container {
             None => {
                 let why = match &obs.image {
@@ -373,14 +366,7 @@ fn disk(inputs: &Inputs) -> Evaluation {
                 ImageState::Present(i) => i.size,
                 _ => None,
             });
-    for n in inputs.nodes {
-        let obs = match inputs.observed(&n.name) {
-            Ok(o) => o,
-            Err(why) => {
-                e.skip(&n.name, why);
-                continue;
-            }
-        };
+    for (n, obs) in inputs.observed_nodes(&mut e) {
         let Some(free) = obs.docker_free_kib else {
             e.skip(
                 &n.name,
@@ -427,14 +413,7 @@ fn disk(inputs: &Inputs) -> Evaluation {
 
 fn docker(inputs: &Inputs) -> Evaluation {
     let mut e = Evaluation::default();
-    for n in inputs.nodes {
-        let obs = match inputs.observed(&n.name) {
-            Ok(o) => o,
-            Err(why) => {
-                e.skip(&n.name, why);
-                continue;
-            }
-        };
+    for (n, obs) in inputs.observed_nodes(&mut e) {
         let user = obs.user.clone().unwrap_or_else(|| "$USER".into());
         let in_group = obs.groups.iter().any(|g| g == "docker") || user == "root";
         match &obs.docker {
@@ -494,14 +473,7 @@ fn docker(inputs: &Inputs) -> Evaluation {
 
 fn gpu_runtime(inputs: &Inputs) -> Evaluation {
     let mut e = Evaluation::default();
-    for n in inputs.nodes {
-        let obs = match inputs.observed(&n.name) {
-            Ok(o) => o,
-            Err(why) => {
-                e.skip(&n.name, why);
-                continue;
-            }
-        };
+    for (n, obs) in inputs.observed_nodes(&mut e) {
         let Some(DockerState::Reachable(info)) = &obs.docker else {
             e.skip(&n.name, "Docker is not usable here (see host.docker)");
             continue;

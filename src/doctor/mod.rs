@@ -110,13 +110,26 @@ pub struct Inputs<'a> {
     pub unreachable: &'a [(NodeName, String)],
 }
 
-impl Inputs<'_> {
-    pub fn head(&self) -> Option<&NodeInput> {
+impl<'a> Inputs<'a> {
+    pub fn head(&self) -> Option<&'a NodeInput> {
         self.nodes.first()
     }
 
+    /// Every node that has live observations, head first; every other node is skipped in `e`
+    /// with the reason.
+    pub fn observed_nodes(&self, e: &mut Evaluation) -> Vec<(&'a NodeInput, &'a Observations)> {
+        let mut out = Vec::new();
+        for n in self.nodes {
+            match self.observed(&n.name) {
+                Ok(o) => out.push((n, o)),
+                Err(why) => e.skip(&n.name, why),
+            }
+        }
+        out
+    }
+
     /// The live observations of `node`, or why there are none.
-    pub fn observed(&self, node: &NodeName) -> Result<&Observations, String> {
+    pub fn observed(&self, node: &NodeName) -> Result<&'a Observations, String> {
         match self.live {
             None => Err("needs live nodes (this run reads snapshots)".to_string()),
             Some(map) => match map.get(node) {

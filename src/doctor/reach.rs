@@ -192,14 +192,7 @@ fn fabric(inputs: &Inputs) -> Evaluation {
     let mut e = Evaluation::default();
     let mut failures = Vec::new();
     let mut tried = Tried::new();
-    for node in inputs.nodes {
-        let obs = match inputs.observed(&node.name) {
-            Ok(o) => o,
-            Err(why) => {
-                e.skip(&node.name, why);
-                continue;
-            }
-        };
+    for (node, obs) in inputs.observed_nodes(&mut e) {
         for p in obs.pings.iter().filter(|p| p.ping.df_payload.is_none()) {
             tried.entry(&p.ping.peer).or_default().insert(&node.name);
             let Some(r) = &p.result else { continue };
@@ -261,20 +254,14 @@ fn fabric(inputs: &Inputs) -> Evaluation {
 
 fn ports(inputs: &Inputs) -> Evaluation {
     let mut e = Evaluation::default();
-    for (i, node) in inputs.nodes.iter().enumerate() {
-        let obs = match inputs.observed(&node.name) {
-            Ok(o) => o,
-            Err(why) => {
-                e.skip(&node.name, why);
-                continue;
-            }
-        };
+    let head = inputs.head().map(|h| &h.name);
+    for (node, obs) in inputs.observed_nodes(&mut e) {
         let Some(listening) = &obs.listening else {
             e.skip(&node.name, "/proc/net/tcp could not be read");
             continue;
         };
         for p in &inputs.options.ports {
-            if p.scope == PortScope::Head && i != 0 {
+            if p.scope == PortScope::Head && Some(&node.name) != head {
                 continue;
             }
             if listening.contains(&p.port) {
