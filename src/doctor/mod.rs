@@ -1,2 +1,333 @@
-//! Named, independent checks of a cluster, each with a stable id, a plain-language failure text
-//! and the fix. Checks over facts are pure; checks that need the network run through `ssh`.
+//! Named, independent checks of a cluster, each with a stable id (`fabric.twins-same-subnet`),
+//! a plain-language failure text and the fix.
+//!
+//! Every check is a pure function of [`Inputs`]: the probe facts of every node, what `derive`
+//! made of them, the user's options and — for live checks — the observations gathered on the
+//! live nodes (`live::Observations`, made by running `live::script` on each node through the
+//! SSH layer). Nothing here touches the world: the CLI gathers, this module judges. A check that
+//! needs live observations on a `--snapshot` run is skipped, with the reason.
+//!
+//! Fabric rules are `derive`'s: the checks wrap its `Refusal` violations and build on its
+//! topology and twin helpers rather than restating them.
+
+pub mod check;
+pub mod cluster;
+pub mod fabric;
+pub mod host;
+pub mod live;
+pub mod logs;
+pub mod reach;
+pub mod render;
+
+#[cfg(test)]
+pub(crate) mod testkit;
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+pub use check::{Category, CheckInfo, Evaluation, Finding, Fix, Needs, Note, Severity, Status};
+pub use live::{ModelRef, Observations};
+
+use crate::derive::{ClusterEnv, NodeInput, Refusal};
+use crate::node::NodeName;
+
+/// Where a port must be free.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PortScope {
+    /// Only the head listens there (API server, rendezvous, Ray GCS).
+    Head,
+    /// Every node listens there (the containers' sshd).
+    Every,
+}
+
+/// A TCP port a workload needs free.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct PortUse {
+    pub port: u16,
+    pub what: String,
+    pub scope: PortScope,
+}
+
+impl PortUse {
+    pub fn new(port: u16, what: &str, scope: PortScope) -> PortUse {
+        PortUse {
+            port,
+            what: what.to_string(),
+            scope,
+        }
+    }
+}
+
+/// The ports spark-launch's workloads use by default.
+pub fn default_ports() -> Vec<PortUse> {
+    vec![
+        PortUse::new(8000, "vLLM API server", PortScope::Head),
+        PortUse::new(8355, "TensorRT-LLM API server", PortScope::Head),
+        PortUse::new(
+            29500,
+            "torch.distributed rendezvous (MASTER_PORT)",
+            PortScope::Head,
+        ),
+        PortUse::new(6379, "Ray GCS", PortScope::Head),
+        PortUse::new(2233, "container sshd (mpirun)", PortScope::Every),
+    ]
+}
+
+/// What the user asked doctor to look at, beyond the nodes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Options {
+    /// The image the cluster will run (digest, architecture, container memlock, disk checks).
+    pub image: Option<String>,
+    /// A model whose weights must be on every node.
+    pub model: Option<ModelRef>,
+    pub ports: Vec<PortUse>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            image: None,
+            model: None,
+            ports: default_ports(),
+        }
+    }
+}
+
+/// Everything a check may look at.
+pub struct Inputs<'a> {
+    /// Every node, head first.
+    pub nodes: &'a [NodeInput],
+    /// `derive` run on `nodes`: the environment, or every violation it refused.
+    pub derived: &'a Result<ClusterEnv, Refusal>,
+    pub options: &'a Options,
+    /// Observations from the live nodes; `None` on snapshots. A node whose gathering failed
+    /// maps to the reason.
+    pub live: Option<&'a BTreeMap<NodeName, Result<Observations, String>>>,
+    /// Live nodes that could not be reached or probed at all, with the reason: they have no
+    /// facts, `reach.ssh` fails them and every other check skips them.
+    pub unreachable: &'a [(NodeName, String)],
+}
+
+impl<'a> Inputs<'a> {
+    pub fn head(&self) -> Option<&'a NodeInput> {
+        self.nodes.first()
+    }
+
+    /// Every node that has live observations, head first; every other node is skipped in `e`
+    /// with the reason.
+    pub fn observed_nodes(&self, e: &mut Evaluation) -> Vec<(&'a NodeInput, &'a Observations)> {
+        let mut out = Vec::new();
+        for n in self.nodes {
+            match self.observed(&n.name) {
+                Ok(o) => out.push((n, o)),
+                Err(why) => e.skip(&n.name, why),
+            }
+        }
+        out
+    }
+
+    /// The live observations of `node`, or why there are none.
+    pub fn observed(&self, node: &NodeName) -> Result<&'a Observations, String> {
+        match self.live {
+            None => Err("needs live nodes (this run reads snapshots)".to_string()),
+            Some(map) => match map.get(node) {
+                Some(Ok(o)) => Ok(o),
+                Some(Err(e)) => Err(format!("could not gather on this node: {e}")),
+                None => Err("no observations from this node".to_string()),
+            },
+        }
+    }
+}
+
+/// One check: its identity and its pure judgement.
+#[derive(Clone, Copy)]
+pub struct Check {
+    pub info: CheckInfo,
+    pub run: fn(&Inputs) -> Evaluation,
+}
+
+/// Every node check, in the order the table shows them. Ids are stable: scripts match on them.
+pub fn checks() -> Vec<Check> {
+    let mut all = Vec::new();
+    all.extend(fabric::CHECKS.iter().copied());
+    all.extend(reach::CHECKS.iter().copied());
+    all.extend(host::CHECKS.iter().copied());
+    all.extend(cluster::CHECKS.iter().copied());
+    all
+}
+
+/// The result of one check over the cluster.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct CheckReport {
+    #[serde(flatten)]
+    pub info: CheckInfo,
+    /// The worst verdict over all nodes.
+    pub status: Status,
+    /// The verdict per node, in cluster order.
+    #[serde(serialize_with = "ser_cells")]
+    pub nodes: Vec<(NodeName, Status)>,
+    pub findings: Vec<Finding>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<Note>,
+    #[serde(skip_serializing_if = "Vec::is_empty", serialize_with = "ser_skipped")]
+    pub skipped: Vec<(NodeName, String)>,
+}
+
+fn ser_cells<S: serde::Serializer>(cells: &[(NodeName, Status)], s: S) -> Result<S::Ok, S::Error> {
+    use serde::ser::SerializeMap;
+    let mut m = s.serialize_map(Some(cells.len()))?;
+    for (n, st) in cells {
+        m.serialize_entry(n.as_str(), st)?;
+    }
+    m.end()
+}
+
+fn ser_skipped<S: serde::Serializer>(
+    skipped: &[(NodeName, String)],
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    use serde::ser::SerializeSeq;
+    #[derive(Serialize)]
+    struct One<'a> {
+        node: &'a NodeName,
+        reason: &'a str,
+    }
+    let mut seq = s.serialize_seq(Some(skipped.len()))?;
+    for (node, reason) in skipped {
+        seq.serialize_element(&One { node, reason })?;
+    }
+    seq.end()
+}
+
+/// Counts of verdicts, one per (check, node) cell.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Summary {
+    pub ok: usize,
+    pub warn: usize,
+    pub fail: usize,
+    pub skipped: usize,
+}
+
+/// Everything doctor found.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Report {
+    /// Node names, head first.
+    pub nodes: Vec<NodeName>,
+    pub summary: Summary,
+    pub checks: Vec<CheckReport>,
+    /// `--log FILE` analyses.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub logs: Vec<logs::LogReport>,
+}
+
+impl Report {
+    /// True when any check or log analysis failed: the command then exits 1.
+    pub fn failed(&self) -> bool {
+        self.summary.fail > 0 || self.logs.iter().any(|l| l.status() == Status::Fail)
+    }
+}
+
+/// Which checks to run: ids or category prefixes (`fabric`, `host.cma`); empty means all.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Selection {
+    pub only: Vec<String>,
+    pub skip: Vec<String>,
+}
+
+impl Selection {
+    fn matches(pattern: &str, id: &str) -> bool {
+        id == pattern
+            || id
+                .strip_prefix(pattern)
+                .is_some_and(|rest| rest.starts_with('.'))
+    }
+
+    pub fn wants(&self, id: &str) -> bool {
+        (self.only.is_empty() || self.only.iter().any(|p| Self::matches(p, id)))
+            && !self.skip.iter().any(|p| Self::matches(p, id))
+    }
+
+    /// Patterns that match no check (a typo the user should hear about).
+    pub fn unknown(&self) -> Vec<&str> {
+        let all = checks();
+        self.only
+            .iter()
+            .chain(&self.skip)
+            .filter(|p| !all.iter().any(|c| Self::matches(p, c.info.id)))
+            .map(|p| p.as_str())
+            .collect()
+    }
+}
+
+/// Runs every selected check and assembles the report (log analyses are added by the caller).
+pub fn run(inputs: &Inputs, selection: &Selection) -> Report {
+    let mut names: Vec<NodeName> = inputs.nodes.iter().map(|n| n.name.clone()).collect();
+    names.extend(inputs.unreachable.iter().map(|(n, _)| n.clone()));
+    let mut summary = Summary::default();
+    let mut reports = Vec::new();
+    for check in checks().into_iter().filter(|c| selection.wants(c.info.id)) {
+        let mut eval = if check.info.needs == Needs::Live && inputs.live.is_none() {
+            let mut e = Evaluation::default();
+            for n in &names {
+                e.skip(n, "needs live nodes (this run reads snapshots)");
+            }
+            e
+        } else {
+            (check.run)(inputs)
+        };
+        for (node, why) in inputs.unreachable {
+            if !eval.findings.iter().any(|f| &f.node == node) {
+                eval.skip(node, format!("not reachable ({why})"));
+            }
+        }
+        eval.findings.sort_by_key(|f| {
+            (
+                names.iter().position(|n| n == &f.node),
+                std::cmp::Reverse(f.severity),
+            )
+        });
+        let cells: Vec<(NodeName, Status)> = names
+            .iter()
+            .map(|n| (n.clone(), eval.status_of(n)))
+            .collect();
+        for (_, s) in &cells {
+            match s {
+                Status::Ok => summary.ok += 1,
+                Status::Warn => summary.warn += 1,
+                Status::Fail => summary.fail += 1,
+                Status::Skipped => summary.skipped += 1,
+            }
+        }
+        let status = cells
+            .iter()
+            .map(|(_, s)| *s)
+            .filter(|s| *s != Status::Skipped)
+            .max()
+            .unwrap_or(Status::Skipped);
+        // A skip is worth listing only for nodes that got no verdict at all.
+        let skipped = eval
+            .skipped
+            .into_iter()
+            .filter(|(n, _)| cells.iter().any(|(c, s)| c == n && *s == Status::Skipped))
+            .collect();
+        reports.push(CheckReport {
+            info: check.info,
+            status,
+            nodes: cells,
+            findings: eval.findings,
+            notes: eval.notes,
+            skipped,
+        });
+    }
+    Report {
+        nodes: names,
+        summary,
+        checks: reports,
+        logs: Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,473 @@
+//! Cluster consistency: the same image (by content digest, never by local ID) and a matching
+//! architecture on every node, and the same model weights everywhere.
+//!
+//! Pure, on live observations. Images are compared by `RepoDigests` when the image has one;
+//! an image that was never pushed to a registry has none, and then its ID (the digest of its
+//! config) is what identifies the content — said so in the note.
+
+use std::collections::BTreeMap;
+
+use super::check::*;
+use super::live::{ImageInfo, ImageState, ModelFile};
+use super::{Check, Inputs, ModelRef};
+use crate::node::NodeName;
+
+const fn info(id: &'static str, title: &'static str) -> CheckInfo {
+    CheckInfo {
+        id,
+        category: Category::Cluster,
+        needs: Needs::Live,
+        title,
+    }
+}
+
+pub const CHECKS: &[Check] = &[
+    Check {
+        info: info("cluster.image-digest", "same image digest everywhere"),
+        run: image_digest,
+    },
+    Check {
+        info: info("cluster.image-arch", "image matches each node's arch"),
+        run: image_arch,
+    },
+    Check {
+        info: info("cluster.model", "same model weights everywhere"),
+        run: model,
+    },
+];
+
+/// The image on every node that has it, skipping (with the reason) those that cannot tell.
+fn images<'a>(
+    inputs: &'a Inputs,
+    e: &mut Evaluation,
+) -> Vec<(&'a NodeName, Option<&'a ImageInfo>)> {
+    let mut out = Vec::new();
+    for (n, obs) in inputs.observed_nodes(e) {
+        match &obs.image {
+            Some(ImageState::Present(i)) => out.push((&n.name, Some(i))),
+            Some(ImageState::Absent) => out.push((&n.name, None)),
+            Some(ImageState::Error { error }) => {
+                e.skip(&n.name, format!("docker image inspect failed: {error}"))
+            }
+            None => e.skip(&n.name, "Docker is not usable here (see host.docker)"),
+        }
+    }
+    out
+}
+
+fn no_image(inputs: &Inputs) -> Option<Evaluation> {
+    if inputs.options.image.is_some() {
+        return None;
+    }
+    let mut e = Evaluation::default();
+    for n in inputs.nodes {
+        e.skip(&n.name, "pass --image IMAGE to compare it across nodes");
+    }
+    Some(e)
+}
+
+/// What identifies the image's content: its registry digest (`sha256:...` of the manifest),
+/// else its ID.
+fn content_id(i: &ImageInfo) -> (String, &'static str) {
+    match i.repo_digests.first() {
+        Some(d) => (
+            d.rsplit_once('@').map(|(_, h)| h).unwrap_or(d).to_string(),
+            "digest",
+        ),
+        None => (i.id.clone(), "ID (no registry digest)"),
+    }
+}
+
+fn short(h: &str) -> &str {
+    let h = h.strip_prefix("sha256:").unwrap_or(h);
+    &h[..h.len().min(12)]
+}
+
+fn image_digest(inputs: &Inputs) -> Evaluation {
+    if let Some(e) = no_image(inputs) {
+        return e;
+    }
+    let image = inputs.options.image.clone().unwrap_or_default();
+    let mut e = Evaluation::default();
+    let seen = images(inputs, &mut e);
+    // The reference: the head's copy, else the first node that has one.
+    let reference = seen.iter().find_map(|(n, i)| i.map(|i| (*n, i)));
+    for (node, img) in &seen {
+        match img {
+            None => e.push(Finding::fail(
+                node,
+                format!("{image} is not on this node"),
+                "a job starts on every node at once; a node without the image pulls it from a registry it may not reach, or fails",
+                Fix::run(
+                    "copy it from the head over the fast link",
+                    [format!("spark-launch image push {image} --to {node}")],
+                ),
+            )),
+            Some(i) => {
+                let (mine, kind) = content_id(i);
+                e.note(node, format!("{kind} {}", short(&mine)));
+                let Some((ref_node, r)) = reference else { continue };
+                let (theirs, _) = content_id(r);
+                // Different tags of one multi-arch image have different per-arch IDs but the
+                // same manifest-list digest; only compare digests with digests.
+                let comparable = i.repo_digests.is_empty() == r.repo_digests.is_empty();
+                if comparable && mine != theirs && i.architecture == r.architecture {
+                    e.push(Finding::fail(
+                        node,
+                        format!(
+                            "{image} here is {} but on {ref_node} it is {}",
+                            short(&mine),
+                            short(&theirs)
+                        ),
+                        "the same tag with different content means different code on different ranks: mismatched NCCL or vLLM versions hang or crash mid-run",
+                        Fix::run(
+                            format!("push {ref_node}'s copy to this node"),
+                            [format!("spark-launch image push {image} --to {node}")],
+                        ),
+                    ));
+                }
+            }
+        }
+    }
+    e
+}
+
+/// `uname -m` names versus Docker's architecture names.
+fn docker_arch(uname: &str) -> &str {
+    match uname {
+        "aarch64" | "arm64" => "arm64",
+        "x86_64" | "amd64" => "amd64",
+        other => other,
+    }
+}
+
+fn image_arch(inputs: &Inputs) -> Evaluation {
+    if let Some(e) = no_image(inputs) {
+        return e;
+    }
+    let image = inputs.options.image.clone().unwrap_or_default();
+    let mut e = Evaluation::default();
+    let arches: std::collections::BTreeSet<&str> = inputs
+        .nodes
+        .iter()
+        .filter_map(|n| n.facts.arch.as_deref())
+        .map(docker_arch)
+        .collect();
+    for (node, img) in images(inputs, &mut e) {
+        let Some(img) = img else {
+            e.skip(
+                node,
+                format!("{image} is not on this node (see cluster.image-digest)"),
+            );
+            continue;
+        };
+        let facts = inputs
+            .nodes
+            .iter()
+            .find(|n| &n.name == node)
+            .map(|n| &n.facts);
+        let Some(want) = facts.and_then(|f| f.arch.as_deref()).map(docker_arch) else {
+            e.skip(node, "the node's architecture is unknown");
+            continue;
+        };
+        let have = img.architecture.as_deref().unwrap_or("?");
+        if have == want {
+            e.note(node, want.to_string());
+            continue;
+        }
+        e.push(Finding::fail(
+            node,
+            format!("{image} here is built for {have}, but this node is {want}"),
+            "the container exits at once with `exec format error` (or runs under emulation, far too slow for inference)",
+            Fix::text(if arches.len() > 1 {
+                format!(
+                    "this cluster mixes {}: use a multi-arch image (NGC images are) and pull or push the {want} variant here",
+                    arches.iter().copied().collect::<Vec<_>>().join(" and ")
+                )
+            } else {
+                format!("build or pull the {want} variant of {image} on this node")
+            }),
+        ));
+    }
+    e
+}
+
+fn model(inputs: &Inputs) -> Evaluation {
+    let mut e = Evaluation::default();
+    let Some(model) = &inputs.options.model else {
+        for n in inputs.nodes {
+            e.skip(
+                &n.name,
+                "pass --model MODEL to compare its weights across nodes",
+            );
+        }
+        return e;
+    };
+    let pull = match model {
+        ModelRef::Hf { .. } => format!("spark-launch model pull {model}"),
+        ModelRef::Path(p) => format!("copy {p} from the head (rsync -a)"),
+    };
+    let mut seen: Vec<(&NodeName, BTreeMap<&str, &ModelFile>)> = Vec::new();
+    for (n, obs) in inputs.observed_nodes(&mut e) {
+        let Some(m) = &obs.model else {
+            e.skip(&n.name, "the model was not looked for");
+            continue;
+        };
+        let Some(files) = &m.files else {
+            e.push(Finding::fail(
+                &n.name,
+                if m.dir.is_empty() {
+                    format!("{model} is not in this node's Hugging Face cache")
+                } else {
+                    format!("{model} is missing here ({} does not exist)", m.dir)
+                },
+                "a worker without the weights fails at load time (for a gated model, with an authorisation error that hides the real cause)",
+                Fix::run("download it once and copy it to every node over the fast link", [pull.clone()]),
+            ));
+            continue;
+        };
+        if !m.incomplete.is_empty() {
+            e.push(Finding::fail(
+                &n.name,
+                format!(
+                    "{model} is still downloading here ({} incomplete blob{})",
+                    m.incomplete.len(),
+                    if m.incomplete.len() == 1 { "" } else { "s" }
+                ),
+                "a partial download loads garbage or fails at load time",
+                Fix::run("finish the download", [pull.clone()]),
+            ));
+        }
+        let total: u64 = files.iter().filter_map(|f| f.size).sum();
+        e.note(
+            &n.name,
+            format!(
+                "{} files, {:.1} GiB{}",
+                files.len(),
+                total as f64 / (1u64 << 30) as f64,
+                m.commit
+                    .as_deref()
+                    .map(|c| format!(", revision {}", &c[..c.len().min(12)]))
+                    .unwrap_or_default()
+            ),
+        );
+        seen.push((
+            &n.name,
+            files.iter().map(|f| (f.path.as_str(), f)).collect(),
+        ));
+    }
+    let Some((ref_node, reference)) = seen.first().map(|(n, f)| (*n, f.clone())) else {
+        return e;
+    };
+    for (node, files) in seen.iter().skip(1) {
+        let missing: Vec<&str> = reference
+            .keys()
+            .filter(|p| !files.contains_key(*p))
+            .copied()
+            .collect();
+        let differ: Vec<&str> = reference
+            .iter()
+            .filter_map(|(p, r)| {
+                let f = files.get(p)?;
+                let same_blob = match (&r.blob, &f.blob) {
+                    (Some(a), Some(b)) => a == b,
+                    _ => true,
+                };
+                (!same_blob || r.size != f.size).then_some(*p)
+            })
+            .collect();
+        let extra = files.keys().filter(|p| !reference.contains_key(*p)).count();
+        if missing.is_empty() && differ.is_empty() {
+            continue;
+        }
+        let mut parts = Vec::new();
+        if !missing.is_empty() {
+            parts.push(format!("missing {}", sample(&missing)));
+        }
+        if !differ.is_empty() {
+            parts.push(format!("different content in {}", sample(&differ)));
+        }
+        if extra > 0 {
+            parts.push(format!("{extra} files {ref_node} lacks"));
+        }
+        e.push(Finding::fail(
+            node,
+            format!("{model} differs from {ref_node}'s copy: {}", parts.join("; ")),
+            "ranks that load different weights produce garbage or fail with shape errors deep inside the engine",
+            Fix::run(format!("copy {ref_node}'s weights to this node"), [pull.clone()]),
+        ));
+    }
+    e
+}
+
+fn sample(paths: &[&str]) -> String {
+    let shown: Vec<&str> = paths.iter().take(3).copied().collect();
+    let more = paths.len().saturating_sub(shown.len());
+    if more > 0 {
+        format!("{} and {more} more", shown.join(", "))
+    } else {
+        shown.join(", ")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::doctor::Options;
+    use crate::doctor::live::{ModelState, Observations};
+    use crate::doctor::testkit::*;
+
+    fn opts() -> Options {
+        Options {
+            image: Some("nvcr.io/nvidia/vllm:25.11-py3".into()),
+            model: Some("Qwen/Qwen3-8B".parse().unwrap()),
+            ..Options::default()
+        }
+    }
+
+    fn img(digest: &str, arch: &str) -> Option<ImageState> {
+        Some(ImageState::Present(ImageInfo {
+            id: format!("sha256:id{digest}"),
+            repo_digests: vec![format!("nvcr.io/nvidia/vllm@sha256:{digest}")],
+            architecture: Some(arch.into()),
+            ..Default::default()
+        }))
+    }
+
+    #[test]
+    fn image_digest_passes_when_equal_and_fails_a_different_or_missing_copy() {
+        let ok = live_pair(|_| Observations {
+            image: img("aaaa", "arm64"),
+            ..Default::default()
+        });
+        assert!(
+            live_eval("cluster.image-digest", &pair(), &opts(), &ok)
+                .findings
+                .is_empty()
+        );
+        let bad = live_pair(|n| Observations {
+            image: if n == "spark-a" {
+                img("aaaa", "arm64")
+            } else {
+                img("bbbb", "arm64")
+            },
+            ..Default::default()
+        });
+        let e = live_eval("cluster.image-digest", &pair(), &opts(), &bad);
+        assert_eq!(verdicts(&e), vec![("spark-b".into(), Severity::Fail)]);
+        assert_eq!(
+            e.findings[0].problem,
+            "nvcr.io/nvidia/vllm:25.11-py3 here is bbbb but on spark-a it is aaaa"
+        );
+        let absent = live_pair(|n| Observations {
+            image: if n == "spark-a" {
+                img("aaaa", "arm64")
+            } else {
+                Some(ImageState::Absent)
+            },
+            ..Default::default()
+        });
+        let e = live_eval("cluster.image-digest", &pair(), &opts(), &absent);
+        assert_eq!(
+            e.findings[0].fix.commands,
+            vec!["spark-launch image push nvcr.io/nvidia/vllm:25.11-py3 --to spark-b"]
+        );
+    }
+
+    #[test]
+    fn image_arch_fails_an_amd64_image_on_a_spark() {
+        let ok = live_pair(|_| Observations {
+            image: img("aaaa", "arm64"),
+            ..Default::default()
+        });
+        assert!(
+            live_eval("cluster.image-arch", &pair(), &opts(), &ok)
+                .findings
+                .is_empty()
+        );
+        let bad = live_pair(|n| Observations {
+            image: img("aaaa", if n == "spark-a" { "arm64" } else { "amd64" }),
+            ..Default::default()
+        });
+        let e = live_eval("cluster.image-arch", &pair(), &opts(), &bad);
+        assert_eq!(verdicts(&e), vec![("spark-b".into(), Severity::Fail)]);
+        assert_eq!(
+            e.findings[0].problem,
+            "nvcr.io/nvidia/vllm:25.11-py3 here is built for amd64, but this node is arm64"
+        );
+    }
+
+    fn files(list: &[(&str, &str, u64)]) -> Option<Vec<ModelFile>> {
+        Some(
+            list.iter()
+                .map(|(p, b, s)| ModelFile {
+                    path: p.to_string(),
+                    blob: Some(b.to_string()),
+                    size: Some(*s),
+                })
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn model_passes_identical_copies_and_fails_a_missing_file_or_blob() {
+        let full = [
+            ("config.json", "c1", 700),
+            ("model.safetensors", "w1", 16_000_000_000),
+        ];
+        let ok = live_pair(|_| Observations {
+            model: Some(ModelState {
+                dir: "/h/snapshots/abc".into(),
+                commit: Some("abc".into()),
+                files: files(&full),
+                incomplete: vec![],
+                free_kib: None,
+            }),
+            ..Default::default()
+        });
+        assert!(
+            live_eval("cluster.model", &pair(), &opts(), &ok)
+                .findings
+                .is_empty()
+        );
+        let bad = live_pair(|n| Observations {
+            model: Some(ModelState {
+                dir: "/h/snapshots/abc".into(),
+                commit: Some("abc".into()),
+                files: if n == "spark-a" {
+                    files(&full)
+                } else {
+                    files(&[("model.safetensors", "w2", 16_000_000_000)])
+                },
+                incomplete: vec![],
+                free_kib: None,
+            }),
+            ..Default::default()
+        });
+        let e = live_eval("cluster.model", &pair(), &opts(), &bad);
+        assert_eq!(verdicts(&e), vec![("spark-b".into(), Severity::Fail)]);
+        assert_eq!(
+            e.findings[0].problem,
+            "Qwen/Qwen3-8B differs from spark-a's copy: missing config.json; different content in model.safetensors"
+        );
+        let missing = live_pair(|n| Observations {
+            model: Some(ModelState {
+                dir: String::new(),
+                commit: None,
+                files: if n == "spark-a" { files(&full) } else { None },
+                incomplete: vec![],
+                free_kib: None,
+            }),
+            ..Default::default()
+        });
+        let e = live_eval("cluster.model", &pair(), &opts(), &missing);
+        assert_eq!(
+            e.findings[0].problem,
+            "Qwen/Qwen3-8B is not in this node's Hugging Face cache"
+        );
+        assert_eq!(
+            e.findings[0].fix.commands,
+            vec!["spark-launch model pull Qwen/Qwen3-8B"]
+        );
+    }
+}

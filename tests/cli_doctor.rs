@@ -1,0 +1,386 @@
+//! `spark-launch doctor` as a user runs it: on snapshots (facts only), on this machine (the
+//! live checks run for real: ports, Docker, a test container), on saved logs; exit codes,
+//! JSON purity, `--fix-hints-only`, `--check`.
+
+use std::net::TcpListener;
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn fixture_args(name: &str) -> Vec<String> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name);
+    let nodes = std::fs::read_to_string(root.join("nodes")).unwrap();
+    nodes
+        .lines()
+        .filter(|l| !l.is_empty())
+        .flat_map(|n| {
+            [
+                "--snapshot".to_string(),
+                format!("{n}={}", root.join(n).display()),
+            ]
+        })
+        .collect()
+}
+
+/// A fixture log: `logs/NAME` or `nccl-tests/NAME` under tests/fixtures.
+fn log(name: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name)
+        .display()
+        .to_string()
+}
+
+fn run<S: AsRef<str>>(args: &[S]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_spark-launch"))
+        .args(args.iter().map(|a| a.as_ref()))
+        .env("SPARK_LAUNCH_NO_PROGRESS", "1")
+        .output()
+        .unwrap()
+}
+
+fn args(prefix: &[&str], fixture: &str) -> Vec<String> {
+    let mut a: Vec<String> = prefix.iter().map(|s| s.to_string()).collect();
+    a.extend(fixture_args(fixture));
+    a
+}
+
+fn describe(o: &Output) -> String {
+    format!(
+        "exit {:?}\n--- stdout\n{}\n--- stderr\n{}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn json(o: &Output) -> serde_json::Value {
+    serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("stdout is not pure JSON ({e}): {}", describe(o)))
+}
+
+fn check<'a>(v: &'a serde_json::Value, id: &str) -> &'a serde_json::Value {
+    v["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == id)
+        .unwrap_or_else(|| panic!("no check {id} in {v}"))
+}
+
+#[test]
+fn a_healthy_snapshot_pair_exits_0_with_pure_json() {
+    let out = run(&args(
+        &["doctor", "--json"],
+        "seed-001-two-sparks-both-twins",
+    ));
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let v = json(&out);
+    assert_eq!(v["nodes"], serde_json::json!(["spark", "spark2"]));
+    assert_eq!(v["summary"]["fail"], 0);
+    assert_eq!(check(&v, "reach.ssh")["status"], "skipped");
+    assert_eq!(check(&v, "fabric.twins-active")["nodes"]["spark2"], "ok");
+}
+
+#[test]
+fn a_broken_snapshot_exits_1_and_prints_the_problem_with_its_fix() {
+    let out = run(&args(&["doctor"], "broken-mtu-mismatch"));
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("FAIL fabric.mtu-mismatch on spark2"),
+        "{text}"
+    );
+    assert!(
+        text.contains("$ sudo ip link set dev enp1s0f1np1 mtu 9000"),
+        "{text}"
+    );
+    // A refused layout is a doctor finding (exit 1), not invalid input (exit 2).
+    let out = run(&args(&["doctor"], "broken-twins-one-subnet"));
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+}
+
+#[test]
+fn fix_hints_only_prints_the_commands_grouped_by_node() {
+    let out = run(&args(
+        &["doctor", "--fix-hints-only"],
+        "broken-mtu-mismatch",
+    ));
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let start = text.find("# on spark2").expect("a section for spark2");
+    assert!(
+        text[start..].contains("\nsudo ip link set dev enp1s0f1np1 mtu 9000\n"),
+        "{text}"
+    );
+    assert!(!text.contains("what:"), "{text}");
+}
+
+#[test]
+fn check_selects_categories_and_ids_and_an_unknown_one_is_invalid_input() {
+    let out = run(&args(
+        &[
+            "doctor",
+            "--json",
+            "--check",
+            "host.kernel",
+            "--check",
+            "reach",
+        ],
+        "seed-001-two-sparks-both-twins",
+    ));
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let ids: Vec<String> = json(&out)["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["id"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        ids,
+        vec!["reach.ssh", "reach.fabric", "reach.ports", "host.kernel"]
+    );
+    let out = run(&args(
+        &["doctor", "--check", "fabrik"],
+        "seed-001-two-sparks-both-twins",
+    ));
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("no check matches fabrik; checks are: fabric.rdma-active"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_log_alone_is_analysed_without_touching_any_machine() {
+    let out = run(&[
+        "doctor",
+        "--json",
+        "--log",
+        &log("nccl-tests/all_reduce_2rank_net_socket.log"),
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    let v = json(&out);
+    assert!(v["checks"].as_array().unwrap().is_empty());
+    let socket = &v["logs"][0]["results"][0];
+    assert_eq!(socket["id"], "lastrun.net-socket");
+    assert_eq!(socket["status"], "fail");
+    let out = run(&[
+        "doctor",
+        "--log",
+        &log("nccl-tests/all_gather_2spark_both_twins.log"),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let out = run(&["doctor", "--log", "/nonexistent.log"]);
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn logs_and_snapshots_together_report_both() {
+    let mut a = args(&["doctor", "--log"], "seed-001-two-sparks-both-twins");
+    a.insert(2, log("logs/torch-diststoreerror-store.log"));
+    let out = run(&a);
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("fabric.twins-active"), "{text}");
+    assert!(text.contains("FAIL lastrun.rendezvous"), "{text}");
+    assert!(
+        text.contains("the rendezvous timed out: only 1 of 2 ranks joined"),
+        "{text}"
+    );
+}
+
+#[test]
+fn on_this_machine_a_port_in_use_fails_reach_ports_for_real() {
+    let listener = TcpListener::bind("0.0.0.0:0").unwrap();
+    let port = listener.local_addr().unwrap().port().to_string();
+    let out = run(&[
+        "doctor",
+        "--json",
+        "--check",
+        "reach.ports",
+        "--port",
+        &port,
+    ]);
+    let v = json(&out);
+    let c = check(&v, "reach.ports");
+    let mine: Vec<&serde_json::Value> = c["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| {
+            f["problem"]
+                .as_str()
+                .unwrap()
+                .starts_with(&format!("port {port} "))
+        })
+        .collect();
+    assert_eq!(mine.len(), 1, "{}", describe(&out));
+    assert_eq!(mine[0]["severity"], "fail");
+    drop(listener);
+    let out = run(&[
+        "doctor",
+        "--json",
+        "--check",
+        "reach.ports",
+        "--port",
+        &port,
+    ]);
+    let v = json(&out);
+    assert!(
+        !check(&v, "reach.ports")["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f["problem"]
+                .as_str()
+                .unwrap()
+                .starts_with(&format!("port {port} "))),
+        "{}",
+        describe(&out)
+    );
+}
+
+/// A tiny image made here (busybox), removed when dropped.
+struct Image(String);
+
+impl Image {
+    fn build() -> Image {
+        let tag = format!("sl6-{}-doctor:test", std::process::id());
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("rootfs");
+        std::fs::create_dir_all(root.join("bin")).unwrap();
+        std::fs::create_dir_all(root.join("etc")).unwrap();
+        std::fs::copy("/bin/busybox", root.join("bin/busybox")).expect(
+            "busybox-static must be installed (apt-get install busybox-static): the test image is built from it",
+        );
+        for applet in ["sh", "cat"] {
+            std::os::unix::fs::symlink("busybox", root.join("bin").join(applet)).unwrap();
+        }
+        std::fs::write(root.join("etc/nccl.conf"), "NCCL_DEBUG=WARN\n").unwrap();
+        let tar = dir.path().join("rootfs.tar");
+        let ok = Command::new("tar")
+            .arg("-C")
+            .arg(&root)
+            .arg("-cf")
+            .arg(&tar)
+            .arg(".")
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "tar failed");
+        let out = Command::new("docker")
+            .args(["import", "--change", "CMD [\"/bin/sh\"]"])
+            .arg(&tar)
+            .arg(&tag)
+            .output()
+            .expect("docker must be installed");
+        assert!(
+            out.status.success(),
+            "docker import: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Image(tag)
+    }
+}
+
+impl Drop for Image {
+    fn drop(&mut self) {
+        let _ = Command::new("docker")
+            .args(["image", "rm", "-f", &self.0])
+            .output();
+    }
+}
+
+fn docker_ps_doctor_containers() -> String {
+    let out = Command::new("docker")
+        .args([
+            "ps",
+            "-a",
+            "--filter",
+            "label=dev.spark-launch.job=doctor",
+            "-q",
+        ])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+#[test]
+fn on_this_machine_docker_the_image_and_a_test_container_are_checked_for_real() {
+    let image = Image::build();
+    let before = docker_ps_doctor_containers();
+    let out = run(&[
+        "doctor",
+        "--json",
+        "--image",
+        &image.0,
+        "--check",
+        "host.docker",
+        "--check",
+        "host.container-memlock",
+        "--check",
+        "host.disk",
+        "--check",
+        "host.nccl-conf",
+        "--check",
+        "cluster.image-digest",
+    ]);
+    let v = json(&out);
+    assert_eq!(
+        check(&v, "host.docker")["status"],
+        "ok",
+        "{}",
+        describe(&out)
+    );
+    assert_eq!(
+        check(&v, "cluster.image-digest")["status"],
+        "ok",
+        "{}",
+        describe(&out)
+    );
+    assert_eq!(check(&v, "host.disk")["status"], "ok", "{}", describe(&out));
+    // This machine's dockerd cannot raise RLIMIT_MEMLOCK (no CAP_SYS_RESOURCE): the test
+    // container started like every spark-launch GPU container does not start, and doctor
+    // says so with the reason; on a machine whose dockerd can, it reads `unlimited`.
+    let memlock = check(&v, "host.container-memlock");
+    let findings = memlock["findings"].as_array().unwrap();
+    if memlock["status"] == "fail" {
+        let p = findings[0]["problem"].as_str().unwrap();
+        assert!(
+            p.starts_with("a test container with `--ulimit memlock=-1` does not start"),
+            "{p}"
+        );
+        assert!(p.contains("rlimit"), "{p}");
+        assert!(
+            findings[0]["fix"]["text"]
+                .as_str()
+                .unwrap()
+                .contains("CAP_SYS_RESOURCE")
+        );
+    } else {
+        assert_eq!(memlock["status"], "ok", "{}", describe(&out));
+        let conf = check(&v, "host.nccl-conf");
+        assert_eq!(
+            conf["status"], "warn",
+            "the image's /etc/nccl.conf is reported: {conf}"
+        );
+    }
+    // The test container is gone (`--rm`), also when it could not start.
+    assert_eq!(docker_ps_doctor_containers(), before);
+}
+
+#[test]
+fn a_snapshot_run_never_starts_anything_even_with_an_image() {
+    let out = run(&args(
+        &["doctor", "--json", "--image", "nonexistent:none"],
+        "seed-001-two-sparks-both-twins",
+    ));
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    assert_eq!(
+        check(&json(&out), "host.container-memlock")["status"],
+        "skipped"
+    );
+}
