@@ -58,7 +58,11 @@ pub const CHECKS: &[Check] = &[
         run: kernel,
     },
     Check {
-        info: info("host.cma", Needs::Facts, "no KHO pages in CMA (kho=off)"),
+        info: info(
+            "host.cma",
+            Needs::Facts,
+            "CMA not empty, no KHO pages in it (kho=off)",
+        ),
         run: cma,
     },
     Check {
@@ -298,6 +302,22 @@ fn cma(inputs: &Inputs) -> Evaluation {
         let h = &n.facts.host;
         match (h.cma_total_kib, h.cma_free_kib) {
             (None, _) | (_, None) => e.skip(&n.name, "/proc/meminfo has no CmaTotal/CmaFree lines"),
+            // No contiguous memory area at all: the kernel regression this check exists for.
+            (Some(0), Some(0)) => e.push(Finding::fail(
+                &n.name,
+                format!(
+                    "CMA is empty: CmaTotal 0 MiB on kernel {}",
+                    h.kernel.as_deref().unwrap_or("?")
+                ),
+                "without a contiguous memory area the RDMA stack cannot get the pinned, contiguous buffers it registers, so `ibv_reg_mr` fails with ENOMEM (Cannot allocate memory) and NCCL init dies or falls back to TCP (a known regression of kernels with Kexec HandOver on by default, e.g. Ubuntu HWE kernels on DGX Spark)",
+                Fix::run(
+                    "turn KHO off: add `kho=off` to GRUB_CMDLINE_LINUX_DEFAULT in /etc/default/grub, then update grub and reboot; afterwards CmaTotal must not be 0",
+                    [
+                        "sudo update-grub".to_string(),
+                        "grep -i cma /proc/meminfo".to_string(),
+                    ],
+                ),
+            )),
             // More CMA free than there is CMA: pageblocks the kernel's Kexec HandOver scratch
             // area released as MIGRATE_CMA, which CmaTotal does not count.
             (Some(total), Some(free)) if free > total => e.push(Finding::fail(
@@ -703,22 +723,32 @@ mod tests {
     }
 
     #[test]
-    fn cma_fails_when_more_is_free_than_reserved_with_kho_off_as_the_fix() {
-        // A healthy Spark on a current kernel reserves no CMA at all.
+    fn cma_fails_when_it_is_empty_or_more_is_free_than_reserved_with_kho_off_as_the_fix() {
+        // A healthy node reserves some CMA and has at most that much free.
         let e = facts_eval("host.cma", &pair());
         assert!(e.findings.is_empty());
+        let with = |total: u64, free: u64| {
+            vec![
+                pair().remove(0),
+                Node::cabled_spark("spark-b", "192.168.177.12/24")
+                    .host(|h| {
+                        h.cma_total_kib = Some(total);
+                        h.cma_free_kib = Some(free);
+                        h.kernel = Some("7.0.0-1019-nvidia".into());
+                    })
+                    .named("spark-b"),
+            ]
+        };
+        // CMA empty: the regression the issue names.
+        let e = facts_eval("host.cma", &with(0, 0));
+        assert_eq!(verdicts(&e), vec![("spark-b".into(), Severity::Fail)]);
+        assert_eq!(
+            e.findings[0].problem,
+            "CMA is empty: CmaTotal 0 MiB on kernel 7.0.0-1019-nvidia"
+        );
+        assert!(e.findings[0].fix.text.contains("kho=off"));
         // The field report: CmaTotal 0 kB, CmaFree 940604 kB on a 7.0 HWE kernel.
-        let nodes = vec![
-            pair().remove(0),
-            Node::cabled_spark("spark-b", "192.168.177.12/24")
-                .host(|h| {
-                    h.cma_total_kib = Some(0);
-                    h.cma_free_kib = Some(940_604);
-                    h.kernel = Some("7.0.0-1019-nvidia".into());
-                })
-                .named("spark-b"),
-        ];
-        let e = facts_eval("host.cma", &nodes);
+        let e = facts_eval("host.cma", &with(0, 940_604));
         assert_eq!(verdicts(&e), vec![("spark-b".into(), Severity::Fail)]);
         assert_eq!(
             e.findings[0].problem,

@@ -106,8 +106,8 @@ impl Node {
                     kernel: Some("6.14.0-1013-nvidia".into()),
                     mem_total_kib: Some(128_000_000),
                     mem_available_kib: Some(120_000_000),
-                    cma_total_kib: Some(0),
-                    cma_free_kib: Some(0),
+                    cma_total_kib: Some(65_536),
+                    cma_free_kib: Some(63_488),
                     nvidia_driver: Some("580.95.05".into()),
                     infiniband_dev_nodes: vec![
                         "rdma_cm".into(),
@@ -116,6 +116,7 @@ impl Node {
                         "uverbs2".into(),
                         "uverbs3".into(),
                     ],
+                    gpus: vec![],
                     nccl_conf: None,
                     memlock: Some(MemlockLimit::Unlimited),
                 },
