@@ -41,7 +41,7 @@ fn fixture(name: &str) -> Vec<NodeInput> {
 fn plan_for(name: &str, runtime: RuntimeKind) -> NcclTestPlan {
     let inputs = fixture(name);
     let cluster = derive(&inputs).expect("the fixture derives");
-    let nodes = nccl_test::test_nodes(&inputs, Some(&cluster), 1, "/home/nvidia/.ssh");
+    let nodes = nccl_test::test_nodes(&inputs, Some(&cluster), None, "/home/nvidia/.ssh");
     let mut opts = NcclTestOptions::new(JobName::new("nccl-test").unwrap());
     opts.runtime = runtime;
     opts.as_root = runtime == RuntimeKind::Docker;
@@ -223,4 +223,29 @@ fn a_refused_layout_is_invalid_input_with_the_fix() {
     let out = spark_launch(&args);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("fix"));
+}
+
+#[test]
+fn ranks_per_node_default_to_the_gpus_the_probe_found_and_a_flag_overrides_them() {
+    let mut inputs = fixture("seed-004-spark-and-workstation");
+    // A second GPU in the workstation.
+    let extra = inputs[1].facts.host.gpus[0].clone();
+    inputs[1]
+        .facts
+        .host
+        .gpus
+        .push(spark_launch::probe::facts::GpuFacts {
+            bus: "0000:c1:00.0".into(),
+            ..extra
+        });
+    let cluster = derive(&inputs).expect("derives");
+    let nodes = nccl_test::test_nodes(&inputs, Some(&cluster), None, "/root/.ssh");
+    let gpus: Vec<u32> = nodes.iter().map(|n| n.gpus).collect();
+    assert_eq!(gpus, vec![1, 2]);
+    let nodes = nccl_test::test_nodes(&inputs, Some(&cluster), Some(1), "/root/.ssh");
+    assert!(nodes.iter().all(|n| n.gpus == 1));
+    // No GPU listed (no driver, or an old snapshot): one rank.
+    inputs[0].facts.host.gpus.clear();
+    let nodes = nccl_test::test_nodes(&inputs, Some(&cluster), None, "/root/.ssh");
+    assert_eq!(nodes[0].gpus, 1);
 }

@@ -108,9 +108,9 @@ pub struct TestArgs {
     #[arg(short = 'w', long)]
     pub warmup: Option<u32>,
 
-    /// GPUs per node: one rank each.
-    #[arg(long, default_value_t = 1, value_name = "N")]
-    pub gpus_per_node: u32,
+    /// GPUs per node, one rank each [default: the GPUs the probe found on each node, or 1].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub gpus_per_node: Option<u32>,
 
     /// The nccl-tests image [default: `nccl-build`'s tag for each node's architecture].
     #[arg(long, value_name = "IMAGE")]

@@ -343,7 +343,7 @@ fn rank_env(node: &TestNode, extra: &BTreeMap<String, String>) -> BTreeMap<Strin
 pub fn test_nodes(
     inputs: &[NodeInput],
     cluster: Option<&ClusterEnv>,
-    gpus: u32,
+    gpus: Option<u32>,
     ssh_dir: &str,
 ) -> Vec<TestNode> {
     inputs
@@ -380,7 +380,12 @@ pub fn test_nodes(
                 addr,
                 subnet,
                 arch: input.facts.arch.clone(),
-                gpus,
+                // One rank per GPU the driver lists on that node, unless the user said.
+                gpus: gpus.unwrap_or_else(|| {
+                    u32::try_from(input.facts.host.gpus.len())
+                        .unwrap_or(1)
+                        .max(1)
+                }),
                 env: derived.map(|d| d.env.clone()).unwrap_or_default(),
                 hcas: derived
                     .map(|d| d.hcas.iter().map(|h| h.device.to_string()).collect())
