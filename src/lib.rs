@@ -18,6 +18,7 @@ pub mod derive;
 pub mod discover;
 pub mod doctor;
 pub mod inventory;
+pub mod model;
 pub mod node;
 pub mod plan;
 pub mod probe;

@@ -5,6 +5,8 @@
 //! - `phase`: the `Phase` trait and the runner (status lines, reverse clean-up, `--keep`).
 //! - `executor`: a `JobPlan` → phases → run ([`execute`]); the API workloads call.
 //! - `images`: image push and EnsureImage (compare by content, stream teed to every node).
+//! - `shell`, `hub_curl`, `stage`: scripts on a node's shell (streamed), the Hub over curl on
+//!   the head, and model staging (download once, copy over the fast link).
 //!
 //! # Running a workload's plan (nccl-test, vllm, trtllm, up)
 //!
@@ -26,8 +28,11 @@
 
 pub mod executor;
 pub mod fanout;
+pub mod hub_curl;
 pub mod images;
 pub mod phase;
+pub mod shell;
+pub mod stage;
 
 pub use executor::{
     Applied, ApplyContext, ApplyError, ApplyErrorKind, ApplyOptions, Capture, Captures, execute,

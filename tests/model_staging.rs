@@ -1,0 +1,374 @@
+//! Model staging end to end on this machine: the head downloads from a stand-in Hub (real
+//! HTTP, real curl, real scripts), the workers copy from the head, the HF cache layout comes
+//! out right, a second run moves nothing, an interrupted run resumes, a gated model without a
+//! token fails before any byte moves. Each "node" is a folder with its own cache; the SSH path
+//! between simulated nodes is exercised in `tests/serve_sim.rs`.
+
+mod hub_standin;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use hub_standin::{FakeRepo, HubStandin, tiny_repo};
+use spark_launch::apply::shell::LocalShell;
+use spark_launch::apply::stage::{
+    HeadAccess, NodeStaged, StageError, StageNode, StageOptions, StageSpec, resolve_on_head, stage,
+};
+use spark_launch::model::ModelSource;
+use spark_launch::model::hub::HubError;
+use spark_launch::node::NodeName;
+use spark_launch::progress::{NullReporter, RecordingReporter};
+
+struct Cluster {
+    _dir: tempfile::TempDir,
+    root: PathBuf,
+}
+
+impl Cluster {
+    fn new() -> Self {
+        let dir = tempfile::Builder::new()
+            .prefix("sl7-stage-")
+            .tempdir()
+            .unwrap();
+        let root = dir.path().to_path_buf();
+        Cluster { _dir: dir, root }
+    }
+
+    fn node(&self, name: &str) -> StageNode {
+        let home = self.root.join(name);
+        std::fs::create_dir_all(home.join("cache")).unwrap();
+        let shell = LocalShell::new(NodeName::new(name).unwrap())
+            .with_env("XDG_CACHE_HOME", home.join("cache").to_str().unwrap());
+        StageNode {
+            shell: Arc::new(shell),
+            hf_home: home.join("hf").to_str().unwrap().to_string(),
+        }
+    }
+
+    fn repo_dir(&self, name: &str, repo: &str) -> PathBuf {
+        self.root
+            .join(name)
+            .join("hf/hub")
+            .join(format!("models--{}", repo.replace('/', "--")))
+    }
+}
+
+fn opts() -> StageOptions {
+    StageOptions {
+        streams: 4,
+        range_size: 64 * 1024,
+        hash_jobs: 2,
+    }
+}
+
+async fn spec_for(
+    hub: &HubStandin,
+    c: &Cluster,
+    repo: &str,
+    token: Option<&str>,
+    workers: &[&str],
+) -> Result<StageSpec, HubError> {
+    let head = c.node("head");
+    let model = ModelSource::parse(repo, None).unwrap();
+    let resolved = resolve_on_head(
+        head.shell.clone(),
+        &hub.url,
+        &model,
+        token.map(|t| t.to_string()),
+    )
+    .await?;
+    Ok(StageSpec {
+        model: resolved.as_ref().map(|r| r.source()).unwrap_or(model),
+        resolved,
+        endpoint: hub.url.clone(),
+        token: token.map(|t| t.to_string()),
+        head,
+        workers: workers
+            .iter()
+            .map(|w| (c.node(w), HeadAccess::Local))
+            .collect(),
+        options: opts(),
+    })
+}
+
+fn assert_layout(dir: &Path, repo: &FakeRepo) {
+    let snap = dir.join("snapshots").join(&repo.commit);
+    for f in &repo.files {
+        let link = snap.join(&f.path);
+        let target = std::fs::read_link(&link)
+            .unwrap_or_else(|e| panic!("{} is not a symlink: {e}", link.display()));
+        let depth = f.path.matches('/').count() + 2;
+        assert_eq!(
+            target,
+            PathBuf::from(format!("{}blobs/{}", "../".repeat(depth), f.blob())),
+            "relative target of {}",
+            f.path
+        );
+        assert_eq!(
+            std::fs::read(&link).unwrap(),
+            f.content,
+            "content of {}",
+            f.path
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(dir.join("refs/main")).unwrap(),
+        repo.commit
+    );
+    let leftovers: Vec<_> = std::fs::read_dir(dir.join("blobs"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains(".sl-"))
+        .collect();
+    assert!(leftovers.is_empty(), "partial files left: {leftovers:?}");
+}
+
+fn fetched(reports: &[NodeStaged]) -> Vec<u64> {
+    reports.iter().map(|r| r.fetched_bytes).collect()
+}
+
+#[tokio::test]
+async fn the_head_downloads_once_and_workers_copy_it_keeping_the_hf_cache_layout() {
+    let repo = tiny_repo("spark-test/tiny", 300_000);
+    let hub = HubStandin::start(vec![repo.clone()]).await;
+    let c = Cluster::new();
+    let spec = spec_for(&hub, &c, &repo.id, None, &["w1", "w2"])
+        .await
+        .unwrap();
+    let recorder = RecordingReporter::new();
+    let reports = stage(&spec, recorder.clone()).await.unwrap();
+    let total: u64 = repo.files.iter().map(|f| f.content.len() as u64).sum();
+    assert_eq!(fetched(&reports), vec![total, total, total]);
+    for node in ["head", "w1", "w2"] {
+        assert_layout(&c.repo_dir(node, &repo.id), &repo);
+    }
+    let transfers: Vec<String> = recorder
+        .events()
+        .into_iter()
+        .filter(|e| e.starts_with("transfer:"))
+        .collect();
+    assert_eq!(
+        transfers,
+        vec![
+            "transfer:head:model spark-test/tiny",
+            "transfer:w1:model spark-test/tiny",
+            "transfer:w2:model spark-test/tiny"
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_second_run_moves_nothing_and_asks_the_hub_for_no_file() {
+    let repo = tiny_repo("spark-test/tiny", 200_000);
+    let hub = HubStandin::start(vec![repo.clone()]).await;
+    let c = Cluster::new();
+    let spec = spec_for(&hub, &c, &repo.id, None, &["w1"]).await.unwrap();
+    stage(&spec, Arc::new(NullReporter)).await.unwrap();
+    let ranges = hub.range_requests.load(Ordering::SeqCst);
+    let again = stage(&spec, Arc::new(NullReporter)).await.unwrap();
+    assert_eq!(fetched(&again), vec![0, 0]);
+    assert!(again.iter().all(|r| r.present_files == 3 && r.links == 0));
+    assert_eq!(hub.range_requests.load(Ordering::SeqCst), ranges);
+}
+
+#[tokio::test]
+async fn a_corrupted_file_on_a_worker_is_fetched_again_and_only_that_one() {
+    let repo = tiny_repo("spark-test/tiny", 200_000);
+    let hub = HubStandin::start(vec![repo.clone()]).await;
+    let c = Cluster::new();
+    let spec = spec_for(&hub, &c, &repo.id, None, &["w1"]).await.unwrap();
+    stage(&spec, Arc::new(NullReporter)).await.unwrap();
+    let weights = &repo.files[2];
+    let blob = c
+        .repo_dir("w1", &repo.id)
+        .join("blobs")
+        .join(weights.blob());
+    let mut bad = std::fs::read(&blob).unwrap();
+    bad[1000] ^= 0xff;
+    std::fs::write(&blob, bad).unwrap();
+    let again = stage(&spec, Arc::new(NullReporter)).await.unwrap();
+    assert_eq!(fetched(&again), vec![0, weights.content.len() as u64]);
+    assert_layout(&c.repo_dir("w1", &repo.id), &repo);
+}
+
+#[tokio::test]
+async fn a_download_cut_mid_way_resumes_with_only_the_missing_ranges() {
+    let repo = tiny_repo("spark-test/tiny", 1024 * 1024);
+    let hub = HubStandin::start(vec![repo.clone()]).await;
+    let c = Cluster::new();
+    let mut spec = spec_for(&hub, &c, &repo.id, None, &[]).await.unwrap();
+    spec.options.streams = 1;
+    hub.fail_ranges_after(Some(5));
+    let err = stage(&spec, Arc::new(NullReporter)).await.unwrap_err();
+    match &err {
+        StageError::Fetch {
+            node, message, fix, ..
+        } => {
+            assert_eq!(node.as_str(), "head");
+            assert!(
+                message.contains("500") || message.contains("error"),
+                "{message}"
+            );
+            assert!(fix.contains("run again to resume"), "{fix}");
+        }
+        other => panic!("unexpected error: {other}"),
+    }
+    hub.fail_ranges_after(None);
+    let before = hub.range_requests.load(Ordering::SeqCst);
+    let reports = stage(&spec, Arc::new(NullReporter)).await.unwrap();
+    let total: u64 = repo.files.iter().map(|f| f.content.len() as u64).sum();
+    assert!(
+        reports[0].resumed_bytes >= 5 * 64 * 1024 - 64 * 1024,
+        "{reports:?}"
+    );
+    assert_eq!(reports[0].fetched_bytes + reports[0].resumed_bytes, total);
+    let ranges_total = 16 + 2; // 1 MiB in 64 KiB ranges, plus the two small files
+    let asked = hub.range_requests.load(Ordering::SeqCst) - before;
+    assert!(
+        asked <= ranges_total - 4,
+        "asked for {asked} ranges after resuming"
+    );
+    assert_layout(&c.repo_dir("head", &repo.id), &repo);
+}
+
+#[tokio::test]
+async fn a_copy_interrupted_by_a_drop_resumes_on_the_worker() {
+    let repo = tiny_repo("spark-test/tiny", 2 * 1024 * 1024);
+    let hub = HubStandin::start(vec![repo.clone()]).await;
+    let c = Cluster::new();
+    let mut spec = spec_for(&hub, &c, &repo.id, None, &[]).await.unwrap();
+    stage(&spec, Arc::new(NullReporter)).await.unwrap();
+    spec.workers = vec![(c.node("w1"), HeadAccess::Local)];
+    spec.options.streams = 1;
+    spec.options.range_size = 16 * 1024;
+    // Drop the copy (as Ctrl-C does) once 10 ranges arrived: its processes die with it.
+    let cancel = CancelAfter::new(10 * 16 * 1024);
+    tokio::select! {
+        r = stage(&spec, cancel.clone()) => panic!("the copy finished before the interruption: {r:?}"),
+        _ = cancel.notify.notified() => {}
+    }
+    let reports = stage(&spec, Arc::new(NullReporter)).await.unwrap();
+    let total: u64 = repo.files.iter().map(|f| f.content.len() as u64).sum();
+    assert!(reports[1].resumed_bytes >= 10 * 16 * 1024, "{reports:?}");
+    assert_eq!(reports[1].fetched_bytes + reports[1].resumed_bytes, total);
+    assert_layout(&c.repo_dir("w1", &repo.id), &repo);
+}
+
+#[tokio::test]
+async fn a_gated_model_without_a_token_fails_before_any_byte_moves() {
+    let mut repo = tiny_repo("spark-test/gated", 1000);
+    repo.gated = true;
+    repo.token = Some("hf_good".into());
+    let hub = HubStandin::start(vec![repo.clone()]).await;
+    let c = Cluster::new();
+    let err = spec_for(&hub, &c, &repo.id, None, &["w1"])
+        .await
+        .err()
+        .unwrap();
+    assert!(matches!(err, HubError::GatedNoToken { .. }), "{err}");
+    assert!(err.to_string().contains("export HF_TOKEN"), "{err}");
+    assert_eq!(hub.range_requests.load(Ordering::SeqCst), 0);
+    assert!(!c.repo_dir("head", &repo.id).exists());
+
+    let err = spec_for(&hub, &c, &repo.id, Some("hf_wrong"), &["w1"])
+        .await
+        .err()
+        .unwrap();
+    assert!(
+        matches!(err, HubError::NoAccess { status: 403, .. }),
+        "{err}"
+    );
+
+    let spec = spec_for(&hub, &c, &repo.id, Some("hf_good"), &["w1"])
+        .await
+        .unwrap();
+    stage(&spec, Arc::new(NullReporter)).await.unwrap();
+    assert_layout(&c.repo_dir("w1", &repo.id), &repo);
+}
+
+#[tokio::test]
+async fn a_local_folder_must_exist_on_the_head_and_is_hashed_there() {
+    let c = Cluster::new();
+    let src = c.root.join("models/my-llm");
+    std::fs::create_dir_all(src.join("sub")).unwrap();
+    std::fs::write(src.join("weights.bin"), hub_standin::bytes(9, 100_000)).unwrap();
+    std::fs::write(src.join("sub/config.json"), b"{}").unwrap();
+    std::os::unix::fs::symlink("../weights.bin", src.join("sub/w.bin")).unwrap();
+    let spec = StageSpec {
+        model: ModelSource::parse(src.to_str().unwrap(), None).unwrap(),
+        resolved: None,
+        endpoint: String::new(),
+        token: None,
+        head: c.node("head"),
+        workers: vec![],
+        options: opts(),
+    };
+    let reports = stage(&spec, Arc::new(NullReporter)).await.unwrap();
+    assert_eq!(reports[0].present_files, 2);
+    assert_eq!(reports[0].present_bytes, 100_002);
+
+    let spec = StageSpec {
+        model: ModelSource::parse(c.root.join("nope").to_str().unwrap(), None).unwrap(),
+        ..spec
+    };
+    let err = stage(&spec, Arc::new(NullReporter)).await.unwrap_err();
+    assert!(
+        err.to_string().contains("missing or empty on the head"),
+        "{err}"
+    );
+}
+
+/// A reporter that wakes a waiter once `limit` bytes were reported.
+struct CancelAfter {
+    limit: u64,
+    seen: Arc<std::sync::atomic::AtomicU64>,
+    notify: Arc<tokio::sync::Notify>,
+}
+
+impl CancelAfter {
+    fn new(limit: u64) -> Arc<Self> {
+        Arc::new(CancelAfter {
+            limit,
+            seen: Arc::new(0.into()),
+            notify: Arc::new(tokio::sync::Notify::new()),
+        })
+    }
+}
+
+struct Counting {
+    limit: u64,
+    seen: Arc<std::sync::atomic::AtomicU64>,
+    notify: Arc<tokio::sync::Notify>,
+}
+
+impl spark_launch::progress::Transfer for Counting {
+    fn advance(&self, bytes: u64) {
+        if self.seen.fetch_add(bytes, Ordering::SeqCst) + bytes >= self.limit {
+            self.notify.notify_one();
+        }
+    }
+    fn set_total(&self, _total: u64) {}
+    fn finish(&self, _message: &str) {}
+}
+
+impl spark_launch::progress::Reporter for CancelAfter {
+    fn step(&self, title: &str) -> spark_launch::progress::Step {
+        spark_launch::progress::Step::silent(title)
+    }
+    fn transfer(
+        &self,
+        _node: &NodeName,
+        _label: &str,
+        _total: Option<u64>,
+    ) -> Box<dyn spark_launch::progress::Transfer> {
+        Box::new(Counting {
+            limit: self.limit,
+            seen: self.seen.clone(),
+            notify: self.notify.clone(),
+        })
+    }
+    fn node_line(&self, _node: &NodeName, _message: &str) {}
+    fn warn(&self, _message: &str) {}
+    fn end_step(&self, _title: &str, _ok: bool, _detail: Option<&str>) {}
+}
