@@ -2,10 +2,12 @@
 //! `--dry-run --json` prints it, the executor (`apply`) runs exactly it.
 
 use std::collections::BTreeMap;
+use std::net::Ipv4Addr;
 
 use serde::{Deserialize, Serialize};
 
 use super::spec::{ContainerSpec, JobName, LABEL_JOB, LABEL_NODE, LABEL_ROLE};
+use crate::model::ModelSource;
 use crate::node::{NodeName, Role};
 
 /// How a job's work runs on each node.
@@ -104,8 +106,55 @@ pub enum Step {
         #[serde(default)]
         allow_failure: bool,
     },
+    /// Nothing listens yet on these ports of these nodes (checked before anything starts).
+    CheckPorts { ports: Vec<NodePorts> },
+    /// Every `from` node can open a TCP connection to `addr:port` on `to` (a short-lived
+    /// listener stands in for the service that will listen there).
+    CheckReachable {
+        to: NodeName,
+        addr: Ipv4Addr,
+        port: u16,
+        from: Vec<NodeName>,
+    },
+    /// The model's files are on every listed node, in the Hugging Face cache layout: the
+    /// first node downloads, the others copy from it over the fast link.
+    StageModel {
+        model: ModelSource,
+        nodes: Vec<NodeName>,
+    },
+    /// The Ray cluster seen from `node` lists every expected member, alive, with its GPUs, at
+    /// the address intended for it.
+    WaitRay {
+        node: NodeName,
+        expect: Vec<RayMember>,
+        timeout_s: u64,
+    },
+    /// The serving API on `node` answers `url/health` and lists `model` at `url/v1/models`;
+    /// meanwhile the node's log is followed for progress and errors.
+    WaitServing {
+        node: NodeName,
+        url: String,
+        model: String,
+        engine: String,
+        timeout_s: u64,
+    },
     /// Stop and remove the job's containers or processes on every node.
     Stop,
+}
+
+/// Ports that must be free on one node.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodePorts {
+    pub node: NodeName,
+    pub ports: Vec<u16>,
+}
+
+/// One node as it must appear in the Ray cluster.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RayMember {
+    pub node: NodeName,
+    pub ip: Ipv4Addr,
+    pub gpus: u32,
 }
 
 impl Step {
@@ -132,6 +181,37 @@ impl Step {
             }
             Step::WaitHttp { node, url, .. } => format!("Wait for {url} on {node}"),
             Step::WaitExit { node, .. } => format!("Wait for the job to finish on {node}"),
+            Step::CheckPorts { ports } => format!(
+                "Check ports are free on {}",
+                ports
+                    .iter()
+                    .map(|p| format!(
+                        "{} ({})",
+                        p.node,
+                        p.ports
+                            .iter()
+                            .map(|x| x.to_string())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            Step::CheckReachable {
+                to,
+                addr,
+                port,
+                from,
+            } => format!("Check {} reach {to} at {addr}:{port}", list(from)),
+            Step::StageModel { model, nodes } => {
+                format!("Stage {model} on {}", list(nodes))
+            }
+            Step::WaitRay { node, expect, .. } => {
+                format!("Wait for {} Ray nodes on {node}", expect.len())
+            }
+            Step::WaitServing { node, url, .. } => {
+                format!("Wait until {url} serves on {node}")
+            }
             Step::Stop => "Stop the job".to_string(),
         }
     }
@@ -225,10 +305,28 @@ impl JobPlan {
                         known(n, &mut out, &title);
                     }
                 }
+                Step::StageModel { nodes, .. } => {
+                    for n in nodes {
+                        known(n, &mut out, &title);
+                    }
+                }
+                Step::CheckPorts { ports } => {
+                    for p in ports {
+                        known(&p.node, &mut out, &title);
+                    }
+                }
+                Step::CheckReachable { to, from, .. } => {
+                    known(to, &mut out, &title);
+                    for n in from {
+                        known(n, &mut out, &title);
+                    }
+                }
                 Step::WriteFile { node, .. }
                 | Step::Exec { node, .. }
                 | Step::WaitHttp { node, .. }
-                | Step::WaitExit { node, .. } => known(node, &mut out, &title),
+                | Step::WaitExit { node, .. }
+                | Step::WaitRay { node, .. }
+                | Step::WaitServing { node, .. } => known(node, &mut out, &title),
                 Step::Stop => {}
             }
         }

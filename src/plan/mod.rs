@@ -7,5 +7,5 @@ pub mod job;
 pub mod spec;
 
 pub use image::{ImageFacts, PushAction, TargetFacts, push_actions};
-pub use job::{JobPlan, Launch, NodePlan, ProcessSpec, RuntimeKind, Step};
+pub use job::{JobPlan, Launch, NodePlan, NodePorts, ProcessSpec, RayMember, RuntimeKind, Step};
 pub use spec::{ContainerSpec, Gpus, JobName, Ulimit};
