@@ -3,3 +3,7 @@
 
 pub mod nccl_build;
 pub mod nccl_test;
+pub mod readiness;
+pub mod serve;
+pub mod trtllm;
+pub mod vllm;

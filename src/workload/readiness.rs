@@ -1,0 +1,458 @@
+//! When is a serving job ready, and what is it doing meanwhile? A state machine fed with what
+//! the executor observes — head log lines, `/health` and `/v1/models` answers, containers that
+//! exit — and the time (a number of milliseconds, so tests drive it with a fake clock).
+//!
+//! - Ready: `/health` answered 200 and `/v1/models` lists the model.
+//! - Progress: the latest phase read from the head's log (loading weights 45%, compiling,
+//!   capturing CUDA graphs, Ray 1/2 nodes, ...), with the time spent.
+//! - Failed: the deadline passed (naming the last phase and the last answer seen), or a
+//!   container exited, or the API serves another model. The first error line of each node's
+//!   log comes with it (see [`first_error`]).
+//!
+//! Pure: no clock, no network, no logs of its own.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::node::NodeName;
+
+/// Something the executor saw.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Observation {
+    /// A line of a node's log (the head's, followed live).
+    Log { node: NodeName, line: String },
+    /// `GET /health`: the status, or why there was none (`connection refused`).
+    Health(Result<u16, String>),
+    /// `GET /v1/models`: the status and body, or why there was none.
+    Models(Result<(u16, String), String>),
+    /// A container of the job stopped.
+    Exited { node: NodeName, code: i64 },
+}
+
+/// Why a job did not become ready.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "reason", rename_all = "kebab-case")]
+pub enum NotReady {
+    Timeout {
+        waited_s: u64,
+        phase: String,
+        last_answer: String,
+    },
+    Exited {
+        node: NodeName,
+        code: i64,
+        phase: String,
+    },
+    WrongModel {
+        expected: String,
+        listed: Vec<String>,
+    },
+}
+
+impl fmt::Display for NotReady {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            NotReady::Timeout {
+                waited_s,
+                phase,
+                last_answer,
+            } => write!(
+                f,
+                "not ready after {} (last phase: {phase}; the API's last answer: {last_answer})",
+                duration(*waited_s * 1000)
+            ),
+            NotReady::Exited { node, code, phase } => write!(
+                f,
+                "the container on {node} exited with code {code} while {phase}"
+            ),
+            NotReady::WrongModel { expected, listed } => write!(
+                f,
+                "the API serves {} instead of {expected}",
+                listed.join(", ")
+            ),
+        }
+    }
+}
+
+/// What to do next.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// Keep waiting; show this progress line.
+    Waiting(String),
+    Ready {
+        models: Vec<String>,
+    },
+    Failed(NotReady),
+}
+
+/// The state of one readiness wait.
+#[derive(Clone, Debug)]
+pub struct Readiness {
+    model: String,
+    started_ms: u64,
+    timeout_ms: u64,
+    phase: String,
+    health: Option<u16>,
+    last_answer: String,
+    models: Option<Vec<String>>,
+    exited: Option<(NodeName, i64)>,
+}
+
+impl Readiness {
+    pub fn new(model: &str, started_ms: u64, timeout_s: u64) -> Self {
+        Readiness {
+            model: model.to_string(),
+            started_ms,
+            timeout_ms: timeout_s.saturating_mul(1000),
+            phase: "starting".to_string(),
+            health: None,
+            last_answer: "none yet".to_string(),
+            models: None,
+            exited: None,
+        }
+    }
+
+    /// How long to wait before polling the API again.
+    pub fn poll_interval_ms(&self, now_ms: u64) -> u64 {
+        if now_ms.saturating_sub(self.started_ms) < 60_000 {
+            1_000
+        } else {
+            3_000
+        }
+    }
+
+    pub fn phase(&self) -> &str {
+        &self.phase
+    }
+
+    pub fn observe(&mut self, obs: Observation) {
+        match obs {
+            Observation::Log { line, .. } => {
+                if let Some(p) = phase_of(&line) {
+                    self.phase = p;
+                }
+            }
+            Observation::Health(r) => {
+                self.health = r.as_ref().ok().copied();
+                self.last_answer = match r {
+                    Ok(s) => format!("/health {s}"),
+                    Err(e) => format!("/health: {e}"),
+                };
+            }
+            Observation::Models(Ok((200, body))) => match model_ids(&body) {
+                Some(ids) => self.models = Some(ids),
+                None => self.last_answer = format!("/v1/models: unreadable body {:.80}", body),
+            },
+            Observation::Models(Ok((status, _))) => {
+                self.last_answer = format!("/v1/models {status}")
+            }
+            Observation::Models(Err(e)) => self.last_answer = format!("/v1/models: {e}"),
+            Observation::Exited { node, code } => self.exited = Some((node, code)),
+        }
+    }
+
+    pub fn verdict(&self, now_ms: u64) -> Verdict {
+        if let Some((node, code)) = &self.exited {
+            return Verdict::Failed(NotReady::Exited {
+                node: node.clone(),
+                code: *code,
+                phase: self.phase.clone(),
+            });
+        }
+        if self.health == Some(200)
+            && let Some(models) = &self.models
+        {
+            if models.iter().any(|m| same_model(m, &self.model)) {
+                return Verdict::Ready {
+                    models: models.clone(),
+                };
+            }
+            if !models.is_empty() {
+                return Verdict::Failed(NotReady::WrongModel {
+                    expected: self.model.clone(),
+                    listed: models.clone(),
+                });
+            }
+        }
+        let waited = now_ms.saturating_sub(self.started_ms);
+        if waited >= self.timeout_ms {
+            return Verdict::Failed(NotReady::Timeout {
+                waited_s: waited / 1000,
+                phase: self.phase.clone(),
+                last_answer: self.last_answer.clone(),
+            });
+        }
+        Verdict::Waiting(format!("{} · {}", self.phase, duration(waited)))
+    }
+}
+
+/// A model id matches when equal, or when one is a path ending in the other (TensorRT-LLM
+/// lists the folder it was given).
+fn same_model(listed: &str, expected: &str) -> bool {
+    listed == expected
+        || expected.ends_with(&format!("/{listed}"))
+        || listed.ends_with(&format!("/{expected}"))
+}
+
+/// The ids listed by an OpenAI `/v1/models` body.
+pub fn model_ids(body: &str) -> Option<Vec<String>> {
+    #[derive(Deserialize)]
+    struct List {
+        data: Vec<Item>,
+    }
+    #[derive(Deserialize)]
+    struct Item {
+        id: String,
+    }
+    serde_json::from_str::<List>(body)
+        .ok()
+        .map(|l| l.data.into_iter().map(|i| i.id).collect())
+}
+
+/// `12s`, `3m05s`, `1h02m`.
+pub fn duration(ms: u64) -> String {
+    let s = ms / 1000;
+    if s < 60 {
+        format!("{s}s")
+    } else if s < 3600 {
+        format!("{}m{:02}s", s / 60, s % 60)
+    } else {
+        format!("{}h{:02}m", s / 3600, (s % 3600) / 60)
+    }
+}
+
+/// The phase a log line announces, if any (vLLM, TensorRT-LLM and spark-launch's own lines).
+pub fn phase_of(line: &str) -> Option<String> {
+    let l = line.trim();
+    if let Some(rest) = l.split("spark-launch: ").nth(1) {
+        return Some(rest.trim().to_string());
+    }
+    let lower = l.to_ascii_lowercase();
+    if lower.contains("loading safetensors checkpoint shards") {
+        return Some(format!("loading weights{}", percent(l)));
+    }
+    if lower.contains("model loading took") {
+        return Some("weights loaded".to_string());
+    }
+    if lower.contains("loading weights") || lower.contains("loading model") {
+        return Some("loading weights".to_string());
+    }
+    if lower.contains("capturing cuda graph") {
+        return Some(format!("capturing CUDA graphs{}", percent(l)));
+    }
+    if lower.contains("torch.compile")
+        || lower.contains("compiling a graph")
+        || lower.contains("compiling graph")
+    {
+        return Some("compiling graphs".to_string());
+    }
+    if lower.contains("kv cache") && (lower.contains("size") || lower.contains("memory")) {
+        return Some("allocating the KV cache".to_string());
+    }
+    if lower.contains("uvicorn running on")
+        || lower.contains("application startup complete")
+        || lower.contains("starting vllm api server")
+    {
+        return Some("API server starting".to_string());
+    }
+    if lower.contains("init_distributed_environment") || lower.contains("world_size=") {
+        return Some("joining the distributed group".to_string());
+    }
+    None
+}
+
+/// ` 45%` for the first percentage in a line (tqdm bars print `45%|████`), or nothing.
+fn percent(line: &str) -> String {
+    let mut digits = String::new();
+    for c in line.chars() {
+        if c.is_ascii_digit() {
+            digits.push(c);
+        } else if c == '%' && !digits.is_empty() {
+            return format!(" {digits}%");
+        } else {
+            digits.clear();
+        }
+    }
+    String::new()
+}
+
+/// The first line of a log that reports an error, made readable: `ERROR` log lines, Python
+/// exceptions (`FooError: ...`), NCCL failures, CUDA out-of-memory, spark-launch's own.
+pub fn first_error(log: &str) -> Option<String> {
+    log.lines().map(str::trim).find(|l| is_error(l)).map(|l| {
+        let mut s: String = l.chars().take(300).collect();
+        if l.chars().count() > 300 {
+            s.push('…');
+        }
+        s
+    })
+}
+
+fn is_error(l: &str) -> bool {
+    if l.is_empty() || l.starts_with("Traceback") {
+        return false;
+    }
+    let lower = l.to_ascii_lowercase();
+    if lower.contains("spark-launch: error") {
+        return true;
+    }
+    if l.split_whitespace()
+        .any(|w| w == "ERROR" || w == "[E]" || w == "CRITICAL")
+    {
+        return true;
+    }
+    if lower.contains("cuda out of memory")
+        || lower.contains("ncclinternalerror")
+        || lower.contains("nccl error")
+    {
+        return true;
+    }
+    // `RuntimeError: ...`, `torch.OutOfMemoryError: ...` at the start of a line.
+    let head = l.split(':').next().unwrap_or("");
+    (head.ends_with("Error") || head.ends_with("Exception"))
+        && !head.contains(' ')
+        && l.contains(": ")
+}
+
+/// The errors of every node, first line each, for the failure report.
+pub fn first_errors(logs: &[(NodeName, String)]) -> BTreeMap<NodeName, Option<String>> {
+    logs.iter()
+        .map(|(n, log)| (n.clone(), first_error(log)))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn head() -> NodeName {
+        NodeName::new("spark").unwrap()
+    }
+
+    const MODELS: &str =
+        r#"{"object":"list","data":[{"id":"Qwen/Qwen2.5-0.5B-Instruct","object":"model"}]}"#;
+
+    #[test]
+    fn ready_needs_a_healthy_api_that_lists_the_model() {
+        let mut r = Readiness::new("Qwen/Qwen2.5-0.5B-Instruct", 0, 60);
+        r.observe(Observation::Health(Err("connection refused".into())));
+        assert!(matches!(r.verdict(1_000), Verdict::Waiting(_)));
+        r.observe(Observation::Health(Ok(200)));
+        assert!(matches!(r.verdict(2_000), Verdict::Waiting(_)));
+        r.observe(Observation::Models(Ok((200, MODELS.into()))));
+        assert_eq!(
+            r.verdict(3_000),
+            Verdict::Ready {
+                models: vec!["Qwen/Qwen2.5-0.5B-Instruct".into()]
+            }
+        );
+    }
+
+    #[test]
+    fn the_progress_line_follows_the_head_log_with_the_time_spent() {
+        let mut r = Readiness::new("m", 0, 1200);
+        for line in [
+            "INFO 05-02 10:00:01 [api_server.py:1] vLLM API server version 0.19.0",
+            "Loading safetensors checkpoint shards:  45% Completed | 9/20 [00:31<00:38,  3.51s/it]",
+        ] {
+            r.observe(Observation::Log {
+                node: head(),
+                line: line.into(),
+            });
+        }
+        assert_eq!(
+            r.verdict(192_000),
+            Verdict::Waiting("loading weights 45% · 3m12s".into())
+        );
+        r.observe(Observation::Log {
+            node: head(),
+            line: "Capturing CUDA graphs (mixed prefill-decode, PIECEWISE): 100%|██████████| 67/67"
+                .into(),
+        });
+        assert_eq!(r.phase(), "capturing CUDA graphs 100%");
+        assert_eq!(percent("██45%|"), " 45%");
+        assert_eq!(percent("no number %"), "");
+    }
+
+    #[test]
+    fn the_deadline_is_an_error_naming_the_last_phase_and_answer() {
+        let mut r = Readiness::new("m", 10_000, 20 * 60);
+        r.observe(Observation::Log {
+            node: head(),
+            line: "spark-launch: ray: 1/2 nodes: 10.0.0.1 (1 GPU)".into(),
+        });
+        r.observe(Observation::Health(Err("connection refused".into())));
+        assert!(matches!(r.verdict(10_000 + 1_199_999), Verdict::Waiting(_)));
+        let v = r.verdict(10_000 + 1_200_000);
+        let Verdict::Failed(e) = v else {
+            panic!("{v:?}")
+        };
+        assert_eq!(
+            e.to_string(),
+            "not ready after 20m00s (last phase: ray: 1/2 nodes: 10.0.0.1 (1 GPU); the API's last answer: /health: connection refused)"
+        );
+    }
+
+    #[test]
+    fn an_exited_container_fails_at_once() {
+        let mut r = Readiness::new("m", 0, 600);
+        r.observe(Observation::Exited {
+            node: NodeName::new("spark2").unwrap(),
+            code: 1,
+        });
+        assert!(matches!(
+            r.verdict(1),
+            Verdict::Failed(NotReady::Exited { code: 1, .. })
+        ));
+    }
+
+    #[test]
+    fn another_model_on_the_port_is_not_ours() {
+        let mut r = Readiness::new("org/other", 0, 600);
+        r.observe(Observation::Health(Ok(200)));
+        r.observe(Observation::Models(Ok((200, MODELS.into()))));
+        assert!(matches!(
+            r.verdict(1),
+            Verdict::Failed(NotReady::WrongModel { .. })
+        ));
+        let mut r = Readiness::new(
+            "/root/.cache/huggingface/hub/models--o--m/snapshots/abc",
+            0,
+            600,
+        );
+        r.observe(Observation::Health(Ok(200)));
+        r.observe(Observation::Models(Ok((
+            200,
+            r#"{"data":[{"id":"abc"}]}"#.into(),
+        ))));
+        assert!(matches!(r.verdict(1), Verdict::Ready { .. }));
+    }
+
+    #[test]
+    fn the_first_error_line_skips_tracebacks_and_info() {
+        let log = "INFO loading\nTraceback (most recent call last):\n  File \"x.py\", line 1\ntorch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\nERROR later\n";
+        assert_eq!(
+            first_error(log).as_deref(),
+            Some("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB")
+        );
+        assert_eq!(
+            first_error("(EngineCore_DP0 pid=1) ERROR 05-02 10:00:01 [core.py:700] EngineCore failed to start.").as_deref(),
+            Some("(EngineCore_DP0 pid=1) ERROR 05-02 10:00:01 [core.py:700] EngineCore failed to start.")
+        );
+        assert_eq!(
+            first_error("spark-launch: ERROR cannot ssh from the head container to 10.0.0.2:2233")
+                .as_deref(),
+            Some("spark-launch: ERROR cannot ssh from the head container to 10.0.0.2:2233")
+        );
+        assert_eq!(first_error("all fine\nINFO ok"), None);
+    }
+
+    #[test]
+    fn polling_slows_down_after_the_first_minute() {
+        let r = Readiness::new("m", 0, 600);
+        assert_eq!(r.poll_interval_ms(10_000), 1_000);
+        assert_eq!(r.poll_interval_ms(61_000), 3_000);
+    }
+}

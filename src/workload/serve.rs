@@ -1,0 +1,426 @@
+//! What vLLM and TensorRT-LLM serving share: the resolved options, which nodes serve
+//! (tensor × pipeline parallel = nodes × GPUs per node), the GPU container every node runs
+//! (derived env, the Hugging Face cache, RDMA devices and limits), where the API will answer,
+//! and the refusals collected before anything starts.
+//!
+//! Pure: options and facts in, a [`ServePlan`] or a [`ServeRefusal`] out.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::net::Ipv4Addr;
+
+use serde::{Deserialize, Serialize};
+
+use crate::derive::{ClusterEnv, NodeEnv, NodeInput, derive};
+use crate::model::{CONTAINER_HF_HOME, ModelSource};
+use crate::node::{NodeName, Role};
+use crate::plan::spec::Mount;
+use crate::plan::{ContainerSpec, JobName, JobPlan, Ulimit};
+
+/// The vLLM image used unless `--image` says otherwise: NVIDIA's NGC build (multi-arch, arm64
+/// for DGX Spark), pinned so that a plan means the same thing tomorrow.
+pub const VLLM_IMAGE: &str = "nvcr.io/nvidia/vllm:26.04-py3";
+/// The TensorRT-LLM image used unless `--image` says otherwise (NGC release, pinned).
+pub const TRTLLM_IMAGE: &str = "nvcr.io/nvidia/tensorrt-llm/release:1.2.1";
+
+pub const LABEL_WORKLOAD: &str = "dev.spark-launch.workload";
+pub const LABEL_MODEL: &str = "dev.spark-launch.model";
+pub const LABEL_PORT: &str = "dev.spark-launch.port";
+
+/// Twenty minutes: loading 70B-class weights and compiling CUDA graphs takes long on first
+/// start.
+pub const DEFAULT_READY_TIMEOUT_S: u64 = 20 * 60;
+
+/// A serving engine.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Engine {
+    Vllm,
+    Trtllm,
+}
+
+impl Engine {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Engine::Vllm => "vllm",
+            Engine::Trtllm => "trtllm",
+        }
+    }
+}
+
+impl fmt::Display for Engine {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Where things live on one node. Live runs resolve `~` to the node's home before planning;
+/// a dry run on snapshots keeps `~/…` (the home of the user spark-launch connects as).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodePaths {
+    /// The Hugging Face cache (`HF_HOME`) on the node.
+    pub hf_home: String,
+    /// The node user's `~/.ssh` (keys and known hosts for MPI between containers).
+    pub ssh_dir: String,
+}
+
+impl Default for NodePaths {
+    fn default() -> Self {
+        NodePaths {
+            hf_home: "~/.cache/huggingface".to_string(),
+            ssh_dir: "~/.ssh".to_string(),
+        }
+    }
+}
+
+/// The serving options every engine takes, already resolved (no defaults left to fill).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ServeOptions {
+    pub job: JobName,
+    pub model: ModelSource,
+    pub image: String,
+    /// The API port on the head.
+    pub port: u16,
+    pub tp: u32,
+    pub pp: u32,
+    pub gpus_per_node: u32,
+    /// Passed to the engine verbatim, after everything spark-launch sets.
+    pub engine_args: Vec<String>,
+    /// Set in every container, over the derived environment.
+    pub env: BTreeMap<String, String>,
+    pub paths: BTreeMap<NodeName, NodePaths>,
+    /// Replace the default limits by name (`memlock=8388608` where limits cannot be raised).
+    pub ulimits: Vec<Ulimit>,
+    pub ready_timeout_s: u64,
+    /// Stage the weights on every node before starting (off: they are already there).
+    pub stage_model: bool,
+}
+
+impl ServeOptions {
+    pub fn paths_of(&self, node: &NodeName) -> NodePaths {
+        self.paths.get(node).cloned().unwrap_or_default()
+    }
+
+    /// The GPUs of one model replica.
+    pub fn world(&self) -> u32 {
+        self.tp * self.pp
+    }
+}
+
+/// Where the API answers once ready.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Endpoint {
+    /// `http://HOST:PORT/v1`, for OpenAI clients.
+    pub url: String,
+    pub host: Ipv4Addr,
+    pub port: u16,
+}
+
+/// A whole serving job: the job plan plus what the user needs to know about it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ServePlan {
+    pub engine: Engine,
+    /// `native` or `ray` for vLLM, `mpi` for TensorRT-LLM.
+    pub mode: String,
+    pub model: ModelSource,
+    /// The name the API lists at `/v1/models`.
+    pub served_name: String,
+    pub tp: u32,
+    pub pp: u32,
+    pub endpoint: Endpoint,
+    /// The nodes that serve, head first.
+    pub nodes: Vec<NodeName>,
+    /// Nodes of the cluster this job does not need.
+    pub unused: Vec<NodeName>,
+    /// Things the user should know (node selection, overridden variables, unresolved paths).
+    pub notes: Vec<String>,
+    /// Warnings from derive, per node.
+    pub warnings: BTreeMap<NodeName, Vec<String>>,
+    pub job: JobPlan,
+}
+
+/// One reason not to start, with the fix.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Problem {
+    pub problem: String,
+    pub fix: String,
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}\n    fix: {}", self.problem, self.fix)
+    }
+}
+
+/// Every reason found not to start (exit 2). Nothing was touched.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, thiserror::Error)]
+pub struct ServeRefusal {
+    pub problems: Vec<Problem>,
+}
+
+impl fmt::Display for ServeRefusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let n = self.problems.len();
+        write!(
+            f,
+            "refusing to start: {n} problem{}",
+            if n == 1 { "" } else { "s" }
+        )?;
+        for p in &self.problems {
+            write!(f, "\n  {p}")?;
+        }
+        Ok(())
+    }
+}
+
+impl From<crate::derive::Refusal> for ServeRefusal {
+    fn from(r: crate::derive::Refusal) -> Self {
+        ServeRefusal {
+            problems: r
+                .violations
+                .into_iter()
+                .map(|v| Problem {
+                    problem: format!("{}: {}", v.node, v.problem),
+                    fix: v.fix,
+                })
+                .collect(),
+        }
+    }
+}
+
+/// How many nodes a replica of `tp × pp` GPUs needs with `gpus_per_node` each, or why the
+/// shape does not fit.
+pub fn nodes_needed(
+    tp: u32,
+    pp: u32,
+    gpus_per_node: u32,
+    available: usize,
+) -> Result<usize, Problem> {
+    if tp == 0 || pp == 0 {
+        return Err(Problem {
+            problem: format!("--tp {tp} --pp {pp}: both must be at least 1"),
+            fix: "use --tp N with N ≥ 1 (and --pp 1 unless you want pipeline stages)".into(),
+        });
+    }
+    if gpus_per_node == 0 {
+        return Err(Problem {
+            problem: "--gpus-per-node 0".into(),
+            fix: "give the number of GPUs each node has (1 on a DGX Spark)".into(),
+        });
+    }
+    let world = tp * pp;
+    if !world.is_multiple_of(gpus_per_node) {
+        return Err(Problem {
+            problem: format!(
+                "tp × pp = {tp} × {pp} = {world} GPUs does not fill whole nodes of {gpus_per_node} GPU{}",
+                if gpus_per_node == 1 { "" } else { "s" }
+            ),
+            fix: format!(
+                "make tp × pp a multiple of {gpus_per_node} (every node serves with all its GPUs)"
+            ),
+        });
+    }
+    let needed = (world / gpus_per_node) as usize;
+    if needed > available {
+        return Err(Problem {
+            problem: format!(
+                "tp × pp = {world} GPUs needs {needed} nodes of {gpus_per_node} GPU{}, but the cluster has {available}",
+                if gpus_per_node == 1 { "" } else { "s" }
+            ),
+            fix: format!(
+                "lower --tp/--pp to at most {} GPUs in total, or add nodes (`spark-launch nodes add HOST`)",
+                available as u32 * gpus_per_node
+            ),
+        });
+    }
+    Ok(needed)
+}
+
+/// The serving nodes (the first `needed`, head first) with their derived environment.
+pub struct Selected {
+    pub inputs: Vec<NodeInput>,
+    pub unused: Vec<NodeName>,
+    pub env: ClusterEnv,
+}
+
+/// Picks the nodes and derives their environment, or every reason it cannot.
+pub fn select(
+    nodes: &[NodeInput],
+    opts: &ServeOptions,
+    extra: Vec<Problem>,
+) -> Result<Selected, ServeRefusal> {
+    let mut problems = extra;
+    if nodes.is_empty() {
+        problems.push(Problem {
+            problem: "no nodes".into(),
+            fix: "give nodes with --snapshot NAME=DIR (dry runs) or a cluster file (`spark-launch discover --save`)".into(),
+        });
+        return Err(ServeRefusal { problems });
+    }
+    let needed = match nodes_needed(opts.tp, opts.pp, opts.gpus_per_node, nodes.len()) {
+        Ok(n) => n,
+        Err(p) => {
+            problems.push(p);
+            return Err(ServeRefusal { problems });
+        }
+    };
+    let inputs: Vec<NodeInput> = nodes[..needed].to_vec();
+    let unused = nodes[needed..].iter().map(|n| n.name.clone()).collect();
+    let env = match derive(&inputs) {
+        Ok(env) => env,
+        Err(r) => {
+            problems.extend(ServeRefusal::from(r).problems);
+            return Err(ServeRefusal { problems });
+        }
+    };
+    if !problems.is_empty() {
+        return Err(ServeRefusal { problems });
+    }
+    Ok(Selected {
+        inputs,
+        unused,
+        env,
+    })
+}
+
+/// The ports of one job must differ from each other.
+pub fn distinct_ports(ports: &[(&str, u16)]) -> Vec<Problem> {
+    let mut out = Vec::new();
+    for (i, (a, pa)) in ports.iter().enumerate() {
+        for (b, pb) in &ports[i + 1..] {
+            if pa == pb {
+                out.push(Problem {
+                    problem: format!("the {a} port and the {b} port are both {pa}"),
+                    fix: format!("give the {b} port another value"),
+                });
+            }
+        }
+    }
+    out
+}
+
+/// The GPU container of one serving node: derived env, the cache, RDMA devices, limits.
+pub fn container(
+    opts: &ServeOptions,
+    engine: Engine,
+    node: &NodeEnv,
+    facts: &NodeInput,
+    notes: &mut Vec<String>,
+) -> ContainerSpec {
+    let has_ib = !facts.facts.host.infiniband_dev_nodes.is_empty();
+    let mut spec = ContainerSpec::gpu(&opts.job, &node.name, node.role, &opts.image, has_ib);
+    spec.override_ulimits(&opts.ulimits);
+    spec.labels
+        .insert(LABEL_WORKLOAD.to_string(), engine.to_string());
+    spec.labels
+        .insert(LABEL_MODEL.to_string(), opts.model.served_name());
+    if node.role == Role::Head {
+        spec.labels
+            .insert(LABEL_PORT.to_string(), opts.port.to_string());
+    }
+    let mut env = node.env.clone();
+    env.insert("HF_HOME".into(), CONTAINER_HF_HOME.into());
+    // The weights were staged on every node: the engine must not reach for the Hub (a gated
+    // model would fail on workers, and every node would download again).
+    env.insert("HF_HUB_OFFLINE".into(), "1".into());
+    for (k, v) in &opts.env {
+        if let Some(old) = node.env.get(k)
+            && old != v
+        {
+            notes.push(format!(
+                "{}: {k}={v} given by you replaces the derived {k}={old}",
+                node.name
+            ));
+        }
+        env.insert(k.clone(), v.clone());
+    }
+    spec.env = env;
+    let paths = opts.paths_of(&node.name);
+    spec.mounts.push(Mount {
+        source: paths.hf_home.clone(),
+        target: CONTAINER_HF_HOME.to_string(),
+        read_only: false,
+    });
+    if let ModelSource::Local { path } = &opts.model {
+        spec.mounts.push(Mount {
+            source: path.clone(),
+            target: opts.model.container_path(),
+            read_only: true,
+        });
+    }
+    spec
+}
+
+/// Where users reach the API: the head's management address when it has one (what a laptop
+/// on the LAN reaches), else its control-plane address.
+pub fn endpoint(head: &NodeInput, head_env: &NodeEnv, port: u16) -> Endpoint {
+    let host = head
+        .facts
+        .management_interface()
+        .and_then(|i| i.ipv4.first().map(|a| a.addr))
+        .unwrap_or(head_env.control.addr);
+    Endpoint {
+        url: format!("http://{host}:{port}/v1"),
+        host,
+        port,
+    }
+}
+
+/// Notes every plan carries about paths a dry run could not resolve.
+pub fn path_notes(opts: &ServeOptions, nodes: &[NodeName], notes: &mut Vec<String>) {
+    let unresolved: Vec<&str> = nodes
+        .iter()
+        .filter(|n| opts.paths_of(n).hf_home.starts_with('~'))
+        .map(|n| n.as_str())
+        .collect();
+    if !unresolved.is_empty() {
+        notes.push(format!(
+            "`~` in mount sources is the home of the user spark-launch connects as on {}; a live run resolves it on each node before starting",
+            unresolved.join(", ")
+        ));
+    }
+    if let ModelSource::Hub {
+        revision,
+        commit: None,
+        ..
+    } = &opts.model
+    {
+        notes.push(format!(
+            "revision {revision} is resolved to a commit on the Hub at launch; the snapshot path then names that commit"
+        ));
+    }
+}
+
+/// Derive's warnings, by node.
+pub fn warnings(env: &ClusterEnv) -> BTreeMap<NodeName, Vec<String>> {
+    env.nodes
+        .iter()
+        .filter(|n| !n.warnings.is_empty())
+        .map(|n| (n.name.clone(), n.warnings.clone()))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tp_times_pp_must_fill_whole_nodes_that_exist() {
+        assert_eq!(nodes_needed(2, 1, 1, 2), Ok(2));
+        assert_eq!(nodes_needed(2, 1, 1, 4), Ok(2));
+        assert_eq!(nodes_needed(8, 2, 8, 2), Ok(2));
+        let p = nodes_needed(3, 1, 2, 4).unwrap_err();
+        assert!(p.problem.contains("does not fill whole nodes"), "{p}");
+        let p = nodes_needed(4, 1, 1, 2).unwrap_err();
+        assert!(p.problem.contains("needs 4 nodes"), "{p}");
+        assert!(p.fix.contains("at most 2 GPUs"), "{p}");
+        assert!(nodes_needed(0, 1, 1, 2).is_err());
+    }
+
+    #[test]
+    fn two_roles_on_one_port_are_refused() {
+        let p = distinct_ports(&[("API", 8000), ("rendezvous", 8000), ("Ray", 6379)]);
+        assert_eq!(p.len(), 1);
+        assert!(p[0].problem.contains("API port and the rendezvous port"));
+    }
+}

@@ -1,0 +1,248 @@
+//! Serving plans on the seed topologies, through the real snapshot reader and derive: the exact
+//! per-node containers (env, mounts, devices, limits), commands and step order of vLLM native,
+//! vLLM with Ray and TensorRT-LLM, snapshot-tested; and the refusals.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use spark_launch::derive::NodeInput;
+use spark_launch::model::ModelSource;
+use spark_launch::node::NodeName;
+use spark_launch::plan::{JobName, Launch, Step};
+use spark_launch::probe::read_snapshot_dir;
+use spark_launch::workload::serve::{
+    DEFAULT_READY_TIMEOUT_S, ServeOptions, TRTLLM_IMAGE, VLLM_IMAGE,
+};
+use spark_launch::workload::trtllm::{self, LlmApiOptions, TrtllmOptions};
+use spark_launch::workload::vllm::{self, VllmMode, VllmOptions};
+
+fn fixture(name: &str) -> Vec<NodeInput> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name);
+    std::fs::read_to_string(root.join("nodes"))
+        .expect("fixture has a nodes file")
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|n| NodeInput {
+            name: NodeName::new(n.trim()).unwrap(),
+            facts: read_snapshot_dir(&root.join(n.trim())).unwrap(),
+        })
+        .collect()
+}
+
+const COMMIT: &str = "7ae557604adf67be50417f59c2c2f167def9a775";
+
+fn serve(tp: u32, image: &str) -> ServeOptions {
+    ServeOptions {
+        job: JobName::new("smoke").unwrap(),
+        model: ModelSource::parse("Qwen/Qwen2.5-0.5B-Instruct", Some(COMMIT)).unwrap(),
+        image: image.to_string(),
+        port: 8000,
+        tp,
+        pp: 1,
+        gpus_per_node: 1,
+        engine_args: vec!["--max-model-len".into(), "4096".into()],
+        env: BTreeMap::new(),
+        paths: BTreeMap::new(),
+        ulimits: vec![],
+        ready_timeout_s: DEFAULT_READY_TIMEOUT_S,
+        stage_model: true,
+    }
+}
+
+fn vllm_opts(tp: u32, mode: VllmMode) -> VllmOptions {
+    VllmOptions {
+        serve: serve(tp, VLLM_IMAGE),
+        mode,
+    }
+}
+
+fn native() -> VllmMode {
+    VllmMode::Native {
+        master_port: vllm::DEFAULT_MASTER_PORT,
+    }
+}
+
+fn trt_opts(tp: u32) -> TrtllmOptions {
+    let mut s = serve(tp, TRTLLM_IMAGE);
+    s.port = trtllm::DEFAULT_PORT;
+    s.engine_args = vec![];
+    TrtllmOptions {
+        serve: s,
+        ssh_port: trtllm::DEFAULT_SSH_PORT,
+        llm_api: LlmApiOptions::default(),
+        max_batch_size: Some(4),
+        max_num_tokens: Some(32768),
+    }
+}
+
+#[test]
+fn vllm_native_on_two_sparks_runs_serve_on_both_with_ranks_and_a_headless_worker() {
+    let plan = vllm::plan(
+        &vllm_opts(2, native()),
+        &fixture("seed-001-two-sparks-both-twins"),
+    )
+    .unwrap();
+    insta::assert_yaml_snapshot!(plan);
+    let Launch::Container(worker) = &plan.job.nodes[1].launch else {
+        panic!("not a container")
+    };
+    let cmd = worker.command.join(" ");
+    assert!(
+        cmd.contains(
+            "--nnodes 2 --node-rank 1 --master-addr 192.168.177.11 --master-port 29501 --headless"
+        ),
+        "{cmd}"
+    );
+    assert_eq!(worker.env["NCCL_IB_HCA"], "rocep1s0f1,roceP2p1s0f1");
+    assert_eq!(worker.env["VLLM_HOST_IP"], "192.168.177.12");
+    assert_eq!(worker.env["HF_HUB_OFFLINE"], "1");
+    assert!(worker.devices.iter().any(|d| d.host == "/dev/infiniband"));
+}
+
+#[test]
+fn vllm_with_ray_waits_for_every_node_at_its_intended_address() {
+    let plan = vllm::plan(
+        &vllm_opts(
+            2,
+            VllmMode::Ray {
+                ray_port: vllm::DEFAULT_RAY_PORT,
+            },
+        ),
+        &fixture("seed-001-two-sparks-both-twins"),
+    )
+    .unwrap();
+    insta::assert_yaml_snapshot!(plan);
+    let steps: Vec<&str> = plan.job.steps.iter().map(step_name).collect();
+    assert_eq!(
+        steps,
+        vec![
+            "check-ports",
+            "check-reachable",
+            "ensure-image",
+            "stage-model",
+            "start",
+            "wait-ray",
+            "wait-serving"
+        ]
+    );
+}
+
+#[test]
+fn trtllm_on_two_sparks_runs_mpirun_from_the_head_over_sshd_on_2233() {
+    let plan = trtllm::plan(&trt_opts(2), &fixture("seed-001-two-sparks-both-twins")).unwrap();
+    insta::assert_yaml_snapshot!(plan);
+    let Launch::Container(head) = &plan.job.nodes[0].launch else {
+        panic!("not a container")
+    };
+    let cmd = head.command[3..].join(" ");
+    assert!(cmd.starts_with("spark-launch-trtllm-head mpirun"), "{cmd}");
+    assert!(
+        cmd.contains("mpirun --allow-run-as-root -np 2 --hostfile /run/spark-launch/hostfile"),
+        "{cmd}"
+    );
+    assert!(cmd.contains("trtllm-llmapi-launch trtllm-serve"), "{cmd}");
+    assert!(
+        cmd.contains("--tp_size 2 --host 0.0.0.0 --port 8355"),
+        "{cmd}"
+    );
+    assert!(
+        !cmd.contains(" -x "),
+        "no variable is copied from the head to the workers: {cmd}"
+    );
+    assert_eq!(
+        head.env["SL_HOSTFILE"],
+        "192.168.177.11 slots=1\n192.168.177.12 slots=1"
+    );
+}
+
+#[test]
+fn a_spark_and_a_workstation_each_get_their_own_interface_names() {
+    let plan = vllm::plan(
+        &vllm_opts(2, native()),
+        &fixture("seed-004-spark-and-workstation"),
+    )
+    .unwrap();
+    insta::assert_yaml_snapshot!(plan);
+}
+
+#[test]
+fn the_triangle_serves_on_the_management_network_with_subnet_aware_routing() {
+    let plan = vllm::plan(&vllm_opts(3, native()), &fixture("seed-003-triangle")).unwrap();
+    insta::assert_yaml_snapshot!(plan);
+}
+
+#[test]
+fn trtllm_on_link_local_sparks() {
+    let plan = trtllm::plan(&trt_opts(2), &fixture("seed-002-link-local")).unwrap();
+    insta::assert_yaml_snapshot!(plan);
+}
+
+#[test]
+fn tp_2_on_three_switched_sparks_uses_the_first_two_and_says_so() {
+    let plan = vllm::plan(&vllm_opts(2, native()), &fixture("switch-3-sparks")).unwrap();
+    assert_eq!(plan.nodes.len(), 2);
+    assert_eq!(plan.unused.len(), 1);
+    assert!(
+        plan.notes[0].contains("use 2 of the cluster's 3 nodes"),
+        "{:?}",
+        plan.notes
+    );
+    assert_eq!(plan.job.nodes.len(), 2);
+}
+
+#[test]
+fn a_shape_that_does_not_fit_and_a_broken_fabric_are_refused_together() {
+    let mut o = vllm_opts(4, native());
+    o.serve.engine_args = vec!["--tensor-parallel-size".into(), "4".into()];
+    let e = vllm::plan(&o, &fixture("seed-001-two-sparks-both-twins")).unwrap_err();
+    insta::assert_snapshot!(e.to_string());
+
+    let e = vllm::plan(&vllm_opts(2, native()), &fixture("broken-twins-one-subnet")).unwrap_err();
+    assert!(e.to_string().contains("one subnet"), "{e}");
+}
+
+#[test]
+fn a_user_variable_replaces_the_derived_one_and_the_plan_says_so() {
+    let mut o = vllm_opts(2, native());
+    o.serve
+        .env
+        .insert("NCCL_IB_HCA".into(), "rocep1s0f1".into());
+    o.serve.env.insert("NCCL_DEBUG".into(), "INFO".into());
+    let plan = vllm::plan(&o, &fixture("seed-001-two-sparks-both-twins")).unwrap();
+    let Launch::Container(c) = &plan.job.nodes[0].launch else {
+        panic!()
+    };
+    assert_eq!(c.env["NCCL_IB_HCA"], "rocep1s0f1");
+    assert_eq!(c.env["NCCL_DEBUG"], "INFO");
+    assert!(
+        plan.notes
+            .iter()
+            .any(|n| n.contains("replaces the derived NCCL_IB_HCA"))
+    );
+}
+
+#[test]
+fn a_plan_survives_a_json_round_trip() {
+    let plan = trtllm::plan(&trt_opts(2), &fixture("seed-001-two-sparks-both-twins")).unwrap();
+    let text = serde_json::to_string(&plan).unwrap();
+    let back: spark_launch::workload::serve::ServePlan = serde_json::from_str(&text).unwrap();
+    assert_eq!(plan, back);
+}
+
+fn step_name(s: &Step) -> &'static str {
+    match s {
+        Step::EnsureImage { .. } => "ensure-image",
+        Step::Start { .. } => "start",
+        Step::WriteFile { .. } => "write-file",
+        Step::Exec { .. } => "exec",
+        Step::WaitHttp { .. } => "wait-http",
+        Step::CheckPorts { .. } => "check-ports",
+        Step::CheckReachable { .. } => "check-reachable",
+        Step::StageModel { .. } => "stage-model",
+        Step::WaitRay { .. } => "wait-ray",
+        Step::WaitServing { .. } => "wait-serving",
+        Step::Stop => "stop",
+    }
+}
