@@ -14,6 +14,7 @@
 
 pub mod apply;
 pub mod cli;
+pub mod compose;
 pub mod derive;
 pub mod discover;
 pub mod doctor;

@@ -121,77 +121,159 @@ impl NodeShell for LocalShell {
         stdin: Vec<u8>,
         lines: Option<UnboundedSender<String>>,
     ) -> BoxFuture<'a, Result<ShellOutput, ShellError>> {
+        let mut cmd = tokio::process::Command::new("bash");
+        cmd.arg("-c")
+            .arg(script)
+            .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+        Box::pin(run_streaming(&self.node, self.via(), cmd, stdin, lines))
+    }
+}
+
+/// A node reached through the SSH layer's handle: the local node runs here, a remote one
+/// through its multiplexed connection (`ssh -S master … bash -c SCRIPT`), stdout streamed.
+#[derive(Clone, Debug)]
+pub struct SshShell {
+    handle: std::sync::Arc<crate::ssh::NodeHandle>,
+}
+
+impl SshShell {
+    pub fn new(handle: std::sync::Arc<crate::ssh::NodeHandle>) -> Self {
+        SshShell { handle }
+    }
+}
+
+impl NodeShell for SshShell {
+    fn node(&self) -> &NodeName {
+        self.handle.name()
+    }
+
+    fn via(&self) -> String {
+        match self.handle.dest() {
+            Some(d) => format!("ssh {d}"),
+            None => "the local shell".to_string(),
+        }
+    }
+
+    fn run<'a>(
+        &'a self,
+        script: &'a str,
+        stdin: Vec<u8>,
+        lines: Option<UnboundedSender<String>>,
+    ) -> BoxFuture<'a, Result<ShellOutput, ShellError>> {
+        let node = self.handle.name().clone();
+        let via = self.via();
+        let cmd = match self.handle.session() {
+            None => {
+                let mut cmd = tokio::process::Command::new("bash");
+                cmd.arg("-c").arg(script);
+                Ok(cmd)
+            }
+            Some(session) => match crate::ssh::quote::join(&["bash", "-c", script]) {
+                Ok(line) => {
+                    let mut cmd = tokio::process::Command::new(session.program_path());
+                    cmd.args(session.client_args())
+                        .args(["--", &session.dest().host, &line]);
+                    Ok(cmd)
+                }
+                Err(e) => Err(ShellError {
+                    node: node.clone(),
+                    via: via.clone(),
+                    cause: format!("the script cannot be quoted: {e}"),
+                }),
+            },
+        };
         Box::pin(async move {
-            let err = |cause: String| ShellError {
-                node: self.node.clone(),
-                via: self.via(),
-                cause,
-            };
-            let mut child = tokio::process::Command::new("bash")
-                .arg("-c")
-                .arg(script)
-                .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-                .stdin(Stdio::piped())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .process_group(0)
-                .kill_on_drop(true)
-                .spawn()
-                .map_err(|e| err(format!("start bash: {e}")))?;
-            let mut guard = GroupGuard {
-                pgid: child.id().map(|p| p as i32),
-            };
-            let mut child_in = child.stdin.take();
-            let writer = async move {
-                if let Some(w) = child_in.as_mut() {
-                    // A script that does not read its stdin closes it early: not an error.
-                    let _ = w.write_all(&stdin).await;
-                    let _ = w.shutdown().await;
+            let cmd = cmd?;
+            let out = run_streaming(&node, via.clone(), cmd, stdin, lines).await?;
+            if out.status == 255 && self.handle.session().is_some() {
+                let failure = crate::ssh::ConnectFailure::classify(&out.stderr_tail);
+                if failure != crate::ssh::ConnectFailure::Other {
+                    return Err(ShellError {
+                        node,
+                        via,
+                        cause: format!("ssh failed ({failure:?}): {}", out.stderr_tail.trim()),
+                    });
                 }
-                drop(child_in);
-            };
-            let out = child.stdout.take();
-            let reader = async move {
-                let mut kept = String::new();
-                if let Some(out) = out {
-                    let mut r = BufReader::new(out).lines();
-                    while let Ok(Some(line)) = r.next_line().await {
-                        match &lines {
-                            Some(tx) => {
-                                let _ = tx.send(line);
-                            }
-                            None => {
-                                kept.push_str(&line);
-                                kept.push('\n');
-                            }
-                        }
-                    }
-                }
-                kept
-            };
-            let err_pipe = child.stderr.take();
-            let err_reader = async move {
-                let mut text = String::new();
-                if let Some(mut e) = err_pipe {
-                    let mut buf = Vec::new();
-                    let _ = e.read_to_end(&mut buf).await;
-                    text = String::from_utf8_lossy(&buf).into_owned();
-                }
-                text
-            };
-            let ((), stdout, stderr) = tokio::join!(writer, reader, err_reader);
-            let status = child
-                .wait()
-                .await
-                .map_err(|e| err(format!("wait for bash: {e}")))?;
-            guard.pgid = None;
-            Ok(ShellOutput {
-                status: status.code().unwrap_or(-1),
-                stdout,
-                stderr_tail: tail_lines(&stderr, STDERR_TAIL_LINES),
-            })
+            }
+            Ok(out)
         })
     }
+}
+
+/// Runs `cmd` in its own process group with `stdin`, streaming stdout lines to `lines` when
+/// given; the group is killed if the future is dropped before the command ends.
+async fn run_streaming(
+    node: &NodeName,
+    via: String,
+    mut cmd: tokio::process::Command,
+    stdin: Vec<u8>,
+    lines: Option<UnboundedSender<String>>,
+) -> Result<ShellOutput, ShellError> {
+    let err = |cause: String| ShellError {
+        node: node.clone(),
+        via: via.clone(),
+        cause,
+    };
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| err(format!("start {:?}: {e}", cmd.as_std().get_program())))?;
+    let mut guard = GroupGuard {
+        pgid: child.id().map(|p| p as i32),
+    };
+    let mut child_in = child.stdin.take();
+    let writer = async move {
+        if let Some(w) = child_in.as_mut() {
+            // A script that does not read its stdin closes it early: not an error.
+            let _ = w.write_all(&stdin).await;
+            let _ = w.shutdown().await;
+        }
+        drop(child_in);
+    };
+    let out = child.stdout.take();
+    let reader = async move {
+        let mut kept = String::new();
+        if let Some(out) = out {
+            let mut r = BufReader::new(out).lines();
+            while let Ok(Some(line)) = r.next_line().await {
+                match &lines {
+                    Some(tx) => {
+                        let _ = tx.send(line);
+                    }
+                    None => {
+                        kept.push_str(&line);
+                        kept.push('\n');
+                    }
+                }
+            }
+        }
+        kept
+    };
+    let err_pipe = child.stderr.take();
+    let err_reader = async move {
+        let mut text = String::new();
+        if let Some(mut e) = err_pipe {
+            let mut buf = Vec::new();
+            let _ = e.read_to_end(&mut buf).await;
+            text = String::from_utf8_lossy(&buf).into_owned();
+        }
+        text
+    };
+    let ((), stdout, stderr) = tokio::join!(writer, reader, err_reader);
+    let status = child
+        .wait()
+        .await
+        .map_err(|e| err(format!("wait for the command: {e}")))?;
+    guard.pgid = None;
+    Ok(ShellOutput {
+        status: status.code().unwrap_or(-1),
+        stdout,
+        stderr_tail: tail_lines(&stderr, STDERR_TAIL_LINES),
+    })
 }
 
 #[cfg(test)]

@@ -128,7 +128,14 @@ pub fn fetch_stream(dest: &str, source: &Source) -> String {
         }
         Source::Ssh { args, root } => {
             let args: Vec<String> = args.iter().map(|a| quote(a)).collect();
-            let _ = writeln!(s, "SSH=({})", args.join(" "));
+            // One master connection per stream (its own ControlPath), reused for every range:
+            // parallel streams are parallel TCP connections and ciphers, with no handshake per
+            // range.
+            let _ = writeln!(
+                s,
+                "SSH=(ssh -o ControlMaster=auto -o \"ControlPath=/tmp/sl-st-$$-%C\" -o ControlPersist=15 {})",
+                args.join(" ")
+            );
             let _ = writeln!(s, "ROOT={}", quote(root));
             s.push_str(
                 r#"q() { printf "'%s'" "$(printf '%s' "$1" | sed "s/'/'\\\\''/g")"; }

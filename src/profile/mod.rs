@@ -1,2 +1,617 @@
-//! Launch profiles: YAML files for one-command demos, bundled and user-supplied, validated with
-//! errors that name the file, line and field.
+//! Launch profiles: YAML files for one-command demos, bundled into the binary
+//! (`launch-profiles/*.yaml`) and loadable from a user folder, validated with errors that name
+//! the file, the line and the field.
+//!
+//! A profile says what to run (engine, image, model and revision, tp/pp, engine arguments,
+//! environment, ports) and what it needs (nodes, memory per node). `--set key=value` changes
+//! a field before validation, with the same rules. Syntax and type errors come from
+//! `yaml_serde` with their location; semantic errors (a shape that does not fill whole nodes, a
+//! flag spark-launch sets itself) are located by [`locate`].
+//!
+//! Pure: texts in, profiles or errors out. Reading the files is the caller's job.
+
+pub mod bundled;
+pub mod fit;
+pub mod locate;
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::model::{ModelSource, RepoId, Revision};
+use crate::workload::serve::{Engine, Problem};
+use crate::workload::{trtllm, vllm};
+
+/// Which launcher a profile drives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ProfileEngine {
+    Vllm,
+    Trtllm,
+    NcclTest,
+}
+
+impl ProfileEngine {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProfileEngine::Vllm => "vllm",
+            ProfileEngine::Trtllm => "trtllm",
+            ProfileEngine::NcclTest => "nccl-test",
+        }
+    }
+
+    pub fn serving(self) -> Option<Engine> {
+        match self {
+            ProfileEngine::Vllm => Some(Engine::Vllm),
+            ProfileEngine::Trtllm => Some(Engine::Trtllm),
+            ProfileEngine::NcclTest => None,
+        }
+    }
+}
+
+impl fmt::Display for ProfileEngine {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The model of a profile: a Hub repo at a revision, or a folder on the head.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProfileModel {
+    pub id: Option<String>,
+    pub revision: Option<String>,
+    pub path: Option<String>,
+}
+
+/// Ports; each defaults to the engine's.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProfilePorts {
+    pub api: Option<u16>,
+    pub rendezvous: Option<u16>,
+    pub ray: Option<u16>,
+    pub ssh: Option<u16>,
+}
+
+/// TensorRT-LLM knobs.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TrtllmSection {
+    pub kv_cache_fraction: Option<f64>,
+    pub cuda_graph_padding: Option<bool>,
+    pub disable_overlap_scheduler: Option<bool>,
+    pub max_batch_size: Option<u32>,
+    pub max_num_tokens: Option<u32>,
+    /// Merged into the LLM-API options file as is.
+    #[serde(default)]
+    pub options: BTreeMap<String, yaml_serde::Value>,
+}
+
+/// nccl-tests knobs (run by `spark-launch nccl-test`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NcclSection {
+    #[serde(default)]
+    pub ops: Vec<String>,
+    /// `-b`, e.g. `16M`.
+    pub min_bytes: Option<String>,
+    /// `-e`, e.g. `4G`.
+    pub max_bytes: Option<String>,
+    pub iters: Option<u32>,
+}
+
+/// One launch profile, as written.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Profile {
+    pub name: String,
+    pub description: String,
+    pub engine: ProfileEngine,
+    pub image: Option<String>,
+    pub model: Option<ProfileModel>,
+    #[serde(default = "one")]
+    pub tp: u32,
+    #[serde(default = "one")]
+    pub pp: u32,
+    /// Nodes this profile needs.
+    pub nodes: u32,
+    #[serde(default = "one")]
+    pub gpus_per_node: u32,
+    /// Memory each node needs for its share (weights, KV cache, activations), in GiB.
+    pub memory_gib: Option<f64>,
+    /// vLLM only: use Ray instead of the native multi-node mode.
+    #[serde(default)]
+    pub ray: bool,
+    #[serde(default)]
+    pub engine_args: Vec<String>,
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    #[serde(default)]
+    pub ports: ProfilePorts,
+    pub ready_timeout_s: Option<u64>,
+    pub trtllm: Option<TrtllmSection>,
+    pub nccl_test: Option<NcclSection>,
+}
+
+fn one() -> u32 {
+    1
+}
+
+/// Where a profile came from.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Origin {
+    /// Shipped inside the binary (`launch-profiles/NAME.yaml`).
+    Bundled,
+    /// A user's file.
+    User,
+}
+
+/// A validated profile with its origin and file label.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Loaded {
+    pub profile: Profile,
+    pub origin: Origin,
+    /// `launch-profiles/smoke-test.yaml` or the user's path.
+    pub file: String,
+}
+
+/// One thing wrong with a profile, located.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ProfileError {
+    pub file: String,
+    /// 1-based; `None` for errors about a `--set`.
+    pub line: Option<usize>,
+    pub column: Option<usize>,
+    /// `tp`, `model.revision`, `engine_args[2]`, or the `--set` argument.
+    pub field: String,
+    pub message: String,
+}
+
+impl fmt::Display for ProfileError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (self.line, self.column) {
+            (Some(l), Some(c)) => write!(f, "{}:{l}:{c}: ", self.file)?,
+            (Some(l), None) => write!(f, "{}:{l}: ", self.file)?,
+            _ => write!(f, "{}: ", self.file)?,
+        }
+        if self.field.is_empty() {
+            write!(f, "{}", self.message)
+        } else {
+            write!(f, "{}: {}", self.field, self.message)
+        }
+    }
+}
+
+/// Every error found in one profile (exit 2).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, thiserror::Error)]
+pub struct ProfileErrors(pub Vec<ProfileError>);
+
+impl fmt::Display for ProfileErrors {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let n = self.0.len();
+        write!(
+            f,
+            "invalid launch profile ({n} problem{})",
+            if n == 1 { "" } else { "s" }
+        )?;
+        for e in &self.0 {
+            write!(f, "\n  {e}")?;
+        }
+        Ok(())
+    }
+}
+
+/// `key=value` from `--set`: a dotted path and a YAML value.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SetArg {
+    pub path: String,
+    pub value: String,
+}
+
+impl std::str::FromStr for SetArg {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let (path, value) = s.split_once('=').ok_or_else(|| {
+            format!("expected KEY=VALUE (e.g. tp=4 or model.revision=main), got {s:?}")
+        })?;
+        let path = path.trim();
+        if path.is_empty() {
+            return Err(format!("no key before '=' in {s:?}"));
+        }
+        Ok(SetArg {
+            path: path.to_string(),
+            value: value.to_string(),
+        })
+    }
+}
+
+impl fmt::Display for SetArg {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}={}", self.path, self.value)
+    }
+}
+
+/// Parses and validates a profile's text. `file` labels errors; `stem` (the file name
+/// without `.yaml`) must equal the profile's name when given.
+pub fn parse(
+    file: &str,
+    stem: Option<&str>,
+    text: &str,
+    sets: &[SetArg],
+) -> Result<Profile, ProfileErrors> {
+    let located = |e: yaml_serde::Error| {
+        let loc = e.location();
+        let msg = e.to_string();
+        let msg = match msg.rfind(" at line ") {
+            Some(i) => msg[..i].to_string(),
+            None => msg,
+        };
+        let (field, message) = match msg.split_once(": ") {
+            Some((f, m)) if !f.contains(' ') => (f.to_string(), m.to_string()),
+            _ => (String::new(), msg),
+        };
+        ProfileError {
+            file: file.to_string(),
+            line: loc.as_ref().map(|l| l.line()),
+            column: loc.as_ref().map(|l| l.column()),
+            field,
+            message,
+        }
+    };
+    let profile: Profile = match yaml_serde::from_str(text) {
+        Ok(p) => p,
+        Err(e) => return Err(ProfileErrors(vec![located(e)])),
+    };
+    let profile = if sets.is_empty() {
+        profile
+    } else {
+        let mut value: yaml_serde::Value =
+            yaml_serde::from_str(text).map_err(|e| ProfileErrors(vec![located(e)]))?;
+        for s in sets {
+            apply_set(&mut value, s).map_err(|message| {
+                ProfileErrors(vec![ProfileError {
+                    file: file.to_string(),
+                    line: None,
+                    column: None,
+                    field: format!("--set {s}"),
+                    message,
+                }])
+            })?;
+        }
+        yaml_serde::from_value(value).map_err(|e| {
+            ProfileErrors(vec![ProfileError {
+                file: file.to_string(),
+                line: None,
+                column: None,
+                field: format!(
+                    "--set {}",
+                    sets.iter()
+                        .map(|s| s.to_string())
+                        .collect::<Vec<_>>()
+                        .join(" --set ")
+                ),
+                message: e.to_string(),
+            }])
+        })?
+    };
+    let problems = validate(&profile, stem);
+    if problems.is_empty() {
+        return Ok(profile);
+    }
+    Err(ProfileErrors(
+        problems
+            .into_iter()
+            .map(|(field, message)| {
+                let set = sets.iter().find(|s| {
+                    field == s.path
+                        || field.starts_with(&format!("{}.", s.path))
+                        || field.starts_with(&format!("{}[", s.path))
+                });
+                match set {
+                    Some(s) => ProfileError {
+                        file: file.to_string(),
+                        line: None,
+                        column: None,
+                        field: format!("--set {s}"),
+                        message: format!("{field}: {message}"),
+                    },
+                    None => ProfileError {
+                        file: file.to_string(),
+                        line: Some(locate::line_of(text, &locate::parse_path(&field))),
+                        column: None,
+                        field,
+                        message,
+                    },
+                }
+            })
+            .collect(),
+    ))
+}
+
+/// Sets `path` (dotted, `[i]` for sequence items) to the YAML value `s.value`.
+fn apply_set(root: &mut yaml_serde::Value, s: &SetArg) -> Result<(), String> {
+    use yaml_serde::Value;
+    let value: Value = if s.value.trim().is_empty() {
+        Value::Null
+    } else {
+        yaml_serde::from_str(&s.value).map_err(|e| format!("the value is not YAML: {e}"))?
+    };
+    let segs = locate::parse_path(&s.path);
+    let mut at = root;
+    for (i, seg) in segs.iter().enumerate() {
+        let last = i + 1 == segs.len();
+        match seg {
+            locate::Seg::Key(k) => {
+                if at.is_null() {
+                    *at = Value::Mapping(Default::default());
+                }
+                let Value::Mapping(m) = at else {
+                    return Err(format!("{k} is inside something that is not a mapping"));
+                };
+                let key = Value::String(k.clone());
+                if last {
+                    m.insert(key, value);
+                    return Ok(());
+                }
+                if !m.contains_key(&key) {
+                    m.insert(key.clone(), Value::Null);
+                }
+                at = m.get_mut(&key).ok_or("unreachable")?;
+            }
+            locate::Seg::Index(n) => {
+                let Value::Sequence(seq) = at else {
+                    return Err(format!("[{n}] needs a list"));
+                };
+                if *n > seq.len() {
+                    return Err(format!("[{n}] is past the end of a list of {}", seq.len()));
+                }
+                if *n == seq.len() {
+                    seq.push(Value::Null);
+                }
+                if last {
+                    seq[*n] = value;
+                    return Ok(());
+                }
+                at = &mut seq[*n];
+            }
+        }
+    }
+    Err("empty key".into())
+}
+
+/// Semantic checks: `(field path, message)` for every problem.
+pub fn validate(p: &Profile, stem: Option<&str>) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut push = |f: &str, m: String| out.push((f.to_string(), m));
+    let name_ok = !p.name.is_empty()
+        && p.name.len() <= 40
+        && p.name.starts_with(|c: char| c.is_ascii_lowercase())
+        && p.name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+    if !name_ok {
+        push(
+            "name",
+            format!(
+                "{:?} must be lowercase letters, digits and '-', starting with a letter, at most 40 characters (it names the job)",
+                p.name
+            ),
+        );
+    }
+    if let Some(stem) = stem
+        && stem != p.name
+    {
+        push(
+            "name",
+            format!(
+                "{:?} differs from the file name {stem}.yaml; make them equal",
+                p.name
+            ),
+        );
+    }
+    if p.description.trim().is_empty() {
+        push(
+            "description",
+            "say in one line what this profile shows".into(),
+        );
+    }
+    if p.tp == 0 {
+        push("tp", "must be at least 1".into());
+    }
+    if p.pp == 0 {
+        push("pp", "must be at least 1".into());
+    }
+    if p.gpus_per_node == 0 {
+        push("gpus_per_node", "must be at least 1".into());
+    }
+    if p.nodes == 0 {
+        push("nodes", "must be at least 1".into());
+    }
+    if p.engine != ProfileEngine::NcclTest
+        && p.tp > 0
+        && p.pp > 0
+        && p.gpus_per_node > 0
+        && p.nodes > 0
+    {
+        let world = p.tp * p.pp;
+        let have = p.nodes * p.gpus_per_node;
+        if world != have {
+            push(
+                "tp",
+                format!(
+                    "tp × pp = {} × {} = {world} GPUs, but nodes × gpus_per_node = {} × {} = {have}; make them equal",
+                    p.tp, p.pp, p.nodes, p.gpus_per_node
+                ),
+            );
+        }
+    }
+    if let Some(m) = p.memory_gib
+        && !(m > 0.0 && m.is_finite())
+    {
+        push("memory_gib", format!("{m} is not a positive number of GiB"));
+    }
+    match (p.engine, &p.model) {
+        (ProfileEngine::NcclTest, Some(_)) => push("model", "nccl-test profiles run no model; remove it".into()),
+        (ProfileEngine::Vllm | ProfileEngine::Trtllm, None) => push("engine", format!("a {} profile needs a model (model: {{id: ORG/NAME, revision: main}})", p.engine)),
+        (_, Some(m)) => match (&m.id, &m.path) {
+            (Some(id), None) => {
+                if let Err(e) = RepoId::new(id.clone()) {
+                    push("model.id", e.to_string());
+                }
+                if let Some(r) = &m.revision
+                    && let Err(e) = Revision::new(r.clone())
+                {
+                    push("model.revision", e.to_string());
+                }
+            }
+            (None, Some(path)) => {
+                if let Err(e) = ModelSource::parse(path, None) {
+                    push("model.path", e.to_string());
+                }
+                if m.revision.is_some() {
+                    push("model.revision", "applies to Hub models (model.id), not to a folder".into());
+                }
+            }
+            (Some(_), Some(_)) => push("model", "give either id (a Hub repo) or path (a folder on the head), not both".into()),
+            (None, None) => push("model", "give id (a Hub repo, e.g. Qwen/Qwen2.5-0.5B-Instruct) or path (a folder on the head)".into()),
+        },
+        (ProfileEngine::NcclTest, None) => {}
+    }
+    if p.ray && p.engine != ProfileEngine::Vllm {
+        push("ray", "only vLLM profiles can use Ray".into());
+    }
+    if p.trtllm.is_some() && p.engine != ProfileEngine::Trtllm {
+        push(
+            "trtllm",
+            format!(
+                "this section is for trtllm profiles; this one runs {}",
+                p.engine
+            ),
+        );
+    }
+    if p.nccl_test.is_some() && p.engine != ProfileEngine::NcclTest {
+        push(
+            "nccl_test",
+            format!(
+                "this section is for nccl-test profiles; this one runs {}",
+                p.engine
+            ),
+        );
+    }
+    if let Some(t) = &p.trtllm
+        && let Some(f) = t.kv_cache_fraction
+        && !(f > 0.0 && f <= 1.0)
+    {
+        push("trtllm.kv_cache_fraction", format!("{f} is outside (0, 1]"));
+    }
+    for k in p.env.keys() {
+        let ok = k.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+            && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !ok {
+            push(&format!("env.{k}"), "is not a valid variable name".into());
+        }
+    }
+    let ports = [
+        ("ports.api", p.ports.api),
+        ("ports.rendezvous", p.ports.rendezvous),
+        ("ports.ray", p.ports.ray),
+        ("ports.ssh", p.ports.ssh),
+    ];
+    for (f, v) in ports {
+        if v == Some(0) {
+            push(f, "0 is not a port".into());
+        }
+    }
+    let reserved = match p.engine {
+        ProfileEngine::Vllm => vllm::reserved_args(&p.engine_args),
+        ProfileEngine::Trtllm => trtllm::reserved_args(&p.engine_args),
+        ProfileEngine::NcclTest => {
+            if p.engine_args.is_empty() {
+                Vec::new()
+            } else {
+                vec![Problem {
+                    problem: "nccl-test profiles take no engine_args".into(),
+                    fix: "use the nccl_test section".into(),
+                }]
+            }
+        }
+    };
+    for problem in reserved {
+        let idx = p
+            .engine_args
+            .iter()
+            .position(|a| problem.problem.contains(a.as_str()))
+            .unwrap_or(0);
+        push(
+            &format!("engine_args[{idx}]"),
+            format!("{}; {}", problem.problem, problem.fix),
+        );
+    }
+    if p.engine == ProfileEngine::NcclTest
+        && let Some(n) = &p.nccl_test
+    {
+        for (i, op) in n.ops.iter().enumerate() {
+            if op.is_empty() || !op.chars().all(|c| c.is_ascii_lowercase() || c == '_') {
+                push(
+                    &format!("nccl_test.ops[{i}]"),
+                    format!("{op:?} is not an nccl-tests operation (all_gather, all_reduce, ...)"),
+                );
+            }
+        }
+    }
+    out
+}
+
+impl Profile {
+    /// The model as a source (validated profiles only).
+    pub fn model_source(&self) -> Option<ModelSource> {
+        let m = self.model.as_ref()?;
+        match (&m.id, &m.path) {
+            (Some(id), None) => ModelSource::parse(id, m.revision.as_deref()).ok(),
+            (None, Some(path)) => ModelSource::parse(path, None).ok(),
+            _ => None,
+        }
+    }
+
+    /// `Qwen/Qwen2.5-0.5B-Instruct@main`, a folder, or `-`.
+    pub fn model_label(&self) -> String {
+        self.model_source()
+            .map(|m| m.to_string())
+            .unwrap_or_else(|| "-".to_string())
+    }
+}
+
+/// Parses every bundled profile (they are tested to be valid).
+pub fn bundled() -> Vec<Loaded> {
+    bundled::FILES
+        .iter()
+        .filter_map(|(file, text)| {
+            let stem = file.trim_end_matches(".yaml");
+            parse(&format!("launch-profiles/{file}"), Some(stem), text, &[])
+                .ok()
+                .map(|profile| Loaded {
+                    profile,
+                    origin: Origin::Bundled,
+                    file: format!("launch-profiles/{file}"),
+                })
+        })
+        .collect()
+}
+
+/// Merges user profiles over the bundled ones by name; user files win.
+pub fn catalogue(user: Vec<Loaded>) -> Vec<Loaded> {
+    let mut by_name: BTreeMap<String, Loaded> = bundled()
+        .into_iter()
+        .map(|l| (l.profile.name.clone(), l))
+        .collect();
+    for l in user {
+        by_name.insert(l.profile.name.clone(), l);
+    }
+    by_name.into_values().collect()
+}
+
+#[cfg(test)]
+mod tests;

@@ -394,7 +394,8 @@ pub fn plan(opts: &TrtllmOptions, nodes: &[NodeInput]) -> Result<ServePlan, Serv
     })
 }
 
-fn reserved_args(args: &[String]) -> Vec<Problem> {
+/// Problems for flags in `args` that spark-launch sets itself.
+pub fn reserved_args(args: &[String]) -> Vec<Problem> {
     const RESERVED: [&str; 6] = [
         "--tp_size",
         "--pp_size",

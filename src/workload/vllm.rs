@@ -338,7 +338,8 @@ const RESERVED: [&str; 10] = [
     "--served-model-name",
 ];
 
-fn reserved_args(args: &[String]) -> Vec<Problem> {
+/// Problems for flags in `args` that spark-launch sets itself.
+pub fn reserved_args(args: &[String]) -> Vec<Problem> {
     args.iter()
         .filter_map(|a| {
             let flag = a.split('=').next().unwrap_or(a);
