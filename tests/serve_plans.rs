@@ -243,6 +243,7 @@ fn step_name(s: &Step) -> &'static str {
         Step::StageModel { .. } => "stage-model",
         Step::WaitRay { .. } => "wait-ray",
         Step::WaitServing { .. } => "wait-serving",
+        Step::WaitExit { .. } => "wait-exit",
         Step::Stop => "stop",
     }
 }

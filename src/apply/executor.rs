@@ -228,6 +228,10 @@ pub fn phases_for<'a>(plan: &JobPlan) -> Vec<Box<dyn Phase<ApplyContext<'a>> + '
         phases.push(Box::new(NameFree));
     }
     for step in &plan.steps {
+        if let Some(p) = super::serving::phase_for(step) {
+            phases.push(p);
+            continue;
+        }
         phases.push(match step.clone() {
             Step::EnsureImage { image, nodes } => Box::new(EnsureImage { image, nodes }),
             Step::Start { nodes } => Box::new(Start { nodes }),
@@ -276,6 +280,11 @@ pub fn phases_for<'a>(plan: &JobPlan) -> Vec<Box<dyn Phase<ApplyContext<'a>> + '
                 allow_failure,
             }),
             Step::Stop => Box::new(Stop),
+            Step::CheckPorts { .. }
+            | Step::CheckReachable { .. }
+            | Step::StageModel { .. }
+            | Step::WaitRay { .. }
+            | Step::WaitServing { .. } => continue,
         });
     }
     phases

@@ -5,6 +5,7 @@
 //! - `phase`: the `Phase` trait and the runner (status lines, reverse clean-up, `--keep`).
 //! - `executor`: a `JobPlan` → phases → run ([`execute`]); the API workloads call.
 //! - `images`: image push and EnsureImage (compare by content, stream teed to every node).
+//! - `serving`: the phases of serving plans (ports, reachability, staging, Ray, readiness).
 //! - `shell`, `hub_curl`, `stage`: scripts on a node's shell (streamed), the Hub over curl on
 //!   the head, and model staging (download once, copy over the fast link).
 //!
@@ -31,6 +32,7 @@ pub mod fanout;
 pub mod hub_curl;
 pub mod images;
 pub mod phase;
+pub mod serving;
 pub mod shell;
 pub mod stage;
 

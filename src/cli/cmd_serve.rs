@@ -7,13 +7,17 @@ use std::sync::Arc;
 
 use super::args::{Cluster, TargetArgs, resolve};
 use super::{CmdError, CmdResult, Context, Invalid, Outcome, print_json, print_out};
+use std::time::Duration;
+
 use crate::apply::shell::{NodeShell, SshShell};
-use crate::apply::stage::{self, HeadAccess, StageNode, StageOptions, StageSpec};
+use crate::apply::stage::{self, HeadAccess};
+use crate::apply::{ApplyOptions, execute};
 use crate::derive::NodeInput;
 use crate::model::hub::HubError;
 use crate::model::{DEFAULT_ENDPOINT, ModelSource};
 use crate::node::NodeName;
 use crate::plan::{JobName, Launch, Step, Ulimit};
+use crate::runtime::{NodeTarget, Reach};
 use crate::workload::serve::{
     DEFAULT_READY_TIMEOUT_S, NodePaths, ServeOptions, ServePlan, ServeRefusal, TRTLLM_IMAGE,
     VLLM_IMAGE,
@@ -371,7 +375,7 @@ pub async fn launch(mut req: ServeRequest, flags: &LaunchFlags, ctx: &Context) -
         }
         return Ok(Outcome::Success);
     }
-    let result = run_live(req, plan, flags, &cluster, ctx).await;
+    let result = run_live(req, flags, &cluster, ctx).await;
     close(cluster).await;
     result
 }
@@ -390,10 +394,10 @@ pub fn refuse(refusal: ServeRefusal, ctx: &Context) -> CmdResult {
     Err(refusal).invalid()
 }
 
-/// The live path: resolve paths and the model, stage, then run the plan and wait for it.
+/// The live path: resolve paths and the model (before anything starts: a gated model without
+/// a token stops here), then run the plan — staging, start, readiness — through the executor.
 async fn run_live(
     mut req: ServeRequest,
-    plan: ServePlan,
     flags: &LaunchFlags,
     cluster: &Cluster,
     ctx: &Context,
@@ -401,85 +405,204 @@ async fn run_live(
     let Some(pool) = &cluster.pool else {
         return Err(anyhow::anyhow!("no live nodes to run on").into());
     };
-    let shells: Vec<Arc<dyn NodeShell>> = plan
-        .nodes
+    let mut ssh_shells: Vec<Arc<SshShell>> = Vec::new();
+    for n in &cluster.nodes {
+        ssh_shells.push(Arc::new(SshShell::new(pool.get(&n.name)?.clone())));
+    }
+    let shells: Vec<Arc<dyn NodeShell>> = ssh_shells
         .iter()
-        .map(|n| {
-            pool.get(n)
-                .map(|h| Arc::new(SshShell::new(h.clone())) as Arc<dyn NodeShell>)
-        })
-        .collect::<Result<_, _>>()?;
+        .map(|s| s.clone() as Arc<dyn NodeShell>)
+        .collect();
     // 1. Where the cache is on each node (its user's home), then the model on the Hub.
-    let paths = node_paths(&shells, flags.hf_home.as_deref()).await?;
-    req.serve_mut().paths = paths.clone();
-    let token = hf_token();
-    let endpoint = hf_endpoint();
-    let step = ctx.reporter.step(&format!("resolve {}", req.serve().model));
-    let resolved = match stage::resolve_on_head(
+    req.serve_mut().paths = node_paths(&shells, flags.hf_home.as_deref()).await?;
+    let step = ctx.reporter.step(&format!("Resolve {}", req.serve().model));
+    match stage::resolve_on_head(
         shells[0].clone(),
-        &endpoint,
+        &hf_endpoint(),
         &req.serve().model,
-        token.clone(),
+        hf_token(),
     )
     .await
     {
-        Ok(r) => r,
+        Ok(Some(r)) => {
+            step.ok_with(&format!(
+                "commit {}, {}",
+                &r.commit[..12],
+                stage::human_bytes(r.total_bytes())
+            ));
+            req.serve_mut().model = r.source();
+        }
+        Ok(None) => step.ok(),
         Err(e) => {
             step.fail("");
             return hub_error(e);
         }
-    };
-    step.ok();
-    if let Some(r) = &resolved {
-        req.serve_mut().model = r.source();
     }
     let plan = match req.plan(&cluster.nodes) {
         Ok(p) => p,
         Err(r) => return refuse(r, ctx),
     };
-    if req.serve().stage_model {
-        let spec = stage_spec(
-            &plan,
-            &req,
-            &shells,
-            &paths,
-            resolved,
-            &endpoint,
-            token,
-            flags.streams,
-            cluster,
-        )?;
-        let step = ctx.reporter.step(&format!(
-            "stage {} on {} nodes",
-            plan.served_name,
-            plan.nodes.len()
-        ));
-        match stage::stage(&spec, ctx.reporter.clone()).await {
-            Ok(reports) => {
-                let moved: u64 = reports.iter().map(|r| r.fetched_bytes).sum();
-                step.ok_with(&format!("{} moved", stage::human_bytes(moved)));
+    for (node, ws) in &plan.warnings {
+        for w in ws {
+            ctx.reporter.warn(&format!("{node}: {w}"));
+        }
+    }
+    // 2. The plan, through the executor: checks, image, staging, start, readiness.
+    let targets: Vec<NodeTarget> = plan
+        .job
+        .nodes
+        .iter()
+        .map(|part| {
+            let shell = ssh_shells
+                .iter()
+                .find(|s| NodeShell::node(s.as_ref()) == &part.node)
+                .cloned();
+            match shell {
+                Some(s) if !s.is_local() => NodeTarget {
+                    name: part.node.clone(),
+                    role: part.role,
+                    reach: Reach::Remote(s),
+                    docker_socket: None,
+                },
+                _ => NodeTarget::local(part.node.clone(), part.role),
             }
-            Err(e) => {
-                step.fail("");
-                return Err(anyhow::anyhow!(e).into());
+        })
+        .collect();
+    let options = ApplyOptions {
+        keep: flags.keep_on_failure,
+        ..ApplyOptions::default()
+    };
+    let runtime_cluster = crate::runtime::Cluster::new(targets);
+    let cancel = super::launch::cancel_on_signals(ctx.reporter.clone());
+    if let Err(e) = execute(
+        &plan.job,
+        &runtime_cluster,
+        &options,
+        ctx.reporter.clone(),
+        cancel.clone(),
+    )
+    .await
+    {
+        let code = e.exit_code();
+        return Err(CmdError {
+            code,
+            error: anyhow::Error::new(e),
+        });
+    }
+    print_ready(&plan, ctx)?;
+    if flags.detach {
+        return Ok(Outcome::Success);
+    }
+    // 3. Attached: the head's log until Ctrl-C or a container stops; then stop everything.
+    let outcome = attach(&plan, &runtime_cluster, &cancel, ctx).await;
+    let step = ctx.reporter.step(&format!("Stop {}", plan.job.job));
+    let results = crate::apply::for_each_node(plan.nodes.clone(), 0, |node| {
+        let rc = &runtime_cluster;
+        let job = &plan.job.job;
+        async move {
+            rc.node(&node)?
+                .stop_job(
+                    job,
+                    Some(crate::plan::RuntimeKind::Docker),
+                    Duration::from_secs(10),
+                )
+                .await
+        }
+    })
+    .await;
+    match crate::apply::all_ok(results) {
+        Ok(_) => step.ok(),
+        Err(f) => {
+            step.fail("");
+            return Err(anyhow::anyhow!("stopping {}: {f}", plan.job.job).into());
+        }
+    }
+    outcome
+}
+
+/// The endpoint, the model and a request to paste (stdout: the result).
+fn print_ready(plan: &ServePlan, ctx: &Context) -> Result<(), CmdError> {
+    let body = serde_json::json!({
+        "model": plan.served_name,
+        "messages": [{"role": "user", "content": "Say hello from both nodes."}],
+        "max_tokens": 64,
+    });
+    let curl = format!(
+        "curl {}/chat/completions -H 'Content-Type: application/json' -d '{}'",
+        plan.endpoint.url, body
+    );
+    if ctx.json {
+        return print_json(&serde_json::json!({
+            "job": plan.job.job,
+            "engine": plan.engine,
+            "endpoint": plan.endpoint.url,
+            "model": plan.served_name,
+            "nodes": plan.nodes,
+            "curl": curl,
+        }));
+    }
+    print_out(&format!(
+        "ready: {} serves {} (job {}, {} on {})\n\n  {curl}\n\nlogs: spark-launch logs {}    stop: spark-launch stop {}",
+        plan.endpoint.url,
+        plan.served_name,
+        plan.job.job,
+        plan.engine,
+        names(&plan.nodes),
+        plan.job.job,
+        plan.job.job
+    ));
+    Ok(())
+}
+
+/// Follows the head's log on stderr until Ctrl-C (success) or a container of the job stops
+/// (failure, naming it).
+async fn attach(
+    plan: &ServePlan,
+    cluster: &crate::runtime::Cluster,
+    cancel: &tokio_util::sync::CancellationToken,
+    ctx: &Context,
+) -> CmdResult {
+    use futures::StreamExt;
+    let head = &plan.nodes[0];
+    let name = plan.job.job.container_name(head);
+    let handle = cluster.node(head)?;
+    let mut logs = handle
+        .logs(crate::plan::RuntimeKind::Docker, &name, true, false)
+        .await?;
+    ctx.reporter.warn(
+        "attached to the head's log; Ctrl-C stops the job on every node (-d returns instead)",
+    );
+    let mut check = tokio::time::interval(Duration::from_secs(5));
+    loop {
+        tokio::select! {
+            _ = cancel.cancelled() => return Ok(Outcome::Success),
+            chunk = logs.next() => match chunk {
+                Some(Ok(bytes)) => {
+                    use std::io::Write;
+                    let _ = std::io::stderr().write_all(&bytes);
+                }
+                _ => tokio::time::sleep(Duration::from_secs(1)).await,
+            },
+            _ = check.tick() => {
+                for node in &plan.nodes {
+                    let entries = cluster
+                        .node(node)?
+                        .jobs(Some(&plan.job.job), Some(crate::plan::RuntimeKind::Docker))
+                        .await
+                        .unwrap_or_default();
+                    let cname = plan.job.job.container_name(node);
+                    if let Some(e) = entries.iter().find(|e| e.name == cname && e.state != "running") {
+                        return Err(anyhow::anyhow!(
+                            "{node}: {cname} is {} (exit code {}); stopping the job",
+                            e.state,
+                            e.exit_code.map(|c| c.to_string()).unwrap_or_else(|| "?".into())
+                        )
+                        .into());
+                    }
+                }
             }
         }
     }
-    execute_serving(&plan, flags, cluster, ctx).await
-}
-
-/// Starts the plan's containers and waits until the API serves (the executor's part).
-async fn execute_serving(
-    plan: &ServePlan,
-    _flags: &LaunchFlags,
-    _cluster: &Cluster,
-    _ctx: &Context,
-) -> CmdResult {
-    Err(anyhow::anyhow!(
-        "starting {} needs the container executor, which is not in this build yet; `--dry-run` prints the plan, `spark-launch model pull` stages the weights",
-        plan.job.job
-    )
-    .into())
 }
 
 /// Each node's paths: `--hf-home` for all, else `$HOME/.cache/huggingface` of the SSH user
@@ -584,62 +707,6 @@ pub fn head_access(head: &NodeName, head_addr: &str, user: Option<&str>, port: u
     }
     args.push(head_addr.to_string());
     HeadAccess::Ssh(args)
-}
-
-#[allow(clippy::too_many_arguments)]
-fn stage_spec(
-    plan: &ServePlan,
-    req: &ServeRequest,
-    shells: &[Arc<dyn NodeShell>],
-    paths: &BTreeMap<NodeName, NodePaths>,
-    resolved: Option<crate::model::hub::Resolved>,
-    endpoint: &str,
-    token: Option<String>,
-    streams: usize,
-    cluster: &Cluster,
-) -> Result<StageSpec, CmdError> {
-    let head_name = &plan.nodes[0];
-    let head_addr = plan
-        .job
-        .nodes
-        .first()
-        .and_then(|n| match &n.launch {
-            Launch::Container(c) => c.env.get("VLLM_HOST_IP").cloned(),
-            Launch::Process(p) => p.env.get("VLLM_HOST_IP").cloned(),
-        })
-        .unwrap_or_default();
-    let (user, port) = cluster
-        .pool
-        .as_ref()
-        .and_then(|p| p.get(head_name).ok())
-        .and_then(|h| h.dest().map(|d| (d.user.clone(), d.port)))
-        .unwrap_or((std::env::var("USER").ok(), 22));
-    let node = |i: usize| StageNode {
-        shell: shells[i].clone(),
-        hf_home: paths
-            .get(shells[i].node())
-            .map(|p| p.hf_home.clone())
-            .unwrap_or_default(),
-    };
-    Ok(StageSpec {
-        model: req.serve().model.clone(),
-        resolved,
-        endpoint: endpoint.to_string(),
-        token,
-        head: node(0),
-        workers: (1..shells.len())
-            .map(|i| {
-                (
-                    node(i),
-                    head_access(head_name, &head_addr, user.as_deref(), port),
-                )
-            })
-            .collect(),
-        options: StageOptions {
-            streams,
-            ..StageOptions::default()
-        },
-    })
 }
 
 fn quote_argv(argv: &[String]) -> String {
@@ -838,6 +905,7 @@ pub fn describe_step(s: &Step) -> String {
         Step::WriteFile { node, path, .. } => format!("write {path} on {node}"),
         Step::Exec { node, command, .. } => format!("run `{}` on {node}", quote_argv(command)),
         Step::WaitHttp { node, url, .. } => format!("wait until {url} answers on {node}"),
+        Step::WaitExit { node, .. } => format!("wait for the job to finish on {node}"),
         Step::Stop => "stop the job".to_string(),
     }
 }

@@ -93,6 +93,25 @@ pub trait RemoteNode: Send + Sync + fmt::Debug {
 
     /// Runs `sh -c script` on the node and streams its stdout as it comes (`logs -f`).
     fn stream(&self, script: &str) -> BoxStream<'static, Result<Bytes, String>>;
+
+    /// Like [`RemoteNode::run`], sending every stdout line to `lines` (model staging shows byte
+    /// progress from them). The default sends them once the script has ended; an
+    /// implementation that can stream should. The returned `stdout` is then empty.
+    fn run_lines<'a>(
+        &'a self,
+        script: &'a str,
+        stdin: Vec<u8>,
+        lines: tokio::sync::mpsc::UnboundedSender<String>,
+    ) -> BoxFuture<'a, Result<ShellOutput, String>> {
+        Box::pin(async move {
+            let mut out = self.run(script, stdin).await?;
+            for line in String::from_utf8_lossy(&out.stdout).lines() {
+                let _ = lines.send(line.to_string());
+            }
+            out.stdout.clear();
+            Ok(out)
+        })
+    }
 }
 
 /// How a node is reached.

@@ -12,7 +12,7 @@ use std::net::Ipv4Addr;
 use serde::{Deserialize, Serialize};
 
 use crate::derive::{ClusterEnv, NodeEnv, NodeInput, derive};
-use crate::model::{CONTAINER_HF_HOME, ModelSource};
+use crate::model::ModelSource;
 use crate::node::{NodeName, Role};
 use crate::plan::spec::Mount;
 use crate::plan::{ContainerSpec, JobName, JobPlan, Ulimit};
@@ -25,7 +25,6 @@ pub const TRTLLM_IMAGE: &str = "nvcr.io/nvidia/tensorrt-llm/release:1.2.1";
 
 pub const LABEL_WORKLOAD: &str = "dev.spark-launch.workload";
 pub const LABEL_MODEL: &str = "dev.spark-launch.model";
-pub const LABEL_PORT: &str = "dev.spark-launch.port";
 
 /// Twenty minutes: loading 70B-class weights and compiling CUDA graphs takes long on first
 /// start.
@@ -315,11 +314,9 @@ pub fn container(
     spec.labels
         .insert(LABEL_MODEL.to_string(), opts.model.served_name());
     if node.role == Role::Head {
-        spec.labels
-            .insert(LABEL_PORT.to_string(), opts.port.to_string());
+        spec.ports = vec![opts.port];
     }
     let mut env = node.env.clone();
-    env.insert("HF_HOME".into(), CONTAINER_HF_HOME.into());
     // The weights were staged on every node: the engine must not reach for the Hub (a gated
     // model would fail on workers, and every node would download again).
     env.insert("HF_HUB_OFFLINE".into(), "1".into());
@@ -335,12 +332,7 @@ pub fn container(
         env.insert(k.clone(), v.clone());
     }
     spec.env = env;
-    let paths = opts.paths_of(&node.name);
-    spec.mounts.push(Mount {
-        source: paths.hf_home.clone(),
-        target: CONTAINER_HF_HOME.to_string(),
-        read_only: false,
-    });
+    spec.mount_hf_cache(&opts.paths_of(&node.name).hf_home);
     if let ModelSource::Local { path } = &opts.model {
         spec.mounts.push(Mount {
             source: path.clone(),
