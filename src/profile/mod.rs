@@ -334,12 +334,18 @@ pub fn parse(
 /// Sets `path` (dotted, `[i]` for sequence items) to the YAML value `s.value`.
 fn apply_set(root: &mut yaml_serde::Value, s: &SetArg) -> Result<(), String> {
     use yaml_serde::Value;
+    let segs = locate::parse_path(&s.path);
     let value: Value = if s.value.trim().is_empty() {
         Value::Null
     } else {
         yaml_serde::from_str(&s.value).map_err(|e| format!("the value is not YAML: {e}"))?
     };
-    let segs = locate::parse_path(&s.path);
+    // Fields made of text take the value as text (`engine_args[1]=0.5` is the string "0.5").
+    let textual = matches!(
+        segs.first(),
+        Some(locate::Seg::Key(k)) if ["name", "description", "image", "engine_args", "env", "model"].contains(&k.as_str())
+    );
+    let value = if textual { as_text(value) } else { value };
     let mut at = root;
     for (i, seg) in segs.iter().enumerate() {
         let last = i + 1 == segs.len();
@@ -380,6 +386,18 @@ fn apply_set(root: &mut yaml_serde::Value, s: &SetArg) -> Result<(), String> {
         }
     }
     Err("empty key".into())
+}
+
+/// Scalars as strings (sequences and mappings keep their shape, their scalars become strings).
+fn as_text(v: yaml_serde::Value) -> yaml_serde::Value {
+    use yaml_serde::Value;
+    match v {
+        Value::Bool(b) => Value::String(b.to_string()),
+        Value::Number(n) => Value::String(n.to_string()),
+        Value::Sequence(items) => Value::Sequence(items.into_iter().map(as_text).collect()),
+        Value::Mapping(m) => Value::Mapping(m.into_iter().map(|(k, v)| (k, as_text(v))).collect()),
+        other => other,
+    }
 }
 
 /// Semantic checks: `(field path, message)` for every problem.

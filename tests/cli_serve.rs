@@ -1,0 +1,341 @@
+//! `vllm`, `trtllm`, `up`, `profiles`, `compose` and `model pull` as a user runs them on
+//! snapshots: plans on stdout (pure JSON with `--json`), refusals and invalid profiles exit 2
+//! with the file, line and field, nothing touched.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn fixture_args(name: &str) -> Vec<String> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name);
+    let nodes = std::fs::read_to_string(root.join("nodes")).unwrap();
+    nodes
+        .lines()
+        .filter(|l| !l.is_empty())
+        .flat_map(|n| {
+            [
+                "--snapshot".to_string(),
+                format!("{n}={}", root.join(n).display()),
+            ]
+        })
+        .collect()
+}
+
+/// Runs the binary with no cluster file and no user profiles (an empty config folder).
+fn run(args: &[String]) -> Output {
+    let cfg = tempfile::tempdir().unwrap();
+    Command::new(env!("CARGO_BIN_EXE_spark-launch"))
+        .args(args)
+        .env("SPARK_LAUNCH_NO_PROGRESS", "1")
+        .env("XDG_CONFIG_HOME", cfg.path())
+        .env_remove("SPARK_LAUNCH_PROFILES")
+        .env_remove("SPARK_LAUNCH_CLUSTER")
+        .output()
+        .unwrap()
+}
+
+fn args(prefix: &[&str], fixture: &str) -> Vec<String> {
+    let mut a: Vec<String> = prefix.iter().map(|s| s.to_string()).collect();
+    a.extend(fixture_args(fixture));
+    a
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "exit {:?}\n--- stdout\n{}\n--- stderr\n{}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+#[test]
+fn the_readme_demo_plans_the_smoke_test_on_two_bundled_sparks() {
+    // The README's first command, verbatim apart from the binary's path.
+    let out = run(&args(
+        &["up", "smoke-test", "--dry-run"],
+        "seed-001-two-sparks-both-twins",
+    ));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let plan = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        plan.starts_with(
+            "vllm (native) · Qwen/Qwen2.5-0.5B-Instruct@main · tp 2 × pp 1 on spark, spark2"
+        ),
+        "{plan}"
+    );
+    assert!(
+        plan.contains(
+            "--nnodes 2 --node-rank 1 --master-addr 192.168.177.11 --master-port 29501 --headless"
+        ),
+        "{plan}"
+    );
+    assert!(
+        plan.contains("env      NCCL_IB_HCA=rocep1s0f1,roceP2p1s0f1"),
+        "{plan}"
+    );
+    assert!(plan.contains("device   /dev/infiniband"), "{plan}");
+    assert!(
+        plan.contains("wait (≤ 20m00s) until http://127.0.0.1:8000/health answers on spark"),
+        "{plan}"
+    );
+}
+
+#[test]
+fn a_dry_run_with_json_prints_only_the_whole_plan() {
+    let mut a = args(
+        &[
+            "vllm",
+            "Qwen/Qwen2.5-0.5B-Instruct",
+            "--tp",
+            "2",
+            "--ray",
+            "--dry-run",
+            "--json",
+        ],
+        "seed-001-two-sparks-both-twins",
+    );
+    a.extend(["--", "--max-model-len", "4096"].map(String::from));
+    let out = run(&a);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stdout is pure JSON");
+    assert_eq!(v["engine"], "vllm");
+    assert_eq!(v["mode"], "ray");
+    assert_eq!(v["endpoint"]["url"], "http://192.168.1.11:8000/v1");
+    let head = &v["job"]["nodes"][0]["launch"]["container"];
+    assert_eq!(head["network"], "host");
+    assert_eq!(head["ipc"], "host");
+    assert_eq!(head["env"]["RAY_memory_monitor_refresh_ms"], "0");
+    let cmd: Vec<&str> = head["command"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    assert_eq!(
+        &cmd[cmd.len() - 2..],
+        ["--max-model-len", "4096"],
+        "extra args verbatim, last"
+    );
+    let steps: Vec<&str> = v["job"]["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["step"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        steps,
+        [
+            "check-ports",
+            "check-reachable",
+            "ensure-image",
+            "stage-model",
+            "start",
+            "wait-ray",
+            "wait-serving"
+        ]
+    );
+}
+
+#[test]
+fn a_shape_the_cluster_cannot_hold_is_refused_with_exit_2_and_json() {
+    let out = run(&args(
+        &["trtllm", "org/m", "--tp", "4", "--dry-run", "--json"],
+        "seed-001-two-sparks-both-twins",
+    ));
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        v["refused"][0]["problem"]
+            .as_str()
+            .unwrap()
+            .contains("needs 4 nodes"),
+        "{v}"
+    );
+}
+
+#[test]
+fn snapshots_without_dry_run_are_refused() {
+    let out = run(&args(
+        &["vllm", "org/m", "--tp", "2"],
+        "seed-001-two-sparks-both-twins",
+    ));
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("add --dry-run"));
+}
+
+#[test]
+fn an_invalid_profile_file_names_the_file_the_line_and_the_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("broken.yaml");
+    std::fs::write(
+        &file,
+        "name: broken\ndescription: x\nengine: vllm\nmodel:\n  id: org/m\ntp: 3\nnodes: 2\nengine_args: [--port, \"9000\"]\n",
+    )
+    .unwrap();
+    let path = file.display().to_string();
+    let out = run(&args(
+        &["up", &path, "--dry-run"],
+        "seed-001-two-sparks-both-twins",
+    ));
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!("{path}:6: tp: tp × pp = 3 × 1 = 3 GPUs")),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!("{path}:8: engine_args[0]: extra argument --port")),
+        "{err}"
+    );
+
+    std::fs::write(&file, "name: broken\nengine: vllm\ntpp: 2\n").unwrap();
+    let out = run(&args(
+        &["up", &path, "--dry-run"],
+        "seed-001-two-sparks-both-twins",
+    ));
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains(&format!("{path}:3:1: unknown field `tpp`")),
+        "{}",
+        text(&out)
+    );
+}
+
+#[test]
+fn set_changes_a_bundled_profile_and_an_unknown_profile_lists_the_known_ones() {
+    let out = run(&args(
+        &[
+            "up",
+            "smoke-test",
+            "--set",
+            "engine_args[1]=0.5",
+            "--dry-run",
+            "--json",
+        ],
+        "seed-001-two-sparks-both-twins",
+    ));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let cmd = v["job"]["nodes"][0]["launch"]["container"]["command"].to_string();
+    assert!(
+        cmd.contains("\"--gpu-memory-utilization\",\"0.5\""),
+        "{cmd}"
+    );
+
+    let out = run(&args(
+        &["up", "no-such-demo", "--dry-run"],
+        "seed-001-two-sparks-both-twins",
+    ));
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("smoke-test"));
+}
+
+#[test]
+fn profiles_lists_every_bundled_profile_with_whether_it_fits() {
+    let out = run(&args(
+        &["profiles", "--json"],
+        "seed-001-two-sparks-both-twins",
+    ));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rows = v.as_array().unwrap();
+    let names: Vec<&str> = rows.iter().map(|r| r["name"].as_str().unwrap()).collect();
+    for p in [
+        "smoke-test",
+        "llama-70b-tp2",
+        "trtllm-qwen-7b-tp2",
+        "nccl-allgather",
+    ] {
+        assert!(names.contains(&p), "{names:?}");
+    }
+    let smoke = rows.iter().find(|r| r["name"] == "smoke-test").unwrap();
+    assert_eq!(smoke["fit"]["fit"], "yes", "{smoke}");
+
+    // One Spark: every two-node profile says why not.
+    let one = fixture_args("seed-001-two-sparks-both-twins")[..2].to_vec();
+    let mut a = vec!["profiles".to_string(), "--json".to_string()];
+    a.extend(one);
+    let out = run(&a);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let smoke = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == "smoke-test")
+        .unwrap();
+    assert_eq!(smoke["fit"]["fit"], "no", "{smoke}");
+    assert!(
+        smoke["fit"]["why"][0]
+            .as_str()
+            .unwrap()
+            .contains("needs 2 nodes")
+    );
+}
+
+#[test]
+fn compose_writes_one_file_per_node_with_the_exact_containers_and_a_readme() {
+    let out_dir = tempfile::tempdir().unwrap();
+    let out = run(&args(
+        &[
+            "compose",
+            "qwen-32b-ray-tp2",
+            "--out",
+            out_dir.path().to_str().unwrap(),
+            "--json",
+        ],
+        "seed-001-two-sparks-both-twins",
+    ));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let head = std::fs::read_to_string(out_dir.path().join("spark.compose.yaml")).unwrap();
+    let doc: serde_json::Value = yaml_to_json(&head);
+    let svc = &doc["services"]["vllm"];
+    let spec = &v["plan"]["job"]["nodes"][0]["launch"]["container"];
+    assert_eq!(svc["container_name"], spec["name"]);
+    assert_eq!(svc["image"], spec["image"]);
+    assert_eq!(svc["network_mode"], "host");
+    assert_eq!(
+        svc["environment"]["NCCL_IB_HCA"],
+        spec["env"]["NCCL_IB_HCA"]
+    );
+    // The head's script reaches docker compose with every `$` doubled.
+    let script = svc["command"][2].as_str().unwrap();
+    let original = spec["command"][2].as_str().unwrap();
+    assert_eq!(script.replace("$$", "$"), original);
+    assert_eq!(svc["volumes"][0]["source"], "${HOME}/.cache/huggingface");
+    assert!(out_dir.path().join("spark2.compose.yaml").is_file());
+    let readme = std::fs::read_to_string(out_dir.path().join("README.md")).unwrap();
+    assert!(
+        readme.contains("spark-launch model pull Qwen/Qwen2.5-32B-Instruct@main"),
+        "{readme}"
+    );
+}
+
+#[test]
+fn model_pull_dry_run_says_where_the_weights_go() {
+    let out = run(&args(
+        &[
+            "model",
+            "pull",
+            "Qwen/Qwen2.5-0.5B-Instruct",
+            "--dry-run",
+            "--json",
+        ],
+        "seed-001-two-sparks-both-twins",
+    ));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["head"], "spark");
+    assert_eq!(v["copy_from"], "spark:192.168.177.11 over ssh");
+    assert_eq!(
+        v["nodes"][1]["dir"],
+        "~/.cache/huggingface/hub/models--Qwen--Qwen2.5-0.5B-Instruct"
+    );
+}
+
+fn yaml_to_json(text: &str) -> serde_json::Value {
+    let v: yaml_serde::Value = yaml_serde::from_str(text).unwrap();
+    serde_json::to_value(v).unwrap()
+}
