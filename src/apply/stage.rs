@@ -365,9 +365,13 @@ async fn run_streams(
                 let run = shell.run(script, input, Some(tx));
                 let follow = async {
                     let mut first_err = None;
+                    let mut done = 0usize;
                     while let Some(line) = rx.recv().await {
                         match parse_stream_line(&line) {
-                            StreamLine::Ok { bytes, .. } => transfer.advance(bytes),
+                            StreamLine::Ok { bytes, .. } => {
+                                done += 1;
+                                transfer.advance(bytes)
+                            }
                             StreamLine::Err {
                                 path,
                                 offset,
@@ -378,12 +382,23 @@ async fn run_streams(
                             StreamLine::Other(l) => tracing::debug!("{}: {l}", shell.node()),
                         }
                     }
-                    first_err
+                    (first_err, done)
                 };
-                let (out, first_err) = tokio::join!(run, follow);
+                let (out, (first_err, done)) = tokio::join!(run, follow);
                 let out = out?;
                 if let Some((path, offset, message)) = first_err {
                     return Err(fetch_error(shell.node(), source, &path, offset, &message));
+                }
+                if out.success() && done != tasks.len() {
+                    return Err(StageError::Fetch {
+                        node: shell.node().clone(),
+                        path: "(stream)".into(),
+                        message: format!(
+                            "the stream ended after {done} of its {} ranges without an error",
+                            tasks.len()
+                        ),
+                        fix: "; run again to resume (finished ranges are kept)".into(),
+                    });
                 }
                 if !out.success() {
                     return Err(StageError::Fetch {

@@ -46,6 +46,10 @@ pub struct PullArgs {
     #[arg(long, default_value_t = 8, value_name = "N")]
     pub streams: usize,
 
+    /// Bytes per range in MiB: the unit of progress, retry and resume.
+    #[arg(long, default_value_t = 256, value_name = "MIB")]
+    pub range_mib: u64,
+
     /// Say what would be staged where, and touch nothing.
     #[arg(long)]
     pub dry_run: bool,
@@ -168,7 +172,7 @@ async fn pull(args: PullArgs, ctx: &Context) -> CmdResult {
     let head_dest = pool.get(&names[0]).ok().and_then(|h| h.dest().cloned());
     let (user, port, fallback_addr) = match head_dest {
         Some(d) => (d.user, d.port, d.host),
-        None => (std::env::var("USER").ok(), 22, names[0].to_string()),
+        None => (None, 22, names[0].to_string()),
     };
     let head_addr = head_addr.unwrap_or(fallback_addr);
     let node = |i: usize| StageNode {
@@ -197,6 +201,7 @@ async fn pull(args: PullArgs, ctx: &Context) -> CmdResult {
             .collect(),
         options: StageOptions {
             streams: args.streams,
+            range_size: args.range_mib.max(1) * 1024 * 1024,
             ..StageOptions::default()
         },
     };

@@ -166,7 +166,8 @@ while IFS='	' read -r off len path src; do
   mkdir -p -- "$dir" 2>/dev/null || { printf 'err\t%s\t%s\tcannot create %s in %s (not writable by %s?)\n' "$path" "$off" "$dir" "$D" "$(id -un)"; exit 1; }
   ok=
   for try in 1 2 3; do
-    if get "$off" "$len" "$src" 2>"$E" | dd of="$path$P" bs=4M oflag=seek_bytes seek="$off" conv=notrunc 2>>"$E"; then
+    # </dev/null: ssh would otherwise read (and swallow) the remaining task lines.
+    if get "$off" "$len" "$src" </dev/null 2>"$E" | dd of="$path$P" bs=4M oflag=seek_bytes seek="$off" conv=notrunc 2>>"$E"; then
       got=$(tail -n1 "$E" | cut -d' ' -f1)
       if [ "$got" = "$len" ]; then ok=1; break; fi
       echo "got $got of $len bytes" >> "$E"

@@ -133,7 +133,36 @@ impl Drop for HubStandin {
 
 impl HubStandin {
     pub async fn start(repos: Vec<FakeRepo>) -> HubStandin {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        Self::serve(repos, TcpListener::bind("127.0.0.1:0").await.unwrap())
+    }
+
+    /// The same, listening on 127.0.0.1 inside the network namespace `netns` (a path under
+    /// `/var/run/netns`): a simulated node reaches it as its own loopback service.
+    pub async fn start_in_netns(repos: Vec<FakeRepo>, netns: &std::path::Path) -> HubStandin {
+        let netns = netns.to_path_buf();
+        let std_listener = std::thread::spawn(move || {
+            use std::os::fd::AsRawFd;
+            let f = std::fs::File::open(&netns)
+                .unwrap_or_else(|e| panic!("open {}: {e}", netns.display()));
+            // Only this short-lived thread enters the namespace; the socket stays in it.
+            let rc = unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) };
+            assert_eq!(
+                rc,
+                0,
+                "setns {}: {}",
+                netns.display(),
+                std::io::Error::last_os_error()
+            );
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            l.set_nonblocking(true).unwrap();
+            l
+        })
+        .join()
+        .unwrap();
+        Self::serve(repos, TcpListener::from_std(std_listener).unwrap())
+    }
+
+    fn serve(repos: Vec<FakeRepo>, listener: TcpListener) -> HubStandin {
         let url = format!("http://{}", listener.local_addr().unwrap());
         let state = Arc::new(Mutex::new(State {
             repos,

@@ -1,0 +1,206 @@
+//! `spark-launch model pull` on simulated nodes (tests/harness/simnet: network namespaces with
+//! real sshd): spark-launch runs inside the head as the test user, downloads from a stand-in
+//! Hub reachable only inside the head, and every other node pulls the files from the head over
+//! SSH on its fabric address — the production path, with no test switch. Checks the HF cache
+//! layout on every node, a second run that moves nothing, and a resume from the state an
+//! interrupted copy leaves (finished ranges journaled, the rest missing).
+
+mod hub_standin;
+mod support;
+
+use std::path::{Path, PathBuf};
+
+use hub_standin::{FakeRepo, HubStandin, tiny_repo};
+use support::{SimNet, describe};
+
+/// Every node's key in every other node's `authorized_keys`, and every node's host key in
+/// every node's known hosts under the node's name (what `spark-launch trust` sets up).
+fn trust_all(net: &SimNet) {
+    let mut keys = String::new();
+    for i in 1..=net.len() {
+        let out = net.exec_user(
+            i,
+            &[
+                "sh",
+                "-c",
+                "mkdir -p ~/.ssh && chmod 700 ~/.ssh && { [ -f ~/.ssh/id_ed25519 ] || ssh-keygen -q -t ed25519 -N '' -f ~/.ssh/id_ed25519; } && cat ~/.ssh/id_ed25519.pub",
+            ],
+            &[],
+            None,
+        );
+        assert!(
+            out.status.success(),
+            "ssh-keygen on n{i}: {}",
+            describe(&out)
+        );
+        keys.push_str(&String::from_utf8_lossy(&out.stdout));
+    }
+    let mut known = String::new();
+    for i in 1..=net.len() {
+        let key = support::simnet_root()
+            .join(net.prefix())
+            .join(format!("n{i}"))
+            .join("state/ssh_host_ed25519_key.pub");
+        let text =
+            std::fs::read_to_string(&key).unwrap_or_else(|e| panic!("{}: {e}", key.display()));
+        let mut parts = text.split_whitespace();
+        let (kind, body) = (parts.next().unwrap(), parts.next().unwrap());
+        known.push_str(&format!("{} {kind} {body}\n", net.hostname(i)));
+    }
+    for i in 1..=net.len() {
+        let ssh = net.home(i).join(".ssh");
+        std::fs::write(ssh.join("authorized_keys"), &keys).unwrap();
+        std::fs::write(ssh.join("known_hosts"), &known).unwrap();
+        for f in ["authorized_keys", "known_hosts"] {
+            std::os::unix::fs::chown(ssh.join(f), Some(4242), Some(4242)).unwrap();
+        }
+    }
+}
+
+fn hosts(net: &SimNet) -> String {
+    (1..=net.len())
+        .map(|i| format!("{}={}", net.hostname(i), net.fabric_addr(i)))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+fn repo_dir(net: &SimNet, i: usize, repo: &str) -> PathBuf {
+    net.home(i)
+        .join(".cache/huggingface/hub")
+        .join(format!("models--{}", repo.replace('/', "--")))
+}
+
+fn assert_layout(dir: &Path, repo: &FakeRepo) {
+    for f in &repo.files {
+        let link = dir.join("snapshots").join(&repo.commit).join(&f.path);
+        let target = std::fs::read_link(&link)
+            .unwrap_or_else(|e| panic!("{} is not a symlink: {e}", link.display()));
+        assert!(
+            target.starts_with("../"),
+            "{} -> {}",
+            link.display(),
+            target.display()
+        );
+        assert_eq!(std::fs::read(&link).unwrap(), f.content, "{}", f.path);
+    }
+    assert_eq!(
+        std::fs::read_to_string(dir.join("refs/main")).unwrap(),
+        repo.commit
+    );
+}
+
+fn pull(net: &SimNet, hub: &HubStandin, repo: &str, extra: &[&str]) -> serde_json::Value {
+    let h = hosts(net);
+    let mut args = vec![
+        "model",
+        "pull",
+        repo,
+        "--hosts",
+        &h,
+        "--json",
+        "--streams",
+        "3",
+        "--range-mib",
+        "1",
+    ];
+    args.extend_from_slice(extra);
+    let out = net.spark_launch_with(1, &args, &[("HF_ENDPOINT", hub.url.as_str())], None);
+    assert!(out.status.success(), "{}", describe(&out));
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", describe(&out)))
+}
+
+fn fetched(report: &serde_json::Value) -> Vec<u64> {
+    report["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["fetched_bytes"].as_u64().unwrap())
+        .collect()
+}
+
+#[test]
+fn model_pull_downloads_on_the_head_and_every_node_copies_it_over_ssh() {
+    let net = SimNet::builder(3).services("sshd").tag("m").up();
+    trust_all(&net);
+    let repo = tiny_repo("spark-test/tiny", 3 * 1024 * 1024 + 17);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let netns = PathBuf::from("/var/run/netns").join(format!("{}n1", net.prefix()));
+    let hub = rt.block_on(HubStandin::start_in_netns(vec![repo.clone()], &netns));
+    let total: u64 = repo.files.iter().map(|f| f.content.len() as u64).sum();
+
+    let report = pull(&net, &hub, &repo.id, &[]);
+    assert_eq!(fetched(&report), vec![total, total, total], "{report}");
+    for i in 1..=3 {
+        assert_layout(&repo_dir(&net, i, &repo.id), &repo);
+    }
+
+    // A second run finds everything in place: nothing moves, the Hub serves no file.
+    let ranges = hub.range_requests.load(std::sync::atomic::Ordering::SeqCst);
+    let report = pull(&net, &hub, &repo.id, &[]);
+    assert_eq!(fetched(&report), vec![0, 0, 0], "{report}");
+    assert_eq!(
+        hub.range_requests.load(std::sync::atomic::Ordering::SeqCst),
+        ranges
+    );
+
+    // What an interrupted copy leaves on node 3: the first 1 MiB range written and journaled,
+    // the blob itself not yet in place. The next run fetches only the rest.
+    let weights = &repo.files[2];
+    let blobs = repo_dir(&net, 3, &repo.id).join("blobs");
+    let blob = blobs.join(weights.blob());
+    std::fs::remove_file(&blob).unwrap();
+    let partial = blobs.join(format!("{}.sl-partial", weights.blob()));
+    std::fs::write(&partial, &weights.content[..1024 * 1024]).unwrap();
+    let journal = blobs.join(format!("{}.sl-ranges", weights.blob()));
+    std::fs::write(&journal, "0 1048576\n").unwrap();
+    for p in [&partial, &journal] {
+        std::os::unix::fs::chown(p, Some(4242), Some(4242)).unwrap();
+    }
+    let report = pull(&net, &hub, &repo.id, &[]);
+    let n3 = &report["nodes"][2];
+    assert_eq!(n3["resumed_bytes"], 1024 * 1024, "{report}");
+    assert_eq!(
+        n3["fetched_bytes"].as_u64().unwrap(),
+        weights.content.len() as u64 - 1024 * 1024,
+        "{report}"
+    );
+    assert_layout(&repo_dir(&net, 3, &repo.id), &repo);
+}
+
+#[test]
+fn a_gated_model_without_a_token_stops_before_any_node_is_touched() {
+    let net = SimNet::builder(2).services("sshd").tag("g").up();
+    trust_all(&net);
+    let mut repo = tiny_repo("spark-test/gated", 1000);
+    repo.gated = true;
+    repo.token = Some("hf_right".into());
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let netns = PathBuf::from("/var/run/netns").join(format!("{}n1", net.prefix()));
+    let hub = rt.block_on(HubStandin::start_in_netns(vec![repo.clone()], &netns));
+    let h = hosts(&net);
+    let out = net.spark_launch_with(
+        1,
+        &["model", "pull", &repo.id, "--hosts", &h],
+        &[("HF_ENDPOINT", hub.url.as_str()), ("HF_TOKEN", "")],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("is gated") && err.contains("export HF_TOKEN"),
+        "{err}"
+    );
+    for i in 1..=2 {
+        assert!(!repo_dir(&net, i, &repo.id).exists(), "n{i} was touched");
+    }
+    assert_eq!(
+        hub.range_requests.load(std::sync::atomic::Ordering::SeqCst),
+        0
+    );
+}
