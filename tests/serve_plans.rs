@@ -46,6 +46,7 @@ fn serve(tp: u32, image: &str) -> ServeOptions {
         env: BTreeMap::new(),
         paths: BTreeMap::new(),
         ulimits: vec![],
+        gpus: None,
         ready_timeout_s: DEFAULT_READY_TIMEOUT_S,
         stage_model: true,
     }

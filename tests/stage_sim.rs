@@ -6,63 +6,14 @@
 //! interrupted copy leaves (finished ranges journaled, the rest missing).
 
 mod hub_standin;
+mod sim_serving;
 mod support;
 
 use std::path::{Path, PathBuf};
 
 use hub_standin::{FakeRepo, HubStandin, tiny_repo};
+use sim_serving::{hosts, trust_all};
 use support::{SimNet, describe};
-
-/// Every node's key in every other node's `authorized_keys`, and every node's host key in
-/// every node's known hosts under the node's name (what `spark-launch trust` sets up).
-fn trust_all(net: &SimNet) {
-    let mut keys = String::new();
-    for i in 1..=net.len() {
-        let out = net.exec_user(
-            i,
-            &[
-                "sh",
-                "-c",
-                "mkdir -p ~/.ssh && chmod 700 ~/.ssh && { [ -f ~/.ssh/id_ed25519 ] || ssh-keygen -q -t ed25519 -N '' -f ~/.ssh/id_ed25519; } && cat ~/.ssh/id_ed25519.pub",
-            ],
-            &[],
-            None,
-        );
-        assert!(
-            out.status.success(),
-            "ssh-keygen on n{i}: {}",
-            describe(&out)
-        );
-        keys.push_str(&String::from_utf8_lossy(&out.stdout));
-    }
-    let mut known = String::new();
-    for i in 1..=net.len() {
-        let key = support::simnet_root()
-            .join(net.prefix())
-            .join(format!("n{i}"))
-            .join("state/ssh_host_ed25519_key.pub");
-        let text =
-            std::fs::read_to_string(&key).unwrap_or_else(|e| panic!("{}: {e}", key.display()));
-        let mut parts = text.split_whitespace();
-        let (kind, body) = (parts.next().unwrap(), parts.next().unwrap());
-        known.push_str(&format!("{} {kind} {body}\n", net.hostname(i)));
-    }
-    for i in 1..=net.len() {
-        let ssh = net.home(i).join(".ssh");
-        std::fs::write(ssh.join("authorized_keys"), &keys).unwrap();
-        std::fs::write(ssh.join("known_hosts"), &known).unwrap();
-        for f in ["authorized_keys", "known_hosts"] {
-            std::os::unix::fs::chown(ssh.join(f), Some(4242), Some(4242)).unwrap();
-        }
-    }
-}
-
-fn hosts(net: &SimNet) -> String {
-    (1..=net.len())
-        .map(|i| format!("{}={}", net.hostname(i), net.fabric_addr(i)))
-        .collect::<Vec<_>>()
-        .join(",")
-}
 
 fn repo_dir(net: &SimNet, i: usize, repo: &str) -> PathBuf {
     net.home(i)

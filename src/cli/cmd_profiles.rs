@@ -154,6 +154,7 @@ pub fn request(p: &Profile, flags: &LaunchFlags) -> Result<Option<ServeRequest>,
         env,
         paths: Default::default(),
         ulimits: flags.ulimits.clone(),
+        gpus: flags.gpus,
         ready_timeout_s: if flags.timeout != crate::workload::serve::DEFAULT_READY_TIMEOUT_S {
             flags.timeout
         } else {

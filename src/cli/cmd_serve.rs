@@ -100,6 +100,10 @@ pub struct LaunchFlags {
     #[arg(long, default_value_t = 1, value_name = "N")]
     pub gpus_per_node: u32,
 
+    /// GPUs given to each container: all (default), none, or a count.
+    #[arg(long, value_name = "none|all|N")]
+    pub gpus: Option<crate::plan::Gpus>,
+
     #[command(flatten)]
     pub target: TargetArgs,
 }
@@ -278,6 +282,7 @@ pub fn serve_options(
             .collect(),
         paths: BTreeMap::new(),
         ulimits: flags.ulimits.clone(),
+        gpus: flags.gpus,
         ready_timeout_s: flags.timeout,
         stage_model: !flags.no_stage,
     })

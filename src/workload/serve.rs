@@ -15,7 +15,7 @@ use crate::derive::{ClusterEnv, NodeEnv, NodeInput, derive};
 use crate::model::ModelSource;
 use crate::node::{NodeName, Role};
 use crate::plan::spec::Mount;
-use crate::plan::{ContainerSpec, JobName, JobPlan, Ulimit};
+use crate::plan::{ContainerSpec, Gpus, JobName, JobPlan, Ulimit};
 
 /// The vLLM image used unless `--image` says otherwise: NVIDIA's NGC build (multi-arch, arm64
 /// for DGX Spark), pinned so that a plan means the same thing tomorrow.
@@ -90,6 +90,8 @@ pub struct ServeOptions {
     pub paths: BTreeMap<NodeName, NodePaths>,
     /// Replace the default limits by name (`memlock=8388608` where limits cannot be raised).
     pub ulimits: Vec<Ulimit>,
+    /// GPUs per container instead of all of them (`none` on machines without GPUs).
+    pub gpus: Option<Gpus>,
     pub ready_timeout_s: u64,
     /// Stage the weights on every node before starting (off: they are already there).
     pub stage_model: bool,
@@ -309,6 +311,9 @@ pub fn container(
     let has_ib = !facts.facts.host.infiniband_dev_nodes.is_empty();
     let mut spec = ContainerSpec::gpu(&opts.job, &node.name, node.role, &opts.image, has_ib);
     spec.override_ulimits(&opts.ulimits);
+    if let Some(g) = opts.gpus {
+        spec.gpus = g;
+    }
     spec.labels
         .insert(LABEL_WORKLOAD.to_string(), engine.to_string());
     spec.labels

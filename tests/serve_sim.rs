@@ -1,0 +1,240 @@
+//! `spark-launch vllm` end to end on simulated nodes that each run their own dockerd
+//! (tests/harness/simnet `sshd,dockerd`), with the stand-in serving image (tests/standin: a
+//! fake `vllm` that checks its arguments and environment, does a real TCP rendezvous across the
+//! nodes and serves /health and /v1/models; a fake Ray). spark-launch runs inside the head as
+//! the test user, as on a real cluster: every step of the plan runs for real — ports,
+//! rendezvous reachability, image push, model staging over SSH from a stand-in Hub, start,
+//! readiness, stop. No GPUs here: `--gpus none`, and limits this machine allows.
+
+mod hub_standin;
+mod sim_serving;
+mod support;
+
+use std::path::PathBuf;
+use std::process::Output;
+
+use hub_standin::{HubStandin, tiny_repo};
+use sim_serving::{build_standin, containers, hosts, trust_all};
+use support::{SimNet, describe, stderr, stdout};
+
+const MODEL: &str = "spark-test/tiny";
+
+struct Cluster {
+    net: SimNet,
+    hub: HubStandin,
+    image: String,
+    _rt: tokio::runtime::Runtime,
+}
+
+fn cluster(n: usize, tag: &str) -> Cluster {
+    let net = SimNet::builder(n).services("sshd,dockerd").tag(tag).up();
+    trust_all(&net);
+    let image = format!("{}standin:test", net.prefix());
+    build_standin(&net, 1, &image);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let netns = PathBuf::from("/var/run/netns").join(format!("{}n1", net.prefix()));
+    let hub = rt.block_on(HubStandin::start_in_netns(
+        vec![tiny_repo(MODEL, 200_000)],
+        &netns,
+    ));
+    Cluster {
+        net,
+        hub,
+        image,
+        _rt: rt,
+    }
+}
+
+/// `spark-launch ARGS --hosts … --image … --gpus none --ulimit …` inside the head.
+fn sl(c: &Cluster, args: &[&str], extra: &[&str]) -> Output {
+    let h = hosts(&c.net);
+    let mut all: Vec<&str> = args.to_vec();
+    all.extend([
+        "--hosts",
+        &h,
+        "--image",
+        &c.image,
+        "--gpus",
+        "none",
+        "--ulimit",
+        "memlock=8388608",
+        "--ulimit",
+        "nofile=16384",
+    ]);
+    if !extra.is_empty() {
+        all.push("--");
+        all.extend(extra);
+    }
+    c.net
+        .spark_launch_with(1, &all, &[("HF_ENDPOINT", c.hub.url.as_str())], None)
+}
+
+fn stop(c: &Cluster, job: &str) {
+    let h = hosts(&c.net);
+    let out = c.net.spark_launch(1, &["stop", job, "--hosts", &h]);
+    assert!(out.status.success(), "stop: {}", describe(&out));
+}
+
+fn gone(c: &Cluster, job: &str) {
+    for i in 1..=c.net.len() {
+        let left = containers(&c.net, i, &format!("sl-{job}-"));
+        assert!(left.is_empty(), "n{i} still has {left:?}");
+    }
+}
+
+#[test]
+fn vllm_native_serves_across_two_nodes_and_answers_on_the_head() {
+    let c = cluster(2, "v");
+    let job = "sl7native";
+    let out = sl(
+        &c,
+        &[
+            "vllm",
+            MODEL,
+            "--tp",
+            "2",
+            "--job",
+            job,
+            "-d",
+            "--timeout",
+            "180",
+        ],
+        &["--max-model-len", "4096"],
+    );
+    assert!(out.status.success(), "{}", describe(&out));
+    let result = stdout(&out);
+    let head_mgmt = c.net.mgmt_addr(1);
+    assert!(
+        result.contains(&format!("ready: http://{head_mgmt}:8000/v1 serves {MODEL}")),
+        "{result}"
+    );
+    assert!(result.contains("curl http://"), "{result}");
+    let progress = stderr(&out);
+    for step in [
+        "✓ Check ports are free",
+        "✓ Check",
+        "✓ Ensure image",
+        "✓ Stage spark-test/tiny",
+        "✓ Start on",
+        "✓ Wait until http://127.0.0.1:8000 serves",
+    ] {
+        assert!(progress.contains(step), "no `{step}` in:\n{progress}");
+    }
+    // The API really answers on the head, and the worker joined the rendezvous as rank 1.
+    let models = c.net.exec_user(
+        1,
+        &["curl", "-s", "http://127.0.0.1:8000/v1/models"],
+        &[],
+        None,
+    );
+    assert!(stdout(&models).contains(MODEL), "{}", describe(&models));
+    let h = hosts(&c.net);
+    let logs = c.net.spark_launch(1, &["logs", job, "--hosts", &h]);
+    let text = stdout(&logs);
+    assert!(text.contains("rank 1 joined from 169.254.100.2"), "{text}");
+    assert!(text.contains("extra=['--max-model-len', '4096']"), "{text}");
+    stop(&c, job);
+    gone(&c, job);
+}
+
+#[test]
+fn vllm_on_ray_starts_once_ray_lists_both_nodes_at_their_fabric_addresses() {
+    let c = cluster(2, "r");
+    let job = "sl7ray";
+    let out = sl(
+        &c,
+        &[
+            "vllm",
+            MODEL,
+            "--tp",
+            "2",
+            "--ray",
+            "--job",
+            job,
+            "-d",
+            "--timeout",
+            "180",
+        ],
+        &[],
+    );
+    assert!(out.status.success(), "{}", describe(&out));
+    let progress = stderr(&out);
+    assert!(progress.contains("✓ Wait for 2 Ray nodes on"), "{progress}");
+    let h = hosts(&c.net);
+    let logs = stdout(&c.net.spark_launch(1, &["logs", job, "--hosts", &h]));
+    assert!(
+        logs.contains("ray: node 169.254.100.2 joined with 1 GPU"),
+        "{logs}"
+    );
+    assert!(
+        logs.contains("spark-launch: ray: cluster complete"),
+        "{logs}"
+    );
+    stop(&c, job);
+    gone(&c, job);
+}
+
+#[test]
+fn a_server_that_never_becomes_ready_times_out_names_the_phase_and_leaves_nothing() {
+    let c = cluster(2, "t");
+    let job = "sl7never";
+    let out = sl(
+        &c,
+        &[
+            "vllm",
+            MODEL,
+            "--tp",
+            "2",
+            "--job",
+            job,
+            "-d",
+            "--timeout",
+            "8",
+        ],
+        &["--fake-never-ready"],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    let err = stderr(&out);
+    assert!(err.contains("not ready after"), "{err}");
+    assert!(
+        err.contains("last phase: capturing CUDA graphs 100%"),
+        "{err}"
+    );
+    assert!(err.contains("first error line of each node's log"), "{err}");
+    assert!(err.contains("stopped and removed"), "{err}");
+    gone(&c, job);
+}
+
+#[test]
+fn a_container_that_dies_fails_at_once_with_its_first_error_line() {
+    let c = cluster(2, "e");
+    let job = "sl7dies";
+    // --no-stage: the weights are not on the nodes, so the stand-in exits with vLLM's error.
+    let out = sl(
+        &c,
+        &[
+            "vllm",
+            MODEL,
+            "--tp",
+            "2",
+            "--job",
+            job,
+            "-d",
+            "--no-stage",
+            "--timeout",
+            "120",
+        ],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    let err = stderr(&out);
+    assert!(err.contains("exited with code 1"), "{err}");
+    assert!(
+        err.contains("no config.json in /root/.cache/huggingface/hub/models--spark-test--tiny"),
+        "{err}"
+    );
+    gone(&c, job);
+}

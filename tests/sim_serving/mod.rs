@@ -1,0 +1,94 @@
+//! Helpers for the serving tests on simulated nodes: SSH trust between every pair of nodes
+//! (what `spark-launch trust` sets up), the `--hosts` argument, each node's Docker socket and
+//! the stand-in serving image built onto a node's engine.
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use super::support::{self, SimNet, describe};
+
+/// Every node's key in every other node's `authorized_keys`, and every node's host key in
+/// every node's known hosts under the node's name (what `spark-launch trust` sets up).
+pub fn trust_all(net: &SimNet) {
+    let mut keys = String::new();
+    for i in 1..=net.len() {
+        let out = net.exec_user(
+            i,
+            &[
+                "sh",
+                "-c",
+                "mkdir -p ~/.ssh && chmod 700 ~/.ssh && { [ -f ~/.ssh/id_ed25519 ] || ssh-keygen -q -t ed25519 -N '' -f ~/.ssh/id_ed25519; } && cat ~/.ssh/id_ed25519.pub",
+            ],
+            &[],
+            None,
+        );
+        assert!(
+            out.status.success(),
+            "ssh-keygen on n{i}: {}",
+            describe(&out)
+        );
+        keys.push_str(&String::from_utf8_lossy(&out.stdout));
+    }
+    let mut known = String::new();
+    for i in 1..=net.len() {
+        let key = support::simnet_root()
+            .join(net.prefix())
+            .join(format!("n{i}"))
+            .join("state/ssh_host_ed25519_key.pub");
+        let text =
+            std::fs::read_to_string(&key).unwrap_or_else(|e| panic!("{}: {e}", key.display()));
+        let mut parts = text.split_whitespace();
+        let (kind, body) = (parts.next().unwrap(), parts.next().unwrap());
+        known.push_str(&format!("{} {kind} {body}\n", net.hostname(i)));
+    }
+    for i in 1..=net.len() {
+        let ssh = net.home(i).join(".ssh");
+        std::fs::write(ssh.join("authorized_keys"), &keys).unwrap();
+        std::fs::write(ssh.join("known_hosts"), &known).unwrap();
+        for f in ["authorized_keys", "known_hosts"] {
+            std::os::unix::fs::chown(ssh.join(f), Some(4242), Some(4242)).unwrap();
+        }
+    }
+}
+
+pub fn hosts(net: &SimNet) -> String {
+    (1..=net.len())
+        .map(|i| format!("{}={}", net.hostname(i), net.fabric_addr(i)))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// Node `i`'s own Docker Engine socket as this test process reaches it (simnet `dockerd`).
+pub fn docker_socket(net: &SimNet, i: usize) -> PathBuf {
+    support::simnet_root()
+        .join(net.prefix())
+        .join(format!("n{i}"))
+        .join("docker.sock")
+}
+
+/// Builds the stand-in serving image (tests/standin/build-image) onto node `i`'s engine.
+pub fn build_standin(net: &SimNet, i: usize, tag: &str) {
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/standin/build-image");
+    let out = Command::new("bash")
+        .arg(&script)
+        .arg(tag)
+        .arg(format!("unix://{}", docker_socket(net, i).display()))
+        .output()
+        .expect("run tests/standin/build-image");
+    assert!(out.status.success(), "build-image: {}", describe(&out));
+}
+
+/// Names of the containers on node `i` whose name starts with `prefix` (any state).
+pub fn containers(net: &SimNet, i: usize, prefix: &str) -> Vec<String> {
+    let out = Command::new("docker")
+        .args(["-H", &format!("unix://{}", docker_socket(net, i).display())])
+        .args(["ps", "-a", "--format", "{{.Names}}"])
+        .output()
+        .expect("docker ps");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|n| n.starts_with(prefix))
+        .map(str::to_string)
+        .collect()
+}
