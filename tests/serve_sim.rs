@@ -212,7 +212,6 @@ fn a_server_that_never_becomes_ready_times_out_names_the_phase_and_leaves_nothin
 fn a_container_that_dies_fails_at_once_with_its_first_error_line() {
     let c = cluster(2, "e");
     let job = "sl7dies";
-    // --no-stage: the weights are not on the nodes, so the stand-in exits with vLLM's error.
     let out = sl(
         &c,
         &[
@@ -223,18 +222,41 @@ fn a_container_that_dies_fails_at_once_with_its_first_error_line() {
             "--job",
             job,
             "-d",
-            "--no-stage",
             "--timeout",
             "120",
         ],
-        &[],
+        &["--fake-crash"],
     );
     assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
     let err = stderr(&out);
     assert!(err.contains("exited with code 1"), "{err}");
     assert!(
-        err.contains("no config.json in /root/.cache/huggingface/hub/models--spark-test--tiny"),
+        err.contains("n2: ERROR") && err.contains("RuntimeError: NCCL error in:"),
         "{err}"
     );
+    assert!(err.contains("n1: (no error line in its log)"), "{err}");
+    gone(&c, job);
+}
+
+#[test]
+fn no_stage_refuses_to_start_when_a_node_lacks_the_weights() {
+    let c = cluster(2, "n");
+    let job = "sl7nostage";
+    let out = sl(
+        &c,
+        &["vllm", MODEL, "--tp", "2", "--job", job, "-d", "--no-stage"],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("--no-stage, but the model is not complete on every node"),
+        "{err}"
+    );
+    assert!(
+        err.contains("spark-launch model pull spark-test/tiny"),
+        "{err}"
+    );
+    assert!(!err.contains("✓ Start on"), "{err}");
     gone(&c, job);
 }

@@ -301,10 +301,12 @@ impl<'a> Phase<ApplyContext<'a>> for CheckReachable {
     }
 }
 
-/// `StageModel`: the weights on every node (see `apply::stage`).
+/// `StageModel`: the weights on every node (see `apply::stage`); with `copy` false, only the
+/// check that they are there.
 pub struct StageModel {
     pub model: ModelSource,
     pub nodes: Vec<NodeName>,
+    pub copy: bool,
 }
 
 /// The node's Hugging Face cache: the source of the mount the plan puts at `HF_HOME`.
@@ -359,6 +361,7 @@ impl<'a> Phase<ApplyContext<'a>> for StageModel {
         Step::StageModel {
             model: self.model.clone(),
             nodes: self.nodes.clone(),
+            copy: self.copy,
         }
         .title()
     }
@@ -424,6 +427,33 @@ impl<'a> Phase<ApplyContext<'a>> for StageModel {
                     .collect(),
                 options: StageOptions::default(),
             };
+            if !self.copy {
+                let lacks = tokio::select! {
+                    r = stage::verify(&spec) => r.map_err(|e| PhaseError::Other(e.to_string()))?,
+                    _ = ctx.cancel.cancelled() => return Err(PhaseError::Cancelled),
+                };
+                let short: Vec<String> = lacks
+                    .iter()
+                    .filter(|l| !l.missing.is_empty())
+                    .map(|l| {
+                        format!(
+                            "{}: {} missing or different in {} (e.g. {})",
+                            l.node,
+                            l.missing.len(),
+                            l.dir,
+                            l.missing[0]
+                        )
+                    })
+                    .collect();
+                if short.is_empty() {
+                    return Ok(Some("on every node".to_string()));
+                }
+                return Err(PhaseError::Refused(format!(
+                    "--no-stage, but the model is not complete on every node:\n  {}\nfix: `spark-launch model pull {}`, or run without --no-stage",
+                    short.join("\n  "),
+                    self.model
+                )));
+            }
             let run = stage::stage(&spec, ctx.reporter.clone());
             let reports = tokio::select! {
                 r = run => r.map_err(|e| PhaseError::Other(e.to_string()))?,
@@ -744,7 +774,7 @@ pub fn phase_for<'a>(step: &Step) -> Option<Box<dyn Phase<ApplyContext<'a>> + 'a
             port,
             from,
         }),
-        Step::StageModel { model, nodes } => Box::new(StageModel { model, nodes }),
+        Step::StageModel { model, nodes, copy } => Box::new(StageModel { model, nodes, copy }),
         Step::WaitRay {
             node,
             expect,

@@ -277,6 +277,76 @@ pub async fn stage(
     Ok(reports)
 }
 
+/// What one node lacks of the model (empty: it has everything).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct NodeLacks {
+    pub node: NodeName,
+    pub dir: String,
+    /// Files missing or not matching their hash, and snapshot links missing.
+    pub missing: Vec<String>,
+}
+
+/// Checks, without copying anything, that every node of `spec` has the model. Returns what
+/// each node lacks.
+pub async fn verify(spec: &StageSpec) -> Result<Vec<NodeLacks>, StageError> {
+    let opts = spec.options;
+    let head_dir = spec.model.node_dir(&spec.head.hf_home);
+    let wanted = match (&spec.model, &spec.resolved) {
+        (ModelSource::Hub { .. }, Some(r)) => {
+            Wanted::hub_layout(&r.commit, r.revision.as_str(), &r.files)
+        }
+        (ModelSource::Hub { repo, .. }, None) => {
+            return Err(StageError::Source {
+                node: spec.head.name().clone(),
+                problem: format!("{repo} was not resolved on the Hub before the check"),
+            });
+        }
+        (ModelSource::Local { path }, _) => {
+            let scan = scan_node(spec.head.shell.as_ref(), &head_dir, opts.hash_jobs).await?;
+            if scan.files.is_empty() {
+                return Ok(vec![NodeLacks {
+                    node: spec.head.name().clone(),
+                    dir: path.clone(),
+                    missing: vec!["the whole folder".to_string()],
+                }]);
+            }
+            Wanted::folder(&scan).map_err(|problem| StageError::Source {
+                node: spec.head.name().clone(),
+                problem,
+            })?
+        }
+    };
+    let mut nodes = vec![spec.head.clone()];
+    nodes.extend(spec.workers.iter().map(|(n, _)| n.clone()));
+    let results = for_each_node(nodes.iter().map(|n| n.name().clone()), 0, |name| {
+        let node = nodes.iter().find(|n| *n.name() == name).cloned();
+        let wanted = &wanted;
+        let model = &spec.model;
+        async move {
+            let Some(node) = node else {
+                return Err(StageError::Source {
+                    node: name,
+                    problem: "not a node of this check".into(),
+                });
+            };
+            let dir = model.node_dir(&node.hf_home);
+            let scan = scan_node(node.shell.as_ref(), &dir, opts.hash_jobs).await?;
+            let plan = diff(wanted, &scan, opts.range_size);
+            let mut missing: Vec<String> = plan.fetch.iter().map(|f| f.path.clone()).collect();
+            missing.extend(plan.links.keys().cloned());
+            Ok(NodeLacks {
+                node: name,
+                dir,
+                missing,
+            })
+        }
+    })
+    .await;
+    all_ok(results)
+        .map(|ok| ok.into_iter().map(|(_, l)| l).collect())
+        .map_err(StageError::Workers)
+}
+
 async fn scan_node(shell: &dyn NodeShell, dir: &str, jobs: usize) -> Result<Scan, StageError> {
     let out = shell
         .run(&script::scan(dir, jobs), Vec::new(), None)

@@ -93,7 +93,9 @@ The steps spark-launch would run, in order, and how to do each by hand:\n\n"
     );
     for (i, step) in plan.job.steps.iter().enumerate() {
         let how = match step {
-            Step::StageModel { model, .. } => format!(
+            Step::StageModel {
+                model, copy: true, ..
+            } => format!(
                 "`spark-launch model pull {model}` (or have the same files in every node's Hugging Face cache)"
             ),
             Step::EnsureImage { image, .. } => {

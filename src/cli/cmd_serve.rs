@@ -879,8 +879,16 @@ pub fn describe_step(s: &Step) -> String {
                 if nodes.len() == 1 { "s" } else { "ve" }
             )
         }
-        Step::StageModel { model, nodes } => format!(
+        Step::StageModel {
+            model,
+            nodes,
+            copy: true,
+        } => format!(
             "stage {model} on {} (the first downloads, the others copy from it over the fast link)",
+            names(nodes)
+        ),
+        Step::StageModel { model, nodes, .. } => format!(
+            "check that {model} is already on {} (--no-stage), refuse to start if not",
             names(nodes)
         ),
         Step::Start { nodes } => format!("start the containers on {}", names(nodes)),

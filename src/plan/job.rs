@@ -117,10 +117,13 @@ pub enum Step {
         from: Vec<NodeName>,
     },
     /// The model's files are on every listed node, in the Hugging Face cache layout: the
-    /// first node downloads, the others copy from it over the fast link.
+    /// first node downloads, the others copy from it over the fast link. With `copy` false
+    /// (`--no-stage`), only check that they are there, and refuse to start if not.
     StageModel {
         model: ModelSource,
         nodes: Vec<NodeName>,
+        #[serde(default = "yes")]
+        copy: bool,
     },
     /// The Ray cluster seen from `node` lists every expected member, alive, with its GPUs, at
     /// the address intended for it.
@@ -140,6 +143,10 @@ pub enum Step {
     },
     /// Stop and remove the job's containers or processes on every node.
     Stop,
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// Ports that must be free on one node.
@@ -203,8 +210,13 @@ impl Step {
                 port,
                 from,
             } => format!("Check {} reach {to} at {addr}:{port}", list(from)),
-            Step::StageModel { model, nodes } => {
-                format!("Stage {model} on {}", list(nodes))
+            Step::StageModel {
+                model,
+                nodes,
+                copy: true,
+            } => format!("Stage {model} on {}", list(nodes)),
+            Step::StageModel { model, nodes, .. } => {
+                format!("Check that {model} is on {}", list(nodes))
             }
             Step::WaitRay { node, expect, .. } => {
                 format!("Wait for {} Ray nodes on {node}", expect.len())

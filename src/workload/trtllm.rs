@@ -355,12 +355,11 @@ pub fn plan(opts: &TrtllmOptions, nodes: &[NodeInput]) -> Result<ServePlan, Serv
         image: o.image.clone(),
         nodes: used.clone(),
     });
-    if o.stage_model {
-        steps.push(Step::StageModel {
-            model: o.model.clone(),
-            nodes: used.clone(),
-        });
-    }
+    steps.push(Step::StageModel {
+        model: o.model.clone(),
+        nodes: used.clone(),
+        copy: o.stage_model,
+    });
     steps.push(Step::Start {
         nodes: used.clone(),
     });
