@@ -260,3 +260,92 @@ fn no_stage_refuses_to_start_when_a_node_lacks_the_weights() {
     assert!(!err.contains("✓ Start on"), "{err}");
     gone(&c, job);
 }
+
+#[test]
+fn attached_the_job_serves_until_ctrl_c_then_every_node_is_stopped() {
+    use std::io::BufRead;
+    use std::os::unix::process::CommandExt;
+    let c = cluster(2, "a");
+    let job = "sl7attach";
+    let h = hosts(&c.net);
+    let bin = c.net.binary().display().to_string();
+    let mut child = std::process::Command::new("bash")
+        .arg(support::simnet_script())
+        .args(["exec", c.net.prefix(), "1", "--user", support::USER])
+        .args(["-e", &format!("HF_ENDPOINT={}", c.hub.url)])
+        .args(["-e", "SPARK_LAUNCH_NO_PROGRESS=1", "--"])
+        .arg(&bin)
+        .args([
+            "vllm", MODEL, "--tp", "2", "--job", job, "--hosts", &h, "--image", &c.image,
+        ])
+        .args([
+            "--gpus",
+            "none",
+            "--ulimit",
+            "memlock=8388608",
+            "--ulimit",
+            "nofile=16384",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let pgid = child.id() as i32;
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let _ = tx.send(line);
+        }
+    });
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(240);
+    let ready = loop {
+        match rx.recv_timeout(std::time::Duration::from_secs(1)) {
+            Ok(line) if line.starts_with("ready: ") => break true,
+            Ok(_) => {}
+            Err(_) if std::time::Instant::now() > deadline => break false,
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break false,
+            Err(_) => {}
+        }
+    };
+    if !ready {
+        let _ = nix::sys::signal::killpg(
+            nix::unistd::Pid::from_raw(pgid),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+        panic!("spark-launch never said it was ready");
+    }
+    // Still attached and serving.
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "it did not stay attached"
+    );
+    for i in 1..=2 {
+        assert_eq!(
+            containers(&c.net, i, &format!("sl-{job}-")).len(),
+            1,
+            "n{i}"
+        );
+    }
+    // Ctrl-C: every node's container goes.
+    nix::sys::signal::killpg(
+        nix::unistd::Pid::from_raw(pgid),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(90);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(std::time::Instant::now() < deadline, "no exit after Ctrl-C");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    };
+    assert!(status.success() || status.code() == Some(130), "{status:?}");
+    gone(&c, job);
+}
