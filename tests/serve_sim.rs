@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use std::process::Output;
 
 use hub_standin::{HubStandin, tiny_repo};
-use sim_serving::{build_standin, containers, hosts, trust_all};
+use sim_serving::{container_log, containers, hosts, remove_job, standin_on_every_node, trust_all};
 use support::{SimNet, describe, stderr, stdout};
 
 const MODEL: &str = "spark-test/tiny";
@@ -30,7 +30,9 @@ fn cluster(n: usize, tag: &str) -> Cluster {
     let net = SimNet::builder(n).services("sshd,dockerd").tag(tag).up();
     trust_all(&net);
     let image = format!("{}standin:test", net.prefix());
-    build_standin(&net, 1, &image);
+    // The same image on every node up front: EnsureImage then checks digests and skips (image
+    // push itself is tested with the runtime, issue 4).
+    standin_on_every_node(&net, &image);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -70,12 +72,6 @@ fn sl(c: &Cluster, args: &[&str], extra: &[&str]) -> Output {
     }
     c.net
         .spark_launch_with(1, &all, &[("HF_ENDPOINT", c.hub.url.as_str())], None)
-}
-
-fn stop(c: &Cluster, job: &str) {
-    let h = hosts(&c.net);
-    let out = c.net.spark_launch(1, &["stop", job, "--hosts", &h]);
-    assert!(out.status.success(), "stop: {}", describe(&out));
 }
 
 fn gone(c: &Cluster, job: &str) {
@@ -131,13 +127,10 @@ fn vllm_native_serves_across_two_nodes_and_answers_on_the_head() {
         None,
     );
     assert!(stdout(&models).contains(MODEL), "{}", describe(&models));
-    let h = hosts(&c.net);
-    let logs = c.net.spark_launch(1, &["logs", job, "--hosts", &h]);
-    let text = stdout(&logs);
+    let text = container_log(&c.net, 1, &format!("sl-{job}-{}", c.net.hostname(1)));
     assert!(text.contains("rank 1 joined from 169.254.100.2"), "{text}");
     assert!(text.contains("extra=['--max-model-len', '4096']"), "{text}");
-    stop(&c, job);
-    gone(&c, job);
+    remove_job(&c.net, job);
 }
 
 #[test]
@@ -163,8 +156,7 @@ fn vllm_on_ray_starts_once_ray_lists_both_nodes_at_their_fabric_addresses() {
     assert!(out.status.success(), "{}", describe(&out));
     let progress = stderr(&out);
     assert!(progress.contains("✓ Wait for 2 Ray nodes on"), "{progress}");
-    let h = hosts(&c.net);
-    let logs = stdout(&c.net.spark_launch(1, &["logs", job, "--hosts", &h]));
+    let logs = container_log(&c.net, 1, &format!("sl-{job}-{}", c.net.hostname(1)));
     assert!(
         logs.contains("ray: node 169.254.100.2 joined with 1 GPU"),
         "{logs}"
@@ -173,8 +165,7 @@ fn vllm_on_ray_starts_once_ray_lists_both_nodes_at_their_fabric_addresses() {
         logs.contains("spark-launch: ray: cluster complete"),
         "{logs}"
     );
-    stop(&c, job);
-    gone(&c, job);
+    remove_job(&c.net, job);
 }
 
 #[test]
@@ -269,6 +260,8 @@ fn attached_the_job_serves_until_ctrl_c_then_every_node_is_stopped() {
     let job = "sl7attach";
     let h = hosts(&c.net);
     let bin = c.net.binary().display().to_string();
+    let errdir = tempfile::tempdir().unwrap();
+    let errfile = errdir.path().join("stderr");
     let mut child = std::process::Command::new("bash")
         .arg(support::simnet_script())
         .args(["exec", c.net.prefix(), "1", "--user", support::USER])
@@ -286,8 +279,9 @@ fn attached_the_job_serves_until_ctrl_c_then_every_node_is_stopped() {
             "--ulimit",
             "nofile=16384",
         ])
+        .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&errfile).unwrap())
         .process_group(0)
         .spawn()
         .unwrap();
@@ -317,7 +311,10 @@ fn attached_the_job_serves_until_ctrl_c_then_every_node_is_stopped() {
             nix::unistd::Pid::from_raw(pgid),
             nix::sys::signal::Signal::SIGKILL,
         );
-        panic!("spark-launch never said it was ready");
+        panic!(
+            "spark-launch never said it was ready:\n{}",
+            std::fs::read_to_string(&errfile).unwrap_or_default()
+        );
     }
     // Still attached and serving.
     std::thread::sleep(std::time::Duration::from_secs(2));

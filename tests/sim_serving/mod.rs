@@ -79,6 +79,28 @@ pub fn build_standin(net: &SimNet, i: usize, tag: &str) {
     assert!(out.status.success(), "build-image: {}", describe(&out));
 }
 
+/// Builds the stand-in image on node 1 and loads the same image (same ID) on every other
+/// node with `docker save | docker load`, so the plan's EnsureImage finds it everywhere.
+pub fn standin_on_every_node(net: &SimNet, tag: &str) {
+    build_standin(net, 1, tag);
+    for i in 2..=net.len() {
+        let script = format!(
+            "docker -H unix://{} save {tag} | docker -H unix://{} load -q",
+            docker_socket(net, 1).display(),
+            docker_socket(net, i).display()
+        );
+        let out = Command::new("bash")
+            .args(["-o", "pipefail", "-c", &script])
+            .output()
+            .expect("docker save | docker load");
+        assert!(
+            out.status.success(),
+            "load {tag} on n{i}: {}",
+            describe(&out)
+        );
+    }
+}
+
 /// Names of the containers on node `i` whose name starts with `prefix` (any state).
 pub fn containers(net: &SimNet, i: usize, prefix: &str) -> Vec<String> {
     let out = Command::new("docker")
@@ -91,4 +113,34 @@ pub fn containers(net: &SimNet, i: usize, prefix: &str) -> Vec<String> {
         .filter(|n| n.starts_with(prefix))
         .map(str::to_string)
         .collect()
+}
+
+/// The log (stdout and stderr) of container `name` on node `i`.
+pub fn container_log(net: &SimNet, i: usize, name: &str) -> String {
+    let out = Command::new("docker")
+        .args(["-H", &format!("unix://{}", docker_socket(net, i).display())])
+        .args(["logs", name])
+        .output()
+        .expect("docker logs");
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// Removes the job's containers from every node (test clean-up; `spark-launch stop` is tested
+/// with the runtime).
+pub fn remove_job(net: &SimNet, job: &str) {
+    for i in 1..=net.len() {
+        let names = containers(net, i, &format!("sl-{job}-"));
+        if names.is_empty() {
+            continue;
+        }
+        let _ = Command::new("docker")
+            .args(["-H", &format!("unix://{}", docker_socket(net, i).display())])
+            .args(["rm", "-f"])
+            .args(&names)
+            .output();
+    }
 }
