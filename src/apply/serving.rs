@@ -22,12 +22,12 @@ use crate::model::hub::HubError;
 use crate::model::{CONTAINER_HF_HOME, DEFAULT_ENDPOINT, ModelSource, script::quote};
 use crate::node::NodeName;
 use crate::plan::{Launch, NodePorts, RayMember, Step};
-use crate::runtime::{NodeHandle, Reach, RuntimeError};
+use crate::runtime::{NodeRuntime, Reach, RuntimeError};
 use crate::workload::readiness::{Observation, Readiness, Verdict, first_error};
 use crate::workload::vllm::{RAY_QUERY_PY, RayState, ray_state};
 
 /// A node's shell from its runtime handle.
-pub fn shell_for(handle: &NodeHandle) -> Result<Arc<dyn NodeShell>, PhaseError> {
+pub fn shell_for(handle: &NodeRuntime) -> Result<Arc<dyn NodeShell>, PhaseError> {
     let node = handle.name().clone();
     match &handle.target.reach {
         Reach::Local => Ok(Arc::new(LocalShell::new(node))),

@@ -131,93 +131,14 @@ impl NodeShell for LocalShell {
 
 /// A node reached through the SSH layer's handle: the local node runs here, a remote one
 /// through its multiplexed connection (`ssh -S master … bash -c SCRIPT`), stdout streamed.
-/// It is also the runtime's `RemoteNode` for that node (its Docker socket forwarded over the
-/// same connection), so serving jobs reach remote engines and shells through one link.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct SshShell {
     handle: std::sync::Arc<crate::ssh::NodeHandle>,
-    forwards: std::sync::Mutex<Vec<(String, crate::ssh::Forward)>>,
 }
 
 impl SshShell {
     pub fn new(handle: std::sync::Arc<crate::ssh::NodeHandle>) -> Self {
-        SshShell {
-            handle,
-            forwards: std::sync::Mutex::new(Vec::new()),
-        }
-    }
-
-    pub fn is_local(&self) -> bool {
-        self.handle.is_local()
-    }
-}
-
-impl crate::runtime::RemoteNode for SshShell {
-    fn describe(&self) -> String {
-        format!("{} ({})", self.handle.name(), self.via())
-    }
-
-    fn forward_socket<'a>(
-        &'a self,
-        remote: &'a str,
-    ) -> BoxFuture<'a, Result<std::path::PathBuf, String>> {
-        Box::pin(async move {
-            if let Some(p) = self.forwards.lock().ok().and_then(|f| {
-                f.iter()
-                    .find(|(r, _)| r == remote)
-                    .map(|(_, fw)| fw.local_path().to_path_buf())
-            }) {
-                return Ok(p);
-            }
-            let fwd = self
-                .handle
-                .forward_unix_socket(remote)
-                .await
-                .map_err(|e| e.to_string())?;
-            let path = fwd.local_path().to_path_buf();
-            if let Ok(mut f) = self.forwards.lock() {
-                f.push((remote.to_string(), fwd));
-            }
-            Ok(path)
-        })
-    }
-
-    fn run<'a>(
-        &'a self,
-        script: &'a str,
-        stdin: Vec<u8>,
-    ) -> BoxFuture<'a, Result<crate::runtime::ShellOutput, String>> {
-        Box::pin(async move {
-            let out = self
-                .handle
-                .output(&["sh", "-c", script], &crate::ssh::RunOptions::stdin(stdin))
-                .await
-                .map_err(|e| e.to_string())?;
-            Ok(crate::runtime::ShellOutput {
-                code: Some(out.code),
-                stdout: out.stdout,
-                stderr: out.stderr,
-            })
-        })
-    }
-
-    fn run_lines<'a>(
-        &'a self,
-        script: &'a str,
-        stdin: Vec<u8>,
-        lines: UnboundedSender<String>,
-    ) -> BoxFuture<'a, Result<crate::runtime::ShellOutput, String>> {
-        Box::pin(async move {
-            let wrapped = format!("exec sh -c {}", crate::model::script::quote(script));
-            let out = NodeShell::run(self, &wrapped, stdin, Some(lines))
-                .await
-                .map_err(|e| e.to_string())?;
-            Ok(crate::runtime::ShellOutput {
-                code: Some(out.status),
-                stdout: Vec::new(),
-                stderr: out.stderr_tail.into_bytes(),
-            })
-        })
+        SshShell { handle }
     }
 }
 

@@ -17,7 +17,6 @@ use crate::model::hub::HubError;
 use crate::model::{DEFAULT_ENDPOINT, ModelSource};
 use crate::node::NodeName;
 use crate::plan::{JobName, Launch, Step, Ulimit};
-use crate::runtime::{NodeTarget, Reach};
 use crate::workload::serve::{
     DEFAULT_READY_TIMEOUT_S, NodePaths, ServeOptions, ServePlan, ServeRefusal, TRTLLM_IMAGE,
     VLLM_IMAGE,
@@ -410,14 +409,10 @@ async fn run_live(
     let Some(pool) = &cluster.pool else {
         return Err(anyhow::anyhow!("no live nodes to run on").into());
     };
-    let mut ssh_shells: Vec<Arc<SshShell>> = Vec::new();
+    let mut shells: Vec<Arc<dyn NodeShell>> = Vec::new();
     for n in &cluster.nodes {
-        ssh_shells.push(Arc::new(SshShell::new(pool.get(&n.name)?.clone())));
+        shells.push(Arc::new(SshShell::new(pool.get(&n.name)?.clone())));
     }
-    let shells: Vec<Arc<dyn NodeShell>> = ssh_shells
-        .iter()
-        .map(|s| s.clone() as Arc<dyn NodeShell>)
-        .collect();
     // 1. Where the cache is on each node (its user's home), then the model on the Hub.
     req.serve_mut().paths = node_paths(&shells, flags.hf_home.as_deref()).await?;
     let step = ctx.reporter.step(&format!("Resolve {}", req.serve().model));
@@ -453,26 +448,7 @@ async fn run_live(
         }
     }
     // 2. The plan, through the executor: checks, image, staging, start, readiness.
-    let targets: Vec<NodeTarget> = plan
-        .job
-        .nodes
-        .iter()
-        .map(|part| {
-            let shell = ssh_shells
-                .iter()
-                .find(|s| NodeShell::node(s.as_ref()) == &part.node)
-                .cloned();
-            match shell {
-                Some(s) if !s.is_local() => NodeTarget {
-                    name: part.node.clone(),
-                    role: part.role,
-                    reach: Reach::Remote(s),
-                    docker_socket: None,
-                },
-                _ => NodeTarget::local(part.node.clone(), part.role),
-            }
-        })
-        .collect();
+    let targets = super::launch::node_targets(pool);
     let options = ApplyOptions {
         keep: flags.keep_on_failure,
         ..ApplyOptions::default()

@@ -82,6 +82,70 @@ impl RemoteNode for SshNode {
         })
     }
 
+    fn run_lines<'a>(
+        &'a self,
+        script: &'a str,
+        stdin: Vec<u8>,
+        lines: tokio::sync::mpsc::UnboundedSender<String>,
+    ) -> BoxFuture<'a, Result<ShellOutput, String>> {
+        // Streamed through the session (model staging shows byte progress from these lines);
+        // the script's process group dies with the future (Ctrl-C, a timeout).
+        Box::pin(async move {
+            use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
+            let Some(session) = self.handle.session() else {
+                return Err(format!("{}: no SSH session", self.handle.name()));
+            };
+            let remote =
+                crate::ssh::quote::join(&["sh", "-c", script]).map_err(|e| e.to_string())?;
+            let mut child = tokio::process::Command::new(session.program_path())
+                .args(session.client_args())
+                .arg("--")
+                .arg(&session.dest().host)
+                .arg(remote)
+                .process_group(0)
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .kill_on_drop(true)
+                .spawn()
+                .map_err(|e| format!("run ssh: {e}"))?;
+            let mut input = child.stdin.take();
+            let writer = async move {
+                if let Some(w) = input.as_mut() {
+                    let _ = w.write_all(&stdin).await;
+                    let _ = w.shutdown().await;
+                }
+            };
+            let out = child.stdout.take();
+            let reader = async move {
+                if let Some(out) = out {
+                    let mut r = tokio::io::BufReader::new(out).lines();
+                    while let Ok(Some(line)) = r.next_line().await {
+                        let _ = lines.send(line);
+                    }
+                }
+            };
+            let err = child.stderr.take();
+            let err_reader = async move {
+                let mut buf = Vec::new();
+                if let Some(mut e) = err {
+                    let _ = e.read_to_end(&mut buf).await;
+                }
+                buf
+            };
+            let ((), (), stderr) = tokio::join!(writer, reader, err_reader);
+            let status = child
+                .wait()
+                .await
+                .map_err(|e| format!("wait for ssh: {e}"))?;
+            Ok(ShellOutput {
+                code: status.code(),
+                stdout: Vec::new(),
+                stderr,
+            })
+        })
+    }
+
     fn stream(&self, script: &str) -> BoxStream<'static, Result<Bytes, String>> {
         let fail = |e: String| futures::stream::once(futures::future::ready(Err(e))).boxed();
         let Some(session) = self.handle.session() else {
