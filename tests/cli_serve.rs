@@ -339,3 +339,49 @@ fn yaml_to_json(text: &str) -> serde_json::Value {
     let v: yaml_serde::Value = yaml_serde::from_str(text).unwrap();
     serde_json::to_value(v).unwrap()
 }
+
+#[test]
+fn up_runs_an_nccl_test_profile_through_nccl_test() {
+    let out = run(&args(
+        &["up", "nccl-allgather", "--dry-run", "--json"],
+        "seed-001-two-sparks-both-twins",
+    ));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stdout is pure JSON");
+    let line = v.to_string();
+    assert!(line.contains("all_gather_perf"), "{line}");
+    assert!(line.contains("all_reduce_perf"), "{line}");
+    assert!(line.contains("sl-nccl-allgather-spark2"), "{line}");
+}
+
+#[test]
+fn trtllm_host_keys_choose_the_folder_each_container_presents() {
+    let out = run(&args(
+        &[
+            "trtllm",
+            "org/m",
+            "--tp",
+            "2",
+            "--host-keys",
+            "/srv/keys",
+            "--host-keys",
+            "spark2=/etc/ssh-alt",
+            "--dry-run",
+            "--json",
+        ],
+        "seed-001-two-sparks-both-twins",
+    ));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let mounts = |i: usize| v["job"]["nodes"][i]["launch"]["container"]["mounts"].to_string();
+    assert!(
+        mounts(0).contains("\"source\":\"/srv/keys\""),
+        "{}",
+        mounts(0)
+    );
+    assert!(
+        mounts(1).contains("\"source\":\"/etc/ssh-alt\""),
+        "{}",
+        mounts(1)
+    );
+}

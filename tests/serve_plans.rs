@@ -137,10 +137,12 @@ fn trtllm_on_two_sparks_runs_mpirun_from_the_head_over_sshd_on_2233() {
     let Launch::Container(head) = &plan.job.nodes[0].launch else {
         panic!("not a container")
     };
-    let cmd = head.command[3..].join(" ");
-    assert!(cmd.starts_with("spark-launch-trtllm-head mpirun"), "{cmd}");
+    // sh -c SL_ENTRYPOINT sl-entrypoint sh -c HEAD_SH spark-launch-trtllm-head mpirun ...
+    assert_eq!(head.command[3], "sl-entrypoint");
+    assert_eq!(head.command[7], "spark-launch-trtllm-head");
+    let cmd = head.command[8..].join(" ");
     assert!(
-        cmd.contains("mpirun --allow-run-as-root -np 2 --hostfile /run/spark-launch/hostfile"),
+        cmd.starts_with("mpirun --allow-run-as-root --hostfile /etc/spark-launch/hostfile --bind-to none --mca plm_rsh_args -p 2233 --mca oob_tcp_if_include 192.168.177.0/24"),
         "{cmd}"
     );
     assert!(cmd.contains("trtllm-llmapi-launch trtllm-serve"), "{cmd}");
@@ -148,9 +150,29 @@ fn trtllm_on_two_sparks_runs_mpirun_from_the_head_over_sshd_on_2233() {
         cmd.contains("--tp_size 2 --host 0.0.0.0 --port 8355"),
         "{cmd}"
     );
+    // One app context per node, each with that node's own variables.
+    let contexts: Vec<&str> = cmd.split(" : ").collect();
+    assert_eq!(contexts.len(), 2, "{cmd}");
+    assert!(contexts[0].contains("-np 1 -H 192.168.177.11:1"), "{cmd}");
+    assert!(contexts[1].contains("-np 1 -H 192.168.177.12:1"), "{cmd}");
+    for c in &contexts {
+        assert!(c.contains("-x NCCL_IB_HCA=rocep1s0f1,roceP2p1s0f1"), "{c}");
+        assert!(c.contains("-x HF_HUB_OFFLINE=1"), "{c}");
+    }
+    let Launch::Container(worker) = &plan.job.nodes[1].launch else {
+        panic!("not a container")
+    };
+    assert_eq!(
+        worker.command.len(),
+        4,
+        "a worker runs only the entrypoint (sshd)"
+    );
+    assert_eq!(worker.env["SL_SSHD_LISTEN"], "192.168.177.12");
     assert!(
-        !cmd.contains(" -x "),
-        "no variable is copied from the head to the workers: {cmd}"
+        worker
+            .mounts
+            .iter()
+            .any(|m| m.source == "/etc/ssh" && m.read_only)
     );
     assert_eq!(
         head.env["SL_HOSTFILE"],

@@ -332,8 +332,9 @@ fn control_addr(ctx: &ApplyContext<'_>, node: &NodeName) -> Option<String> {
     env.get("VLLM_HOST_IP").cloned()
 }
 
-/// How a worker reaches the head for copies: ssh to the head's fabric address, the host key
-/// pinned under the head's name (`spark-launch trust` put it in each node's known hosts).
+/// How a worker reaches the head for copies: `ssh HEAD-NAME` (the `Host` block `spark-launch
+/// trust` wrote: user, port, key) at the head's fabric address, the host key pinned under the
+/// head's name in trust's known-hosts file (or the user's).
 pub fn head_hop(head: &NodeName, fabric_addr: &str) -> HeadAccess {
     HeadAccess::Ssh(vec![
         "-o".into(),
@@ -342,6 +343,8 @@ pub fn head_hop(head: &NodeName, fabric_addr: &str) -> HeadAccess {
         "StrictHostKeyChecking=yes".into(),
         "-o".into(),
         format!("HostKeyAlias={head}"),
+        "-o".into(),
+        "UserKnownHostsFile=~/.ssh/spark-launch_known_hosts ~/.ssh/known_hosts".into(),
         "-o".into(),
         "CheckHostIP=no".into(),
         "-o".into(),

@@ -7,8 +7,9 @@ use std::sync::Arc;
 use comfy_table::{Table, presets::UTF8_BORDERS_ONLY};
 
 use super::args::{TargetArgs, resolve};
-use super::cmd_serve::{head_access, hf_endpoint, hf_token, hub_error, node_paths};
+use super::cmd_serve::{hf_endpoint, hf_token, hub_error, node_paths};
 use super::{CmdResult, Context, Invalid, Outcome, print_json, print_out};
+use crate::apply::serving::head_hop;
 use crate::apply::shell::{NodeShell, SshShell};
 use crate::apply::stage::{self, StageNode, StageOptions, StageSpec, human_bytes};
 use crate::derive::derive;
@@ -169,12 +170,12 @@ async fn pull(args: PullArgs, ctx: &Context) -> CmdResult {
         )),
         None => step.ok(),
     }
-    let head_dest = pool.get(&names[0]).ok().and_then(|h| h.dest().cloned());
-    let (user, port, fallback_addr) = match head_dest {
-        Some(d) => (d.user, d.port, d.host),
-        None => (None, 22, names[0].to_string()),
-    };
-    let head_addr = head_addr.unwrap_or(fallback_addr);
+    let head_addr = head_addr.unwrap_or_else(|| {
+        pool.get(&names[0])
+            .ok()
+            .and_then(|h| h.dest().map(|d| d.host.clone()))
+            .unwrap_or_else(|| names[0].to_string())
+    });
     let node = |i: usize| StageNode {
         shell: shells[i].clone(),
         hf_home: paths
@@ -192,12 +193,7 @@ async fn pull(args: PullArgs, ctx: &Context) -> CmdResult {
         token,
         head: node(0),
         workers: (1..shells.len())
-            .map(|i| {
-                (
-                    node(i),
-                    head_access(&names[0], &head_addr, user.as_deref(), port),
-                )
-            })
+            .map(|i| (node(i), head_hop(&names[0], &head_addr)))
             .collect(),
         options: StageOptions {
             streams: args.streams,

@@ -208,29 +208,56 @@ pub async fn up(args: UpArgs, ctx: &Context) -> CmdResult {
     tracing::info!("profile {} from {}", loaded.profile.name, loaded.file);
     match request(&loaded.profile, &args.launch)? {
         Some(req) => cmd_serve::launch(req, &args.launch, ctx).await,
-        None => Err(anyhow::anyhow!(
-            "profile {} runs nccl-tests: run `spark-launch nccl-test{}` (nccl-test profiles are listed for reference; `up` starts serving profiles)",
-            loaded.profile.name,
-            nccl_flags(&loaded.profile)
-        ))
-        .invalid(),
+        None => super::cmd_nccl::test(nccl_args(&loaded.profile, &args.launch)?, ctx).await,
     }
 }
 
-fn nccl_flags(p: &Profile) -> String {
-    let mut s = String::new();
+/// `nccl-test`'s arguments for an nccl-test profile, with the launch flags on top.
+fn nccl_args(p: &Profile, flags: &LaunchFlags) -> Result<super::cmd_nccl::TestArgs, CmdError> {
+    #[derive(clap::Parser)]
+    struct Wrap {
+        #[command(flatten)]
+        args: super::cmd_nccl::TestArgs,
+    }
+    let mut argv: Vec<String> = vec!["nccl-test".into()];
     if let Some(n) = &p.nccl_test {
-        for op in &n.ops {
-            s.push_str(&format!(" --op {op}"));
+        if !n.ops.is_empty() {
+            argv.push(format!("--op={}", n.ops.join(",")));
         }
         if let Some(b) = &n.min_bytes {
-            s.push_str(&format!(" -b {b}"));
+            argv.push(format!("--min-bytes={b}"));
         }
         if let Some(e) = &n.max_bytes {
-            s.push_str(&format!(" -e {e}"));
+            argv.push(format!("--max-bytes={e}"));
+        }
+        if let Some(i) = n.iters {
+            argv.push(format!("--iters={i}"));
         }
     }
-    s
+    if let Some(image) = &p.image {
+        argv.push(format!("--image={image}"));
+    }
+    argv.push(format!("--gpus-per-node={}", p.gpus_per_node));
+    for (k, v) in &p.env {
+        argv.push(format!("--env={k}={v}"));
+    }
+    let mut args = <Wrap as clap::Parser>::try_parse_from(&argv)
+        .map_err(|e| anyhow::anyhow!("profile {}: {e}", p.name))
+        .invalid()?
+        .args;
+    args.target = flags.target.clone();
+    args.job = match &flags.job {
+        Some(j) => j.clone(),
+        None => crate::plan::JobName::new(p.name.clone()).invalid()?,
+    };
+    for e in &flags.env {
+        args.env.push((e.key.clone(), e.value.clone()));
+    }
+    args.launch.dry_run = flags.dry_run;
+    args.launch.keep = flags.keep_on_failure;
+    args.launch.gpus = flags.gpus;
+    args.launch.ulimits = flags.ulimits.clone();
+    Ok(args)
 }
 
 #[derive(serde::Serialize)]

@@ -10,7 +10,7 @@ use super::{CmdError, CmdResult, Context, Invalid, Outcome, print_json, print_ou
 use std::time::Duration;
 
 use crate::apply::shell::{NodeShell, SshShell};
-use crate::apply::stage::{self, HeadAccess};
+use crate::apply::stage;
 use crate::apply::{ApplyOptions, execute};
 use crate::derive::NodeInput;
 use crate::model::hub::HubError;
@@ -105,6 +105,12 @@ pub struct LaunchFlags {
 
     #[command(flatten)]
     pub target: TargetArgs,
+
+    /// TensorRT-LLM: where the nodes' sshd keeps its host keys, if not /etc/ssh: DIR for every
+    /// node, or NAME=DIR for one (repeat). Mounted read-only so the containers' sshd presents
+    /// the host keys `spark-launch trust` pinned.
+    #[arg(long = "host-keys", value_name = "[NAME=]DIR")]
+    pub host_keys: Vec<String>,
 }
 
 /// The model and shape, shared by `vllm` and `trtllm`.
@@ -352,6 +358,15 @@ pub async fn launch(mut req: ServeRequest, flags: &LaunchFlags, ctx: &Context) -
         .invalid();
     }
     let cluster = resolve(&flags.target, ctx).await?;
+    if !flags.host_keys.is_empty() {
+        let mut paths: BTreeMap<NodeName, NodePaths> = cluster
+            .nodes
+            .iter()
+            .map(|n| (n.name.clone(), req.serve().paths_of(&n.name)))
+            .collect();
+        apply_host_keys(&mut paths, &flags.host_keys)?;
+        req.serve_mut().paths = paths;
+    }
     if let Some(h) = &flags.hf_home {
         let paths = NodePaths {
             hf_home: h.clone(),
@@ -414,7 +429,9 @@ async fn run_live(
         shells.push(Arc::new(SshShell::new(pool.get(&n.name)?.clone())));
     }
     // 1. Where the cache is on each node (its user's home), then the model on the Hub.
-    req.serve_mut().paths = node_paths(&shells, flags.hf_home.as_deref()).await?;
+    let mut paths = node_paths(&shells, flags.hf_home.as_deref()).await?;
+    apply_host_keys(&mut paths, &flags.host_keys)?;
+    req.serve_mut().paths = paths;
     let step = ctx.reporter.step(&format!("Resolve {}", req.serve().model));
     match stage::resolve_on_head(
         shells[0].clone(),
@@ -614,12 +631,39 @@ pub async fn node_paths(
                     .map(str::to_string)
                     .unwrap_or_else(|| format!("{home}/.cache/huggingface")),
                 ssh_dir: format!("{home}/.ssh"),
+                ..NodePaths::default()
             })
         }
     })
     .await;
     let ok = crate::apply::all_ok(results).map_err(|f| anyhow::anyhow!("{f}"))?;
     Ok(ok.into_iter().collect())
+}
+
+/// `--host-keys DIR` (every node) or `NAME=DIR` (one node).
+fn apply_host_keys(
+    paths: &mut BTreeMap<NodeName, NodePaths>,
+    host_keys: &[String],
+) -> Result<(), CmdError> {
+    for h in host_keys {
+        match h.split_once('=') {
+            Some((name, dir)) => {
+                let Some(p) = paths
+                    .iter_mut()
+                    .find(|(n, _)| n.as_str() == name)
+                    .map(|(_, p)| p)
+                else {
+                    return Err(anyhow::anyhow!(
+                        "--host-keys names no node of the job: {name}"
+                    ))
+                    .invalid();
+                };
+                p.host_keys = dir.to_string();
+            }
+            None => paths.values_mut().for_each(|p| p.host_keys = h.clone()),
+        }
+    }
+    Ok(())
 }
 
 /// `HF_TOKEN` (or the older `HUGGING_FACE_HUB_TOKEN`), else the token `hf auth login` saved.
@@ -659,35 +703,6 @@ pub fn hub_error(e: HubError) -> CmdResult {
         | HubError::NoRevision { .. } => Err(e).invalid(),
         other => Err(anyhow::anyhow!(other).into()),
     }
-}
-
-/// How each worker reaches the head for the copy: ssh to the head's control-plane (fabric)
-/// address, the host key pinned under the head's name.
-pub fn head_access(head: &NodeName, head_addr: &str, user: Option<&str>, port: u16) -> HeadAccess {
-    let mut args: Vec<String> = [
-        "-o",
-        "BatchMode=yes",
-        "-o",
-        "StrictHostKeyChecking=yes",
-        "-o",
-        "CheckHostIP=no",
-        "-o",
-        "Compression=no",
-        "-o",
-        "ConnectTimeout=10",
-        "-o",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    args.push(format!("HostKeyAlias={head}"));
-    args.extend(["-o".to_string(), format!("Ciphers={}", crate::ssh::CIPHERS)]);
-    args.extend(["-p".to_string(), port.to_string()]);
-    if let Some(u) = user {
-        args.extend(["-l".to_string(), u.to_string()]);
-    }
-    args.push(head_addr.to_string());
-    HeadAccess::Ssh(args)
 }
 
 fn quote_argv(argv: &[String]) -> String {

@@ -2,14 +2,18 @@
 //! trtllm-llmapi-launch trtllm-serve` from the head container, with the LLM-API options file
 //! generated from flags and profiles.
 //!
-//! SSH between containers uses the nodes' own identities, as `spark-launch trust` set them up:
-//! each container's sshd presents its node's host key (mounted read-only) and accepts the keys
-//! in its node user's `authorized_keys`; the head's ssh client uses its node user's key and
-//! checks host keys against the known hosts `trust` pinned by node name (`HostKeyAlias`), never
-//! `StrictHostKeyChecking no`. Each container writes its own derived environment to
-//! `~/.ssh/environment` (sshd `PermitUserEnvironment`), so every MPI rank runs with the
-//! variables of the node it runs on — `mpirun -x` would copy the head's interface names to
-//! every worker.
+//! The containers use the same entrypoint as the nccl-tests image (`images/nccl-tests/
+//! sl-entrypoint`, embedded here and run with `sh -c`, since NVIDIA's TensorRT-LLM image does
+//! not carry it): sshd on the node's own control-plane address only, presenting the node's
+//! host key (`/etc/ssh` mounted read-only), accepting the node user's `authorized_keys`; the
+//! head's ssh client uses the node user's key and accepts only the host keys `spark-launch
+//! trust` pinned by node name (`HostKeyAlias`), never `StrictHostKeyChecking no`. Workers run
+//! sshd as their one process; the head waits until every worker's sshd answers (`sl-wait-ssh`,
+//! embedded too), writes the hostfile and the options file, then runs `mpirun`.
+//!
+//! Every node is its own MPI app context (`-np G -H addr:G -x VAR=value … : …`), so each rank
+//! runs with the variables derived for the node it runs on — never the head's interface names
+//! on a worker.
 //!
 //! Pure: options and facts in, a `ServePlan` out.
 
@@ -25,13 +29,18 @@ use crate::derive::NodeInput;
 use crate::node::{NodeName, Role};
 use crate::plan::spec::Mount;
 use crate::plan::{JobPlan, Launch, NodePlan, NodePorts, RuntimeKind, Step};
+use crate::workload::nccl_test::{HOST_SSH_MOUNT, USER_SSH_MOUNT};
 
 pub const DEFAULT_PORT: u16 = 8355;
 pub const DEFAULT_SSH_PORT: u16 = 2233;
-/// Where spark-launch's files live inside the containers.
-pub const RUN_DIR: &str = "/run/spark-launch";
-const HOST_SSH: &str = "/run/spark-launch/host-ssh";
-const HOST_KEYS: &str = "/run/spark-launch/host-keys";
+/// Where spark-launch's files live inside the containers (the entrypoint's `SL_STATE`).
+pub const RUN_DIR: &str = "/etc/spark-launch";
+/// The nccl-tests image's entrypoint: sshd with the node's identity, the ssh client config.
+pub const SL_ENTRYPOINT: &str = include_str!("../../images/nccl-tests/sl-entrypoint");
+/// Waits until `ssh ADDR true` works for every worker.
+pub const SL_WAIT_SSH: &str = include_str!("../../images/nccl-tests/sl-wait-ssh");
+/// How long the head waits for each worker's sshd.
+pub const SSH_WAIT_S: u64 = 180;
 
 /// The LLM-API options (`--extra_llm_api_options FILE`), as NVIDIA's DGX Spark playbook sets
 /// them unless told otherwise.
@@ -130,55 +139,30 @@ pub struct TrtllmOptions {
     pub max_num_tokens: Option<u32>,
 }
 
-/// Every container's start: sshd with the node's identities. Workers then block; the head
-/// waits for every worker's sshd and runs `"$@"` (mpirun).
-const ENTRY_SH: &str = r#"set -eu
-D=/run/spark-launch
-mkdir -p "$D" /run/sshd /root/.ssh
-chmod 700 /root/.ssh
-SSHD=$(command -v sshd || echo /usr/sbin/sshd)
-[ -x "$SSHD" ] || { echo "spark-launch: ERROR this image has no sshd (openssh-server): MPI between containers needs it; use an image that has it" >&2; exit 1; }
-for f in id_ed25519 id_ecdsa id_rsa; do
-  [ -f "$SL_HOST_SSH/$f" ] && install -m 600 "$SL_HOST_SSH/$f" "/root/.ssh/$f"
-done
-[ -f "$SL_HOST_SSH/authorized_keys" ] || { echo "spark-launch: ERROR no $SL_HOST_SSH/authorized_keys: run spark-launch trust" >&2; exit 1; }
-install -m 600 "$SL_HOST_SSH/authorized_keys" /root/.ssh/authorized_keys
-cat "$SL_HOST_SSH"/known_hosts* > /root/.ssh/known_hosts 2>/dev/null || :
-env | grep -E '^(NCCL_|UCX_|OMPI_|GLOO_|TP_|MASTER_|HF_|CUDA_|TRTLLM_|TLLM_|PATH=|LD_LIBRARY_PATH=)' > /root/.ssh/environment || :
-cat > "$D/sshd_config" <<EOF
-Port $SL_SSH_PORT
-ListenAddress $SL_SSH_LISTEN
-HostKey $SL_HOST_KEYS/ssh_host_ed25519_key
-PermitRootLogin prohibit-password
-PubkeyAuthentication yes
-PasswordAuthentication no
-KbdInteractiveAuthentication no
-AuthorizedKeysFile /root/.ssh/authorized_keys
-PermitUserEnvironment yes
-UsePAM no
-PidFile $D/sshd.pid
-EOF
-"$SSHD" -f "$D/sshd_config" -E "$D/sshd.log"
-echo "spark-launch: sshd listening on $SL_SSH_LISTEN:$SL_SSH_PORT"
-if [ -n "${SL_WORKERS:-}" ]; then
-  printf '%s\n' "$SL_HOSTFILE" > "$D/hostfile"
-  printf '%s\n' "$SL_SSH_CONFIG" > "$D/ssh_config"
-  printf '%s\n' "$SL_LLM_API_OPTIONS" > "$D/extra-llm-api-options.yaml"
-  for h in $SL_WORKERS; do
-    n=0
-    until ssh -F "$D/ssh_config" -o ConnectTimeout=5 "$h" true 2>"$D/ssh.err"; do
-      n=$((n + 1))
-      if [ "$n" -ge 90 ]; then
-        echo "spark-launch: ERROR cannot ssh from the head container to $h:$SL_SSH_PORT: $(tail -n1 "$D/ssh.err")" >&2
-        exit 1
-      fi
-      sleep 2
-    done
-    echo "spark-launch: $h answers on ssh port $SL_SSH_PORT"
-  done
-fi
+/// The head's part after the entrypoint set up sshd and the client: wait for the workers,
+/// write the hostfile and the options file, run `"$@"` (mpirun).
+const HEAD_SH: &str = r#"set -eu
+mkdir -p /etc/spark-launch
+printf '%s\n' "$SL_HOSTFILE" > /etc/spark-launch/hostfile
+printf '%s\n' "$SL_LLM_API_OPTIONS" > /etc/spark-launch/extra-llm-api-options.yaml
+printf '%s\n' "$SL_WAIT_SSH" > /etc/spark-launch/sl-wait-ssh
+export LD_LIBRARY_PATH="${LD_LIBRARY_PATH-}"
+sh /etc/spark-launch/sl-wait-ssh "$SL_SSH_WAIT" $SL_WORKERS || { echo "spark-launch: ERROR the workers' sshd did not answer" >&2; exit 3; }
 exec "$@"
 "#;
+
+/// The variables every rank needs from its node's derived environment and the container's:
+/// NCCL's, UCX's, the Hugging Face cache's, TensorRT-LLM's, CUDA's.
+fn rank_env(env: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+    env.iter()
+        .filter(|(k, _)| {
+            ["NCCL_", "UCX_", "HF_", "TRTLLM_", "TLLM_", "CUDA_"]
+                .iter()
+                .any(|p| k.starts_with(p))
+        })
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
+}
 
 /// Plans a TensorRT-LLM job on the first nodes that fit `tp × pp`.
 pub fn plan(opts: &TrtllmOptions, nodes: &[NodeInput]) -> Result<ServePlan, ServeRefusal> {
@@ -240,23 +224,19 @@ pub fn plan(opts: &TrtllmOptions, nodes: &[NodeInput]) -> Result<ServePlan, Serv
         .iter()
         .map(|e| format!("{} slots={}", e.control.addr, o.gpus_per_node))
         .collect();
-    let ssh_config: Vec<String> = sel.env.nodes[1..]
-        .iter()
-        .map(|e| {
-            format!(
-                "Host {addr}\n  HostKeyAlias {name}\n  Port {port}\n  User root\n  BatchMode yes\n  StrictHostKeyChecking yes\n  UserKnownHostsFile /root/.ssh/known_hosts",
-                addr = e.control.addr,
-                name = e.name,
-                port = opts.ssh_port
-            )
-        })
-        .collect();
     let workers: Vec<String> = sel.env.nodes[1..]
         .iter()
         .map(|e| e.control.addr.to_string())
         .collect();
+    let peers: Vec<String> = sel
+        .env
+        .nodes
+        .iter()
+        .map(|e| format!("{}={}", e.name, e.control.addr))
+        .collect();
 
-    let mut node_plans = Vec::new();
+    // Every node's container, then the head's mpirun from their environments.
+    let mut specs = Vec::new();
     for (input, env) in sel.inputs.iter().zip(&sel.env.nodes) {
         let mut spec = container(o, Engine::Trtllm, env, input, &mut notes);
         spec.env.insert("OMPI_ALLOW_RUN_AS_ROOT".into(), "1".into());
@@ -266,9 +246,11 @@ pub fn plan(opts: &TrtllmOptions, nodes: &[NodeInput]) -> Result<ServePlan, Serv
             spec.env
                 .insert("SL_LLM_API_OPTIONS".into(), opts.llm_api.to_yaml());
             spec.command = vec![
-                "bash".into(),
+                "sh".into(),
                 "-c".into(),
-                "mkdir -p /run/spark-launch && printf '%s\\n' \"$SL_LLM_API_OPTIONS\" > /run/spark-launch/extra-llm-api-options.yaml && exec \"$@\"".into(),
+                format!(
+                    "mkdir -p {RUN_DIR} && printf '%s\\n' \"$SL_LLM_API_OPTIONS\" > {RUN_DIR}/extra-llm-api-options.yaml && exec \"$@\""
+                ),
                 "spark-launch-trtllm".into(),
             ];
             spec.command.extend(serve_args.clone());
@@ -276,56 +258,97 @@ pub fn plan(opts: &TrtllmOptions, nodes: &[NodeInput]) -> Result<ServePlan, Serv
             let paths = o.paths_of(&env.name);
             spec.mounts.push(Mount {
                 source: paths.ssh_dir.clone(),
-                target: HOST_SSH.to_string(),
+                target: USER_SSH_MOUNT.to_string(),
                 read_only: true,
             });
             spec.mounts.push(Mount {
-                source: "/etc/ssh/ssh_host_ed25519_key".to_string(),
-                target: format!("{HOST_KEYS}/ssh_host_ed25519_key"),
+                source: paths.host_keys.clone(),
+                target: HOST_SSH_MOUNT.to_string(),
                 read_only: true,
             });
-            spec.env.insert("SL_HOST_SSH".into(), HOST_SSH.into());
-            spec.env.insert("SL_HOST_KEYS".into(), HOST_KEYS.into());
             spec.env
-                .insert("SL_SSH_PORT".into(), opts.ssh_port.to_string());
+                .insert("SL_SSHD_PORT".into(), opts.ssh_port.to_string());
             spec.env
-                .insert("SL_SSH_LISTEN".into(), env.control.addr.to_string());
-            let mut command = vec!["bash".to_string(), "-c".to_string(), ENTRY_SH.to_string()];
-            if env.role == Role::Head {
-                spec.env.insert("SL_WORKERS".into(), workers.join(" "));
-                spec.env.insert("SL_HOSTFILE".into(), hostfile.join("\n"));
-                spec.env
-                    .insert("SL_SSH_CONFIG".into(), ssh_config.join("\n"));
-                spec.env
-                    .insert("SL_LLM_API_OPTIONS".into(), opts.llm_api.to_yaml());
-                command.push("spark-launch-trtllm-head".to_string());
-                command.extend([
-                    "mpirun".to_string(),
-                    "--allow-run-as-root".to_string(),
-                    "-np".to_string(),
-                    o.world().to_string(),
-                    "--hostfile".to_string(),
-                    format!("{RUN_DIR}/hostfile"),
-                    "--mca".to_string(),
-                    "plm_rsh_args".to_string(),
-                    format!("-F {RUN_DIR}/ssh_config"),
-                    "--bind-to".to_string(),
-                    "none".to_string(),
-                    "trtllm-llmapi-launch".to_string(),
-                ]);
-                command.extend(serve_args.clone());
-            } else {
-                command.push("spark-launch-trtllm-worker".to_string());
-                command.extend(["sleep".to_string(), "infinity".to_string()]);
-            }
-            spec.command = command;
+                .insert("SL_SSHD_LISTEN".into(), env.control.addr.to_string());
+            spec.env.insert("SL_PEERS".into(), peers.join(" "));
+            spec.env
+                .insert("SL_USER_SSH".into(), USER_SSH_MOUNT.to_string());
+            spec.env
+                .insert("SL_HOST_SSH".into(), HOST_SSH_MOUNT.to_string());
+            spec.env.insert("SL_STATE".into(), RUN_DIR.to_string());
+            spec.command = vec![
+                "sh".to_string(),
+                "-c".to_string(),
+                SL_ENTRYPOINT.to_string(),
+                "sl-entrypoint".to_string(),
+            ];
         }
-        node_plans.push(NodePlan {
+        specs.push((env, spec));
+    }
+    if n > 1 {
+        let subnets = control_subnets(&sel.inputs, &sel.env);
+        let mut argv = vec![
+            "mpirun".to_string(),
+            "--allow-run-as-root".to_string(),
+            "--hostfile".to_string(),
+            format!("{RUN_DIR}/hostfile"),
+            "--bind-to".to_string(),
+            "none".to_string(),
+            "--mca".to_string(),
+            "plm_rsh_args".to_string(),
+            format!("-p {}", opts.ssh_port),
+        ];
+        if !subnets.is_empty() {
+            let list = subnets.join(",");
+            argv.extend(["--mca".into(), "oob_tcp_if_include".into(), list.clone()]);
+            argv.extend(["--mca".into(), "btl_tcp_if_include".into(), list]);
+        }
+        for (i, (env, spec)) in specs.iter().enumerate() {
+            if i > 0 {
+                argv.push(":".to_string());
+            }
+            argv.extend([
+                "-np".to_string(),
+                o.gpus_per_node.to_string(),
+                "-H".to_string(),
+                format!("{}:{}", env.control.addr, o.gpus_per_node),
+                "-x".to_string(),
+                "PATH".to_string(),
+                "-x".to_string(),
+                "LD_LIBRARY_PATH".to_string(),
+            ]);
+            for (k, v) in rank_env(&spec.env) {
+                argv.extend(["-x".to_string(), format!("{k}={v}")]);
+            }
+            argv.push("trtllm-llmapi-launch".to_string());
+            argv.extend(serve_args.iter().cloned());
+        }
+        if let Some((_, head)) = specs.first_mut() {
+            head.env.insert("SL_WORKERS".into(), workers.join(" "));
+            head.env.insert("SL_HOSTFILE".into(), hostfile.join("\n"));
+            head.env
+                .insert("SL_LLM_API_OPTIONS".into(), opts.llm_api.to_yaml());
+            head.env
+                .insert("SL_WAIT_SSH".into(), SL_WAIT_SSH.to_string());
+            head.env
+                .insert("SL_SSH_WAIT".into(), SSH_WAIT_S.to_string());
+            head.command.extend([
+                "sh".to_string(),
+                "-c".to_string(),
+                HEAD_SH.to_string(),
+                "spark-launch-trtllm-head".to_string(),
+            ]);
+            head.command.extend(argv);
+        }
+    }
+    let node_plans: Vec<NodePlan> = specs
+        .into_iter()
+        .map(|(env, spec)| NodePlan {
             node: env.name.clone(),
             role: env.role,
             launch: Launch::Container(spec),
-        });
-    }
+        })
+        .collect();
 
     let head_name = used[0].clone();
     let mut steps = vec![Step::CheckPorts {
@@ -391,6 +414,32 @@ pub fn plan(opts: &TrtllmOptions, nodes: &[NodeInput]) -> Result<ServePlan, Serv
             steps,
         },
     })
+}
+
+/// The control-plane subnets of the nodes (CIDR), for Open MPI's own interface choice: the
+/// same on every node, unlike interface names.
+fn control_subnets(inputs: &[NodeInput], env: &crate::derive::ClusterEnv) -> Vec<String> {
+    let mut out: Vec<String> = inputs
+        .iter()
+        .zip(&env.nodes)
+        .filter_map(|(input, e)| {
+            e.control
+                .fabric_subnet
+                .or_else(|| {
+                    input
+                        .facts
+                        .interface(&e.control.iface)?
+                        .ipv4
+                        .iter()
+                        .find(|a| a.addr == e.control.addr)
+                        .map(|a| a.subnet())
+                })
+                .map(|s| s.to_string())
+        })
+        .collect();
+    out.sort();
+    out.dedup();
+    out
 }
 
 /// Problems for flags in `args` that spark-launch sets itself.
