@@ -14,7 +14,10 @@ use std::path::PathBuf;
 use std::process::Output;
 
 use hub_standin::{HubStandin, tiny_repo};
-use sim_serving::{container_log, containers, hosts, remove_job, standin_on_every_node, trust_all};
+use sim_serving::{
+    container_log, containers, host_keys_dir, hosts, remove_job, standin_on_every_node,
+    trtllm_standin_on_every_node, trust_all,
+};
 use support::{SimNet, describe, stderr, stdout};
 
 const MODEL: &str = "spark-test/tiny";
@@ -345,4 +348,78 @@ fn attached_the_job_serves_until_ctrl_c_then_every_node_is_stopped() {
     };
     assert!(status.success() || status.code() == Some(130), "{status:?}");
     gone(&c, job);
+}
+
+#[test]
+fn trtllm_serves_across_two_nodes_with_mpirun_between_their_containers() {
+    let net = SimNet::builder(2).services("sshd,dockerd").tag("l").up();
+    trust_all(&net);
+    let image = format!("{}trtllm:test", net.prefix());
+    trtllm_standin_on_every_node(&net, &image);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let netns = PathBuf::from("/var/run/netns").join(format!("{}n1", net.prefix()));
+    let hub = rt.block_on(HubStandin::start_in_netns(
+        vec![tiny_repo(MODEL, 200_000)],
+        &netns,
+    ));
+    let job = "sl7trt";
+    let h = hosts(&net);
+    let keys: Vec<String> = (1..=2)
+        .map(|i| format!("{}={}", net.hostname(i), host_keys_dir(&net, i).display()))
+        .collect();
+    let out = net.spark_launch_with(
+        1,
+        &[
+            "trtllm",
+            MODEL,
+            "--tp",
+            "2",
+            "--job",
+            job,
+            "-d",
+            "--timeout",
+            "180",
+            "--hosts",
+            &h,
+            "--image",
+            &image,
+            "--gpus",
+            "none",
+            "--ulimit",
+            "memlock=8388608",
+            "--ulimit",
+            "nofile=16384",
+            "--host-keys",
+            &keys[0],
+            "--host-keys",
+            &keys[1],
+        ],
+        &[("HF_ENDPOINT", hub.url.as_str())],
+        None,
+    );
+    assert!(out.status.success(), "{}", describe(&out));
+    assert!(
+        stdout(&out).contains(&format!("ready: http://{}:8355/v1", net.mgmt_addr(1))),
+        "{}",
+        describe(&out)
+    );
+    // mpirun ran one rank in each node's container, each with its own node's variables.
+    let log = container_log(&net, 1, &format!("sl-{job}-{}", net.hostname(1)));
+    for i in 1..=2 {
+        assert!(
+            log.contains(&format!(
+                "on {} NCCL_IB_HCA=rocep1s0f1,roceP2p1s0f1 NCCL_SOCKET_IFNAME=enp1s0f1np1 HF_HUB_OFFLINE=1",
+                net.hostname(i)
+            )),
+            "rank on n{i} missing:\n{log}"
+        );
+    }
+    assert!(
+        log.contains("Uvicorn running on http://0.0.0.0:8355"),
+        "{log}"
+    );
+    remove_job(&net, job);
 }

@@ -144,3 +144,65 @@ pub fn remove_job(net: &SimNet, job: &str) {
             .output();
     }
 }
+
+/// The TensorRT-LLM stand-in (tests/standin/trtllm) on every node: issue 5's nccl-tests
+/// stand-in built on node 1 (tests/harness/nccl-standin), the trtllm stand-ins added with
+/// `docker build`, then the same image loaded on every other node.
+pub fn trtllm_standin_on_every_node(net: &SimNet, tag: &str) {
+    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let sock = docker_socket(net, 1);
+    let out = Command::new("bash")
+        .arg(repo.join("tests/harness/nccl-standin"))
+        .arg("build")
+        .arg(&sock)
+        .output()
+        .expect("run tests/harness/nccl-standin");
+    assert!(
+        out.status.success(),
+        "the nccl-tests stand-in could not be built (debootstrap, docker, the Debian mirror): {}",
+        describe(&out)
+    );
+    let base = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let out = Command::new("docker")
+        .args(["-H", &format!("unix://{}", sock.display())])
+        .args([
+            "build",
+            "-q",
+            "--build-arg",
+            &format!("BASE={base}"),
+            "-t",
+            tag,
+        ])
+        .arg(repo.join("tests/standin/trtllm"))
+        .output()
+        .expect("docker build");
+    assert!(
+        out.status.success(),
+        "docker build {tag}: {}",
+        describe(&out)
+    );
+    for i in 2..=net.len() {
+        let script = format!(
+            "docker -H unix://{} save {tag} | docker -H unix://{} load -q",
+            sock.display(),
+            docker_socket(net, i).display()
+        );
+        let out = Command::new("bash")
+            .args(["-o", "pipefail", "-c", &script])
+            .output()
+            .expect("docker save | docker load");
+        assert!(
+            out.status.success(),
+            "load {tag} on n{i}: {}",
+            describe(&out)
+        );
+    }
+}
+
+/// Where simnet keeps node `i`'s sshd host keys (its `/etc/ssh` is the host's).
+pub fn host_keys_dir(net: &SimNet, i: usize) -> PathBuf {
+    support::simnet_root()
+        .join(net.prefix())
+        .join(format!("n{i}"))
+        .join("state")
+}
