@@ -40,7 +40,9 @@ pub async fn run(args: Args, ctx: &Context) -> CmdResult {
         .clone()
         .unwrap_or_else(default_profiles_dir);
     let loaded = find(&args.profile, &dir, &args.sets)?;
-    let Some(req) = request(&loaded.profile, &args.launch)? else {
+    let mut flags = args.launch.clone();
+    flags.gpus_per_node = Some(loaded.profile.gpus_per_node);
+    let Some(req) = request(&loaded.profile, &flags)? else {
         return Err(anyhow::anyhow!(
             "profile {} runs nccl-tests, which needs mpirun across nodes rather than compose",
             loaded.profile.name

@@ -206,8 +206,11 @@ pub async fn up(args: UpArgs, ctx: &Context) -> CmdResult {
         .unwrap_or_else(default_profiles_dir);
     let loaded = find(&args.profile, &dir, &args.sets)?;
     tracing::info!("profile {} from {}", loaded.profile.name, loaded.file);
-    match request(&loaded.profile, &args.launch)? {
-        Some(req) => cmd_serve::launch(req, &args.launch, ctx).await,
+    // The profile's shape holds: its gpus_per_node, not the drivers' count.
+    let mut flags = args.launch.clone();
+    flags.gpus_per_node = Some(loaded.profile.gpus_per_node);
+    match request(&loaded.profile, &flags)? {
+        Some(req) => cmd_serve::launch(req, &flags, ctx).await,
         None => super::cmd_nccl::test(nccl_args(&loaded.profile, &args.launch)?, ctx).await,
     }
 }

@@ -95,9 +95,9 @@ pub struct LaunchFlags {
     #[arg(long = "ulimit", value_name = "NAME=SOFT[:HARD]")]
     pub ulimits: Vec<Ulimit>,
 
-    /// GPUs per node (1 on a DGX Spark).
-    #[arg(long, default_value_t = 1, value_name = "N")]
-    pub gpus_per_node: u32,
+    /// GPUs per node [default: as the nodes' NVIDIA driver lists them, else 1 (a DGX Spark)].
+    #[arg(long, value_name = "N")]
+    pub gpus_per_node: Option<u32>,
 
     /// GPUs given to each container: all (default), none, or a count.
     #[arg(long, value_name = "none|all|N")]
@@ -278,7 +278,7 @@ pub fn serve_options(
         port: m.port.unwrap_or(default_port),
         tp: m.tp,
         pp: m.pp,
-        gpus_per_node: flags.gpus_per_node,
+        gpus_per_node: flags.gpus_per_node.unwrap_or(1),
         engine_args: extra.to_vec(),
         env: flags
             .env
@@ -358,6 +358,16 @@ pub async fn launch(mut req: ServeRequest, flags: &LaunchFlags, ctx: &Context) -
         .invalid();
     }
     let cluster = resolve(&flags.target, ctx).await?;
+    if flags.gpus_per_node.is_none() {
+        match crate::workload::serve::gpus_from_facts(&cluster.nodes) {
+            Ok(Some(n)) => req.serve_mut().gpus_per_node = n,
+            Ok(None) => {}
+            Err(p) => {
+                close(cluster).await;
+                return refuse(ServeRefusal { problems: vec![p] }, ctx);
+            }
+        }
+    }
     if !flags.host_keys.is_empty() {
         let mut paths: BTreeMap<NodeName, NodePaths> = cluster
             .nodes

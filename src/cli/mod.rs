@@ -155,14 +155,6 @@ impl<T, E: Into<anyhow::Error>> Invalid<T> for Result<T, E> {
 
 pub type CmdResult = Result<Outcome, CmdError>;
 
-/// A command a later issue builds; answers exit 1 for now.
-pub(crate) fn not_yet(what: &str) -> CmdResult {
-    Err(CmdError {
-        code: 1,
-        error: anyhow::anyhow!("`spark-launch {what}` is not yet implemented"),
-    })
-}
-
 /// Entry point of the binary.
 pub fn main() -> ExitCode {
     // Started by ssh as the askpass helper of `trust`'s first contact: answer and leave.

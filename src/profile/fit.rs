@@ -1,9 +1,9 @@
 //! Can this cluster run a profile? Node count and memory per node, from probed facts.
 //!
 //! Memory: a DGX Spark's GB10 shares one pool between CPU and GPU (unified memory), so its
-//! `MemTotal` is what a model's share must fit in; that is assumed for aarch64 nodes with the
-//! NVIDIA driver loaded. Other GPUs' memory is not probed yet, so their fit is "unknown",
-//! never a guess. Pure.
+//! `MemTotal` is what a model's share must fit in (a node whose driver lists a GB10, or an
+//! aarch64 node with the NVIDIA driver but no GPU list). Other GPUs' memory is not probed, so
+//! their fit is "unknown", never a guess. Pure.
 
 use serde::Serialize;
 
@@ -22,7 +22,15 @@ pub struct Capacity {
 /// A node's capacity from its facts.
 pub fn capacity(node: &NodeInput) -> Capacity {
     let f = &node.facts;
-    let unified = f.arch.as_deref() == Some("aarch64") && f.host.nvidia_driver.is_some();
+    let gb10 = f
+        .host
+        .gpus
+        .iter()
+        .any(|g| g.model.as_deref().is_some_and(|m| m.contains("GB10")));
+    let unified = gb10
+        || (f.host.gpus.is_empty()
+            && f.arch.as_deref() == Some("aarch64")
+            && f.host.nvidia_driver.is_some());
     Capacity {
         node: node.name.clone(),
         memory_gib: if unified {

@@ -245,6 +245,35 @@ pub fn nodes_needed(
     Ok(needed)
 }
 
+/// GPUs per node as the nodes' drivers list them: the count when every node reports the same
+/// one, `None` when no node reports GPUs (snapshots without the driver's list), an error naming
+/// the counts when they differ.
+pub fn gpus_from_facts(nodes: &[NodeInput]) -> Result<Option<u32>, Problem> {
+    let counts: Vec<(String, usize)> = nodes
+        .iter()
+        .map(|n| (n.name.to_string(), n.facts.host.gpus.len()))
+        .collect();
+    let known: Vec<&(String, usize)> = counts.iter().filter(|(_, c)| *c > 0).collect();
+    let Some((_, first)) = known.first() else {
+        return Ok(None);
+    };
+    if known.len() == counts.len() && known.iter().all(|(_, c)| c == first) {
+        return Ok(Some(*first as u32));
+    }
+    Err(Problem {
+        problem: format!(
+            "the nodes do not list the same number of GPUs ({})",
+            counts
+                .iter()
+                .map(|(n, c)| format!("{n}: {c}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        fix: "say how many GPUs each node serves with: --gpus-per-node N (every node uses N)"
+            .into(),
+    })
+}
+
 /// The serving nodes (the first `needed`, head first) with their derived environment.
 pub struct Selected {
     pub inputs: Vec<NodeInput>,
@@ -420,6 +449,31 @@ mod tests {
         assert!(p.problem.contains("needs 4 nodes"), "{p}");
         assert!(p.fix.contains("at most 2 GPUs"), "{p}");
         assert!(nodes_needed(0, 1, 1, 2).is_err());
+    }
+
+    #[test]
+    fn gpus_per_node_come_from_the_drivers_when_every_node_agrees() {
+        use crate::probe::facts::GpuFacts;
+        let node = |name: &str, gpus: usize| {
+            let mut facts: crate::probe::NodeFacts = serde_json::from_value(serde_json::json!({
+                "hostname": name, "arch": null, "interfaces": [], "rdma_devices": [], "routes": []
+            }))
+            .unwrap();
+            facts.host.gpus = (0..gpus)
+                .map(|i| GpuFacts {
+                    bus: format!("0000:0{i}:00.0"),
+                    model: Some("NVIDIA GB10".into()),
+                })
+                .collect();
+            NodeInput {
+                name: NodeName::new(name).unwrap(),
+                facts,
+            }
+        };
+        assert_eq!(gpus_from_facts(&[node("a", 1), node("b", 1)]), Ok(Some(1)));
+        assert_eq!(gpus_from_facts(&[node("a", 0), node("b", 0)]), Ok(None));
+        let p = gpus_from_facts(&[node("a", 1), node("b", 2)]).unwrap_err();
+        assert!(p.problem.contains("a: 1, b: 2"), "{p}");
     }
 
     #[test]
