@@ -399,7 +399,7 @@ async fn stage_node(
         fetched?;
     }
     if !plan.is_noop() {
-        finalize(shell, dir, &plan).await?;
+        finalize(shell, dir, &plan, opts.hash_jobs).await?;
     }
     Ok(NodeStaged {
         node: name,
@@ -523,31 +523,65 @@ fn fetch_error(
     }
 }
 
-async fn finalize(shell: &dyn NodeShell, dir: &str, plan: &StagePlan) -> Result<(), StageError> {
-    let out = shell
-        .run(
-            &script::finalize(dir),
-            finalize_input(plan).into_bytes(),
-            None,
-        )
-        .await?;
+/// Checks every fetched file's hash (in `jobs` parallel groups balanced by bytes: verifying a
+/// 140 GB model one file after the other would take minutes), renames it into place, writes
+/// links and texts.
+async fn finalize(
+    shell: &dyn NodeShell,
+    dir: &str,
+    plan: &StagePlan,
+    jobs: usize,
+) -> Result<(), StageError> {
+    let n = jobs.max(1).min(plan.fetch.len().max(1));
+    let mut parts: Vec<(u64, StagePlan)> = vec![(0, StagePlan::default()); n];
+    let mut files = plan.fetch.clone();
+    files.sort_by_key(|f| std::cmp::Reverse(f.size));
+    for f in files {
+        if let Some((load, part)) = parts.iter_mut().min_by_key(|(load, _)| *load) {
+            *load += f.size;
+            part.fetch.push(f);
+        }
+    }
+    parts[0].1.links = plan.links.clone();
+    parts[0].1.texts = plan.texts.clone();
+    let script = script::finalize(dir);
+    let outs: Vec<Result<super::shell::ShellOutput, ShellError>> = stream::iter(parts)
+        .map(|(_, part)| {
+            let script = &script;
+            async move {
+                shell
+                    .run(script, finalize_input(&part).into_bytes(), None)
+                    .await
+            }
+        })
+        .buffer_unordered(n)
+        .collect()
+        .await;
     let mut bad = Vec::new();
-    for line in out.stdout.lines() {
-        if let FinalLine::Bad { path, got } = parse_final_line(line) {
-            bad.push(format!("{path}: got {got}"));
+    let mut failed = None;
+    for out in outs {
+        let out = out?;
+        for line in out.stdout.lines() {
+            if let FinalLine::Bad { path, got } = parse_final_line(line) {
+                bad.push(format!("{path}: got {got}"));
+            }
+        }
+        if !out.success() && failed.is_none() {
+            failed = Some(format!("exit {}: {}", out.status, out.stderr_tail.trim()));
         }
     }
     if !bad.is_empty() {
+        bad.sort();
         return Err(StageError::Verify {
             node: shell.node().clone(),
             bad,
         });
     }
-    if !out.success() {
+    if let Some(cause) = failed {
         return Err(StageError::Finalize {
             node: shell.node().clone(),
             dir: dir.to_string(),
-            cause: format!("exit {}: {}", out.status, out.stderr_tail.trim()),
+            cause,
         });
     }
     Ok(())
