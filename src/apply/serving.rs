@@ -19,7 +19,7 @@ use super::phase::{Phase, PhaseError};
 use super::shell::{LocalShell, NodeShell, ShellError, ShellOutput};
 use super::stage::{self, HeadAccess, StageNode, StageOptions, StageSpec};
 use crate::model::hub::HubError;
-use crate::model::{CONTAINER_HF_HOME, DEFAULT_ENDPOINT, ModelSource, script::quote};
+use crate::model::{CONTAINER_HF_HOME, ModelSource, script::quote};
 use crate::node::NodeName;
 use crate::plan::{Launch, NodePorts, RayMember, Step};
 use crate::runtime::{NodeRuntime, Reach, RuntimeError};
@@ -391,11 +391,8 @@ impl<'a> Phase<ApplyContext<'a>> for StageModel {
                 }
                 nodes.push(StageNode { shell, hf_home });
             }
-            let token = hf_token_from_env();
-            let endpoint = std::env::var("HF_ENDPOINT")
-                .ok()
-                .filter(|e| !e.trim().is_empty())
-                .unwrap_or_else(|| DEFAULT_ENDPOINT.to_string());
+            let token = stage::hf_token();
+            let endpoint = stage::hf_endpoint();
             let resolved = match stage::resolve_on_head(
                 nodes[0].shell.clone(),
                 &endpoint,
@@ -470,15 +467,6 @@ impl<'a> Phase<ApplyContext<'a>> for StageModel {
             }))
         })
     }
-}
-
-/// `HF_TOKEN` or `HUGGING_FACE_HUB_TOKEN` of spark-launch's own environment.
-pub fn hf_token_from_env() -> Option<String> {
-    ["HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"]
-        .iter()
-        .filter_map(|v| std::env::var(v).ok())
-        .map(|t| t.trim().to_string())
-        .find(|t| !t.is_empty())
 }
 
 /// Containers of the job that are not running any more: `(node, state, exit code)`.

@@ -605,6 +605,34 @@ pub fn human_bytes(n: u64) -> String {
     }
 }
 
+/// `HF_TOKEN` (or the older `HUGGING_FACE_HUB_TOKEN`), else the token `hf auth login` saved.
+pub fn hf_token() -> Option<String> {
+    for var in ["HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"] {
+        if let Ok(t) = std::env::var(var)
+            && !t.trim().is_empty()
+        {
+            return Some(t.trim().to_string());
+        }
+    }
+    let home = std::env::var_os("HF_HOME")
+        .map(std::path::PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("HOME").map(|h| std::path::PathBuf::from(h).join(".cache/huggingface"))
+        })?;
+    std::fs::read_to_string(home.join("token"))
+        .ok()
+        .map(|t| t.trim().to_string())
+        .filter(|t| !t.is_empty())
+}
+
+/// `HF_ENDPOINT`, else huggingface.co.
+pub fn hf_endpoint() -> String {
+    std::env::var("HF_ENDPOINT")
+        .ok()
+        .filter(|e| !e.trim().is_empty())
+        .unwrap_or_else(|| crate::model::DEFAULT_ENDPOINT.to_string())
+}
+
 /// Resolves a Hub model from the head (curl there), failing before anything starts when the
 /// repo is gated and no token can read it.
 pub async fn resolve_on_head(

@@ -7,11 +7,13 @@ use std::sync::Arc;
 use comfy_table::{Table, presets::UTF8_BORDERS_ONLY};
 
 use super::args::{TargetArgs, resolve};
-use super::cmd_serve::{hf_endpoint, hf_token, hub_error, node_paths};
+use super::cmd_serve::{hub_error, node_paths};
 use super::{CmdResult, Context, Invalid, Outcome, print_json, print_out};
 use crate::apply::serving::head_hop;
 use crate::apply::shell::{NodeShell, SshShell};
-use crate::apply::stage::{self, StageNode, StageOptions, StageSpec, human_bytes};
+use crate::apply::stage::{
+    self, StageNode, StageOptions, StageSpec, hf_endpoint, hf_token, human_bytes,
+};
 use crate::derive::derive;
 use crate::model::ModelSource;
 use crate::model::hub::resolve_base;

@@ -13,8 +13,8 @@ use crate::apply::shell::{NodeShell, SshShell};
 use crate::apply::stage;
 use crate::apply::{ApplyOptions, execute};
 use crate::derive::NodeInput;
+use crate::model::ModelSource;
 use crate::model::hub::HubError;
-use crate::model::{DEFAULT_ENDPOINT, ModelSource};
 use crate::node::NodeName;
 use crate::plan::{JobName, Launch, Step, Ulimit};
 use crate::workload::serve::{
@@ -445,9 +445,9 @@ async fn run_live(
     let step = ctx.reporter.step(&format!("Resolve {}", req.serve().model));
     match stage::resolve_on_head(
         shells[0].clone(),
-        &hf_endpoint(),
+        &stage::hf_endpoint(),
         &req.serve().model,
-        hf_token(),
+        stage::hf_token(),
     )
     .await
     {
@@ -674,34 +674,6 @@ fn apply_host_keys(
         }
     }
     Ok(())
-}
-
-/// `HF_TOKEN` (or the older `HUGGING_FACE_HUB_TOKEN`), else the token `hf auth login` saved.
-pub fn hf_token() -> Option<String> {
-    for var in ["HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"] {
-        if let Ok(t) = std::env::var(var)
-            && !t.trim().is_empty()
-        {
-            return Some(t.trim().to_string());
-        }
-    }
-    let home = std::env::var_os("HF_HOME")
-        .map(std::path::PathBuf::from)
-        .or_else(|| {
-            std::env::var_os("HOME").map(|h| std::path::PathBuf::from(h).join(".cache/huggingface"))
-        })?;
-    std::fs::read_to_string(home.join("token"))
-        .ok()
-        .map(|t| t.trim().to_string())
-        .filter(|t| !t.is_empty())
-}
-
-/// `HF_ENDPOINT`, else huggingface.co.
-pub fn hf_endpoint() -> String {
-    std::env::var("HF_ENDPOINT")
-        .ok()
-        .filter(|e| !e.trim().is_empty())
-        .unwrap_or_else(|| DEFAULT_ENDPOINT.to_string())
 }
 
 /// A Hub error: access problems are refusals (exit 2), the rest failures (exit 1).
