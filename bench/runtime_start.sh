@@ -42,6 +42,8 @@ engines() { # engines N: --engine arguments for nodes 1..N
 }
 
 declare -A T
+busy_s=0
+wall_ns=0
 for n in 1 2 4 8; do
 	H=$(hosts "$n")
 	in_head hyperfine --runs "$RUNS" --warmup 1 --export-json "/tmp/start-$n.json" \
@@ -70,6 +72,26 @@ in_head "$SL" stop benchjob --hosts "$H" >/dev/null 2>&1 || true
 in_head cat /tmp/serial.json >"$out/serial.json"
 T[serial]=$(jq '.results[0].mean' "$out/serial.json")
 
+# How busy the machine's cores are while 8 nodes start: busy CPU time (all processes, from
+# /proc/stat) over wall time for a few starts. Near $(nproc) means the start is bound by this
+# machine's cores, which every simulated node shares, rather than by waiting on each other.
+busy() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 }' /proc/stat; }
+H=$(hosts 8)
+CPU_RUNS=5
+b0=$(busy)
+w0=$(date +%s%N)
+for _ in $(seq 1 "$CPU_RUNS"); do
+	in_head "$SL" run $ARGS --hosts "$H" -- sleep 600 >/dev/null
+	w1=$(date +%s%N)
+	b1=$(busy)
+	in_head "$SL" stop benchjob --hosts "$H" >/dev/null 2>&1 || true
+	busy_s=$((busy_s + b1 - b0))
+	wall_ns=$((wall_ns + w1 - w0))
+	b0=$(busy)
+	w0=$(date +%s%N)
+done
+CORES_BUSY=$(awk -v b="$busy_s" -v w="$wall_ns" -v hz="$(getconf CLK_TCK)" 'BEGIN { printf "%.2f", (b / hz) / (w / 1e9) }')
+
 echo
 echo "job start time, mean of $RUNS runs ($(nproc) cores shared by all nodes, load $(cut -d' ' -f1-3 /proc/loadavg)):"
 printf '  %-8s %9s %9s\n' nodes "ssh" "engine"
@@ -79,4 +101,6 @@ done
 awk -v a="${T[ssh-8]}" -v b="${T[ssh-1]}" 'BEGIN { printf "T(8)/T(1), ssh:    %.2f   (goal < 1.5)\n", a / b }'
 awk -v a="${T[engine-8]}" -v b="${T[engine-1]}" 'BEGIN { printf "T(8)/T(1), engine: %.2f\n", a / b }'
 awk -v a="${T[serial]}" -v b="${T[ssh-8]}" 'BEGIN { printf "8 nodes, serial (--concurrency 1) / parallel: %.2f\n", a / b }'
+awk -v a="${T[ssh-8]}" -v b="${T[ssh-2]}" 'BEGIN { printf "T(8)/T(2), ssh:    %.2f   (both sides pay SSH; T(1) has no remote node)\n", a / b }'
+echo "cores busy while 8 nodes start: $CORES_BUSY of $(nproc)"
 rm -rf "$out"
