@@ -120,11 +120,125 @@ fn a_job_name_that_cannot_name_a_container_is_refused() {
 }
 
 #[test]
-fn snapshots_do_not_stand_in_for_live_nodes() {
+fn status_and_logs_on_snapshots_say_they_need_live_nodes() {
     let a = snapshot("spark");
-    let out = run(&["status", "--snapshot", &a]);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("only with --dry-run"));
+    for args in [vec!["status"], vec!["logs", "demo"]] {
+        let mut all = args.clone();
+        all.extend(["--snapshot", &a]);
+        let out = run(&all);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("live nodes"), "{args:?}: {err}");
+        assert!(err.contains("--hosts or --engine"), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn snapshots_stand_in_for_live_nodes_only_in_a_dry_run() {
+    let a = snapshot("spark");
+    for args in [
+        vec!["stop", "demo"],
+        vec!["image", "push", "busybox:1"],
+        vec!["run", "--job", "demo", "--image", "i"],
+    ] {
+        let mut all = args.clone();
+        all.extend(["--snapshot", &a]);
+        let out = run(&all);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("only with --dry-run"), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn stop_dry_run_on_snapshots_names_what_a_live_stop_would_remove_on_each_node() {
+    let a = snapshot("spark");
+    let b = snapshot("spark2");
+    let out = run(&[
+        "stop",
+        "demo",
+        "--dry-run",
+        "--json",
+        "--snapshot",
+        &a,
+        "--snapshot",
+        &b,
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let plan: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(plan["dry_run"], true);
+    assert_eq!(plan["label"], "dev.spark-launch.job=demo");
+    let nodes = plan["nodes"].as_array().unwrap();
+    assert_eq!(nodes.len(), 2);
+    for (n, name) in nodes.iter().zip(["spark", "spark2"]) {
+        assert_eq!(n["node"], name);
+        let looks_for = n["looks_for"].as_str().unwrap();
+        assert!(
+            looks_for.contains(&format!("sl-demo-{name}")),
+            "{looks_for}"
+        );
+    }
+
+    let text = run(&["stop", "--all", "--dry-run", "--snapshot", &a]);
+    assert!(text.status.success());
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("spark: every container and host process labelled dev.spark-launch.job"),
+        "{text}"
+    );
+}
+
+#[test]
+fn image_push_dry_run_on_snapshots_names_source_targets_and_a_mixed_cpu_cluster() {
+    let spark = snapshot("spark");
+    let ws = format!(
+        "ws={}",
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/seed-004-spark-and-workstation/workstation")
+            .display()
+    );
+    let out = run(&[
+        "image",
+        "push",
+        "nccl-tests:2.28",
+        "--dry-run",
+        "--json",
+        "--snapshot",
+        &spark,
+        "--snapshot",
+        &ws,
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let plan: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(plan["source"]["node"], "spark");
+    assert_eq!(plan["source"]["arch"], "aarch64");
+    assert_eq!(plan["targets"][0]["node"], "ws");
+    assert_eq!(plan["targets"][0]["arch"], "x86_64");
+    assert_eq!(
+        plan["mixed_arches"],
+        serde_json::json!(["aarch64", "x86_64"])
+    );
+
+    let unknown = run(&[
+        "image",
+        "push",
+        "i",
+        "--dry-run",
+        "--to",
+        "nope",
+        "--snapshot",
+        &spark,
+    ]);
+    assert_eq!(unknown.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&unknown.stderr).contains("no node named nope"));
 }
 
 #[test]

@@ -59,6 +59,24 @@ fn image_push_reaches_two_nodes_in_parallel_and_a_second_push_skips_both() {
     let net = up(3, "p");
     rt().block_on(import_busybox(&sock(&net, 1), IMAGE));
 
+    // A dry run compares exactly as the push will, and moves nothing.
+    let plan = sl(&net, &["image", "push", IMAGE, "--dry-run", "--json"]);
+    assert!(plan.status.success(), "{}", describe(&plan));
+    let plan: serde_json::Value = serde_json::from_slice(&plan.stdout).unwrap();
+    let nodes = plan["plan"]["nodes"].as_array().unwrap();
+    assert_eq!(nodes.len(), 2, "{plan}");
+    for n in nodes {
+        assert_eq!(n[1]["action"], "push", "{plan}");
+    }
+    for i in 2..=3 {
+        let out = std::process::Command::new("docker")
+            .args(["-H", &format!("unix://{}", sock(&net, i))])
+            .args(["image", "inspect", IMAGE])
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "n{i} got the image from a dry run");
+    }
+
     let first = sl(&net, &["image", "push", IMAGE, "--json"]);
     assert!(first.status.success(), "{}", describe(&first));
     let report: serde_json::Value = serde_json::from_slice(&first.stdout).unwrap();
@@ -263,6 +281,26 @@ fn a_two_node_job_is_created_started_and_stopped() {
     rt().block_on(import_busybox(&sock(&net, 1), IMAGE));
     let out = run_job(&net, "sl4two", &["sleep", "600"]);
     assert!(out.status.success(), "{}", describe(&out));
+    for i in 1..=2 {
+        assert_eq!(
+            containers_named(&sock(&net, i), "sl-sl4two-").len(),
+            1,
+            "n{i}"
+        );
+    }
+    // A dry run lists what a stop would remove on each node and leaves it running.
+    let plan = sl(&net, &["stop", "sl4two", "--dry-run", "--json"]);
+    assert!(plan.status.success(), "{}", describe(&plan));
+    let plan: serde_json::Value = serde_json::from_slice(&plan.stdout).unwrap();
+    for (i, n) in plan["nodes"].as_array().unwrap().iter().enumerate() {
+        let found = n["found"].as_array().unwrap();
+        assert_eq!(found.len(), 1, "{plan}");
+        assert_eq!(
+            found[0]["name"],
+            format!("sl-sl4two-{}", net.hostname(i + 1))
+        );
+        assert_eq!(found[0]["state"], "running", "{plan}");
+    }
     for i in 1..=2 {
         assert_eq!(
             containers_named(&sock(&net, i), "sl-sl4two-").len(),

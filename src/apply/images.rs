@@ -155,24 +155,7 @@ pub async fn push_image(
     reporter: &Arc<dyn Reporter>,
     cancel: &CancellationToken,
 ) -> Result<PushReport, PushError> {
-    let src_node = cluster.node(source).map_err(|error| PushError::Source {
-        node: source.clone(),
-        error,
-    })?;
-    let src_engine = src_node.engine().await.map_err(|error| PushError::Source {
-        node: source.clone(),
-        error,
-    })?;
-    let image = image_facts(src_engine, reference)
-        .await
-        .map_err(|error| PushError::Source {
-            node: source.clone(),
-            error,
-        })?
-        .ok_or_else(|| PushError::NotOnSource {
-            image: reference.to_string(),
-            node: source.clone(),
-        })?;
+    let (src_engine, image) = source_image(cluster, source, reference).await?;
     let targets: Vec<NodeName> = targets.iter().filter(|t| *t != source).cloned().collect();
     let facts = gather_targets(cluster, reference, &targets).await?;
     push_with_facts(
@@ -186,6 +169,65 @@ pub async fn push_image(
         cancel,
     )
     .await
+}
+
+/// What a push would do, decided exactly as [`push_image`] decides, without moving a byte:
+/// the image on the source, and per target node skip / push / keep its own build / refuse.
+#[derive(Clone, Debug, Serialize)]
+pub struct PushPlan {
+    pub image: ImageFacts,
+    pub source: NodeName,
+    pub nodes: Vec<(NodeName, PushAction)>,
+    /// As in [`PushReport::mixed_arches`].
+    pub mixed_arches: Option<Vec<String>>,
+}
+
+/// Reads the source's image and every target's (in parallel) and returns what
+/// [`push_image`] would do on each node. Read-only.
+pub async fn plan_push(
+    cluster: &Cluster,
+    source: &NodeName,
+    reference: &str,
+    targets: &[NodeName],
+) -> Result<PushPlan, PushError> {
+    let (src_engine, image) = source_image(cluster, source, reference).await?;
+    let targets: Vec<NodeName> = targets.iter().filter(|t| *t != source).cloned().collect();
+    let facts = gather_targets(cluster, reference, &targets).await?;
+    let mut arches: Vec<(NodeName, String)> =
+        vec![(source.clone(), src_engine.features().arch.to_string())];
+    arches.extend(facts.iter().map(|f| (f.node.clone(), f.arch.clone())));
+    Ok(PushPlan {
+        nodes: push_actions(&image, &facts),
+        mixed_arches: crate::plan::image::mixed_arches(&arches),
+        image,
+        source: source.clone(),
+    })
+}
+
+/// The source node's engine and what it holds under `reference` (which must be there).
+async fn source_image<'a>(
+    cluster: &'a Cluster,
+    source: &NodeName,
+    reference: &str,
+) -> Result<(&'a Engine, ImageFacts), PushError> {
+    let failed = |error| PushError::Source {
+        node: source.clone(),
+        error,
+    };
+    let engine = cluster
+        .node(source)
+        .map_err(failed)?
+        .engine()
+        .await
+        .map_err(failed)?;
+    let image = image_facts(engine, reference)
+        .await
+        .map_err(failed)?
+        .ok_or_else(|| PushError::NotOnSource {
+            image: reference.to_string(),
+            node: source.clone(),
+        })?;
+    Ok((engine, image))
 }
 
 async fn gather_targets(

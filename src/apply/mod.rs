@@ -40,5 +40,5 @@ pub use executor::{
     Applied, ApplyContext, ApplyError, ApplyErrorKind, ApplyOptions, Capture, Captures, execute,
 };
 pub use fanout::{NodeFailures, all_ok, for_each_node};
-pub use images::{NodePush, PushPolicy, PushReport, ensure_image, push_image};
+pub use images::{NodePush, PushPlan, PushPolicy, PushReport, ensure_image, plan_push, push_image};
 pub use phase::{Phase, PhaseError, PhaseFailure, Runner};

@@ -9,8 +9,9 @@ use super::args::TargetArgs;
 use super::launch::{NodeArgs, cancel_on_signals, resolve_targets};
 use super::{CmdError, CmdResult, Context, Invalid, Outcome, print_json, print_out};
 use crate::apply::images::PushError;
-use crate::apply::{NodePush, push_image};
+use crate::apply::{NodePush, plan_push, push_image};
 use crate::node::NodeName;
+use crate::plan::image::PushAction;
 use crate::progress::{NullReporter, Reporter};
 use crate::runtime::Cluster;
 
@@ -43,6 +44,10 @@ pub struct PushArgs {
     #[arg(long, default_value_t = 0, value_name = "N")]
     pub concurrency: usize,
 
+    /// Say which nodes would get the image (compared by content, read-only), and move nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+
     #[command(flatten)]
     pub nodes: NodeArgs,
 
@@ -56,35 +61,65 @@ pub async fn run(args: Args, ctx: &Context) -> CmdResult {
     }
 }
 
-async fn push(args: PushArgs, ctx: &Context) -> CmdResult {
-    let targets = resolve_targets(&args.nodes, &args.target, ctx).await?;
-    let cluster = Cluster::new(targets);
+/// The source (`--from`, else this machine, else the head) and the targets (`--to`, else every
+/// other node) among `names` (head first); `local` is this machine's node, if it is one of them.
+fn source_and_targets(
+    args: &PushArgs,
+    names: &[NodeName],
+    local: Option<&NodeName>,
+) -> Result<(NodeName, Vec<NodeName>), CmdError> {
+    let known = |n: &NodeName| {
+        if names.contains(n) {
+            Ok(())
+        } else {
+            Err(anyhow::anyhow!(
+                "no node named {n}; the nodes are {}",
+                names
+                    .iter()
+                    .map(|n| n.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))
+            .invalid()
+        }
+    };
     let source = match &args.from {
         Some(n) => {
-            cluster.node(n).invalid()?;
+            known(n)?;
             n.clone()
         }
-        None => cluster
-            .nodes()
-            .iter()
-            .find(|n| n.target.is_local())
-            .or_else(|| cluster.head())
-            .map(|n| n.name().clone())
+        None => local
+            .or_else(|| names.first())
+            .cloned()
             .ok_or_else(|| anyhow::anyhow!("no nodes"))
             .invalid()?,
     };
     let to: Vec<NodeName> = if args.to.is_empty() {
-        cluster
-            .names()
-            .into_iter()
-            .filter(|n| *n != source)
-            .collect()
+        names.iter().filter(|n| **n != source).cloned().collect()
     } else {
         for n in &args.to {
-            cluster.node(n).invalid()?;
+            known(n)?;
         }
         args.to.clone()
     };
+    Ok((source, to))
+}
+
+async fn push(args: PushArgs, ctx: &Context) -> CmdResult {
+    if args.dry_run && args.target.uses_snapshots() {
+        return plan_on_snapshots(&args, ctx);
+    }
+    let targets = resolve_targets(&args.nodes, &args.target, ctx).await?;
+    let cluster = Cluster::new(targets);
+    let local = cluster
+        .nodes()
+        .iter()
+        .find(|n| n.target.is_local())
+        .map(|n| n.name().clone());
+    let (source, to) = source_and_targets(&args, &cluster.names(), local.as_ref())?;
+    if args.dry_run {
+        return plan_live(&cluster, &args, &source, &to, ctx).await;
+    }
     let reporter: Arc<dyn Reporter> = if ctx.json {
         Arc::new(NullReporter)
     } else {
@@ -216,4 +251,107 @@ async fn push(args: PushArgs, ctx: &Context) -> CmdResult {
     } else {
         Outcome::Failed
     })
+}
+
+/// `image push --dry-run` on live nodes: the same comparison as a push, read-only.
+async fn plan_live(
+    cluster: &Cluster,
+    args: &PushArgs,
+    source: &NodeName,
+    to: &[NodeName],
+    ctx: &Context,
+) -> CmdResult {
+    let plan = match plan_push(cluster, source, &args.image, to).await {
+        Ok(p) => p,
+        Err(e @ (PushError::NotOnSource { .. } | PushError::Nowhere { .. })) => {
+            return Err(CmdError {
+                code: 2,
+                error: e.into(),
+            });
+        }
+        Err(e) => return Err(e.into()),
+    };
+    if ctx.json {
+        print_json(&serde_json::json!({ "dry_run": true, "plan": plan }))?;
+        return Ok(Outcome::Success);
+    }
+    let mut t = Table::new();
+    t.load_style(UTF8_BORDERS_ONLY);
+    t.set_header(vec!["NODE", "WOULD"]);
+    for (node, action) in &plan.nodes {
+        let would = match action {
+            PushAction::Skip => "skip: already there (same content)".to_string(),
+            PushAction::SkipOwnArch { id } => format!("skip: keeps its own build ({id})"),
+            PushAction::Push => format!("push from {source}"),
+            PushAction::Refuse { reason } => format!("refuse: {reason}"),
+        };
+        t.add_row(vec![node.to_string(), would]);
+    }
+    print_out(&format!(
+        "{} ({}, {}/{}) on {source} (dry run: nothing moved)\n{t}",
+        plan.image.reference, plan.image.id, plan.image.os, plan.image.arch
+    ));
+    Ok(Outcome::Success)
+}
+
+/// `image push --dry-run --snapshot …`: snapshots hold no images, so the plan says what a live
+/// push compares and where it would stream from, with each node's CPU where the snapshot knows it.
+fn plan_on_snapshots(args: &PushArgs, ctx: &Context) -> CmdResult {
+    let nodes = super::args::read_snapshots(&args.target.snapshots).invalid()?;
+    let names: Vec<NodeName> = nodes.iter().map(|n| n.name.clone()).collect();
+    let (source, to) = source_and_targets(args, &names, None)?;
+    let arch = |name: &NodeName| {
+        nodes
+            .iter()
+            .find(|n| n.name == *name)
+            .and_then(|n| n.facts.arch.clone())
+    };
+    let known: Vec<(NodeName, String)> = std::iter::once(&source)
+        .chain(&to)
+        .filter_map(|n| arch(n).map(|a| (n.clone(), a)))
+        .collect();
+    let mixed = crate::plan::image::mixed_arches(&known);
+    let steps = [
+        format!("read {} on {source} (it must be there)", args.image),
+        format!(
+            "compare it by content with what each of {} holds under that name",
+            to.iter().map(|n| n.as_str()).collect::<Vec<_>>().join(", ")
+        ),
+        "refuse a node whose CPU differs from the image's (unless it has its own build)"
+            .to_string(),
+        format!("stream one export from {source} to every node that lacks it, all at once"),
+    ];
+    if ctx.json {
+        let targets: Vec<serde_json::Value> = to
+            .iter()
+            .map(|n| serde_json::json!({ "node": n, "arch": arch(n) }))
+            .collect();
+        print_json(&serde_json::json!({
+            "dry_run": true,
+            "image": args.image,
+            "source": { "node": source, "arch": arch(&source) },
+            "targets": targets,
+            "mixed_arches": mixed,
+            "steps": steps,
+        }))?;
+    } else {
+        let mut out = format!("push {} (dry run on snapshots)\n", args.image);
+        for (i, s) in steps.iter().enumerate() {
+            out.push_str(&format!("  {}. {s}\n", i + 1));
+        }
+        for n in std::iter::once(&source).chain(&to) {
+            out.push_str(&format!(
+                "     {n}: {}\n",
+                arch(n).unwrap_or_else(|| "CPU not in the snapshot".to_string())
+            ));
+        }
+        if let Some(m) = &mixed {
+            out.push_str(&format!(
+                "  a mixed {} cluster: each CPU needs its own build of the image\n",
+                m.join(" + ")
+            ));
+        }
+        print_out(out.trim_end());
+    }
+    Ok(Outcome::Success)
 }

@@ -103,6 +103,10 @@ pub struct StopArgs {
     #[arg(long, default_value_t = 10, value_name = "SECONDS")]
     pub grace: u64,
 
+    /// Say what would be stopped and removed on each node, and touch nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+
     #[command(flatten)]
     pub nodes: NodeArgs,
 
@@ -318,6 +322,7 @@ async fn gather(
 
 /// `spark-launch status`.
 pub async fn status(args: StatusArgs, ctx: &Context) -> CmdResult {
+    live_only(&args.target, "status")?;
     let cluster = Cluster::new(resolve_targets(&args.nodes, &args.target, ctx).await?);
     let (entries, failed) = gather(&cluster, args.job.as_ref()).await;
     let order: Vec<NodeName> = cluster.names();
@@ -397,6 +402,18 @@ pub async fn status(args: StatusArgs, ctx: &Context) -> CmdResult {
     })
 }
 
+/// `status` and `logs` read what runs on live nodes: a snapshot has nothing to show.
+fn live_only(target: &TargetArgs, command: &str) -> Result<(), CmdError> {
+    if target.uses_snapshots() {
+        return Err(anyhow::anyhow!(
+            "`{command}` reads what runs on live nodes, and a snapshot holds only a node's facts: \
+             give the nodes with the cluster file, --hosts or --engine instead of --snapshot"
+        ))
+        .invalid();
+    }
+    Ok(())
+}
+
 fn names(nodes: &[NodeName]) -> String {
     nodes
         .iter()
@@ -408,6 +425,7 @@ fn names(nodes: &[NodeName]) -> String {
 /// `spark-launch logs JOB [--node N] [-f]`: every node's log, each line prefixed with its
 /// node; without `-f`, container logs are merged in time order.
 pub async fn logs(args: LogsArgs, ctx: &Context) -> CmdResult {
+    live_only(&args.target, "logs")?;
     let cluster = Cluster::new(resolve_targets(&args.nodes, &args.target, ctx).await?);
     if let Some(n) = &args.node {
         cluster.node(n).invalid()?;
@@ -577,6 +595,9 @@ struct Stopped {
 
 /// `spark-launch stop JOB|--all`.
 pub async fn stop(args: StopArgs, ctx: &Context) -> CmdResult {
+    if args.dry_run {
+        return stop_plan(&args, ctx).await;
+    }
     let cluster = Cluster::new(resolve_targets(&args.nodes, &args.target, ctx).await?);
     let grace = Duration::from_secs(args.grace);
     let job = args.job.clone();
@@ -669,6 +690,111 @@ pub async fn stop(args: StopArgs, ctx: &Context) -> CmdResult {
         )
         .into())
     }
+}
+
+/// What `stop` would remove on one node: the containers and processes found there (live), or,
+/// on a snapshot, what it would look for.
+#[derive(Debug, Serialize)]
+struct WouldStop {
+    node: NodeName,
+    /// Found on the live node (name, runtime, state). Empty on a snapshot.
+    found: Vec<JobEntry>,
+    /// On a snapshot: what a live stop removes there.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    looks_for: Option<String>,
+}
+
+/// `stop --dry-run`: lists what a stop would remove, read-only. On snapshots (no engine to ask)
+/// it names, per node, the containers and processes a live stop looks for.
+async fn stop_plan(args: &StopArgs, ctx: &Context) -> CmdResult {
+    let label = match &args.job {
+        Some(j) => format!("{LABEL_JOB}={j}"),
+        None => LABEL_JOB.to_string(),
+    };
+    let (plan, unreachable) = if args.target.uses_snapshots() {
+        let nodes = super::args::read_snapshots(&args.target.snapshots).invalid()?;
+        let plan: Vec<WouldStop> = nodes
+            .into_iter()
+            .map(|n| {
+                let looks_for = match &args.job {
+                    Some(j) => format!(
+                        "container {} and host processes labelled {label}",
+                        j.container_name(&n.name)
+                    ),
+                    None => format!("every container and host process labelled {label}"),
+                };
+                WouldStop {
+                    node: n.name,
+                    found: Vec::new(),
+                    looks_for: Some(looks_for),
+                }
+            })
+            .collect();
+        (plan, Vec::new())
+    } else {
+        let cluster = Cluster::new(resolve_targets(&args.nodes, &args.target, ctx).await?);
+        let (entries, failed) = gather(&cluster, args.job.as_ref()).await;
+        let plan: Vec<WouldStop> = cluster
+            .names()
+            .into_iter()
+            .map(|node| WouldStop {
+                found: entries.iter().filter(|e| e.node == node).cloned().collect(),
+                node,
+                looks_for: None,
+            })
+            .collect();
+        let unreachable: Vec<Unreachable> = failed
+            .iter()
+            .map(|(node, e)| Unreachable {
+                node: node.clone(),
+                error: e.to_string(),
+            })
+            .collect();
+        (plan, unreachable)
+    };
+    for u in &unreachable {
+        ctx.reporter.warn(&format!("{}: {}", u.node, u.error));
+    }
+    if ctx.json {
+        print_json(&serde_json::json!({
+            "dry_run": true,
+            "label": label,
+            "grace_s": args.grace,
+            "nodes": plan,
+            "unreachable": unreachable,
+        }))?;
+    } else {
+        let mut out = format!(
+            "stop (dry run): SIGTERM, then SIGKILL after {}s, then remove; only what carries {label}\n",
+            args.grace
+        );
+        for w in &plan {
+            match &w.looks_for {
+                Some(l) => out.push_str(&format!("  {}: {l}\n", w.node)),
+                None if w.found.is_empty() => {
+                    out.push_str(&format!("  {}: nothing to stop\n", w.node))
+                }
+                None => {
+                    for e in &w.found {
+                        let what = match e.runtime {
+                            RuntimeKind::Docker => "container",
+                            RuntimeKind::Host => "process",
+                        };
+                        out.push_str(&format!(
+                            "  {}: would stop and remove {what} {} ({})\n",
+                            w.node, e.name, e.state
+                        ));
+                    }
+                }
+            }
+        }
+        print_out(out.trim_end());
+    }
+    Ok(if unreachable.is_empty() {
+        Outcome::Success
+    } else {
+        Outcome::Failed
+    })
 }
 
 #[cfg(test)]
