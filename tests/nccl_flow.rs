@@ -16,7 +16,7 @@ use std::process::{Command, Output, Stdio};
 use support::docker::{containers_named, hosts_arg, trust_from};
 use support::{SimNet, USER, describe, simnet_root, stderr, stdout};
 
-/// Limits this machine lets containers have (no CAP_SYS_RESOURCE here; see HELPERS.md).
+/// Limits this machine lets containers have (no CAP_SYS_RESOURCE here; see tests/harness/README.md).
 const ULIMITS: [&str; 4] = ["--ulimit", "memlock=8388608", "--ulimit", "nofile=16384"];
 
 fn repo() -> PathBuf {

@@ -32,7 +32,7 @@ fn one_node_cluster(name: &NodeName) -> Cluster {
     )])
 }
 
-/// Explicit limits this machine allows (it lacks CAP_SYS_RESOURCE; see HELPERS.md).
+/// Explicit limits this machine allows (it lacks CAP_SYS_RESOURCE; see tests/harness/README.md).
 fn allowed_ulimits(spec: &mut ContainerSpec) {
     spec.override_ulimits(&[
         "memlock=8388608".parse().unwrap(),

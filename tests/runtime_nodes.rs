@@ -15,7 +15,7 @@ use support::{SimNet, describe, stderr, stdout};
 
 const IMAGE: &str = "sl4base:test";
 
-/// Limits this machine lets containers have (no CAP_SYS_RESOURCE here; see HELPERS.md).
+/// Limits this machine lets containers have (no CAP_SYS_RESOURCE here; see tests/harness/README.md).
 const ULIMITS: [&str; 4] = ["--ulimit", "memlock=8388608", "--ulimit", "nofile=16384"];
 
 fn up(n: usize, tag: &str) -> SimNet {
