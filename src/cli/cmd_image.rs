@@ -143,16 +143,10 @@ async fn push(args: PushArgs, ctx: &Context) -> CmdResult {
     .await
     {
         Ok(r) => r,
-        Err(e @ (PushError::NotOnSource { .. } | PushError::Nowhere { .. })) => {
-            step.fail("not found");
-            return Err(CmdError {
-                code: 2,
-                error: e.into(),
-            });
-        }
         Err(e) => {
-            step.fail("failed");
-            return Err(e.into());
+            let e = push_error(e);
+            step.fail(if e.code == 2 { "not found" } else { "failed" });
+            return Err(e);
         }
     };
     if report.ok() {
@@ -253,6 +247,17 @@ async fn push(args: PushArgs, ctx: &Context) -> CmdResult {
     })
 }
 
+/// An image missing where it must be is the user's to fix (exit 2); the rest is a failure.
+fn push_error(e: PushError) -> CmdError {
+    match e {
+        PushError::NotOnSource { .. } | PushError::Nowhere { .. } => CmdError {
+            code: 2,
+            error: e.into(),
+        },
+        e => e.into(),
+    }
+}
+
 /// `image push --dry-run` on live nodes: the same comparison as a push, read-only.
 async fn plan_live(
     cluster: &Cluster,
@@ -261,16 +266,9 @@ async fn plan_live(
     to: &[NodeName],
     ctx: &Context,
 ) -> CmdResult {
-    let plan = match plan_push(cluster, source, &args.image, to).await {
-        Ok(p) => p,
-        Err(e @ (PushError::NotOnSource { .. } | PushError::Nowhere { .. })) => {
-            return Err(CmdError {
-                code: 2,
-                error: e.into(),
-            });
-        }
-        Err(e) => return Err(e.into()),
-    };
+    let plan = plan_push(cluster, source, &args.image, to)
+        .await
+        .map_err(push_error)?;
     if ctx.json {
         print_json(&serde_json::json!({ "dry_run": true, "plan": plan }))?;
         return Ok(Outcome::Success);

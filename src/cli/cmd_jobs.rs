@@ -283,6 +283,19 @@ struct Unreachable {
     error: String,
 }
 
+impl Unreachable {
+    /// One per node that failed, for `--json`.
+    fn list(failed: &[(NodeName, RuntimeError)]) -> Vec<Unreachable> {
+        failed
+            .iter()
+            .map(|(node, e)| Unreachable {
+                node: node.clone(),
+                error: e.to_string(),
+            })
+            .collect()
+    }
+}
+
 fn now() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -347,13 +360,7 @@ pub async fn status(args: StatusArgs, ctx: &Context) -> CmdResult {
         ctx.reporter.warn(&format!("{node}: {e}"));
     }
     if ctx.json {
-        let unreachable: Vec<Unreachable> = failed
-            .iter()
-            .map(|(node, e)| Unreachable {
-                node: node.clone(),
-                error: e.to_string(),
-            })
-            .collect();
+        let unreachable = Unreachable::list(&failed);
         print_json(&serde_json::json!({ "jobs": rows, "unreachable": unreachable }))?;
     } else if rows.is_empty() {
         print_out(
@@ -652,13 +659,7 @@ pub async fn stop(args: StopArgs, ctx: &Context) -> CmdResult {
         ctx.reporter.warn(&format!("{node}: {e}"));
     }
     if ctx.json {
-        let errors: Vec<Unreachable> = failed
-            .iter()
-            .map(|(node, e)| Unreachable {
-                node: node.clone(),
-                error: e.to_string(),
-            })
-            .collect();
+        let errors = Unreachable::list(&failed);
         print_json(
             &serde_json::json!({ "stopped": stopped, "failed": errors, "label": LABEL_JOB }),
         )?;
@@ -743,13 +744,7 @@ async fn stop_plan(args: &StopArgs, ctx: &Context) -> CmdResult {
                 looks_for: None,
             })
             .collect();
-        let unreachable: Vec<Unreachable> = failed
-            .iter()
-            .map(|(node, e)| Unreachable {
-                node: node.clone(),
-                error: e.to_string(),
-            })
-            .collect();
+        let unreachable = Unreachable::list(&failed);
         (plan, unreachable)
     };
     for u in &unreachable {
