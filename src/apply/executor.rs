@@ -28,7 +28,7 @@ use crate::plan::{JobPlan, RuntimeKind, Step};
 use crate::progress::Reporter;
 use crate::runtime::http::{HttpAnswer, HttpUrl, get};
 use crate::runtime::wait::{self, Probe};
-use crate::runtime::{Cluster, RuntimeError};
+use crate::runtime::{Cluster, NodeRuntime, RuntimeError};
 
 /// How to carry out a plan.
 #[derive(Clone, Debug)]
@@ -150,6 +150,13 @@ impl ApplyContext<'_> {
 
     fn name_on(&self, node: &NodeName) -> String {
         self.plan.job.container_name(node)
+    }
+
+    /// The runtime of `node`, or a phase error naming it.
+    pub(crate) fn node(&self, node: &NodeName) -> Result<&NodeRuntime, PhaseError> {
+        self.cluster
+            .node(node)
+            .map_err(|e| PhaseError::node(node, e))
     }
 }
 
@@ -534,10 +541,7 @@ impl<'a> Phase<ApplyContext<'a>> for WriteFile {
         ctx: &'b ApplyContext<'a>,
     ) -> BoxFuture<'b, Result<Option<String>, PhaseError>> {
         Box::pin(async move {
-            let handle = ctx
-                .cluster
-                .node(&self.node)
-                .map_err(|e| PhaseError::node(&self.node, e))?;
+            let handle = ctx.node(&self.node)?;
             handle
                 .write_file(
                     ctx.plan.runtime,
@@ -577,10 +581,7 @@ impl<'a> Phase<ApplyContext<'a>> for Exec {
         ctx: &'b ApplyContext<'a>,
     ) -> BoxFuture<'b, Result<Option<String>, PhaseError>> {
         Box::pin(async move {
-            let handle = ctx
-                .cluster
-                .node(&self.node)
-                .map_err(|e| PhaseError::node(&self.node, e))?;
+            let handle = ctx.node(&self.node)?;
             let out = handle
                 .exec(
                     ctx.plan.runtime,
@@ -639,10 +640,7 @@ impl<'a> Phase<ApplyContext<'a>> for WaitHttp {
         Box::pin(async move {
             let url = HttpUrl::parse(&self.url)
                 .map_err(|e| PhaseError::node(&self.node, RuntimeError::Other(e)))?;
-            let handle = ctx
-                .cluster
-                .node(&self.node)
-                .map_err(|e| PhaseError::node(&self.node, e))?;
+            let handle = ctx.node(&self.node)?;
             let name = ctx.name_on(&self.node);
             let runtime = ctx.plan.runtime;
             wait::until(&self.url, self.timeout, Duration::from_secs(2), &ctx.cancel, || async {
@@ -694,10 +692,7 @@ impl<'a> Phase<ApplyContext<'a>> for WaitExit {
         ctx: &'b ApplyContext<'a>,
     ) -> BoxFuture<'b, Result<Option<String>, PhaseError>> {
         Box::pin(async move {
-            let handle = ctx
-                .cluster
-                .node(&self.node)
-                .map_err(|e| PhaseError::node(&self.node, e))?;
+            let handle = ctx.node(&self.node)?;
             let name = ctx.name_on(&self.node);
             let code = handle
                 .wait_exit(ctx.plan.runtime, &name, self.timeout, &ctx.cancel)

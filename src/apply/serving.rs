@@ -239,10 +239,7 @@ impl<'a> Phase<ApplyContext<'a>> for CheckReachable {
         ctx: &'b ApplyContext<'a>,
     ) -> BoxFuture<'b, Result<Option<String>, PhaseError>> {
         Box::pin(async move {
-            let to = ctx
-                .cluster
-                .node(&self.to)
-                .map_err(|e| PhaseError::node(&self.to, e))?;
+            let to = ctx.node(&self.to)?;
             let listener_shell = shell_for(to)?;
             let addr = self.addr.to_string();
             let listen_script = listener_script(&addr, self.port, self.from.len(), 25);
@@ -378,7 +375,7 @@ impl<'a> Phase<ApplyContext<'a>> for StageModel {
             };
             let mut nodes = Vec::new();
             for n in &self.nodes {
-                let shell = shell_for(ctx.cluster.node(n).map_err(|e| PhaseError::node(n, e))?)?;
+                let shell = shell_for(ctx.node(n)?)?;
                 let mut hf_home = hf_home_of(ctx, n).ok_or_else(|| {
                     PhaseError::Other(format!("{n}: the plan mounts no Hugging Face cache"))
                 })?;
@@ -536,10 +533,7 @@ impl<'a> Phase<ApplyContext<'a>> for WaitRay {
         ctx: &'b ApplyContext<'a>,
     ) -> BoxFuture<'b, Result<Option<String>, PhaseError>> {
         Box::pin(async move {
-            let handle = ctx
-                .cluster
-                .node(&self.node)
-                .map_err(|e| PhaseError::node(&self.node, e))?;
+            let handle = ctx.node(&self.node)?;
             let name = ctx.plan.job.container_name(&self.node);
             let started = Instant::now();
             let mut last = String::new();
@@ -661,10 +655,7 @@ impl<'a> Phase<ApplyContext<'a>> for WaitServing {
         ctx: &'b ApplyContext<'a>,
     ) -> BoxFuture<'b, Result<Option<String>, PhaseError>> {
         Box::pin(async move {
-            let handle = ctx
-                .cluster
-                .node(&self.node)
-                .map_err(|e| PhaseError::node(&self.node, e))?;
+            let handle = ctx.node(&self.node)?;
             let shell = shell_for(handle)?;
             let name = ctx.plan.job.container_name(&self.node);
             // The head's log, line by line, from a task (the stream is 'static).
