@@ -10,34 +10,8 @@ use std::collections::BTreeMap;
 use super::*;
 use crate::derive::derive;
 use crate::probe::facts::*;
-
-pub const SPARK_FUNCS: [(&str, &str); 4] = [
-    ("rocep1s0f0", "enp1s0f0np0"),
-    ("rocep1s0f1", "enp1s0f1np1"),
-    ("roceP2p1s0f0", "enP2p1s0f0np0"),
-    ("roceP2p1s0f1", "enP2p1s0f1np1"),
-];
-
-pub fn iface(name: &str) -> InterfaceFacts {
-    InterfaceFacts {
-        name: NetIf::new(name),
-        operstate: OperState::Down,
-        mtu: Some(1500),
-        speed_mbps: None,
-        carrier: None,
-        mac: None,
-        ipv4: vec![],
-        ipv6: vec![],
-    }
-}
-
-pub fn v4(s: &str) -> Ipv4Iface {
-    let (a, p) = s.split_once('/').unwrap();
-    Ipv4Iface {
-        addr: a.parse().unwrap(),
-        prefix: p.parse().unwrap(),
-    }
-}
+use crate::probe::testkit;
+pub use crate::probe::testkit::{SPARK_FUNCS, iface, v4};
 
 pub fn name(s: &str) -> NodeName {
     NodeName::new(s).unwrap()
@@ -136,68 +110,24 @@ impl Node {
     }
 
     pub fn dev_of(&mut self, netdev: &str) -> &mut RdmaDeviceFacts {
-        self.facts
-            .rdma_devices
-            .iter_mut()
-            .find(|d| d.netdevs[0].as_str() == netdev)
-            .unwrap()
+        testkit::dev_of(&mut self.facts, netdev)
     }
 
     pub fn if_mut(&mut self, netdev: &str) -> &mut InterfaceFacts {
-        self.facts
-            .interfaces
-            .iter_mut()
-            .find(|i| i.name.as_str() == netdev)
-            .unwrap()
+        testkit::if_mut(&mut self.facts, netdev)
     }
 
-    /// Cable plugged: netdev up, device ACTIVE with its link-local GIDs (0: v1, 1: v2).
+    /// Cable plugged: netdev up at 200 Gb/s, device ACTIVE with its link-local GIDs (0: v1,
+    /// 1: v2).
     pub fn up(mut self, netdev: &str) -> Self {
-        let i = self.if_mut(netdev);
-        i.operstate = OperState::Up;
-        i.carrier = Some(true);
-        i.speed_mbps = Some(200_000);
-        let nd = NetIf::new(netdev);
-        let p = &mut self.dev_of(netdev).ports[0];
-        p.state = PortState::parse("4: ACTIVE");
-        p.phys_state = Some(PhysState::parse("5: LinkUp"));
-        p.gids = vec![
-            GidEntry {
-                index: 0,
-                gid: "fe80::1".parse().unwrap(),
-                gid_type: Some(GidType::IbRoceV1),
-                ndev: Some(nd.clone()),
-            },
-            GidEntry {
-                index: 1,
-                gid: "fe80::1".parse().unwrap(),
-                gid_type: Some(GidType::RoceV2),
-                ndev: Some(nd),
-            },
-        ];
+        testkit::plug(&mut self.facts, netdev);
+        self.if_mut(netdev).speed_mbps = Some(200_000);
         self
     }
 
     /// An IPv4 address on the netdev, with the GIDs the kernel adds for it (v1, then v2).
     pub fn addr(mut self, netdev: &str, cidr: &str) -> Self {
-        let a = v4(cidr);
-        self.if_mut(netdev).ipv4.push(a);
-        let nd = NetIf::new(netdev);
-        let p = &mut self.dev_of(netdev).ports[0];
-        let next = p.gids.iter().map(|g| g.index + 1).max().unwrap_or(0);
-        let mapped = a.addr.to_ipv6_mapped();
-        p.gids.push(GidEntry {
-            index: next,
-            gid: mapped,
-            gid_type: Some(GidType::IbRoceV1),
-            ndev: Some(nd.clone()),
-        });
-        p.gids.push(GidEntry {
-            index: next + 1,
-            gid: mapped,
-            gid_type: Some(GidType::RoceV2),
-            ndev: Some(nd),
-        });
+        testkit::add_ipv4(&mut self.facts, netdev, cidr);
         self
     }
 

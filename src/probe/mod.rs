@@ -10,6 +10,8 @@ pub mod emit;
 pub mod facts;
 pub mod live;
 pub mod read;
+#[cfg(test)]
+pub(crate) mod testkit;
 pub mod tree;
 
 pub use facts::NodeFacts;
