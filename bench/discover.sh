@@ -1,21 +1,31 @@
 #!/usr/bin/env bash
 # Benchmark: `spark-launch discover` against `avahi-browse -p -r -f -t _ssh._tcp` (what NVIDIA's
 # discover-sparks runs) on 2, 4 and 8 simulated nodes (tests/harness/simnet: real avahi-daemons
-# on a bridged link-local fabric). Both run on node 1 as the test user, alternately, REPS times
-# per size; every run is timed inside the node and checked for missed nodes (a node counts as
-# found when it appears with its fabric IPv4 address on enp1s0f1np1).
+# on a bridged link-local fabric), in two cases:
 #
-#   sudo bench/discover.sh                 # REPS=20 SIZES="2 4 8"
-#   sudo REPS=5 SIZES=2 bench/discover.sh
+#   warm  the daemons have been up for a while (simnet waits out their announcements); both
+#         tools run on node 1 as the test user, alternately, REPS times per size, spaced by GAP
+#         seconds (an mDNS responder does not multicast a record again within a second of
+#         doing so, RFC 6762 §6, so a browse right after another one would measure that
+#         hold-off, not the tool).
+#   cold  the nodes just booted: every run gets a fresh cluster whose daemons established their
+#         service a moment ago (SIMNET_AVAHI_SETTLE=0) and runs right away; COLD_REPS runs per
+#         tool and size, the tools alternating which goes first.
+#
+# Every run is timed inside the node and checked for missed nodes (a node counts as found when
+# it appears with its fabric IPv4 address on enp1s0f1np1).
+#
+#   sudo bench/discover.sh                 # REPS=20 COLD_REPS=6 SIZES="2 4 8"
+#   sudo REPS=5 COLD_REPS=2 SIZES=8 bench/discover.sh
 #   BIN=path/to/spark-launch               # default: target/release/spark-launch (built if missing)
 #
-# Runs are spaced by GAP seconds (default 1.2): an mDNS responder does not multicast a record
-# again within a second of doing so (RFC 6762 §6), so a browse right after another one would
-# measure that hold-off, not the tool. Prints per size the median/mean/p95 time of each tool,
-# the ratio avahi-browse / spark-launch (above 1: spark-launch is faster) and the misses.
+# Prints one line per size and case with both tools side by side (median/mean/p95 in ms and
+# the nodes missed over all runs), then `ratio, ...` lines: avahi-browse's median time over
+# spark-launch's (above 1: spark-launch is faster).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPS=${REPS:-20}
+COLD_REPS=${COLD_REPS:-6}
 SIZES=${SIZES:-"2 4 8"}
 GAP=${GAP:-1.2}
 SIMNET=tests/harness/simnet
@@ -30,15 +40,24 @@ fi
 PREFIX=bd$$-
 trap 'bash $SIMNET down "$PREFIX" >/dev/null 2>&1 || true' EXIT
 
-# time_in_node CMD...: prints "<nanoseconds> <path of its stdout>" for one run inside node 1.
-time_in_node() {
-	local out
+# run_tool TOOL N: one timed run inside node 1; prints "<milliseconds> <nodes missed>".
+run_tool() {
+	local tool=$1 n=$2 out ns found
 	out=$(mktemp "/var/tmp/simnet/$PREFIX/run.XXXXXX")
 	chmod 666 "$out"
-	local ns
+	if [ "$tool" = sl ]; then
+		set -- "$BIN" --no-progress discover --json
+	else
+		set -- avahi-browse -p -r -f -t _ssh._tcp
+	fi
 	ns=$(bash $SIMNET exec "$PREFIX" 1 --user "$USER_" -- sh -c \
 		's=$(date +%s%N); "$@" >"$0" 2>/dev/null || true; e=$(date +%s%N); echo $((e - s))' "$out" "$@")
-	echo "$ns $out"
+	if [ "$tool" = sl ]; then
+		found=$(grep -c '"interface": "enp1s0f1np1"' "$out" || true)
+	else
+		found=$(grep '^=;enp1s0f1np1;IPv4;' "$out" | cut -d';' -f4 | sort -u | wc -l)
+	fi
+	echo "$((ns / 1000000)) $((found >= n ? 0 : n - found))"
 }
 
 stats() { # numbers on stdin (ms) -> "median mean p95"
@@ -49,36 +68,58 @@ stats() { # numbers on stdin (ms) -> "median mean p95"
 		printf "%.0f %.0f %.0f\n", m, s / NR, p }'
 }
 
-printf '%-6s %-14s %8s %8s %8s %8s\n' nodes tool median_ms mean_ms p95_ms missed
-summary=()
+up() { # up N [cold]
+	if [ "${2:-}" = cold ]; then
+		SIMNET_AVAHI_SETTLE=0 bash $SIMNET up "$PREFIX" "$1" --services dbus,avahi >/dev/null 2>&1
+	else
+		bash $SIMNET up "$PREFIX" "$1" --services dbus,avahi >/dev/null 2>&1
+	fi
+}
+
+# record CASE N TOOL "ms missed": appends to the per-case arrays.
+declare -A TIMES MISSED
+record() {
+	local key="$1 $2 $3" ms missed
+	read -r ms missed <<<"$4"
+	TIMES[$key]="${TIMES[$key]:-} $ms"
+	MISSED[$key]=$((${MISSED[$key]:-0} + missed))
+}
+
 for n in $SIZES; do
-	bash $SIMNET up "$PREFIX" "$n" --services dbus,avahi >/dev/null
-	sl_times=() ab_times=() sl_missed=0 ab_missed=0
+	up "$n"
 	for r in $(seq 1 "$REPS"); do
-		for tool in sl ab; do
-			# alternate which tool goes first
-			if [ $((r % 2)) = 0 ]; then tool=$([ $tool = sl ] && echo ab || echo sl); fi
+		order="sl ab"
+		[ $((r % 2)) = 0 ] && order="ab sl"
+		for tool in $order; do
 			sleep "$GAP"
-			if [ $tool = sl ]; then
-				read -r ns out < <(time_in_node "$BIN" --no-progress discover --json)
-				found=$(grep -c '"interface": "enp1s0f1np1"' "$out" || true)
-				sl_times+=($((ns / 1000000)))
-				[ "$found" -ge "$n" ] || sl_missed=$((sl_missed + n - found))
-			else
-				read -r ns out < <(time_in_node avahi-browse -p -r -f -t _ssh._tcp)
-				found=$(grep '^=;enp1s0f1np1;IPv4;' "$out" | cut -d';' -f4 | sort -u | wc -l)
-				ab_times+=($((ns / 1000000)))
-				[ "$found" -ge "$n" ] || ab_missed=$((ab_missed + n - found))
-			fi
+			record warm "$n" "$tool" "$(run_tool "$tool" "$n")"
 		done
 	done
-	read -r slm slmean slp < <(printf '%s\n' "${sl_times[@]}" | stats)
-	read -r abm abmean abp < <(printf '%s\n' "${ab_times[@]}" | stats)
-	printf '%-6s %-14s %8s %8s %8s %8s\n' "$n" spark-launch "$slm" "$slmean" "$slp" "$sl_missed"
-	printf '%-6s %-14s %8s %8s %8s %8s\n' "$n" avahi-browse "$abm" "$abmean" "$abp" "$ab_missed"
-	summary+=("$(awk -v a="$abm" -v s="$slm" -v n="$n" -v r="$REPS" -v sm="$sl_missed" -v am="$ab_missed" \
-		'BEGIN { printf "%d nodes: avahi-browse / spark-launch = %.2fx (median), missed nodes over %d runs: spark-launch %d, avahi-browse %d", n, a / s, r, sm, am }')")
 	bash $SIMNET down "$PREFIX" >/dev/null
+	for r in $(seq 1 "$COLD_REPS"); do
+		order="sl ab"
+		[ $((r % 2)) = 0 ] && order="ab sl"
+		for tool in $order; do
+			up "$n" cold
+			record cold "$n" "$tool" "$(run_tool "$tool" "$n")"
+			bash $SIMNET down "$PREFIX" >/dev/null
+		done
+	done
+done
+
+printf '%-5s %-5s %5s | %-31s | %-31s\n' nodes case runs "spark-launch median/mean/p95 ms" "avahi-browse median/mean/p95 ms"
+ratios=()
+for n in $SIZES; do
+	for c in warm cold; do
+		runs=$REPS
+		[ $c = cold ] && runs=$COLD_REPS
+		read -r slm slmean slp < <(printf '%s\n' ${TIMES["$c $n sl"]} | stats)
+		read -r abm abmean abp < <(printf '%s\n' ${TIMES["$c $n ab"]} | stats)
+		printf '%-5s %-5s %5s | %5s %5s %5s  missed %-6s | %5s %5s %5s  missed %-6s\n' "$n" "$c" "$runs" \
+			"$slm" "$slmean" "$slp" "${MISSED["$c $n sl"]}" "$abm" "$abmean" "$abp" "${MISSED["$c $n ab"]}"
+		ratios+=("$(awk -v a="$abm" -v s="$slm" -v n="$n" -v c="$c" -v sm="${MISSED["$c $n sl"]}" -v am="${MISSED["$c $n ab"]}" \
+			'BEGIN { printf "ratio, %d nodes %s (avahi-browse / spark-launch median time): %.2f   (nodes missed: spark-launch %d, avahi-browse %d)", n, c, a / s, sm, am }')")
+	done
 done
 echo
-printf '%s\n' "${summary[@]}"
+printf '%s\n' "${ratios[@]}"

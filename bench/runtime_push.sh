@@ -1,69 +1,111 @@
 #!/usr/bin/env bash
-# Benchmark (issue 4, "Measure" b): `spark-launch image push` of a 1 GiB image (incompressible
-# payload) against the plain `docker save IMAGE | ssh NODE docker load` pipeline, both run in the
-# same bench from inside the head as the test user, each onto nodes that do not have the image
-# (it is removed before every run, outside the timing). Two cases:
-#   - one target node: spark-launch vs one pipeline;
-#   - three target nodes: spark-launch (one export teed to all three) vs the pipeline run once
-#     per node in a loop (what the community scripts do) and vs three pipelines in parallel.
-# Prints throughputs (image bytes / wall time) and the ratios (goal >= 1.0).
+# Benchmark (issues 4 and 14): `spark-launch image push` against the plain
+# `docker save IMAGE | ssh NODE docker load` pipeline, from inside the head as the test user, on
+# simulated nodes with their own dockerd. Baseline and spark-launch runs alternate (RUNS each);
+# medians are reported with how busy the machine's cores were. Cases:
+#   - update 1 node / update 3 nodes vs the loop: a MIB image whose top 64 MiB layer changed,
+#     the previous version present on the targets (what a new nightly is);
+#   - 1 node: the whole image to a node that has none of it;
+#   - 3 nodes vs the loop / vs parallel pipelines: one export teed to three nodes vs the
+#     pipeline run once per node in a loop (what community scripts do) or three at once.
+# Then the peak RSS of spark-launch pushing the whole image to one node.
 #
-#   sudo bench/runtime_push.sh [RUNS] [MIB]   (defaults 3 runs, 1024 MiB)
+#   sudo bench/runtime_push.sh [RUNS] [MIB]   (defaults 3 runs, 1024 MiB; SPARK_LAUNCH_BIN)
+#   SKIP_CASES=1 sudo bench/runtime_push.sh 1 4096   # only the peak RSS, for a 4 GiB image
 #
-# A benchmark, not a test: it asserts nothing about time.
+# A benchmark, not a test: it asserts nothing about time. Ends with `ratio, <what>: <n>` lines
+# (baseline time / spark-launch time).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ "$(id -u)" = 0 ] || { echo "bench: run as root (simulated nodes need namespaces)" >&2; exit 2; }
 RUNS=${1:-3}
 MIB=${2:-1024}
-P=sl4p$$-
+TOP_MIB=64
+P=sl14p$$-
 . bench/runtime_common.sh
-need hyperfine hyperfine
-need jq jq
+. bench/timing.sh
 BIN=$(bench_binary)
+OUT=$(mktemp -d)
 
 up 4
-IMAGE=sl4bench:big
-base_image "$IMAGE" "$MIB"
-BYTES=$(docker -H "unix://$(sock 1)" image inspect -f '{{.Size}}' "$IMAGE")
+trap 'bash "$SIMNET" down "$P" >/dev/null 2>&1 || true; rm -rf "$OUT"' EXIT
+HEAD_SOCK=$(sock 1)
 SL=$SIMNET_ROOT/$P/bin/spark-launch
 SSH="ssh -o StrictHostKeyChecking=accept-new -o BatchMode=yes"
-# Learn the host keys once, outside the timing.
 for i in 2 3 4; do in_head $SSH "$(addr "$i")" true; done
-
-rm_on() { # rm_on I...: remove the image from those nodes (not timed)
-	local cmd="" i
-	for i in "$@"; do cmd+="docker -H unix://$(sock "$i") image rm -f $IMAGE >/dev/null 2>&1; "; done
-	echo "$cmd true"
-}
-pipe() { echo "docker save $IMAGE | $SSH $(addr "$1") docker load -q >/dev/null"; }
-
-run() { # run NAME PREPARE COMMAND -> mean seconds
-	local name=$1 prepare=$2 cmd=$3
-	in_head hyperfine --runs "$RUNS" --export-json "/tmp/push.json" \
-		--prepare "$prepare" --command-name "$name" "$cmd" >&2
-	in_head cat /tmp/push.json | jq '.results[0].mean'
-}
-
 H2="$(hosts 2)"
 H4="$(hosts 4)"
-T_SL1=$(run "spark-launch push to 1 node" "$(rm_on 2)" "$SL image push $IMAGE --hosts $H2")
-T_PIPE1=$(run "docker save | ssh docker load, 1 node" "$(rm_on 2)" "$(pipe 2)")
-T_SL3=$(run "spark-launch push to 3 nodes" "$(rm_on 2 3 4)" "$SL image push $IMAGE --hosts $H4")
-T_LOOP3=$(run "pipeline per node, in a loop" "$(rm_on 2 3 4)" "$(pipe 2); $(pipe 3); $(pipe 4)")
-T_PAR3=$(run "pipeline per node, in parallel" "$(rm_on 2 3 4)" "$(pipe 2) & $(pipe 3) & $(pipe 4) & wait")
 
-report() { # report NAME SECONDS NODES
-	awk -v n="$1" -v t="$2" -v b="$BYTES" -v k="$3" \
-		'BEGIN { printf "  %-40s %7.2f s  %7.1f MiB/s per node, %7.1f MiB/s total\n", n, t, b / t / 1048576, k * b / t / 1048576 }'
+# top_layer FROM TAG SEED: FROM + one COPY of TOP_MIB random MiB (a new top layer).
+top_layer() {
+	local ctx
+	ctx=$(mktemp -d "/var/tmp/${P}ctx.XXXX")
+	head -c "$((TOP_MIB * 1024 * 1024))" /dev/urandom >"$ctx/top$3"
+	printf 'FROM %s\nCOPY top%s /top\n' "$1" "$3" >"$ctx/Dockerfile"
+	DOCKER_BUILDKIT=0 docker -H "unix://$HEAD_SOCK" build -q -t "$2" "$ctx" >/dev/null 2>&1
+	rm -rf "$ctx"
 }
+# The whole image: base (MIB - TOP_MIB of payload) + a top layer; the update: the same base
+# with another top layer.
+base_image sl14bench:base "$((MIB - TOP_MIB))"
+top_layer sl14bench:base sl14bench:old 1
+top_layer sl14bench:base sl14bench:new 2
+BYTES=$(docker -H "unix://$HEAD_SOCK" image inspect -f '{{.Size}}' sl14bench:new)
+
+rm_on() { # rm_on IMAGE I...: remove IMAGE from those nodes (not timed)
+	local image=$1 cmd="" i
+	shift
+	for i in "$@"; do cmd+="docker -H unix://$(sock "$i") image rm -f $image >/dev/null 2>&1; "; done
+	echo "$cmd true"
+}
+# The prepare runs inside the head; the node sockets are reachable as root only: run it here.
+prep() { bash -c "$1" >/dev/null 2>&1 || true; }
+pipe() { echo "docker save $1 | $SSH $(addr "$2") docker load -q >/dev/null"; }
+pair() { # pair CASE PREPARE BASELINE OURS: one baseline run and one spark-launch run
+	prep "$2"
+	measure "$1.base" true "$3"
+	prep "$2"
+	measure "$1.sl" true "$4"
+}
+
+if [ -z "${SKIP_CASES:-}" ]; then
+	# The previous version on every target (untimed).
+	in_head "$SL" image push sl14bench:old --hosts "$H4" >/dev/null
+	for r in $(seq 1 "$RUNS"); do
+		echo "run $r of $RUNS" >&2
+		pair upd1 "$(rm_on sl14bench:new 2)" "$(pipe sl14bench:new 2)" "$SL image push sl14bench:new --hosts $H2"
+		pair upd3 "$(rm_on sl14bench:new 2 3 4)" "$(pipe sl14bench:new 2); $(pipe sl14bench:new 3); $(pipe sl14bench:new 4)" \
+			"$SL image push sl14bench:new --hosts $H4"
+	done
+	# Whole pushes: nothing of the image on the targets.
+	prep "$(rm_on sl14bench:old 2 3 4); $(rm_on sl14bench:new 2 3 4)"
+	for r in $(seq 1 "$RUNS"); do
+		echo "run $r of $RUNS" >&2
+		pair full1 "$(rm_on sl14bench:new 2)" "$(pipe sl14bench:new 2)" "$SL image push sl14bench:new --hosts $H2"
+		pair loop3 "$(rm_on sl14bench:new 2 3 4)" "$(pipe sl14bench:new 2); $(pipe sl14bench:new 3); $(pipe sl14bench:new 4)" \
+			"$SL image push sl14bench:new --hosts $H4"
+		prep "$(rm_on sl14bench:new 2 3 4)"
+		measure par3.base true "$(pipe sl14bench:new 2) & $(pipe sl14bench:new 3) & $(pipe sl14bench:new 4) & wait"
+	done
+	cp "$OUT/loop3.sl" "$OUT/par3.sl"
+fi
+prep "$(rm_on sl14bench:new 2)"
+RSS=$(peak_rss_mib "$SL" image push sl14bench:new --hosts "$H2")
+
 echo
-echo "image push, $(awk -v b="$BYTES" 'BEGIN { printf "%.0f MiB", b / 1048576 }') image, mean of $RUNS runs, inside the head:"
-report "spark-launch image push → 1 node" "$T_SL1" 1
-report "docker save | ssh docker load → 1 node" "$T_PIPE1" 1
-report "spark-launch image push → 3 nodes" "$T_SL3" 3
-report "pipeline per node, in a loop → 3" "$T_LOOP3" 3
-report "pipeline per node, in parallel → 3" "$T_PAR3" 3
-awk -v a="$T_PIPE1" -v b="$T_SL1" 'BEGIN { printf "ratio, 1 node (pipeline time / spark-launch time): %.2f   (goal >= 1.0)\n", a / b }'
-awk -v a="$T_LOOP3" -v b="$T_SL3" 'BEGIN { printf "ratio, 3 nodes vs the loop:                       %.2f\n", a / b }'
-awk -v a="$T_PAR3" -v b="$T_SL3" 'BEGIN { printf "ratio, 3 nodes vs parallel pipelines:             %.2f\n", a / b }'
+echo "image push, $(awk -v b="$BYTES" 'BEGIN { printf "%.0f MiB", b / 1048576 }') image (top layer $TOP_MIB MiB), $RUNS runs each, alternating, inside the head ($(nproc) cores shared by all nodes and other work):"
+if [ -z "${SKIP_CASES:-}" ]; then
+	detail "update 1 node" upd1.base upd1.sl
+	detail "update 3 nodes vs the loop" upd3.base upd3.sl
+	detail "1 node" full1.base full1.sl
+	detail "3 nodes vs the loop" loop3.base loop3.sl
+	detail "3 nodes vs parallel pipes" par3.base par3.sl
+fi
+echo "  peak RSS of spark-launch pushing the whole $(awk -v b="$BYTES" 'BEGIN { printf "%.0f MiB", b / 1048576 }') image to 1 node: $RSS MiB"
+if [ -z "${SKIP_CASES:-}" ]; then
+	ratio "update 1 node" upd1.base upd1.sl
+	ratio "update 3 nodes vs the loop" upd3.base upd3.sl
+	ratio "1 node" full1.base full1.sl
+	ratio "3 nodes vs the loop" loop3.base loop3.sl
+	ratio "3 nodes vs parallel pipelines" par3.base par3.sl
+fi

@@ -5,13 +5,16 @@
 //! network and IPC, GPUs (`deploy.resources.reservations.devices`, what `--gpus all` means),
 //! devices, capabilities, limits and mounts. Compose interpolates `$VAR` in every string, so
 //! every `$` of a command or value is written `$$`; a mount source under `~` becomes
-//! `${HOME}/…` (the home of whoever runs compose on that node).
+//! `${HOME}/…` (the home of whoever runs compose on that node). A secret (`HF_TOKEN`, `*_KEY`)
+//! is written as `${NAME:?...}`: compose reads it from its own environment, the file never
+//! holds it.
 //!
 //! Pure: a plan in, file names and texts out.
 
 use yaml_serde::{Mapping, Sequence, Value};
 
 use crate::node::{NodeName, Role};
+use crate::plan::secret::is_secret_name;
 use crate::plan::spec::{IpcMode, NetworkMode};
 use crate::plan::{ContainerSpec, Gpus, JobPlan, Launch};
 
@@ -60,7 +63,14 @@ pub fn service(spec: &ContainerSpec) -> Value {
     if !spec.env.is_empty() {
         let mut env = Mapping::new();
         for (k, v) in &spec.env {
-            env.insert(s(k), s(&escape(v)));
+            // A secret never lands in a generated file: compose takes it from the
+            // environment of whoever runs it, and refuses to start without it.
+            let v = if is_secret_name(k) {
+                format!("${{{k}:?export {k} before docker compose up}}")
+            } else {
+                escape(v)
+            };
+            env.insert(s(k), s(&v));
         }
         m.insert(s("environment"), Value::Mapping(env));
     }
@@ -102,7 +112,13 @@ pub fn service(spec: &ContainerSpec) -> Value {
         let mut vols = Sequence::new();
         for mount in &spec.mounts {
             let mut v = Mapping::new();
-            v.insert(s("type"), s("bind"));
+            v.insert(
+                s("type"),
+                s(match mount.kind {
+                    crate::plan::spec::MountKind::Bind => "bind",
+                    crate::plan::spec::MountKind::Volume => "volume",
+                }),
+            );
             v.insert(s("source"), s(&source(&mount.source)));
             v.insert(s("target"), s(&escape(&mount.target)));
             v.insert(s("read_only"), Value::Bool(mount.read_only));
@@ -149,6 +165,20 @@ pub fn files(plan: &JobPlan, header: &str) -> Vec<ComposeFile> {
             let mut root = Mapping::new();
             root.insert(s("name"), s(&spec.name));
             root.insert(s("services"), Value::Mapping(services));
+            // Named volumes (`--nccl-from IMAGE`) are filled beforehand: external to compose.
+            let mut named = Mapping::new();
+            for m in spec
+                .mounts
+                .iter()
+                .filter(|m| m.kind == crate::plan::spec::MountKind::Volume)
+            {
+                let mut v = Mapping::new();
+                v.insert(s("external"), Value::Bool(true));
+                named.insert(s(&m.source), Value::Mapping(v));
+            }
+            if !named.is_empty() {
+                root.insert(s("volumes"), Value::Mapping(named));
+            }
             let body = yaml_serde::to_string(&Value::Mapping(root)).unwrap_or_default();
             let mut text = String::new();
             for line in header.lines() {
@@ -167,6 +197,59 @@ pub fn files(plan: &JobPlan, header: &str) -> Vec<ComposeFile> {
             })
         })
         .collect()
+}
+
+/// The README beside the compose files: what to do around `docker compose up`, in the plan's
+/// order, each step with how to do it by hand.
+pub fn readme(plan: &crate::workload::serve::ServePlan, profile: &str) -> String {
+    use crate::plan::Step;
+    let mut s = format!(
+        "# {profile}: compose files\n\nOne file per node, with the containers `spark-launch up {profile}` starts. \
+The steps spark-launch would run, in order, and how to do each by hand:\n\n"
+    );
+    for (i, step) in plan.job.steps.iter().enumerate() {
+        let how = match step {
+            Step::StageModel {
+                model, copy: true, ..
+            } => format!(
+                "`spark-launch model pull {model}` (or have the same files in every node's Hugging Face cache)"
+            ),
+            Step::EnsureImage { image, .. } => {
+                // Paste-ready commands: every foreign word quoted where a shell would not take
+                // it as one word (the image is also checked when the profile is read).
+                let image = crate::text::shell_word(image);
+                format!("`docker pull {image}` on every node, or `spark-launch image push {image}`")
+            }
+            Step::Start { nodes } => format!(
+                "on each node: `docker compose -f NODE.compose.yaml up -d` ({})",
+                nodes
+                    .iter()
+                    .map(|n| format!("{n}.compose.yaml"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            Step::StageNccl { image, volume, .. } => format!(
+                "on each node: `docker volume create {volume}`, then copy the libnccl.so.2 that {image}'s loader finds (in `nccl-build` images /opt/nccl/lib/libnccl.so.2) into it: `docker run --rm -v {volume}:/sl-nccl --entrypoint cp {image} -L /opt/nccl/lib/libnccl.so.2 /sl-nccl/libnccl.so.2`"
+            ),
+            Step::CheckNccl { .. } => "on each node: `docker run --rm --entrypoint sh IMAGE -c 'echo $LD_LIBRARY_PATH; ldconfig -p | grep libnccl'` shows where the loader looks; `grep -a -o -m1 'NCCL version [0-9.]*' FILE` the release each file holds".to_string(),
+            Step::WaitServing { url, .. } => format!(
+                "on the head: `docker logs -f {}` until `curl {}/health` answers",
+                crate::text::shell_word(&plan.job.job.container_name(&plan.nodes[0])),
+                crate::text::shell_word(url)
+            ),
+            _ => String::new(),
+        };
+        s.push_str(&format!("{}. {}", i + 1, step.describe()));
+        if !how.is_empty() {
+            s.push_str(&format!("\n   — {how}"));
+        }
+        s.push('\n');
+    }
+    s.push_str(&format!(
+        "\nOnce ready: `curl {}/models`. Stop: `docker compose -f NODE.compose.yaml down` on each node.\n",
+        crate::text::shell_word(&plan.endpoint.url)
+    ));
+    s
 }
 
 #[cfg(test)]
@@ -199,5 +282,19 @@ mod tests {
             "all"
         );
         assert_eq!(v["labels"]["dev.spark-launch.job"], "demo");
+    }
+
+    #[test]
+    fn a_secret_is_read_from_the_environment_of_compose_never_written() {
+        let job = JobName::new("demo").unwrap();
+        let node = NodeName::new("spark").unwrap();
+        let mut spec = ContainerSpec::gpu(&job, &node, Role::Head, "img:1", true);
+        spec.env.insert("HF_TOKEN".into(), "hf_secret".into());
+        let v = service(&spec);
+        assert_eq!(
+            v["environment"]["HF_TOKEN"],
+            "${HF_TOKEN:?export HF_TOKEN before docker compose up}"
+        );
+        assert!(!yaml_serde::to_string(&v).unwrap().contains("hf_secret"));
     }
 }

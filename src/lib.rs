@@ -4,21 +4,27 @@
 //! The modules follow the flow of data, one way:
 //!
 //! ```text
-//! discover ─► inventory ─► probe ─► derive ─► plan/workload ─► apply ─► report
-//!  (mDNS)    (cluster.yaml) (facts)  (env)    (JobPlan)       (ssh, runtime)  (parse, verdict)
+//! discover ─► inventory ─► resolve ─► probe ─► derive ─► workload::launch ─► apply ─► report
+//!  (mDNS)    (cluster.yaml) (nodes)    (facts)  (env)    (the one plan)     (effects) (verdict)
 //! ```
 //!
 //! `probe` turns a machine (or a saved snapshot of one) into plain data; `derive`, `plan`,
-//! `workload`, `doctor`'s fact checks and `report`'s parsers are pure functions of that data.
-//! Only `discover`, `ssh`, `runtime` and `apply` touch the world. `cli` is flags and glue.
+//! `workload`, `fabric`, `doctor`'s fact checks and `report`'s parsers are pure functions of
+//! that data. Only `discover`, `ssh`, `runtime`, `resolve` and `apply` touch the world, and
+//! `bench`'s client, sweep, job lookup and result files. `cli` is flags and rendering: it
+//! parses into library types, calls the library once and renders the result.
 
 pub mod apply;
+pub mod bench;
 pub mod cli;
 pub mod compose;
 pub mod derive;
 pub mod discover;
 pub mod doctor;
+pub mod fabric;
+pub mod input;
 pub mod inventory;
+pub mod libnccl;
 pub mod model;
 pub mod node;
 pub mod plan;
@@ -26,6 +32,8 @@ pub mod probe;
 pub mod profile;
 pub mod progress;
 pub mod report;
+pub mod resolve;
 pub mod runtime;
 pub mod ssh;
+pub mod text;
 pub mod workload;

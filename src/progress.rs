@@ -178,9 +178,63 @@ impl Reporter for RecordingReporter {
     }
 }
 
+/// `8 B`, `64 KiB`, `4 GiB`, `1.5 GiB`, `1.4 MiB`: a byte count as people write it (exact
+/// units when it is a power-of-two multiple, else one decimal).
+pub fn human_bytes(n: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = n;
+    let mut u = 0;
+    while v >= 1024 && v.is_multiple_of(1024) && u < UNITS.len() - 1 {
+        v /= 1024;
+        u += 1;
+    }
+    if v >= 1024 {
+        // Not a power of two: one decimal in the largest fitting unit.
+        let mut f = n as f64;
+        let mut u = 0;
+        while f >= 1024.0 && u < UNITS.len() - 1 {
+            f /= 1024.0;
+            u += 1;
+        }
+        return format!("{f:.1} {}", UNITS[u]);
+    }
+    format!("{v} {}", UNITS[u])
+}
+
+/// `12s`, `3m05s`, `1h02m`, `1d01h`: a duration as `docker ps` writes one.
+pub fn human_duration(d: std::time::Duration) -> String {
+    let s = d.as_secs();
+    match s {
+        s if s < 60 => format!("{s}s"),
+        s if s < 3600 => format!("{}m{:02}s", s / 60, s % 60),
+        s if s < 86_400 => format!("{}h{:02}m", s / 3600, (s % 3600) / 60),
+        s => format!("{}d{:02}h", s / 86_400, (s % 86_400) / 3600),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn durations_read_like_docker_ps() {
+        let d = std::time::Duration::from_secs;
+        assert_eq!(human_duration(d(5)), "5s");
+        assert_eq!(human_duration(d(125)), "2m05s");
+        assert_eq!(human_duration(d(1200)), "20m00s");
+        assert_eq!(human_duration(d(7260)), "2h01m");
+        assert_eq!(human_duration(d(90_000)), "1d01h");
+    }
+
+    #[test]
+    fn byte_counts_read_as_people_write_them() {
+        assert_eq!(human_bytes(7), "7 B");
+        assert_eq!(human_bytes(12 * 1024), "12 KiB");
+        assert_eq!(human_bytes(65536), "64 KiB");
+        assert_eq!(human_bytes(4 << 30), "4 GiB");
+        assert_eq!(human_bytes(1536 * 1024 * 1024), "1.5 GiB");
+        assert_eq!(human_bytes(1_500_000), "1.4 MiB");
+    }
 
     #[test]
     fn a_step_dropped_without_ok_is_reported_as_failed() {

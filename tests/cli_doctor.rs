@@ -6,6 +6,9 @@ use std::net::TcpListener;
 use std::path::Path;
 use std::process::{Command, Output};
 
+mod support;
+use support::fixtures;
+
 fn fixture_args(name: &str) -> Vec<String> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures")
@@ -382,5 +385,187 @@ fn a_snapshot_run_never_starts_anything_even_with_an_image() {
     assert_eq!(
         check(&json(&out), "host.container-memlock")["status"],
         "skipped"
+    );
+}
+
+#[test]
+fn doctor_on_healthy_snapshots_without_dev_and_the_driver_skips_what_it_never_saw() {
+    // Issue 12: two healthy Sparks captured without `dev/` and `sys/module/nvidia` got
+    // `FAIL host.infiniband-dev` and `FAIL host.nvidia-driver` on both nodes, exit 1.
+    let (_tmp, snaps) = fixtures::edited("seed-001-two-sparks-both-twins", fixtures::older_capture);
+    let mut a = vec!["doctor".to_string(), "--json".to_string()];
+    a.extend(snaps.clone());
+    let out = run(&a);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let v = json(&out);
+    for id in [
+        "host.infiniband-dev",
+        "host.nvidia-driver",
+        "host.nccl-conf",
+    ] {
+        for node in ["spark", "spark2"] {
+            assert_eq!(
+                check(&v, id)["nodes"][node],
+                "skipped",
+                "{id} on {node}: {v}"
+            );
+        }
+    }
+    // The text says what to capture.
+    let mut a = vec!["doctor".to_string()];
+    a.extend(snaps);
+    let text = String::from_utf8_lossy(&run(&a).stdout).into_owned();
+    assert!(
+        text.contains("does not record /dev/infiniband")
+            && text.contains("spark-launch probe --capture"),
+        "{text}"
+    );
+    // Observed absent is still a failure: an empty dev/infiniband folder and a capture that
+    // says it looked for the driver.
+    let (_tmp, snaps) = fixtures::edited("seed-001-two-sparks-both-twins", |node| {
+        std::fs::remove_dir_all(node.join("dev/infiniband")).unwrap();
+        std::fs::create_dir_all(node.join("dev/infiniband")).unwrap();
+        std::fs::remove_dir_all(node.join("sys/module/nvidia")).unwrap();
+    });
+    let mut a = vec!["doctor".to_string(), "--json".to_string()];
+    a.extend(snaps);
+    let out = run(&a);
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    let v = json(&out);
+    assert_eq!(check(&v, "host.infiniband-dev")["nodes"]["spark"], "fail");
+    assert_eq!(check(&v, "host.nvidia-driver")["nodes"]["spark2"], "fail");
+}
+
+/// Renames `from` to `to` in every file name and file of a snapshot folder.
+fn rename_everywhere(dir: &Path, from: &str, to: &str) {
+    let mut stack = vec![dir.to_path_buf()];
+    let mut paths = Vec::new();
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p.clone());
+            } else if let Ok(text) = std::fs::read_to_string(&p) {
+                std::fs::write(&p, text.replace(from, to)).unwrap();
+            }
+            paths.push(p);
+        }
+    }
+    // Deepest first, so a folder is renamed after what is inside it.
+    paths.sort_by_key(|p| std::cmp::Reverse(p.components().count()));
+    for p in paths {
+        let name = p.file_name().unwrap().to_string_lossy().into_owned();
+        if name.contains(from) {
+            std::fs::rename(&p, p.with_file_name(name.replace(from, to))).unwrap();
+        }
+    }
+}
+
+#[test]
+fn garbage_bytes_from_sysfs_and_logs_are_never_echoed_raw_into_findings_and_fix_commands() {
+    // Issue 12 (smaller list): control characters from sysfs and logs reached the terminal,
+    // and a hostile name reached a paste-ready fix command as shell syntax.
+    let (_tmp, snaps) = fixtures::edited("broken-mtu-mismatch", |node| {
+        if node.ends_with("spark2") {
+            rename_everywhere(node, "enp1s0f1np1", "enp1s0f1np1;reboot");
+            std::fs::write(node.join("hostname"), "spark2\u{1b}]0;owned\u{7}\n").unwrap();
+            std::fs::create_dir_all(node.join("etc")).unwrap();
+            std::fs::write(node.join("etc/nccl.conf"), "NCCL_DEBUG=WARN\u{1b}[2J\n").unwrap();
+        }
+    });
+    let log = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(
+        log.path(),
+        "torch.distributed.DistStoreError: \u{1b}[31mTimed out after 601 seconds waiting for clients. 1/2 clients joined.\u{1b}[0m\n",
+    )
+    .unwrap();
+    let mut a = vec!["doctor".to_string()];
+    a.extend(snaps);
+    a.push("--log".into());
+    a.push(log.path().display().to_string());
+    let out = run(&a);
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    for (what, bytes) in [("stdout", &out.stdout), ("stderr", &out.stderr)] {
+        let bad: Vec<u8> = bytes
+            .iter()
+            .copied()
+            .filter(|b| b.is_ascii_control() && *b != b'\n' && *b != b'\t')
+            .collect();
+        assert!(
+            bad.is_empty(),
+            "{what} carries raw control bytes {bad:?}:\n{}",
+            describe(&out)
+        );
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("$ sudo ip link set dev 'enp1s0f1np1;reboot' mtu 9000"),
+        "{text}"
+    );
+    assert!(
+        text.contains("\\u{1b}"),
+        "escaped, so the user sees it: {text}"
+    );
+}
+
+#[test]
+fn a_nonsense_gid_is_not_blamed_on_a_missing_ipv4_address_that_is_there() {
+    // Issue 12 (smaller list): a GID slot holding garbage made roce-gid say the address had
+    // no GID, with a fix that re-applies an address that is there.
+    let (_tmp, snaps) = fixtures::edited("seed-001-two-sparks-both-twins", |node| {
+        if node.ends_with("spark") {
+            std::fs::write(
+                node.join("sys/class/infiniband/rocep1s0f1/ports/1/gids/3"),
+                "zz:not-a-gid\n",
+            )
+            .unwrap();
+        }
+    });
+    let mut a = vec![
+        "doctor".to_string(),
+        "--check".to_string(),
+        "fabric.roce-gid".to_string(),
+    ];
+    a.extend(snaps);
+    let out = run(&a);
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains(
+            "rocep1s0f1's GID table holds entries that are not GIDs (index 3: `zz:not-a-gid`)"
+        ),
+        "{text}"
+    );
+    assert!(!text.contains("has no RoCE v2 GID for"), "{text}");
+    assert!(!text.contains("sudo ip addr del"), "{text}");
+}
+
+#[test]
+fn a_garbage_mtu_no_longer_passes_fabric_mtu_mismatch() {
+    // Issue 12 (smaller list): an MTU of `abc` was skipped, and the check passed.
+    let (_tmp, snaps) = fixtures::edited("seed-001-two-sparks-both-twins", |node| {
+        if node.ends_with("spark2") {
+            std::fs::write(node.join("sys/class/net/enp1s0f1np1/mtu"), "abc\n").unwrap();
+        }
+    });
+    let mut a = vec![
+        "doctor".to_string(),
+        "--json".to_string(),
+        "--check".to_string(),
+        "fabric.mtu-mismatch".to_string(),
+    ];
+    a.extend(snaps);
+    let out = run(&a);
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    let v = json(&out);
+    assert_eq!(
+        check(&v, "fabric.mtu-mismatch")["nodes"]["spark2"],
+        "fail",
+        "{v}"
+    );
+    assert!(
+        v.to_string()
+            .contains("the MTU of enp1s0f1np1 reads `abc`, not a number"),
+        "{v}"
     );
 }

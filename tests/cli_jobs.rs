@@ -262,3 +262,48 @@ fn a_dry_run_with_an_unreadable_snapshot_names_the_node() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[test]
+fn ulimit_nofile_10_5_is_refused_on_the_command_line() {
+    // Issue 12 (smaller list): `--ulimit nofile=10:5` (soft above hard) was accepted.
+    let out = run(&[
+        "run",
+        "--job",
+        "x",
+        "--image",
+        "busybox",
+        "--ulimit",
+        "nofile=10:5",
+        "--dry-run",
+        "--snapshot",
+        &snapshot("spark"),
+        "--",
+        "true",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("soft limit (10) is above the hard limit (5)"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn an_image_with_shell_syntax_is_refused_by_run_even_in_a_dry_run() {
+    let out = run(&[
+        "run",
+        "--job",
+        "x",
+        "--image",
+        "img; touch x",
+        "--dry-run",
+        "--snapshot",
+        &snapshot("spark"),
+        "--",
+        "true",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("is not an image reference"));
+    assert!(out.stdout.is_empty());
+}

@@ -140,3 +140,152 @@ fn malformed_hosts_and_snapshot_mixtures_are_invalid_input() {
     let out = run(&file, &["discover", "--timeout", "0"]);
     assert_eq!(out.status.code(), Some(2));
 }
+
+/// A cluster file as a user edits it: comments above, beside and between nodes, a blank line,
+/// flow and block lists, a key order of their own.
+const COMMENTED: &str = "\
+# spark-launch cluster file. Edit it freely; every command validates it.
+# Per node: name, addresses (tried in order), user (default: yours), port (default 22),
+# role (head | worker; default: the first node is the head), fabric (a cache of the last probe).
+nodes:
+  # the rack by the window
+  - name: spark-1d84        # head, rank 0
+    user: nvidia
+    addresses: [169.254.12.7, \"spark-1d84.local\"]
+
+  # borrowed from the lab, back on Friday
+  - name: ws
+    addresses:
+      - 10.0.0.5   # eno2np1
+    port: 2222
+# end of list
+";
+
+#[test]
+fn nodes_add_and_rm_change_only_the_lines_of_that_node_byte_for_byte() {
+    // Issue 12: `nodes add`/`nodes remove` dropped every comment of a hand-edited file and
+    // reformatted it.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("cluster.yaml");
+    std::fs::write(&file, COMMENTED).unwrap();
+
+    let out = run(&file, &["nodes", "add", "spark-1b3b=nvidia@169.254.12.8"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let added = COMMENTED.replace(
+        "    port: 2222\n# end of list\n",
+        "    port: 2222\n  - name: spark-1b3b\n    addresses:\n    - 169.254.12.8\n    user: nvidia\n# end of list\n",
+    );
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), added);
+
+    // A second address for a known node rewrites that node's lines, nothing else.
+    let out = run(&file, &["nodes", "add", "ws=10.0.0.6"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let merged = added.replace(
+        "  - name: ws\n    addresses:\n      - 10.0.0.5   # eno2np1\n    port: 2222\n",
+        "  - name: ws\n    addresses:\n    - 10.0.0.5\n    - 10.0.0.6\n    port: 2222\n",
+    );
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), merged);
+
+    let out = run(&file, &["nodes", "rm", "spark-1b3b"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let removed = merged.replace(
+        "  - name: spark-1b3b\n    addresses:\n    - 169.254.12.8\n    user: nvidia\n",
+        "",
+    );
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), removed);
+
+    let out = run(&file, &["nodes", "rm", "spark-1d84"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap(),
+        removed.replace(
+            "  - name: spark-1d84        # head, rank 0\n    user: nvidia\n    addresses: [169.254.12.7, \"spark-1d84.local\"]\n",
+            ""
+        )
+    );
+}
+
+#[test]
+fn a_cluster_file_that_cannot_be_edited_line_by_line_and_has_comments_is_left_untouched() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("cluster.yaml");
+    let flow = "# mine\nnodes: [{name: a, addresses: [169.254.1.1]}]\n";
+    std::fs::write(&file, flow).unwrap();
+    let out = run(&file, &["nodes", "add", "b=169.254.1.2"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("holds comments"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), flow);
+    // Without comments there is nothing to lose: it is rewritten in the writer's layout.
+    std::fs::write(&file, "nodes: [{name: a, addresses: [169.254.1.1]}]\n").unwrap();
+    let out = run(&file, &["nodes", "add", "b=169.254.1.2"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        std::fs::read_to_string(&file)
+            .unwrap()
+            .contains("- name: b")
+    );
+}
+
+#[test]
+fn a_binary_cluster_yaml_exits_2_not_1() {
+    // Issue 12 (smaller list): a binary cluster.yaml exited 1, as if an operation had failed.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("cluster.yaml");
+    std::fs::write(&file, [0xff, 0xfe, 0x00, 0x01, 0x80, b'\n']).unwrap();
+    for args in [&["nodes"][..], &["nodes", "add", "a=169.254.1.1"], &["env"]] {
+        let out = run(&file, args);
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            text(&out.stderr)
+        );
+        assert!(
+            text(&out.stderr).contains("is not text (UTF-8)"),
+            "{}",
+            text(&out.stderr)
+        );
+    }
+}
+
+#[test]
+fn a_new_config_folder_is_0700_and_the_cluster_file_0600() {
+    // Issue 12: `~/.config/spark-launch` was created 0755.
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("config/spark-launch/cluster.yaml");
+    let out = run(&file, &["nodes", "add", "a=169.254.1.1"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&dir.path().join("config/spark-launch")), 0o700);
+    assert_eq!(mode(&dir.path().join("config")), 0o700);
+    assert_eq!(mode(&file), 0o600);
+}
+
+#[test]
+fn node_names_dot_dot_dot_and_address_999_1_1_1_are_refused_on_the_command_line() {
+    // Issue 12 (smaller list): node names `.`/`..` and the address `999.1.1.1` were accepted.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("cluster.yaml");
+    for (arg, want) in [
+        ("..=169.254.1.1", "starting with a letter or a digit"),
+        (".=169.254.1.1", "starting with a letter or a digit"),
+        ("999.1.1.1", "is not an IPv4 address"),
+        ("a=999.1.1.1", "is not an IPv4 address"),
+    ] {
+        let out = run(&file, &["nodes", "add", arg]);
+        assert_eq!(out.status.code(), Some(2), "{arg}: {}", text(&out.stderr));
+        assert!(
+            text(&out.stderr).contains(want),
+            "{arg}: {}",
+            text(&out.stderr)
+        );
+    }
+    assert!(!file.exists(), "nothing was written");
+    let out = run(&file, &["env", "--snapshot", "..=/tmp"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+}

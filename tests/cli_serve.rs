@@ -5,6 +5,9 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
+mod support;
+use support::fixtures;
+
 fn fixture_args(name: &str) -> Vec<String> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures")
@@ -130,6 +133,7 @@ fn a_dry_run_with_json_prints_only_the_whole_plan() {
             "check-ports",
             "check-reachable",
             "ensure-image",
+            "check-nccl",
             "stage-model",
             "start",
             "wait-ray",
@@ -384,4 +388,272 @@ fn trtllm_host_keys_choose_the_folder_each_container_presents() {
         "{}",
         mounts(1)
     );
+}
+
+/// The devices of each container of a serving plan, by node.
+fn devices(plan: &serde_json::Value) -> Vec<(String, Vec<String>)> {
+    plan["job"]["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| {
+            (
+                n["node"].as_str().unwrap().to_string(),
+                n["launch"]["container"]["devices"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|d| d["host"].as_str().unwrap().to_string())
+                    .collect(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn vllm_on_snapshots_that_do_not_record_dev_passes_infiniband_and_says_it_assumed_it() {
+    // Issue 12: on snapshots without `dev/`, `vllm --dry-run` planned containers without
+    // /dev/infiniband and said nothing: NCCL would have run on TCP.
+    let (_tmp, snaps) = fixtures::edited("seed-001-two-sparks-both-twins", fixtures::older_capture);
+    let mut a: Vec<String> = [
+        "vllm",
+        "--tp",
+        "2",
+        "--dry-run",
+        "--json",
+        "Qwen/Qwen2.5-0.5B-Instruct",
+    ]
+    .map(String::from)
+    .to_vec();
+    a.extend(snaps.clone());
+    let out = run(&a);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let plan: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    for (node, devs) in devices(&plan) {
+        assert_eq!(devs, vec!["/dev/infiniband"], "{node}");
+    }
+    let notes = plan["notes"].to_string();
+    assert!(notes.contains("do not record /dev/infiniband"), "{notes}");
+    assert!(plan.get("sockets").is_none(), "{plan}");
+}
+
+#[test]
+fn vllm_on_a_node_without_infiniband_devices_refuses_with_the_modprobe_fix_unless_tcp_is_allowed() {
+    // spark2 was seen without /dev/infiniband (an empty folder): its ACTIVE RoCE devices are
+    // out of reach of any container.
+    let (_tmp, snaps) = fixtures::edited("seed-001-two-sparks-both-twins", |node| {
+        if node.ends_with("spark2") {
+            std::fs::remove_dir_all(node.join("dev/infiniband")).unwrap();
+            std::fs::create_dir_all(node.join("dev/infiniband")).unwrap();
+        }
+    });
+    let base: Vec<String> = [
+        "vllm",
+        "--tp",
+        "2",
+        "--dry-run",
+        "Qwen/Qwen2.5-0.5B-Instruct",
+    ]
+    .map(String::from)
+    .to_vec();
+    let mut a = base.clone();
+    a.extend(snaps.clone());
+    let out = run(&a);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("spark2: RDMA devices roceP2p1s0f1, rocep1s0f1 are ACTIVE but /dev/infiniband is missing"),
+        "{err}"
+    );
+    assert!(err.contains("sudo modprobe ib_uverbs"), "{err}");
+    assert!(out.stdout.is_empty(), "{}", text(&out));
+    // --allow-tcp proceeds; the plan says NCCL will use sockets, on every node.
+    let mut a = base.clone();
+    a.extend(["--allow-tcp".to_string(), "--json".to_string()]);
+    a.extend(snaps);
+    let out = run(&a);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let plan: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        plan["sockets"]
+            .as_str()
+            .unwrap()
+            .contains("spark2 has no usable /dev/infiniband"),
+        "{plan}"
+    );
+    assert!(
+        plan["notes"]
+            .to_string()
+            .contains("NCCL will use TCP sockets on every node")
+    );
+    assert_eq!(
+        devices(&plan),
+        vec![
+            ("spark".to_string(), vec!["/dev/infiniband".to_string()]),
+            ("spark2".to_string(), vec![])
+        ]
+    );
+    for n in plan["job"]["nodes"].as_array().unwrap() {
+        assert_eq!(
+            n["launch"]["container"]["env"]["NCCL_IB_DISABLE"], "1",
+            "{n}"
+        );
+    }
+}
+
+#[test]
+fn absurd_tp_and_pp_are_refused_naming_the_limit_never_wrapped() {
+    // Issue 12: `--tp 4294967295 --pp 4294967295` planned a one-node job; `--tp 65536 --pp
+    // 65536` said "refusing to start: 0 problems".
+    for (tp, pp, want) in [
+        (
+            "4294967295",
+            "4294967295",
+            "--tp 4294967295: at most 1024 is supported",
+        ),
+        ("65536", "65536", "--tp 65536: at most 1024 is supported"),
+        (
+            "1024",
+            "256",
+            "tp × pp = 1024 × 256 = 262144 GPUs: at most 4096",
+        ),
+        ("2", "0", "--pp 0: must be at least 1"),
+    ] {
+        let out = run(&args(
+            &[
+                "vllm",
+                "--tp",
+                tp,
+                "--pp",
+                pp,
+                "--dry-run",
+                "Qwen/Qwen2.5-0.5B-Instruct",
+            ],
+            "seed-001-two-sparks-both-twins",
+        ));
+        assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(want), "{want}: {err}");
+        assert!(!err.contains("0 problems"), "{err}");
+        assert!(out.stdout.is_empty(), "{}", text(&out));
+    }
+    let out = run(&args(
+        &[
+            "up",
+            "smoke-test",
+            "--dry-run",
+            "--set",
+            "tp=65536",
+            "--set",
+            "pp=65536",
+        ],
+        "seed-001-two-sparks-both-twins",
+    ));
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("at most 1024 is supported"), "{err}");
+    assert!(!err.contains("= 0 GPUs"), "{err}");
+}
+
+#[test]
+fn port_0_is_refused_as_no_port() {
+    // Issue 12 (smaller list): `--port 0` was accepted.
+    let out = run(&args(
+        &[
+            "vllm",
+            "--port",
+            "0",
+            "--dry-run",
+            "Qwen/Qwen2.5-0.5B-Instruct",
+        ],
+        "seed-001-two-sparks-both-twins",
+    ));
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("port 0 is not a port"));
+    let out = run(&[
+        "run".to_string(),
+        "--job".into(),
+        "x".into(),
+        "--port".into(),
+        "0".into(),
+        "--dry-run".into(),
+        "--".into(),
+        "true".into(),
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("port 0 is not a port"));
+}
+
+#[test]
+fn a_secret_given_with_env_is_shown_as_set_in_the_plan_text_and_json() {
+    // Issue 12: secrets in plans. `--env HF_TOKEN=…` must not be printed by `--dry-run`.
+    for json in [false, true] {
+        let mut a = vec![
+            "vllm",
+            "--tp",
+            "2",
+            "--dry-run",
+            "--env",
+            "HF_TOKEN=hf_plan_secret",
+            "--env",
+            "VLLM_API_KEY=k3y",
+        ];
+        if json {
+            a.push("--json");
+        }
+        a.push("Qwen/Qwen2.5-0.5B-Instruct");
+        let out = run(&args(&a, "seed-001-two-sparks-both-twins"));
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+        let shown = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            !shown.contains("hf_plan_secret") && !shown.contains("k3y"),
+            "{shown}"
+        );
+        assert!(
+            shown.contains("HF_TOKEN") && shown.contains("<set>"),
+            "{shown}"
+        );
+    }
+}
+
+#[test]
+fn a_profile_image_with_shell_syntax_never_reaches_the_compose_readme() {
+    // Issue 12: a profile `image: "img; touch x"` landed in a paste-ready command of the
+    // compose README.
+    let out_dir = tempfile::tempdir().unwrap();
+    let out = run(&args(
+        &[
+            "compose",
+            "smoke-test",
+            "--set",
+            "image=img; touch x",
+            "--out",
+            &out_dir.path().display().to_string(),
+        ],
+        "seed-001-two-sparks-both-twins",
+    ));
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("image") && err.contains("is not an image reference"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read_dir(out_dir.path()).unwrap().count(),
+        0,
+        "nothing written"
+    );
+    // `--image` of a serving command is checked the same way.
+    let out = run(&args(
+        &[
+            "vllm",
+            "--image",
+            "img; touch x",
+            "--dry-run",
+            "Qwen/Qwen2.5-0.5B-Instruct",
+        ],
+        "seed-001-two-sparks-both-twins",
+    ));
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("is not an image reference"));
 }

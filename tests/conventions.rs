@@ -55,11 +55,14 @@ fn every_source_file_starts_with_a_module_doc_comment() {
 
 #[test]
 fn the_pure_core_imports_no_effects() {
-    // derive, plan, workload, report's parsers and doctor's checks decide; so do model (names,
-    // manifests, scripts as text), profile and compose. They never touch the world (doctor's
+    // derive, plan, workload, report's parsers and doctor's checks decide; so do fabric (the
+    // cabling, address plan, netplan text and node scripts as text), model (names, manifests,
+    // scripts as text), profile, compose and bench's statistics, requests and comparisons.
+    // They never touch the world (doctor's
     // live observations are gathered by the CLI, judged here).
     let pure = [
         "derive",
+        "fabric",
         "plan",
         "workload",
         "report",
@@ -67,6 +70,10 @@ fn the_pure_core_imports_no_effects() {
         "model",
         "profile",
         "compose.rs",
+        "libnccl",
+        "bench/request.rs",
+        "bench/measure.rs",
+        "bench/compare.rs",
     ];
     let forbidden = [
         "tokio",
@@ -107,7 +114,7 @@ fn the_pure_core_imports_no_effects() {
 fn fan_out_over_nodes_happens_only_in_the_one_helper() {
     let mut offenders = Vec::new();
     for p in rust_files(&src()) {
-        if p.ends_with("apply/fanout.rs") {
+        if p.ends_with("node/fanout.rs") {
             continue;
         }
         let text = std::fs::read_to_string(&p).unwrap_or_default();
@@ -119,7 +126,7 @@ fn fan_out_over_nodes_happens_only_in_the_one_helper() {
     }
     assert!(
         offenders.is_empty(),
-        "use apply::for_each_node instead: {offenders:#?}"
+        "use node::for_each_node instead: {offenders:#?}"
     );
 }
 
@@ -142,5 +149,83 @@ fn anyhow_is_used_only_at_the_edge() {
     assert!(
         offenders.is_empty(),
         "library modules use thiserror: {offenders:#?}"
+    );
+}
+
+/// Lines of non-test code under `rel` (a folder or file of src) that contain `needle`.
+fn find(rel: &str, needle: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for p in rust_files(&src().join(rel)) {
+        let text = std::fs::read_to_string(&p).unwrap_or_default();
+        let body = text.split("#[cfg(test)]").next().unwrap_or("");
+        for line in code_lines(body) {
+            if line.contains(needle) {
+                out.push(format!("{}: {}", p.display(), line.trim()));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn ssh_never_imports_apply_and_the_executor_and_serving_do_not_import_each_other() {
+    let mut offenders = find("ssh", "crate::apply");
+    offenders.extend(find("apply/executor.rs", "serving"));
+    offenders.extend(find("apply/serving.rs", "executor"));
+    offenders.extend(find("runtime", "crate::apply"));
+    assert!(offenders.is_empty(), "import cycles: {offenders:#?}");
+}
+
+#[test]
+fn clap_lives_only_in_the_cli() {
+    let offenders: Vec<String> = rust_files(&src())
+        .into_iter()
+        .filter(|p| {
+            let rel = p.strip_prefix(src()).unwrap_or(p);
+            !rel.starts_with("cli") && rel != Path::new("main.rs")
+        })
+        .flat_map(|p| {
+            let text = std::fs::read_to_string(&p).unwrap_or_default();
+            code_lines(&text)
+                .filter(|l| l.contains("clap"))
+                .map(|l| format!("{}: {}", p.display(), l.trim()))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert!(
+        offenders.is_empty(),
+        "library types must not know the command line: {offenders:#?}"
+    );
+}
+
+#[test]
+fn nodes_are_resolved_in_one_place() {
+    // What the user typed about nodes becomes nodes only in `resolve`: reading the cluster
+    // file for a command, telling which configured node is this machine, reading snapshot
+    // folders, and the connect-or-fail pool. (Editing the cluster file, `probe --root` of one
+    // folder and the first contact of `trust`/`fabric` with passwords are not resolving.)
+    let mut offenders = Vec::new();
+    for p in rust_files(&src()) {
+        let rel = p.strip_prefix(src()).unwrap_or(&p).to_path_buf();
+        if rel.starts_with("resolve") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&p).unwrap_or_default();
+        let body = text.split("#[cfg(test)]").next().unwrap_or("");
+        for line in code_lines(body) {
+            let resolving = line.contains("inventory::load(")
+                || (line.contains("is_this_machine(") && !line.contains("fn is_this_machine"))
+                || line.contains("Pool::connect(")
+                || (line.contains("read_snapshot_dir(")
+                    && !rel.starts_with("probe")
+                    && rel != Path::new("cli/cmd_probe.rs"));
+            if resolving {
+                offenders.push(format!("{}: {}", p.display(), line.trim()));
+            }
+        }
+    }
+    assert!(
+        offenders.is_empty(),
+        "a second resolver; use resolve::resolve: {offenders:#?}"
     );
 }

@@ -76,6 +76,22 @@ snapshot_env!(
     an_mtu_mismatch_is_a_warning_on_both_ends,
     "broken-mtu-mismatch"
 );
+snapshot_env!(
+    fresh_sparks_without_fabric_addresses_use_the_management_network_and_say_why,
+    "fresh-two-sparks"
+);
+snapshot_env!(
+    fresh_sparks_beside_an_office_network_in_the_pool_do_the_same,
+    "fresh-mgmt-in-pool"
+);
+snapshot_env!(
+    a_fresh_triangle_has_no_fabric_subnet_yet_and_says_so,
+    "fresh-triangle"
+);
+snapshot_env!(
+    a_fresh_spark_and_workstation_have_no_fabric_subnet_yet_and_say_so,
+    "fresh-spark-and-workstation"
+);
 
 #[test]
 fn every_fixture_folder_is_snapshot_tested() {
@@ -91,6 +107,10 @@ fn every_fixture_folder_is_snapshot_tested() {
         "broken-link-down",
         "broken-mtu-mismatch",
         "broken-twins-one-subnet",
+        "fresh-mgmt-in-pool",
+        "fresh-spark-and-workstation",
+        "fresh-triangle",
+        "fresh-two-sparks",
         "ring-4-sparks",
         "seed-000-one-twin",
         "seed-001-two-sparks-both-twins",

@@ -32,7 +32,16 @@ fn the_base_images_and_sources_are_pinned_never_latest() {
     assert!(
         dockerfile.contains("ARG CUDA_DEVEL_IMAGE=nvcr.io/nvidia/cuda:13.0.1-devel-ubuntu24.04")
     );
-    assert!(dockerfile.contains("ARG NCCL_REF=v2.28.9-1"));
+    // Both stages default to what `nccl-build` builds.
+    assert_eq!(
+        dockerfile
+            .matches(&format!(
+                "ARG NCCL_REF={}\n",
+                spark_launch::workload::nccl_build::DEFAULT_NCCL_REF
+            ))
+            .count(),
+        2
+    );
     assert!(dockerfile.contains("ARG NVCC_GENCODE=\"-gencode=arch=compute_121,code=sm_121\""));
     assert!(dockerfile.contains("MPI=1"));
     // The ssh setup never trusts every host.

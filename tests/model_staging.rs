@@ -11,7 +11,6 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use hub_standin::{FakeRepo, HubStandin, tiny_repo};
-use spark_launch::apply::shell::LocalShell;
 use spark_launch::apply::stage::{
     HeadAccess, NodeStaged, StageError, StageNode, StageOptions, StageSpec, resolve_on_head, stage,
 };
@@ -19,6 +18,7 @@ use spark_launch::model::ModelSource;
 use spark_launch::model::hub::HubError;
 use spark_launch::node::NodeName;
 use spark_launch::progress::{NullReporter, RecordingReporter};
+use spark_launch::runtime::shell::LocalShell;
 
 struct Cluster {
     _dir: tempfile::TempDir,
@@ -250,9 +250,16 @@ async fn a_copy_interrupted_by_a_drop_resumes_on_the_worker() {
         r = stage(&spec, cancel.clone()) => panic!("the copy finished before the interruption: {r:?}"),
         _ = cancel.notify.notified() => {}
     }
+    // Every range the copy reported done before the drop was journaled: none is sent again
+    // (only the range in flight is lost).
+    let seen = cancel.seen.load(Ordering::SeqCst);
     let reports = stage(&spec, Arc::new(NullReporter)).await.unwrap();
     let total: u64 = repo.files.iter().map(|f| f.content.len() as u64).sum();
     assert!(reports[1].resumed_bytes >= 10 * 16 * 1024, "{reports:?}");
+    assert!(
+        reports[1].resumed_bytes >= seen,
+        "{seen} bytes were reported done before the drop, {reports:?}"
+    );
     assert_eq!(reports[1].fetched_bytes + reports[1].resumed_bytes, total);
     assert_layout(&c.repo_dir("w1", &repo.id), &repo);
 }

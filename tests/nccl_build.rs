@@ -171,7 +171,7 @@ fn nccl_build_dry_run_prints_one_build_per_architecture_with_its_arguments() {
     assert_eq!(builds[0]["build_args"]["MESH_PLUGIN"], "1");
     assert_eq!(
         builds[0]["tag"],
-        "spark-launch/nccl-tests:nccl-v2.28.9-1-sm121-arm64-mesh"
+        "spark-launch/nccl-tests:nccl-v2.30.7-1-sm121-arm64-mesh"
     );
 }
 

@@ -124,6 +124,29 @@ fn nccl_test_runs_mpirun_across_node_containers_and_reports_the_captured_log() {
     pin_host_keys(&net);
     load_on(&net, 1, &image);
 
+    // 0. --no-push: the worker lacks the image, so the job is refused before anything starts,
+    //    and nothing is copied there (the flag once went missing on its way to the executor).
+    let out = nccl_test(&net, &image, &["nccl-test", "--launch-check", "--no-push"]);
+    assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
+    let err = stderr(&out);
+    assert!(err.contains(&net.hostname(2)), "{err}");
+    assert!(!err.contains("✓ Start on"), "{err}");
+    let on_worker = Command::new("docker")
+        .args([
+            "-H",
+            &format!("unix://{}", net.docker_socket(2).display()),
+            "image",
+            "inspect",
+            &image,
+        ])
+        .output()
+        .expect("docker image inspect");
+    assert!(
+        !on_worker.status.success(),
+        "--no-push still put {image} on n2"
+    );
+    assert_no_containers_left(&net);
+
     // 1. The launch path alone: `mpirun hostname` over sshd on 2233 prints every node.
     let out = nccl_test(&net, &image, &["nccl-test", "--launch-check"]);
     assert_eq!(out.status.code(), Some(0), "{}", describe(&out));

@@ -204,7 +204,10 @@ fn dry_run_json_from_snapshots_prints_the_whole_plan_and_nothing_else() {
         .iter()
         .map(|s| s["step"].as_str().unwrap())
         .collect();
-    assert_eq!(steps, vec!["ensure-image", "start", "wait-exit", "stop"]);
+    assert_eq!(
+        steps,
+        vec!["ensure-image", "check-nccl", "start", "wait-exit", "stop"]
+    );
 }
 
 #[test]

@@ -158,6 +158,14 @@ fn a_capture_reads_back_as_the_same_machine_and_refuses_a_non_empty_folder() {
         back["interfaces"].as_array().map(|a| a.len())
     );
     assert_eq!(live["routes"], back["routes"]);
+    // The capture records what it looked at (issue 12): read back, a machine without
+    // /dev/infiniband or the NVIDIA driver (this one, in CI) shows them absent, not unknown.
+    assert!(dir.join("recorded").is_file());
+    assert!(dir.join("dev/infiniband").is_dir());
+    for key in ["infiniband_dev_nodes", "nvidia_driver", "nccl_conf"] {
+        assert_eq!(live["host"][key], back["host"][key], "{key}");
+        assert_ne!(back["host"][key], "not_recorded", "{key}: {back}");
+    }
 
     let again = Command::new(bin())
         .args(["probe", "--capture"])
@@ -166,4 +174,143 @@ fn a_capture_reads_back_as_the_same_machine_and_refuses_a_non_empty_folder() {
         .unwrap();
     assert_eq!(again.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&again.stderr).contains("is not empty"));
+}
+
+/// A copy of a healthy fixture snapshot, to make hostile.
+fn copy_of_a_snapshot() -> (tempfile::TempDir, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let dst = tmp.path().join("snap");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/seed-001-two-sparks-both-twins/spark");
+    assert!(
+        Command::new("cp")
+            .arg("-a")
+            .arg(&src)
+            .arg(&dst)
+            .status()
+            .unwrap()
+            .success()
+    );
+    (tmp, dst)
+}
+
+/// `spark-launch probe --root DIR`, killed (and failed) after 20 s: a hang is a failure.
+fn probe_root(dir: &Path) -> std::process::Output {
+    let mut child = Command::new(bin())
+        .args(["probe", "--root"])
+        .arg(dir)
+        .env("SPARK_LAUNCH_NO_PROGRESS", "1")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if started.elapsed() > std::time::Duration::from_secs(20) {
+            let _ = child.kill();
+            panic!("probe --root {} hangs", dir.display());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+fn stderr_of(o: &std::process::Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn a_fifo_in_a_snapshot_is_refused_without_hanging() {
+    // Issue 12: a FIFO hung `probe`.
+    let (_tmp, snap) = copy_of_a_snapshot();
+    std::fs::remove_file(snap.join("sys/class/net/enp1s0f1np1/mtu")).unwrap();
+    assert!(
+        Command::new("mkfifo")
+            .arg(snap.join("sys/class/net/enp1s0f1np1/mtu"))
+            .status()
+            .unwrap()
+            .success()
+    );
+    let out = probe_root(&snap);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr_of(&out));
+    let err = stderr_of(&out);
+    assert!(
+        err.contains("sys/class/net/enp1s0f1np1/mtu: not a regular file"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_snapshot_file_that_is_dev_urandom_or_huge_is_refused_within_bounded_memory() {
+    // Issue 12: a snapshot file that is /dev/urandom grew memory without bound.
+    let (_tmp, snap) = copy_of_a_snapshot();
+    std::fs::remove_file(snap.join("proc/meminfo")).unwrap();
+    std::os::unix::fs::symlink("/dev/urandom", snap.join("proc/meminfo")).unwrap();
+    let out = probe_root(&snap);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr_of(&out));
+    assert!(
+        stderr_of(&out).contains("proc/meminfo"),
+        "{}",
+        stderr_of(&out)
+    );
+    // A sparse 200 GB file: refused by its size, never read.
+    let (_tmp, snap) = copy_of_a_snapshot();
+    let f = std::fs::File::create(snap.join("ip-addr.json")).unwrap();
+    f.set_len(200 << 30).unwrap();
+    let out = probe_root(&snap);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr_of(&out));
+    assert!(
+        stderr_of(&out).contains("ip-addr.json: 214748364800 bytes, more than"),
+        "{}",
+        stderr_of(&out)
+    );
+}
+
+#[test]
+fn a_symlink_out_of_the_snapshot_is_never_followed() {
+    // Issue 12: a snapshot's `etc/nccl.conf -> /etc/shadow` printed the host's file.
+    let (tmp, snap) = copy_of_a_snapshot();
+    let outside = tmp.path().join("private");
+    std::fs::write(&outside, "NCCL_SECRET_MARKER=do-not-print\n").unwrap();
+    std::fs::create_dir_all(snap.join("etc")).unwrap();
+    std::os::unix::fs::symlink(&outside, snap.join("etc/nccl.conf")).unwrap();
+    let out = probe_root(&snap);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr_of(&out));
+    assert!(
+        stderr_of(&out).contains("etc/nccl.conf: a symlink to"),
+        "{}",
+        stderr_of(&out)
+    );
+    for o in [&out.stdout, &out.stderr] {
+        assert!(!String::from_utf8_lossy(o).contains("do-not-print"));
+    }
+    // Doctor, which prints /etc/nccl.conf, refuses the snapshot the same way.
+    let out = Command::new(bin())
+        .args(["doctor", "--snapshot"])
+        .arg(format!("a={}", snap.display()))
+        .env("SPARK_LAUNCH_NO_PROGRESS", "1")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr_of(&out));
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("do-not-print"));
+    // A symlink that stays inside the snapshot is fine.
+    std::fs::remove_file(snap.join("etc/nccl.conf")).unwrap();
+    std::fs::write(snap.join("etc/real.conf"), "NCCL_DEBUG=WARN\n").unwrap();
+    std::os::unix::fs::symlink("real.conf", snap.join("etc/nccl.conf")).unwrap();
+    let out = probe_root(&snap);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+}
+
+#[test]
+fn a_snapshot_given_as_a_file_is_named_as_not_a_folder() {
+    // Issue 12 (smaller list): `--snapshot a=/etc/passwd` said "does not exist".
+    let out = Command::new(bin())
+        .args(["env", "--snapshot", "a=/etc/passwd"])
+        .env("SPARK_LAUNCH_NO_PROGRESS", "1")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr_of(&out));
+    let err = stderr_of(&out);
+    assert!(err.contains("/etc/passwd is not a folder"), "{err}");
+    assert!(!err.contains("does not exist"), "{err}");
 }

@@ -332,3 +332,77 @@ fn report_nccl_on_a_missing_file_is_invalid_input() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/log.txt"));
 }
+
+#[test]
+fn a_log_cut_before_its_closing_lines_is_incomplete_not_measured() {
+    // Issue 12: `report nccl` on a log whose last lines were cut off said "measured".
+    for name in [
+        "all_reduce_2gpu_nvlink.log",
+        "all_gather_2spark_both_twins.log",
+    ] {
+        let text = read(name);
+        let cut = text
+            .find("# Out of bounds values")
+            .unwrap_or_else(|| panic!("{name} has no closing lines"));
+        let a = nccl::analyse(&text[..cut], &Context::default());
+        assert_eq!(a.status, Status::Incomplete, "{name}\n{}", render::text(&a));
+        let shown = render::text(&a);
+        assert!(shown.contains("INCOMPLETE"), "{shown}");
+        assert!(shown.contains("closing lines"), "{shown}");
+        // Cut in the middle of the rows, too.
+        let rows_cut = text[..cut].rfind("\n  ").unwrap_or(cut);
+        let a = nccl::analyse(&text[..rows_cut], &Context::default());
+        assert_eq!(a.status, Status::Incomplete, "{name}");
+    }
+    // And `report nccl` exits 1 on it, saying so.
+    let dir = tempfile::tempdir().unwrap();
+    let text = read("all_reduce_2gpu_nvlink.log");
+    let cut = text.find("# Out of bounds values").unwrap();
+    let path = dir.path().join("cut.log");
+    std::fs::write(&path, &text[..cut]).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_spark-launch"))
+        .args(["report", "nccl"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("INCOMPLETE"));
+}
+
+#[test]
+fn report_nccl_on_dev_zero_or_a_fifo_is_refused_at_once() {
+    // Issue 12: `report nccl /dev/zero` hung.
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("log.fifo");
+    assert!(
+        Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    for target in [Path::new("/dev/zero"), fifo.as_path()] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_spark-launch"))
+            .args(["report", "nccl"])
+            .arg(target)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let started = std::time::Instant::now();
+        while child.try_wait().unwrap().is_none() {
+            if started.elapsed() > std::time::Duration::from_secs(20) {
+                let _ = child.kill();
+                panic!("report nccl {} hangs", target.display());
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(out.status.code(), Some(2));
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("is not a regular file"),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}

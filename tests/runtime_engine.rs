@@ -153,6 +153,7 @@ async fn the_created_container_carries_labels_ulimits_capabilities_mounts_and_ho
         source: dir.path().to_str().unwrap().to_string(),
         target: "/data".into(),
         read_only: true,
+        kind: spark_launch::plan::spec::MountKind::Bind,
     });
     spec.ports = vec![8000];
     spec.command = vec!["sleep".into(), "600".into()];

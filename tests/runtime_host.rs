@@ -152,3 +152,111 @@ fn a_host_job_that_ended_shows_its_exit_code_and_its_log_outlives_it_until_stop(
     let stop = sl(state.path(), &["stop", &job]);
     assert!(stop.status.success(), "{}", describe(&stop));
 }
+
+/// Every process's command line on this machine, as `ps` shows them.
+fn all_command_lines() -> Vec<String> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+        .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
+        .collect()
+}
+
+fn mode(p: &std::path::Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(p).unwrap().permissions().mode() & 0o777
+}
+
+#[test]
+fn a_host_job_gets_its_secrets_through_a_private_file_never_its_command_line() {
+    // Issue 12: with `--runtime host`, `-e HF_TOKEN=…` appeared in `ps` argv; the job folder
+    // was 0755 and its files 0644.
+    let state = tempfile::tempdir().unwrap();
+    let job = format!("sl12s{}", std::process::id());
+    let token = format!("hf_s3cret{}", std::process::id());
+    let marker = format!("sleep 43{}", std::process::id());
+    let run = [
+        "run",
+        "--job",
+        &job,
+        "--runtime",
+        "host",
+        "-e",
+        &format!("HF_TOKEN={token}"),
+        "-e",
+        "GREETING=hello",
+        "--",
+        "sh",
+        "-c",
+        &format!("echo \"$GREETING, the token has ${{#HF_TOKEN}} characters\"; exec {marker}"),
+    ];
+    // The plan shows that the token is set, never its value.
+    let mut dry: Vec<&str> = run.to_vec();
+    dry.insert(1, "--dry-run");
+    dry.insert(1, "--json");
+    let out = sl(state.path(), &dry);
+    assert!(out.status.success(), "{}", describe(&out));
+    let plan = String::from_utf8_lossy(&out.stdout);
+    assert!(plan.contains(r#""HF_TOKEN": "<set>""#), "{plan}");
+    assert!(!plan.contains(&token), "{plan}");
+
+    let out = sl(state.path(), &run);
+    assert!(out.status.success(), "{}", describe(&out));
+    assert_eq!(job_processes(&marker), 1);
+    let leaks: Vec<String> = all_command_lines()
+        .into_iter()
+        .filter(|c| c.contains(&token))
+        .collect();
+    assert!(
+        leaks.is_empty(),
+        "the token is on a command line: {leaks:#?}"
+    );
+
+    // Private state: the folders 0700, the files 0600, the environment file gone once read.
+    let jobs = state.path().join("jobs");
+    assert_eq!(mode(&jobs), 0o700);
+    let dir = std::fs::read_dir(&jobs)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    assert_eq!(mode(&dir), 0o700, "{}", dir.display());
+    let mut files = 0;
+    for f in std::fs::read_dir(&dir).unwrap() {
+        let f = f.unwrap().path();
+        assert_eq!(mode(&f), 0o600, "{}", f.display());
+        assert!(
+            !std::fs::read_to_string(&f)
+                .unwrap_or_default()
+                .contains(&token),
+            "{}",
+            f.display()
+        );
+        files += 1;
+    }
+    assert!(files >= 4, "pid, log, labels, command, started");
+    assert!(!dir.join("env").exists());
+
+    // The process got it, through its environment.
+    let mut logged = String::new();
+    for _ in 0..50 {
+        let out = sl(state.path(), &["logs", &job]);
+        logged = String::from_utf8_lossy(&out.stdout).into_owned();
+        if logged.contains("characters") {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert!(
+        logged.contains(&format!("hello, the token has {} characters", token.len())),
+        "{logged}"
+    );
+    let status = sl(state.path(), &["status", &job, "--json"]);
+    assert!(!String::from_utf8_lossy(&status.stdout).contains(&token));
+
+    let out = sl(state.path(), &["stop", &job]);
+    assert!(out.status.success(), "{}", describe(&out));
+    assert_eq!(job_processes(&marker), 0);
+}

@@ -112,6 +112,120 @@ fn image_push_reaches_two_nodes_in_parallel_and_a_second_push_skips_both() {
     }
 }
 
+/// Builds `tag` on the engine at `socket` with the legacy builder: `FROM base`, then one
+/// `COPY` of `mib` MiB of random bytes (one new layer).
+fn build_layer(socket: &str, base: &str, tag: &str, mib: usize, seed: u8) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut data = vec![0u8; mib * 1024 * 1024];
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15 ^ u64::from(seed);
+    for b in data.iter_mut() {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        *b = x as u8;
+    }
+    std::fs::write(dir.path().join(format!("blob{seed}")), data).unwrap();
+    std::fs::write(
+        dir.path().join("Dockerfile"),
+        format!("FROM {base}\nCOPY blob{seed} /blob{seed}\n"),
+    )
+    .unwrap();
+    let out = std::process::Command::new("docker")
+        .env("DOCKER_BUILDKIT", "0")
+        .args(["-H", &format!("unix://{socket}"), "build", "-q", "-t", tag])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", describe(&out));
+}
+
+fn layers_of(socket: &str, image: &str) -> serde_json::Value {
+    inspect(socket, image)[0]["RootFS"]["Layers"].clone()
+}
+
+#[test]
+fn an_updated_image_sends_only_the_layers_a_node_lacks_and_loads_whole_on_the_real_engine() {
+    let net = up(3, "u");
+    let head = sock(&net, 1);
+    rt().block_on(import_busybox(&head, "sl14base:test"));
+    // Yesterday's build: busybox + a 6 MiB layer, on the head and on n2.
+    build_layer(&head, "sl14base:test", "sl14upd:test", 6, 1);
+    let first = sl(
+        &net,
+        &[
+            "image",
+            "push",
+            "sl14upd:test",
+            "--to",
+            &format!("{}n2", net.prefix()),
+            "--json",
+        ],
+    );
+    assert!(first.status.success(), "{}", describe(&first));
+    let report: serde_json::Value = serde_json::from_slice(&first.stdout).unwrap();
+    assert_eq!(report["nodes"][0][1]["layers_sent"], 2, "{report}");
+
+    // Today's build: the same two layers and a new 1 MiB one on top, under the same name.
+    build_layer(&head, "sl14upd:test", "sl14upd:test", 1, 2);
+    let plan = sl(
+        &net,
+        &["image", "push", "sl14upd:test", "--dry-run", "--json"],
+    );
+    assert!(plan.status.success(), "{}", describe(&plan));
+    let plan: serde_json::Value = serde_json::from_slice(&plan.stdout).unwrap();
+    let actions: Vec<&serde_json::Value> = plan["plan"]["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| &n[1])
+        .collect();
+    assert_eq!(actions[0]["missing"], serde_json::json!([2]), "{plan}");
+    assert_eq!(
+        actions[1]["missing"],
+        serde_json::json!([0, 1, 2]),
+        "{plan}"
+    );
+
+    let second = sl(&net, &["image", "push", "sl14upd:test", "--json"]);
+    assert!(second.status.success(), "{}", describe(&second));
+    let report: serde_json::Value = serde_json::from_slice(&second.stdout).unwrap();
+    let nodes = report["nodes"].as_array().unwrap();
+    // n2 held the two lower layers: it got the top one (1 MiB) and the small entries only.
+    assert_eq!(nodes[0][1]["result"], "pushed", "{report}");
+    assert_eq!(nodes[0][1]["layers_sent"], 1, "{report}");
+    let sent = nodes[0][1]["bytes"].as_u64().unwrap();
+    assert!(
+        (1024 * 1024..1024 * 1024 + 64 * 1024).contains(&sent),
+        "n2 was sent {sent} bytes for a 1 MiB layer: {report}"
+    );
+    // n3 held nothing: every layer.
+    assert_eq!(nodes[1][1]["layers_sent"], 3, "{report}");
+    assert!(
+        nodes[1][1]["bytes"].as_u64().unwrap() > 7 * 1024 * 1024,
+        "{report}"
+    );
+    // The engines hold the very layers of the head's image, and it runs.
+    for i in 2..=3 {
+        assert_eq!(
+            layers_of(&sock(&net, i), "sl14upd:test"),
+            layers_of(&head, "sl14upd:test"),
+            "n{i}"
+        );
+    }
+    let out = std::process::Command::new("docker")
+        .args(["-H", &format!("unix://{}", sock(&net, 2)), "run", "--rm"])
+        .args(ULIMITS)
+        .args(["sl14upd:test", "sh", "-c", "cat /blob1 /blob2 | wc -c"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        stdout(&out).trim(),
+        (7 * 1024 * 1024).to_string(),
+        "{}",
+        describe(&out)
+    );
+}
+
 #[test]
 fn an_image_built_for_another_cpu_is_refused_with_what_to_do() {
     let net = up(2, "a");
@@ -790,6 +904,7 @@ fn a_start_that_fails_on_one_node_names_it_and_removes_the_job_from_the_others()
             source: "/nonexistent/sl4/data".into(),
             target: "/data".into(),
             read_only: true,
+            kind: spark_launch::plan::spec::MountKind::Bind,
         });
     }
     let reporter = spark_launch::progress::RecordingReporter::new();
@@ -866,4 +981,138 @@ fn a_start_that_fails_on_one_node_names_it_and_removes_the_job_from_the_others()
             "n{i}"
         );
     }
+}
+
+#[test]
+fn a_signal_at_any_instant_of_run_leaves_nothing_or_says_exactly_what_keeps_running() {
+    let net = up(2, "g");
+    let runtime = rt();
+    for i in 1..=2 {
+        runtime.block_on(import_busybox(&sock(&net, i), IMAGE));
+    }
+    let hosts = hosts_arg(&net);
+    let bin = net.binary().display().to_string();
+    let mut fully_started = 0;
+    let mut cleaned = 0;
+    // SIGINT every 25 ms over the first second of `run` (connect, probe-free resolve, name
+    // check, image check, start): `timeout` delivers it to spark-launch at that instant.
+    for k in 0..=40u32 {
+        let job = format!("sg{k}");
+        let offset = format!("{:.3}", f64::from(k) * 0.025);
+        let mut argv: Vec<&str> = vec![
+            "timeout",
+            // One signal to spark-launch alone, as a terminal's Ctrl-C gives it once (without
+            // --foreground, timeout signals the process and then its group again).
+            "--foreground",
+            "--preserve-status",
+            "-s",
+            "INT",
+            &offset,
+            &bin,
+            "run",
+            "--job",
+            &job,
+            "--image",
+            IMAGE,
+            "--gpus",
+            "none",
+        ];
+        argv.extend(ULIMITS);
+        argv.extend(["--hosts", hosts.as_str(), "--", "sleep", "600"]);
+        let out = net.exec_user(1, &argv, &[("SPARK_LAUNCH_NO_PROGRESS", "0")], None);
+        let left: Vec<String> = (1..=2)
+            .flat_map(|i| containers_named(&sock(&net, i), &format!("sl-{job}-")))
+            .collect();
+        let err = stderr(&out);
+        match out.status.code() {
+            // The signal came after the job had fully started: it says so and how to stop it.
+            Some(130) if err.contains("keeps running") => {
+                assert_eq!(left.len(), 2, "at {offset}s: {left:?}\n{err}");
+                assert!(err.contains(&format!("spark-launch stop {job}")), "{err}");
+                fully_started += 1;
+            }
+            // Interrupted before that: nothing is left anywhere.
+            Some(130) => {
+                assert!(left.is_empty(), "at {offset}s {left:?} was left:\n{err}");
+                cleaned += 1;
+            }
+            // It finished before the signal: started, said so, exit 0.
+            Some(0) => {
+                assert_eq!(left.len(), 2, "at {offset}s: {left:?}");
+                fully_started += 1;
+            }
+            other => panic!("at {offset}s: exit {other:?}\n{}", describe(&out)),
+        }
+        if !left.is_empty() {
+            let stop = sl(&net, &["stop", &job]);
+            assert!(stop.status.success(), "{}", describe(&stop));
+        }
+    }
+    assert!(
+        cleaned > 0,
+        "no offset interrupted the run before it finished"
+    );
+    assert!(fully_started > 0, "no run got to the end within a second");
+}
+
+#[test]
+fn the_name_clash_refusal_for_an_unlabelled_container_never_suggests_a_stop_that_cannot_remove_it()
+{
+    // Issue 12 (smaller list): the refusal said "stop it first with `spark-launch stop JOB`",
+    // which never touches a container spark-launch did not label.
+    let net = SimNet::builder(1).services("dockerd").tag("u").up();
+    let runtime = rt();
+    runtime.block_on(import_busybox(&sock(&net, 1), IMAGE));
+    let name = "sl-sl12clash-n1";
+    let st = std::process::Command::new("docker")
+        .args([
+            "-H",
+            &format!("unix://{}", sock(&net, 1)),
+            "run",
+            "-d",
+            "--name",
+            name,
+        ])
+        .args([
+            "--network",
+            "host",
+            "--ulimit",
+            "memlock=8388608",
+            "--ulimit",
+            "nofile=16384",
+        ])
+        .args([IMAGE, "sleep", "600"])
+        .output()
+        .unwrap();
+    assert!(
+        st.status.success(),
+        "{}",
+        String::from_utf8_lossy(&st.stderr)
+    );
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_spark-launch"))
+        .args([
+            "run",
+            "--job",
+            "sl12clash",
+            "--image",
+            IMAGE,
+            "--gpus",
+            "none",
+        ])
+        .args(ULIMITS)
+        .args(["--engine", &format!("n1=unix://{}", sock(&net, 1))])
+        .args(["--", "sleep", "1"])
+        .env("SPARK_LAUNCH_NO_PROGRESS", "1")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("a container spark-launch did not start"),
+        "{err}"
+    );
+    assert!(err.contains(&format!("docker rm -f {name}")), "{err}");
+    assert!(!err.contains("spark-launch stop"), "{err}");
+    // Untouched.
+    assert_eq!(inspect(&sock(&net, 1), name)["State"]["Running"], true);
 }

@@ -49,6 +49,7 @@ fn serve(tp: u32, image: &str) -> ServeOptions {
         gpus: None,
         ready_timeout_s: DEFAULT_READY_TIMEOUT_S,
         stage_model: true,
+        allow_tcp: false,
     }
 }
 
@@ -267,6 +268,8 @@ fn step_name(s: &Step) -> &'static str {
         Step::WaitRay { .. } => "wait-ray",
         Step::WaitServing { .. } => "wait-serving",
         Step::WaitExit { .. } => "wait-exit",
+        Step::StageNccl { .. } => "stage-nccl",
+        Step::CheckNccl { .. } => "check-nccl",
         Step::Stop => "stop",
     }
 }

@@ -1,7 +1,8 @@
 //! `spark-launch vllm` end to end on simulated nodes that each run their own dockerd
 //! (tests/harness/simnet `sshd,dockerd`), with the stand-in serving image (tests/standin: a
 //! fake `vllm` that checks its arguments and environment, does a real TCP rendezvous across the
-//! nodes and serves /health and /v1/models; a fake Ray). spark-launch runs inside the head as
+//! nodes and serves /health and /v1/models; real Ray from PyPI, pinned in
+//! tests/standin/ray-requirements.txt). spark-launch runs inside the head as
 //! the test user, as on a real cluster: every step of the plan runs for real — ports,
 //! rendezvous reachability, image push, model staging over SSH from a stand-in Hub, start,
 //! readiness, stop. No GPUs here: `--gpus none`, and limits this machine allows.
@@ -15,12 +16,16 @@ use std::process::Output;
 
 use hub_standin::{HubStandin, tiny_repo};
 use sim_serving::{
-    container_log, containers, host_keys_dir, hosts, remove_job, standin_on_every_node,
+    WithRay, container_log, containers, host_keys_dir, hosts, remove_job, standin_on_every_node,
     trtllm_standin_on_every_node, trust_all,
 };
 use support::{SimNet, describe, stderr, stdout};
 
 const MODEL: &str = "spark-test/tiny";
+/// The stand-in serving image with real Ray (a new tag: the image before it had a fake `ray`),
+/// and without Ray for the tests that do not use it.
+const STANDIN_RAY_TAG: &str = "standin-ray2.60:test";
+const STANDIN_TAG: &str = "standin-noray:test";
 
 struct Cluster {
     net: SimNet,
@@ -29,13 +34,16 @@ struct Cluster {
     _rt: tokio::runtime::Runtime,
 }
 
-fn cluster(n: usize, tag: &str) -> Cluster {
+fn cluster(n: usize, tag: &str, ray: WithRay) -> Cluster {
     let net = SimNet::builder(n).services("sshd,dockerd").tag(tag).up();
     trust_all(&net);
-    let image = format!("{}standin:test", net.prefix());
+    let image = match ray {
+        WithRay::Yes => format!("{}{STANDIN_RAY_TAG}", net.prefix()),
+        WithRay::No => format!("{}{STANDIN_TAG}", net.prefix()),
+    };
     // The same image on every node up front: EnsureImage then checks digests and skips (image
     // push itself is tested with the runtime, issue 4).
-    standin_on_every_node(&net, &image);
+    standin_on_every_node(&net, &image, ray);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -85,8 +93,8 @@ fn gone(c: &Cluster, job: &str) {
 }
 
 #[test]
-fn vllm_native_serves_across_two_nodes_and_answers_on_the_head() {
-    let c = cluster(2, "v");
+fn vllm_native_serves_across_two_nodes_and_bench_measures_it_by_job_name() {
+    let c = cluster(2, "v", WithRay::No);
     let job = "sl7native";
     let out = sl(
         &c,
@@ -133,12 +141,57 @@ fn vllm_native_serves_across_two_nodes_and_answers_on_the_head() {
     let text = container_log(&c.net, 1, &format!("sl-{job}-{}", c.net.hostname(1)));
     assert!(text.contains("rank 1 joined from 169.254.100.2"), "{text}");
     assert!(text.contains("extra=['--max-model-len', '4096']"), "{text}");
+    // `bench JOB` finds the job's endpoint by its labels and measures the stand-in's known
+    // rate: first token after 100 ms, then one every 20 ms per stream (up to 8 at once).
+    let h = hosts(&c.net);
+    let out = c.net.spark_launch(
+        1,
+        &[
+            "bench",
+            job,
+            "--hosts",
+            &h,
+            "--concurrency",
+            "1,4",
+            "--prompt-tokens",
+            "16",
+            "--output-tokens",
+            "16",
+            "--json",
+        ],
+    );
+    assert!(out.status.success(), "{}", describe(&out));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(v["report"]["job"], job);
+    assert_eq!(v["report"]["url"], "http://127.0.0.1:8000/v1");
+    assert_eq!(v["report"]["model"], MODEL);
+    let per_request = 0.1 + 15.0 * 0.02;
+    for l in v["report"]["levels"].as_array().unwrap() {
+        let conc = l["concurrency"].as_f64().unwrap();
+        let tps = l["output_tokens_per_s"].as_f64().unwrap();
+        let known = conc * 16.0 / per_request;
+        assert!(
+            (tps - known).abs() <= known * 0.2,
+            "c={conc}: {tps} vs {known}: {l}"
+        );
+        let ttft = l["ttft_ms"]["p50"].as_f64().unwrap();
+        assert!((100.0..140.0).contains(&ttft), "c={conc}: {l}");
+        let itl = l["itl_ms"]["p50"].as_f64().unwrap();
+        assert!((18.0..26.0).contains(&itl), "c={conc}: {l}");
+    }
+    assert!(
+        v["saved"].as_str().unwrap().starts_with(&format!(
+            "/home/{}/.local/state/spark-launch/bench/{job}-",
+            support::USER
+        )),
+        "{v}"
+    );
     remove_job(&c.net, job);
 }
 
 #[test]
 fn vllm_on_ray_starts_once_ray_lists_both_nodes_at_their_fabric_addresses() {
-    let c = cluster(2, "r");
+    let c = cluster(2, "r", WithRay::Yes);
     let job = "sl7ray";
     let out = sl(
         &c,
@@ -152,28 +205,164 @@ fn vllm_on_ray_starts_once_ray_lists_both_nodes_at_their_fabric_addresses() {
             job,
             "-d",
             "--timeout",
-            "180",
+            "240",
         ],
         &[],
     );
     assert!(out.status.success(), "{}", describe(&out));
     let progress = stderr(&out);
     assert!(progress.contains("✓ Wait for 2 Ray nodes on"), "{progress}");
-    let logs = container_log(&c.net, 1, &format!("sl-{job}-{}", c.net.hostname(1)));
+    let head = container_log(&c.net, 1, &format!("sl-{job}-{}", c.net.hostname(1)));
+    let worker = container_log(&c.net, 2, &format!("sl-{job}-{}", c.net.hostname(2)));
+    // Real Ray started on both nodes, each at its own fabric address ...
+    assert!(head.contains("Ray runtime started."), "{head}");
+    assert!(worker.contains("Ray runtime started."), "{worker}");
+    // ... and the head script saw both in `ray.nodes()` with their GPU before starting vLLM.
     assert!(
-        logs.contains("ray: node 169.254.100.2 joined with 1 GPU"),
-        "{logs}"
+        head.contains("spark-launch: ray: 2/2 nodes: 169.254.100.1 (1 GPU), 169.254.100.2 (1 GPU)"),
+        "{head}"
     );
     assert!(
-        logs.contains("spark-launch: ray: cluster complete"),
-        "{logs}"
+        head.contains("spark-launch: ray: cluster complete"),
+        "{head}"
+    );
+    assert!(
+        head.contains("Ray cluster has 2 GPUs for world size 2"),
+        "{head}"
     );
     remove_job(&c.net, job);
 }
 
+/// The Ray-IP check (`RAY_QUERY_PY` read by `ray_state`, what `WaitRay` runs) against real
+/// Ray: a worker that joins from its management address instead of its fabric address is
+/// named, with the address Ray lists it under.
+#[test]
+fn ray_names_a_worker_that_joined_from_another_interface() {
+    use spark_launch::node::NodeName;
+    use spark_launch::plan::RayMember;
+    use spark_launch::workload::vllm::{RAY_QUERY_PY, RayState, ray_state};
+    let net = SimNet::builder(2).services("sshd,dockerd").tag("i").up();
+    let image = format!("{}{STANDIN_RAY_TAG}", net.prefix());
+    standin_on_every_node(&net, &image, WithRay::Yes);
+    let docker = |i: usize, args: &[&str]| {
+        let out = std::process::Command::new("docker")
+            .args(["-H", &format!("unix://{}", net.docker_socket(i).display())])
+            .args(args)
+            .output()
+            .expect("docker");
+        assert!(out.status.success(), "docker {args:?}: {}", describe(&out));
+        stdout(&out)
+    };
+    let (head_ip, wrong_ip) = (net.fabric_addr(1).to_string(), net.mgmt_addr(2).to_string());
+    // Retried: on a crowded machine Ray's own start-up deadlines can pass (a real cluster
+    // has the cores to spare; this test is about which address Ray lists, not start-up).
+    let head_script = format!(
+        "until ray start --head --port=6379 --node-ip-address={head_ip} --num-gpus=1 --include-dashboard=false --disable-usage-stats; do ray stop --force; sleep 2; done; sleep infinity"
+    );
+    docker(
+        1,
+        &[
+            "run",
+            "-d",
+            "--name",
+            "raytest-head",
+            "--network",
+            "host",
+            &image,
+            "bash",
+            "-c",
+            &head_script,
+        ],
+    );
+    let expect = [
+        RayMember {
+            node: NodeName::new(net.hostname(1)).unwrap(),
+            ip: net.fabric_addr(1),
+            gpus: 1,
+        },
+        RayMember {
+            node: NodeName::new(net.hostname(2)).unwrap(),
+            ip: net.fabric_addr(2),
+            gpus: 1,
+        },
+    ];
+    // What WaitRay sees: the query run in the head's container, read by ray_state. Polled
+    // until `done` says so (every 2 s, at most 180 s).
+    let wait = |what: &str, done: &dyn Fn(&RayState) -> bool| -> RayState {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(180);
+        loop {
+            let out = std::process::Command::new("docker")
+                .args(["-H", &format!("unix://{}", net.docker_socket(1).display())])
+                .args(["exec", "raytest-head", "python3", "-c", RAY_QUERY_PY])
+                .output()
+                .expect("docker exec");
+            if let Some(s) = out
+                .status
+                .success()
+                .then(|| ray_state(&expect, &stdout(&out)).ok())
+                .flatten()
+                && done(&s)
+            {
+                return s;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{what}: {}\nhead log: {}\nworker log: {}",
+                describe(&out),
+                container_log(&net, 1, "raytest-head"),
+                container_log(&net, 2, "raytest-worker")
+            );
+            std::thread::sleep(std::time::Duration::from_secs(2));
+        }
+    };
+    // The head first (the worker then joins at once instead of waiting out Ray's timeouts).
+    wait("the Ray head never answered", &|_| true);
+    let worker_script = format!(
+        "until ray start --block --address={head_ip}:6379 --node-ip-address={wrong_ip} --num-gpus=1 --disable-usage-stats; do ray stop --force; sleep 2; done"
+    );
+    docker(
+        2,
+        &[
+            "run",
+            "-d",
+            "--name",
+            "raytest-worker",
+            "--network",
+            "host",
+            &image,
+            "bash",
+            "-c",
+            &worker_script,
+        ],
+    );
+    let state = wait("Ray never listed the worker", &|s| {
+        s.describe().contains("Ray also lists")
+    });
+    assert_eq!(
+        state,
+        RayState::Incomplete {
+            missing: vec![format!("{} at {}", net.hostname(2), net.fabric_addr(2))],
+            strangers: vec![wrong_ip.clone()],
+        }
+    );
+    assert!(
+        state.describe().contains(&format!(
+            "Ray also lists {wrong_ip} — a node that joined from another interface"
+        )),
+        "{}",
+        state.describe()
+    );
+    for (i, name) in [(1, "raytest-head"), (2, "raytest-worker")] {
+        let _ = std::process::Command::new("docker")
+            .args(["-H", &format!("unix://{}", net.docker_socket(i).display())])
+            .args(["rm", "-f", name])
+            .output();
+    }
+}
+
 #[test]
 fn a_server_that_never_becomes_ready_times_out_names_the_phase_and_leaves_nothing() {
-    let c = cluster(2, "t");
+    let c = cluster(2, "t", WithRay::No);
     let job = "sl7never";
     let out = sl(
         &c,
@@ -204,7 +393,7 @@ fn a_server_that_never_becomes_ready_times_out_names_the_phase_and_leaves_nothin
 
 #[test]
 fn a_container_that_dies_fails_at_once_with_its_first_error_line() {
-    let c = cluster(2, "e");
+    let c = cluster(2, "e", WithRay::No);
     let job = "sl7dies";
     let out = sl(
         &c,
@@ -233,8 +422,61 @@ fn a_container_that_dies_fails_at_once_with_its_first_error_line() {
 }
 
 #[test]
+fn a_live_dry_run_prints_the_very_plan_the_run_then_executes() {
+    let c = cluster(2, "p", WithRay::No);
+    let job = "sl11plan";
+    let args = [
+        "--json",
+        "vllm",
+        MODEL,
+        "--tp",
+        "2",
+        "--job",
+        job,
+        "--timeout",
+        "180",
+    ];
+    // The dry run on the live nodes looks up what the run would ($HOME on every node, the
+    // model's commit and files on the Hub) and starts nothing.
+    let mut dry: Vec<&str> = args.to_vec();
+    dry.push("--dry-run");
+    let planned = sl(&c, &dry, &[]);
+    assert!(planned.status.success(), "{}", describe(&planned));
+    let planned: serde_json::Value =
+        serde_json::from_slice(&planned.stdout).expect("the dry run prints the plan as JSON");
+    gone(&c, job);
+    let mut run: Vec<&str> = args.to_vec();
+    run.push("-d");
+    let ran = sl(&c, &run, &[]);
+    assert!(ran.status.success(), "{}", describe(&ran));
+    let ran: serde_json::Value =
+        serde_json::from_slice(&ran.stdout).expect("the run prints its result as JSON");
+    assert_eq!(
+        ran["plan"], planned,
+        "the plan that ran is not the plan the dry run printed"
+    );
+    let listing = planned["job"]["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["step"] == "stage-model")
+        .expect("a stage-model step");
+    assert!(listing["listing"]["commit"].is_string(), "{listing}");
+    let home = format!("/home/{}/.cache/huggingface", support::USER);
+    assert!(
+        planned.to_string().contains(&home),
+        "the plan mounts each node's own resolved cache: {planned}"
+    );
+    let stop = c
+        .net
+        .spark_launch(1, &["stop", job, "--hosts", &hosts(&c.net)]);
+    assert!(stop.status.success(), "{}", describe(&stop));
+    gone(&c, job);
+}
+
+#[test]
 fn no_stage_refuses_to_start_when_a_node_lacks_the_weights() {
-    let c = cluster(2, "n");
+    let c = cluster(2, "n", WithRay::No);
     let job = "sl7nostage";
     let out = sl(
         &c,
@@ -259,7 +501,7 @@ fn no_stage_refuses_to_start_when_a_node_lacks_the_weights() {
 fn attached_the_job_serves_until_ctrl_c_then_every_node_is_stopped() {
     use std::io::BufRead;
     use std::os::unix::process::CommandExt;
-    let c = cluster(2, "a");
+    let c = cluster(2, "a", WithRay::No);
     let job = "sl7attach";
     let h = hosts(&c.net);
     let bin = c.net.binary().display().to_string();

@@ -155,3 +155,130 @@ fn a_gated_model_without_a_token_stops_before_any_node_is_touched() {
         0
     );
 }
+
+/// Runs a command as root on this machine (the simulated nodes' plumbing).
+fn sh(cmd: &str) {
+    let out = std::process::Command::new("sh")
+        .args(["-c", cmd])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{cmd}: {}", describe(&out));
+}
+
+/// Turns 4 simulated nodes (all on one fabric bridge) into a ring of four cables, one /24 per
+/// cable: node k's port 1 (`enp1s0f1np1`) to node k+1's port 0 (`enp1s0f0np0`), both ACTIVE
+/// in the nodes' RDMA sysfs. Node 1 and node 3 share no cable.
+fn make_ring(net: &SimNet) {
+    let p = net.prefix();
+    for k in 1..=4 {
+        let next = k % 4 + 1;
+        sh(&format!(
+            "ip -n {p}br link set p{k}a nomaster && ip -n {p}br link add r{k} type bridge && \
+             ip -n {p}br link set r{k} up && ip -n {p}br link set p{k}a master r{k} && \
+             ip -n {p}br link set p{next}c master r{k} up && \
+             ip -n {p}n{k} addr flush dev enp1s0f1np1 && \
+             ip -n {p}n{k} addr add 169.254.1{k}.1/24 dev enp1s0f1np1 && \
+             ip -n {p}n{next} link set enp1s0f0np0 up && \
+             ip -n {p}n{next} addr add 169.254.1{k}.2/24 dev enp1s0f0np0"
+        ));
+        let out = net.exec_root(
+            next,
+            &[
+                "sh",
+                "-c",
+                "d=/sys/class/infiniband/rocep1s0f0/ports/1; echo '4: ACTIVE' > $d/state && echo '5: LinkUp' > $d/phys_state",
+            ],
+        );
+        assert!(out.status.success(), "{}", describe(&out));
+    }
+}
+
+#[test]
+fn in_a_ring_the_node_opposite_the_head_copies_through_a_node_between_them() {
+    let net = SimNet::builder(4).services("sshd").tag("r").up();
+    trust_all(&net);
+    make_ring(&net);
+    // The head's model: two files and a symlink, in the test user's home.
+    let model = net.home(1).join("models/ring");
+    std::fs::create_dir_all(model.join("sub")).unwrap();
+    let weights = hub_standin::bytes(3, 3 * 1024 * 1024 + 5);
+    std::fs::write(model.join("model.safetensors"), &weights).unwrap();
+    std::fs::write(model.join("sub/config.json"), b"{\"ring\": true}").unwrap();
+    std::os::unix::fs::symlink("../model.safetensors", model.join("sub/w")).unwrap();
+    sh(&format!(
+        "chown -R 4242:4242 {}",
+        net.home(1).join("models").display()
+    ));
+    // spark-launch reaches the nodes over their management addresses; the copies go over the
+    // ring's cables.
+    let h = (1..=4)
+        .map(|i| format!("{}={}", net.hostname(i), net.mgmt_addr(i)))
+        .collect::<Vec<_>>()
+        .join(",");
+    let out = net.spark_launch_with(
+        1,
+        &[
+            "model",
+            "pull",
+            "/home/sparkuser/models/ring",
+            "--hosts",
+            &h,
+            "--json",
+            "--streams",
+            "2",
+            "--range-mib",
+            "1",
+        ],
+        &[],
+        None,
+    );
+    assert!(out.status.success(), "{}", describe(&out));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let routes = report["routes"].as_array().unwrap();
+    let route = |i: usize| {
+        routes
+            .iter()
+            .find(|r| r[0] == net.hostname(i).as_str())
+            .map(|r| r[1].clone())
+            .unwrap()
+    };
+    assert_eq!(route(2)["route"], "direct", "{report}");
+    assert_eq!(route(2)["head_addr"], "169.254.11.1", "{report}");
+    assert_eq!(route(4)["route"], "direct", "{report}");
+    assert_eq!(route(4)["head_addr"], "169.254.14.2", "{report}");
+    // Node 3 shares no cable with the head: its copy goes through node 2, to the head's
+    // address on the n1-n2 cable, which node 3 itself cannot reach.
+    assert_eq!(route(3)["route"], "relay", "{report}");
+    assert_eq!(route(3)["via"], net.hostname(2).as_str(), "{report}");
+    assert_eq!(route(3)["via_addr"], "169.254.12.1", "{report}");
+    assert_eq!(route(3)["head_addr"], "169.254.11.1", "{report}");
+    let ping = net.exec_root(3, &["ping", "-c", "1", "-W", "1", "169.254.11.1"]);
+    assert!(
+        !ping.status.success(),
+        "n3 reaches the head's n1-n2 address directly"
+    );
+    for i in 2..=4 {
+        let dir = net.home(i).join("models/ring");
+        assert_eq!(
+            std::fs::read(dir.join("model.safetensors")).unwrap(),
+            weights,
+            "n{i}"
+        );
+        assert_eq!(
+            std::fs::read_link(dir.join("sub/w")).unwrap(),
+            PathBuf::from("../model.safetensors"),
+            "n{i}"
+        );
+        assert_eq!(
+            std::fs::read(dir.join("sub/config.json")).unwrap(),
+            b"{\"ring\": true}",
+            "n{i}"
+        );
+    }
+    let fetched: Vec<u64> = fetched(&report);
+    assert_eq!(fetched[0], 0, "the head had it: {report}");
+    assert!(
+        fetched[1..].iter().all(|b| *b == weights.len() as u64 + 14),
+        "{report}"
+    );
+}

@@ -1,6 +1,6 @@
 //! The executor: runs a `JobPlan` on its nodes as a named list of phases, built in one readable
 //! function ([`phases_for`]): connect, check the job name is free, then one phase per plan
-//! step. Workloads (nccl-test, vllm, trtllm, `run`) build the plan; this only carries it out.
+//! step (each phase in its own file under `phases/`, sharing `context::ApplyContext`). Workloads (nccl-test, vllm, trtllm, `run`) build the plan; this only carries it out.
 //!
 //! ```ignore
 //! let cluster = Cluster::new(targets);                 // runtime::NodeTarget per node
@@ -12,59 +12,20 @@
 //! order (a started job is stopped and removed on every node of the plan) unless
 //! `ApplyOptions::keep`. Captures are returned in both cases.
 
-use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-use futures::future::BoxFuture;
-use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
-use super::fanout::{NodeFailures, all_ok, for_each_node};
-use super::images::{EnsureError, PushPolicy, ensure_image};
+use super::context::{ApplyContext, ApplyOptions, Captures};
 use super::phase::{Phase, PhaseError, PhaseFailure, Runner};
-use crate::node::NodeName;
-use crate::plan::{JobPlan, RuntimeKind, Step};
+use super::phases::{
+    CheckNccl, CheckPorts, CheckReachable, Connect, EnsureImage, Exec, NameFree, StageModel,
+    StageNccl, Start, Stop, WaitExit, WaitHttp, WaitRay, WaitServing, WriteFile,
+};
+use crate::plan::{JobPlan, Step};
 use crate::progress::Reporter;
-use crate::runtime::http::{HttpAnswer, HttpUrl, get};
-use crate::runtime::wait::{self, Probe};
-use crate::runtime::{Cluster, NodeRuntime, RuntimeError};
-
-/// How to carry out a plan.
-#[derive(Clone, Debug)]
-pub struct ApplyOptions {
-    /// `--keep`: leave what started in place after a failure or Ctrl-C.
-    pub keep: bool,
-    /// `--concurrency`: nodes worked on at once (0 = all).
-    pub concurrency: usize,
-    /// What to do when a node lacks the image.
-    pub push: PushPolicy,
-    /// SIGTERM → SIGKILL grace when stopping the job (Stop step and clean-up).
-    pub stop_grace: Duration,
-}
-
-impl Default for ApplyOptions {
-    fn default() -> Self {
-        ApplyOptions {
-            keep: false,
-            concurrency: 0,
-            push: PushPolicy::Push,
-            stop_grace: Duration::from_secs(10),
-        }
-    }
-}
-
-/// What an Exec or WaitExit step captured.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct Capture {
-    pub node: NodeName,
-    pub exit_code: i64,
-    pub stdout: String,
-    pub stderr: String,
-}
-
-/// Captures by the name the plan gave them.
-pub type Captures = BTreeMap<String, Capture>;
+use crate::runtime::Cluster;
 
 /// A plan that ran to the end.
 #[derive(Debug)]
@@ -131,35 +92,6 @@ impl ApplyError {
     }
 }
 
-/// What every phase of one apply shares.
-pub struct ApplyContext<'a> {
-    pub plan: &'a JobPlan,
-    pub cluster: &'a Cluster,
-    pub options: &'a ApplyOptions,
-    pub reporter: Arc<dyn Reporter>,
-    pub cancel: CancellationToken,
-    captures: Mutex<Captures>,
-}
-
-impl ApplyContext<'_> {
-    fn capture(&self, name: &str, c: Capture) {
-        if let Ok(mut m) = self.captures.lock() {
-            m.insert(name.to_string(), c);
-        }
-    }
-
-    fn name_on(&self, node: &NodeName) -> String {
-        self.plan.job.container_name(node)
-    }
-
-    /// The runtime of `node`, or a phase error naming it.
-    pub(crate) fn node(&self, node: &NodeName) -> Result<&NodeRuntime, PhaseError> {
-        self.cluster
-            .node(node)
-            .map_err(|e| PhaseError::node(node, e))
-    }
-}
-
 /// Runs `plan` on `cluster`. Everything in the plan is checked first; then the phases run;
 /// on failure or `cancel`, clean-up as described in the module docs.
 pub async fn execute(
@@ -185,14 +117,7 @@ pub async fn execute(
             job: plan.job.to_string(),
         });
     }
-    let ctx = ApplyContext {
-        plan,
-        cluster,
-        options,
-        reporter: reporter.clone(),
-        cancel: cancel.clone(),
-        captures: Mutex::new(Captures::new()),
-    };
+    let ctx = ApplyContext::new(plan, cluster, options, reporter.clone(), cancel.clone());
     let phases = phases_for(plan);
     let runner = Runner {
         reporter,
@@ -201,7 +126,7 @@ pub async fn execute(
         keep_hint: Some(format!("stop it with `spark-launch stop {}`", plan.job)),
     };
     let result = runner.run(&phases, &ctx).await;
-    let captures = ctx.captures.lock().map(|c| c.clone()).unwrap_or_default();
+    let captures = ctx.captures();
     match result {
         Ok(phases) => Ok(Applied { phases, captures }),
         Err(PhaseFailure {
@@ -228,17 +153,14 @@ pub async fn execute(
 }
 
 /// The phases for `plan`, in order: connect to its nodes, make sure the job name is free
-/// (when the plan starts anything), then one phase per step.
+/// (when the plan starts anything), then one phase per step. One exhaustive match: a new step
+/// kind does not compile until it has its phase.
 pub fn phases_for<'a>(plan: &JobPlan) -> Vec<Box<dyn Phase<ApplyContext<'a>> + 'a>> {
     let mut phases: Vec<Box<dyn Phase<ApplyContext<'a>> + 'a>> = vec![Box::new(Connect)];
     if plan.steps.iter().any(|s| matches!(s, Step::Start { .. })) {
         phases.push(Box::new(NameFree));
     }
     for step in &plan.steps {
-        if let Some(p) = super::serving::phase_for(step) {
-            phases.push(p);
-            continue;
-        }
         phases.push(match step.clone() {
             Step::EnsureImage { image, nodes } => Box::new(EnsureImage { image, nodes }),
             Step::Start { nodes } => Box::new(Start { nodes }),
@@ -286,466 +208,361 @@ pub fn phases_for<'a>(plan: &JobPlan) -> Vec<Box<dyn Phase<ApplyContext<'a>> + '
                 timeout: Duration::from_secs(timeout_s),
                 allow_failure,
             }),
+            Step::CheckPorts { ports } => Box::new(CheckPorts { ports }),
+            Step::CheckReachable {
+                to,
+                addr,
+                port,
+                from,
+            } => Box::new(CheckReachable {
+                to,
+                addr,
+                port,
+                from,
+            }),
+            Step::StageModel {
+                model,
+                nodes,
+                copy,
+                listing,
+                routes,
+            } => Box::new(StageModel {
+                model,
+                nodes,
+                copy,
+                listing,
+                routes,
+            }),
+            Step::WaitRay {
+                node,
+                expect,
+                timeout_s,
+            } => Box::new(WaitRay {
+                node,
+                expect,
+                timeout: Duration::from_secs(timeout_s),
+            }),
+            Step::WaitServing {
+                node,
+                url,
+                model,
+                timeout_s,
+                ..
+            } => Box::new(WaitServing {
+                node,
+                url,
+                model,
+                timeout: Duration::from_secs(timeout_s),
+            }),
+            Step::StageNccl {
+                image,
+                volume,
+                nodes,
+            } => Box::new(StageNccl {
+                image,
+                volume,
+                nodes,
+            }),
+            Step::CheckNccl { nodes, rule } => Box::new(CheckNccl { nodes, rule }),
             Step::Stop => Box::new(Stop),
-            Step::CheckPorts { .. }
-            | Step::CheckReachable { .. }
-            | Step::StageModel { .. }
-            | Step::WaitRay { .. }
-            | Step::WaitServing { .. } => continue,
         });
     }
     phases
 }
 
-fn failures<T>(
-    results: Vec<(NodeName, Result<T, RuntimeError>)>,
-) -> Result<Vec<(NodeName, T)>, PhaseError> {
-    all_ok(results).map_err(|f| {
-        if f.failed
-            .iter()
-            .all(|(_, e)| matches!(e, RuntimeError::Cancelled { .. }))
-        {
-            PhaseError::Cancelled
-        } else {
-            PhaseError::Nodes(f)
-        }
-    })
-}
+#[cfg(test)]
+mod tests {
+    //! The executor on stand-in nodes: each "node" is this machine's shell with its own state
+    //! folder, so host-runtime plans run for real with no Docker and no SSH.
 
-/// Reach every node of the plan: its engine (Docker) or its shell (host runtime).
-struct Connect;
+    use std::collections::BTreeMap;
+    use std::path::PathBuf;
+    use std::sync::atomic::{AtomicUsize, Ordering};
 
-impl<'a> Phase<ApplyContext<'a>> for Connect {
-    fn title(&self) -> String {
-        "Connect to the nodes".to_string()
+    use bytes::Bytes;
+    use futures::future::BoxFuture;
+    use futures::stream::BoxStream;
+    use tokio::sync::mpsc::UnboundedSender;
+
+    use super::*;
+    use crate::node::{NodeName, Role};
+    use crate::plan::{JobName, Launch, NodePlan, ProcessSpec, RuntimeKind};
+    use crate::progress::RecordingReporter;
+    use crate::runtime::shell::{LocalShell, NodeShell, ShellError, ShellOutput};
+    use crate::runtime::{NodeTarget, Reach, RemoteNode};
+
+    /// A node whose shell is a local one; starting a process takes a moment, and the most
+    /// starts seen at once are counted.
+    #[derive(Debug)]
+    struct StandIn {
+        shell: LocalShell,
+        starting: Arc<AtomicUsize>,
+        most: Arc<AtomicUsize>,
+        /// Scripts containing `.0` fail to run (a dropped round trip) on their matches number
+        /// `.1` up to `.2` (counted in `.3`).
+        hiccup: Option<(&'static str, usize, usize, AtomicUsize)>,
     }
-    fn run<'b>(
-        &'b self,
-        ctx: &'b ApplyContext<'a>,
-    ) -> BoxFuture<'b, Result<Option<String>, PhaseError>> {
-        Box::pin(async move {
-            let nodes = ctx.plan.node_names();
-            let results =
-                for_each_node(nodes.clone(), ctx.options.concurrency, |node| async move {
-                    let handle = ctx.cluster.node(&node)?;
-                    match ctx.plan.runtime {
-                        RuntimeKind::Docker => handle.engine().await.map(|e| {
-                            format!(
-                                "Docker {} ({})",
-                                e.features().server_version,
-                                e.features().arch
-                            )
-                        }),
-                        RuntimeKind::Host => handle
-                            .jobs(None, Some(RuntimeKind::Host))
-                            .await
-                            .map(|_| "shell".to_string()),
+
+    impl NodeShell for StandIn {
+        fn node(&self) -> &NodeName {
+            self.shell.node()
+        }
+        fn via(&self) -> String {
+            "a stand-in".into()
+        }
+        fn run<'a>(
+            &'a self,
+            script: &'a str,
+            stdin: Vec<u8>,
+            lines: Option<UnboundedSender<String>>,
+        ) -> BoxFuture<'a, Result<ShellOutput, ShellError>> {
+            Box::pin(async move {
+                if let Some((needle, from, to, seen)) = &self.hiccup
+                    && script.contains(needle)
+                    && (*from..=*to).contains(&(seen.fetch_add(1, Ordering::SeqCst) + 1))
+                {
+                    return Err(ShellError {
+                        node: self.node().clone(),
+                        via: self.via(),
+                        cause: "Connection reset by peer".into(),
+                    });
+                }
+                let start = script.contains("setsid");
+                if start {
+                    let now = self.starting.fetch_add(1, Ordering::SeqCst) + 1;
+                    self.most.fetch_max(now, Ordering::SeqCst);
+                    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+                }
+                let out = self.shell.run(script, stdin, lines).await;
+                if start {
+                    self.starting.fetch_sub(1, Ordering::SeqCst);
+                }
+                out
+            })
+        }
+        fn stream(&self, script: &str) -> BoxStream<'static, Result<Bytes, ShellError>> {
+            self.shell.stream(script)
+        }
+    }
+
+    impl RemoteNode for StandIn {
+        fn forward_socket<'a>(
+            &'a self,
+            _remote: &'a str,
+        ) -> BoxFuture<'a, Result<PathBuf, String>> {
+            Box::pin(async { Err("a stand-in node has no Docker".to_string()) })
+        }
+    }
+
+    fn n(s: &str) -> NodeName {
+        NodeName::new(s).unwrap()
+    }
+
+    /// Three stand-in nodes sharing one counter of starts in flight.
+    fn nodes(dir: &std::path::Path) -> (Cluster, Arc<AtomicUsize>) {
+        nodes_with(dir, None)
+    }
+
+    /// The same, the head's scripts containing `hiccup.0` failing on their matches number
+    /// `hiccup.1` to `hiccup.2`.
+    fn nodes_with(
+        dir: &std::path::Path,
+        hiccup: Option<(&'static str, usize, usize)>,
+    ) -> (Cluster, Arc<AtomicUsize>) {
+        let starting = Arc::new(AtomicUsize::new(0));
+        let most = Arc::new(AtomicUsize::new(0));
+        let targets = ["a", "b", "c"]
+            .iter()
+            .enumerate()
+            .map(|(i, name)| NodeTarget {
+                name: n(name),
+                role: if i == 0 { Role::Head } else { Role::Worker },
+                reach: Reach::Remote(Arc::new(StandIn {
+                    shell: LocalShell::new(n(name)).with_env(
+                        "SPARK_LAUNCH_STATE_DIR",
+                        &dir.join(name).display().to_string(),
+                    ),
+                    starting: starting.clone(),
+                    most: most.clone(),
+                    hiccup: hiccup
+                        .filter(|_| i == 0)
+                        .map(|(s, from, to)| (s, from, to, AtomicUsize::new(0))),
+                })),
+                docker_socket: None,
+            })
+            .collect();
+        (Cluster::new(targets), most)
+    }
+
+    /// Every node echoes its name; the head's output is captured; the job is stopped.
+    fn plan() -> JobPlan {
+        let job = JobName::new("t11").unwrap();
+        let names = vec![n("a"), n("b"), n("c")];
+        JobPlan {
+            job: job.clone(),
+            workload: "run".into(),
+            runtime: RuntimeKind::Host,
+            nodes: names
+                .iter()
+                .enumerate()
+                .map(|(i, node)| {
+                    let role = if i == 0 { Role::Head } else { Role::Worker };
+                    let mut p = ProcessSpec::new(
+                        &job,
+                        node,
+                        role,
+                        vec!["sh".into(), "-c".into(), "echo hello from $WHO".into()],
+                    );
+                    p.env = BTreeMap::from([("WHO".to_string(), node.to_string())]);
+                    NodePlan {
+                        node: node.clone(),
+                        role,
+                        launch: Launch::Process(p),
                     }
                 })
-                .await;
-            failures(results)?;
-            Ok(Some(format!(
-                "{} node{}",
-                nodes.len(),
-                if nodes.len() == 1 { "" } else { "s" }
-            )))
-        })
-    }
-}
-
-/// Refuse to start a job whose name is taken on any node (STYLE: validate before effects).
-struct NameFree;
-
-impl<'a> Phase<ApplyContext<'a>> for NameFree {
-    fn title(&self) -> String {
-        "Check that the job name is free".to_string()
-    }
-    fn run<'b>(
-        &'b self,
-        ctx: &'b ApplyContext<'a>,
-    ) -> BoxFuture<'b, Result<Option<String>, PhaseError>> {
-        Box::pin(async move {
-            let job = &ctx.plan.job;
-            let nodes: Vec<NodeName> = ctx.cluster.names();
-            let results = for_each_node(nodes, ctx.options.concurrency, |node| async move {
-                let handle = ctx.cluster.node(&node)?;
-                let mut taken: Vec<String> = Vec::new();
-                // The plan's runtime: a container and a process never share a name.
-                let runtime = Some(ctx.plan.runtime);
-                for e in handle.jobs(Some(job), runtime).await? {
-                    taken.push(format!("{} ({})", e.name, e.state));
-                }
-                if ctx.plan.runtime == RuntimeKind::Docker {
-                    let name = job.container_name(&node);
-                    let seen = taken.iter().any(|t| t.starts_with(&format!("{name} ")));
-                    let found = if seen {
-                        None
-                    } else {
-                        handle.engine().await?.inspect(&name).await?
-                    };
-                    if let Some(c) = found {
-                        let ours = c
-                            .config
-                            .and_then(|c| c.labels)
-                            .is_some_and(|l| l.contains_key(crate::plan::spec::LABEL_JOB));
-                        if !ours {
-                            taken.push(format!(
-                                "{name} (a container spark-launch did not start: choose another job name, or remove it yourself with `docker rm -f {name}`)"
-                            ));
-                        }
-                    }
-                }
-                Ok::<_, RuntimeError>(taken)
-            })
-            .await;
-            let found = failures(results)?;
-            let taken: Vec<String> = found
-                .into_iter()
-                .filter(|(_, t)| !t.is_empty())
-                .map(|(n, t)| format!("{n}: {}", t.join(", ")))
-                .collect();
-            if taken.is_empty() {
-                Ok(None)
-            } else {
-                Err(PhaseError::Refused(format!(
-                    "job {job} already exists:\n  {}\nfix: stop it first with `spark-launch stop {job}`, or pick another job name",
-                    taken.join("\n  ")
-                )))
-            }
-        })
-    }
-}
-
-struct EnsureImage {
-    image: String,
-    nodes: Vec<NodeName>,
-}
-
-impl<'a> Phase<ApplyContext<'a>> for EnsureImage {
-    fn title(&self) -> String {
-        Step::EnsureImage {
-            image: self.image.clone(),
-            nodes: self.nodes.clone(),
-        }
-        .title()
-    }
-    fn should_run(&self, ctx: &ApplyContext<'a>) -> bool {
-        ctx.plan.runtime == RuntimeKind::Docker
-    }
-    fn run<'b>(
-        &'b self,
-        ctx: &'b ApplyContext<'a>,
-    ) -> BoxFuture<'b, Result<Option<String>, PhaseError>> {
-        Box::pin(async move {
-            match ensure_image(
-                ctx.cluster,
-                &self.image,
-                &self.nodes,
-                ctx.options.push,
-                ctx.options.concurrency,
-                &ctx.reporter,
-                &ctx.cancel,
-            )
-            .await
-            {
-                Ok(report) => Ok(Some(report.summary())),
-                Err(_) if ctx.cancel.is_cancelled() => Err(PhaseError::Cancelled),
-                Err(e @ (EnsureError::Refused(_) | EnsureError::Missing { .. })) => {
-                    Err(PhaseError::Refused(e.to_string()))
-                }
-                Err(EnsureError::Push(super::images::PushError::Targets(f))) => {
-                    Err(PhaseError::Nodes(f))
-                }
-                Err(EnsureError::Failed(report)) => Err(PhaseError::Nodes(NodeFailures {
-                    total: report.nodes.len(),
-                    failed: report
-                        .failed()
-                        .into_iter()
-                        .map(|(n, e)| (n.clone(), RuntimeError::Other(e.to_string())))
-                        .collect(),
-                })),
-                Err(e) => Err(PhaseError::Other(e.to_string())),
-            }
-        })
-    }
-}
-
-/// Start the job's container (or process) on the nodes, all at once. Clean-up stops and
-/// removes the job on every node of the plan, found by its labels, so a half-finished start
-/// (or one cut short by Ctrl-C) leaves nothing.
-struct Start {
-    nodes: Vec<NodeName>,
-}
-
-impl<'a> Phase<ApplyContext<'a>> for Start {
-    fn title(&self) -> String {
-        Step::Start {
-            nodes: self.nodes.clone(),
-        }
-        .title()
-    }
-    fn run<'b>(
-        &'b self,
-        ctx: &'b ApplyContext<'a>,
-    ) -> BoxFuture<'b, Result<Option<String>, PhaseError>> {
-        Box::pin(async move {
-            let results = for_each_node(
-                self.nodes.clone(),
-                ctx.options.concurrency,
-                |node| async move {
-                    let part = ctx
-                        .plan
-                        .node(&node)
-                        .ok_or_else(|| RuntimeError::Other("no part in the plan".to_string()))?;
-                    ctx.cluster.node(&node)?.start(part, &ctx.cancel).await
+                .collect(),
+            steps: vec![
+                Step::Start {
+                    nodes: names.clone(),
                 },
-            )
-            .await;
-            failures(results)?;
-            Ok(None)
-        })
-    }
-    fn cleanup<'b>(
-        &'b self,
-        ctx: &'b ApplyContext<'a>,
-    ) -> Option<BoxFuture<'b, Result<(), PhaseError>>> {
-        Some(Box::pin(stop_job(ctx, Duration::from_secs(2))))
-    }
-}
-
-async fn stop_job(ctx: &ApplyContext<'_>, grace: Duration) -> Result<(), PhaseError> {
-    let job = &ctx.plan.job;
-    let runtime = Some(ctx.plan.runtime);
-    let results = for_each_node(
-        ctx.plan.node_names(),
-        ctx.options.concurrency,
-        |node| async move { ctx.cluster.node(&node)?.stop_job(job, runtime, grace).await },
-    )
-    .await;
-    all_ok(results).map(|_| ()).map_err(PhaseError::Nodes)
-}
-
-struct WriteFile {
-    node: NodeName,
-    path: String,
-    content: String,
-    mode: u32,
-}
-
-impl<'a> Phase<ApplyContext<'a>> for WriteFile {
-    fn title(&self) -> String {
-        format!("Write {} on {}", self.path, self.node)
-    }
-    fn run<'b>(
-        &'b self,
-        ctx: &'b ApplyContext<'a>,
-    ) -> BoxFuture<'b, Result<Option<String>, PhaseError>> {
-        Box::pin(async move {
-            let handle = ctx.node(&self.node)?;
-            handle
-                .write_file(
-                    ctx.plan.runtime,
-                    &ctx.name_on(&self.node),
-                    &self.path,
-                    self.content.as_bytes(),
-                    self.mode,
-                )
-                .await
-                .map_err(|e| PhaseError::node(&self.node, e))?;
-            Ok(None)
-        })
-    }
-}
-
-struct Exec {
-    node: NodeName,
-    command: Vec<String>,
-    env: BTreeMap<String, String>,
-    capture: Option<String>,
-    timeout: Duration,
-}
-
-impl<'a> Phase<ApplyContext<'a>> for Exec {
-    fn title(&self) -> String {
-        Step::Exec {
-            node: self.node.clone(),
-            command: self.command.clone(),
-            env: BTreeMap::new(),
-            capture: None,
-            timeout_s: 0,
+                Step::WaitExit {
+                    node: n("a"),
+                    capture: Some("out".into()),
+                    timeout_s: 30,
+                    allow_failure: false,
+                },
+                Step::Stop,
+            ],
         }
-        .title()
     }
-    fn run<'b>(
-        &'b self,
-        ctx: &'b ApplyContext<'a>,
-    ) -> BoxFuture<'b, Result<Option<String>, PhaseError>> {
-        Box::pin(async move {
-            let handle = ctx.node(&self.node)?;
-            let out = handle
-                .exec(
-                    ctx.plan.runtime,
-                    &ctx.name_on(&self.node),
-                    &self.command,
-                    &self.env,
-                    self.timeout,
-                    &ctx.cancel,
-                )
-                .await
-                .map_err(|e| PhaseError::node(&self.node, e))?;
-            if let Some(name) = &self.capture {
-                ctx.capture(
-                    name,
-                    Capture {
-                        node: self.node.clone(),
-                        exit_code: out.exit_code,
-                        stdout: out.stdout.clone(),
-                        stderr: out.stderr.clone(),
-                    },
-                );
+
+    async fn run(concurrency: usize) -> (Applied, usize) {
+        let dir = tempfile::tempdir().unwrap();
+        let (cluster, most) = nodes(dir.path());
+        let options = ApplyOptions {
+            concurrency,
+            ..ApplyOptions::default()
+        };
+        let applied = execute(
+            &plan(),
+            &cluster,
+            &options,
+            RecordingReporter::new(),
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+        (applied, most.load(Ordering::SeqCst))
+    }
+
+    #[tokio::test]
+    async fn a_host_plan_runs_on_stand_in_nodes_with_its_phases_in_order_and_its_capture() {
+        let (applied, _) = run(0).await;
+        assert_eq!(
+            applied.phases,
+            vec![
+                "Connect to the nodes",
+                "Check that the job name is free",
+                "Start on a, b, c",
+                "Wait for the job to finish on a",
+                "Stop the job",
+            ]
+        );
+        assert_eq!(applied.captures["out"].stdout.trim(), "hello from a");
+    }
+
+    #[tokio::test]
+    async fn a_dropped_round_trip_while_waiting_is_asked_again_not_taken_for_an_end() {
+        let dir = tempfile::tempdir().unwrap();
+        // Every look at the head's process fails twice before one gets through.
+        let (cluster, _) = nodes_with(dir.path(), Some(("echo gone", 1, 2)));
+        let applied = execute(
+            &plan(),
+            &cluster,
+            &ApplyOptions::default(),
+            RecordingReporter::new(),
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+        assert_eq!(applied.captures["out"].stdout.trim(), "hello from a");
+    }
+
+    /// An OpenAI-like server that answers `/health` and lists model `m`.
+    async fn api() -> u16 {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = l.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = l.accept().await {
+                let mut buf = [0u8; 1024];
+                let n = s.read(&mut buf).await.unwrap_or(0);
+                let body = if buf[..n].starts_with(b"GET /v1/models") {
+                    r#"{"data":[{"id":"m"}]}"#
+                } else {
+                    ""
+                };
+                let _ = s
+                    .write_all(
+                        format!(
+                            "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                            body.len()
+                        )
+                        .as_bytes(),
+                    )
+                    .await;
             }
-            if out.exit_code != 0 {
-                return Err(PhaseError::node(
-                    &self.node,
-                    RuntimeError::Command {
-                        command: crate::plan::job::shell_words(&self.command),
-                        status: format!("exit status {}", out.exit_code),
-                        stderr: if out.stderr.trim().is_empty() {
-                            out.stdout
-                        } else {
-                            out.stderr
-                        },
-                    },
-                ));
+        });
+        port
+    }
+
+    #[tokio::test]
+    async fn a_dropped_look_at_the_job_during_readiness_does_not_end_a_serving_job() {
+        let dir = tempfile::tempdir().unwrap();
+        // The head's first look at its process during readiness (after the connect and
+        // the name check) fail, as a dropped SSH round trip would: the job must still be
+        // waited for, not torn down as "gone".
+        let (cluster, _) = nodes_with(dir.path(), Some(("@@", 3, 3)));
+        let port = api().await;
+        let mut p = plan();
+        for part in &mut p.nodes {
+            if let Launch::Process(proc) = &mut part.launch {
+                proc.command = vec!["sleep".into(), "30".into()];
             }
-            Ok(None)
-        })
+        }
+        p.steps = vec![
+            Step::Start {
+                nodes: p.node_names(),
+            },
+            Step::WaitServing {
+                node: n("a"),
+                url: format!("http://127.0.0.1:{port}"),
+                model: "m".into(),
+                engine: "vllm".into(),
+                timeout_s: 30,
+            },
+            Step::Stop,
+        ];
+        let applied = execute(
+            &p,
+            &cluster,
+            &ApplyOptions::default(),
+            RecordingReporter::new(),
+            CancellationToken::new(),
+        )
+        .await;
+        assert!(
+            applied.is_ok(),
+            "{:?}",
+            applied.err().map(|e| e.to_string())
+        );
     }
-}
 
-struct WaitHttp {
-    node: NodeName,
-    url: String,
-    timeout: Duration,
-}
-
-impl<'a> Phase<ApplyContext<'a>> for WaitHttp {
-    fn title(&self) -> String {
-        format!("Wait for {} on {}", self.url, self.node)
-    }
-    fn run<'b>(
-        &'b self,
-        ctx: &'b ApplyContext<'a>,
-    ) -> BoxFuture<'b, Result<Option<String>, PhaseError>> {
-        Box::pin(async move {
-            let url = HttpUrl::parse(&self.url)
-                .map_err(|e| PhaseError::node(&self.node, RuntimeError::Other(e)))?;
-            let handle = ctx.node(&self.node)?;
-            let name = ctx.name_on(&self.node);
-            let runtime = ctx.plan.runtime;
-            wait::until(&self.url, self.timeout, Duration::from_secs(2), &ctx.cancel, || async {
-                // A job that died will never answer: stop waiting at once.
-                let entries = handle
-                    .jobs(Some(&ctx.plan.job), Some(runtime))
-                    .await
-                    .unwrap_or_default();
-                if let Some(e) = entries
-                    .iter()
-                    .find(|e| e.name == name && e.state != "running")
-                {
-                    return Probe::Abort(RuntimeError::Other(format!(
-                        "{name} is {} (exit code {}) and will not answer; see `spark-launch logs {} --node {}`",
-                        e.state,
-                        e.exit_code
-                            .map(|c| c.to_string())
-                            .unwrap_or_else(|| "?".into()),
-                        ctx.plan.job,
-                        self.node
-                    )));
-                }
-                match get(&url, Duration::from_secs(5)).await {
-                    HttpAnswer::Status(s) if (200..300).contains(&s) => Probe::Ready(()),
-                    HttpAnswer::Status(s) => Probe::NotYet(format!("HTTP {s}")),
-                    HttpAnswer::NoAnswer(e) => Probe::NotYet(e),
-                }
-            })
-            .await
-            .map_err(|e| PhaseError::node(&self.node, e))?;
-            Ok(None)
-        })
-    }
-}
-
-struct WaitExit {
-    node: NodeName,
-    capture: Option<String>,
-    timeout: Duration,
-    allow_failure: bool,
-}
-
-impl<'a> Phase<ApplyContext<'a>> for WaitExit {
-    fn title(&self) -> String {
-        format!("Wait for the job to finish on {}", self.node)
-    }
-    fn run<'b>(
-        &'b self,
-        ctx: &'b ApplyContext<'a>,
-    ) -> BoxFuture<'b, Result<Option<String>, PhaseError>> {
-        Box::pin(async move {
-            let handle = ctx.node(&self.node)?;
-            let name = ctx.name_on(&self.node);
-            let code = handle
-                .wait_exit(ctx.plan.runtime, &name, self.timeout, &ctx.cancel)
-                .await
-                .map_err(|e| PhaseError::node(&self.node, e))?;
-            if let Some(cap) = &self.capture {
-                use futures::StreamExt;
-                let mut log = Vec::new();
-                let mut stream = handle
-                    .logs(ctx.plan.runtime, &name, false, false)
-                    .await
-                    .map_err(|e| PhaseError::node(&self.node, e))?;
-                while let Some(chunk) = stream.next().await {
-                    let chunk = chunk.map_err(|e| PhaseError::node(&self.node, e))?;
-                    log.extend_from_slice(&chunk);
-                }
-                ctx.capture(
-                    cap,
-                    Capture {
-                        node: self.node.clone(),
-                        exit_code: code,
-                        stdout: String::from_utf8_lossy(&log).into_owned(),
-                        stderr: String::new(),
-                    },
-                );
-            }
-            if code != 0 && !self.allow_failure {
-                return Err(PhaseError::node(
-                    &self.node,
-                    RuntimeError::Other(format!(
-                        "{name} exited with code {code}; see `spark-launch logs {} --node {}`",
-                        ctx.plan.job, self.node
-                    )),
-                ));
-            }
-            Ok(Some(format!("exit code {code}")))
-        })
-    }
-}
-
-struct Stop;
-
-impl<'a> Phase<ApplyContext<'a>> for Stop {
-    fn title(&self) -> String {
-        "Stop the job".to_string()
-    }
-    fn run<'b>(
-        &'b self,
-        ctx: &'b ApplyContext<'a>,
-    ) -> BoxFuture<'b, Result<Option<String>, PhaseError>> {
-        Box::pin(async move {
-            stop_job(ctx, ctx.options.stop_grace).await?;
-            Ok(None)
-        })
+    #[tokio::test]
+    async fn concurrency_one_starts_the_nodes_one_at_a_time() {
+        let (_, together) = run(0).await;
+        assert_eq!(together, 3, "without a limit all three start at once");
+        let (_, one) = run(1).await;
+        assert_eq!(one, 1, "--concurrency 1 starts one node at a time");
     }
 }

@@ -6,9 +6,9 @@ use std::sync::Arc;
 
 use futures::future::BoxFuture;
 
-use super::shell::NodeShell;
 use crate::model::hub::{HttpAnswer, HubTransport, TransportError};
 use crate::model::script::quote;
+use crate::runtime::shell::NodeShell;
 
 /// `curl` on a node.
 pub struct CurlHub {
@@ -62,7 +62,7 @@ cat "$T/body"
                 "curl {url} on {} failed (exit {}): {}",
                 self.shell.node(),
                 out.status,
-                out.stderr_tail.trim()
+                out.stderr_tail().trim()
             )));
         }
         parse_answer(&out.stdout).ok_or_else(|| {

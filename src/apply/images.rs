@@ -18,11 +18,12 @@ use serde::Serialize;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::fanout::{NodeFailures, for_each_node};
 use crate::node::NodeName;
+use crate::node::fanout::{NodeFailures, for_each_node};
 use crate::plan::image::{ImageFacts, PushAction, TargetFacts, push_actions};
+use crate::plan::layers::{LayerFilter, Piece};
 use crate::progress::{Reporter, Transfer};
-use crate::runtime::image::{export, image_facts, import};
+use crate::runtime::image::{export, image_facts, import, layer_chains};
 use crate::runtime::{Cluster, Engine, RuntimeError};
 
 /// Chunks sent to the targets are coalesced to about this size.
@@ -45,6 +46,9 @@ pub enum NodePush {
     Pushed {
         bytes: u64,
         seconds: f64,
+        /// Layers sent (the others the node already held) of the image's layers.
+        layers_sent: usize,
+        layers: usize,
     },
     /// Refused (wrong architecture); the reason says what to do.
     Refused {
@@ -238,14 +242,16 @@ async fn gather_targets(
     let results = for_each_node(targets.to_vec(), 0, |node| async move {
         let engine = cluster.node(&node)?.engine().await?;
         let present = image_facts(engine, reference).await?;
+        let chains = layer_chains(engine).await?;
         Ok::<_, RuntimeError>(TargetFacts {
             node: node.clone(),
             arch: engine.features().arch.to_string(),
             present,
+            chains,
         })
     })
     .await;
-    super::fanout::all_ok(results)
+    crate::node::all_ok(results)
         .map(|ok| ok.into_iter().map(|(_, f)| f).collect())
         .map_err(PushError::Targets)
 }
@@ -267,7 +273,7 @@ async fn push_with_facts(
     let mixed = crate::plan::image::mixed_arches(&arches);
     let actions = push_actions(&image, &facts);
     let mut outcome: HashMap<NodeName, NodePush> = HashMap::new();
-    let mut to_push: Vec<NodeName> = Vec::new();
+    let mut to_push: Vec<(NodeName, Vec<usize>)> = Vec::new();
     for (node, action) in &actions {
         match action {
             PushAction::Skip => {
@@ -284,7 +290,7 @@ async fn push_with_facts(
                     },
                 );
             }
-            PushAction::Push => to_push.push(node.clone()),
+            PushAction::Push { missing, .. } => to_push.push((node.clone(), missing.clone())),
         }
     }
     let batch = if concurrency == 0 {
@@ -295,10 +301,20 @@ async fn push_with_facts(
     for group in to_push.chunks(batch) {
         let results = tee_push(cluster, src_engine, &image, group, reporter, cancel).await;
         for (node, r) in results {
+            let layers_sent = group
+                .iter()
+                .find(|(n, _)| *n == node)
+                .map(|(_, m)| m.len())
+                .unwrap_or(0);
             outcome.insert(
                 node,
                 match r {
-                    Ok((bytes, seconds)) => NodePush::Pushed { bytes, seconds },
+                    Ok((bytes, seconds)) => NodePush::Pushed {
+                        bytes,
+                        seconds,
+                        layers_sent,
+                        layers: image.layers.len(),
+                    },
                     Err(e) => NodePush::Failed {
                         error: e.to_string(),
                     },
@@ -325,25 +341,34 @@ async fn push_with_facts(
 
 type Chunk = Result<Bytes, std::io::Error>;
 
-/// One export, teed into one import per node in `group`, all running at once.
+/// One export, cut per node to the layers that node lacks (`plan::layers::LayerFilter`) and
+/// streamed into one import per node in `group`, all running at once.
 async fn tee_push(
     cluster: &Cluster,
     src_engine: &Engine,
     image: &ImageFacts,
-    group: &[NodeName],
+    group: &[(NodeName, Vec<usize>)],
     reporter: &Arc<dyn Reporter>,
     cancel: &CancellationToken,
 ) -> Vec<(NodeName, Result<(u64, f64), RuntimeError>)> {
-    let mut senders: Vec<mpsc::Sender<Chunk>> = Vec::new();
+    let mut senders: Vec<Option<mpsc::Sender<Chunk>>> = Vec::new();
     let receivers: Mutex<HashMap<NodeName, mpsc::Receiver<Chunk>>> = Mutex::new(HashMap::new());
-    for node in group {
+    for (node, _) in group {
         let (tx, rx) = mpsc::channel(DEPTH);
-        senders.push(tx);
+        senders.push(Some(tx));
         if let Ok(mut r) = receivers.lock() {
             r.insert(node.clone(), rx);
         }
     }
+    let mut filter = LayerFilter::new(
+        image.layers.clone(),
+        group
+            .iter()
+            .map(|(_, m)| m.iter().copied().collect())
+            .collect(),
+    );
     let reference = image.reference.clone();
+    let total_layers = image.layers.len();
     // The pump owns the senders: when it ends, every import sees the end of its input.
     let pump = async move {
         let mut senders = senders;
@@ -362,8 +387,8 @@ async fn tee_push(
                     buf.extend_from_slice(&bytes);
                     if buf.len() >= CHUNK {
                         let chunk = buf.split().freeze();
-                        send_all(&mut senders, Ok(chunk)).await;
-                        if senders.is_empty() {
+                        send_pieces(&mut senders, filter.push(chunk)).await;
+                        if senders.iter().all(Option::is_none) {
                             return;
                         }
                     }
@@ -374,20 +399,38 @@ async fn tee_push(
                 }
                 None => {
                     if !buf.is_empty() {
-                        send_all(&mut senders, Ok(buf.split().freeze())).await;
+                        send_pieces(&mut senders, filter.push(buf.split().freeze())).await;
                     }
+                    tracing::debug!(
+                        "{reference}: {} of {} layers recognised in the export",
+                        filter.recognised.len(),
+                        total_layers
+                    );
                     return;
                 }
             }
         }
     };
-    let imports = for_each_node(group.to_vec(), 0, |node| {
+    let names: Vec<NodeName> = group.iter().map(|(n, _)| n.clone()).collect();
+    let imports = for_each_node(names, 0, |node| {
         let rx = receivers.lock().ok().and_then(|mut r| r.remove(&node));
-        let transfer: Arc<dyn Transfer> = Arc::from(reporter.transfer(
-            &node,
-            &format!("push {}", image.reference),
-            Some(image.size),
-        ));
+        let missing = group
+            .iter()
+            .find(|(n, _)| *n == node)
+            .map(|(_, m)| m.len())
+            .unwrap_or(0);
+        // Layer sizes are not known before the export: a full push has the image's size.
+        let estimate = (missing == image.layers.len()).then_some(image.size);
+        let label = if missing == image.layers.len() {
+            format!("push {}", image.reference)
+        } else {
+            format!(
+                "push {} ({missing} of {} layers)",
+                image.reference,
+                image.layers.len()
+            )
+        };
+        let transfer: Arc<dyn Transfer> = Arc::from(reporter.transfer(&node, &label, estimate));
         let expected = image.content.clone();
         let reference = image.reference.clone();
         async move {
@@ -425,19 +468,35 @@ async fn tee_push(
     results
 }
 
-/// Sends a chunk to every live target; drops targets whose import has ended.
-async fn send_all(senders: &mut Vec<mpsc::Sender<Chunk>>, chunk: Chunk) {
-    let mut live = Vec::with_capacity(senders.len());
-    for tx in senders.drain(..) {
-        let item = match &chunk {
-            Ok(b) => Ok(b.clone()),
-            Err(e) => Err(std::io::Error::other(e.to_string())),
-        };
-        if tx.send(item).await.is_ok() {
-            live.push(tx);
+/// Sends an error (or the end) to every live target.
+async fn send_all(senders: &mut [Option<mpsc::Sender<Chunk>>], chunk: Chunk) {
+    for slot in senders.iter_mut() {
+        if let Some(tx) = slot {
+            let item = match &chunk {
+                Ok(b) => Ok(b.clone()),
+                Err(e) => Err(std::io::Error::other(e.to_string())),
+            };
+            if tx.send(item).await.is_err() {
+                *slot = None;
+            }
         }
     }
-    *senders = live;
+}
+
+/// Sends each piece to the targets it is for; drops targets whose import has ended.
+async fn send_pieces(senders: &mut [Option<mpsc::Sender<Chunk>>], pieces: Vec<Piece>) {
+    for piece in pieces {
+        for (slot, to) in senders.iter_mut().zip(piece.to.iter()) {
+            if !*to {
+                continue;
+            }
+            if let Some(tx) = slot
+                && tx.send(Ok(piece.bytes.clone())).await.is_err()
+            {
+                *slot = None;
+            }
+        }
+    }
 }
 
 /// The receiver as a byte stream that counts what passes and fails after [`STALL`] without
@@ -652,6 +711,7 @@ mod tests {
                 arch: "arm64".into(),
                 os: "linux".into(),
                 size: 10,
+                layers: vec![],
             },
             source: n("spark-a"),
             nodes,
@@ -689,6 +749,8 @@ mod tests {
                     NodePush::Pushed {
                         bytes: 1,
                         seconds: 1.0,
+                        layers_sent: 1,
+                        layers: 1,
                     },
                 ),
                 (n("c"), NodePush::Skipped),

@@ -1,44 +1,50 @@
-//! Carries out a plan on the nodes: fan-out over nodes, phases with one status line each,
-//! timeouts and clean teardown. It decides nothing; the plan says what to do.
+//! Carries out what was decided, on the nodes: the launch of a plan, the executor's phases,
+//! and the other effects the commands need. It decides nothing; the plans say what to do.
 //!
-//! - `fanout`: the only place that fans out over nodes (`for_each_node`).
-//! - `phase`: the `Phase` trait and the runner (status lines, reverse clean-up, `--keep`).
-//! - `executor`: a `JobPlan` → phases → run ([`execute`]); the API workloads call.
-//! - `images`: image push and EnsureImage (compare by content, stream teed to every node).
-//! - `serving`: the phases of serving plans (ports, reachability, staging, Ray, readiness).
-//! - `shell`, `hub_curl`, `stage`: scripts on a node's shell (streamed), the Hub over curl on
-//!   the head, and model staging (download once, copy over the fast link).
-//!
-//! # Running a workload's plan (nccl-test, vllm, trtllm, up)
+//! - `launch`: the one entry of every launching command — resolve the nodes, the pre-plan
+//!   `lookup`s, the one plan (`workload::launch`), then the dry run or its execution, and what
+//!   follows (an nccl-test's verdict, `serving`'s attach).
+//! - `executor`, `phase`, `context`, `phases/`: a `JobPlan` → named phases (one per file) → run
+//!   ([`execute`]), one status line each, reverse clean-up on failure or Ctrl-C, `--keep`.
+//! - `images`: image push and EnsureImage (compared by content, only the missing layers sent).
+//! - `hub_curl`, `stage`, `pull`: the Hub over curl on the head, model staging (download once,
+//!   copy over the fast link) and `model pull`.
+//! - `build`: `nccl-build`'s image builds and pushes.
+//! - `jobs`: `status`, `logs`, `stop` by label. `doctor`: doctor's live gather.
+//! - `nccl`: the NCCL a job's containers load, read on the nodes (pre-plan lookup, CheckNccl,
+//!   StageNccl, doctor), once per image digest.
+//! - `fabric`, `perftest`: `spark-launch fabric`'s effects (root through sudo, the privileged
+//!   link probe, apply with its self-rollback, verify, rollback) and its `ib_write_bw` runs.
 //!
 //! ```ignore
-//! // In cli/cmd_<workload>.rs, with `launch: cli::launch::LaunchArgs` flattened into the args:
-//! let cluster = cli::args::resolve(&args.target, ctx).await?;        // facts (+ SSH pool)
-//! let mut plan = workload::plan(&options, &cluster.nodes)?;          // pure: a JobPlan
-//! args.launch.adjust(&mut plan);                                     // --gpus, --ulimit
-//! if args.launch.dry_run { return cli::launch::print_plan(&plan, ctx).map(|_| Outcome::Success); }
-//! let targets = cli::launch::node_targets(cluster.pool.as_ref().unwrap());
-//! let applied = cli::launch::run_plan(&plan, targets, &args.launch.apply_options(), ctx).await?;
-//! let log = &applied.captures["nccl"];                               // an Exec step's capture
+//! // What a launching command in `cli` does, once its flags are parsed:
+//! let launch = Launch { request, selection, dry_run, options, detach };
+//! match apply::launch::launch(&launch, &reporter, &cancel, &on_ready).await? {
+//!     Launched::Planned(p) => { /* print p.plan: exactly what a run would execute */ }
+//!     Launched::Tested { verdict, .. } => { /* render the verdict */ }
+//!     _ => {}
+//! }
 //! ```
-//!
-//! `run_plan` wires Ctrl-C to the executor and maps its error to the exit code (2 refused, 130
-//! interrupted, 1 failed). `cli::launch::execute_plan` does the same but returns the executor's
-//! `ApplyError`, which still carries the captures (`ApplyError::captures`), so a failed run's
-//! log can be parsed for its first cause; `cli::launch::apply_failed` then gives the exit code.
 
+pub mod build;
+pub mod context;
+pub mod doctor;
 pub mod executor;
-pub mod fanout;
+pub mod fabric;
 pub mod hub_curl;
 pub mod images;
+pub mod jobs;
+pub mod launch;
+pub mod lookup;
+pub mod nccl;
+pub mod perftest;
 pub mod phase;
+pub mod phases;
+pub mod pull;
 pub mod serving;
-pub mod shell;
 pub mod stage;
 
-pub use executor::{
-    Applied, ApplyContext, ApplyError, ApplyErrorKind, ApplyOptions, Capture, Captures, execute,
-};
-pub use fanout::{NodeFailures, all_ok, for_each_node};
+pub use context::{ApplyContext, ApplyOptions, Capture, Captures};
+pub use executor::{Applied, ApplyError, ApplyErrorKind, execute};
 pub use images::{NodePush, PushPlan, PushPolicy, PushReport, ensure_image, plan_push, push_image};
 pub use phase::{Phase, PhaseError, PhaseFailure, Runner};

@@ -10,8 +10,8 @@ use std::time::Instant;
 use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
-use super::fanout::NodeFailures;
 use crate::node::NodeName;
+use crate::node::fanout::NodeFailures;
 use crate::progress::Reporter;
 use crate::runtime::RuntimeError;
 
@@ -112,6 +112,13 @@ impl Runner {
             let step = self.reporter.step(&title);
             ran.push(i);
             match phase.run(ctx).await {
+                // Ctrl-C while the phase ran: what it did is undone with the rest, so a job is
+                // either fully started or leaves nothing behind.
+                Ok(_) if self.cancel.is_cancelled() => {
+                    step.fail("interrupted");
+                    failure = Some((title, PhaseError::Cancelled));
+                    break;
+                }
                 Ok(None) => step.ok(),
                 Ok(Some(detail)) => step.ok_with(&detail),
                 Err(e) => {

@@ -1,10 +1,15 @@
 //! Model staging: make every node hold the model's files before anything starts.
 //!
 //! The head downloads once (HTTP ranges from the Hub, in parallel streams, resumable); then
-//! every other node copies from the head over the fast link (each node pulls in parallel
-//! streams over SSH on the head's fabric address), all nodes at once. Each node keeps the
-//! Hugging Face cache layout (blobs, snapshot symlinks, refs). Files already present with the
-//! same size and hash are skipped; an interrupted run resumes where its journal says.
+//! every other node copies from the head over the fast link, all nodes at once. A copy is a few
+//! long-lived streams per node pair (whole files spread over them by bytes): one SSH
+//! connection and one sender on the head per stream, the file's bytes hashed on the worker as
+//! they arrive (one read, no second pass), every range journaled so a killed copy resumes
+//! losing at most the range in flight per file. The SSH cipher is chosen per pair
+//! (`ssh::bulk_ciphers`), and a worker that is not the head's neighbour (a ring) reaches it
+//! through the node between them (`model::route`, carried in [`HeadAccess`]). Each node
+//! keeps the Hugging Face cache layout (blobs, snapshot symlinks, refs). Files already
+//! present with the same size and hash are skipped.
 //!
 //! Effects only: what to fetch comes from `model::manifest::diff`, how from the scripts of
 //! `model::script`. Progress: one byte-counted transfer per node through the `Reporter`.
@@ -15,17 +20,21 @@ use std::time::Instant;
 use futures::stream::{self, StreamExt};
 use serde::Serialize;
 
-use super::fanout::{NodeFailures, all_ok, for_each_node};
-use super::shell::{NodeShell, ShellError};
 use crate::model::hub::{Resolved, escape_path, resolve_base};
-use crate::model::manifest::{DEFAULT_RANGE, Scan, StagePlan, Wanted, assign, diff, parse_scan};
+use crate::model::manifest::{
+    DEFAULT_RANGE, Scan, StagePlan, Wanted, assign, assign_files, diff, parse_scan,
+};
+use crate::model::route::CopyRoute;
 use crate::model::script::{
-    self, FinalLine, Source, StreamLine, finalize_input, parse_final_line, parse_stream_line,
-    stream_input,
+    self, FinalLine, Source, StreamLine, copy_input, finalize_input, parse_final_line,
+    parse_stream_line, stream_input,
 };
 use crate::model::{ModelSource, hub};
 use crate::node::NodeName;
-use crate::progress::{Reporter, Transfer};
+use crate::node::fanout::{NodeFailures, all_ok, for_each_node};
+use crate::progress::{Reporter, Transfer, human_bytes};
+use crate::runtime::shell::{NodeShell, ShellError};
+use crate::ssh::bulk_ciphers;
 
 /// How hard to push.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -41,7 +50,7 @@ pub struct StageOptions {
 impl Default for StageOptions {
     fn default() -> Self {
         StageOptions {
-            streams: 8,
+            streams: 4,
             range_size: DEFAULT_RANGE,
             hash_jobs: 8,
         }
@@ -69,6 +78,70 @@ pub enum HeadAccess {
     Ssh(Vec<String>),
     /// The worker sees the head's files on its own filesystem (one machine, tests).
     Local,
+}
+
+/// How a worker reaches the head along `route` (`model::route`): the head's fabric address
+/// when they are neighbours, through the node between them in a ring (`ProxyCommand ssh -W`:
+/// the bytes pass that node's sshd, nothing is written there), else `control_addr`.
+pub fn head_access(head: &NodeName, route: &CopyRoute, control_addr: &str) -> HeadAccess {
+    match route {
+        CopyRoute::Direct { head_addr } => head_hop(head, &head_addr.to_string()),
+        CopyRoute::Control => head_hop(head, control_addr),
+        CopyRoute::Relay {
+            via,
+            via_addr,
+            head_addr,
+        } => {
+            let HeadAccess::Ssh(hop) = head_hop(via, &via_addr.to_string()) else {
+                return HeadAccess::Local;
+            };
+            let mut proxy = vec!["ssh".to_string()];
+            // The hop's own options, quoted for the shell ssh runs ProxyCommand with; its
+            // destination is `-W`'s: the head's address as the relay sees it.
+            proxy.extend(hop[..hop.len() - 1].iter().map(|a| script::quote(a)));
+            proxy.push("-W".into());
+            proxy.push("%h:%p".into());
+            proxy.push(script::quote(via.as_str()));
+            let HeadAccess::Ssh(mut args) = head_hop(head, &head_addr.to_string()) else {
+                return HeadAccess::Local;
+            };
+            args.splice(
+                0..0,
+                [
+                    "-o".to_string(),
+                    format!("ProxyCommand={}", proxy.join(" ")),
+                ],
+            );
+            HeadAccess::Ssh(args)
+        }
+    }
+}
+
+/// How a worker reaches the head for copies: `ssh HEAD-NAME` (the `Host` block `spark-launch
+/// trust` wrote: user, port, key) at the head's fabric address, the host key pinned under the
+/// head's name in trust's known-hosts file (or the user's).
+pub fn head_hop(head: &NodeName, fabric_addr: &str) -> HeadAccess {
+    HeadAccess::Ssh(vec![
+        "-o".into(),
+        "BatchMode=yes".into(),
+        "-o".into(),
+        "StrictHostKeyChecking=yes".into(),
+        "-o".into(),
+        format!("HostKeyAlias={head}"),
+        "-o".into(),
+        "UserKnownHostsFile=~/.ssh/spark-launch_known_hosts ~/.ssh/known_hosts".into(),
+        "-o".into(),
+        "CheckHostIP=no".into(),
+        "-o".into(),
+        format!("HostName={fabric_addr}"),
+        "-o".into(),
+        format!("Ciphers={}", crate::ssh::CIPHERS),
+        "-o".into(),
+        "Compression=no".into(),
+        "-o".into(),
+        "ConnectTimeout=10".into(),
+        head.to_string(),
+    ])
 }
 
 /// What to stage and where.
@@ -224,6 +297,7 @@ pub async fn stage(
     };
 
     // 3. Every worker at once, each pulling from the head.
+    let head_aes = cpu_has_aes(head.shell.as_ref()).await;
     let by_name: Vec<(NodeName, (StageNode, HeadAccess))> = spec
         .workers
         .iter()
@@ -248,24 +322,22 @@ pub async fn stage(
             };
             let dir = model.node_dir(&node.hf_home);
             let source = match access {
-                HeadAccess::Ssh(args) => Source::Ssh {
-                    args,
-                    root: head_dir,
-                },
+                HeadAccess::Ssh(args) => {
+                    // The bulk cipher for this pair goes first: ssh takes the first value.
+                    let worker_aes = cpu_has_aes(node.shell.as_ref()).await;
+                    let mut all = vec![
+                        "-o".to_string(),
+                        format!("Ciphers={}", bulk_ciphers(head_aes, worker_aes)),
+                    ];
+                    all.extend(args);
+                    Source::Ssh {
+                        args: all,
+                        root: head_dir,
+                    }
+                }
                 HeadAccess::Local => Source::Local { root: head_dir },
             };
-            stage_node(
-                &node,
-                &dir,
-                worker_wanted,
-                &source,
-                None,
-                false,
-                &label,
-                opts,
-                reporter,
-            )
-            .await
+            copy_node(&node, &dir, worker_wanted, &source, &label, opts, reporter).await
         }
     })
     .await;
@@ -355,7 +427,7 @@ async fn scan_node(shell: &dyn NodeShell, dir: &str, jobs: usize) -> Result<Scan
         return Err(StageError::Scan {
             node: shell.node().clone(),
             dir: dir.to_string(),
-            cause: format!("exit {}: {}", out.status, out.stderr_tail.trim()),
+            cause: format!("exit {}: {}", out.status, out.stderr_tail().trim()),
         });
     }
     parse_scan(&out.stdout).map_err(|cause| StageError::Scan {
@@ -474,7 +546,7 @@ async fn run_streams(
                     return Err(StageError::Fetch {
                         node: shell.node().clone(),
                         path: "(stream)".into(),
-                        message: format!("exit {}: {}", out.status, out.stderr_tail.trim()),
+                        message: format!("exit {}: {}", out.status, out.stderr_tail().trim()),
                         fix: String::new(),
                     });
                 }
@@ -485,6 +557,148 @@ async fn run_streams(
         .collect()
         .await;
     results.into_iter().collect()
+}
+
+/// Whether a node's CPU has AES instructions (`aes` in `/proc/cpuinfo`'s flags or features);
+/// `None` when it could not be read.
+async fn cpu_has_aes(shell: &dyn NodeShell) -> Option<bool> {
+    let out = shell.run(script::CPU_AES, Vec::new(), None).await.ok()?;
+    match out.stdout.trim() {
+        "aes" => Some(true),
+        "none" => Some(false),
+        _ => None,
+    }
+}
+
+/// A worker's copy from the head: scan, then whole files through a few long-lived streams,
+/// each hashed as it arrives and renamed into place by the stream itself; then links and refs.
+async fn copy_node(
+    node: &StageNode,
+    dir: &str,
+    wanted: &Wanted,
+    source: &Source,
+    label: &str,
+    opts: StageOptions,
+    reporter: Arc<dyn Reporter>,
+) -> Result<NodeStaged, StageError> {
+    let started = Instant::now();
+    let shell = node.shell.as_ref();
+    let name = node.name().clone();
+    let scan = scan_node(shell, dir, opts.hash_jobs).await?;
+    let plan = diff(wanted, &scan, opts.range_size);
+    let missing = plan.missing_bytes();
+    if !plan.fetch.is_empty() {
+        let transfer: Arc<dyn Transfer> = Arc::from(reporter.transfer(&name, label, Some(missing)));
+        let copied = run_copy_streams(shell, dir, source, &plan, opts, transfer.clone()).await;
+        match &copied {
+            Ok(()) => transfer.finish(&format!("{} copied", human_bytes(missing))),
+            Err(_) => transfer.finish("failed"),
+        }
+        copied?;
+    }
+    if !plan.links.is_empty() || !plan.texts.is_empty() {
+        let rest = StagePlan {
+            links: plan.links.clone(),
+            texts: plan.texts.clone(),
+            ..StagePlan::default()
+        };
+        finalize(shell, dir, &rest, 1).await?;
+    }
+    Ok(NodeStaged {
+        node: name,
+        fetched_files: plan.fetch.len(),
+        fetched_bytes: missing,
+        resumed_bytes: plan.resumed_bytes(),
+        present_files: plan.present_files,
+        present_bytes: plan.present_bytes,
+        links: plan.links.len(),
+        millis: started.elapsed().as_millis() as u64,
+    })
+}
+
+async fn run_copy_streams(
+    shell: &dyn NodeShell,
+    dir: &str,
+    source: &Source,
+    plan: &StagePlan,
+    opts: StageOptions,
+    transfer: Arc<dyn Transfer>,
+) -> Result<(), StageError> {
+    let streams = assign_files(plan, opts.streams);
+    let script = script::copy_stream(dir, source);
+    let n = streams.len();
+    let results: Vec<Result<Vec<String>, StageError>> = stream::iter(streams)
+        .map(|files| {
+            let script = &script;
+            let transfer = transfer.clone();
+            async move {
+                let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+                let input = copy_input(&files).into_bytes();
+                let run = shell.run(script, input, Some(tx));
+                let follow = async {
+                    let mut first_err = None;
+                    let mut done = 0usize;
+                    let mut bad = Vec::new();
+                    while let Some(line) = rx.recv().await {
+                        match parse_stream_line(&line) {
+                            StreamLine::Ok { bytes, .. } => transfer.advance(bytes),
+                            StreamLine::Err {
+                                path,
+                                offset,
+                                message,
+                            } => {
+                                first_err.get_or_insert((path, offset, message));
+                            }
+                            StreamLine::Other(l) => match parse_final_line(&l) {
+                                FinalLine::Done(_) => done += 1,
+                                FinalLine::Bad { path, got } => {
+                                    bad.push(format!("{path}: got {got}"))
+                                }
+                                FinalLine::Other(l) => tracing::debug!("{}: {l}", shell.node()),
+                            },
+                        }
+                    }
+                    (first_err, done, bad)
+                };
+                let (out, (first_err, done, bad)) = tokio::join!(run, follow);
+                let out = out?;
+                if let Some((path, offset, message)) = first_err {
+                    return Err(fetch_error(shell.node(), source, &path, offset, &message));
+                }
+                if !bad.is_empty() {
+                    return Ok(bad);
+                }
+                if !out.success() || done != files.len() {
+                    return Err(StageError::Fetch {
+                        node: shell.node().clone(),
+                        path: "(stream)".into(),
+                        message: format!(
+                            "the stream ended after {done} of its {} files (exit {}): {}",
+                            files.len(),
+                            out.status,
+                            out.stderr_tail().trim()
+                        ),
+                        fix: "; run again to resume (finished ranges are kept)".into(),
+                    });
+                }
+                Ok(Vec::new())
+            }
+        })
+        .buffer_unordered(n.max(1))
+        .collect()
+        .await;
+    let mut bad = Vec::new();
+    for r in results {
+        bad.extend(r?);
+    }
+    if !bad.is_empty() {
+        bad.sort();
+        return Err(StageError::Verify {
+            node: shell.node().clone(),
+            bad,
+        });
+    }
+    Ok(())
 }
 
 fn fetch_error(
@@ -545,7 +759,7 @@ async fn finalize(
     parts[0].1.links = plan.links.clone();
     parts[0].1.texts = plan.texts.clone();
     let script = script::finalize(dir);
-    let outs: Vec<Result<super::shell::ShellOutput, ShellError>> = stream::iter(parts)
+    let outs: Vec<Result<crate::runtime::shell::ShellOutput, ShellError>> = stream::iter(parts)
         .map(|(_, part)| {
             let script = &script;
             async move {
@@ -567,7 +781,7 @@ async fn finalize(
             }
         }
         if !out.success() && failed.is_none() {
-            failed = Some(format!("exit {}: {}", out.status, out.stderr_tail.trim()));
+            failed = Some(format!("exit {}: {}", out.status, out.stderr_tail().trim()));
         }
     }
     if !bad.is_empty() {
@@ -585,24 +799,6 @@ async fn finalize(
         });
     }
     Ok(())
-}
-
-/// `1.5 GiB`, `320 MiB`, `12 KiB`, `7 B`.
-pub fn human_bytes(n: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = n as f64;
-    let mut u = 0;
-    while v >= 1024.0 && u + 1 < UNITS.len() {
-        v /= 1024.0;
-        u += 1;
-    }
-    if u == 0 {
-        format!("{n} B")
-    } else if v < 10.0 {
-        format!("{v:.1} {}", UNITS[u])
-    } else {
-        format!("{v:.0} {}", UNITS[u])
-    }
 }
 
 /// `HF_TOKEN` (or the older `HUGGING_FACE_HUB_TOKEN`), else the token `hf auth login` saved.
@@ -658,9 +854,24 @@ mod tests {
     use super::*;
 
     #[test]
-    fn byte_counts_read_as_humans_write_them() {
-        assert_eq!(human_bytes(7), "7 B");
-        assert_eq!(human_bytes(12 * 1024), "12 KiB");
-        assert_eq!(human_bytes(1536 * 1024 * 1024), "1.5 GiB");
+    fn a_relayed_copy_reaches_the_head_through_the_node_between_them() {
+        let head = NodeName::new("n1").unwrap();
+        let route = CopyRoute::Relay {
+            via: NodeName::new("n2").unwrap(),
+            via_addr: "169.254.12.1".parse().unwrap(),
+            head_addr: "169.254.11.1".parse().unwrap(),
+        };
+        let HeadAccess::Ssh(args) = head_access(&head, &route, "10.0.0.1") else {
+            panic!("not ssh")
+        };
+        assert_eq!(args[0], "-o");
+        let proxy = &args[1];
+        assert!(proxy.starts_with("ProxyCommand=ssh "), "{proxy}");
+        assert!(proxy.contains("'HostName=169.254.12.1'"), "{proxy}");
+        assert!(proxy.contains("'HostKeyAlias=n2'"), "{proxy}");
+        assert!(proxy.ends_with(" -W %h:%p 'n2'"), "{proxy}");
+        assert!(args.contains(&"HostName=169.254.11.1".to_string()));
+        assert!(args.contains(&"HostKeyAlias=n1".to_string()));
+        assert_eq!(args.last().map(String::as_str), Some("n1"));
     }
 }

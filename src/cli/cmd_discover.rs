@@ -6,10 +6,10 @@ use std::time::Duration;
 
 use comfy_table::{Table, presets::UTF8_BORDERS_ONLY};
 
-use super::args::{load_inventory, local_facts};
+use super::load_inventory;
 use super::{CmdError, CmdResult, Context, Invalid, Outcome, print_json, print_out};
 use crate::discover::{self, BrowseOptions, DiscoveredNode, InterfaceError};
-use crate::inventory::{Added, save};
+use crate::inventory::{Added, save_edited};
 use crate::node::NodeName;
 use crate::probe::facts::{NetIf, NodeFacts};
 
@@ -48,7 +48,9 @@ fn parse_seconds(s: &str) -> Result<Duration, String> {
 }
 
 pub async fn run(args: Args, ctx: &Context) -> CmdResult {
-    let local = local_facts().await?;
+    let local = crate::resolve::local_facts()
+        .await
+        .map_err(super::resolve_error)?;
     let named: Vec<NetIf> = args.interfaces.iter().map(NetIf::new).collect();
     let choice = discover::choose_interfaces(&local, &named, args.all_interfaces).map_err(|e| {
         let code = match e {
@@ -81,6 +83,7 @@ pub async fn run(args: Args, ctx: &Context) -> CmdResult {
             .iter()
             .flat_map(|i| i.ipv4.iter().map(|a| a.addr))
             .collect(),
+        sources: discover::sources(&local, &choice.interfaces),
     };
     let heard = tokio::task::spawn_blocking(move || discover::browse(&opts))
         .await
@@ -162,7 +165,8 @@ fn table(nodes: &[DiscoveredNode]) -> String {
 }
 
 fn save_nodes(nodes: &[DiscoveredNode], ctx: &Context) -> Result<(), CmdError> {
-    let mut inv = load_inventory(&ctx.cluster_file)?;
+    let before = load_inventory(&ctx.cluster_file)?;
+    let mut inv = before.clone();
     let mut changed = 0;
     for n in nodes {
         let name = NodeName::new(n.name.clone())
@@ -180,7 +184,7 @@ fn save_nodes(nodes: &[DiscoveredNode], ctx: &Context) -> Result<(), CmdError> {
         step.ok_with("every node found is already there; nothing changed");
         return Ok(());
     }
-    save(&ctx.cluster_file, &inv)?;
+    save_edited(&ctx.cluster_file, &before, &inv)?;
     step.ok_with(&format!(
         "{changed} node{} added or updated",
         if changed == 1 { "" } else { "s" }

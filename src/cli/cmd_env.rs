@@ -3,11 +3,10 @@
 
 use std::path::PathBuf;
 
-use super::args::{TargetArgs, resolve};
+use super::args::NodeFlags;
 use super::{CmdError, CmdResult, Context, Invalid, Outcome, print_json, print_out};
 use crate::derive::{ClusterEnv, NodeEnv, NodeInput, derive};
 use crate::node::NodeName;
-use crate::probe;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
@@ -24,7 +23,7 @@ pub enum Format {
 #[derive(Debug, clap::Args)]
 pub struct Args {
     #[command(flatten)]
-    pub target: TargetArgs,
+    pub target: NodeFlags,
 
     /// One node only: a snapshot folder (its hostname names the node).
     #[arg(long, value_name = "DIR", conflicts_with = "snapshots")]
@@ -86,20 +85,20 @@ pub async fn run(args: Args, ctx: &Context) -> CmdResult {
 }
 
 /// The nodes: `--root DIR` (one snapshot), else `--snapshot`, `--hosts`, `--nodes` or the
-/// cluster file through the shared resolver (live nodes probed over SSH).
+/// cluster file through the resolve stage (live nodes probed over SSH).
 async fn inputs(args: &Args, ctx: &Context) -> Result<Vec<NodeInput>, CmdError> {
-    if let Some(root) = &args.root {
-        let facts = probe::read_snapshot_dir(root).invalid()?;
-        let name = NodeName::new(facts.hostname.clone())
-            .or_else(|_| NodeName::new("node"))
-            .invalid()?;
-        return Ok(vec![NodeInput { name, facts }]);
-    }
-    let cluster = resolve(&args.target, ctx).await?;
-    if let Some(pool) = &cluster.pool {
-        pool.close().await;
-    }
-    Ok(cluster.nodes)
+    let mut selection = args.target.selection(ctx);
+    selection.root = args.root.clone();
+    let cluster = crate::resolve::resolve(
+        &selection,
+        crate::resolve::Needs::facts(crate::resolve::Purpose::Plan),
+        &ctx.reporter,
+    )
+    .await
+    .map_err(super::resolve_error)?;
+    let nodes = cluster.inputs();
+    cluster.close().await;
+    Ok(nodes)
 }
 
 fn text(cluster: &ClusterEnv, nodes: &[&NodeEnv]) -> String {

@@ -1,18 +1,16 @@
 //! `spark-launch image push IMAGE [--to NODES]`: images on every node, compared by content,
 //! streamed only where missing, all target nodes at once with a progress bar each.
 
-use std::sync::Arc;
-
 use comfy_table::{Table, presets::UTF8_BORDERS_ONLY};
 
-use super::args::TargetArgs;
-use super::launch::{NodeArgs, cancel_on_signals, resolve_targets};
+use super::args::{EngineFlags, NodeFlags};
 use super::{CmdError, CmdResult, Context, Invalid, Outcome, print_json, print_out};
 use crate::apply::images::PushError;
 use crate::apply::{NodePush, plan_push, push_image};
 use crate::node::NodeName;
 use crate::plan::image::PushAction;
-use crate::progress::{NullReporter, Reporter};
+use crate::resolve::{self, Needs, Purpose, ResolvedCluster};
+
 use crate::runtime::Cluster;
 
 #[derive(Debug, clap::Args)]
@@ -49,10 +47,10 @@ pub struct PushArgs {
     pub dry_run: bool,
 
     #[command(flatten)]
-    pub nodes: NodeArgs,
+    pub engines: EngineFlags,
 
     #[command(flatten)]
-    pub target: TargetArgs,
+    pub target: NodeFlags,
 }
 
 pub async fn run(args: Args, ctx: &Context) -> CmdResult {
@@ -61,71 +59,55 @@ pub async fn run(args: Args, ctx: &Context) -> CmdResult {
     }
 }
 
-/// The source (`--from`, else this machine, else the head) and the targets (`--to`, else every
-/// other node) among `names` (head first); `local` is this machine's node, if it is one of them.
+/// The source and targets of a push among `names`, or the user's mistake (exit 2).
 fn source_and_targets(
     args: &PushArgs,
     names: &[NodeName],
     local: Option<&NodeName>,
 ) -> Result<(NodeName, Vec<NodeName>), CmdError> {
-    let known = |n: &NodeName| {
-        if names.contains(n) {
-            Ok(())
-        } else {
-            Err(anyhow::anyhow!(
-                "no node named {n}; the nodes are {}",
-                names
-                    .iter()
-                    .map(|n| n.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ))
-            .invalid()
-        }
-    };
-    let source = match &args.from {
-        Some(n) => {
-            known(n)?;
-            n.clone()
-        }
-        None => local
-            .or_else(|| names.first())
-            .cloned()
-            .ok_or_else(|| anyhow::anyhow!("no nodes"))
-            .invalid()?,
-    };
-    let to: Vec<NodeName> = if args.to.is_empty() {
-        names.iter().filter(|n| **n != source).cloned().collect()
-    } else {
-        for n in &args.to {
-            known(n)?;
-        }
-        args.to.clone()
-    };
-    Ok((source, to))
+    crate::plan::image::push_route(args.from.as_ref(), &args.to, names, local)
+        .map_err(anyhow::Error::msg)
+        .invalid()
 }
 
 async fn push(args: PushArgs, ctx: &Context) -> CmdResult {
-    if args.dry_run && args.target.uses_snapshots() {
-        return plan_on_snapshots(&args, ctx);
-    }
-    let targets = resolve_targets(&args.nodes, &args.target, ctx).await?;
-    let cluster = Cluster::new(targets);
+    let purpose = if args.dry_run {
+        Purpose::Plan
+    } else {
+        Purpose::Act
+    };
+    let needs = if args.target.uses_snapshots() {
+        Needs::facts(purpose)
+    } else {
+        Needs::links(purpose)
+    };
+    let mut selection = args.target.selection(ctx);
+    selection.engines = args.engines.engines.clone();
+    let resolved = resolve::resolve(&selection, needs, &ctx.reporter)
+        .await
+        .map_err(super::resolve_error)?;
+    let result = if resolved.snapshots {
+        plan_on_snapshots(&args, &resolved, ctx)
+    } else {
+        push_on(&args, &resolved, ctx).await
+    };
+    resolved.close().await;
+    result
+}
+
+async fn push_on(args: &PushArgs, resolved: &ResolvedCluster, ctx: &Context) -> CmdResult {
+    let cluster = resolved.runtime().map_err(super::resolve_error)?;
     let local = cluster
         .nodes()
         .iter()
         .find(|n| n.target.is_local())
         .map(|n| n.name().clone());
-    let (source, to) = source_and_targets(&args, &cluster.names(), local.as_ref())?;
+    let (source, to) = source_and_targets(args, &cluster.names(), local.as_ref())?;
     if args.dry_run {
-        return plan_live(&cluster, &args, &source, &to, ctx).await;
+        return plan_live(&cluster, args, &source, &to, ctx).await;
     }
-    let reporter: Arc<dyn Reporter> = if ctx.json {
-        Arc::new(NullReporter)
-    } else {
-        ctx.reporter.clone()
-    };
-    let cancel = cancel_on_signals(ctx.reporter.clone());
+    let reporter = &ctx.reporter;
+    let cancel = &ctx.cancel;
     let step = reporter.step(&format!(
         "Push {} from {source} to {}",
         args.image,
@@ -137,8 +119,8 @@ async fn push(args: PushArgs, ctx: &Context) -> CmdResult {
         &args.image,
         &to,
         args.concurrency,
-        &reporter,
-        &cancel,
+        reporter,
+        cancel,
     )
     .await
     {
@@ -174,8 +156,17 @@ async fn push(args: PushArgs, ctx: &Context) -> CmdResult {
                     "-".into(),
                     "-".into(),
                 ],
-                NodePush::Pushed { bytes, seconds } => vec![
-                    "pushed".into(),
+                NodePush::Pushed {
+                    bytes,
+                    seconds,
+                    layers_sent,
+                    layers,
+                } => vec![
+                    if layers_sent < layers {
+                        format!("pushed {layers_sent} of {layers} layers (held the rest)")
+                    } else {
+                        "pushed".into()
+                    },
                     indicatif::HumanBytes(*bytes).to_string(),
                     format!("{seconds:.1}s"),
                     format!(
@@ -280,7 +271,11 @@ async fn plan_live(
         let would = match action {
             PushAction::Skip => "skip: already there (same content)".to_string(),
             PushAction::SkipOwnArch { id } => format!("skip: keeps its own build ({id})"),
-            PushAction::Push => format!("push from {source}"),
+            PushAction::Push { missing, layers } if missing.len() < *layers => format!(
+                "push {} of {layers} layers from {source} (it holds the others)",
+                missing.len()
+            ),
+            PushAction::Push { .. } => format!("push from {source}"),
             PushAction::Refuse { reason } => format!("refuse: {reason}"),
         };
         t.add_row(vec![node.to_string(), would]);
@@ -292,10 +287,10 @@ async fn plan_live(
     Ok(Outcome::Success)
 }
 
-/// `image push --dry-run --snapshot …`: snapshots hold no images, so the plan says what a live
-/// push compares and where it would stream from, with each node's CPU where the snapshot knows it.
-fn plan_on_snapshots(args: &PushArgs, ctx: &Context) -> CmdResult {
-    let nodes = super::args::read_snapshots(&args.target.snapshots).invalid()?;
+/// `image push --dry-run --snapshot …`: what a live push compares and where it would stream
+/// from, with each node's CPU where the snapshot knows it.
+fn plan_on_snapshots(args: &PushArgs, resolved: &ResolvedCluster, ctx: &Context) -> CmdResult {
+    let nodes = resolved.inputs();
     let names: Vec<NodeName> = nodes.iter().map(|n| n.name.clone()).collect();
     let (source, to) = source_and_targets(args, &names, None)?;
     let arch = |name: &NodeName| {
@@ -304,52 +299,28 @@ fn plan_on_snapshots(args: &PushArgs, ctx: &Context) -> CmdResult {
             .find(|n| n.name == *name)
             .and_then(|n| n.facts.arch.clone())
     };
-    let known: Vec<(NodeName, String)> = std::iter::once(&source)
-        .chain(&to)
-        .filter_map(|n| arch(n).map(|a| (n.clone(), a)))
-        .collect();
-    let mixed = crate::plan::image::mixed_arches(&known);
-    let steps = [
-        format!("read {} on {source} (it must be there)", args.image),
-        format!(
-            "compare it by content with what each of {} holds under that name",
-            to.iter().map(|n| n.as_str()).collect::<Vec<_>>().join(", ")
-        ),
-        "refuse a node whose CPU differs from the image's (unless it has its own build)"
-            .to_string(),
-        format!("stream one export from {source} to every node that lacks it, all at once"),
-    ];
+    let plan = crate::plan::image::snapshot_push(&args.image, &source, &to, &arch);
     if ctx.json {
-        let targets: Vec<serde_json::Value> = to
-            .iter()
-            .map(|n| serde_json::json!({ "node": n, "arch": arch(n) }))
-            .collect();
-        print_json(&serde_json::json!({
-            "dry_run": true,
-            "image": args.image,
-            "source": { "node": source, "arch": arch(&source) },
-            "targets": targets,
-            "mixed_arches": mixed,
-            "steps": steps,
-        }))?;
-    } else {
-        let mut out = format!("push {} (dry run on snapshots)\n", args.image);
-        for (i, s) in steps.iter().enumerate() {
-            out.push_str(&format!("  {}. {s}\n", i + 1));
-        }
-        for n in std::iter::once(&source).chain(&to) {
-            out.push_str(&format!(
-                "     {n}: {}\n",
-                arch(n).unwrap_or_else(|| "CPU not in the snapshot".to_string())
-            ));
-        }
-        if let Some(m) = &mixed {
-            out.push_str(&format!(
-                "  a mixed {} cluster: each CPU needs its own build of the image\n",
-                m.join(" + ")
-            ));
-        }
-        print_out(out.trim_end());
+        print_json(&plan)?;
+        return Ok(Outcome::Success);
     }
+    let mut out = format!("push {} (dry run on snapshots)\n", plan.image);
+    for (i, s) in plan.steps.iter().enumerate() {
+        out.push_str(&format!("  {}. {s}\n", i + 1));
+    }
+    for n in std::iter::once(&plan.source).chain(&plan.targets) {
+        out.push_str(&format!(
+            "     {}: {}\n",
+            n.node,
+            n.arch.as_deref().unwrap_or("CPU not in the snapshot")
+        ));
+    }
+    if let Some(m) = &plan.mixed_arches {
+        out.push_str(&format!(
+            "  a mixed {} cluster: each CPU needs its own build of the image\n",
+            m.join(" + ")
+        ));
+    }
+    print_out(out.trim_end());
     Ok(Outcome::Success)
 }

@@ -1,23 +1,17 @@
 //! `spark-launch model pull MODEL`: the weights on every node. The head downloads once from
 //! the Hub (or already has the folder); every other node copies from the head over the fast
-//! link, in parallel streams, resumable, keeping the Hugging Face cache layout.
-
-use std::sync::Arc;
+//! link, in parallel streams, resumable, keeping the Hugging Face cache layout. Flags and
+//! rendering: the plan is `model::pull`'s, the work `apply::pull`'s.
 
 use comfy_table::{Table, presets::UTF8_BORDERS_ONLY};
 
-use super::args::{TargetArgs, resolve};
-use super::cmd_serve::{hub_error, node_paths};
-use super::{CmdResult, Context, Invalid, Outcome, print_json, print_out};
-use crate::apply::serving::head_hop;
-use crate::apply::shell::{NodeShell, SshShell};
-use crate::apply::stage::{
-    self, StageNode, StageOptions, StageSpec, hf_endpoint, hf_token, human_bytes,
-};
-use crate::derive::derive;
+use super::args::NodeFlags;
+use super::{CmdError, CmdResult, Context, Invalid, Outcome, print_json, print_out};
+use crate::apply::pull::{PullError, pull};
 use crate::model::ModelSource;
-use crate::model::hub::resolve_base;
-use crate::workload::serve::NodePaths;
+use crate::model::pull::{PullPlan, PullRequest, plan};
+use crate::progress::human_bytes;
+use crate::resolve::{self, Needs, Purpose};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -45,12 +39,13 @@ pub struct PullArgs {
     #[arg(long, value_name = "DIR")]
     pub hf_home: Option<String>,
 
-    /// Parallel streams per node.
-    #[arg(long, default_value_t = 8, value_name = "N")]
+    /// Long-lived copy streams per node (whole files spread over them; each its own SSH
+    /// connection).
+    #[arg(long, default_value_t = 4, value_name = "N")]
     pub streams: usize,
 
     /// Bytes per range in MiB: the unit of progress, retry and resume.
-    #[arg(long, default_value_t = 256, value_name = "MIB")]
+    #[arg(long, default_value_t = 64, value_name = "MIB")]
     pub range_mib: u64,
 
     /// Say what would be staged where, and touch nothing.
@@ -58,168 +53,61 @@ pub struct PullArgs {
     pub dry_run: bool,
 
     #[command(flatten)]
-    pub target: TargetArgs,
+    pub target: NodeFlags,
 }
 
 pub async fn run(args: Args, ctx: &Context) -> CmdResult {
     match args.command {
-        ModelCommand::Pull(a) => pull(a, ctx).await,
+        ModelCommand::Pull(a) => pull_cmd(a, ctx).await,
     }
 }
 
-async fn pull(args: PullArgs, ctx: &Context) -> CmdResult {
-    let model = ModelSource::parse(&args.model, args.revision.as_deref()).invalid()?;
-    if args.target.uses_snapshots() && !args.dry_run {
-        return Err(anyhow::anyhow!(
-            "--snapshot stands in for nodes only with --dry-run"
-        ))
-        .invalid();
-    }
-    let cluster = resolve(&args.target, ctx).await?;
-    let names: Vec<_> = cluster.nodes.iter().map(|n| n.name.clone()).collect();
-    // The head's fabric address, where the workers copy from.
-    let head_addr = derive(&cluster.nodes)
-        .ok()
-        .map(|env| env.nodes[0].control.addr.to_string());
+async fn pull_cmd(args: PullArgs, ctx: &Context) -> CmdResult {
+    let req = PullRequest {
+        model: ModelSource::parse(&args.model, args.revision.as_deref()).invalid()?,
+        hf_home: args.hf_home.clone(),
+        streams: args.streams.max(1),
+        range_size: args.range_mib.max(1).saturating_mul(1024 * 1024),
+    };
+    let purpose = if args.dry_run {
+        Purpose::Plan
+    } else {
+        Purpose::Act
+    };
+    let cluster = resolve::resolve(
+        &args.target.selection(ctx),
+        Needs::facts(purpose),
+        &ctx.reporter,
+    )
+    .await
+    .map_err(super::resolve_error)?;
+    let Some(plan) = plan(&req, &cluster.inputs(), &crate::apply::stage::hf_endpoint()) else {
+        cluster.close().await;
+        return Err(anyhow::anyhow!("no nodes to pull to")).invalid();
+    };
     if args.dry_run {
-        let endpoint = hf_endpoint();
-        let dirs: Vec<serde_json::Value> = names
-            .iter()
-            .map(|n| {
-                let home = args
-                    .hf_home
-                    .clone()
-                    .unwrap_or_else(|| NodePaths::default().hf_home);
-                serde_json::json!({ "node": n, "dir": model.node_dir(&home) })
-            })
-            .collect();
-        let source = match &model {
-            ModelSource::Hub {
-                repo,
-                revision,
-                commit,
-            } => resolve_base(
-                &endpoint,
-                repo,
-                commit.as_deref().unwrap_or(revision.as_str()),
-            ),
-            ModelSource::Local { path } => format!("{path} on {}", names[0]),
-        };
-        let plan = serde_json::json!({
-            "model": model,
-            "head": names[0],
-            "download_from": source,
-            "copy_from": head_addr.as_ref().map(|a| format!("{}:{} over ssh", names[0], a)),
-            "nodes": dirs,
-            "streams": args.streams,
-        });
-        if let Some(pool) = cluster.pool {
-            pool.close().await;
-        }
+        cluster.close().await;
         if ctx.json {
             print_json(&plan)?;
         } else {
-            let mut out = format!("stage {model} on {}\n", names.len());
-            out.push_str(&format!("  1. {}: download from {source}\n", names[0]));
-            for d in &dirs[1..] {
-                out.push_str(&format!(
-                    "  2. {}: copy from {} ({} streams)\n",
-                    d["node"].as_str().unwrap_or("?"),
-                    head_addr.as_deref().unwrap_or(names[0].as_str()),
-                    args.streams
-                ));
-            }
-            for d in &dirs {
-                out.push_str(&format!(
-                    "     {} keeps it in {}\n",
-                    d["node"].as_str().unwrap_or("?"),
-                    d["dir"].as_str().unwrap_or("?")
-                ));
-            }
-            print_out(&out);
+            print_out(&plan_text(&plan));
         }
         return Ok(Outcome::Success);
     }
-    let Some(pool) = &cluster.pool else {
-        return Err(anyhow::anyhow!("no live nodes").into());
-    };
-    let shells: Vec<Arc<dyn NodeShell>> = names
-        .iter()
-        .map(|n| {
-            pool.get(n)
-                .map(|h| Arc::new(SshShell::new(h.clone())) as Arc<dyn NodeShell>)
-        })
-        .collect::<Result<_, _>>()?;
-    let paths = node_paths(&shells, args.hf_home.as_deref()).await?;
-    let token = hf_token();
-    let endpoint = hf_endpoint();
-    let step = ctx.reporter.step(&format!("resolve {model}"));
-    let resolved =
-        match stage::resolve_on_head(shells[0].clone(), &endpoint, &model, token.clone()).await {
-            Ok(r) => r,
-            Err(e) => {
-                step.fail("");
-                pool.close().await;
-                return hub_error(e);
-            }
+    let pulled = pull(&req, &plan, &cluster, &ctx.reporter).await;
+    cluster.close().await;
+    let pulled = pulled.map_err(|e| {
+        let code = match &e {
+            PullError::Lookup(l) if l.is_refusal() => 2,
+            _ => 1,
         };
-    match &resolved {
-        Some(r) => step.ok_with(&format!(
-            "commit {}, {} files, {}",
-            &r.commit[..12],
-            r.files.len(),
-            human_bytes(r.total_bytes())
-        )),
-        None => step.ok(),
-    }
-    let head_addr = head_addr.unwrap_or_else(|| {
-        pool.get(&names[0])
-            .ok()
-            .and_then(|h| h.dest().map(|d| d.host.clone()))
-            .unwrap_or_else(|| names[0].to_string())
-    });
-    let node = |i: usize| StageNode {
-        shell: shells[i].clone(),
-        hf_home: paths
-            .get(shells[i].node())
-            .map(|p| p.hf_home.clone())
-            .unwrap_or_default(),
-    };
-    let spec = StageSpec {
-        model: resolved
-            .as_ref()
-            .map(|r| r.source())
-            .unwrap_or(model.clone()),
-        resolved,
-        endpoint,
-        token,
-        head: node(0),
-        workers: (1..shells.len())
-            .map(|i| (node(i), head_hop(&names[0], &head_addr)))
-            .collect(),
-        options: StageOptions {
-            streams: args.streams,
-            range_size: args.range_mib.max(1) * 1024 * 1024,
-            ..StageOptions::default()
-        },
-    };
-    let step = ctx
-        .reporter
-        .step(&format!("stage {model} on {} nodes", names.len()));
-    let result = stage::stage(&spec, ctx.reporter.clone()).await;
-    pool.close().await;
-    let reports = match result {
-        Ok(r) => {
-            step.ok();
-            r
+        CmdError {
+            code,
+            error: e.into(),
         }
-        Err(e) => {
-            step.fail("");
-            return Err(anyhow::anyhow!(e).into());
-        }
-    };
+    })?;
     if ctx.json {
-        print_json(&serde_json::json!({ "model": spec.model, "nodes": reports }))?;
+        print_json(&pulled)?;
         return Ok(Outcome::Success);
     }
     let mut t = Table::new();
@@ -232,7 +120,7 @@ async fn pull(args: PullArgs, ctx: &Context) -> CmdResult {
         "time",
         "rate",
     ]);
-    for r in &reports {
+    for r in &pulled.nodes {
         let secs = (r.millis as f64 / 1000.0).max(0.001);
         t.add_row(vec![
             r.node.to_string(),
@@ -257,4 +145,24 @@ async fn pull(args: PullArgs, ctx: &Context) -> CmdResult {
     }
     print_out(&t.to_string());
     Ok(Outcome::Success)
+}
+
+fn plan_text(p: &PullPlan) -> String {
+    let mut out = format!("stage {} on {}\n", p.model, p.nodes.len());
+    out.push_str(&format!(
+        "  1. {}: download from {}\n",
+        p.head, p.download_from
+    ));
+    for n in &p.nodes[1..] {
+        out.push_str(&format!(
+            "  2. {}: copy from {} ({} streams)\n",
+            n.node,
+            p.head_addr().unwrap_or(p.head.as_str()),
+            p.streams
+        ));
+    }
+    for n in &p.nodes {
+        out.push_str(&format!("     {} keeps it in {}\n", n.node, n.dir));
+    }
+    out
 }

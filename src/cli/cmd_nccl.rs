@@ -1,37 +1,29 @@
-//! `spark-launch nccl-build` and `nccl-test`: flags and glue. The plans come from
-//! `workload::nccl_build` / `workload::nccl_test`, the verdict from `report::nccl`; the
-//! executor (`apply`) and the image build (`runtime::build`) carry them out.
+//! `spark-launch nccl-build` and `nccl-test`: flags only. They become launch requests
+//! (`workload::nccl_build::BuildOptions`, `workload::launch::NcclTestRequest`) and go through
+//! the one launch (`cli::launch::run`); the verdict comes from `report::nccl`.
 
 use std::collections::BTreeMap;
 
-use super::args::{TargetArgs, read_snapshots, resolve};
-use super::launch::{
-    LaunchArgs, NodeArgs, engine_targets, local_node_name, node_targets,
-    plan_text as plan_text_of_job,
-};
-use super::{CmdError, CmdResult, Context, Invalid, Outcome, print_json, print_out};
-use crate::derive::{self, NodeInput};
-use crate::node::NodeName;
-use crate::node::Role;
+use super::args::{ContainerFlags, EngineFlags, LaunchFlags, NodeFlags, RuntimeFlag};
+use super::{CmdResult, Context};
+use crate::apply::launch::Launch;
+use crate::plan::spec::EnvVar;
 use crate::plan::{JobName, RuntimeKind};
-use crate::probe;
-use crate::report::nccl::{self, Analysis, ExpectedHcas, Status};
-use crate::runtime::NodeTarget;
+use crate::workload::launch::{HostKeys, LaunchRequest, NcclTestRequest};
 use crate::workload::nccl_build::{self, BuildOptions, CudaArch};
-use crate::workload::nccl_test::{
-    self, NcclOp, NcclTestOptions, NcclTestPlan, TestNode, parse_bytes,
-};
+use crate::workload::nccl_test::{NcclOp, NcclTestOptions, parse_bytes};
 
 #[derive(Debug, clap::Args)]
 pub struct BuildArgs {
     #[command(flatten)]
-    pub target: TargetArgs,
+    pub target: NodeFlags,
 
     /// Build for this machine only (no inventory, no SSH).
     #[arg(long, conflicts_with = "snapshots")]
     pub local: bool,
 
-    /// The NCCL tag (or branch) to build.
+    /// The NCCL tag (or branch) to build. The default is the first release with subnet-aware
+    /// routing, which switchless rings need; an older release for a ring needs --mesh-plugin.
     #[arg(long, value_name = "REF", default_value = nccl_build::DEFAULT_NCCL_REF)]
     pub nccl_ref: String,
 
@@ -41,7 +33,8 @@ pub struct BuildArgs {
     pub cuda_arch: Vec<CudaArch>,
 
     /// Also build the mesh net plugin for direct-cabled meshes (one subnet per cable). NCCL
-    /// 2.30 and later route 3-node rings natively: leave it off there.
+    /// 2.30.7 and later route rings natively (subnet-aware routing): leave it off there; a
+    /// ring build of an older ref is refused without it.
     #[arg(long)]
     pub mesh_plugin: bool,
 
@@ -66,18 +59,17 @@ pub struct BuildArgs {
     #[arg(long, value_name = "IMAGE")]
     pub tag: Option<String>,
 
-    /// Print the builds (where, tag, build arguments) and stop.
-    #[arg(long)]
-    pub dry_run: bool,
+    #[command(flatten)]
+    pub launch: LaunchFlags,
 
     #[command(flatten)]
-    pub engines: NodeArgs,
+    pub engines: EngineFlags,
 }
 
 #[derive(Debug, clap::Args)]
 pub struct TestArgs {
     #[command(flatten)]
-    pub target: TargetArgs,
+    pub target: NodeFlags,
 
     /// Run on this machine only: one node, its GPUs, no SSH (a workstation, a GPU server).
     #[arg(long, conflicts_with = "snapshots")]
@@ -109,7 +101,7 @@ pub struct TestArgs {
     pub warmup: Option<u32>,
 
     /// GPUs per node, one rank each [default: the GPUs the probe found on each node, or 1].
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, value_name = "N", value_parser = crate::workload::limits::parse_gpus_per_node)]
     pub gpus_per_node: Option<u32>,
 
     /// The nccl-tests image [default: `nccl-build`'s tag for each node's architecture].
@@ -126,8 +118,8 @@ pub struct TestArgs {
     pub mpirun: String,
 
     /// An extra variable for every rank (repeat), e.g. NCCL_ALGO=Ring.
-    #[arg(long = "env", value_name = "KEY=VALUE", value_parser = parse_env)]
-    pub env: Vec<(String, String)>,
+    #[arg(long = "env", value_name = "KEY=VALUE")]
+    pub env: Vec<EnvVar>,
 
     /// The SSH user's ~/.ssh on the nodes (mounted read-only into the containers).
     #[arg(long, value_name = "DIR")]
@@ -137,16 +129,26 @@ pub struct TestArgs {
     /// NAME=DIR for one (repeat). They are mounted read-only so the containers' sshd presents
     /// the host keys `spark-launch trust` pinned.
     #[arg(long = "host-keys", value_name = "[NAME=]DIR")]
-    pub host_keys: Vec<String>,
+    pub host_keys: Vec<HostKeys>,
 
     /// The job's name (containers are sl-<job>-<node>).
     #[arg(long, default_value = "nccl-test")]
     pub job: JobName,
 
+    /// Start on a switchless ring even when the image's NCCL is older than 2.30.7 (no
+    /// subnet-aware routing: expect `ibv_modify_qp … Connection timed out`).
+    #[arg(long)]
+    pub allow_old_nccl: bool,
+
     /// Only check the launch path (containers, sshd, keys, hostfile): run `mpirun hostname`
     /// on every rank instead of the tests; every node must answer.
     #[arg(long)]
     pub launch_check: bool,
+
+    /// Run NCCL on TCP sockets instead of refusing when a node's RDMA devices are not usable
+    /// from containers (no /dev/infiniband or no uverbs); the report then flags the sockets.
+    #[arg(long)]
+    pub allow_tcp: bool,
 
     /// Also write the tests' raw output (what mpirun printed, NCCL_DEBUG lines included) to
     /// this file, e.g. for `spark-launch report nccl` later or a bug report.
@@ -154,434 +156,129 @@ pub struct TestArgs {
     pub save_log: Option<std::path::PathBuf>,
 
     /// How long the whole test may run, in seconds.
-    #[arg(long, default_value_t = 1800, value_name = "SECONDS")]
+    #[arg(long, default_value_t = 1800, value_name = "SECONDS", value_parser = crate::workload::limits::parse_seconds)]
     pub timeout: u64,
 
-    #[command(flatten)]
-    pub launch: LaunchArgs,
-}
+    /// How the test runs on each node: containers, or plain processes (no Docker needed).
+    #[arg(long, value_enum, default_value_t = RuntimeFlag::Docker)]
+    pub runtime: RuntimeFlag,
 
-fn parse_env(s: &str) -> Result<(String, String), String> {
-    let (k, v) = s
-        .split_once('=')
-        .ok_or_else(|| format!("expected KEY=VALUE, got {s:?}"))?;
-    let ok = !k.is_empty()
-        && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-        && !k.starts_with(|c: char| c.is_ascii_digit());
-    if !ok {
-        return Err(format!("{k:?} is not a variable name"));
-    }
-    Ok((k.to_string(), v.to_string()))
+    #[command(flatten)]
+    pub container: ContainerFlags,
+
+    #[command(flatten)]
+    pub launch: LaunchFlags,
+
+    #[command(flatten)]
+    pub engines: EngineFlags,
 }
 
 pub async fn build(args: BuildArgs, ctx: &Context) -> CmdResult {
-    let (nodes, targets) = build_nodes(&args, ctx).await?;
-    let opts = BuildOptions {
-        nccl_ref: Some(args.nccl_ref.clone()),
-        cuda_archs: args.cuda_arch.clone(),
+    let mut selection = args.target.selection(ctx);
+    selection.engines = args.engines.engines.clone();
+    selection.local = args.local;
+    let request = LaunchRequest::NcclBuild(BuildOptions {
+        nccl_ref: Some(args.nccl_ref),
+        cuda_archs: args.cuda_arch,
         mesh_plugin: args.mesh_plugin,
-        nccl_tests_ref: args.nccl_tests_ref.clone(),
-        cuda_devel_image: args.cuda_devel_image.clone(),
-        cuda_runtime_image: args.cuda_runtime_image.clone(),
+        nccl_tests_ref: args.nccl_tests_ref,
+        cuda_devel_image: args.cuda_devel_image,
+        cuda_runtime_image: args.cuda_runtime_image,
         jobs: args.jobs,
-        tag: args.tag.clone(),
-    };
-    let plan = nccl_build::build_plan(&nodes, &opts).invalid()?;
-    if args.dry_run {
-        if ctx.json {
-            print_json(&plan)?;
-        } else {
-            print_out(&build_text(&plan));
-        }
-        return Ok(Outcome::Success);
-    }
-    let Some((targets, pool)) = targets else {
-        return Err(anyhow::anyhow!(
-            "snapshots stand in for nodes only to plan: add --dry-run (a build needs the nodes' engines)"
-        ))
-        .invalid();
-    };
-    let r = super::cmd_nccl_exec::build(&plan, targets, ctx).await;
-    if let Some(pool) = pool {
-        pool.close().await;
-    }
-    r
-}
-
-type BuildTargets = Option<(Vec<NodeTarget>, Option<crate::ssh::Pool>)>;
-
-/// The nodes to build for, `(name, uname -m)` head first, and how to reach their engines
-/// (`None` for snapshots, which only plan).
-async fn build_nodes(
-    args: &BuildArgs,
-    ctx: &Context,
-) -> Result<(Vec<(NodeName, Option<String>)>, BuildTargets), CmdError> {
-    if args.target.uses_snapshots() {
-        let inputs = read_snapshots(&args.target.snapshots).invalid()?;
-        let nodes = inputs.into_iter().map(|n| (n.name, n.facts.arch)).collect();
-        return Ok((nodes, None));
-    }
-    if let Some(t) = engine_targets(&args.engines)? {
-        // Engines given by socket run on this machine: they build for its architecture.
-        let (_, facts) = local_node().await?;
-        let nodes = t
-            .iter()
-            .map(|x| (x.name.clone(), facts.arch.clone()))
-            .collect();
-        return Ok((nodes, Some((t, None))));
-    }
-    if args.local {
-        let (name, facts) = local_node().await?;
-        let t = vec![NodeTarget::local(name.clone(), Role::Head)];
-        return Ok((vec![(name, facts.arch)], Some((t, None))));
-    }
-    let cluster = resolve(&args.target, ctx).await?;
-    let nodes = cluster
-        .nodes
-        .iter()
-        .map(|n| (n.name.clone(), n.facts.arch.clone()))
-        .collect();
-    let targets = match &cluster.pool {
-        Some(pool) => node_targets(pool),
-        None => return Err(no_targets()).invalid(),
-    };
-    Ok((nodes, Some((targets, cluster.pool))))
-}
-
-fn build_text(plan: &nccl_build::BuildPlan) -> String {
-    let mut out = String::new();
-    for b in &plan.builds {
-        out.push_str(&format!(
-            "build {} ({}) on {}\n",
-            b.tag, b.platform, b.build_on
-        ));
-        for (k, v) in &b.build_args {
-            out.push_str(&format!("  --build-arg {k}={v}\n"));
-        }
-        if b.push_to.is_empty() {
-            out.push_str("  no other node of this architecture\n");
-        } else {
-            out.push_str(&format!(
-                "  then image push to {}\n",
-                b.push_to
-                    .iter()
-                    .map(|n| n.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ));
-        }
-    }
-    out
-}
-
-fn no_targets() -> anyhow::Error {
-    anyhow::anyhow!(
-        "no nodes given: pass `--local` for this machine, `--snapshot NAME=DIR` once per node (the first is the head) with --dry-run, `--hosts`, or add nodes to the cluster file"
-    )
-}
-
-/// This machine as the only node, probed live; named as the executor names it.
-async fn local_node() -> Result<(NodeName, probe::NodeFacts), CmdError> {
-    let facts = super::args::local_facts().await?;
-    Ok((local_node_name(), facts))
-}
-
-/// The nodes of a test, head first, with facts: snapshots (plans only), this machine, or the
-/// live nodes of `--hosts` / the cluster file (with their SSH connections, kept for the run).
-async fn test_inputs(
-    args: &TestArgs,
-    ctx: &Context,
-) -> Result<(Vec<NodeInput>, Option<crate::ssh::Pool>), CmdError> {
-    if args.target.uses_snapshots() {
-        if !args.launch.dry_run {
-            return Err(anyhow::anyhow!(
-                "snapshots stand in for nodes only to plan: add --dry-run (a live run needs the nodes themselves)"
-            ))
-            .invalid();
-        }
-        return Ok((read_snapshots(&args.target.snapshots).invalid()?, None));
-    }
-    if args.local {
-        let (name, facts) = local_node().await?;
-        return Ok((vec![NodeInput { name, facts }], None));
-    }
-    let cluster = resolve(&args.target, ctx).await?;
-    Ok((cluster.nodes, cluster.pool))
-}
-
-/// How the executor reaches each node: `--engine NAME=SOCKET` when given (names must be the
-/// test's nodes), else the SSH connections the facts came through, else this machine.
-fn exec_targets(
-    args: &TestArgs,
-    plan: &NcclTestPlan,
-    pool: Option<&crate::ssh::Pool>,
-) -> Result<Vec<NodeTarget>, CmdError> {
-    if let Some(t) = engine_targets(&args.launch.nodes)? {
-        let missing: Vec<&str> = plan
-            .plan
-            .nodes
-            .iter()
-            .filter(|p| !t.iter().any(|x| x.name == p.node))
-            .map(|p| p.node.as_str())
-            .collect();
-        if !missing.is_empty() {
-            return Err(anyhow::anyhow!(
-                "--engine names no engine for {}: give one `--engine NAME=SOCKET` per node of the test",
-                missing.join(", ")
-            ))
-            .invalid();
-        }
-        return Ok(t);
-    }
-    if let Some(pool) = pool {
-        return Ok(node_targets(pool));
-    }
-    Ok(vec![NodeTarget::local(
-        plan.nodes[0].name.clone(),
-        Role::Head,
-    )])
-}
-
-/// Builds the plan from the arguments (facts, derive, workload). Shared by dry-run and run.
-pub(super) async fn test_plan(
-    args: &TestArgs,
-    ctx: &Context,
-) -> Result<(NcclTestPlan, Option<crate::ssh::Pool>), CmdError> {
-    let (inputs, pool) = test_inputs(args, ctx).await?;
-    let cluster = match derive::derive(&inputs) {
-        Ok(c) => Some(c),
-        // One node needs no fabric: its ranks talk over NVLink/PCIe/shared memory.
-        Err(refusal) if inputs.len() == 1 => {
-            ctx.reporter.warn(&format!(
-                "{}: no fabric environment derived ({}); a single node needs none",
-                inputs[0].name,
-                refusal
-                    .violations
-                    .first()
-                    .map(|v| v.problem.clone())
-                    .unwrap_or_default()
-            ));
-            None
-        }
-        Err(refusal) => return Err(refusal).invalid(),
-    };
-    if let Some(c) = &cluster {
-        for n in &c.nodes {
-            for w in &n.warnings {
-                ctx.reporter.warn(&format!("{}: {w}", n.name));
-            }
-        }
-    }
-    let ssh_dir = args.ssh_dir.clone().unwrap_or_else(|| {
-        std::env::var("HOME")
-            .map(|h| format!("{}/.ssh", h.trim_end_matches('/')))
-            .unwrap_or_else(|_| "/root/.ssh".into())
+        tag: args.tag,
     });
-    let mut nodes: Vec<TestNode> =
-        nccl_test::test_nodes(&inputs, cluster.as_ref(), args.gpus_per_node, &ssh_dir);
-    for h in &args.host_keys {
-        match h.split_once('=') {
-            Some((name, dir)) => {
-                let Some(n) = nodes.iter_mut().find(|n| n.name.as_str() == name) else {
-                    return Err(anyhow::anyhow!(
-                        "--host-keys names no node of the test: {name}"
-                    ))
-                    .invalid();
-                };
-                n.host_keys_dir = dir.to_string();
-            }
-            None => nodes.iter_mut().for_each(|n| n.host_keys_dir = h.clone()),
-        }
-    }
-    let mut opts = NcclTestOptions::new(args.job.clone());
+    let launch = Launch {
+        request,
+        selection,
+        dry_run: args.launch.dry_run,
+        options: args.launch.apply_options(),
+        detach: true,
+    };
+    super::launch::run(launch, Default::default(), ctx).await
+}
+
+pub async fn test(args: TestArgs, ctx: &Context) -> CmdResult {
+    let mut selection = args.target.selection(ctx);
+    selection.engines = args.engines.engines.clone();
+    selection.local = args.local;
+    let (launch, extras) = test_launch(args, selection);
+    super::launch::run(launch, extras, ctx).await
+}
+
+/// `nccl-test`'s flags as the launch they ask for.
+fn test_launch(
+    args: TestArgs,
+    selection: crate::resolve::Selection,
+) -> (Launch, super::launch::Extras) {
+    let runtime: RuntimeKind = args.runtime.into();
+    let mut options = NcclTestOptions::new(args.job);
     if !args.ops.is_empty() {
-        opts.ops = args.ops.clone();
+        options.ops = args.ops;
     }
-    opts.min_bytes = args.min_bytes;
-    opts.max_bytes = args.max_bytes;
-    opts.factor = args.factor;
-    opts.iters = args.iters;
-    opts.warmup = args.warmup;
-    opts.runtime = args.launch.runtime;
-    opts.image = args.image.clone();
-    if let Some(d) = &args.tests_dir {
-        opts.tests_dir = d.clone();
+    options.min_bytes = args.min_bytes;
+    options.max_bytes = args.max_bytes;
+    options.factor = args.factor;
+    options.iters = args.iters;
+    options.warmup = args.warmup;
+    options.runtime = runtime;
+    options.image = args.image;
+    if let Some(d) = args.tests_dir {
+        options.tests_dir = d;
     }
-    opts.mpirun = args.mpirun.clone();
-    opts.extra_env = args.env.iter().cloned().collect::<BTreeMap<_, _>>();
-    opts.timeout_s = args.timeout;
-    opts.launch_check = args.launch_check;
-    opts.as_root = match args.launch.runtime {
+    options.mpirun = args.mpirun;
+    options.extra_env = args
+        .env
+        .into_iter()
+        .map(|e| (e.key, e.value))
+        .collect::<BTreeMap<_, _>>();
+    options.timeout_s = args.timeout;
+    options.launch_check = args.launch_check;
+    options.allow_tcp = args.allow_tcp;
+    options.as_root = match runtime {
         RuntimeKind::Docker => true,
         // Open MPI refuses root unless told; only the local node's user is known here.
         RuntimeKind::Host => args.local && nix::unistd::geteuid().is_root(),
     };
-    let mut plan =
-        nccl_test::plan(&nodes, cluster.as_ref().map(|c| c.topology), &opts).invalid()?;
-    // --gpus and --ulimit of the shared launch flags.
-    args.launch.adjust(&mut plan.plan);
-    Ok((plan, pool))
-}
-
-pub async fn test(args: TestArgs, ctx: &Context) -> CmdResult {
-    let (plan, pool) = test_plan(&args, ctx).await?;
-    if args.launch.dry_run {
-        if ctx.json {
-            print_json(&plan)?;
-        } else {
-            print_out(&plan_text(&plan));
-        }
-        if let Some(pool) = pool {
-            pool.close().await;
-        }
-        return Ok(Outcome::Success);
-    }
-    let targets = exec_targets(&args, &plan, pool.as_ref())?;
-    let captured = super::cmd_nccl_exec::run_test(&plan, targets, args.launch.keep, ctx).await;
-    if let Some(pool) = pool {
-        pool.close().await;
-    }
-    let captured = captured?;
-    if let Some(path) = &args.save_log {
-        std::fs::write(path, &captured.log)
-            .map_err(|e| anyhow::anyhow!("cannot write the log to {}: {e}", path.display()))?;
-    }
-    if args.launch_check {
-        return launch_check_result(&plan, &captured.log, ctx);
-    }
-    let analysis = analyse(&plan, &captured.log, captured.exit_code);
-    if ctx.json {
-        print_json(&analysis)?;
-    } else {
-        print_out(&nccl::render::text(&analysis));
-    }
-    Ok(if analysis.status == Status::Fail {
-        Outcome::Failed
-    } else {
-        Outcome::Success
-    })
-}
-
-/// `--launch-check`: every node must have answered `mpirun hostname` with each of its ranks.
-fn launch_check_result(plan: &NcclTestPlan, log: &str, ctx: &Context) -> CmdResult {
-    let expected: Vec<(String, String, u32)> = plan
-        .nodes
-        .iter()
-        .map(|n| (n.name.to_string(), n.hostname.clone(), n.gpus))
-        .collect();
-    let check = nccl::launch::launch_check(log, &expected);
-    if ctx.json {
-        print_json(&check)?;
-    } else {
-        let mut out = String::new();
-        for n in &check.nodes {
-            let mark = if n.answered >= n.expected {
-                "✓"
-            } else {
-                "✗"
-            };
-            out.push_str(&format!(
-                "{mark} {} ({}): {} of {} rank{} answered\n",
-                n.node,
-                n.hostname,
-                n.answered,
-                n.expected,
-                if n.expected == 1 { "" } else { "s" }
-            ));
-        }
-        for u in &check.unexpected {
-            out.push_str(&format!("? an unexpected host answered: {u}\n"));
-        }
-        match &check.cause {
-            None => out.push_str("✓ mpirun reaches every node through the job's launch path\n"),
-            Some(c) => {
-                out.push_str(&format!("✗ FAILED: {}\n", c.problem));
-                if let Some(f) = &c.fix {
-                    out.push_str(&format!("  fix: {f}\n"));
-                }
-            }
-        }
-        print_out(&out);
-    }
-    Ok(if check.ok {
-        Outcome::Success
-    } else {
-        Outcome::Failed
-    })
-}
-
-/// The verdict on what the driver printed, with the derived HCAs of every node as the
-/// expectation.
-pub(super) fn analyse(plan: &NcclTestPlan, log: &str, exit_code: Option<i32>) -> Analysis {
-    let mut expected = ExpectedHcas::new();
-    for n in &plan.nodes {
-        if !n.hcas.is_empty() {
-            expected.insert(n.hostname.clone(), n.hcas.clone());
-        }
-    }
-    let ctx = nccl::Context {
-        expected_hcas: expected,
-        topology: plan.topology,
-        test_hint: None,
-        exit_code,
+    let request = LaunchRequest::NcclTest(NcclTestRequest {
+        options,
+        gpus_per_node: args.gpus_per_node,
+        ssh_dir: args.ssh_dir.unwrap_or_else(super::home_ssh_dir),
+        host_keys: args.host_keys,
+        overrides: args.container.overrides(),
+        allow_old_nccl: args.allow_old_nccl,
+    });
+    let launch = Launch {
+        request,
+        selection,
+        dry_run: args.launch.dry_run,
+        options: args.launch.apply_options(),
+        detach: true,
     };
-    nccl::analyse(log, &ctx)
+    let extras = super::launch::Extras {
+        save_log: args.save_log,
+    };
+    (launch, extras)
 }
 
-/// `--dry-run` as text: where each node is reached and with which devices, the job's
-/// containers (or the driver process) and steps, the hostfile, each mpirun line.
-pub(super) fn plan_text(p: &NcclTestPlan) -> String {
-    let ranks: u32 = p.nodes.iter().map(|n| n.gpus).sum();
-    let mut out = format!(
-        "nccl-test: {} node{}, {} rank{}{}\n",
-        p.nodes.len(),
-        if p.nodes.len() == 1 { "" } else { "s" },
-        ranks,
-        if ranks == 1 { "" } else { "s" },
-        p.topology
-            .map(|t| format!(", topology {t}"))
-            .unwrap_or_default()
-    );
-    for n in &p.nodes {
-        out.push_str(&format!(
-            "  {} ({}) at {}, {} GPU{}{}\n",
-            n.name,
-            n.role,
-            n.addr,
-            n.gpus,
-            if n.gpus == 1 { "" } else { "s" },
-            if n.hcas.is_empty() {
-                String::new()
-            } else {
-                format!(", RDMA {}", n.hcas.join(","))
-            }
-        ));
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+    use crate::apply::PushPolicy;
+
+    #[derive(Parser)]
+    struct T {
+        #[command(flatten)]
+        args: TestArgs,
     }
-    out.push('\n');
-    // The head's command is the driver script: shown below as its hostfile and mpirun lines,
-    // one app context per line, rather than as one long quoted string.
-    let mut shown = p.plan.clone();
-    for part in &mut shown.nodes {
-        let command = match &mut part.launch {
-            crate::plan::Launch::Container(c) => &mut c.command,
-            crate::plan::Launch::Process(pr) => &mut pr.command,
-        };
-        if command.len() == 3 && command[2] == p.driver {
-            command[2] = "<the driver: hostfile and mpirun lines below>".into();
-        }
+
+    #[test]
+    fn no_push_and_concurrency_reach_the_executor_options() {
+        let t = T::try_parse_from(["t", "--no-push", "--concurrency", "1", "--keep"]).unwrap();
+        let (launch, _) = test_launch(t.args, Default::default());
+        assert_eq!(launch.options.push, PushPolicy::Refuse);
+        assert_eq!(launch.options.concurrency, 1);
+        assert!(launch.options.keep);
     }
-    out.push_str(&plan_text_of_job(&shown));
-    out.push_str(&format!("\nhostfile {}:\n", p.hostfile_path));
-    for l in p.hostfile.lines() {
-        out.push_str(&format!("  {l}\n"));
-    }
-    for r in &p.runs {
-        out.push_str(&format!(
-            "\n{} on {}:\n{}\n",
-            r.test,
-            p.nodes[0].name,
-            r.pretty()
-        ));
-    }
-    out
 }

@@ -1,11 +1,13 @@
 //! `spark-launch nodes`: list the cluster file, `nodes add HOST`, `nodes rm NAME`, and
-//! `nodes probe` (probe every node over SSH and cache its fabric facts in the file).
+//! `nodes probe` (probe every node over SSH and cache its fabric facts in the file). Every
+//! change edits only the lines of the nodes concerned (`inventory::edit`).
 
 use comfy_table::{Table, presets::UTF8_BORDERS_ONLY};
 
-use super::args::{TargetArgs, load_inventory, resolve};
+use super::args::NodeFlags;
+use super::load_inventory;
 use super::{CmdResult, Context, Invalid, Outcome, print_json, print_out};
-use crate::inventory::{Added, FabricCache, HostSpec, Inventory, NodeConfig, save};
+use crate::inventory::{Added, HostSpec, Inventory, NodeConfig, save_edited};
 use crate::node::{NodeName, Role};
 
 #[derive(Debug, clap::Args)]
@@ -28,7 +30,7 @@ pub enum Action {
     /// Probe every node over SSH and cache its fabric facts in the cluster file.
     Probe {
         #[command(flatten)]
-        target: TargetArgs,
+        target: NodeFlags,
     },
 }
 
@@ -111,7 +113,8 @@ pub fn table(inv: &Inventory) -> String {
 }
 
 fn add(a: AddArgs, ctx: &Context) -> CmdResult {
-    let mut inv = load_inventory(&ctx.cluster_file)?;
+    let before = load_inventory(&ctx.cluster_file)?;
+    let mut inv = before.clone();
     let mut node: NodeConfig = a.host.to_node();
     if a.head {
         for n in inv.nodes.iter_mut() {
@@ -133,7 +136,8 @@ fn add(a: AddArgs, ctx: &Context) -> CmdResult {
         Added::Unchanged => format!("{name} is already in the cluster file; nothing changed"),
     };
     if what != Added::Unchanged {
-        save(&ctx.cluster_file, &inv)?;
+        // Only the lines of the nodes concerned change; the user's comments stay.
+        save_edited(&ctx.cluster_file, &before, &inv)?;
     }
     if ctx.json {
         print_json(&serde_json::json!({
@@ -147,7 +151,8 @@ fn add(a: AddArgs, ctx: &Context) -> CmdResult {
 }
 
 fn rm(name: &NodeName, ctx: &Context) -> CmdResult {
-    let mut inv = load_inventory(&ctx.cluster_file)?;
+    let before = load_inventory(&ctx.cluster_file)?;
+    let mut inv = before.clone();
     if inv.remove(name).is_none() {
         let known: Vec<&str> = inv.nodes.iter().map(|n| n.name.as_str()).collect();
         return Err(anyhow::anyhow!(
@@ -161,7 +166,7 @@ fn rm(name: &NodeName, ctx: &Context) -> CmdResult {
         ))
         .invalid();
     }
-    save(&ctx.cluster_file, &inv)?;
+    save_edited(&ctx.cluster_file, &before, &inv)?;
     if ctx.json {
         print_json(&serde_json::json!({ "removed": name }))?;
     } else {
@@ -170,28 +175,30 @@ fn rm(name: &NodeName, ctx: &Context) -> CmdResult {
     Ok(Outcome::Success)
 }
 
-async fn probe(target: TargetArgs, ctx: &Context) -> CmdResult {
-    if target.uses_snapshots() || target.uses_hosts() {
+async fn probe(target: NodeFlags, ctx: &Context) -> CmdResult {
+    if target.uses_snapshots() || !target.hosts.is_empty() {
         return Err(anyhow::anyhow!(
             "`nodes probe` caches facts of the cluster file's nodes: use --nodes to choose some, not --snapshot or --hosts"
         ))
         .invalid();
     }
-    let cluster = resolve(&target, ctx).await?;
-    if let Some(pool) = &cluster.pool {
-        pool.close().await;
-    }
+    let cluster = crate::resolve::resolve(
+        &target.selection(ctx),
+        crate::resolve::Needs::facts(crate::resolve::Purpose::Act),
+        &ctx.reporter,
+    )
+    .await
+    .map_err(super::resolve_error)?;
+    let nodes = cluster.inputs();
+    cluster.close().await;
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0);
-    let mut inv = load_inventory(&ctx.cluster_file)?;
-    for n in &cluster.nodes {
-        if let Some(cfg) = inv.nodes.iter_mut().find(|c| c.name == n.name) {
-            cfg.fabric = Some(FabricCache::from_facts(&n.facts, now));
-        }
-    }
-    save(&ctx.cluster_file, &inv)?;
+    let before = load_inventory(&ctx.cluster_file)?;
+    let mut inv = before.clone();
+    inv.cache_facts(&nodes, now);
+    save_edited(&ctx.cluster_file, &before, &inv)?;
     if ctx.json {
         print_json(&inv.nodes)?;
     } else {

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use comfy_table::{Table, presets::UTF8_BORDERS_ONLY};
 
 use super::{CmdResult, Context, Invalid, Outcome, print_json, print_out};
+use crate::fabric::cabling::{port_key, twin_side};
 use crate::probe::{self, MemTree, NodeFacts, read_facts};
 
 #[derive(Debug, clap::Args)]
@@ -13,7 +14,9 @@ pub struct Args {
     #[arg(long, value_name = "DIR", conflicts_with = "capture")]
     pub root: Option<PathBuf>,
 
-    /// Write a snapshot of the live machine into DIR (attach it to a bug report).
+    /// Write a snapshot of the live machine into DIR (attach it to a bug report), with the
+    /// cabling it can see (`links/`: who answers on each fabric port) and, as root, its
+    /// netplan files.
     #[arg(long, value_name = "DIR")]
     pub capture: Option<PathBuf>,
 }
@@ -21,7 +24,7 @@ pub struct Args {
 pub async fn run(args: Args, ctx: &Context) -> CmdResult {
     if let Some(dir) = &args.capture {
         let step = ctx.reporter.step("probe this machine");
-        let tree = probe::live::snapshot_local()?;
+        let tree = probe::live::capture_local()?;
         let facts = read_facts(&tree)?;
         let written = write_capture(&tree, dir)?;
         step.ok_with(&format!("{written} files written to {}", dir.display()));
@@ -150,5 +153,55 @@ pub fn render(f: &NodeFacts) -> String {
         ]);
     }
     out.push_str(&t.to_string());
+    if let Some(links) = &f.links {
+        out.push_str("\n\n");
+        let mut t = Table::new();
+        t.load_style(UTF8_BORDERS_ONLY);
+        t.set_header(vec![
+            "fabric netdev",
+            "port (twin)",
+            "carrier",
+            "answers on ff02::1 (link probe)",
+        ]);
+        let mut ifaces: Vec<_> = links.ifaces.iter().collect();
+        ifaces.sort_by_key(|i| (port_key(&i.iface), twin_side(&i.iface)));
+        for i in ifaces {
+            let answers: Vec<String> = i
+                .answers
+                .iter()
+                .filter(|a| {
+                    a.mac.is_some()
+                        || !f
+                            .interfaces
+                            .iter()
+                            .any(|x| x.ipv6.iter().any(|v| v.addr == a.addr))
+                })
+                .map(|a| match &a.mac {
+                    Some(m) => format!("{} ({m})", a.addr),
+                    None => a.addr.to_string(),
+                })
+                .collect();
+            let side = twin_side(&i.iface);
+            t.add_row(vec![
+                i.iface.to_string(),
+                format!(
+                    "{} ({})",
+                    port_key(&i.iface),
+                    if side.is_empty() { "first" } else { "second" }
+                ),
+                match i.carrier {
+                    Some(true) => "yes".to_string(),
+                    Some(false) => "no".to_string(),
+                    None => "-".to_string(),
+                },
+                if answers.is_empty() {
+                    i.problem.clone().unwrap_or_else(|| "-".into())
+                } else {
+                    answers.join("\n")
+                },
+            ]);
+        }
+        out.push_str(&t.to_string());
+    }
     out
 }

@@ -1,8 +1,8 @@
 //! `spark-launch report nccl FILE...`: the nccl-tests parser, transport check and verdict of
 //! `nccl-test`, applied to saved logs (users paste theirs; support tickets). Exit 0 when every
-//! log passed or was only measured, 1 when any failed, 2 when a file cannot be read.
+//! log passed or was only measured, 1 when any failed or stops before its closing lines (a
+//! truncated log is incomplete, never measured), 2 when a file cannot be read.
 
-use std::io::Read;
 use std::path::PathBuf;
 
 use super::{CmdResult, Context, Invalid, Outcome, print_json, print_out};
@@ -109,23 +109,14 @@ fn nccl_logs(args: NcclArgs, ctx: &Context) -> CmdResult {
         let texts: Vec<String> = analyses.iter().map(nccl::render::text).collect();
         print_out(&texts.join("\n"));
     }
-    Ok(if status == Status::Fail {
+    Ok(if status.is_bad() {
         Outcome::Failed
     } else {
         Outcome::Success
     })
 }
 
-fn read(file: &PathBuf) -> anyhow::Result<String> {
-    use anyhow::Context as _;
-    let mut bytes = Vec::new();
-    if file.as_os_str() == "-" {
-        std::io::stdin()
-            .read_to_end(&mut bytes)
-            .context("cannot read the log from stdin")?;
-    } else {
-        bytes = std::fs::read(file).with_context(|| format!("cannot read {}", file.display()))?;
-    }
+fn read(file: &std::path::Path) -> anyhow::Result<String> {
     // Logs captured from terminals may carry stray bytes; never refuse them for that.
-    Ok(String::from_utf8_lossy(&bytes).into_owned())
+    Ok(crate::input::read_text(file, crate::input::MAX_LOG_BYTES)?)
 }

@@ -7,16 +7,17 @@ use std::io::{IsTerminal, Read};
 
 use comfy_table::{Table, presets::UTF8_BORDERS_ONLY};
 
-use super::args::{TargetArgs, configured_nodes, local_facts, ssh_targets};
+use super::args::NodeFlags;
 use super::{CmdError, CmdResult, Context, Invalid, Outcome, print_json, print_out};
 use crate::node::NodeName;
+use crate::ssh::trust::connect::{Passwords, connect};
 use crate::ssh::trust::{self, TrustReport};
-use crate::ssh::{ConnectFailure, Password, Pool, SshError, SshOptions, SshTarget};
+use crate::ssh::{Password, Pool, SshOptions, SshTarget};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
     #[command(flatten)]
-    pub target: TargetArgs,
+    pub target: NodeFlags,
 
     /// Read the password for first contact from stdin (one line), for every node that asks.
     #[arg(long)]
@@ -33,33 +34,35 @@ pub struct Args {
 }
 
 pub async fn run(args: Args, ctx: &Context) -> CmdResult {
-    if args.target.uses_snapshots() {
-        return Err(anyhow::anyhow!(
-            "trust works on live nodes: use the cluster file, --nodes or --hosts, not --snapshot"
-        ))
-        .invalid();
-    }
-    let nodes = configured_nodes(&args.target, &ctx.cluster_file)?;
-    if nodes.len() < 2 {
+    let targets = crate::resolve::ssh_targets(&args.target.selection(ctx), "trust")
+        .await
+        .map_err(super::resolve_error)?;
+    if targets.len() < 2 {
         return Err(anyhow::anyhow!(
             "trust needs at least two nodes (found {}): add them with `spark-launch discover --save` or `--hosts a,b`",
-            nodes.len()
+            targets.len()
         ))
         .invalid();
     }
-    let stdin_password = if args.password_stdin {
-        Some(read_stdin_password()?)
+    let tty = std::io::stderr().is_terminal() && std::fs::File::open("/dev/tty").is_ok();
+    let passwords = if args.password_stdin {
+        Passwords::Given(read_stdin_password()?)
+    } else if tty {
+        Passwords::Ask {
+            ask: std::sync::Arc::new(|prompt| {
+                rpassword::prompt_password(prompt).ok().map(Password::new)
+            }),
+            same_for_all: args.same_password,
+        }
     } else {
-        None
+        Passwords::None
     };
-    let local = local_facts().await?;
-    let targets = ssh_targets(&nodes, &local);
 
     let mut pool = Pool::new(SshOptions {
         learn_hosts_privately: true,
         ..SshOptions::default()
     })?;
-    let unreachable = connect(&mut pool, &targets, stdin_password, args.same_password, ctx).await;
+    let unreachable = connect(&mut pool, &targets, passwords, &ctx.reporter).await;
     if pool.handles().len() < 2 {
         pool.close().await;
         let report = TrustReport::default();
@@ -128,137 +131,6 @@ fn read_stdin_password() -> Result<Password, CmdError> {
         return Err(anyhow::anyhow!("--password-stdin: stdin is empty")).invalid();
     }
     Ok(Password::new(line))
-}
-
-/// Connects every node: keys first (BatchMode); the nodes that refuse the key are tried once
-/// with a password. Returns the nodes that could not be reached, each with its reason.
-async fn connect(
-    pool: &mut Pool,
-    targets: &[SshTarget],
-    stdin_password: Option<Password>,
-    same_password: bool,
-    ctx: &Context,
-) -> Vec<(NodeName, String)> {
-    let remote = targets.iter().filter(|t| !t.local).count();
-    let step = ctx.reporter.step(&format!(
-        "connect to {remote} node{} with keys",
-        if remote == 1 { "" } else { "s" }
-    ));
-    let first = pool.connect_all(targets, None).await;
-    let (need_password, mut failed): (Vec<_>, Vec<_>) = first
-        .into_iter()
-        .partition(|(_, e)| e.connect_failure() == Some(&ConnectFailure::AuthFailed));
-    if failed.is_empty() && need_password.is_empty() {
-        step.ok();
-    } else if failed.is_empty() {
-        step.ok_with(&format!(
-            "{} node(s) ask for a password",
-            need_password.len()
-        ));
-    } else {
-        step.fail(&format!("{} node(s) not reached", failed.len()));
-    }
-    let mut unreachable: Vec<(NodeName, String)> =
-        failed.drain(..).map(|(n, e)| (n, e.reason())).collect();
-    if need_password.is_empty() {
-        return unreachable;
-    }
-    let asking: Vec<SshTarget> = targets
-        .iter()
-        .filter(|t| need_password.iter().any(|(n, _)| *n == t.name))
-        .cloned()
-        .collect();
-    let tty = std::io::stderr().is_terminal() && std::fs::File::open("/dev/tty").is_ok();
-    let mut results: Vec<(NodeName, SshError)> = Vec::new();
-    match stdin_password {
-        Some(pw) => {
-            let step = ctx.reporter.step(&format!(
-                "first contact with {} node(s) by password",
-                asking.len()
-            ));
-            results = pool.connect_all(&asking, Some(&pw)).await;
-            finish(step, &results);
-        }
-        None if tty => {
-            let mut shared: Option<Password> = None;
-            for t in &asking {
-                let pw = match (&shared, same_password) {
-                    (Some(p), true) => p.clone(),
-                    _ => {
-                        let prompt = if same_password {
-                            "password for every node that asks: ".to_string()
-                        } else {
-                            format!("{} ({}) password: ", t.name, dest_text(t))
-                        };
-                        match tokio::task::spawn_blocking(move || {
-                            rpassword::prompt_password(prompt)
-                        })
-                        .await
-                        {
-                            Ok(Ok(p)) => Password::new(p),
-                            _ => {
-                                results.push((t.name.clone(), password_needed(t)));
-                                continue;
-                            }
-                        }
-                    }
-                };
-                if same_password {
-                    shared = Some(pw.clone());
-                }
-                results.extend(pool.connect_all(std::slice::from_ref(t), Some(&pw)).await);
-            }
-        }
-        None => {
-            for t in &asking {
-                results.push((t.name.clone(), password_needed(t)));
-            }
-        }
-    }
-    for (n, e) in results {
-        let why = match e.connect_failure() {
-            Some(ConnectFailure::AuthFailed) => format!(
-                "ssh {}: wrong password (or the node refuses password logins: PasswordAuthentication no); nothing was written there",
-                e.connect_dest().unwrap_or_default()
-            ),
-            _ => e.reason(),
-        };
-        unreachable.push((n, why));
-    }
-    unreachable
-}
-
-fn finish(step: crate::progress::Step, results: &[(NodeName, SshError)]) {
-    if results.is_empty() {
-        step.ok();
-    } else {
-        step.fail(&format!("{} node(s) refused", results.len()));
-    }
-}
-
-fn dest_text(t: &SshTarget) -> String {
-    let user = t
-        .user
-        .clone()
-        .or_else(|| std::env::var("USER").ok())
-        .unwrap_or_default();
-    format!(
-        "{user}@{}",
-        t.addresses.first().map(String::as_str).unwrap_or("?")
-    )
-}
-
-fn password_needed(t: &SshTarget) -> SshError {
-    SshError::Connect {
-        node: t.name.clone(),
-        dest: crate::ssh::Dest {
-            host: t.addresses.first().cloned().unwrap_or_default(),
-            user: t.user.clone(),
-            port: t.port,
-        },
-        failure: ConnectFailure::PasswordNeeded,
-        detail: String::new(),
-    }
 }
 
 fn print_report(

@@ -1,19 +1,23 @@
-//! The command line: clap definitions and, per command, a short function that wires the layers
-//! together. Flags and glue only: every decision lives in the library modules.
+//! The command line: clap definitions and, per command, a short function that parses its flags
+//! into library types, calls the library once and renders the result (ripgrep's "flags and
+//! glue"). Every decision lives in the library: which nodes (`resolve`), what to do on them
+//! (`workload`), doing it (`apply`). No command loops over nodes or re-parses arguments.
 //!
 //! Exit codes: 0 ok; 1 a verdict, check or operation failed; 2 invalid input or a refused
 //! configuration. Errors print as `error: ...` followed by their cause chain.
 
 mod args;
+mod cmd_bench;
+mod cmd_completions;
 mod cmd_compose;
 mod cmd_discover;
 mod cmd_doctor;
 mod cmd_env;
+mod cmd_fabric;
 mod cmd_image;
 mod cmd_jobs;
 mod cmd_model;
 mod cmd_nccl;
-mod cmd_nccl_exec;
 mod cmd_nodes;
 mod cmd_probe;
 mod cmd_profiles;
@@ -21,6 +25,7 @@ mod cmd_report;
 mod cmd_serve;
 mod cmd_trust;
 pub mod launch;
+pub mod render;
 pub mod ui;
 
 use std::io::Write;
@@ -68,6 +73,8 @@ pub enum Command {
     Nodes(cmd_nodes::Args),
     /// SSH keys between every pair of nodes, public keys only.
     Trust(cmd_trust::Args),
+    /// From a plugged cable to a verified RoCE fabric: plan, apply, rollback, test.
+    Fabric(cmd_fabric::Args),
     /// Print this machine's RDMA/NIC facts, or capture them as a snapshot folder.
     Probe(cmd_probe::Args),
     /// The NCCL/UCX/OMPI/Gloo/Ray variables derived for each node.
@@ -100,8 +107,14 @@ pub enum Command {
     Logs(cmd_jobs::LogsArgs),
     /// Stop a job on every node (only containers spark-launch labelled).
     Stop(cmd_jobs::StopArgs),
+    /// Measure a served model: tokens/s, TTFT and inter-token latency at a few concurrencies.
+    Bench(cmd_bench::Args),
     /// Parse saved tool output (nccl-tests logs) into results and a verdict.
     Report(cmd_report::Args),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions(cmd_completions::CompletionsArgs),
+    /// Write the man pages (spark-launch.1 and one per command) into a folder.
+    Man(cmd_completions::ManArgs),
 }
 
 /// What every command gets besides its own arguments.
@@ -110,7 +123,10 @@ pub struct Context {
     pub verbose: u8,
     pub quiet: bool,
     pub cluster_file: PathBuf,
+    /// Progress and warnings (stderr). `--json` silences progress like `-q` does.
     pub reporter: Arc<dyn Reporter>,
+    /// Fired by Ctrl-C, SIGTERM or SIGHUP; a second one quits at once.
+    pub cancel: tokio_util::sync::CancellationToken,
 }
 
 /// How a command ended, when it did not fail outright.
@@ -200,42 +216,84 @@ pub fn main() -> ExitCode {
 }
 
 fn print_error(e: &anyhow::Error) {
+    // Errors quote what nodes, files and daemons said: printable, never raw control characters.
     let mut stderr = std::io::stderr().lock();
-    let _ = writeln!(stderr, "error: {e}");
+    let _ = writeln!(
+        stderr,
+        "error: {}",
+        crate::text::printable_lines(&e.to_string())
+    );
     for cause in e.chain().skip(1) {
-        let _ = writeln!(stderr, "  caused by: {cause}");
+        let _ = writeln!(
+            stderr,
+            "  caused by: {}",
+            crate::text::printable_lines(&cause.to_string())
+        );
     }
 }
 
 async fn run(cli: Cli) -> CmdResult {
+    let reporter = ui::reporter(cli.quiet || cli.json, cli.no_progress, cli.verbose);
+    // Commands that clean up after Ctrl-C watch the token themselves; the others simply end.
+    let cleans_up = matches!(
+        cli.command,
+        Command::Run(_)
+            | Command::NcclTest(_)
+            | Command::NcclBuild(_)
+            | Command::Vllm(_)
+            | Command::Trtllm(_)
+            | Command::Up(_)
+            | Command::Logs(_)
+            | Command::Image(_)
+            | Command::Bench(_)
+    );
+    let cancel = ui::cancel_on_signals(reporter.clone(), cleans_up);
     let ctx = Context {
         json: cli.json,
         verbose: cli.verbose,
         quiet: cli.quiet,
         cluster_file: cli.cluster.clone().unwrap_or_else(default_cluster_file),
-        reporter: ui::reporter(cli.quiet, cli.no_progress, cli.verbose),
+        reporter,
+        cancel: cancel.clone(),
     };
-    match cli.command {
-        Command::Discover(a) => cmd_discover::run(a, &ctx).await,
-        Command::Nodes(a) => cmd_nodes::run(a, &ctx).await,
-        Command::Trust(a) => cmd_trust::run(a, &ctx).await,
-        Command::Probe(a) => cmd_probe::run(a, &ctx).await,
-        Command::Env(a) => cmd_env::run(a, &ctx).await,
-        Command::Doctor(a) => cmd_doctor::run(a, &ctx).await,
-        Command::NcclBuild(a) => cmd_nccl::build(a, &ctx).await,
-        Command::NcclTest(a) => cmd_nccl::test(a, &ctx).await,
-        Command::Vllm(a) => cmd_serve::vllm(a, &ctx).await,
-        Command::Trtllm(a) => cmd_serve::trtllm(a, &ctx).await,
-        Command::Up(a) => cmd_profiles::up(a, &ctx).await,
-        Command::Profiles(a) => cmd_profiles::list(a, &ctx).await,
-        Command::Compose(a) => cmd_compose::run(a, &ctx).await,
-        Command::Model(a) => cmd_model::run(a, &ctx).await,
-        Command::Image(a) => cmd_image::run(a, &ctx).await,
-        Command::Run(a) => cmd_jobs::run(a, &ctx).await,
-        Command::Status(a) => cmd_jobs::status(a, &ctx).await,
-        Command::Logs(a) => cmd_jobs::logs(a, &ctx).await,
-        Command::Stop(a) => cmd_jobs::stop(a, &ctx).await,
-        Command::Report(a) => cmd_report::run(a, &ctx).await,
+    if cleans_up {
+        return dispatch(cli.command, &ctx).await;
+    }
+    tokio::select! {
+        r = dispatch(cli.command, &ctx) => r,
+        _ = cancel.cancelled() => Err(CmdError {
+            code: 130,
+            error: anyhow::anyhow!("interrupted"),
+        }),
+    }
+}
+
+async fn dispatch(command: Command, ctx: &Context) -> CmdResult {
+    match command {
+        Command::Discover(a) => cmd_discover::run(a, ctx).await,
+        Command::Nodes(a) => cmd_nodes::run(a, ctx).await,
+        Command::Trust(a) => cmd_trust::run(a, ctx).await,
+        Command::Fabric(a) => cmd_fabric::run(a, ctx).await,
+        Command::Probe(a) => cmd_probe::run(a, ctx).await,
+        Command::Env(a) => cmd_env::run(a, ctx).await,
+        Command::Doctor(a) => cmd_doctor::run(a, ctx).await,
+        Command::NcclBuild(a) => cmd_nccl::build(a, ctx).await,
+        Command::NcclTest(a) => cmd_nccl::test(a, ctx).await,
+        Command::Vllm(a) => cmd_serve::vllm(a, ctx).await,
+        Command::Trtllm(a) => cmd_serve::trtllm(a, ctx).await,
+        Command::Up(a) => cmd_profiles::up(a, ctx).await,
+        Command::Profiles(a) => cmd_profiles::list(a, ctx).await,
+        Command::Compose(a) => cmd_compose::run(a, ctx).await,
+        Command::Model(a) => cmd_model::run(a, ctx).await,
+        Command::Image(a) => cmd_image::run(a, ctx).await,
+        Command::Run(a) => cmd_jobs::run(a, ctx).await,
+        Command::Status(a) => cmd_jobs::status(a, ctx).await,
+        Command::Logs(a) => cmd_jobs::logs(a, ctx).await,
+        Command::Stop(a) => cmd_jobs::stop(a, ctx).await,
+        Command::Bench(a) => cmd_bench::run(a, ctx).await,
+        Command::Report(a) => cmd_report::run(a, ctx).await,
+        Command::Completions(a) => cmd_completions::completions(a),
+        Command::Man(a) => cmd_completions::man(a),
     }
 }
 
@@ -249,6 +307,35 @@ pub fn default_cluster_file() -> PathBuf {
     base.join("spark-launch").join("cluster.yaml")
 }
 
+/// A failed resolve stage as a command error: the user's input (exit 2) or unreachable nodes
+/// (exit 1).
+pub(crate) fn resolve_error(e: crate::resolve::ResolveError) -> CmdError {
+    CmdError {
+        code: if e.is_invalid_input() { 2 } else { 1 },
+        error: e.into(),
+    }
+}
+
+/// Loads the cluster file for commands that edit it; a missing file is an empty cluster, an
+/// invalid one is the user's to fix (exit 2).
+pub(crate) fn load_inventory(
+    path: &std::path::Path,
+) -> Result<crate::inventory::Inventory, CmdError> {
+    match crate::inventory::load_or_empty(path) {
+        Ok(inv) => Ok(inv),
+        Err(e @ crate::inventory::InventoryError::Invalid { .. }) => Err(e).invalid(),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// `$HOME/.ssh` of the user running spark-launch (the default SSH folder on the nodes, where
+/// the same user logs in).
+pub(crate) fn home_ssh_dir() -> String {
+    std::env::var("HOME")
+        .map(|h| format!("{}/.ssh", h.trim_end_matches('/')))
+        .unwrap_or_else(|_| "/root/.ssh".into())
+}
+
 /// Prints a value as pretty JSON on stdout, followed by a newline.
 pub(crate) fn print_json<T: serde::Serialize>(value: &T) -> Result<(), CmdError> {
     let text = serde_json::to_string_pretty(value)?;
@@ -259,8 +346,14 @@ pub(crate) fn print_json<T: serde::Serialize>(value: &T) -> Result<(), CmdError>
     Ok(())
 }
 
-/// Prints text on stdout, ignoring a closed pipe.
+/// Prints text on stdout, ignoring a closed pipe. Results quote foreign text (names and values
+/// from nodes, snapshots, logs): control characters are shown escaped, never sent raw.
 pub(crate) fn print_out(text: &str) {
+    print_raw(&crate::text::printable_lines(text));
+}
+
+/// Prints text on stdout as it is (a job's own output for `logs`), ignoring a closed pipe.
+pub(crate) fn print_raw(text: &str) {
     let mut out = std::io::stdout().lock();
     let _ = out.write_all(text.as_bytes());
     if !text.ends_with('\n') {

@@ -42,6 +42,42 @@ pub fn reporter(quiet: bool, no_progress: bool, verbose: u8) -> Arc<dyn Reporter
     }
 }
 
+/// A token fired by Ctrl-C, SIGTERM or SIGHUP, installed once when the command starts. A
+/// command that `cleans_up` is told to stop and clean up; a second signal quits at once.
+pub fn cancel_on_signals(
+    reporter: Arc<dyn Reporter>,
+    cleans_up: bool,
+) -> tokio_util::sync::CancellationToken {
+    let token = tokio_util::sync::CancellationToken::new();
+    let t = token.clone();
+    tokio::spawn(async move {
+        use tokio::signal::unix::{SignalKind, signal};
+        let (Ok(mut int), Ok(mut term), Ok(mut hup)) = (
+            signal(SignalKind::interrupt()),
+            signal(SignalKind::terminate()),
+            signal(SignalKind::hangup()),
+        ) else {
+            return;
+        };
+        tokio::select! {
+            _ = int.recv() => {}
+            _ = term.recv() => {}
+            _ = hup.recv() => {}
+        }
+        if cleans_up {
+            reporter.warn("interrupted (Ctrl-C again to quit at once, without clean-up)");
+        }
+        t.cancel();
+        tokio::select! {
+            _ = int.recv() => {}
+            _ = term.recv() => {}
+        }
+        eprintln!("quitting without clean-up: check with `spark-launch status`");
+        std::process::exit(130);
+    });
+    token
+}
+
 /// Prints warnings and nothing else.
 struct WarningsOnly;
 
@@ -54,7 +90,7 @@ impl Reporter for WarningsOnly {
     }
     fn node_line(&self, _node: &NodeName, _message: &str) {}
     fn warn(&self, message: &str) {
-        eprintln!("warning: {message}");
+        eprintln!("warning: {}", crate::text::printable_lines(message));
     }
     fn end_step(&self, _title: &str, _ok: bool, _detail: Option<&str>) {}
 }
@@ -76,7 +112,7 @@ impl PlainReporter {
 
 fn line(text: &str) {
     let mut e = std::io::stderr().lock();
-    let _ = writeln!(e, "{text}");
+    let _ = writeln!(e, "{}", crate::text::printable_lines(text));
 }
 
 fn elapsed(started: &Mutex<Vec<(String, Instant)>>, title: &str) -> Option<Duration> {
@@ -207,13 +243,19 @@ impl Reporter for TtyReporter {
         Box::new(TtyTransfer { bar })
     }
     fn node_line(&self, node: &NodeName, message: &str) {
-        let _ = self.multi.println(format!("  {node}: {message}"));
+        let _ = self.multi.println(format!(
+            "  {node}: {}",
+            crate::text::printable_lines(message)
+        ));
     }
     fn warn(&self, message: &str) {
-        let _ = self.multi.println(format!("warning: {message}"));
+        let _ = self.multi.println(format!(
+            "warning: {}",
+            crate::text::printable_lines(message)
+        ));
     }
     fn info(&self, message: &str) {
-        let _ = self.multi.println(message);
+        let _ = self.multi.println(crate::text::printable_lines(message));
     }
     fn end_step(&self, title: &str, ok: bool, detail: Option<&str>) {
         let found = self.bars.lock().ok().and_then(|mut b| {

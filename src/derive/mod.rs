@@ -260,7 +260,8 @@ fn twins_on_one_subnet(node: &NodeName, addrs: &[FabricAddr]) -> Vec<Violation> 
             } else {
                 format!(
                     "keep one address per port: `sudo ip addr del {} dev {}` and remove it from /etc/netplan (the twin needs no IP; NCCL uses it through NCCL_IB_HCA), or move it to a different subnet",
-                    b.addr, b.iface
+                    b.addr,
+                    crate::text::shell_word(b.iface.as_str())
                 )
             };
             out.push(Violation {
@@ -295,7 +296,8 @@ fn duplicate_addresses(nodes: &[NodeInput], addrs: &[Vec<FabricAddr>]) -> Vec<Vi
                 ),
                 fix: format!(
                     "give each node its own address (e.g. `sudo ip addr replace <new>/{} dev {}` and in /etc/netplan); if both snapshots are of one machine, pass it once",
-                    a.addr.prefix, a.iface
+                    a.addr.prefix,
+                    crate::text::shell_word(a.iface.as_str())
                 ),
             }),
             Some(_) => {}
@@ -378,7 +380,8 @@ fn choose_hcas(
                         .map(|p| p.state.to_string())
                         .unwrap_or_default();
                     warnings.push(format!(
-                        "{dev}'s twin {twin} ({netdev}) is not ACTIVE ({state}): NCCL gets only half of the port's bandwidth (about 12 GB/s instead of 22 on a DGX Spark); fix: `sudo ip link set {netdev} up` with the same MTU as its twin, and remove anything that disables it at boot"
+                        "{dev}'s twin {twin} ({netdev}) is not ACTIVE ({state}): NCCL gets only half of the port's bandwidth (about 12 GB/s instead of 22 on a DGX Spark); fix: `sudo ip link set {} up` with the same MTU as its twin, and remove anything that disables it at boot",
+                        crate::text::shell_word(netdev)
                     ));
                 }
                 None => {}
@@ -713,8 +716,9 @@ fn mtu_warnings(
             .filter(|(_, _, m)| *m != Some(max))
             .map(|(i, iface, _)| {
                 format!(
-                    "on {}: `sudo ip link set dev {iface} mtu {max}`",
-                    nodes[*i].name
+                    "on {}: `sudo ip link set dev {} mtu {max}`",
+                    nodes[*i].name,
+                    crate::text::shell_word(iface.as_str())
                 )
             })
             .collect();

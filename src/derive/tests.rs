@@ -56,6 +56,9 @@ impl Node {
             rdma_devices,
             routes,
             host: HostFacts::default(),
+            links: None,
+            netplan: None,
+            unparsed: Vec::new(),
         };
         facts.interfaces.sort_by(|a, b| a.name.cmp(&b.name));
         Node { facts }

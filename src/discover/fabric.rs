@@ -107,6 +107,14 @@ pub fn choose_interfaces(
     })
 }
 
+/// Each chosen interface with its first IPv4 address: where one-shot queries are sent from.
+pub fn sources(facts: &NodeFacts, interfaces: &[NetIf]) -> Vec<(NetIf, std::net::Ipv4Addr)> {
+    interfaces
+        .iter()
+        .filter_map(|n| Some((n.clone(), facts.interface(n)?.ipv4.first()?.addr)))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

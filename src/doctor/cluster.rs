@@ -1,5 +1,7 @@
 //! Cluster consistency: the same image (by content digest, never by local ID) and a matching
-//! architecture on every node, and the same model weights everywhere.
+//! architecture on every node, the NCCL its containers load (one release everywhere, 2.30.7 or
+//! later on a switchless ring; judged by `libnccl::check`, as launch plans are), and the same
+//! model weights everywhere.
 //!
 //! Pure, on live observations. Images are compared by `RepoDigests` when the image has one;
 //! an image that was never pushed to a registry has none, and then its ID (the digest of its
@@ -29,6 +31,13 @@ pub const CHECKS: &[Check] = &[
     Check {
         info: info("cluster.image-arch", "image matches each node's arch"),
         run: image_arch,
+    },
+    Check {
+        info: info(
+            "cluster.image-nccl",
+            "one NCCL everywhere, ≥ 2.30.7 on a ring",
+        ),
+        run: image_nccl,
     },
     Check {
         info: info("cluster.model", "same model weights everywhere"),
@@ -127,6 +136,88 @@ fn image_digest(inputs: &Inputs) -> Evaluation {
                     ));
                 }
             }
+        }
+    }
+    e
+}
+
+/// `cluster.image-nccl`: what a container of `--image` loads for `libnccl.so.2` on every node
+/// (its loader's order: preload, `LD_LIBRARY_PATH`, `ld.so.cache`, system folders; the version
+/// string inside the library), judged as a launch judges it. A node where it could not be read
+/// yet (the image is not there) gets a note, never a failure.
+fn image_nccl(inputs: &Inputs) -> Evaluation {
+    use crate::libnccl::{ImageRead, Loads, NodeNccl, Origin, Rule, judge};
+    if let Some(e) = no_image(inputs) {
+        return e;
+    }
+    let image = inputs.options.image.clone().unwrap_or_default();
+    let mut e = Evaluation::default();
+    let mut nodes = Vec::new();
+    for (n, obs) in inputs.observed_nodes(&mut e) {
+        let loads = match &obs.nccl {
+            None => {
+                e.skip(
+                    &n.name,
+                    "not read: Docker is not usable here (see host.docker)",
+                );
+                continue;
+            }
+            Some(ImageRead::NotOnNode) => Loads::NotYetKnown {
+                why: format!("{image} is not on this node (see cluster.image-digest)"),
+            },
+            Some(ImageRead::Failed { error }) => Loads::NotYetKnown {
+                why: format!("reading it failed: {error}"),
+            },
+            Some(ImageRead::Read { resolution, .. }) => {
+                Loads::from_resolution(resolution.clone(), Origin::Image)
+            }
+        };
+        e.note(&n.name, loads.to_string());
+        nodes.push(NodeNccl {
+            node: n.name.clone(),
+            image: image.clone(),
+            loads,
+        });
+    }
+    let ring = matches!(
+        inputs.derived,
+        Ok(c) if c.topology == crate::derive::topology::Topology::Ring
+    );
+    let rule = Rule {
+        ring,
+        serving: true,
+        build_image: inputs
+            .head()
+            .and_then(|h| h.facts.arch.as_deref())
+            .and_then(crate::workload::nccl_build::Arch::from_uname)
+            .map(crate::workload::nccl_build::default_image),
+        ..Rule::default()
+    };
+    let verdict = judge(&nodes, &rule);
+    for p in &verdict.problems {
+        for node in &p.nodes {
+            e.push(Finding::fail(
+                node,
+                p.problem.clone(),
+                "ranks must load one NCCL release, and a switchless ring (one subnet per cable) needs NCCL_IB_SUBNET_AWARE_ROUTING: without it the job hangs at its first collective",
+                Fix::text(p.fix.clone()),
+            ));
+        }
+    }
+    for w in &verdict.warnings {
+        let node = nodes
+            .iter()
+            .find(|x| w.starts_with(&format!("{}: ", x.node)))
+            .map(|x| &x.node);
+        if let Some(node) = node {
+            e.push(Finding::warn(
+                node,
+                w.clone(),
+                "spark-launch cannot tell which NCCL this is",
+                Fix::text(
+                    "check the image's NCCL by hand (`NCCL_DEBUG=INFO` prints `NCCL version` at init), or bring a known one with --nccl-from",
+                ),
+            ));
         }
     }
     e
@@ -371,6 +462,65 @@ mod tests {
         assert_eq!(
             e.findings[0].fix.commands,
             vec!["spark-launch image push nvcr.io/nvidia/vllm:25.11-py3 --to spark-b"]
+        );
+    }
+
+    fn nccl(v: &str) -> Option<crate::libnccl::ImageRead> {
+        use crate::libnccl::loader::{Found, Machine, Resolution, Via};
+        Some(crate::libnccl::ImageRead::Read {
+            id: "sha256:id".into(),
+            machine: Some(Machine::Arm64),
+            ld_library_path: None,
+            resolution: Resolution {
+                loads: Some(Found {
+                    path: "/usr/lib/aarch64-linux-gnu/libnccl.so.2".into(),
+                    file: None,
+                    via: Via::LdSoCache,
+                    machine: Machine::Arm64,
+                    version: crate::libnccl::version::parse_build_string(v),
+                }),
+                skipped: vec![],
+            },
+        })
+    }
+
+    #[test]
+    fn image_nccl_fails_a_node_with_another_release_and_notes_one_not_read_yet() {
+        let same = live_pair(|_| Observations {
+            nccl: nccl("2.28.9+cuda12.9"),
+            ..Default::default()
+        });
+        let e = live_eval("cluster.image-nccl", &pair(), &opts(), &same);
+        assert!(e.findings.is_empty(), "{e:?}");
+        assert_eq!(
+            e.notes[0].text,
+            "NCCL 2.28.9+cuda12.9 from /usr/lib/aarch64-linux-gnu/libnccl.so.2 (ld.so.cache)"
+        );
+        let mixed = live_pair(|n| Observations {
+            nccl: if n == "spark-a" {
+                nccl("2.30.7+cuda13.3")
+            } else {
+                nccl("2.28.9+cuda12.9")
+            },
+            ..Default::default()
+        });
+        let e = live_eval("cluster.image-nccl", &pair(), &opts(), &mixed);
+        assert_eq!(verdicts(&e), vec![("spark-b".into(), Severity::Fail)]);
+        assert!(e.findings[0].problem.contains("different NCCL releases"));
+        let missing = live_pair(|n| Observations {
+            nccl: if n == "spark-a" {
+                nccl("2.30.7+cuda13.3")
+            } else {
+                Some(crate::libnccl::ImageRead::NotOnNode)
+            },
+            ..Default::default()
+        });
+        let e = live_eval("cluster.image-nccl", &pair(), &opts(), &missing);
+        assert!(e.findings.is_empty(), "{e:?}");
+        assert!(
+            e.notes[1].text.starts_with("not yet known"),
+            "{:?}",
+            e.notes
         );
     }
 

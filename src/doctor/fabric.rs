@@ -15,6 +15,7 @@ use crate::derive::topology::{FabricAddr, SubnetMap, Topology, fabric_addrs};
 use crate::derive::{NodeInput, ViolationKind, twins};
 use crate::node::NodeName;
 use crate::probe::facts::{IbDevice, LinkLayer, NetIf, NodeFacts, RouteFacts, Subnet};
+use crate::text::shell_word as sh;
 
 const fn info(id: &'static str, needs: Needs, title: &'static str) -> CheckInfo {
     CheckInfo {
@@ -208,8 +209,8 @@ fn twins_active(inputs: &Inputs) -> Evaluation {
                             "bring the twin up with the same MTU as its sibling, and in /etc/netplan give {netdev} `mtu: {mtu}` (no address needed) so it stays up after a reboot; remove anything that disables it at boot"
                         ),
                         [
-                            format!("sudo ip link set dev {netdev} mtu {mtu}"),
-                            format!("sudo ip link set dev {netdev} up"),
+                            format!("sudo ip link set dev {} mtu {mtu}", sh(netdev.as_str())),
+                            format!("sudo ip link set dev {} up", sh(netdev.as_str())),
                         ],
                     ),
                 ));
@@ -453,6 +454,25 @@ fn mtu_mismatch(inputs: &Inputs) -> Evaluation {
                 Some((i, a, mtu(&inputs.nodes[i], &a.iface)))
             })
             .collect();
+        // An end whose MTU file holds garbage cannot be compared: say so, never pass it.
+        for (i, a, m) in &ends {
+            let node = &inputs.nodes[*i];
+            let path = format!("sys/class/net/{}/mtu", a.iface);
+            if let (None, Some(raw)) = (m, node.facts.unparsed_at(&path)) {
+                e.push(Finding::fail(
+                    &node.name,
+                    format!(
+                        "the MTU of {} reads `{raw}`, not a number: the ends of the link on {subnet} cannot be compared",
+                        a.iface
+                    ),
+                    "a link whose ends disagree on MTU drops large frames without an error; this one cannot be checked",
+                    Fix::run(
+                        "read the MTU on the node (and capture the snapshot again); set it to match the other end",
+                        [format!("cat /sys/class/net/{}/mtu", sh(a.iface.as_str()))],
+                    ),
+                ));
+            }
+        }
         let Some(max) = ends.iter().filter_map(|(_, _, m)| *m).max() else {
             continue;
         };
@@ -477,7 +497,7 @@ fn mtu_mismatch(inputs: &Inputs) -> Evaluation {
                         "set the same MTU on both ends; make it permanent with `mtu: {max}` for {} in /etc/netplan",
                         a.iface
                     ),
-                    [format!("sudo ip link set dev {} mtu {max}", a.iface)],
+                    [format!("sudo ip link set dev {} mtu {max}", sh(a.iface.as_str()))],
                 ),
             ));
         }
@@ -510,7 +530,7 @@ fn mtu_mismatch(inputs: &Inputs) -> Evaluation {
                         "NCCL drives both twins; the one with the smaller MTU sends smaller RoCE frames and the pair runs unevenly",
                         Fix::run(
                             format!("set `mtu: {want}` for both twins in /etc/netplan"),
-                            [format!("sudo ip link set dev {low} mtu {want}")],
+                            [format!("sudo ip link set dev {} mtu {want}", sh(low.as_str()))],
                         ),
                     ));
                 }
@@ -733,12 +753,24 @@ fn roce_gid(inputs: &Inputs) -> Evaluation {
                         "check that the RoCE v2 mode is enabled for the port (`cma_roce_mode`) and the rdma-core / mlx5_ib modules are current",
                         [format!(
                             "cat /sys/class/infiniband/{}/ports/{}/gid_attrs/types/*",
-                            d.name, port.port
+                            sh(d.name.as_str()),
+                            port.port
                         )],
                     ),
                 ));
                 continue;
             }
+            // Slots of this port's GID table that hold garbage: a missing GID may be one of
+            // them, so the address is not to blame.
+            let slots = format!("sys/class/infiniband/{}/ports/{}/gids/", d.name, port.port);
+            let garbage: Vec<String> = f
+                .unparsed
+                .iter()
+                .filter_map(|u| {
+                    let index = u.path.strip_prefix(&slots)?;
+                    Some(format!("index {index}: `{}`", u.value))
+                })
+                .collect();
             for nd in &d.netdevs {
                 let Some(i) = f.interface(nd) else { continue };
                 for a in &i.ipv4 {
@@ -746,6 +778,26 @@ fn roce_gid(inputs: &Inputs) -> Evaluation {
                         .gids
                         .iter()
                         .any(|g| g.is_roce_v2_ipv4() && g.ipv4() == Some(a.addr));
+                    if !found && !garbage.is_empty() {
+                        e.push(Finding::fail(
+                            &node.name,
+                            format!(
+                                "{}'s GID table holds entries that are not GIDs ({}): the RoCE v2 GID for {nd}'s address {a} cannot be read",
+                                d.name,
+                                garbage.join(", ")
+                            ),
+                            "NCCL addresses this port through its RoCE v2 GID; a table the kernel (or the snapshot) shows as garbage cannot be trusted, whatever the address",
+                            Fix::run(
+                                "read the GID table on the node; if it shows garbage there too, reload the RDMA driver (or capture the snapshot again if only the capture is damaged)",
+                                [format!(
+                                    "grep . /sys/class/infiniband/{}/ports/{}/gids/*",
+                                    sh(d.name.as_str()),
+                                    port.port
+                                )],
+                            ),
+                        ));
+                        continue;
+                    }
                     if !found {
                         e.push(Finding::fail(
                             &node.name,
@@ -757,8 +809,8 @@ fn roce_gid(inputs: &Inputs) -> Evaluation {
                             Fix::run(
                                 "the kernel adds the GID when the address is configured on an up interface; re-apply the address",
                                 [
-                                    format!("sudo ip addr del {a} dev {nd}"),
-                                    format!("sudo ip addr add {a} dev {nd}"),
+                                    format!("sudo ip addr del {a} dev {}", sh(nd.as_str())),
+                                    format!("sudo ip addr add {a} dev {}", sh(nd.as_str())),
                                 ],
                             ),
                         ));

@@ -9,7 +9,7 @@ use super::check::*;
 use super::live::{ContainerState, DockerState, ImageState};
 use super::{Check, Inputs};
 use crate::derive::NodeInput;
-use crate::probe::facts::MemlockLimit;
+use crate::probe::facts::{MemlockLimit, Observed};
 
 const fn info(id: &'static str, needs: Needs, title: &'static str) -> CheckInfo {
     CheckInfo {
@@ -177,30 +177,38 @@ fn container_memlock(inputs: &Inputs) -> Evaluation {
     e
 }
 
+/// What to run on a node whose snapshot does not record a fact.
+pub const RECAPTURE: &str =
+    "capture the node again with `spark-launch probe --capture DIR` (it records";
+
 fn infiniband_dev(inputs: &Inputs) -> Evaluation {
     let mut e = Evaluation::default();
     for n in inputs.nodes {
         let h = &n.facts.host;
-        if h.infiniband_dev_nodes
-            .iter()
-            .any(|d| d.starts_with("uverbs"))
-        {
-            e.note(
-                &n.name,
-                format!("/dev/infiniband: {}", h.infiniband_dev_nodes.join(" ")),
-            );
+        let seen: &[String] = match &h.infiniband_dev_nodes {
+            Observed::NotRecorded => {
+                e.skip(
+                    &n.name,
+                    format!(
+                        "the snapshot does not record /dev/infiniband: {RECAPTURE} an empty dev/infiniband/ folder when there is none)"
+                    ),
+                );
+                continue;
+            }
+            Observed::Absent => &[],
+            Observed::Present(nodes) => nodes,
+        };
+        if seen.iter().any(|d| d.starts_with("uverbs")) {
+            e.note(&n.name, format!("/dev/infiniband: {}", seen.join(" ")));
             continue;
         }
         let has_rdma = !n.facts.rdma_devices.is_empty();
         e.push(Finding::fail(
             &n.name,
-            if h.infiniband_dev_nodes.is_empty() {
+            if seen.is_empty() {
                 "/dev/infiniband is missing".to_string()
             } else {
-                format!(
-                    "/dev/infiniband has no uverbs device ({})",
-                    h.infiniband_dev_nodes.join(" ")
-                )
+                format!("/dev/infiniband has no uverbs device ({})", seen.join(" "))
             },
             "containers get RDMA through /dev/infiniband/uverbs*; without it NCCL sees no IB device and uses TCP",
             if has_rdma {
@@ -242,7 +250,7 @@ fn same_as_head(
 fn nvidia_driver(inputs: &Inputs) -> Evaluation {
     let mut e = same_as_head(
         inputs,
-        |n| n.facts.host.nvidia_driver.as_deref(),
+        |n| n.facts.host.nvidia_driver.present().map(String::as_str),
         "",
         |e, n, v, h, head| {
             let major = |s: &str| s.split('.').next().map(str::to_string);
@@ -261,11 +269,26 @@ fn nvidia_driver(inputs: &Inputs) -> Evaluation {
             }
         },
     );
-    // A missing driver is a failure, not a skip: GPU containers cannot start.
+    // A driver seen missing is a failure, not a skip: GPU containers cannot start. A snapshot
+    // that never looked is a skip that says what to capture.
     let missing: Vec<_> = e.skipped.drain(..).map(|(n, _)| n).collect();
-    for n in missing {
+    for name in missing {
+        let recorded = inputs
+            .nodes
+            .iter()
+            .find(|n| n.name == name)
+            .is_some_and(|n| n.facts.host.nvidia_driver.is_recorded());
+        if !recorded {
+            e.skip(
+                &name,
+                format!(
+                    "the snapshot does not record the NVIDIA driver (sys/module/nvidia): {RECAPTURE} whether the driver is loaded)"
+                ),
+            );
+            continue;
+        }
         e.push(Finding::fail(
-            &n,
+            &name,
             "no NVIDIA kernel driver is loaded (/sys/module/nvidia/version is missing)",
             "without the driver no GPU container starts and nothing runs on this node",
             Fix::run(
@@ -455,7 +478,10 @@ fn docker(inputs: &Inputs) -> Evaluation {
                     if denied || !in_group {
                         Fix::run(
                             format!("add {user} to the docker group, then log in again"),
-                            [format!("sudo usermod -aG docker {user}")],
+                            [format!(
+                                "sudo usermod -aG docker {}",
+                                crate::text::shell_word(&user)
+                            )],
                         )
                     } else {
                         Fix::run(
@@ -481,7 +507,7 @@ fn docker(inputs: &Inputs) -> Evaluation {
                         "access through another route (a socket ACL, a rootless engine) may not survive a reboot or reach the same engine over SSH",
                         Fix::run(
                             format!("add {user} to the docker group, then log in again"),
-                            [format!("sudo usermod -aG docker {user}")],
+                            [format!("sudo usermod -aG docker {}", crate::text::shell_word(&user))],
                         ),
                     ));
                 }
@@ -541,8 +567,20 @@ fn nccl_conf(inputs: &Inputs) -> Evaluation {
     let mut e = Evaluation::default();
     for n in inputs.nodes {
         let mut sources = Vec::new();
-        if let Some(c) = &n.facts.host.nccl_conf {
+        if let Some(c) = n.facts.host.nccl_conf.present() {
             sources.push(("/etc/nccl.conf on the host".to_string(), c.clone()));
+        }
+        let container_seen = inputs
+            .observed(&n.name)
+            .is_ok_and(|obs| matches!(obs.container, Some(ContainerState::Ran { .. })));
+        if !n.facts.host.nccl_conf.is_recorded() && !container_seen {
+            e.skip(
+                &n.name,
+                format!(
+                    "the snapshot does not record /etc/nccl.conf: {RECAPTURE} whether the file exists)"
+                ),
+            );
+            continue;
         }
         if let Ok(obs) = inputs.observed(&n.name)
             && let Some(ContainerState::Ran {
@@ -673,7 +711,7 @@ mod tests {
         let nodes = vec![
             pair().remove(0),
             Node::cabled_spark("spark-b", "192.168.177.12/24")
-                .host(|h| h.infiniband_dev_nodes.clear())
+                .host(|h| h.infiniband_dev_nodes = Observed::Absent)
                 .named("spark-b"),
         ];
         let e = facts_eval("host.infiniband-dev", &nodes);
@@ -689,7 +727,7 @@ mod tests {
                 .is_empty()
         );
         let with = |v: Option<&str>| {
-            let v = v.map(str::to_string);
+            let v = Observed::seen(v.map(str::to_string));
             vec![
                 pair().remove(0),
                 Node::cabled_spark("spark-b", "192.168.177.12/24")
@@ -901,8 +939,9 @@ mod tests {
             pair().remove(0),
             Node::cabled_spark("spark-b", "192.168.177.12/24")
                 .host(|h| {
-                    h.nccl_conf =
-                        Some("# site defaults\nNCCL_IB_HCA=mlx5_0\nNCCL_NET=Socket\n".into())
+                    h.nccl_conf = Observed::Present(
+                        "# site defaults\nNCCL_IB_HCA=mlx5_0\nNCCL_NET=Socket\n".into(),
+                    )
                 })
                 .named("spark-b"),
         ];

@@ -460,6 +460,10 @@ pub struct Observations {
     pub image: Option<ImageState>,
     pub container: Option<ContainerState>,
     pub model: Option<ModelState>,
+    /// What the loader of a container of `--image` resolves for `libnccl.so.2` (read through
+    /// the node's Docker Engine, not by the script); `None` when not read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nccl: Option<crate::libnccl::ImageRead>,
 }
 
 /// The output of a gather script could not be read.

@@ -116,6 +116,9 @@ pub fn ids() -> Vec<&'static str> {
 
 /// Runs every analyser on one log.
 pub fn analyse(file: &str, text: &str) -> LogReport {
+    // A log is foreign text: what a finding quotes of it is printable (control characters
+    // escaped), never raw.
+    let text = &crate::text::printable_lines(text);
     let log = Log {
         text,
         lines: text.lines().collect(),

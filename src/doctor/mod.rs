@@ -10,6 +10,7 @@
 //! Fabric rules are `derive`'s: the checks wrap its `Refusal` violations and build on its
 //! topology and twin helpers rather than restating them.
 
+pub mod cabling;
 pub mod check;
 pub mod cluster;
 pub mod fabric;
@@ -152,6 +153,7 @@ pub struct Check {
 pub fn checks() -> Vec<Check> {
     let mut all = Vec::new();
     all.extend(fabric::CHECKS.iter().copied());
+    all.extend(cabling::CHECKS.iter().copied());
     all.extend(reach::CHECKS.iter().copied());
     all.extend(host::CHECKS.iter().copied());
     all.extend(cluster::CHECKS.iter().copied());

@@ -82,18 +82,21 @@ impl Node {
                     mem_available_kib: Some(120_000_000),
                     cma_total_kib: Some(65_536),
                     cma_free_kib: Some(63_488),
-                    nvidia_driver: Some("580.95.05".into()),
-                    infiniband_dev_nodes: vec![
+                    nvidia_driver: Observed::Present("580.95.05".into()),
+                    infiniband_dev_nodes: Observed::Present(vec![
                         "rdma_cm".into(),
                         "uverbs0".into(),
                         "uverbs1".into(),
                         "uverbs2".into(),
                         "uverbs3".into(),
-                    ],
+                    ]),
                     gpus: vec![],
-                    nccl_conf: None,
+                    nccl_conf: Observed::Absent,
                     memlock: Some(MemlockLimit::Unlimited),
                 },
+                links: None,
+                netplan: None,
+                unparsed: Vec::new(),
             },
         }
     }

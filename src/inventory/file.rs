@@ -64,8 +64,11 @@ impl fmt::Display for LineList<'_> {
 
 /// Reads and validates the cluster file.
 pub fn load(path: &Path) -> Result<Inventory, InventoryError> {
-    let text = match std::fs::read_to_string(path) {
-        Ok(t) => t,
+    let text = match std::fs::read(path) {
+        Ok(bytes) => String::from_utf8(bytes).map_err(|_| InventoryError::Invalid {
+            path: path.to_path_buf(),
+            errors: vec![not_text()],
+        })?,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             return Err(InventoryError::Missing {
                 path: path.to_path_buf(),
@@ -180,30 +183,94 @@ const HEADER: &str = "\
 
 /// Writes the inventory atomically (temporary file, then rename), creating the folder.
 pub fn save(path: &Path, inv: &Inventory) -> Result<(), InventoryError> {
+    let body = yaml_serde::to_string(inv).map_err(|e| InventoryError::Write {
+        path: path.to_path_buf(),
+        source: std::io::Error::other(e),
+    })?;
+    write_atomic(path, format!("{HEADER}{body}").as_bytes())
+}
+
+/// Writes `bytes` to `path` through a temporary file renamed over it, keeping the old file's
+/// mode (a new file is 0600: it names the user's machines and accounts). A missing folder is
+/// created 0700.
+fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), InventoryError> {
     let werr = |source| InventoryError::Write {
         path: path.to_path_buf(),
         source,
     };
-    let body = yaml_serde::to_string(inv).map_err(|e| werr(std::io::Error::other(e)))?;
     let dir = path
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir).map_err(werr)?;
+    if !dir.exists() {
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(werr)?;
+    }
     let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(werr)?;
-    tmp.write_all(HEADER.as_bytes()).map_err(werr)?;
-    tmp.write_all(body.as_bytes()).map_err(werr)?;
+    tmp.write_all(bytes).map_err(werr)?;
     tmp.as_file().sync_all().map_err(werr)?;
     {
         use std::os::unix::fs::PermissionsExt;
         let mode = std::fs::metadata(path)
             .map(|m| m.permissions().mode() & 0o777)
-            .unwrap_or(0o644);
+            .unwrap_or(0o600);
         std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(mode))
             .map_err(werr)?;
     }
     tmp.persist(path).map_err(|e| werr(e.error))?;
     Ok(())
+}
+
+/// Writes `after` over the cluster file that held `before`, changing only the lines of the
+/// nodes that differ (comments, order and formatting of the rest stay byte for byte). A file
+/// that does not exist yet is written whole. A file whose layout cannot be edited line by
+/// line is rewritten only when it holds no comment (nothing of the user's is lost); otherwise
+/// the change is refused with what to do.
+pub fn save_edited(
+    path: &Path,
+    before: &Inventory,
+    after: &Inventory,
+) -> Result<(), InventoryError> {
+    let text = match std::fs::read(path) {
+        Ok(bytes) => String::from_utf8(bytes).map_err(|_| InventoryError::Invalid {
+            path: path.to_path_buf(),
+            errors: vec![not_text()],
+        })?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return save(path, after),
+        Err(source) => {
+            return Err(InventoryError::Read {
+                path: path.to_path_buf(),
+                source,
+            });
+        }
+    };
+    let new = match super::edit::update(&text, before, after) {
+        Ok(new) => new,
+        Err(e) if !text.lines().any(|l| l.contains('#')) => {
+            tracing::debug!("rewriting {} whole: {e}", path.display());
+            return save(path, after);
+        }
+        Err(e) => {
+            return Err(InventoryError::Write {
+                path: path.to_path_buf(),
+                source: std::io::Error::other(format!(
+                    "{e}; it holds comments a rewrite would lose, so it was left as it is: make the change by hand, or write the nodes one `- name: ...` item per node"
+                )),
+            });
+        }
+    };
+    write_atomic(path, new.as_bytes())
+}
+
+fn not_text() -> LineError {
+    LineError {
+        line: None,
+        message: "the file is not text (UTF-8): a cluster file is YAML; move this one away and add nodes with `spark-launch nodes add HOST`".into(),
+    }
 }
 
 // ---- value checks, run while reading (so serde reports the line) ----
@@ -300,6 +367,13 @@ pub fn check_host(a: &str) -> Result<(), String> {
     if a.parse::<std::net::IpAddr>().is_ok() {
         return Ok(());
     }
+    // Digits and dots only: meant as an IPv4 address, and not a valid one (`999.1.1.1`). A
+    // resolver would take it as a name and look it up (or worse, as a number).
+    if !a.is_empty() && a.chars().all(|c| c.is_ascii_digit() || c == '.') {
+        return Err(format!(
+            "{a:?} is not an IPv4 address: four numbers from 0 to 255, e.g. 169.254.12.7"
+        ));
+    }
     let ok = !a.is_empty()
         && a.len() <= 253
         && !a.starts_with(['-', '.'])
@@ -387,6 +461,18 @@ mod tests {
         let e = errors("nodes:\n  - name: a\n    addresses: []\n");
         assert_eq!(e[0].0, Some(3));
         assert!(e[0].1.contains("at least one address"));
+    }
+
+    #[test]
+    fn address_999_1_1_1_is_refused_as_no_ipv4_address() {
+        // Issue 12 (smaller list): `999.1.1.1` was accepted as a host name.
+        let e = check_host("999.1.1.1").unwrap_err();
+        assert!(e.contains("is not an IPv4 address"), "{e}");
+        assert!(check_host("1.2.3").is_err());
+        assert!(check_host("169.254.12.7").is_ok());
+        assert!(check_host("spark-1d84.local").is_ok());
+        let e = errors("nodes:\n  - name: a\n    addresses: [999.1.1.1]\n");
+        assert_eq!(e[0].0, Some(3));
     }
 
     #[test]

@@ -3,10 +3,12 @@
 //! what the user wrote (`NodeConfig`), never live connections; probed facts only as a cache.
 //!
 //! - `file`: load (validated, errors with `file:line`), save (atomic), the YAML shape.
+//! - `edit`: a change to the nodes as a change to those nodes' lines only (comments kept).
 //! - `hosts`: `--hosts a,b,c` entries (`[NAME=][user@]host[:port]`) as node configs.
 //! - this module: the `Inventory` operations (add, remove, merge discovered nodes, select a
 //!   subset, head first). Pure: the only I/O is in `file`.
 
+pub mod edit;
 pub mod file;
 pub mod hosts;
 
@@ -17,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use crate::node::{NodeName, Role};
 use crate::probe::facts::{IbDevice, Ipv4Iface, NetIf, NodeFacts};
 
-pub use file::{InventoryError, LineError, load, load_or_empty, save};
+pub use file::{InventoryError, LineError, load, load_or_empty, save, save_edited};
 pub use hosts::{HostSpec, HostSpecError};
 
 /// The default SSH port.
@@ -274,6 +276,15 @@ impl Inventory {
     }
 
     /// Removes a node by name.
+    /// Caches each probed node's fabric facts in its entry (`nodes probe`).
+    pub fn cache_facts(&mut self, probed: &[crate::derive::NodeInput], now: u64) {
+        for n in probed {
+            if let Some(cfg) = self.nodes.iter_mut().find(|c| c.name == n.name) {
+                cfg.fabric = Some(FabricCache::from_facts(&n.facts, now));
+            }
+        }
+    }
+
     pub fn remove(&mut self, name: &NodeName) -> Option<NodeConfig> {
         let pos = self.nodes.iter().position(|n| &n.name == name)?;
         Some(self.nodes.remove(pos))

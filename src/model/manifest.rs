@@ -23,7 +23,7 @@ pub const PARTIAL: &str = ".sl-partial";
 pub const JOURNAL: &str = ".sl-ranges";
 /// Default range size: small enough for fine progress and cheap retries, large enough that
 /// per-range process start-up is noise.
-pub const DEFAULT_RANGE: u64 = 256 * 1024 * 1024;
+pub const DEFAULT_RANGE: u64 = 64 * 1024 * 1024;
 
 /// A regular file as scanned.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -392,6 +392,34 @@ pub fn assign(plan: &StagePlan, streams: usize) -> Vec<Vec<Task>> {
         .collect()
 }
 
+/// Spreads whole files over at most `streams` long-lived copy streams, balancing the bytes
+/// still missing (largest first, onto the least loaded stream); each stream keeps path order.
+/// A file stays in one stream so that its bytes arrive in order and are hashed as they arrive.
+pub fn assign_files(plan: &StagePlan, streams: usize) -> Vec<Vec<FetchFile>> {
+    let mut files = plan.fetch.clone();
+    let n = streams.max(1).min(files.len().max(1));
+    files.sort_by(|a, b| {
+        b.missing_bytes()
+            .cmp(&a.missing_bytes())
+            .then(a.path.cmp(&b.path))
+    });
+    let mut out: Vec<(u64, Vec<FetchFile>)> = vec![(0, Vec::new()); n];
+    for f in files {
+        if let Some((load, list)) = out.iter_mut().min_by_key(|(load, _)| *load) {
+            // Even a file with nothing left to send costs a pass over its bytes.
+            *load += f.missing_bytes().max(1);
+            list.push(f);
+        }
+    }
+    out.into_iter()
+        .map(|(_, mut list)| {
+            list.sort_by(|a, b| a.path.cmp(&b.path));
+            list
+        })
+        .filter(|l| !l.is_empty())
+        .collect()
+}
+
 /// Parses the scan script's output (see `script::scan`). Lines:
 /// `f<TAB>size<TAB>sha256|-<TAB>gitsha1|-<TAB>path`, `l<TAB>target<TAB>path`,
 /// `p<TAB>size<TAB>path` (a partial file), `j<TAB>offset<TAB>len<TAB>path` (a journal entry).
@@ -636,6 +664,35 @@ mod tests {
             .collect();
         assert_eq!(loads, vec![600, 600]);
         assert!(assign(&StagePlan::default(), 8).is_empty());
+    }
+
+    #[test]
+    fn whole_files_are_spread_over_few_streams_by_the_bytes_they_still_need() {
+        let file = |path: &str, size: u64| FetchFile {
+            path: path.into(),
+            source: path.into(),
+            size,
+            check: Check::Sha256(SHA_A.into()),
+            ranges: missing_ranges(size, 100, &[]),
+            resumed: 0,
+        };
+        let plan = StagePlan {
+            fetch: vec![
+                file("a", 900),
+                file("b", 500),
+                file("c", 400),
+                file("d", 50),
+            ],
+            ..Default::default()
+        };
+        let streams = assign_files(&plan, 2);
+        let names: Vec<Vec<&str>> = streams
+            .iter()
+            .map(|s| s.iter().map(|f| f.path.as_str()).collect())
+            .collect();
+        assert_eq!(names, vec![vec!["a", "d"], vec!["b", "c"]]);
+        assert_eq!(assign_files(&plan, 8).len(), 4);
+        assert!(assign_files(&StagePlan::default(), 4).is_empty());
     }
 
     #[test]

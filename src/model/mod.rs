@@ -18,6 +18,8 @@
 
 pub mod hub;
 pub mod manifest;
+pub mod pull;
+pub mod route;
 pub mod script;
 
 use std::fmt;

@@ -18,7 +18,7 @@
 
 use std::fmt::Write as _;
 
-use super::manifest::{Check, JOURNAL, PARTIAL, StagePlan, Task};
+use super::manifest::{Check, FetchFile, JOURNAL, PARTIAL, Range, StagePlan, Task};
 
 /// Where the bytes of a stream come from.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -90,7 +90,14 @@ awk -F '\t' -v known="$T/known" -v todo="$T/todo" '
   { if ($3 in c) { split(c[$3], k, "\t"); if (k[1] == $1 && k[2] == $2) { print c[$3] > known; next } }
     print > todo }' "$T/cache" "$T/list"
 touch "$T/known" "$T/todo"
-cut -f3 "$T/todo" | tr '\n' '\0' | xargs -0 -r -P "$J" -n 8 sha256sum -- > "$T/sums" || exit 1
+# OpenSSL's sha256 (SHA extensions) when installed: about 4x coreutils' here. Same output.
+if command -v openssl >/dev/null 2>&1; then
+  sums() { for f in "$@"; do h=$(openssl dgst -sha256 -r < "$f") || exit 1; printf '%s  %s\n' "${h%% *}" "$f"; done; }
+else
+  sums() { sha256sum -- "$@"; }
+fi
+export -f sums
+cut -f3 "$T/todo" | tr '\n' '\0' | xargs -0 -r -P "$J" -n 8 bash -c 'sums "$@"' _ > "$T/sums" || exit 1
 awk -F '\t' 'FILENAME == ARGV[1] { s[substr($0, 67)] = substr($0, 1, 64); next }
   { if (!($3 in s)) { print "no hash for " $3 > "/dev/stderr"; exit 1 }
     print $1 "\t" $2 "\t" s[$3] "\t-\t" $3 }' "$T/sums" "$T/todo" > "$T/new0" || exit 1
@@ -187,6 +194,197 @@ exit 0
 "#,
     );
     s
+}
+
+/// Prints `aes` when the node's CPU has AES instructions (x86 `flags`, Arm `Features`), else
+/// `none`.
+pub const CPU_AES: &str =
+    "if grep -qw aes /proc/cpuinfo 2>/dev/null; then echo aes; else echo none; fi";
+
+/// The program that hashes a stream on a node: OpenSSL's (SHA extensions: about 4× coreutils'
+/// `sha256sum` here) when installed, else `sha256sum`. Prints the hex digest first.
+const HASHER: &str = r#"if command -v openssl >/dev/null 2>&1; then hasher() { openssl dgst -sha256 -r; }; else hasher() { sha256sum; }; fi
+"#;
+
+/// The sender side of a copy stream, run on the node that has the files (root `root`): reads
+/// `offset<TAB>len<TAB>path` lines and writes exactly those bytes, back to back, to stdout.
+/// A file shorter than a range asks for ends the stream (the receiver sees it end early).
+pub fn copy_sender(root: &str) -> String {
+    let mut s = String::from(PRELUDE);
+    let _ = writeln!(s, "cd {} || exit 1", quote(root));
+    s.push_str(
+        r#"while IFS='	' read -r off len path; do
+  size=$(stat -c %s -- "$path") || exit 1
+  [ $(( off + len )) -le "$size" ] || { echo "$path is $size bytes, shorter than the copy expects: did it change on the head?" >&2; exit 1; }
+  dd if="$path" bs=4M iflag=skip_bytes,count_bytes skip="$off" count="$len" status=none || exit 1
+done
+"#,
+    );
+    s
+}
+
+/// One long-lived copy stream into `dest` on the receiving node: ONE sender process on the
+/// source (`ssh ARGS... bash -c SENDER`, or a local shell) writes every range this stream
+/// needs back to back; this side writes each range at its offset into `<path>.sl-partial`,
+/// journals it, and hashes the file's bytes as they arrive (the bytes a resumed file already
+/// had are hashed from disk, once). At the end of each file the hash decides: renamed into
+/// place (and recorded in the hash cache, so the next scan trusts it) and `done<TAB>path`,
+/// or discarded with `bad<TAB>path<TAB>got`. Progress: `ok<TAB>bytes<TAB>path` per range.
+/// Stdin: see [`copy_input`].
+pub fn copy_stream(dest: &str, source: &Source) -> String {
+    let mut s = String::from(PRELUDE);
+    s.push_str(HASHER);
+    let _ = writeln!(s, "D={}", quote(dest));
+    let _ = writeln!(s, "C={}", verify_cache_expr(dest));
+    let _ = writeln!(s, "P={}", quote(PARTIAL));
+    let _ = writeln!(s, "JR={}", quote(JOURNAL));
+    let root = match source {
+        Source::Ssh { root, .. } | Source::Local { root } => root.as_str(),
+        Source::Http { .. } => "",
+    };
+    let _ = writeln!(s, "SENDER={}", quote(&copy_sender(root)));
+    match source {
+        Source::Ssh { args, .. } => {
+            let args: Vec<String> = args.iter().map(|a| quote(a)).collect();
+            // Its own TCP connection (no shared master): parallel streams use parallel
+            // connections, each with its own cipher state on its own core.
+            let _ = writeln!(
+                s,
+                "SSH=(ssh -o ControlMaster=no -o ControlPath=none {})",
+                args.join(" ")
+            );
+            s.push_str(
+                r#"q() { printf "'%s'" "$(printf '%s' "$1" | sed "s/'/'\\\\''/g")"; }
+send() { "${SSH[@]}" "bash -c $(q "$SENDER")"; }
+"#,
+            );
+        }
+        Source::Local { .. } | Source::Http { .. } => {
+            s.push_str("send() { bash -c \"$SENDER\"; }\n");
+        }
+    }
+    s.push_str(
+        r#"T=$(mktemp -d) || exit 1
+trap 'rm -rf "$T"' EXIT
+E=$T/err
+IFS= read -r _hdr || :
+cat > "$T/in"
+mkdir -p "$D" 2>/dev/null && cd "$D" || {
+  printf 'err\t-\t0\tcannot create or enter %s (not writable by %s?)\n' "$D" "$(id -un)"; exit 1; }
+mkdir -p "$(dirname "$C")" 2>/dev/null || :
+# What the sender must send, in order: every range marked `send`.
+awk -F '\t' '$1 == "file" { src = $5 } $1 == "range" && $4 == "send" { print $2 "\t" $3 "\t" src }' "$T/in" > "$T/send"
+exec 3< <(send < "$T/send" 2>"$T/sender.err")
+fail() { # fail PATH OFFSET WHAT
+  msg=$(tail -n 3 "$T/sender.err" 2>/dev/null | tr '\n\t' '  ')
+  printf 'err\t%s\t%s\t%s%s\n' "$1" "$2" "$3" "${msg:+: $msg}"
+  exit 1
+}
+status=0
+while IFS='	' read -r kind a b c d; do
+  case "$kind" in
+    file)
+      size=$a want=$b path=$c
+      mkdir -p -- "$(dirname -- "$path")" 2>/dev/null || fail "$path" 0 "cannot create $(dirname -- "$path") in $D (not writable by $(id -un)?)"
+      [ -e "$path$P" ] || : > "$path$P"
+      rm -f "$T/sum"
+      exec 4> >(hasher > "$T/sum")
+      hp=$! ;;
+    range)
+      off=$a len=$b
+      if [ "$c" = keep ]; then
+        dd if="$path$P" bs=4M iflag=skip_bytes,count_bytes skip="$off" count="$len" status=none >&4 || fail "$path" "$off" "cannot read back $path$P"
+        continue
+      fi
+      if [ "$(stat -c %s -- "$path$P")" = "$off" ]; then
+        # In order (the usual case): append, one process fewer on every byte.
+        dd bs=4M iflag=fullblock,count_bytes count="$len" <&3 2>"$E" | tee -a -- "$path$P" >&4 || fail "$path" "$off" "cannot write $path$P"
+      else
+        dd bs=4M iflag=fullblock,count_bytes count="$len" <&3 2>"$E" | tee /dev/fd/4 | dd of="$path$P" bs=4M oflag=seek_bytes seek="$off" conv=notrunc status=none || fail "$path" "$off" "cannot write $path$P"
+      fi
+      got=$(tail -n1 "$E" | cut -d' ' -f1)
+      [ "$got" = "$len" ] || fail "$path" "$off" "the stream ended after $got of $len bytes"
+      printf '%s %s\n' "$off" "$len" >> "$path$JR"
+      printf 'ok\t%s\t%s\n' "$len" "$path" ;;
+    end)
+      exec 4>&-
+      wait "$hp" 2>/dev/null || :
+      for _ in 1 2 3 4 5 6 7 8 9 10; do [ -s "$T/sum" ] && break; sleep 0.1; done
+      got=$(cut -c1-64 "$T/sum" 2>/dev/null)
+      have=$(stat -c %s -- "$path$P")
+      if [ "$got" = "$want" ] && [ "$have" = "$size" ]; then
+        mv -f -- "$path$P" "$path" && rm -f -- "$path$JR"
+        printf '%s\t%s\t%s\t-\t%s\n' "$size" "$(find "$path" -maxdepth 0 -printf '%T@')" "$got" "$path" >> "$C" 2>/dev/null || :
+        printf 'done\t%s\n' "$path"
+      else
+        rm -f -- "$path$P" "$path$JR"
+        printf 'bad\t%s\t%s (%s bytes)\n' "$path" "$got" "$have"
+        status=1
+      fi ;;
+  esac
+done < "$T/in"
+exit $status
+"#,
+    );
+    s
+}
+
+/// The stdin of [`copy_stream`]: an empty header line, then per file `file<TAB>size<TAB>
+/// sha256<TAB>path<TAB>source`, its ranges in order (`range<TAB>offset<TAB>len<TAB>send|keep`:
+/// `keep` for what an interrupted run already wrote) and `end`.
+pub fn copy_input(files: &[FetchFile]) -> String {
+    let mut s = String::from("\n");
+    for f in files {
+        let want = match &f.check {
+            Check::Sha256(h) => h.as_str(),
+            // Copies between nodes always know the sha256 (the head's scan computes it).
+            Check::GitSha1(_) => "-",
+        };
+        let _ = writeln!(s, "file\t{}\t{want}\t{}\t{}", f.size, f.path, f.source);
+        for (r, send) in all_ranges(f) {
+            let _ = writeln!(
+                s,
+                "range\t{}\t{}\t{}",
+                r.offset,
+                r.len,
+                if send { "send" } else { "keep" }
+            );
+        }
+        s.push_str("end\n");
+    }
+    s
+}
+
+/// Every byte of a file as ranges in order: the missing ones (`true`: to send) and the gaps
+/// between them (`false`: already written by an earlier run).
+pub fn all_ranges(f: &FetchFile) -> Vec<(Range, bool)> {
+    let mut out = Vec::new();
+    let mut at = 0;
+    let mut missing = f.ranges.clone();
+    missing.sort();
+    for r in missing {
+        if r.offset > at {
+            out.push((
+                Range {
+                    offset: at,
+                    len: r.offset - at,
+                },
+                false,
+            ));
+        }
+        out.push((r, true));
+        at = r.end();
+    }
+    if at < f.size {
+        out.push((
+            Range {
+                offset: at,
+                len: f.size - at,
+            },
+            false,
+        ));
+    }
+    out
 }
 
 /// The stdin of one stream: the header line, then its tasks.
@@ -328,7 +526,6 @@ pub fn parse_final_line(line: &str) -> FinalLine {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::manifest::Range;
 
     #[test]
     fn quoting_survives_single_quotes() {

@@ -11,7 +11,7 @@ use crate::model::ModelSource;
 use crate::node::{NodeName, Role};
 
 /// How a job's work runs on each node.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum RuntimeKind {
     /// Containers through the node's Docker Engine.
@@ -21,12 +21,23 @@ pub enum RuntimeKind {
     Host,
 }
 
+impl std::fmt::Display for RuntimeKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            RuntimeKind::Docker => "docker",
+            RuntimeKind::Host => "host",
+        })
+    }
+}
+
 /// A plain process on a node, for the host runtime.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProcessSpec {
     /// `sl-<job>-<node>`, as for containers.
     pub name: String,
     pub command: Vec<String>,
+    /// Printed with secrets' values as `<set>` (`secret`); the runtime gets the values.
+    #[serde(serialize_with = "super::secret::serialize_env")]
     pub env: BTreeMap<String, String>,
     pub workdir: Option<String>,
     /// Same labels as containers (job, node, role), kept next to the process's pid file.
@@ -86,7 +97,7 @@ pub enum Step {
     Exec {
         node: NodeName,
         command: Vec<String>,
-        #[serde(default)]
+        #[serde(default, serialize_with = "super::secret::serialize_env")]
         env: BTreeMap<String, String>,
         capture: Option<String>,
         timeout_s: u64,
@@ -124,6 +135,15 @@ pub enum Step {
         nodes: Vec<NodeName>,
         #[serde(default = "yes")]
         copy: bool,
+        /// The Hub's answer (commit and files), looked up once before planning; the staging
+        /// asks the Hub for nothing more than the files' bytes. `None` for a local folder, and
+        /// in a dry run on snapshots.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        listing: Option<crate::model::hub::Resolved>,
+        /// How each worker reaches the first node over the fabric (directly, or relayed
+        /// through a node between them in a ring); a worker not listed uses the control plane.
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+        routes: BTreeMap<NodeName, crate::model::route::CopyRoute>,
     },
     /// The Ray cluster seen from `node` lists every expected member, alive, with its GPUs, at
     /// the address intended for it.
@@ -140,6 +160,20 @@ pub enum Step {
         model: String,
         engine: String,
         timeout_s: u64,
+    },
+    /// `--nccl-from IMAGE`: the node's named volume `volume` holds the `libnccl.so.2` that
+    /// `image`'s own loader resolves (copied by a short container of `image`; kept for the
+    /// next job, refilled when the image's content changes).
+    StageNccl {
+        image: String,
+        volume: String,
+        nodes: Vec<NodeName>,
+    },
+    /// The NCCL each node's container will load (read without starting it: the image, the
+    /// job's loader variables and NCCL mounts) passes `rule`; else nothing starts.
+    CheckNccl {
+        nodes: Vec<NodeName>,
+        rule: crate::libnccl::Rule,
     },
     /// Stop and remove the job's containers or processes on every node.
     Stop,
@@ -167,13 +201,7 @@ pub struct RayMember {
 impl Step {
     /// The one-line title the executor shows for this step (and `--dry-run` prints).
     pub fn title(&self) -> String {
-        fn list(nodes: &[NodeName]) -> String {
-            nodes
-                .iter()
-                .map(|n| n.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
-        }
+        use crate::node::join as list;
         match self {
             Step::EnsureImage { image, nodes } => {
                 format!("Ensure image {image} on {}", list(nodes))
@@ -214,6 +242,7 @@ impl Step {
                 model,
                 nodes,
                 copy: true,
+                ..
             } => format!("Stage {model} on {}", list(nodes)),
             Step::StageModel { model, nodes, .. } => {
                 format!("Check that {model} is on {}", list(nodes))
@@ -224,7 +253,140 @@ impl Step {
             Step::WaitServing { node, url, .. } => {
                 format!("Wait until {url} serves on {node}")
             }
+            Step::StageNccl { image, nodes, .. } => {
+                format!("Stage the NCCL of {image} on {}", list(nodes))
+            }
+            Step::CheckNccl { nodes, .. } => {
+                format!("Check the NCCL each container loads on {}", list(nodes))
+            }
             Step::Stop => "Stop the job".to_string(),
+        }
+    }
+}
+
+impl Step {
+    /// The step as `--dry-run` lists it: its title with what it checks or waits for.
+    pub fn describe(&self) -> String {
+        use crate::node::join as names;
+        let within = |s: u64| crate::progress::human_duration(std::time::Duration::from_secs(s));
+        match self {
+            Step::EnsureImage { image, nodes } => format!(
+                "Ensure image {image} on {} (the same content on every node; pushed where missing)",
+                names(nodes)
+            ),
+            Step::Start { .. } | Step::WriteFile { .. } | Step::Stop => self.title(),
+            Step::StageNccl {
+                image,
+                volume,
+                nodes,
+            } => format!(
+                "Copy the libnccl.so.2 of {image} into the volume {volume} on {} (mounted read-only at {}, first on LD_LIBRARY_PATH)",
+                names(nodes),
+                crate::libnccl::MOUNT_DIR
+            ),
+            Step::CheckNccl { nodes, rule } => {
+                let mut refuse = vec!["they differ".to_string()];
+                if rule.ring && !rule.allow_old {
+                    refuse.push(format!(
+                        "one is older than {} (a ring)",
+                        crate::libnccl::RING_MIN
+                    ));
+                }
+                if rule.nccl_from.is_some() {
+                    refuse.push("--nccl-from's library does not come first".to_string());
+                }
+                format!(
+                    "Read the NCCL the containers on {} will load; refuse to start if {}",
+                    names(nodes),
+                    refuse.join(", or if ")
+                )
+            }
+            Step::Exec {
+                node,
+                command,
+                timeout_s,
+                ..
+            } => format!(
+                "Run `{}` on {node} (≤ {})",
+                shell_words(command),
+                within(*timeout_s)
+            ),
+            Step::WaitHttp {
+                node,
+                url,
+                timeout_s,
+            } => format!(
+                "Wait (≤ {}) until {url} answers on {node}",
+                within(*timeout_s)
+            ),
+            Step::WaitExit {
+                node, timeout_s, ..
+            } => format!(
+                "Wait (≤ {}) for the job to finish on {node}",
+                within(*timeout_s)
+            ),
+            Step::CheckPorts { ports } => format!(
+                "Check that nothing listens yet on {}",
+                ports
+                    .iter()
+                    .map(|p| format!(
+                        "{} port {}",
+                        p.node,
+                        p.ports
+                            .iter()
+                            .map(|x| x.to_string())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ))
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            ),
+            Step::CheckReachable {
+                to,
+                addr,
+                port,
+                from,
+            } => format!(
+                "Check that {} reach{} {to} at {addr}:{port}",
+                names(from),
+                if from.len() == 1 { "es" } else { "" }
+            ),
+            Step::StageModel {
+                model,
+                nodes,
+                copy: true,
+                ..
+            } => format!(
+                "Stage {model} on {} (the first downloads, the others copy from it over the fast link)",
+                names(nodes)
+            ),
+            Step::StageModel { model, nodes, .. } => format!(
+                "Check that {model} is already on {} (--no-stage), and refuse to start if not",
+                names(nodes)
+            ),
+            Step::WaitRay {
+                node,
+                expect,
+                timeout_s,
+            } => format!(
+                "Wait (≤ {}) until Ray on {node} lists {}",
+                within(*timeout_s),
+                expect
+                    .iter()
+                    .map(|m| format!("{} at {} with {} GPU", m.node, m.ip, m.gpus))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            Step::WaitServing {
+                node,
+                url,
+                model,
+                timeout_s,
+                ..
+            } => format!(
+                "Poll the API and wait (≤ {}) until {url}/health answers on {node} and /v1/models lists {model}",
+                within(*timeout_s)
+            ),
         }
     }
 }
@@ -294,6 +456,11 @@ impl JobPlan {
                     self.runtime
                 ));
             }
+            if let Launch::Container(c) = &n.launch
+                && let Err(e) = super::spec::check_image(&c.image)
+            {
+                out.push(format!("node {}: {e}", n.node));
+            }
             let want = self.job.container_name(&n.node);
             if *name != want {
                 out.push(format!("node {}: name {name:?} should be {want:?}", n.node));
@@ -317,7 +484,9 @@ impl JobPlan {
                         known(n, &mut out, &title);
                     }
                 }
-                Step::StageModel { nodes, .. } => {
+                Step::StageModel { nodes, .. }
+                | Step::StageNccl { nodes, .. }
+                | Step::CheckNccl { nodes, .. } => {
                     for n in nodes {
                         known(n, &mut out, &title);
                     }

@@ -4,6 +4,8 @@
 
 pub mod image;
 pub mod job;
+pub mod layers;
+pub mod secret;
 pub mod spec;
 
 pub use image::{ImageFacts, PushAction, TargetFacts, push_actions};

@@ -41,6 +41,11 @@ impl JobName {
         }
     }
 
+    /// `serve`: a job name for a serving job when nothing better can be made.
+    pub fn serve() -> Self {
+        JobName("serve".to_string())
+    }
+
     pub fn as_str(&self) -> &str {
         &self.0
     }
@@ -70,13 +75,101 @@ impl std::str::FromStr for JobName {
 )]
 pub struct InvalidJobName(pub String);
 
-/// A bind mount from the node into the container.
+/// Checks an image reference (`nvcr.io/nvidia/vllm:26.04-py3`, `img@sha256:…`): the
+/// characters Docker's reference grammar uses (letters, digits, `. _ - / : @ +`), at most 255,
+/// not starting with `-`. Anything else (`img; touch x`) would reach shell commands and
+/// generated files as something other than an image name.
+pub fn check_image(image: &str) -> Result<(), String> {
+    let ok = !image.is_empty()
+        && image.len() <= 255
+        && !image.starts_with(['-', '.', '/', ':', '@'])
+        && image.chars().all(|c| {
+            c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '/' | ':' | '@' | '+')
+        });
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "{:?} is not an image reference (e.g. nvcr.io/nvidia/vllm:26.04-py3): letters, digits and . _ - / : @ only",
+            crate::text::printable(image)
+        ))
+    }
+}
+
+/// A mount into the container: a folder of the node (bind) or a named volume of its engine.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Mount {
+    /// A path on the node, or the volume's name.
     pub source: String,
     pub target: String,
     #[serde(default)]
     pub read_only: bool,
+    #[serde(default, skip_serializing_if = "MountKind::is_bind")]
+    pub kind: MountKind,
+}
+
+/// What a mount's source is.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MountKind {
+    /// A folder (or file) of the node.
+    #[default]
+    Bind,
+    /// A named volume of the node's engine (`--nccl-from IMAGE` fills one).
+    Volume,
+}
+
+impl MountKind {
+    pub fn is_bind(&self) -> bool {
+        *self == MountKind::Bind
+    }
+}
+
+impl std::str::FromStr for Mount {
+    type Err = String;
+    /// `SRC:DST` or `SRC:DST:ro`, as `docker run -v` takes it.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let parts: Vec<&str> = s.split(':').collect();
+        let (source, target, read_only) = match parts.as_slice() {
+            [s, t] => (*s, *t, false),
+            [s, t, "ro"] => (*s, *t, true),
+            _ => return Err(format!("expected SRC:DST or SRC:DST:ro, got {s:?}")),
+        };
+        if source.is_empty() || target.is_empty() {
+            return Err(format!("expected SRC:DST or SRC:DST:ro, got {s:?}"));
+        }
+        Ok(Mount {
+            source: source.to_string(),
+            target: target.to_string(),
+            read_only,
+            kind: MountKind::Bind,
+        })
+    }
+}
+
+/// `KEY=VALUE`: one variable of a job's environment (`--env`, `-e`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EnvVar {
+    pub key: String,
+    pub value: String,
+}
+
+impl std::str::FromStr for EnvVar {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let (k, v) = s
+            .split_once('=')
+            .ok_or_else(|| format!("expected KEY=VALUE (e.g. NCCL_DEBUG=INFO), got {s:?}"))?;
+        let ok = k.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+            && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !ok {
+            return Err(format!("{k:?} is not a variable name"));
+        }
+        Ok(EnvVar {
+            key: k.to_string(),
+            value: v.to_string(),
+        })
+    }
 }
 
 /// A device node passed into the container (`/dev/infiniband` for RDMA).
@@ -160,8 +253,25 @@ impl std::str::FromStr for Ulimit {
         };
         let soft: i64 = soft.parse().map_err(|_| bad())?;
         let hard: i64 = hard.parse().map_err(|_| bad())?;
-        if name.is_empty() {
+        if name.is_empty() || !name.chars().all(|c| c.is_ascii_lowercase()) {
             return Err(bad());
+        }
+        if soft < -1 || hard < -1 {
+            return Err(format!(
+                "--ulimit {s}: a limit is a number of 0 or more, or -1 for unlimited"
+            ));
+        }
+        // -1 is unlimited: a soft limit may never exceed the hard one.
+        let above = |a: i64, b: i64| b != -1 && (a == -1 || a > b);
+        if above(soft, hard) {
+            return Err(format!(
+                "--ulimit {s}: the soft limit ({soft}) is above the hard limit ({hard}); give SOFT ≤ HARD, e.g. {name}={hard}:{hard}",
+                soft = if soft == -1 {
+                    "unlimited".to_string()
+                } else {
+                    soft.to_string()
+                },
+            ));
         }
         Ok(Ulimit::new(name, soft, hard))
     }
@@ -204,6 +314,8 @@ pub struct ContainerSpec {
     pub entrypoint: Option<Vec<String>>,
     /// The command (arguments to the entrypoint).
     pub command: Vec<String>,
+    /// Printed with secrets' values as `<set>` (`secret`); the runtime gets the values.
+    #[serde(serialize_with = "super::secret::serialize_env")]
     pub env: BTreeMap<String, String>,
     pub labels: BTreeMap<String, String>,
     pub mounts: Vec<Mount>,
@@ -283,6 +395,7 @@ impl ContainerSpec {
             source: host_dir.to_string(),
             target: HF_CACHE_IN_CONTAINER.to_string(),
             read_only: false,
+            kind: crate::plan::spec::MountKind::Bind,
         });
         self.env
             .insert("HF_HOME".to_string(), HF_CACHE_IN_CONTAINER.to_string());
@@ -304,6 +417,23 @@ impl ContainerSpec {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn env_arguments_need_a_variable_name() {
+        assert!("NCCL_DEBUG=INFO".parse::<EnvVar>().is_ok());
+        assert_eq!("A=b=c".parse::<EnvVar>().unwrap().value, "b=c");
+        assert!("1X=2".parse::<EnvVar>().is_err());
+        assert!("novalue".parse::<EnvVar>().is_err());
+    }
+
+    #[test]
+    fn a_mount_is_src_dst_and_maybe_read_only() {
+        let m: Mount = "/data:/data:ro".parse().unwrap();
+        assert!(m.read_only);
+        assert!(!"/a:/b".parse::<Mount>().unwrap().read_only);
+        assert!("/a".parse::<Mount>().is_err());
+        assert!("/a:/b:rw:x".parse::<Mount>().is_err());
+    }
 
     fn job() -> JobName {
         JobName::new("nccl-test").unwrap()
@@ -356,12 +486,45 @@ mod tests {
     }
 
     #[test]
+    fn ulimit_nofile_10_5_is_refused_soft_above_hard() {
+        // Issue 12 (smaller list): `--ulimit nofile=10:5` was accepted.
+        let e = "nofile=10:5".parse::<Ulimit>().unwrap_err();
+        assert!(
+            e.contains("soft limit (10) is above the hard limit (5)"),
+            "{e}"
+        );
+        assert!("memlock=-1:1024".parse::<Ulimit>().is_err());
+        assert!("nofile=-5".parse::<Ulimit>().is_err());
+        assert_eq!("nofile=5:10".parse(), Ok(Ulimit::new("nofile", 5, 10)));
+        assert_eq!(
+            "memlock=1024:-1".parse(),
+            Ok(Ulimit::new("memlock", 1024, -1))
+        );
+        assert_eq!("memlock=-1".parse(), Ok(Ulimit::new("memlock", -1, -1)));
+    }
+
+    #[test]
     fn job_names_that_would_break_container_names_are_refused() {
         assert!(JobName::new("vllm-llama3").is_ok());
         assert!(JobName::new("1job").is_err());
         assert!(JobName::new("a_b").is_err());
         assert!(JobName::new("").is_err());
         assert!("x".repeat(41).parse::<JobName>().is_err());
+    }
+
+    #[test]
+    fn image_references_are_checked_before_they_reach_a_shell_or_a_file() {
+        for ok in [
+            "nvcr.io/nvidia/vllm:26.04-py3",
+            "localhost:5000/sl/nccl-tests:2.28-arm64",
+            "img@sha256:0123abcd",
+            "busybox",
+        ] {
+            assert_eq!(check_image(ok), Ok(()), "{ok}");
+        }
+        for bad in ["img; touch x", "", "-v", "img\n", "$(reboot)", "a b"] {
+            assert!(check_image(bad).is_err(), "{bad:?}");
+        }
     }
 
     #[test]

@@ -2,11 +2,34 @@
 //! `tree`). The same script runs on the local machine (`probe`, `probe --capture`) and on
 //! remote nodes over SSH, and its output goes through the same reader as a snapshot folder.
 //!
-//! It only reads: sysfs, procfs (including the NVIDIA driver's GPU list), `/dev/infiniband`, `/etc/nccl.conf`, `ip -j addr/route`. With
-//! `SL_ROOT=DIR` set it reads a snapshot folder instead of the live machine (tests use that to
-//! prove the emitter covers every path the reader needs). It needs only `sh`, `sed`, `cat` and
+//! It only reads: sysfs, procfs (including the NVIDIA driver's GPU list), `/dev/infiniband`,
+//! `/etc/nccl.conf`, `ip -j addr/route`. On the live machine it also writes `recorded`, the
+//! list of what it looked at ([`RECORDED_PATHS`]), and `dev/infiniband` as a folder even when
+//! empty or missing, so a reader can tell "not there" from "not looked at". With `SL_ROOT=DIR`
+//! set it reads a snapshot folder instead of the live machine (tests use that to prove the
+//! emitter covers every path the reader needs), copying that snapshot's own `recorded` list, and
+//! relays what the link probe (`link_emit`) recorded there (`links/`, `etc/netplan/`), so a
+//! snapshot streams whole. It needs only `sh`, `sed`, `cat` and
 //! `ip` (iproute2), all present on DGX OS and on every distribution with RDMA support; it uses
 //! `read` rather than `cat` for single-line files, so the hundreds of GID slots cost no forks.
+
+/// What a live capture looks at, as snapshot paths: the `recorded` list it writes. A path here
+/// that the snapshot lacks was observed absent.
+pub const RECORDED_PATHS: &[&str] = &[
+    "hostname",
+    "arch",
+    "ip-addr.json",
+    "ip-route.json",
+    "ulimit-l",
+    "proc/sys/kernel/osrelease",
+    "proc/meminfo",
+    "sys/module/nvidia",
+    "etc/nccl.conf",
+    "proc/driver/nvidia/gpus",
+    "dev/infiniband",
+    "sys/class/net",
+    "sys/class/infiniband",
+];
 
 /// The emitter script. Run it with `sh -c`.
 pub const SCRIPT: &str = r#"
@@ -38,13 +61,26 @@ ec() {
   fi
 }
 if [ -n "$R" ]; then
-  e1 hostname; e1 arch; em ip-addr.json; em ip-route.json; e1 ulimit-l
+  e1 hostname; e1 arch; em ip-addr.json; em ip-route.json; e1 ulimit-l; em recorded
+  [ -d "$R/dev/infiniband" ] && printf '+dev/infiniband\n'
+  # What the link probe (link_emit.rs) recorded live, relayed so a snapshot streams whole.
+  if [ -e "$R/links/probe" ]; then
+    e1 links/probe
+    for f in "$R"/links/*/*; do [ -f "$f" ] && em "${f#"$R"/}"; done
+  fi
+  if [ -d "$R/etc/netplan" ]; then
+    printf '+etc/netplan\n'
+    for f in "$R"/etc/netplan/*.yaml; do [ -e "$f" ] && em "etc/netplan/${f##*/}"; done
+  fi
 else
   ec hostname 'cat /proc/sys/kernel/hostname'
   ec arch 'uname -m'
   ec ip-addr.json 'ip -j addr show'
   ec ip-route.json 'ip -j route show'
   ec ulimit-l 'ulimit -l'
+  printf '@recorded\n'
+  for p in hostname arch ip-addr.json ip-route.json ulimit-l proc/sys/kernel/osrelease proc/meminfo sys/module/nvidia etc/nccl.conf proc/driver/nvidia/gpus dev/infiniband sys/class/net sys/class/infiniband; do printf '|%s\n' "$p"; done
+  printf '+dev/infiniband\n'
 fi
 e1 proc/sys/kernel/osrelease
 em proc/meminfo
@@ -88,3 +124,25 @@ for d in "$R"/sys/class/infiniband/*; do
   done
 done
 "#;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_live_recorded_list_is_the_documented_one() {
+        let line = SCRIPT
+            .lines()
+            .find(|l| l.trim_start().starts_with("for p in hostname"))
+            .expect("the loop that writes `recorded`");
+        let listed: Vec<&str> = line
+            .trim_start()
+            .trim_start_matches("for p in ")
+            .split("; do")
+            .next()
+            .unwrap_or_default()
+            .split_whitespace()
+            .collect();
+        assert_eq!(listed, RECORDED_PATHS);
+    }
+}

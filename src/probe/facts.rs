@@ -415,6 +415,34 @@ pub struct NodeFacts {
     /// Host facts that checks need (kernel, memory, driver); all optional.
     #[serde(default)]
     pub host: HostFacts,
+    /// What the link-layer probe heard on each fabric netdev (`links/`); `None`: not recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub links: Option<super::links::LinkProbe>,
+    /// `/etc/netplan/*.yaml` as recorded (`etc/netplan/`); `None`: not recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub netplan: Option<Vec<NetplanFile>>,
+    /// Values the snapshot holds that are not what the kernel prints there (an MTU that is not
+    /// a number, a GID that is not an address): observed, but garbage. Checks that would read
+    /// them say so instead of passing or blaming something else.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unparsed: Vec<Unparsed>,
+}
+
+/// One netplan file of the node.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NetplanFile {
+    /// Its path on the node (`/etc/netplan/40-cx7.yaml`).
+    pub path: String,
+    /// Its text; `None` when it exists but could not be read (netplan files are root's, 0600).
+    pub content: Option<String>,
+}
+
+/// One value the reader could not make sense of: where it is, and what it says (printable).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Unparsed {
+    /// The snapshot path (`sys/class/net/enp1s0f1np1/mtu`).
+    pub path: String,
+    pub value: String,
 }
 
 /// The locked-memory limit (`ulimit -l`) of the user that ran the probe.
@@ -444,8 +472,53 @@ pub struct GpuFacts {
     pub model: Option<String>,
 }
 
-/// Host facts beyond the network: what the doctor's host checks read. Every field is optional
-/// because snapshots written by hand or by older versions may lack them.
+/// A fact as the probe recorded it: seen with a value, looked for and not there, or never
+/// looked at. A snapshot from an older capture, or one made by hand, may not record a fact at
+/// all; that is "not recorded", never "absent" (`probe --capture` writes `recorded`, the list
+/// of what it looked at, and an empty `dev/infiniband/` folder when the machine has none).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Observed<T> {
+    /// Seen, with its value.
+    Present(T),
+    /// Looked for, and not there.
+    Absent,
+    /// Never looked at: unknown.
+    #[default]
+    NotRecorded,
+}
+
+impl<T> Observed<T> {
+    /// The value when it was seen.
+    pub fn present(&self) -> Option<&T> {
+        match self {
+            Observed::Present(v) => Some(v),
+            _ => None,
+        }
+    }
+
+    pub fn is_present(&self) -> bool {
+        matches!(self, Observed::Present(_))
+    }
+
+    /// False only when the snapshot never looked at it.
+    pub fn is_recorded(&self) -> bool {
+        !matches!(self, Observed::NotRecorded)
+    }
+
+    /// `Present` for `Some`, `Absent` for `None` (a value that was looked for).
+    pub fn seen(value: Option<T>) -> Self {
+        match value {
+            Some(v) => Observed::Present(v),
+            None => Observed::Absent,
+        }
+    }
+}
+
+/// Host facts beyond the network: what the doctor's host checks read. Every field may be
+/// unknown because snapshots written by hand or by older versions may lack them; the ones whose
+/// absence means something (no driver, no `/dev/infiniband`, no `/etc/nccl.conf`) are
+/// [`Observed`], so "not there" and "not looked at" stay apart.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HostFacts {
     /// `/proc/sys/kernel/osrelease`.
@@ -456,19 +529,43 @@ pub struct HostFacts {
     pub cma_total_kib: Option<u64>,
     pub cma_free_kib: Option<u64>,
     /// `/sys/module/nvidia/version`: the loaded NVIDIA kernel driver.
-    pub nvidia_driver: Option<String>,
-    /// Entries of `/dev/infiniband` (`uverbs0`, `rdma_cm`, ...).
-    pub infiniband_dev_nodes: Vec<String>,
+    #[serde(default)]
+    pub nvidia_driver: Observed<String>,
+    /// Entries of `/dev/infiniband` (`uverbs0`, `rdma_cm`, ...); `Absent` when the folder is
+    /// empty or missing on the node.
+    #[serde(default)]
+    pub infiniband_dev_nodes: Observed<Vec<String>>,
     /// The NVIDIA GPUs the driver sees (`/proc/driver/nvidia/gpus/<bus>/information`).
     #[serde(default)]
     pub gpus: Vec<GpuFacts>,
     /// `/etc/nccl.conf`: NCCL applies every variable in it that the environment does not set,
     /// silently, on top of what spark-launch derives.
-    pub nccl_conf: Option<String>,
+    #[serde(default)]
+    pub nccl_conf: Observed<String>,
     pub memlock: Option<MemlockLimit>,
 }
 
+impl HostFacts {
+    /// True when `/dev/infiniband` was seen with a `uverbs*` device (what a container needs for
+    /// RDMA); `None` when the snapshot does not record it.
+    pub fn has_uverbs(&self) -> Option<bool> {
+        match &self.infiniband_dev_nodes {
+            Observed::Present(nodes) => Some(nodes.iter().any(|d| d.starts_with("uverbs"))),
+            Observed::Absent => Some(false),
+            Observed::NotRecorded => None,
+        }
+    }
+}
+
 impl NodeFacts {
+    /// The garbage value at `path`, if the snapshot held one there.
+    pub fn unparsed_at(&self, path: &str) -> Option<&str> {
+        self.unparsed
+            .iter()
+            .find(|u| u.path == path)
+            .map(|u| u.value.as_str())
+    }
+
     pub fn interface(&self, name: &NetIf) -> Option<&InterfaceFacts> {
         self.interfaces.iter().find(|i| &i.name == name)
     }

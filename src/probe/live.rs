@@ -19,10 +19,26 @@ pub enum LiveError {
 
 /// Runs the emitter on this machine and returns its snapshot stream, unparsed.
 pub fn emit_local() -> Result<String, LiveError> {
+    run_local(SCRIPT)
+}
+
+/// Probes this machine for a capture: the emitter followed by the link probe (which pings on
+/// every fabric port with carrier; as root it also raises ports that are down and reads
+/// `/etc/netplan`), so the snapshot records the link map this machine can see.
+pub fn capture_local() -> Result<MemTree, LiveError> {
+    let script = format!("{SCRIPT}\n{}", super::link_emit::SCRIPT);
+    Ok(MemTree::parse(&run_local(&script)?)?)
+}
+
+fn run_local(script: &str) -> Result<String, LiveError> {
+    use std::os::unix::process::CommandExt;
+    // Its own process group: a terminal's Ctrl-C reaches spark-launch (which then stops
+    // cleanly), not the probe half-way.
     let out = Command::new("sh")
         .arg("-c")
-        .arg(SCRIPT)
+        .arg(script)
         .env_remove("SL_ROOT")
+        .process_group(0)
         .output()
         .map_err(LiveError::Spawn)?;
     if !out.status.success() {

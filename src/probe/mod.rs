@@ -8,6 +8,8 @@
 
 pub mod emit;
 pub mod facts;
+pub mod link_emit;
+pub mod links;
 pub mod live;
 pub mod read;
 #[cfg(test)]
@@ -25,6 +27,12 @@ use std::path::Path;
 pub enum ProbeError {
     #[error("snapshot folder {0} does not exist")]
     NoSuchSnapshot(String),
+    #[error(
+        "{0} is not a folder: a snapshot is the folder `spark-launch probe --capture DIR` writes"
+    )]
+    NotAFolder(String),
+    #[error("snapshot {path}: refusing to read {}", .refused.join("; "))]
+    Refused { path: String, refused: Vec<String> },
     #[error("snapshot {path}: {source}")]
     Read {
         path: String,
@@ -35,13 +43,28 @@ pub enum ProbeError {
     Live(#[from] live::LiveError),
 }
 
-/// Reads the facts of a snapshot folder.
+/// Reads the facts of a snapshot folder. A file the folder holds that is not safe to read (a
+/// FIFO, a device, a huge file, a symlink out of the folder) refuses the whole snapshot,
+/// naming the file: its facts would otherwise be reported as if they were not there.
 pub fn read_snapshot_dir(dir: &Path) -> Result<NodeFacts, ProbeError> {
-    if !dir.is_dir() {
-        return Err(ProbeError::NoSuchSnapshot(dir.display().to_string()));
+    let shown = crate::text::printable(&dir.display().to_string()).into_owned();
+    if !dir.exists() {
+        return Err(ProbeError::NoSuchSnapshot(shown));
     }
-    read_facts(&DirTree::new(dir)).map_err(|source| ProbeError::Read {
-        path: dir.display().to_string(),
+    if !dir.is_dir() {
+        return Err(ProbeError::NotAFolder(shown));
+    }
+    let tree = DirTree::new(dir);
+    let facts = read_facts(&tree);
+    let refused = tree.refusals();
+    if !refused.is_empty() {
+        return Err(ProbeError::Refused {
+            path: shown,
+            refused,
+        });
+    }
+    facts.map_err(|source| ProbeError::Read {
+        path: shown,
         source,
     })
 }

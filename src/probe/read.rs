@@ -4,8 +4,13 @@
 //! addresses come from `ip-addr.json`, routes from `ip-route.json`. A value that is missing or
 //! unreadable becomes `None` (an unreadable GID slot is an empty slot), never an error; only a
 //! snapshot without a hostname or with unparsable JSON is refused, naming the file.
+//!
+//! Facts whose absence means something (`/dev/infiniband`, the NVIDIA driver, `/etc/nccl.conf`)
+//! are tri-state ([`Observed`]): absent only when the snapshot says it looked, through its
+//! `recorded` list (what `probe --capture` looked at) or, for `dev/infiniband`, the folder
+//! itself (an empty folder: looked, nothing there); otherwise not recorded.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 use serde::Deserialize;
@@ -30,28 +35,36 @@ pub enum ReadError {
 
 /// Reads one node's facts from a snapshot.
 pub fn read_facts(tree: &dyn Tree) -> Result<NodeFacts, ReadError> {
-    let hostname = tree.read("hostname").value().ok_or(ReadError::NoHostname)?;
-    let arch = tree.read("arch").value();
+    let hostname = tree.read("hostname").line().ok_or(ReadError::NoHostname)?;
+    let arch = tree.read("arch").line();
     let links = parse_ip_addr(tree)?;
     let routes = parse_ip_route(tree)?;
 
-    let mut names: Vec<String> = tree.list("sys/class/net");
+    // Linear in the number of interfaces: one map from name to `ip` entry, one sorted set of
+    // names (sysfs folders and `ip` entries), never a search per interface.
+    let mut by_name: BTreeMap<&str, &IpLink> = BTreeMap::new();
     for l in &links {
-        if !names.contains(&l.ifname) {
-            names.push(l.ifname.clone());
-        }
+        by_name.entry(l.ifname.as_str()).or_insert(l);
     }
-    names.sort();
-    names.dedup();
+    let mut names: BTreeSet<String> = tree.list("sys/class/net").into_iter().collect();
+    names.extend(by_name.keys().map(|n| n.to_string()));
 
+    let mut unparsed = Vec::new();
     let interfaces = names
         .iter()
-        .map(|name| read_interface(tree, name, links.iter().find(|l| &l.ifname == name)))
+        .map(|name| {
+            read_interface(
+                tree,
+                name,
+                by_name.get(name.as_str()).copied(),
+                &mut unparsed,
+            )
+        })
         .collect();
     let rdma_devices = tree
         .list("sys/class/infiniband")
         .iter()
-        .map(|dev| read_rdma_device(tree, dev))
+        .map(|dev| read_rdma_device(tree, dev, &mut unparsed))
         .collect();
 
     Ok(NodeFacts {
@@ -61,12 +74,41 @@ pub fn read_facts(tree: &dyn Tree) -> Result<NodeFacts, ReadError> {
         rdma_devices,
         routes,
         host: read_host(tree),
+        links: super::links::read_link_probe(tree),
+        netplan: read_netplan(tree),
+        unparsed,
     })
 }
 
-fn read_interface(tree: &dyn Tree, name: &str, link: Option<&IpLink>) -> InterfaceFacts {
+/// `etc/netplan/*.yaml`: `None` when the folder was not recorded.
+fn read_netplan(tree: &dyn Tree) -> Option<Vec<NetplanFile>> {
+    if !tree.exists("etc/netplan") {
+        return None;
+    }
+    Some(
+        tree.list("etc/netplan")
+            .into_iter()
+            .filter(|n| n.ends_with(".yaml"))
+            .map(|n| NetplanFile {
+                path: format!("/etc/netplan/{n}"),
+                // Without its final newline, as the emitter's stream carries it.
+                content: match tree.read(&format!("etc/netplan/{n}")) {
+                    Read::Value(v) => Some(v.trim_end_matches('\n').to_string()),
+                    _ => None,
+                },
+            })
+            .collect(),
+    )
+}
+
+fn read_interface(
+    tree: &dyn Tree,
+    name: &str,
+    link: Option<&IpLink>,
+    unparsed: &mut Vec<Unparsed>,
+) -> InterfaceFacts {
     let base = format!("sys/class/net/{name}");
-    let sys = |attr: &str| tree.read(&format!("{base}/{attr}")).value();
+    let sys = |attr: &str| tree.read(&format!("{base}/{attr}")).line();
     let operstate = sys("operstate")
         .map(|s| OperState::parse(&s))
         .or_else(|| {
@@ -74,9 +116,21 @@ fn read_interface(tree: &dyn Tree, name: &str, link: Option<&IpLink>) -> Interfa
                 .map(|s| OperState::parse(&s.to_lowercase()))
         })
         .unwrap_or(OperState::Unknown);
-    let mtu = sys("mtu")
-        .and_then(|s| s.parse().ok())
-        .or_else(|| link.and_then(|l| l.mtu));
+    // sysfs is the truth, `ip -j` the fallback when sysfs lacks the file; garbage in sysfs
+    // leaves the MTU unknown (and recorded as garbage), never quietly replaced.
+    let mtu = match sys("mtu") {
+        Some(raw) => match raw.parse() {
+            Ok(m) => Some(m),
+            Err(_) => {
+                unparsed.push(Unparsed {
+                    path: format!("{base}/mtu"),
+                    value: raw,
+                });
+                None
+            }
+        },
+        None => link.and_then(|l| l.mtu),
+    };
     // The kernel prints -1 (or refuses the read) when the speed is unknown.
     let speed_mbps = sys("speed")
         .and_then(|s| s.parse::<i64>().ok())
@@ -86,7 +140,7 @@ fn read_interface(tree: &dyn Tree, name: &str, link: Option<&IpLink>) -> Interfa
         "0" => Some(false),
         _ => None,
     });
-    let mac = sys("address").or_else(|| link.and_then(|l| l.address.clone()));
+    let mac = sys("address").or_else(|| link.and_then(|l| l.address.as_deref().map(printable)));
     let mut ipv4 = Vec::new();
     let mut ipv6 = Vec::new();
     if let Some(l) = link {
@@ -111,7 +165,7 @@ fn read_interface(tree: &dyn Tree, name: &str, link: Option<&IpLink>) -> Interfa
         }
     }
     InterfaceFacts {
-        name: NetIf::new(name),
+        name: NetIf::new(printable(name)),
         operstate,
         mtu,
         speed_mbps,
@@ -122,25 +176,25 @@ fn read_interface(tree: &dyn Tree, name: &str, link: Option<&IpLink>) -> Interfa
     }
 }
 
-fn read_rdma_device(tree: &dyn Tree, dev: &str) -> RdmaDeviceFacts {
+fn read_rdma_device(tree: &dyn Tree, dev: &str, unparsed: &mut Vec<Unparsed>) -> RdmaDeviceFacts {
     let base = format!("sys/class/infiniband/{dev}");
-    let attr = |a: &str| tree.read(&format!("{base}/{a}")).value();
+    let attr = |a: &str| tree.read(&format!("{base}/{a}")).line();
     let netdevs = tree
         .list(&format!("{base}/device/net"))
-        .into_iter()
-        .map(NetIf::new)
+        .iter()
+        .map(|n| NetIf::new(printable(n)))
         .collect();
     let mut ports: Vec<PortFacts> = tree
         .list(&format!("{base}/ports"))
         .iter()
         .filter_map(|p| {
             let num: u32 = p.parse().ok()?;
-            Some(read_port(tree, &format!("{base}/ports/{p}"), num))
+            Some(read_port(tree, &format!("{base}/ports/{p}"), num, unparsed))
         })
         .collect();
     ports.sort_by_key(|p| p.port);
     RdmaDeviceFacts {
-        name: IbDevice::new(dev),
+        name: IbDevice::new(printable(dev)),
         netdevs,
         ports,
         hca_type: attr("hca_type"),
@@ -149,15 +203,23 @@ fn read_rdma_device(tree: &dyn Tree, dev: &str) -> RdmaDeviceFacts {
     }
 }
 
-fn read_port(tree: &dyn Tree, base: &str, port: u32) -> PortFacts {
-    let attr = |a: &str| tree.read(&format!("{base}/{a}")).value();
+fn read_port(tree: &dyn Tree, base: &str, port: u32, unparsed: &mut Vec<Unparsed>) -> PortFacts {
+    let attr = |a: &str| tree.read(&format!("{base}/{a}")).line();
     let mut gids: Vec<GidEntry> = tree
         .list(&format!("{base}/gids"))
         .iter()
         .filter_map(|i| {
             let index: u32 = i.parse().ok()?;
-            // A missing or unreadable slot, or an all-zero GID, is an empty slot.
-            let gid: Ipv6Addr = attr(&format!("gids/{i}"))?.parse().ok()?;
+            // A missing or unreadable slot, or an all-zero GID, is an empty slot; a slot that
+            // holds something else than an address is garbage, and said so.
+            let raw = attr(&format!("gids/{i}"))?;
+            let Ok(gid) = raw.parse::<Ipv6Addr>() else {
+                unparsed.push(Unparsed {
+                    path: format!("{base}/gids/{i}"),
+                    value: raw,
+                });
+                return None;
+            };
             if gid.is_unspecified() {
                 return None;
             }
@@ -184,28 +246,72 @@ fn read_port(tree: &dyn Tree, base: &str, port: u32) -> PortFacts {
     }
 }
 
+/// A foreign value as one printable line (`text::printable`).
+fn printable(s: &str) -> String {
+    crate::text::printable(s).into_owned()
+}
+
+/// The file in which a capture lists what it looked at, one snapshot path per line.
+pub const RECORDED: &str = "recorded";
+
+/// The paths the snapshot's `recorded` list names.
+fn recorded(tree: &dyn Tree) -> BTreeSet<String> {
+    match tree.read(RECORDED) {
+        Read::Value(v) => v
+            .lines()
+            .map(|l| l.trim().trim_end_matches('/').to_string())
+            .filter(|l| !l.is_empty())
+            .collect(),
+        _ => BTreeSet::new(),
+    }
+}
+
 fn read_host(tree: &dyn Tree) -> HostFacts {
     let meminfo = match tree.read("proc/meminfo") {
         Read::Value(v) => parse_meminfo(&v),
         _ => BTreeMap::new(),
     };
-    let nccl_conf = match tree.read("etc/nccl.conf") {
-        Read::Value(v) => Some(v),
-        _ => None,
+    let looked = recorded(tree);
+    let observed = |value: Option<String>, path: &str| match value {
+        Some(v) => Observed::Present(v),
+        None if looked.contains(path) => Observed::Absent,
+        None => Observed::NotRecorded,
+    };
+    let nccl_conf = observed(
+        match tree.read("etc/nccl.conf") {
+            Read::Value(v) => Some(crate::text::printable_lines(&v).into_owned()),
+            _ => None,
+        },
+        "etc/nccl.conf",
+    );
+    let nvidia_driver = observed(
+        tree.read("sys/module/nvidia/version").line(),
+        "sys/module/nvidia",
+    );
+    let infiniband_dev_nodes = if tree.exists("dev/infiniband") || looked.contains("dev/infiniband")
+    {
+        let nodes: Vec<String> = tree
+            .list("dev/infiniband")
+            .iter()
+            .map(|n| printable(n))
+            .collect();
+        Observed::seen((!nodes.is_empty()).then_some(nodes))
+    } else {
+        Observed::NotRecorded
     };
     HostFacts {
-        kernel: tree.read("proc/sys/kernel/osrelease").value(),
+        kernel: tree.read("proc/sys/kernel/osrelease").line(),
         mem_total_kib: meminfo.get("MemTotal").copied(),
         mem_available_kib: meminfo.get("MemAvailable").copied(),
         cma_total_kib: meminfo.get("CmaTotal").copied(),
         cma_free_kib: meminfo.get("CmaFree").copied(),
-        nvidia_driver: tree.read("sys/module/nvidia/version").value(),
-        infiniband_dev_nodes: tree.list("dev/infiniband"),
+        nvidia_driver,
+        infiniband_dev_nodes,
         gpus: read_gpus(tree),
         nccl_conf,
         memlock: tree
             .read("ulimit-l")
-            .value()
+            .line()
             .and_then(|s| MemlockLimit::parse(&s)),
     }
 }
@@ -218,11 +324,14 @@ fn read_gpus(tree: &dyn Tree) -> Vec<GpuFacts> {
             let model = match tree.read(&format!("proc/driver/nvidia/gpus/{bus}/information")) {
                 Read::Value(text) => text.lines().find_map(|l| {
                     let (k, v) = l.split_once(':')?;
-                    (k.trim() == "Model").then(|| v.trim().to_string())
+                    (k.trim() == "Model").then(|| printable(v.trim()))
                 }),
                 _ => None,
             };
-            GpuFacts { bus, model }
+            GpuFacts {
+                bus: printable(&bus),
+                model,
+            }
         })
         .collect()
 }
@@ -304,8 +413,8 @@ fn parse_ip_route(tree: &dyn Tree) -> Result<Vec<RouteFacts>, ReadError> {
                 .into_iter()
                 .filter_map(|v| serde_json::from_value::<IpRoute>(v).ok())
                 .map(|r| RouteFacts {
-                    dst: r.dst,
-                    dev: r.dev.map(NetIf::new),
+                    dst: printable(&r.dst),
+                    dev: r.dev.as_deref().map(|d| NetIf::new(printable(d))),
                     gateway: r.gateway.and_then(|g| g.parse().ok()),
                     prefsrc: r.prefsrc.and_then(|g| g.parse().ok()),
                     metric: r.metric,
@@ -437,8 +546,44 @@ mod tests {
         assert_eq!(f.host.gpus[0].model.as_deref(), Some("NVIDIA GB10"));
         assert_eq!(f.host.mem_total_kib, Some(131_072_000));
         assert_eq!(f.host.cma_total_kib, Some(0));
-        assert_eq!(f.host.nvidia_driver.as_deref(), Some("580.95.05"));
-        assert_eq!(f.host.infiniband_dev_nodes, vec!["uverbs0"]);
+        assert_eq!(
+            f.host.nvidia_driver,
+            Observed::Present("580.95.05".to_string())
+        );
+        assert_eq!(
+            f.host.infiniband_dev_nodes,
+            Observed::Present(vec!["uverbs0".to_string()])
+        );
         assert_eq!(f.host.memlock, Some(MemlockLimit::Unlimited));
+    }
+
+    #[test]
+    fn a_fact_is_absent_only_when_the_snapshot_says_it_looked() {
+        // Nothing recorded: unknown, not absent.
+        let f = read_facts(&tree(&[("hostname", "x")])).unwrap();
+        assert_eq!(f.host.nvidia_driver, Observed::NotRecorded);
+        assert_eq!(f.host.infiniband_dev_nodes, Observed::NotRecorded);
+        assert_eq!(f.host.nccl_conf, Observed::NotRecorded);
+        assert_eq!(f.host.has_uverbs(), None);
+        // The capture's list of what it looked at makes a missing file an observed absence.
+        let f = read_facts(&tree(&[
+            ("hostname", "x"),
+            (
+                RECORDED,
+                "sys/module/nvidia\ndev/infiniband\netc/nccl.conf\n",
+            ),
+        ]))
+        .unwrap();
+        assert_eq!(f.host.nvidia_driver, Observed::Absent);
+        assert_eq!(f.host.infiniband_dev_nodes, Observed::Absent);
+        assert_eq!(f.host.nccl_conf, Observed::Absent);
+        assert_eq!(f.host.has_uverbs(), Some(false));
+        // An empty dev/infiniband folder is an observed absence on its own.
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("hostname"), "x\n").unwrap();
+        std::fs::create_dir_all(dir.path().join("dev/infiniband")).unwrap();
+        let f = read_facts(&crate::probe::DirTree::new(dir.path())).unwrap();
+        assert_eq!(f.host.infiniband_dev_nodes, Observed::Absent);
+        assert_eq!(f.host.nvidia_driver, Observed::NotRecorded);
     }
 }

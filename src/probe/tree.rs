@@ -2,6 +2,12 @@
 //! `--snapshot NAME=DIR`) or the text stream that the emitter script prints on a live node
 //! (locally or over SSH). Both give the reader the same view, so one reader serves all.
 //!
+//! A folder is foreign input and is read defensively: regular files only (a FIFO, a device
+//! such as `/dev/zero` or a socket is refused, never opened for reading), at most
+//! [`MAX_FILE_BYTES`] per file, and nothing outside the snapshot's root: a symlink that
+//! resolves out of it (`etc/nccl.conf -> /etc/shadow`) is refused, not followed. Each refusal
+//! is recorded ([`DirTree::refusals`]) so the caller can refuse the snapshot naming the file.
+//!
 //! The stream format is line-based and safe for any file content:
 //!
 //! ```text
@@ -41,6 +47,13 @@ impl Read {
             _ => None,
         }
     }
+
+    /// [`Read::value`] as one printable line: foreign bytes with their control characters (line
+    /// breaks included) escaped, see `text`. What the fact reader keeps of single-line files.
+    pub fn line(self) -> Option<String> {
+        self.value()
+            .map(|v| crate::text::printable(&v).into_owned())
+    }
 }
 
 /// A read-only view of a snapshot.
@@ -53,34 +66,154 @@ pub trait Tree {
     fn exists(&self, path: &str) -> bool;
 }
 
+/// The largest file a snapshot folder may hold (an `ip -j addr` of 200,000 interfaces is
+/// about 60 MiB).
+pub const MAX_FILE_BYTES: u64 = 128 << 20;
+
 /// A snapshot folder on disk.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub struct DirTree {
     root: PathBuf,
+    /// The root with every symlink resolved, once (`None` when it cannot be resolved).
+    real_root: Option<PathBuf>,
+    refused: std::sync::Mutex<Vec<String>>,
+}
+
+/// Where a snapshot path leads.
+enum Resolved {
+    Missing,
+    /// Inside the root, symlinks resolved.
+    Inside(PathBuf),
 }
 
 impl DirTree {
     pub fn new(root: impl Into<PathBuf>) -> Self {
-        DirTree { root: root.into() }
+        let root = root.into();
+        let real_root = std::fs::canonicalize(&root).ok();
+        DirTree {
+            root,
+            real_root,
+            refused: std::sync::Mutex::new(Vec::new()),
+        }
     }
 
     pub fn root(&self) -> &Path {
         &self.root
     }
+
+    /// Every path the tree refused to read, with why (empty for a clean snapshot).
+    pub fn refusals(&self) -> Vec<String> {
+        self.refused.lock().map(|r| r.clone()).unwrap_or_default()
+    }
+
+    fn refuse(&self, path: &str, why: &str) {
+        if let Ok(mut r) = self.refused.lock() {
+            let line = format!("{}: {why}", crate::text::printable(path));
+            if !r.contains(&line) {
+                r.push(line);
+            }
+        }
+    }
+
+    /// `path` resolved inside the root; a path leading out of it is refused.
+    fn resolve(&self, path: &str) -> Resolved {
+        let joined = self.root.join(path);
+        // A missing path costs one lstat, not a resolution of every component.
+        if std::fs::symlink_metadata(&joined).is_err() {
+            return Resolved::Missing;
+        }
+        let (Some(root), Ok(real)) = (&self.real_root, std::fs::canonicalize(&joined)) else {
+            return Resolved::Missing;
+        };
+        if real.starts_with(root) {
+            Resolved::Inside(real)
+        } else {
+            self.refuse(
+                path,
+                &format!(
+                    "a symlink to {} outside the snapshot (not followed)",
+                    crate::text::printable(&real.display().to_string())
+                ),
+            );
+            Resolved::Missing
+        }
+    }
+}
+
+impl Clone for DirTree {
+    fn clone(&self) -> Self {
+        DirTree::new(self.root.clone())
+    }
 }
 
 impl Tree for DirTree {
     fn read(&self, path: &str) -> Read {
-        match std::fs::read(self.root.join(path)) {
-            Ok(bytes) => Read::Value(String::from_utf8_lossy(&bytes).into_owned()),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Read::Missing,
-            Err(e) if e.kind() == io::ErrorKind::IsADirectory => Read::Missing,
+        use std::io::Read as _;
+        use std::os::unix::fs::OpenOptionsExt;
+        let Resolved::Inside(real) = self.resolve(path) else {
+            return Read::Missing;
+        };
+        let meta = match std::fs::metadata(&real) {
+            Ok(m) => m,
+            Err(_) => return Read::Unreadable,
+        };
+        if meta.is_dir() {
+            return Read::Missing;
+        }
+        if !meta.is_file() {
+            self.refuse(
+                path,
+                "not a regular file (a FIFO, device or socket is never read)",
+            );
+            return Read::Unreadable;
+        }
+        if meta.len() > MAX_FILE_BYTES {
+            self.refuse(
+                path,
+                &format!(
+                    "{} bytes, more than the {MAX_FILE_BYTES} a snapshot file may hold",
+                    meta.len()
+                ),
+            );
+            return Read::Unreadable;
+        }
+        // Non-blocking: should the file be swapped for a FIFO after the check, opening it
+        // still returns at once.
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(&real);
+        let mut file = match file {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Read::Missing,
+            Err(_) => return Read::Unreadable,
+        };
+        if !file.metadata().is_ok_and(|m| m.is_file()) {
+            self.refuse(
+                path,
+                "not a regular file (a FIFO, device or socket is never read)",
+            );
+            return Read::Unreadable;
+        }
+        let mut bytes = Vec::new();
+        match (&mut file).take(MAX_FILE_BYTES + 1).read_to_end(&mut bytes) {
+            Ok(n) if n as u64 > MAX_FILE_BYTES => {
+                self.refuse(
+                    path,
+                    &format!("more than the {MAX_FILE_BYTES} bytes a snapshot file may hold"),
+                );
+                Read::Unreadable
+            }
+            Ok(_) => Read::Value(String::from_utf8_lossy(&bytes).into_owned()),
             Err(_) => Read::Unreadable,
         }
     }
 
     fn list(&self, dir: &str) -> Vec<String> {
-        let Ok(entries) = std::fs::read_dir(self.root.join(dir)) else {
+        let Resolved::Inside(real) = self.resolve(dir) else {
+            return Vec::new();
+        };
+        let Ok(entries) = std::fs::read_dir(real) else {
             return Vec::new();
         };
         let mut names: Vec<String> = entries
@@ -92,7 +225,7 @@ impl Tree for DirTree {
     }
 
     fn exists(&self, path: &str) -> bool {
-        self.root.join(path).exists()
+        matches!(self.resolve(path), Resolved::Inside(_))
     }
 }
 
@@ -126,11 +259,16 @@ impl MemTree {
         let mut lines = stream.lines().enumerate();
         match lines.next() {
             Some((_, h)) if h.trim_end() == STREAM_HEADER => {}
-            Some((_, h)) => return Err(StreamError::BadHeader(h.to_string())),
+            Some((_, h)) => {
+                return Err(StreamError::BadHeader(
+                    crate::text::printable(h).into_owned(),
+                ));
+            }
             None => return Err(StreamError::BadHeader(String::new())),
         }
         let mut tree = MemTree::default();
         let mut current: Option<(String, Vec<String>)> = None;
+        let mut current_bytes: u64 = 0;
         for (i, line) in lines {
             let (tag, rest) = match line.chars().next() {
                 Some(c) => (c, &line[c.len_utf8()..]),
@@ -138,7 +276,19 @@ impl MemTree {
             };
             if tag == '|' {
                 match current.as_mut() {
-                    Some((_, content)) => content.push(rest.to_string()),
+                    Some((path, content)) => {
+                        current_bytes += rest.len() as u64 + 1;
+                        if current_bytes > MAX_FILE_BYTES {
+                            return Err(StreamError::BadLine {
+                                line: i + 1,
+                                message: format!(
+                                    "{} holds more than the {MAX_FILE_BYTES} bytes a snapshot file may hold",
+                                    crate::text::printable(path)
+                                ),
+                            });
+                        }
+                        content.push(rest.to_string())
+                    }
                     None => {
                         return Err(StreamError::BadLine {
                             line: i + 1,
@@ -151,9 +301,10 @@ impl MemTree {
             if let Some((path, content)) = current.take() {
                 tree.insert_file(&path, content.join("\n"));
             }
+            current_bytes = 0;
             let path = clean_path(rest).ok_or_else(|| StreamError::BadLine {
                 line: i + 1,
-                message: format!("unsafe or empty path {rest:?}"),
+                message: format!("unsafe or empty path {:?}", crate::text::printable(rest)),
             })?;
             match tag {
                 '@' => current = Some((path, Vec::new())),

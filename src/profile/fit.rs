@@ -30,7 +30,7 @@ pub fn capacity(node: &NodeInput) -> Capacity {
     let unified = gb10
         || (f.host.gpus.is_empty()
             && f.arch.as_deref() == Some("aarch64")
-            && f.host.nvidia_driver.is_some());
+            && f.host.nvidia_driver.is_present());
     Capacity {
         node: node.name.clone(),
         memory_gib: if unified {

@@ -11,17 +11,20 @@
 //! Pure: texts in, profiles or errors out. Reading the files is the caller's job.
 
 pub mod bundled;
+pub mod files;
 pub mod fit;
 pub mod locate;
+pub mod request;
 
 use std::collections::BTreeMap;
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+use crate::bench::compare::Expectations;
 use crate::model::{ModelSource, RepoId, Revision};
 use crate::workload::serve::{Engine, Problem};
-use crate::workload::{trtllm, vllm};
+use crate::workload::{limits, trtllm, vllm};
 
 /// Which launcher a profile drives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -133,6 +136,11 @@ pub struct Profile {
     pub ready_timeout_s: Option<u64>,
     pub trtllm: Option<TrtllmSection>,
     pub nccl_test: Option<NcclSection>,
+    /// vllm/trtllm: `--nccl-from`: an image whose `libnccl.so.2` (or an absolute folder on
+    /// every node holding one) goes first on the containers' loader path.
+    pub nccl_from: Option<String>,
+    /// The figures `spark-launch bench` should measure on this profile's job.
+    pub expect: Option<Expectations>,
 }
 
 fn one() -> u32 {
@@ -263,7 +271,24 @@ pub fn parse(
     };
     let profile: Profile = match yaml_serde::from_str(text) {
         Ok(p) => p,
-        Err(e) => return Err(ProfileErrors(vec![located(e)])),
+        Err(e) => {
+            // The parser stops at the first wrong field; the others are found field by field,
+            // so every type error is reported at once, each at its line.
+            let first = located(e);
+            let mut all = vec![first.clone()];
+            for (field, message) in field_type_errors(text) {
+                if field != first.field {
+                    all.push(ProfileError {
+                        file: file.to_string(),
+                        line: Some(locate::line_of(text, &locate::parse_path(&field))),
+                        column: None,
+                        field,
+                        message,
+                    });
+                }
+            }
+            return Err(ProfileErrors(all));
+        }
     };
     let profile = if sets.is_empty() {
         profile
@@ -331,6 +356,44 @@ pub fn parse(
     ))
 }
 
+/// Every top-level field of a profile's text whose value is not of the field's type (or that
+/// is no field at all), with the parser's message: `(field, message)`.
+fn field_type_errors(text: &str) -> Vec<(String, String)> {
+    use yaml_serde::Value;
+    fn check<T: serde::de::DeserializeOwned>(v: &Value) -> Result<(), String> {
+        yaml_serde::from_value::<T>(v.clone())
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    }
+    let Ok(Value::Mapping(root)) = yaml_serde::from_str::<Value>(text) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for (k, v) in &root {
+        let Some(key) = k.as_str() else { continue };
+        let result = match key {
+            "name" | "description" => check::<String>(v),
+            "engine" => check::<ProfileEngine>(v),
+            "image" => check::<Option<String>>(v),
+            "model" => check::<Option<ProfileModel>>(v),
+            "tp" | "pp" | "nodes" | "gpus_per_node" => check::<u32>(v),
+            "memory_gib" => check::<Option<f64>>(v),
+            "ray" => check::<bool>(v),
+            "engine_args" => check::<Vec<String>>(v),
+            "env" => check::<BTreeMap<String, String>>(v),
+            "ports" => check::<ProfilePorts>(v),
+            "ready_timeout_s" => check::<Option<u64>>(v),
+            "trtllm" => check::<Option<TrtllmSection>>(v),
+            "nccl_test" => check::<Option<NcclSection>>(v),
+            other => Err(format!("unknown field `{other}`")),
+        };
+        if let Err(message) = result {
+            out.push((key.to_string(), message));
+        }
+    }
+    out
+}
+
 /// Sets `path` (dotted, `[i]` for sequence items) to the YAML value `s.value`.
 fn apply_set(root: &mut yaml_serde::Value, s: &SetArg) -> Result<(), String> {
     use yaml_serde::Value;
@@ -343,7 +406,7 @@ fn apply_set(root: &mut yaml_serde::Value, s: &SetArg) -> Result<(), String> {
     // Fields made of text take the value as text (`engine_args[1]=0.5` is the string "0.5").
     let textual = matches!(
         segs.first(),
-        Some(locate::Seg::Key(k)) if ["name", "description", "image", "engine_args", "env", "model"].contains(&k.as_str())
+        Some(locate::Seg::Key(k)) if ["name", "description", "image", "engine_args", "env", "model", "nccl_from"].contains(&k.as_str())
     );
     let value = if textual { as_text(value) } else { value };
     let mut at = root;
@@ -430,32 +493,38 @@ pub fn validate(p: &Profile, stem: Option<&str>) -> Vec<(String, String)> {
             ),
         );
     }
+    if let Some(image) = &p.image
+        && let Err(e) = crate::plan::spec::check_image(image)
+    {
+        push("image", e);
+    }
     if p.description.trim().is_empty() {
         push(
             "description",
             "say in one line what this profile shows".into(),
         );
     }
-    if p.tp == 0 {
-        push("tp", "must be at least 1".into());
+    let counts = [
+        ("tp", p.tp, limits::MAX_TP),
+        ("pp", p.pp, limits::MAX_PP),
+        ("gpus_per_node", p.gpus_per_node, limits::MAX_GPUS_PER_NODE),
+        ("nodes", p.nodes, limits::MAX_NODES),
+    ];
+    let mut counts_ok = true;
+    for (field, value, max) in counts {
+        if let Err(e) = limits::count(field, u64::from(value), u64::from(max)) {
+            counts_ok = false;
+            push(
+                field,
+                e.trim_start_matches(&format!("{field} {value}: "))
+                    .to_string(),
+            );
+        }
     }
-    if p.pp == 0 {
-        push("pp", "must be at least 1".into());
-    }
-    if p.gpus_per_node == 0 {
-        push("gpus_per_node", "must be at least 1".into());
-    }
-    if p.nodes == 0 {
-        push("nodes", "must be at least 1".into());
-    }
-    if p.engine != ProfileEngine::NcclTest
-        && p.tp > 0
-        && p.pp > 0
-        && p.gpus_per_node > 0
-        && p.nodes > 0
-    {
-        let world = p.tp * p.pp;
-        let have = p.nodes * p.gpus_per_node;
+    if p.engine != ProfileEngine::NcclTest && counts_ok {
+        // Both products fit a u64 (u32 × u32): compared, never wrapped.
+        let world = u64::from(p.tp) * u64::from(p.pp);
+        let have = u64::from(p.nodes) * u64::from(p.gpus_per_node);
         if world != have {
             push(
                 "tp",
@@ -509,6 +578,16 @@ pub fn validate(p: &Profile, stem: Option<&str>) -> Vec<(String, String)> {
                 p.engine
             ),
         );
+    }
+    if let Some(f) = &p.nccl_from {
+        if p.engine == ProfileEngine::NcclTest {
+            push(
+                "nccl_from",
+                "only serving profiles (vllm, trtllm) take it: nccl-test runs the NCCL its image was built with (`spark-launch nccl-build --nccl-ref REF`)".into(),
+            );
+        } else if let Err(e) = f.parse::<crate::workload::nccl_lib::NcclFrom>() {
+            push("nccl_from", e);
+        }
     }
     if p.nccl_test.is_some() && p.engine != ProfileEngine::NcclTest {
         push(
@@ -567,6 +646,17 @@ pub fn validate(p: &Profile, stem: Option<&str>) -> Vec<(String, String)> {
             &format!("engine_args[{idx}]"),
             format!("{}; {}", problem.problem, problem.fix),
         );
+    }
+    if let Some(e) = &p.expect {
+        if p.engine == ProfileEngine::NcclTest {
+            push(
+                "expect",
+                "holds serving figures for `spark-launch bench`; an nccl-test profile serves nothing".into(),
+            );
+        }
+        for (field, message) in e.validate() {
+            push(&format!("expect.{field}"), message);
+        }
     }
     if p.engine == ProfileEngine::NcclTest
         && let Some(n) = &p.nccl_test

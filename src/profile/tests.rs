@@ -200,3 +200,126 @@ fn fit_checks_node_count_and_unified_memory() {
         Fit::Unknown(_)
     ));
 }
+
+#[test]
+fn expected_figures_parse_and_can_be_changed_with_set() {
+    let text = format!(
+        "{GOOD}expect:\n  prompt_tokens: 256\n  output_tokens: 64\n  levels:\n    - {{concurrency: 1, output_tokens_per_s: 40, ttft_p50_ms: 150}}\n    - concurrency: 16\n      output_tokens_per_s: 300\n"
+    );
+    let p = parse("demo.yaml", Some("demo"), &text, &[]).unwrap();
+    let e = p.expect.unwrap();
+    assert_eq!((e.prompt_tokens, e.output_tokens), (Some(256), Some(64)));
+    assert_eq!(e.concurrencies(), vec![1, 16]);
+    assert_eq!(e.levels[0].ttft_p50_ms, Some(150.0));
+    let set: SetArg = "expect.levels[1].output_tokens_per_s=350".parse().unwrap();
+    let p = parse("demo.yaml", Some("demo"), &text, &[set]).unwrap();
+    assert_eq!(p.expect.unwrap().levels[1].output_tokens_per_s, Some(350.0));
+}
+
+#[test]
+fn mistakes_in_expected_figures_name_their_line_and_field() {
+    let text = format!(
+        "{GOOD}expect:\n  levels:\n    - concurrency: 0\n      output_tokens_per_s: 40\n    - concurrency: 4\n      ttft_p50_ms: -1\n    - concurrency: 8\n"
+    );
+    let errs = errors(&text);
+    assert_eq!(
+        errs,
+        vec![
+            "my/demo.yaml:15: expect.levels[0].concurrency: must be at least 1",
+            "my/demo.yaml:18: expect.levels[1].ttft_p50_ms: -1 is not a positive number",
+            "my/demo.yaml:19: expect.levels[2]: give at least one figure: output_tokens_per_s, requests_per_s, ttft_p50_ms, ttft_p95_ms, itl_p50_ms, itl_p95_ms",
+        ],
+        "{errs:#?}"
+    );
+    let unknown = errors(&format!(
+        "{GOOD}expect:\n  levels:\n    - {{concurrency: 1, tokens_per_s: 40}}\n"
+    ));
+    assert!(
+        unknown[0].contains("unknown field `tokens_per_s`"),
+        "{unknown:?}"
+    );
+}
+
+#[test]
+fn a_profile_shape_past_the_limits_is_refused_naming_them_never_multiplied_to_zero() {
+    // Issue 12: profiles printed "65536 × 65536 = 0 GPUs".
+    let sets = ["tp=65536".parse().unwrap(), "pp=65536".parse().unwrap()];
+    let e = parse("demo.yaml", Some("demo"), GOOD, &sets)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("--set tp=65536: tp: at most 1024 is supported"),
+        "{e}"
+    );
+    assert!(
+        e.contains("--set pp=65536: pp: at most 256 is supported"),
+        "{e}"
+    );
+    assert!(!e.contains("= 0 GPUs"), "{e}");
+    let sets = ["nodes=4294967295".parse().unwrap()];
+    let e = parse("demo.yaml", Some("demo"), GOOD, &sets)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("nodes: at most 1024 is supported"), "{e}");
+}
+
+#[test]
+fn profile_type_errors_are_all_reported_at_once() {
+    // Issue 12 (smaller list): type errors stopped at the first one though the README promises
+    // all at once.
+    let text = GOOD
+        .replace("tp: 2", "tp: two")
+        .replace("nodes: 2", "nodes: [2]")
+        .replace("name: demo", "name: demo\nray: maybe");
+    let e = errors(&text);
+    assert_eq!(e.len(), 3, "{e:#?}");
+    assert!(
+        e.iter()
+            .any(|l| l.contains(": tp: invalid type: string \"two\", expected u32")),
+        "{e:#?}"
+    );
+    assert!(
+        e.iter()
+            .any(|l| l.contains(": nodes: ") && l.contains("expected u32")),
+        "{e:#?}"
+    );
+    assert!(
+        e.iter().any(|l| l.starts_with("my/demo.yaml:2:6: ray: ")),
+        "{e:#?}"
+    );
+}
+
+#[test]
+fn nccl_from_becomes_the_serving_request_s_and_a_flag_replaces_it() {
+    use crate::workload::launch::LaunchRequest;
+    use crate::workload::nccl_lib::NcclFrom;
+    let text = format!("{GOOD}nccl_from: spark-launch/nccl-tests:nccl-v2.30.7-1-sm121-arm64\n");
+    let p = parse("demo.yaml", Some("demo"), &text, &[]).unwrap();
+    let o = request::Overrides::default();
+    let LaunchRequest::Serve(s) = p.request(&o).unwrap() else {
+        panic!("not a serving request")
+    };
+    assert_eq!(
+        s.nccl_from,
+        Some(NcclFrom::Image(
+            "spark-launch/nccl-tests:nccl-v2.30.7-1-sm121-arm64".into()
+        ))
+    );
+    let flag = request::Overrides {
+        nccl_from: Some(NcclFrom::Path("/opt/nccl/lib".into())),
+        allow_old_nccl: true,
+        ..request::Overrides::default()
+    };
+    let LaunchRequest::Serve(s) = p.request(&flag).unwrap() else {
+        panic!("not a serving request")
+    };
+    assert_eq!(s.nccl_from, Some(NcclFrom::Path("/opt/nccl/lib".into())));
+    assert!(s.allow_old_nccl);
+    let bad = errors(&format!("{GOOD}nccl_from: ./lib\n"));
+    assert!(
+        bad[0].starts_with(
+            "my/demo.yaml:13: nccl_from: --nccl-from ./lib: give the folder as an absolute path"
+        ),
+        "{bad:?}"
+    );
+}

@@ -2,7 +2,7 @@
 //! target and, once asked for, its connected engine. And the job operations that work the same
 //! for both runtimes — start a node's part, find a job's work by its labels, stop it, run a
 //! command, write a file, wait for the end, read the log — dispatched to the Docker engine or the
-//! host runtime. Per node only: fanning out is `apply::for_each_node`'s job.
+//! host runtime. Per node only: fanning out is `node::for_each_node`'s job.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -73,9 +73,9 @@ impl NodeRuntime {
             "s={}; if [ ! -S \"$s\" ]; then echo missing; elif [ ! -r \"$s\" ] || [ ! -w \"$s\" ]; then echo denied; else echo ok; fi",
             super::shell::quote(socket)
         );
-        let out = remote.run(&check, Vec::new()).await.ok()?;
+        let out = remote.run(&check, Vec::new(), None).await.ok()?;
         let on_node = format!("{socket} on the node");
-        match String::from_utf8_lossy(&out.stdout).trim() {
+        match out.stdout.trim() {
             "missing" => Some(RuntimeError::DockerMissing { socket: on_node }),
             "denied" => Some(RuntimeError::SocketPermission { socket: on_node }),
             _ => None,
@@ -102,7 +102,7 @@ impl NodeRuntime {
                     .map_err(|e| {
                         RuntimeError::Other(format!(
                             "forward {socket} from {} over SSH: {e}",
-                            remote.describe()
+                            remote.via()
                         ))
                     })
             }
@@ -221,7 +221,9 @@ impl NodeRuntime {
                 }
                 Ok(())
             }
-            Launch::Process(spec) => host::start(&self.target.reach, spec).await.map(|_| ()),
+            Launch::Process(spec) => host::start(self.target.shell()?.as_ref(), spec)
+                .await
+                .map(|_| ()),
         }
     }
 
@@ -295,7 +297,7 @@ impl NodeRuntime {
             }
         }
         if with_host {
-            for p in host::list(&self.target.reach).await? {
+            for p in host::list(self.target.shell()?.as_ref()).await? {
                 let Some(j) = p.labels.get(LABEL_JOB) else {
                     continue;
                 };
@@ -319,7 +321,7 @@ impl NodeRuntime {
                     } else {
                         p.exit_code.or(Some(-1))
                     },
-                    image: p.command.clone(),
+                    image: crate::plan::secret::mask_assignments(&p.command),
                     started_at: p.started,
                     ports: ports_of(p.labels.get(LABEL_PORTS)),
                 });
@@ -341,7 +343,9 @@ impl NodeRuntime {
         for entry in self.jobs(Some(job), runtime).await? {
             let gone = match entry.runtime {
                 RuntimeKind::Docker => self.engine().await?.remove(&entry.name, grace).await?,
-                RuntimeKind::Host => host::stop(&self.target.reach, &entry.name, grace).await?,
+                RuntimeKind::Host => {
+                    host::stop(self.target.shell()?.as_ref(), &entry.name, grace).await?
+                }
             };
             if gone {
                 removed.push(entry.name);
@@ -370,7 +374,8 @@ impl NodeRuntime {
                     .await
             }
             RuntimeKind::Host => {
-                let run = host::exec(&self.target.reach, command, env, None, timeout);
+                let sh = self.target.shell()?;
+                let run = host::exec(sh.as_ref(), command, env, None, timeout);
                 tokio::select! {
                     r = run => r,
                     _ = cancel.cancelled() => Err(RuntimeError::Cancelled {
@@ -397,7 +402,9 @@ impl NodeRuntime {
                     .write_file(name, path, content, mode)
                     .await
             }
-            RuntimeKind::Host => host::write_file(&self.target.reach, path, content, mode).await,
+            RuntimeKind::Host => {
+                host::write_file(self.target.shell()?.as_ref(), path, content, mode).await
+            }
         }
     }
 
@@ -411,7 +418,9 @@ impl NodeRuntime {
     ) -> Result<i64, RuntimeError> {
         match runtime {
             RuntimeKind::Docker => self.engine().await?.wait_exit(name, timeout, cancel).await,
-            RuntimeKind::Host => host::wait_exit(&self.target.reach, name, timeout, cancel).await,
+            RuntimeKind::Host => {
+                host::wait_exit(self.target.shell()?.as_ref(), name, timeout, cancel).await
+            }
         }
     }
 
@@ -430,7 +439,7 @@ impl NodeRuntime {
                 .logs(name, follow, timestamps)
                 .map(|r| r.map(|c| c.bytes))
                 .boxed()),
-            RuntimeKind::Host => Ok(host::logs(&self.target.reach, name, follow)),
+            RuntimeKind::Host => Ok(host::logs(self.target.shell()?.as_ref(), name, follow)),
         }
     }
 }

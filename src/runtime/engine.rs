@@ -242,6 +242,7 @@ impl Engine {
                     Err(RuntimeError::UlimitRefused {
                         container: spec.name.clone(),
                         limits: limits.join(" "),
+                        fix: super::error::ulimit_fix(&cause),
                         cause,
                     })
                 } else {
@@ -277,7 +278,10 @@ impl Engine {
         let t = i32::try_from(grace.as_secs()).unwrap_or(i32::MAX);
         let stop = StopContainerOptionsBuilder::new().t(t).build();
         // Stopping gives the workload its grace period; the request may take that long.
-        let client = self.docker.clone().with_timeout(REQUEST_TIMEOUT + grace);
+        let client = self
+            .docker
+            .clone()
+            .with_timeout(REQUEST_TIMEOUT.saturating_add(grace));
         match client.stop_container(name, Some(stop)).await {
             Ok(()) => {}
             Err(e) if matches!(status_of(&e), Some(304)) => {}
@@ -488,7 +492,8 @@ impl Engine {
                     Ok(None) => Probe::Abort(RuntimeError::Other(format!(
                         "{what}: the container is gone"
                     ))),
-                    Err(e) => Probe::Abort(e),
+                    // A failed round trip is not an answer: ask again until the deadline.
+                    Err(e) => Probe::NotYet(format!("cannot ask the engine: {e}")),
                 }
             },
         )

@@ -40,12 +40,14 @@ pub enum RuntimeError {
     ImageMissing { image: String, node: String },
 
     #[error(
-        "start container {container}: the engine may not set these ulimits ({limits}): {cause}; fix: run dockerd with CAP_SYS_RESOURCE (not inside a restricted container or LXC), or lower them with `--ulimit memlock=BYTES` (NCCL over RDMA may then fail to register memory and fall back to TCP)"
+        "start container {container}: the engine may not set these ulimits ({limits}): {cause}; fix: {fix}"
     )]
     UlimitRefused {
         container: String,
         limits: String,
         cause: String,
+        /// For the limit the engine named ([`ulimit_fix`]).
+        fix: String,
     },
 
     #[error("{op}: {cause}")]
@@ -149,5 +151,48 @@ mod tests {
             server: "18.09".into(),
         };
         assert!(e.to_string().contains("needs 1.40 or newer"), "{e}");
+    }
+}
+
+/// The fix for a refused ulimit, for the limit runc names (`error setting rlimit type 7`):
+/// `nofile` is lowered with `--ulimit nofile=...`, never by touching `memlock`; `memlock` keeps
+/// its warning that RDMA needs it unlimited.
+pub fn ulimit_fix(cause: &str) -> String {
+    // Linux's RLIMIT_* numbers as runc prints them.
+    let which = cause
+        .split("rlimit type ")
+        .nth(1)
+        .and_then(|t| t.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|n| n.parse::<u32>().ok());
+    const CAP: &str =
+        "run dockerd with CAP_SYS_RESOURCE (not inside a restricted container or LXC)";
+    match which {
+        Some(7) => format!(
+            "{CAP}, or lower the open-files limit to what dockerd itself may grant with `--ulimit nofile=SOFT:HARD` (see `grep 'open files' /proc/$(pidof dockerd)/limits`), or raise dockerd's LimitNOFILE"
+        ),
+        Some(8) => format!(
+            "{CAP}, or lower it with `--ulimit memlock=BYTES` (NCCL over RDMA may then fail to register memory and fall back to TCP)"
+        ),
+        Some(3) => format!("{CAP}, or lower the stack size with `--ulimit stack=BYTES`"),
+        _ => format!(
+            "{CAP}, or lower the limit the engine refused with `--ulimit NAME=SOFT:HARD` (memlock must stay unlimited for RDMA)"
+        ),
+    }
+}
+
+#[cfg(test)]
+mod ulimit_tests {
+    use super::*;
+
+    #[test]
+    fn a_nofile_ulimit_failure_suggests_lowering_nofile_not_memlock() {
+        // Issue 12 (smaller list): a refused nofile suggested lowering memlock.
+        let fix = ulimit_fix(
+            "failed to create task: error setting rlimits for ready process: error setting rlimit type 7: operation not permitted",
+        );
+        assert!(fix.contains("--ulimit nofile="), "{fix}");
+        assert!(!fix.contains("memlock"), "{fix}");
+        let fix = ulimit_fix("error setting rlimit type 8: operation not permitted");
+        assert!(fix.contains("--ulimit memlock=BYTES"), "{fix}");
     }
 }

@@ -11,6 +11,12 @@
 //! ours only while `/proc/<pid>/cmdline` still names its folder, so a reused pid is never
 //! signalled.
 //!
+//! Private by construction: the jobs folder and every job folder are 0700 and every file in
+//! them 0600 (the scripts run under `umask 077`; the job's own process gets the user's umask
+//! back). The job's environment never appears on a command line (where `ps` shows it to every
+//! user): it travels on the script's stdin into `env`, a 0600 file the wrapper reads into the
+//! process's environment and then deletes; `exec` reads it from stdin the same way.
+//!
 //! Everything is a short `sh` script run through `shell`, locally or over SSH: the same code
 //! path for both. Decides nothing.
 
@@ -18,14 +24,13 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use bytes::Bytes;
-use futures::StreamExt;
 use futures::stream::BoxStream;
+use futures::{StreamExt, TryStreamExt};
 use tokio_util::sync::CancellationToken;
 
 use super::engine::ExecOutput;
 use super::error::RuntimeError;
-use super::shell::{self, quote, quote_all};
-use super::target::Reach;
+use super::shell::{NodeShell, ShellOutput, quote, quote_all, run_within};
 use super::wait::{self, Probe};
 use crate::plan::ProcessSpec;
 
@@ -39,9 +44,27 @@ const STATE: &str =
 /// `alive DIR PID`: true while PID is the wrapper recorded in DIR.
 const ALIVE_FN: &str = r#"alive() { [ -n "$2" ] && [ -r "/proc/$2/cmdline" ] && tr '\0' '\n' < "/proc/$2/cmdline" 2>/dev/null | grep -qxF "$1"; }"#;
 
-/// The wrapper run in the new session: records its pid, runs the command, records the exit
-/// code. `$1` is the folder; the rest is the command.
-const WRAPPER: &str = r#"d="$1"; shift; echo $$ > "$d/pid.tmp" && mv "$d/pid.tmp" "$d/pid"; "$@"; echo $? > "$d/exit""#;
+/// The wrapper run in the new session: records its pid, runs the command with the job's
+/// environment (read from `env`, which it then deletes) and the user's umask, records the exit
+/// code. `$1` is the folder, `$2` the user's umask; the rest is the command.
+const WRAPPER: &str = r#"d="$1"; u="$2"; shift 2; echo $$ > "$d/pid.tmp" && mv "$d/pid.tmp" "$d/pid"; ( umask "$u"; set -a; . "$d/env"; set +a; rm -f "$d/env"; exec "$@" ); echo $? > "$d/exit""#;
+
+/// The environment as `export NAME='value'` lines for `sh` to read (never a command line).
+/// A name that is not a shell variable name is refused.
+pub fn env_file(env: &BTreeMap<String, String>) -> Result<String, RuntimeError> {
+    let mut out = String::new();
+    for (k, v) in env {
+        let ok = k.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+            && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !ok {
+            return Err(RuntimeError::Other(format!(
+                "{k:?} is not an environment variable name (letters, digits and '_', not starting with a digit)"
+            )));
+        }
+        out.push_str(&format!("export {k}={}\n", quote(v)));
+    }
+    Ok(out)
+}
 
 /// A process found on a node.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -55,75 +78,78 @@ pub struct HostProcess {
     pub labels: BTreeMap<String, String>,
 }
 
-fn check(out: &super::target::ShellOutput, what: &str) -> Result<(), RuntimeError> {
+fn check(out: &ShellOutput, what: &str) -> Result<(), RuntimeError> {
     if out.success() {
         Ok(())
     } else {
         Err(RuntimeError::Command {
             command: what.to_string(),
-            status: match out.code {
-                Some(c) => format!("exit status {c}"),
-                None => "a signal".to_string(),
+            status: match out.status {
+                -1 => "a signal".to_string(),
+                c => format!("exit status {c}"),
             },
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+            stderr: out.stderr.clone(),
         })
     }
 }
 
 /// Starts `spec` on the node in its own session; returns its pid. Refuses when a process of
 /// that name is already recorded there.
-pub async fn start(reach: &Reach, spec: &ProcessSpec) -> Result<u32, RuntimeError> {
+pub async fn start(sh: &dyn NodeShell, spec: &ProcessSpec) -> Result<u32, RuntimeError> {
     if spec.command.is_empty() {
         return Err(RuntimeError::Other(format!(
             "start process {}: the plan gives no command",
             spec.name
         )));
     }
-    let mut argv: Vec<String> = Vec::new();
-    if !spec.env.is_empty() {
-        argv.push("env".to_string());
-        argv.extend(spec.env.iter().map(|(k, v)| format!("{k}={v}")));
-    }
-    argv.extend(spec.command.iter().cloned());
     let cd = match &spec.workdir {
         Some(w) => format!("cd {} || exit 18\n", quote(w)),
         None => String::new(),
     };
+    let labels: String = spec
+        .labels
+        .iter()
+        .map(|(k, v)| format!("{k}={}\n", v.replace('\n', " ")))
+        .collect();
+    let env = env_file(&spec.env)?;
     let script = format!(
         r#"set -u
+um=$(umask)
+umask 077
 {STATE}
+mkdir -p "$S" && chmod 700 "$S" || exit 19
 d="$S/{name}"
 if [ -e "$d" ]; then echo "process {name} already exists (its folder $d is there): stop it with spark-launch stop" >&2; exit 17; fi
-mkdir -p "$d" || exit 19
-cat > "$d/labels"
+mkdir "$d" || exit 19
+: > "$d/labels"
+i=0
+while [ $i -lt {label_lines} ] && IFS= read -r l; do printf '%s\n' "$l" >> "$d/labels"; i=$((i+1)); done
+cat > "$d/env"
 printf '%s\n' {cmdline} > "$d/command"
 date +%s > "$d/started"
-{cd}setsid sh -c {wrapper} sl-wrapper "$d" {argv} < /dev/null > "$d/log" 2>&1 &
+{cd}setsid sh -c {wrapper} sl-wrapper "$d" "$um" {argv} < /dev/null > "$d/log" 2>&1 &
 i=0
 while [ ! -s "$d/pid" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done
 [ -s "$d/pid" ] || {{ echo "the process did not start within 10s" >&2; exit 20; }}
 cat "$d/pid"
 "#,
         name = spec.name,
+        label_lines = spec.labels.len(),
         cmdline = quote(&quote_all(&spec.command)),
         wrapper = quote(WRAPPER),
-        argv = quote_all(&argv),
+        argv = quote_all(&spec.command),
     );
-    let labels: String = spec
-        .labels
-        .iter()
-        .map(|(k, v)| format!("{k}={}\n", v.replace('\n', " ")))
-        .collect();
-    let out = shell::run(reach, &script, labels.into_bytes(), SCRIPT_TIMEOUT).await?;
+    let stdin = format!("{labels}{env}");
+    let out = run_within(sh, &script, stdin.into_bytes(), SCRIPT_TIMEOUT).await?;
     check(&out, &format!("start process {}", spec.name))?;
-    String::from_utf8_lossy(&out.stdout)
+    out.stdout
         .trim()
         .parse()
         .map_err(|_| RuntimeError::Other(format!("start process {}: no pid came back", spec.name)))
 }
 
 /// Every process recorded on the node (running or ended).
-pub async fn list(reach: &Reach) -> Result<Vec<HostProcess>, RuntimeError> {
+pub async fn list(sh: &dyn NodeShell) -> Result<Vec<HostProcess>, RuntimeError> {
     let script = format!(
         r#"{STATE}
 {ALIVE_FN}
@@ -143,9 +169,9 @@ done
 exit 0
 "#
     );
-    let out = shell::run(reach, &script, Vec::new(), SCRIPT_TIMEOUT).await?;
+    let out = run_within(sh, &script, Vec::new(), SCRIPT_TIMEOUT).await?;
     check(&out, "list host processes")?;
-    Ok(parse_list(&String::from_utf8_lossy(&out.stdout)))
+    Ok(parse_list(&out.stdout))
 }
 
 fn parse_list(text: &str) -> Vec<HostProcess> {
@@ -184,7 +210,7 @@ fn parse_list(text: &str) -> Vec<HostProcess> {
 
 /// Stops the process `name` (SIGTERM to its session, SIGKILL after `grace`) and removes its
 /// folder. `Ok(false)` when there was no such process.
-pub async fn stop(reach: &Reach, name: &str, grace: Duration) -> Result<bool, RuntimeError> {
+pub async fn stop(sh: &dyn NodeShell, name: &str, grace: Duration) -> Result<bool, RuntimeError> {
     let tenths = grace.as_millis() / 100;
     let script = format!(
         r#"{STATE}
@@ -205,42 +231,41 @@ rm -rf "$d"
 echo removed
 "#
     );
-    let timeout = SCRIPT_TIMEOUT + grace;
-    let out = shell::run(reach, &script, Vec::new(), timeout).await?;
+    let timeout = SCRIPT_TIMEOUT.saturating_add(grace);
+    let out = run_within(sh, &script, Vec::new(), timeout).await?;
     check(&out, &format!("stop process {name}"))?;
-    Ok(String::from_utf8_lossy(&out.stdout).trim() == "removed")
+    Ok(out.stdout.trim() == "removed")
 }
 
 /// Runs a command on the node (not inside the job's process) and collects its output.
 pub async fn exec(
-    reach: &Reach,
+    sh: &dyn NodeShell,
     command: &[String],
     env: &BTreeMap<String, String>,
     workdir: Option<&str>,
     timeout: Duration,
 ) -> Result<ExecOutput, RuntimeError> {
-    let mut argv: Vec<String> = Vec::new();
-    if !env.is_empty() {
-        argv.push("env".to_string());
-        argv.extend(env.iter().map(|(k, v)| format!("{k}={v}")));
-    }
-    argv.extend(command.iter().cloned());
     let cd = match workdir {
         Some(w) => format!("cd {} || exit 18\n", quote(w)),
         None => String::new(),
     };
-    let script = format!("{cd}exec {}", quote_all(&argv));
-    let out = shell::run(reach, &script, Vec::new(), timeout).await?;
+    // The environment comes on stdin, never on a command line.
+    let script = format!(
+        "set -a\neval \"$(cat)\"\nset +a\n{cd}exec {} < /dev/null",
+        quote_all(command)
+    );
+    let stdin = env_file(env)?;
+    let out = run_within(sh, &script, stdin.into_bytes(), timeout).await?;
     Ok(ExecOutput {
-        exit_code: out.code.map(i64::from).unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        exit_code: i64::from(out.status),
+        stdout: out.stdout,
+        stderr: out.stderr,
     })
 }
 
 /// Writes a file on the node (parent folders created).
 pub async fn write_file(
-    reach: &Reach,
+    sh: &dyn NodeShell,
     path: &str,
     content: &[u8],
     mode: u32,
@@ -249,14 +274,14 @@ pub async fn write_file(
     let script = format!(
         "set -e\nmkdir -p \"$(dirname {p})\"\ncat > {p}.sl-tmp\nchmod {mode:o} {p}.sl-tmp\nmv {p}.sl-tmp {p}\n"
     );
-    let out = shell::run(reach, &script, content.to_vec(), SCRIPT_TIMEOUT).await?;
+    let out = run_within(sh, &script, content.to_vec(), SCRIPT_TIMEOUT).await?;
     check(&out, &format!("write {path}"))
 }
 
 /// Waits until the process `name` has ended; returns its exit code (-1 when it was killed
 /// before it could record one).
 pub async fn wait_exit(
-    reach: &Reach,
+    sh: &dyn NodeShell,
     name: &str,
     timeout: Duration,
     cancel: &CancellationToken,
@@ -277,10 +302,11 @@ if alive "$d" "$pid"; then echo running; elif [ -f "$d/exit" ]; then echo "exit 
         Duration::from_millis(500),
         cancel,
         || async {
-            match shell::run(reach, &script, Vec::new(), SCRIPT_TIMEOUT).await {
-                Err(e) => Probe::Abort(e),
+            match run_within(sh, &script, Vec::new(), SCRIPT_TIMEOUT).await {
+                // A failed round trip is not an answer: ask again until the deadline.
+                Err(e) => Probe::NotYet(format!("cannot ask the node: {e}")),
                 Ok(out) => {
-                    let text = String::from_utf8_lossy(&out.stdout).trim().to_string();
+                    let text = out.stdout.trim().to_string();
                     if let Some(code) = text.strip_prefix("exit ") {
                         Probe::Ready(code.trim().parse().unwrap_or(-1))
                     } else if text == "gone" {
@@ -297,7 +323,7 @@ if alive "$d" "$pid"; then echo running; elif [ -f "$d/exit" ]; then echo "exit 
 
 /// The process's log; with `follow`, then what it writes until it ends.
 pub fn logs(
-    reach: &Reach,
+    sh: &dyn NodeShell,
     name: &str,
     follow: bool,
 ) -> BoxStream<'static, Result<Bytes, RuntimeError>> {
@@ -323,7 +349,7 @@ cat "$d/log"
 "#
         )
     };
-    shell::stream(reach, &script).boxed()
+    sh.stream(&script).map_err(RuntimeError::from).boxed()
 }
 
 #[cfg(test)]

@@ -15,10 +15,10 @@
 //! run configuration (entrypoint, command, env, workdir, user, labels, ports, volumes). Equal keys
 //! mean the same layers started the same way; a false "different" only costs a push.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use bollard::query_parameters::ImportImageOptionsBuilder;
+use bollard::query_parameters::{ImportImageOptionsBuilder, ListImagesOptionsBuilder};
 use bytes::Bytes;
 use futures::{Stream, StreamExt};
 use sha2::{Digest, Sha256};
@@ -27,6 +27,7 @@ use super::engine::Engine;
 use super::error::{RuntimeError, describe_bollard, status_of};
 use super::features::Arch;
 use crate::plan::ImageFacts;
+use crate::plan::layers::chain_ids;
 
 /// How long an import may go without the engine answering after the last byte was sent.
 const LOAD_ANSWER_TIMEOUT: Duration = Duration::from_secs(600);
@@ -43,7 +44,7 @@ pub async fn image_facts(
     };
     let arch = Arch::normalize(inspect.architecture.as_deref().unwrap_or(""));
     let os = inspect.os.clone().unwrap_or_else(|| "linux".to_string());
-    let layers = inspect
+    let layers: Vec<String> = inspect
         .root_fs
         .as_ref()
         .and_then(|r| r.layers.clone())
@@ -86,7 +87,47 @@ pub async fn image_facts(
             .size
             .and_then(|s| u64::try_from(s).ok())
             .unwrap_or(0),
+        layers,
     }))
+}
+
+/// Every layer chain `engine` holds, read from all its images (`/images/json?all=1`, each
+/// inspected: the chain of every prefix of its `RootFS.Layers`). `None` on the containerd
+/// image store (`driver-type io.containerd.snapshotter.v1`), where layers live as content
+/// blobs and skipping them on `docker load` is not proven here.
+pub async fn layer_chains(engine: &Engine) -> Result<Option<BTreeSet<String>>, RuntimeError> {
+    let docker = engine.docker();
+    let info = docker
+        .info()
+        .await
+        .map_err(|e| RuntimeError::api("read the engine's info", e))?;
+    let containerd_store = info.driver_status.iter().flatten().any(|kv| {
+        kv.first().is_some_and(|k| k == "driver-type")
+            && kv
+                .get(1)
+                .is_some_and(|v| v.contains("containerd.snapshotter"))
+    });
+    if containerd_store {
+        return Ok(None);
+    }
+    let images = docker
+        .list_images(Some(ListImagesOptionsBuilder::new().all(true).build()))
+        .await
+        .map_err(|e| RuntimeError::api("list images", e))?;
+    let inspected: Vec<Option<Vec<String>>> = futures::stream::iter(images)
+        .map(|summary| async move {
+            // An image removed meanwhile is simply not there.
+            let i = docker.inspect_image(&summary.id).await.ok()?;
+            i.root_fs.and_then(|r| r.layers)
+        })
+        .buffer_unordered(8)
+        .collect()
+        .await;
+    let mut chains = BTreeSet::new();
+    for layers in inspected.into_iter().flatten() {
+        chains.extend(chain_ids(&layers));
+    }
+    Ok(Some(chains))
 }
 
 /// The image as a tar stream, straight from the engine (`docker save`).

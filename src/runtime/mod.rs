@@ -6,7 +6,9 @@
 //! - `target`: where a node is and how it is reached (local, SSH, a given socket).
 //! - `engine`: one node's Docker Engine (connect, create/start/stop, exec, logs).
 //! - `image`: an image's identity by content, and streaming it out of or into one engine.
-//! - `host`, `shell`: the host-process runtime, as short `sh` scripts run locally or over SSH.
+//! - `libnccl`: which NCCL a container of an image would load, read without starting it.
+//! - `shell`: the one way to run a script on a node (`NodeShell`: this machine, or over SSH).
+//! - `host`: the host-process runtime, as short scripts run through the node's shell.
 //! - `cluster`: node handles and the job operations common to both runtimes.
 //! - `wait`: every wait with a deadline, an interval and a way to abort.
 
@@ -17,6 +19,7 @@ pub mod features;
 pub mod host;
 pub mod http;
 pub mod image;
+pub mod libnccl;
 pub mod remote;
 pub mod request;
 pub mod shell;
@@ -28,5 +31,6 @@ pub use engine::{Engine, ExecOutput, LogChunk, LogStream};
 pub use error::RuntimeError;
 pub use features::{Arch, EngineFeatures, GpuAccess, gpu_access};
 pub use request::{CreateRequest, create_request};
-pub use target::{EngineEndpoint, NodeTarget, Reach, RemoteNode, ShellOutput};
+pub use shell::{LocalShell, NodeShell, ShellError, ShellOutput};
+pub use target::{EngineEndpoint, NodeTarget, Reach, RemoteNode};
 pub mod build;

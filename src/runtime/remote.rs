@@ -1,20 +1,22 @@
-//! The SSH layer (`crate::ssh`) as the runtime's [`RemoteNode`]: a remote node's Docker
-//! socket forwarded over its multiplexed connection, and `sh -c` scripts run through it. Glue
-//! only: how SSH works stays in `ssh`, what to run stays with the callers.
+//! The SSH layer (`crate::ssh`) as the runtime's [`RemoteNode`]: scripts run through the node's
+//! multiplexed connection (`ssh -S master … bash -c SCRIPT`, stdout streamed), and its Docker
+//! socket forwarded over the same connection. Glue only: how SSH works stays in `ssh`, what to
+//! run stays with the callers.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use std::process::Stdio;
-
 use bytes::Bytes;
+use futures::StreamExt;
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
-use futures::{StreamExt, TryStreamExt};
+use tokio::sync::mpsc::UnboundedSender;
 
-use super::target::{RemoteNode, ShellOutput};
-use crate::ssh::{Forward, NodeHandle, RunOptions};
+use super::shell::{NodeShell, ShellError, ShellOutput, run_command, stream_command};
+use super::target::RemoteNode;
+use crate::node::NodeName;
+use crate::ssh::{ConnectFailure, Forward, NodeHandle};
 
 /// A remote node reached through its SSH session. Forwards stay open as long as this does.
 #[derive(Debug)]
@@ -30,16 +32,74 @@ impl SshNode {
             forwards: Mutex::new(HashMap::new()),
         }
     }
+
+    /// `ssh -S master … -- HOST 'bash -c SCRIPT'` through the node's session; `None` for a
+    /// handle without a session (this machine).
+    fn command(&self, script: &str) -> Result<tokio::process::Command, ShellError> {
+        let no_session = || ShellError {
+            node: self.handle.name().clone(),
+            via: self.via(),
+            cause: "no SSH session".to_string(),
+        };
+        let session = self.handle.session().ok_or_else(no_session)?;
+        let line = crate::ssh::quote::join(&["bash", "-c", script]).map_err(|e| ShellError {
+            node: self.handle.name().clone(),
+            via: self.via(),
+            cause: format!("the script cannot be quoted: {e}"),
+        })?;
+        let mut cmd = tokio::process::Command::new(session.program_path());
+        cmd.args(session.client_args())
+            .args(["--", &session.dest().host, &line]);
+        Ok(cmd)
+    }
 }
 
-impl RemoteNode for SshNode {
-    fn describe(&self) -> String {
+impl NodeShell for SshNode {
+    fn node(&self) -> &NodeName {
+        self.handle.name()
+    }
+
+    fn via(&self) -> String {
         match self.handle.dest() {
-            Some(d) => format!("{} (ssh {d})", self.handle.name()),
-            None => self.handle.name().to_string(),
+            Some(d) => format!("ssh {d}"),
+            None => "the local shell".to_string(),
         }
     }
 
+    fn run<'a>(
+        &'a self,
+        script: &'a str,
+        stdin: Vec<u8>,
+        lines: Option<UnboundedSender<String>>,
+    ) -> BoxFuture<'a, Result<ShellOutput, ShellError>> {
+        Box::pin(async move {
+            let cmd = self.command(script)?;
+            let out = run_command(self.handle.name(), self.via(), cmd, stdin, lines).await?;
+            // 255 is ssh's own failure; a script may exit 255 too, so only a failure ssh
+            // itself describes counts as one.
+            if out.status == 255 {
+                let failure = ConnectFailure::classify(&out.stderr);
+                if failure != ConnectFailure::Other {
+                    return Err(ShellError {
+                        node: self.handle.name().clone(),
+                        via: self.via(),
+                        cause: format!("ssh failed ({failure:?}): {}", out.stderr_tail().trim()),
+                    });
+                }
+            }
+            Ok(out)
+        })
+    }
+
+    fn stream(&self, script: &str) -> BoxStream<'static, Result<Bytes, ShellError>> {
+        match self.command(script) {
+            Ok(cmd) => stream_command(self.handle.name().clone(), self.via(), cmd),
+            Err(e) => futures::stream::once(futures::future::ready(Err(e))).boxed(),
+        }
+    }
+}
+
+impl RemoteNode for SshNode {
     fn forward_socket<'a>(&'a self, remote: &'a str) -> BoxFuture<'a, Result<PathBuf, String>> {
         Box::pin(async move {
             if let Some(f) = self
@@ -61,123 +121,5 @@ impl RemoteNode for SshNode {
             }
             Ok(path)
         })
-    }
-
-    fn run<'a>(
-        &'a self,
-        script: &'a str,
-        stdin: Vec<u8>,
-    ) -> BoxFuture<'a, Result<ShellOutput, String>> {
-        Box::pin(async move {
-            let out = self
-                .handle
-                .output(&["sh", "-c", script], &RunOptions::stdin(stdin))
-                .await
-                .map_err(|e| e.to_string())?;
-            Ok(ShellOutput {
-                code: Some(out.code),
-                stdout: out.stdout,
-                stderr: out.stderr,
-            })
-        })
-    }
-
-    fn run_lines<'a>(
-        &'a self,
-        script: &'a str,
-        stdin: Vec<u8>,
-        lines: tokio::sync::mpsc::UnboundedSender<String>,
-    ) -> BoxFuture<'a, Result<ShellOutput, String>> {
-        // Streamed through the session (model staging shows byte progress from these lines);
-        // the script's process group dies with the future (Ctrl-C, a timeout).
-        Box::pin(async move {
-            use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
-            let Some(session) = self.handle.session() else {
-                return Err(format!("{}: no SSH session", self.handle.name()));
-            };
-            let remote =
-                crate::ssh::quote::join(&["sh", "-c", script]).map_err(|e| e.to_string())?;
-            let mut child = tokio::process::Command::new(session.program_path())
-                .args(session.client_args())
-                .arg("--")
-                .arg(&session.dest().host)
-                .arg(remote)
-                .process_group(0)
-                .stdin(Stdio::piped())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .kill_on_drop(true)
-                .spawn()
-                .map_err(|e| format!("run ssh: {e}"))?;
-            let mut input = child.stdin.take();
-            let writer = async move {
-                if let Some(w) = input.as_mut() {
-                    let _ = w.write_all(&stdin).await;
-                    let _ = w.shutdown().await;
-                }
-            };
-            let out = child.stdout.take();
-            let reader = async move {
-                if let Some(out) = out {
-                    let mut r = tokio::io::BufReader::new(out).lines();
-                    while let Ok(Some(line)) = r.next_line().await {
-                        let _ = lines.send(line);
-                    }
-                }
-            };
-            let err = child.stderr.take();
-            let err_reader = async move {
-                let mut buf = Vec::new();
-                if let Some(mut e) = err {
-                    let _ = e.read_to_end(&mut buf).await;
-                }
-                buf
-            };
-            let ((), (), stderr) = tokio::join!(writer, reader, err_reader);
-            let status = child
-                .wait()
-                .await
-                .map_err(|e| format!("wait for ssh: {e}"))?;
-            Ok(ShellOutput {
-                code: status.code(),
-                stdout: Vec::new(),
-                stderr,
-            })
-        })
-    }
-
-    fn stream(&self, script: &str) -> BoxStream<'static, Result<Bytes, String>> {
-        let fail = |e: String| futures::stream::once(futures::future::ready(Err(e))).boxed();
-        let Some(session) = self.handle.session() else {
-            return fail(format!("{}: no SSH session", self.handle.name()));
-        };
-        let remote = match crate::ssh::quote::join(&["sh", "-c", script]) {
-            Ok(r) => r,
-            Err(e) => return fail(e.to_string()),
-        };
-        let spawned = tokio::process::Command::new(session.program_path())
-            .args(session.client_args())
-            .arg("--")
-            .arg(&session.dest().host)
-            .arg(remote)
-            .process_group(0)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .kill_on_drop(true)
-            .spawn();
-        let mut child = match spawned {
-            Ok(c) => c,
-            Err(e) => return fail(format!("run ssh: {e}")),
-        };
-        let Some(stdout) = child.stdout.take() else {
-            return fail("ssh gave no stdout".to_string());
-        };
-        let reader = tokio_util::io::ReaderStream::new(stdout).map_err(|e| e.to_string());
-        // The child lives (and is killed on drop) as long as the stream.
-        futures::stream::unfold((reader, child), |(mut reader, child)| async move {
-            reader.next().await.map(|item| (item, (reader, child)))
-        })
-        .boxed()
     }
 }

@@ -96,7 +96,10 @@ pub fn create_request(spec: &ContainerSpec, gpu: &GpuAccess) -> CreateRequest {
             spec.mounts
                 .iter()
                 .map(|m| Mount {
-                    typ: Some(MountType::BIND),
+                    typ: Some(match m.kind {
+                        crate::plan::spec::MountKind::Bind => MountType::BIND,
+                        crate::plan::spec::MountKind::Volume => MountType::VOLUME,
+                    }),
                     source: Some(m.source.clone()),
                     target: Some(m.target.clone()),
                     read_only: Some(m.read_only),
@@ -203,5 +206,17 @@ mod tests {
             v["body"]["HostConfig"]["DeviceRequests"][0]["Capabilities"],
             serde_json::json!([["gpu"]])
         );
+    }
+
+    #[test]
+    fn a_secret_reaches_the_create_body_while_the_printed_plan_shows_set() {
+        let mut spec = gpu_spec(true);
+        spec.env.insert("HF_TOKEN".into(), "hf_real".into());
+        let req = create_request(&spec, &GpuAccess::None);
+        let env = req.body.env.clone().unwrap_or_default();
+        assert!(env.contains(&"HF_TOKEN=hf_real".to_string()), "{env:?}");
+        let printed = serde_json::to_string(&spec).unwrap();
+        assert!(printed.contains(r#""HF_TOKEN":"<set>""#), "{printed}");
+        assert!(!printed.contains("hf_real"));
     }
 }

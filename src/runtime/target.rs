@@ -1,15 +1,17 @@
 //! Where a node's work runs and how we reach it: this machine, a remote node over its
 //! multiplexed SSH connection, or only a Docker socket we were pointed at. A `NodeTarget` is a
 //! live handle description (not serde, STYLE rule 3); the SSH layer plugs in through the small
-//! [`RemoteNode`] trait so this module never learns how SSH works.
+//! [`RemoteNode`] trait (a [`NodeShell`] that can also forward a socket), so this module never
+//! learns how SSH works.
 
 use std::fmt;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use bytes::Bytes;
 use futures::future::BoxFuture;
-use futures::stream::BoxStream;
+
+use super::error::RuntimeError;
+use super::shell::{LocalShell, NodeShell};
 
 use crate::node::{NodeName, Role};
 
@@ -58,60 +60,13 @@ impl fmt::Display for EngineEndpoint {
     }
 }
 
-/// What a command run on a node returned.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ShellOutput {
-    /// Exit code; `None` when killed by a signal.
-    pub code: Option<i32>,
-    pub stdout: Vec<u8>,
-    pub stderr: Vec<u8>,
-}
-
-impl ShellOutput {
-    pub fn success(&self) -> bool {
-        self.code == Some(0)
-    }
-}
-
-/// A remote node reached over SSH; the SSH layer implements it.
-pub trait RemoteNode: Send + Sync + fmt::Debug {
-    /// `user@host` or similar, for messages.
-    fn describe(&self) -> String;
-
+/// A remote node reached over SSH; the SSH layer implements it. Scripts run through its
+/// [`NodeShell`] side; the Docker socket is forwarded over the same connection.
+pub trait RemoteNode: NodeShell {
     /// Forwards the unix socket `remote` on the node to a local unix socket over the node's
     /// multiplexed connection and returns the local path. Calling it twice for the same
     /// socket returns the same path.
     fn forward_socket<'a>(&'a self, remote: &'a str) -> BoxFuture<'a, Result<PathBuf, String>>;
-
-    /// Runs `sh -c script` on the node, feeding `stdin`, and returns its status and output.
-    /// Transport failures (connection lost, auth) are `Err`; a failing script is `Ok`.
-    fn run<'a>(
-        &'a self,
-        script: &'a str,
-        stdin: Vec<u8>,
-    ) -> BoxFuture<'a, Result<ShellOutput, String>>;
-
-    /// Runs `sh -c script` on the node and streams its stdout as it comes (`logs -f`).
-    fn stream(&self, script: &str) -> BoxStream<'static, Result<Bytes, String>>;
-
-    /// Like [`RemoteNode::run`], sending every stdout line to `lines` (model staging shows byte
-    /// progress from them). The default sends them once the script has ended; an
-    /// implementation that can stream should. The returned `stdout` is then empty.
-    fn run_lines<'a>(
-        &'a self,
-        script: &'a str,
-        stdin: Vec<u8>,
-        lines: tokio::sync::mpsc::UnboundedSender<String>,
-    ) -> BoxFuture<'a, Result<ShellOutput, String>> {
-        Box::pin(async move {
-            let mut out = self.run(script, stdin).await?;
-            for line in String::from_utf8_lossy(&out.stdout).lines() {
-                let _ = lines.send(line.to_string());
-            }
-            out.stdout.clear();
-            Ok(out)
-        })
-    }
 }
 
 /// How a node is reached.
@@ -157,6 +112,19 @@ impl NodeTarget {
 
     pub fn is_local(&self) -> bool {
         matches!(self.reach, Reach::Local)
+    }
+
+    /// The node's shell: this machine's, or its SSH connection's. A node given only as a
+    /// Docker socket has none.
+    pub fn shell(&self) -> Result<Arc<dyn NodeShell>, RuntimeError> {
+        match &self.reach {
+            Reach::Local => Ok(Arc::new(LocalShell::new(self.name.clone()))),
+            Reach::Remote(remote) => Ok(remote.clone()),
+            Reach::EngineOnly(ep) => Err(RuntimeError::Other(format!(
+                "{} is reached only through the Docker socket {ep} (given with --engine); this needs a shell on the node: this machine, or an SSH connection to it",
+                self.name
+            ))),
+        }
     }
 }
 

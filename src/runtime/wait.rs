@@ -32,7 +32,11 @@ where
     F: FnMut() -> Fut,
     Fut: Future<Output = Probe<T>>,
 {
-    let deadline = tokio::time::Instant::now() + timeout;
+    let now = tokio::time::Instant::now();
+    // A timeout too long for the clock is as good as none (it never ends the wait).
+    let deadline = now
+        .checked_add(timeout)
+        .unwrap_or_else(|| now + Duration::from_secs(100 * 365 * 24 * 3600));
     let mut last = "nothing yet".to_string();
     loop {
         let step = tokio::select! {

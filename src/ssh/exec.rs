@@ -79,6 +79,9 @@ pub(crate) async fn run_child(
     })
     .stdout(Stdio::piped())
     .stderr(Stdio::piped())
+    // Its own process group: a terminal's Ctrl-C reaches spark-launch, which then cleans up
+    // through these very connections, and not ssh itself.
+    .process_group(0)
     .kill_on_drop(true);
     let program = cmd.as_std().get_program().to_string_lossy().into_owned();
     let mut child = cmd.spawn().map_err(|source| SshError::Spawn {

@@ -145,6 +145,7 @@ impl NodeHandle {
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
+            .process_group(0)
             .kill_on_drop(true);
         let mut tar = tar
             .spawn()
@@ -182,6 +183,7 @@ impl NodeHandle {
             }
         };
         recv.stdin(pipe)
+            .process_group(0)
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .kill_on_drop(true);

@@ -51,7 +51,7 @@ pub use askpass::Password;
 pub use error::{ConnectFailure, Dest, SshError, stderr_tail};
 pub use exec::{Output, RunOptions};
 pub use handle::{Forward, NodeHandle};
-pub use options::{CIPHERS, SshOptions};
+pub use options::{CIPHERS, SshOptions, bulk_ciphers};
 pub use pool::{Pool, PoolError, SshTarget};
 pub use runtime_dir::RuntimeDir;
 pub use session::Session;

@@ -1,12 +1,12 @@
 //! `Pool`: the live links to every node of a command's cluster, one multiplexed SSH connection
 //! per remote node (the local node runs commands directly). Connecting fans out through
-//! `apply::for_each_node`, so every node's failure is reported, not only the first.
+//! `node::for_each_node`, so every node's failure is reported, not only the first.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use crate::apply::{NodeFailures, for_each_node};
 use crate::node::NodeName;
+use crate::node::{NodeFailures, for_each_node};
 
 use super::askpass::{Askpass, Password};
 use super::error::SshError;

@@ -2,8 +2,8 @@
 //! link and read the stream with the same reader as `probe --root`, so a live node, a remote
 //! node and a saved snapshot give facts the same way. The local node runs the emitter here.
 
-use crate::apply::for_each_node;
 use crate::node::NodeName;
+use crate::node::for_each_node;
 use crate::probe::emit::SCRIPT;
 use crate::probe::live::LiveError;
 use crate::probe::tree::StreamError;

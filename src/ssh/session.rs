@@ -3,6 +3,7 @@
 //! every command, copy and forward goes through its ControlPath socket with no new handshake.
 //! Talks to sshd; decides nothing.
 
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -241,6 +242,7 @@ impl Session {
             .args(["-o", "ControlMaster=no", "-o", "BatchMode=yes"])
             .args(&self.common)
             .args(["-O", "cancel", "-L", &spec, "--", &self.dest.host])
+            .process_group(0)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -273,6 +275,7 @@ impl Drop for Session {
             .args(["-o", "ControlMaster=no"])
             .args(&self.common)
             .args(["-O", "exit", "--", &self.dest.host])
+            .process_group(0)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())

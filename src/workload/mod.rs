@@ -1,9 +1,15 @@
-//! Workloads (nccl-test, nccl-build, vllm, trtllm): each turns the user's options and the
-//! derived per-node environment into a `JobPlan`. Pure: no network, no Docker, no files.
+//! Workloads (run, nccl-test, nccl-build, vllm, trtllm): each turns the user's options and
+//! the derived per-node environment into a plan; `launch` is the one entry that turns any
+//! launching request into its one plan. Pure: no network, no Docker, no files.
 
+pub mod launch;
+pub mod limits;
 pub mod nccl_build;
+pub mod nccl_lib;
 pub mod nccl_test;
+pub mod rdma;
 pub mod readiness;
+pub mod run;
 pub mod serve;
 pub mod trtllm;
 pub mod vllm;

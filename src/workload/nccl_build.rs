@@ -14,8 +14,10 @@ use crate::node::NodeName;
 
 /// The image repository spark-launch tags its builds with.
 pub const IMAGE_REPO: &str = "spark-launch/nccl-tests";
-/// NCCL's default tag: the release NVIDIA's DGX Spark playbooks moved to.
-pub const DEFAULT_NCCL_REF: &str = "v2.28.9-1";
+/// NCCL's default tag: the first release with `NCCL_IB_SUBNET_AWARE_ROUTING` (what a
+/// switchless ring of Sparks needs), and the one NVIDIA's newest cluster helper builds for every
+/// topology (`images/README.md` says why).
+pub const DEFAULT_NCCL_REF: &str = "v2.30.7-1";
 
 /// The build context (`images/nccl-tests`): path in the context, content, mode.
 pub const CONTEXT: &[(&str, &str, u32)] = &[
@@ -163,6 +165,9 @@ pub struct ImageBuild {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct BuildPlan {
     pub builds: Vec<ImageBuild>,
+    /// What the user should know (a ref that names no release).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -179,6 +184,41 @@ pub enum BuildPlanError {
     BadRef(String),
     #[error("--tag names one image, but this cluster needs one per architecture ({0})")]
     TagForMany(String),
+    #[error(
+        "--nccl-ref {nccl_ref} builds NCCL {version} for a switchless ring (one subnet per cable): rings need NCCL_IB_SUBNET_AWARE_ROUTING, which NCCL has only from {min} on, and time out connecting (`ibv_modify_qp … Connection timed out`) without it\n    fix: build {default} (the default: drop --nccl-ref) or a later release; or keep this ref and add --mesh-plugin (the mesh net plugin routes by subnet itself)"
+    )]
+    OldForRing {
+        nccl_ref: String,
+        version: crate::libnccl::NcclVersion,
+        min: crate::libnccl::NcclVersion,
+        default: &'static str,
+    },
+}
+
+/// A build for a switchless ring must bring subnet-aware routing: NCCL ≥ 2.30.7, or the mesh
+/// plugin. A ref that names no release (a branch, a commit) cannot be judged here: a note
+/// says its version is read from the image once built.
+pub fn ring_check(opts: &BuildOptions, ring: bool) -> Result<Vec<String>, BuildPlanError> {
+    let nccl_ref = opts.nccl_ref.as_deref().unwrap_or(DEFAULT_NCCL_REF);
+    let Some(version) = crate::libnccl::NcclVersion::from_ref(nccl_ref) else {
+        return Ok(vec![format!(
+            "--nccl-ref {nccl_ref} names no release: the NCCL it builds is read from the image after the build (`nccl-test` and serving plans show it{})",
+            if ring {
+                format!("; a ring needs {} or later", crate::libnccl::RING_MIN)
+            } else {
+                String::new()
+            }
+        )]);
+    };
+    if ring && version < crate::libnccl::RING_MIN && !opts.mesh_plugin {
+        return Err(BuildPlanError::OldForRing {
+            nccl_ref: nccl_ref.to_string(),
+            version,
+            min: crate::libnccl::RING_MIN,
+            default: DEFAULT_NCCL_REF,
+        });
+    }
+    Ok(Vec::new())
 }
 
 /// The default tag of the image for `arch`: `spark-launch/nccl-tests:nccl-v2.28.9-1-sm121-arm64`.
@@ -279,7 +319,10 @@ pub fn build_plan(
             }
         })
         .collect();
-    Ok(BuildPlan { builds })
+    Ok(BuildPlan {
+        builds,
+        notes: Vec::new(),
+    })
 }
 
 /// The `ARG` names the Dockerfile declares (for checking that every build argument is
@@ -330,9 +373,9 @@ mod tests {
         let b = &p.builds[0];
         assert_eq!(b.build_on, n("spark-a"));
         assert_eq!(b.push_to, vec![n("spark-b")]);
-        assert_eq!(b.tag, "spark-launch/nccl-tests:nccl-v2.28.9-1-sm121-arm64");
+        assert_eq!(b.tag, "spark-launch/nccl-tests:nccl-v2.30.7-1-sm121-arm64");
         assert_eq!(b.platform, "linux/arm64");
-        assert_eq!(b.build_args["NCCL_REF"], "v2.28.9-1");
+        assert_eq!(b.build_args["NCCL_REF"], "v2.30.7-1");
         assert_eq!(
             b.build_args["NVCC_GENCODE"],
             "-gencode=arch=compute_121,code=sm_121"
@@ -401,6 +444,36 @@ mod tests {
             ),
             Err(BuildPlanError::BadRef(_))
         ));
+    }
+
+    #[test]
+    fn a_ring_build_older_than_2_30_7_is_refused_unless_the_mesh_plugin_comes_with_it() {
+        let old = BuildOptions {
+            nccl_ref: Some("v2.28.9-1".into()),
+            ..BuildOptions::default()
+        };
+        let e = ring_check(&old, true).unwrap_err();
+        let text = e.to_string();
+        assert!(
+            text.starts_with("--nccl-ref v2.28.9-1 builds NCCL 2.28.9 for a switchless ring"),
+            "{text}"
+        );
+        assert!(
+            text.contains("fix: build v2.30.7-1 (the default: drop --nccl-ref)"),
+            "{text}"
+        );
+        assert_eq!(ring_check(&old, false), Ok(vec![]));
+        let mesh = BuildOptions {
+            mesh_plugin: true,
+            ..old.clone()
+        };
+        assert_eq!(ring_check(&mesh, true), Ok(vec![]));
+        assert_eq!(ring_check(&BuildOptions::default(), true), Ok(vec![]));
+        let branch = BuildOptions {
+            nccl_ref: Some("master".into()),
+            ..BuildOptions::default()
+        };
+        assert!(ring_check(&branch, true).unwrap()[0].contains("a ring needs 2.30.7 or later"));
     }
 
     #[test]

@@ -29,6 +29,7 @@ use crate::plan::{
 };
 use crate::probe::facts::Subnet;
 use crate::workload::nccl_build::{Arch, default_image};
+use crate::workload::rdma::{IB_DISABLE, NoVerbs, rdma_access};
 
 /// The port of the sshd inside the nccl-tests containers (the node's own sshd keeps 22).
 pub const SSHD_PORT: u16 = 2233;
@@ -188,6 +189,9 @@ pub struct NcclTestOptions {
     pub ssh_wait_s: u64,
     /// Only check the launch path: `mpirun hostname` on every rank instead of the tests.
     pub launch_check: bool,
+    /// Run NCCL on TCP sockets rather than refuse when a node's containers could not reach
+    /// its RDMA devices (`--allow-tcp`).
+    pub allow_tcp: bool,
 }
 
 impl NcclTestOptions {
@@ -211,6 +215,7 @@ impl NcclTestOptions {
             timeout_s: 1800,
             ssh_wait_s: 120,
             launch_check: false,
+            allow_tcp: false,
         }
     }
 }
@@ -236,8 +241,16 @@ pub struct TestNode {
     pub env: BTreeMap<String, String>,
     /// The RDMA devices NCCL must use on this node (from the derived `NCCL_IB_HCA`).
     pub hcas: Vec<String>,
-    /// `/dev/infiniband` exists on the node.
+    /// The container gets `/dev/infiniband`: seen with `uverbs*` on the node, or not recorded
+    /// by its snapshot (see `infiniband_unrecorded`).
     pub has_infiniband: bool,
+    /// The node's snapshot does not record `/dev/infiniband`: the plan assumed it is there.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub infiniband_unrecorded: bool,
+    /// The node has ACTIVE RDMA devices that a container could not reach (no usable
+    /// `/dev/infiniband`): a multi-node test refuses unless TCP is allowed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub no_verbs: Option<NoVerbs>,
     /// The SSH user's `~/.ssh` on the node (mounted read-only into the container).
     pub ssh_dir: String,
     /// Where the node's sshd keeps its host keys (`ssh_host_*_key`; mounted read-only, so the
@@ -270,6 +283,10 @@ pub enum NcclTestError {
         "{0}: its CPU architecture ({1}) has no default image; build one with `spark-launch nccl-build` and pass it with --image"
     )]
     NoImage(NodeName, String),
+    #[error("refusing to start: {}", .0.iter().map(|m| format!("{}\n    fix: {}", m.problem(), m.fix())).collect::<Vec<_>>().join("\n  "))]
+    NoVerbs(Vec<NoVerbs>),
+    #[error("--image: {0}")]
+    BadImage(String),
 }
 
 /// Everything `nccl-test` will do, as data.
@@ -286,6 +303,60 @@ pub struct NcclTestPlan {
     pub runs: Vec<MpirunRun>,
     /// The script the head runs (hostfile, wait for sshd, the `mpirun` lines).
     pub driver: String,
+    /// What the plan assumed (RDMA devices a snapshot does not record, NCCL on sockets).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+    /// The NCCL each container loads (set by `workload::launch`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nccl: Option<super::nccl_lib::NcclPlan>,
+}
+
+/// What a finished nccl-test says: the figures and the verdict, or, for `--launch-check`,
+/// whether every node answered with every rank.
+#[derive(Clone, Debug, Serialize)]
+#[serde(untagged)]
+pub enum NcclVerdict {
+    Measured(crate::report::nccl::Analysis),
+    LaunchCheck(crate::report::nccl::launch::LaunchCheck),
+}
+
+impl NcclVerdict {
+    /// The run failed its verdict (exit 1).
+    pub fn failed(&self) -> bool {
+        match self {
+            NcclVerdict::Measured(a) => a.status.is_bad(),
+            NcclVerdict::LaunchCheck(c) => !c.ok,
+        }
+    }
+}
+
+impl NcclTestPlan {
+    /// The verdict on what the driver printed, with every node's derived HCAs as the
+    /// expectation (a twin NCCL did not open fails).
+    pub fn verdict(&self, log: &str, exit_code: Option<i32>) -> NcclVerdict {
+        use crate::report::nccl;
+        if self.runs.iter().all(|r| r.op.is_none()) {
+            let expected: Vec<(String, String, u32)> = self
+                .nodes
+                .iter()
+                .map(|n| (n.name.to_string(), n.hostname.clone(), n.gpus))
+                .collect();
+            return NcclVerdict::LaunchCheck(nccl::launch::launch_check(log, &expected));
+        }
+        let mut expected = nccl::ExpectedHcas::new();
+        for n in &self.nodes {
+            if !n.hcas.is_empty() {
+                expected.insert(n.hostname.clone(), n.hcas.clone());
+            }
+        }
+        let ctx = nccl::Context {
+            expected_hcas: expected,
+            topology: self.topology,
+            test_hint: None,
+            exit_code,
+        };
+        NcclVerdict::Measured(nccl::analyse(log, &ctx))
+    }
 }
 
 /// One `mpirun` line.
@@ -346,6 +417,7 @@ pub fn test_nodes(
     gpus: Option<u32>,
     ssh_dir: &str,
 ) -> Vec<TestNode> {
+    let no_verbs = rdma_access(inputs, false).err().unwrap_or_default();
     inputs
         .iter()
         .enumerate()
@@ -390,8 +462,9 @@ pub fn test_nodes(
                 hcas: derived
                     .map(|d| d.hcas.iter().map(|h| h.device.to_string()).collect())
                     .unwrap_or_default(),
-                has_infiniband: !input.facts.host.infiniband_dev_nodes.is_empty()
-                    || !input.facts.rdma_devices.is_empty(),
+                has_infiniband: input.facts.host.has_uverbs().unwrap_or(true),
+                infiniband_unrecorded: input.facts.host.has_uverbs().is_none(),
+                no_verbs: no_verbs.iter().find(|m| m.node == input.name).cloned(),
                 ssh_dir: ssh_dir.to_string(),
                 host_keys_dir: "/etc/ssh".to_string(),
             }
@@ -406,8 +479,10 @@ pub fn plan(
     opts: &NcclTestOptions,
 ) -> Result<NcclTestPlan, NcclTestError> {
     validate(nodes, opts)?;
-    let head = &nodes[0];
     let multi = nodes.len() > 1;
+    let (nodes, notes) = &rdma_on_nodes(nodes, opts, multi)?;
+    let nodes = nodes.as_slice();
+    let head = &nodes[0];
     let docker = opts.runtime == RuntimeKind::Docker;
     let hostfile_path = if docker {
         CONTAINER_HOSTFILE.to_string()
@@ -500,7 +575,51 @@ pub fn plan(
         hostfile,
         runs,
         driver,
+        notes: notes.clone(),
+        nccl: None,
     })
+}
+
+/// Refuses a multi-node test on a node whose ACTIVE RDMA devices its container could not reach
+/// (unless TCP is allowed: then every rank gets `NCCL_IB_DISABLE=1`), and notes what was
+/// assumed.
+fn rdma_on_nodes(
+    nodes: &[TestNode],
+    opts: &NcclTestOptions,
+    multi: bool,
+) -> Result<(Vec<TestNode>, Vec<String>), NcclTestError> {
+    let mut out = nodes.to_vec();
+    let mut notes = Vec::new();
+    let unrecorded: Vec<&str> = nodes
+        .iter()
+        .filter(|n| n.infiniband_unrecorded)
+        .map(|n| n.name.as_str())
+        .collect();
+    if !unrecorded.is_empty() {
+        notes.push(format!(
+            "the snapshots of {} do not record /dev/infiniband: the plan passes it as if present (a live run sees whether it is)",
+            unrecorded.join(", ")
+        ));
+    }
+    let missing: Vec<NoVerbs> = nodes.iter().filter_map(|n| n.no_verbs.clone()).collect();
+    if !multi || missing.is_empty() {
+        return Ok((out, notes));
+    }
+    if !opts.allow_tcp {
+        return Err(NcclTestError::NoVerbs(missing));
+    }
+    for n in &mut out {
+        n.env.insert(IB_DISABLE.to_string(), "1".to_string());
+    }
+    notes.push(format!(
+        "NCCL will use TCP sockets on every node, not RDMA (--allow-tcp: {} without a usable /dev/infiniband); NCCL_IB_DISABLE=1 is set on every rank, and the report will flag the socket transport",
+        missing
+            .iter()
+            .map(|m| m.node.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    ));
+    Ok((out, notes))
 }
 
 /// `--image`, or the default tag of `nccl-build` for the node's CPU architecture.
@@ -542,6 +661,9 @@ fn validate(nodes: &[TestNode], opts: &NcclTestOptions) -> Result<(), NcclTestEr
     }
     if opts.iters == 0 {
         return Err(NcclTestError::Iters);
+    }
+    if let Some(image) = &opts.image {
+        crate::plan::spec::check_image(image).map_err(NcclTestError::BadImage)?;
     }
     let mut seen: BTreeMap<&str, &NodeName> = BTreeMap::new();
     for n in nodes {
@@ -732,11 +854,13 @@ fn container(
             source: n.ssh_dir.clone(),
             target: USER_SSH_MOUNT.into(),
             read_only: true,
+            kind: crate::plan::spec::MountKind::Bind,
         });
         spec.mounts.push(Mount {
             source: n.host_keys_dir.clone(),
             target: HOST_SSH_MOUNT.into(),
             read_only: true,
+            kind: crate::plan::spec::MountKind::Bind,
         });
     } else {
         // One node: no sshd, mpirun starts every rank locally.
@@ -772,6 +896,8 @@ mod tests {
             hcas: hca.split(',').map(str::to_string).collect(),
             arch: Some("aarch64".into()),
             has_infiniband: true,
+            infiniband_unrecorded: false,
+            no_verbs: None,
             ssh_dir: "/home/nvidia/.ssh".into(),
             host_keys_dir: "/etc/ssh".into(),
         }
@@ -798,6 +924,39 @@ mod tests {
 
     fn opts() -> NcclTestOptions {
         NcclTestOptions::new(JobName::new("nccl-test").unwrap())
+    }
+
+    #[test]
+    fn a_worker_without_usable_infiniband_devices_is_refused_unless_tcp_is_allowed() {
+        let mut nodes = pair();
+        nodes[1].has_infiniband = false;
+        nodes[1].no_verbs = Some(NoVerbs {
+            node: nodes[1].name.clone(),
+            devices: vec!["rocep1s0f0".into()],
+            seen: "is missing".into(),
+        });
+        let err = plan(&nodes, None, &opts()).unwrap_err();
+        let text = err.to_string();
+        assert!(
+            text.contains("spark-b: RDMA device rocep1s0f0 is ACTIVE"),
+            "{text}"
+        );
+        assert!(text.contains("sudo modprobe ib_uverbs"), "{text}");
+        let mut o = opts();
+        o.allow_tcp = true;
+        let p = plan(&nodes, None, &o).unwrap();
+        assert!(p.notes[0].contains("NCCL will use TCP sockets on every node"));
+        for part in &p.plan.nodes {
+            let Launch::Container(c) = &part.launch else {
+                panic!("a container")
+            };
+            assert_eq!(c.env[IB_DISABLE], "1");
+        }
+        let Launch::Container(worker) = &p.plan.nodes[1].launch else {
+            panic!("a container")
+        };
+        assert!(worker.devices.is_empty());
+        assert!(p.runs[0].argv.iter().any(|a| a == "NCCL_IB_DISABLE=1"));
     }
 
     #[test]

@@ -61,7 +61,7 @@ impl fmt::Display for NotReady {
             } => write!(
                 f,
                 "not ready after {} (last phase: {phase}; the API's last answer: {last_answer})",
-                duration(*waited_s * 1000)
+                duration(waited_s.saturating_mul(1000))
             ),
             NotReady::Exited { node, code, phase } => write!(
                 f,
@@ -111,15 +111,6 @@ impl Readiness {
             last_answer: "none yet".to_string(),
             models: None,
             exited: None,
-        }
-    }
-
-    /// How long to wait before polling the API again.
-    pub fn poll_interval_ms(&self, now_ms: u64) -> u64 {
-        if now_ms.saturating_sub(self.started_ms) < 60_000 {
-            1_000
-        } else {
-            3_000
         }
     }
 
@@ -211,16 +202,9 @@ pub fn model_ids(body: &str) -> Option<Vec<String>> {
         .map(|l| l.data.into_iter().map(|i| i.id).collect())
 }
 
-/// `12s`, `3m05s`, `1h02m`.
+/// `12s`, `3m05s`, `1h02m` from milliseconds.
 pub fn duration(ms: u64) -> String {
-    let s = ms / 1000;
-    if s < 60 {
-        format!("{s}s")
-    } else if s < 3600 {
-        format!("{}m{:02}s", s / 60, s % 60)
-    } else {
-        format!("{}h{:02}m", s / 3600, (s % 3600) / 60)
-    }
+    crate::progress::human_duration(std::time::Duration::from_millis(ms))
 }
 
 /// The phase a log line announces, if any (vLLM, TensorRT-LLM and spark-launch's own lines).
@@ -447,12 +431,5 @@ mod tests {
             Some("spark-launch: ERROR cannot ssh from the head container to 10.0.0.2:2233")
         );
         assert_eq!(first_error("all fine\nINFO ok"), None);
-    }
-
-    #[test]
-    fn polling_slows_down_after_the_first_minute() {
-        let r = Readiness::new("m", 0, 600);
-        assert_eq!(r.poll_interval_ms(10_000), 1_000);
-        assert_eq!(r.poll_interval_ms(61_000), 3_000);
     }
 }

@@ -16,6 +16,8 @@ use crate::model::ModelSource;
 use crate::node::{NodeName, Role};
 use crate::plan::spec::Mount;
 use crate::plan::{ContainerSpec, Gpus, JobName, JobPlan, Ulimit};
+use crate::workload::limits;
+use crate::workload::rdma::{RdmaAccess, rdma_access};
 
 /// The vLLM image used unless `--image` says otherwise: NVIDIA's NGC build (multi-arch, arm64
 /// for DGX Spark), pinned so that a plan means the same thing tomorrow.
@@ -103,6 +105,9 @@ pub struct ServeOptions {
     pub ready_timeout_s: u64,
     /// Stage the weights on every node before starting (off: they are already there).
     pub stage_model: bool,
+    /// Run NCCL on TCP sockets rather than refuse when a node's containers could not reach its
+    /// RDMA devices (`--allow-tcp`).
+    pub allow_tcp: bool,
 }
 
 impl ServeOptions {
@@ -110,9 +115,9 @@ impl ServeOptions {
         self.paths.get(node).cloned().unwrap_or_default()
     }
 
-    /// The GPUs of one model replica.
-    pub fn world(&self) -> u32 {
-        self.tp * self.pp
+    /// The GPUs of one model replica (never wraps: `u32 × u32` fits a `u64`).
+    pub fn world(&self) -> u64 {
+        u64::from(self.tp) * u64::from(self.pp)
     }
 }
 
@@ -145,7 +150,14 @@ pub struct ServePlan {
     pub notes: Vec<String>,
     /// Warnings from derive, per node.
     pub warnings: BTreeMap<NodeName, Vec<String>>,
+    /// Why NCCL will run on TCP sockets instead of RDMA (`--allow-tcp`); absent: RDMA.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sockets: Option<String>,
     pub job: JobPlan,
+    /// The NCCL each container loads (set by `workload::launch`; `None` from the engine
+    /// planners alone).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nccl: Option<super::nccl_lib::NcclPlan>,
 }
 
 /// One reason not to start, with the fix.
@@ -198,7 +210,7 @@ impl From<crate::derive::Refusal> for ServeRefusal {
 }
 
 /// How many nodes a replica of `tp × pp` GPUs needs with `gpus_per_node` each, or why the
-/// shape does not fit.
+/// shape does not fit. Every count is bounded (`limits`) and the arithmetic is checked.
 pub fn nodes_needed(
     tp: u32,
     pp: u32,
@@ -217,8 +229,27 @@ pub fn nodes_needed(
             fix: "give the number of GPUs each node has (1 on a DGX Spark)".into(),
         });
     }
-    let world = tp * pp;
-    if !world.is_multiple_of(gpus_per_node) {
+    let bounds = [
+        limits::count("--tp", u64::from(tp), u64::from(limits::MAX_TP)),
+        limits::count("--pp", u64::from(pp), u64::from(limits::MAX_PP)),
+        limits::count(
+            "--gpus-per-node",
+            u64::from(gpus_per_node),
+            u64::from(limits::MAX_GPUS_PER_NODE),
+        ),
+    ];
+    if let Some(Err(e)) = bounds.into_iter().find(|b| b.is_err()) {
+        return Err(Problem {
+            problem: e,
+            fix: "choose a shape within the limits".into(),
+        });
+    }
+    let world = limits::world(tp, pp).map_err(|e| Problem {
+        problem: e,
+        fix: "lower --tp or --pp".into(),
+    })?;
+    let per_node = u64::from(gpus_per_node);
+    if !world.is_multiple_of(per_node) {
         return Err(Problem {
             problem: format!(
                 "tp × pp = {tp} × {pp} = {world} GPUs does not fill whole nodes of {gpus_per_node} GPU{}",
@@ -229,20 +260,23 @@ pub fn nodes_needed(
             ),
         });
     }
-    let needed = (world / gpus_per_node) as usize;
-    if needed > available {
+    let needed = world / per_node;
+    let available_gpus = (available as u64).saturating_mul(per_node);
+    if needed > available as u64 {
         return Err(Problem {
             problem: format!(
                 "tp × pp = {world} GPUs needs {needed} nodes of {gpus_per_node} GPU{}, but the cluster has {available}",
                 if gpus_per_node == 1 { "" } else { "s" }
             ),
             fix: format!(
-                "lower --tp/--pp to at most {} GPUs in total, or add nodes (`spark-launch nodes add HOST`)",
-                available as u32 * gpus_per_node
+                "lower --tp/--pp to at most {available_gpus} GPUs in total, or add nodes (`spark-launch nodes add HOST`)"
             ),
         });
     }
-    Ok(needed)
+    usize::try_from(needed).map_err(|_| Problem {
+        problem: format!("{needed} nodes"),
+        fix: "lower --tp or --pp".into(),
+    })
 }
 
 /// GPUs per node as the nodes' drivers list them: the count when every node reports the same
@@ -279,6 +313,10 @@ pub struct Selected {
     pub inputs: Vec<NodeInput>,
     pub unused: Vec<NodeName>,
     pub env: ClusterEnv,
+    /// Which containers get `/dev/infiniband`, and whether NCCL runs on sockets.
+    pub rdma: RdmaAccess,
+    /// What the plan assumed where the facts are unknown, for its notes.
+    pub assumed: Vec<String>,
 }
 
 /// Picks the nodes and derives their environment, or every reason it cannot.
@@ -288,6 +326,12 @@ pub fn select(
     extra: Vec<Problem>,
 ) -> Result<Selected, ServeRefusal> {
     let mut problems = extra;
+    if let Err(e) = crate::plan::spec::check_image(&opts.image) {
+        problems.push(Problem {
+            problem: format!("--image: {e}"),
+            fix: "give the image as Docker names it (`docker image ls` shows them)".into(),
+        });
+    }
     if nodes.is_empty() {
         problems.push(Problem {
             problem: "no nodes".into(),
@@ -311,13 +355,33 @@ pub fn select(
             return Err(ServeRefusal { problems });
         }
     };
+    let rdma = match rdma_access(&inputs, opts.allow_tcp) {
+        Ok(a) => a,
+        Err(missing) => {
+            problems.extend(missing.iter().map(|m| Problem {
+                problem: m.problem(),
+                fix: m.fix(),
+            }));
+            RdmaAccess::default()
+        }
+    };
     if !problems.is_empty() {
         return Err(ServeRefusal { problems });
+    }
+    let mut assumed = rdma.notes.clone();
+    if inputs.iter().all(|n| n.facts.host.gpus.is_empty()) {
+        assumed.push(format!(
+            "no node's facts list its GPUs (proc/driver/nvidia/gpus): the plan takes {} GPU{} per node (--gpus-per-node, default 1)",
+            opts.gpus_per_node,
+            if opts.gpus_per_node == 1 { "" } else { "s" }
+        ));
     }
     Ok(Selected {
         inputs,
         unused,
         env,
+        rdma,
+        assumed,
     })
 }
 
@@ -342,10 +406,10 @@ pub fn container(
     opts: &ServeOptions,
     engine: Engine,
     node: &NodeEnv,
-    facts: &NodeInput,
+    rdma: &RdmaAccess,
     notes: &mut Vec<String>,
 ) -> ContainerSpec {
-    let has_ib = !facts.facts.host.infiniband_dev_nodes.is_empty();
+    let has_ib = rdma.passes_devices(&node.name);
     let mut spec = ContainerSpec::gpu(&opts.job, &node.name, node.role, &opts.image, has_ib);
     spec.override_ulimits(&opts.ulimits);
     if let Some(g) = opts.gpus {
@@ -359,6 +423,7 @@ pub fn container(
         spec.ports = vec![opts.port];
     }
     let mut env = node.env.clone();
+    rdma.apply_env(&mut env);
     // The weights were staged on every node: the engine must not reach for the Hub (a gated
     // model would fail on workers, and every node would download again).
     env.insert("HF_HUB_OFFLINE".into(), "1".into());
@@ -380,6 +445,7 @@ pub fn container(
             source: path.clone(),
             target: opts.model.container_path(),
             read_only: true,
+            kind: crate::plan::spec::MountKind::Bind,
         });
     }
     spec
@@ -400,8 +466,15 @@ pub fn endpoint(head: &NodeInput, head_env: &NodeEnv, port: u16) -> Endpoint {
     }
 }
 
-/// Notes every plan carries about paths a dry run could not resolve.
-pub fn path_notes(opts: &ServeOptions, nodes: &[NodeName], notes: &mut Vec<String>) {
+/// Notes every plan carries about what it assumed: paths a dry run could not resolve, facts a
+/// snapshot does not record (RDMA devices, GPUs), NCCL on sockets.
+pub fn path_notes(
+    opts: &ServeOptions,
+    nodes: &[NodeName],
+    assumed: &[String],
+    notes: &mut Vec<String>,
+) {
+    notes.extend(assumed.iter().cloned());
     let unresolved: Vec<&str> = nodes
         .iter()
         .filter(|n| opts.paths_of(n).hf_home.starts_with('~'))
@@ -449,6 +522,22 @@ mod tests {
         assert!(p.problem.contains("needs 4 nodes"), "{p}");
         assert!(p.fix.contains("at most 2 GPUs"), "{p}");
         assert!(nodes_needed(0, 1, 1, 2).is_err());
+    }
+
+    #[test]
+    fn a_shape_past_the_limits_is_refused_naming_the_limit_never_wrapped() {
+        // Issue 12: `--tp 4294967295 --pp 4294967295` planned a one-node job, `--tp 65536
+        // --pp 65536` refused with "0 problems".
+        let p = nodes_needed(u32::MAX, u32::MAX, 1, 2).unwrap_err();
+        assert_eq!(p.problem, "--tp 4294967295: at most 1024 is supported");
+        let p = nodes_needed(1024, 256, 1, 2).unwrap_err();
+        assert!(
+            p.problem.contains("1024 × 256 = 262144 GPUs: at most 4096"),
+            "{p}"
+        );
+        let p = nodes_needed(1, 1, 65, 2).unwrap_err();
+        assert_eq!(p.problem, "--gpus-per-node 65: at most 64 is supported");
+        assert_eq!(nodes_needed(2, 1, 1, usize::MAX), Ok(2));
     }
 
     #[test]

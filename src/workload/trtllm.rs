@@ -237,8 +237,8 @@ pub fn plan(opts: &TrtllmOptions, nodes: &[NodeInput]) -> Result<ServePlan, Serv
 
     // Every node's container, then the head's mpirun from their environments.
     let mut specs = Vec::new();
-    for (input, env) in sel.inputs.iter().zip(&sel.env.nodes) {
-        let mut spec = container(o, Engine::Trtllm, env, input, &mut notes);
+    for env in &sel.env.nodes {
+        let mut spec = container(o, Engine::Trtllm, env, &sel.rdma, &mut notes);
         spec.env.insert("OMPI_ALLOW_RUN_AS_ROOT".into(), "1".into());
         spec.env
             .insert("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM".into(), "1".into());
@@ -260,11 +260,13 @@ pub fn plan(opts: &TrtllmOptions, nodes: &[NodeInput]) -> Result<ServePlan, Serv
                 source: paths.ssh_dir.clone(),
                 target: USER_SSH_MOUNT.to_string(),
                 read_only: true,
+                kind: crate::plan::spec::MountKind::Bind,
             });
             spec.mounts.push(Mount {
                 source: paths.host_keys.clone(),
                 target: HOST_SSH_MOUNT.to_string(),
                 read_only: true,
+                kind: crate::plan::spec::MountKind::Bind,
             });
             spec.env
                 .insert("SL_SSHD_PORT".into(), opts.ssh_port.to_string());
@@ -382,6 +384,8 @@ pub fn plan(opts: &TrtllmOptions, nodes: &[NodeInput]) -> Result<ServePlan, Serv
         model: o.model.clone(),
         nodes: used.clone(),
         copy: o.stage_model,
+        listing: None,
+        routes: Default::default(),
     });
     steps.push(Step::Start {
         nodes: used.clone(),
@@ -393,7 +397,7 @@ pub fn plan(opts: &TrtllmOptions, nodes: &[NodeInput]) -> Result<ServePlan, Serv
         engine: Engine::Trtllm.to_string(),
         timeout_s: o.ready_timeout_s,
     });
-    path_notes(o, &used, &mut notes);
+    path_notes(o, &used, &sel.assumed, &mut notes);
     Ok(ServePlan {
         engine: Engine::Trtllm,
         mode: if n == 1 { "single" } else { "mpi" }.to_string(),
@@ -406,6 +410,7 @@ pub fn plan(opts: &TrtllmOptions, nodes: &[NodeInput]) -> Result<ServePlan, Serv
         unused: sel.unused.clone(),
         notes,
         warnings: serve::warnings(&sel.env),
+        sockets: sel.rdma.sockets.clone(),
         job: JobPlan {
             job: o.job.clone(),
             workload: Engine::Trtllm.to_string(),
@@ -413,6 +418,7 @@ pub fn plan(opts: &TrtllmOptions, nodes: &[NodeInput]) -> Result<ServePlan, Serv
             nodes: node_plans,
             steps,
         },
+        nccl: None,
     })
 }
 

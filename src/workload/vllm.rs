@@ -134,8 +134,8 @@ pub fn plan(
 
     let mut node_plans = Vec::new();
     let mut members = Vec::new();
-    for (rank, (input, env)) in sel.inputs.iter().zip(&sel.env.nodes).enumerate() {
-        let mut spec = container(o, Engine::Vllm, env, input, &mut notes);
+    for (rank, env) in sel.env.nodes.iter().enumerate() {
+        let mut spec = container(o, Engine::Vllm, env, &sel.rdma, &mut notes);
         let mut args = vec![
             "vllm".to_string(),
             "serve".to_string(),
@@ -273,6 +273,8 @@ pub fn plan(
         model: o.model.clone(),
         nodes: used.clone(),
         copy: o.stage_model,
+        listing: None,
+        routes: Default::default(),
     });
     steps.push(Step::Start {
         nodes: used.clone(),
@@ -291,7 +293,7 @@ pub fn plan(
         engine: Engine::Vllm.to_string(),
         timeout_s: o.ready_timeout_s,
     });
-    path_notes(o, &used, &mut notes);
+    path_notes(o, &used, &sel.assumed, &mut notes);
     Ok(ServePlan {
         engine: Engine::Vllm,
         mode: mode.to_string(),
@@ -304,6 +306,7 @@ pub fn plan(
         unused: sel.unused.clone(),
         notes,
         warnings: serve::warnings(&sel.env),
+        sockets: sel.rdma.sockets.clone(),
         job: JobPlan {
             job: o.job.clone(),
             workload: Engine::Vllm.to_string(),
@@ -311,16 +314,11 @@ pub fn plan(
             nodes: node_plans,
             steps,
         },
+        nccl: None,
     })
 }
 
-fn names(nodes: &[NodeName]) -> String {
-    nodes
-        .iter()
-        .map(|n| n.as_str())
-        .collect::<Vec<_>>()
-        .join(", ")
-}
+use crate::node::join as names;
 
 /// Flags spark-launch sets itself; passing them again in `-- extra args` would contradict the
 /// plan (vLLM takes the last one silently).

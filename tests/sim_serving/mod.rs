@@ -67,11 +67,19 @@ pub fn docker_socket(net: &SimNet, i: usize) -> PathBuf {
         .join("docker.sock")
 }
 
+/// Whether the stand-in serving image carries real Ray (only the Ray tests need its 230 MB).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WithRay {
+    Yes,
+    No,
+}
+
 /// Builds the stand-in serving image (tests/standin/build-image) onto node `i`'s engine.
-pub fn build_standin(net: &SimNet, i: usize, tag: &str) {
+pub fn build_standin(net: &SimNet, i: usize, tag: &str, ray: WithRay) {
     let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/standin/build-image");
     let out = Command::new("bash")
         .arg(&script)
+        .args((ray == WithRay::No).then_some("--no-ray"))
         .arg(tag)
         .arg(format!("unix://{}", docker_socket(net, i).display()))
         .output()
@@ -81,8 +89,8 @@ pub fn build_standin(net: &SimNet, i: usize, tag: &str) {
 
 /// Builds the stand-in image on node 1 and loads the same image (same ID) on every other
 /// node with `docker save | docker load`, so the plan's EnsureImage finds it everywhere.
-pub fn standin_on_every_node(net: &SimNet, tag: &str) {
-    build_standin(net, 1, tag);
+pub fn standin_on_every_node(net: &SimNet, tag: &str, ray: WithRay) {
+    build_standin(net, 1, tag, ray);
     for i in 2..=net.len() {
         let script = format!(
             "docker -H unix://{} save {tag} | docker -H unix://{} load -q",

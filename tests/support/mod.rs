@@ -13,6 +13,8 @@
 
 /// Images, names and engine helpers for the runtime tests (issue 4).
 pub mod docker;
+/// Bundled snapshot fixtures, copied and edited (issue 12).
+pub mod fixtures;
 
 use std::io::Write;
 use std::net::Ipv4Addr;
@@ -39,15 +41,37 @@ pub fn simnet_root() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("/var/tmp/simnet"))
 }
 
+/// How the simulated nodes' fabric ports are cabled (`simnet up --cabling`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cabling {
+    /// Every node's outer port on one bridge (a switch); the default.
+    Bridge,
+    /// Two nodes, outer port to outer port, twin to twin; the inner ports unplugged.
+    Direct,
+    /// Node k's outer port to node k+1's inner port, the last back to the first.
+    Ring,
+}
+
 /// Options for [`SimNet`], given to `simnet up`.
 pub struct Builder {
     nodes: usize,
     services: String,
     mgmt_only: Vec<usize>,
     tag: String,
+    cabling: Cabling,
+    fabric_addr: bool,
+    admin: bool,
+    cold: bool,
 }
 
 impl Builder {
+    /// Return as soon as every avahi-daemon has established its service, without waiting
+    /// out the announcements (a cluster that just booted; see `SIMNET_AVAHI_SETTLE`).
+    pub fn cold(mut self) -> Self {
+        self.cold = true;
+        self
+    }
+
     /// Comma-separated services: `sshd`, `avahi`, `dbus`, `dockerd`.
     pub fn services(mut self, services: &str) -> Self {
         self.services = services.to_string();
@@ -66,6 +90,25 @@ impl Builder {
         self
     }
 
+    /// veth "cables" from node to node instead of the bridge.
+    pub fn cabling(mut self, cabling: Cabling) -> Self {
+        self.cabling = cabling;
+        self
+    }
+
+    /// No IPv4 address on any fabric netdev (fresh Sparks: carrier only).
+    pub fn no_fabric_addr(mut self) -> Self {
+        self.fabric_addr = false;
+        self
+    }
+
+    /// The test user may sudo (with its password), `/etc/netplan` is per node and `netplan`
+    /// is simnet's stand-in (see `simnet up --admin`).
+    pub fn admin(mut self) -> Self {
+        self.admin = true;
+        self
+    }
+
     /// Brings the nodes up; panics with simnet's message when that fails.
     pub fn up(self) -> SimNet {
         let n = COUNTER.fetch_add(1, Ordering::SeqCst);
@@ -81,6 +124,17 @@ impl Builder {
             "--services".to_string(),
             self.services.clone(),
         ];
+        match self.cabling {
+            Cabling::Bridge => {}
+            Cabling::Direct => args.extend(["--cabling".to_string(), "direct".to_string()]),
+            Cabling::Ring => args.extend(["--cabling".to_string(), "ring".to_string()]),
+        }
+        if !self.fabric_addr {
+            args.push("--no-fabric-addr".into());
+        }
+        if self.admin {
+            args.push("--admin".into());
+        }
         if !self.mgmt_only.is_empty() {
             args.push("--mgmt-only".into());
             args.push(
@@ -91,9 +145,12 @@ impl Builder {
                     .join(","),
             );
         }
-        let out = Command::new("bash")
-            .arg(simnet_script())
-            .args(&args)
+        let mut cmd = Command::new("bash");
+        cmd.arg(simnet_script()).args(&args);
+        if self.cold {
+            cmd.env("SIMNET_AVAHI_SETTLE", "0");
+        }
+        let out = cmd
             .output()
             .unwrap_or_else(|e| panic!("cannot run bash {}: {e}", simnet_script().display()));
         // From here on the guard exists, so a failed `up` is still cleaned up.
@@ -101,6 +158,7 @@ impl Builder {
             prefix,
             nodes: self.nodes,
             mgmt_only: self.mgmt_only,
+            fabric_addr: self.fabric_addr,
             bin: None,
         };
         assert!(
@@ -117,6 +175,7 @@ pub struct SimNet {
     prefix: String,
     nodes: usize,
     mgmt_only: Vec<usize>,
+    fabric_addr: bool,
     bin: Option<PathBuf>,
 }
 
@@ -127,6 +186,10 @@ impl SimNet {
             services: "sshd,avahi".into(),
             mgmt_only: Vec::new(),
             tag: String::new(),
+            cabling: Cabling::Bridge,
+            fabric_addr: true,
+            admin: false,
+            cold: false,
         }
     }
 
@@ -146,6 +209,10 @@ impl SimNet {
     /// The address of node `i`'s fabric interface (`enp1s0f1np1`).
     pub fn fabric_addr(&self, i: usize) -> Ipv4Addr {
         assert!(!self.mgmt_only.contains(&i), "node {i} has no fabric link");
+        assert!(
+            self.fabric_addr,
+            "the nodes were made without fabric addresses"
+        );
         Ipv4Addr::new(169, 254, 100, i as u8)
     }
 

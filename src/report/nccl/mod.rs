@@ -38,8 +38,9 @@ pub struct TestAnalysis {
 pub struct Analysis {
     /// Where the text came from (a file name), when known.
     pub source: Option<String>,
-    /// `fail` when any test failed; `pass` when every test with a reference passed and at
-    /// least one had a reference; else `measured`.
+    /// `fail` when any test failed; else `incomplete` when any log stops before its closing
+    /// lines; `pass` when every test with a reference passed and at least one had a reference;
+    /// else `measured`.
     pub status: Status,
     pub tests: Vec<TestAnalysis>,
 }
@@ -79,14 +80,16 @@ pub fn analyse(text: &str, ctx: &Context) -> Analysis {
     }
 }
 
-/// Combines test statuses: any failure fails; otherwise pass if anything passed.
+/// Combines test statuses: any failure fails; otherwise any incomplete test makes the whole
+/// incomplete; otherwise pass if anything passed.
 pub fn overall(statuses: impl IntoIterator<Item = Status>) -> Status {
     let mut out = Status::Measured;
     for s in statuses {
         match s {
             Status::Fail => return Status::Fail,
-            Status::Pass => out = Status::Pass,
-            Status::Measured => {}
+            Status::Incomplete => out = Status::Incomplete,
+            Status::Pass if out != Status::Incomplete => out = Status::Pass,
+            Status::Pass | Status::Measured => {}
         }
     }
     out

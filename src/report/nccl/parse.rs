@@ -167,6 +167,9 @@ pub struct Failure {
 /// Splits a log into tests and parses each one.
 pub fn parse_log(text: &str) -> Vec<TestRun> {
     let mut p = Parser::default();
+    // A log is foreign text: every line is made printable (control characters escaped, `\r`
+    // of CRLF endings dropped) before anything of it can reach a report.
+    let text = crate::text::printable_lines(text);
     let lines: Vec<&str> = text.lines().collect();
     let mut i = 0;
     while i < lines.len() {

@@ -9,8 +9,8 @@ use comfy_table::{CellAlignment, ContentArrangement, LineStyle, Table, TableStyl
 const STYLE: TableStyle =
     TableStyle::new().header_separator(LineStyle::none().fill('─').junction('─'));
 
-use super::verdict::human_bytes;
 use super::{Analysis, Measure, ProcessTransport, Status, TestAnalysis, Transport};
+use crate::progress::human_bytes;
 
 /// The whole analysis as text.
 pub fn text(a: &Analysis) -> String {
@@ -205,9 +205,13 @@ fn verdict_lines(t: &TestAnalysis) -> String {
             }
             out.push('\n');
         }
-        Status::Fail => {
+        Status::Fail | Status::Incomplete => {
             for (i, c) in v.causes.iter().enumerate() {
-                let lead = if i == 0 { "✗ FAILED: " } else { "  also: " };
+                let lead = match (i, v.status) {
+                    (0, Status::Fail) => "✗ FAILED: ",
+                    (0, _) => "✗ INCOMPLETE: ",
+                    _ => "  also: ",
+                };
                 let at = c.line.map(|l| format!(" (line {l})")).unwrap_or_default();
                 out.push_str(&format!("{lead}{}{at}\n", c.problem));
                 if let Some(fix) = &c.fix {

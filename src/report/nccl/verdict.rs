@@ -4,7 +4,9 @@
 //! Reference figures (NVIDIA's own acceptance numbers for DGX Spark): two Sparks on one cable
 //! reach at least 21.875 GB/s all_gather bus bandwidth with both RoCE twins in use; a 3-node
 //! ring at least 10 GB/s. For other hardware there is no reference: the figures are reported
-//! with no pass/fail. A run that failed is a failure with its first cause, never 0 GB/s. Pure.
+//! with no pass/fail. A run that failed is a failure with its first cause, never 0 GB/s. A log
+//! that stops before nccl-tests' closing lines (`# Avg bus bandwidth`) is incomplete: its rows
+//! are figures of a run cut short (a truncated paste, a run still going), never a result. Pure.
 
 use serde::Serialize;
 
@@ -35,6 +37,15 @@ pub enum Status {
     Fail,
     /// Ran cleanly; no reference figure applies, so only the figures are reported.
     Measured,
+    /// The log stops before the test's closing lines: what it shows so far is no result.
+    Incomplete,
+}
+
+impl Status {
+    /// True for the statuses that are not a good result (exit 1): failed, or incomplete.
+    pub fn is_bad(self) -> bool {
+        matches!(self, Status::Fail | Status::Incomplete)
+    }
 }
 
 /// Why a test failed, and what to do about it.
@@ -151,6 +162,25 @@ pub fn judge(run: &TestRun, ctx: &Context) -> TestVerdict {
     if v.status == Status::Fail {
         return v;
     }
+    if !run.concluded && run.avg_busbw_gbs.is_none() {
+        v.status = Status::Incomplete;
+        v.causes.push(Cause {
+            problem: format!(
+                "the log ends at line {} before nccl-tests' closing lines (`# Avg bus bandwidth`): the output was cut off or the run had not finished, so its {} row{} are no result",
+                run.lines.1,
+                run.rows.len(),
+                if run.rows.len() == 1 { "" } else { "s" }
+            ),
+            fix: Some(
+                "capture the complete output of mpirun (until `# Avg bus bandwidth` and `# Collective test concluded`), then read it again".into(),
+            ),
+            host: None,
+            line: (run.lines.1 > 0).then_some(run.lines.1),
+        });
+        v.expectation = None;
+        v.no_expectation = None;
+        return v;
+    }
     let Some(e) = &v.expectation else {
         return v;
     };
@@ -158,7 +188,7 @@ pub fn judge(run: &TestRun, ctx: &Context) -> TestVerdict {
     if largest < MIN_SIZE_FOR_VERDICT {
         v.no_expectation = Some(format!(
             "the largest message ({}) is too small to reach the link's bandwidth; run up to 1 GiB or more (-e 4G) for a verdict against {} GB/s",
-            human_bytes(largest),
+            crate::progress::human_bytes(largest),
             e.min_busbw_gbs
         ));
         v.expectation = None;
@@ -427,39 +457,9 @@ pub fn fix_for(text: &str) -> Option<&'static str> {
         .map(|(_, fix)| *fix)
 }
 
-/// `8 B`, `64 KiB`, `4 GiB`.
-pub fn human_bytes(n: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = n;
-    let mut u = 0;
-    while v >= 1024 && v.is_multiple_of(1024) && u < UNITS.len() - 1 {
-        v /= 1024;
-        u += 1;
-    }
-    if v >= 1024 {
-        // Not a power of two: one decimal in the largest fitting unit.
-        let mut f = n as f64;
-        let mut u = 0;
-        while f >= 1024.0 && u < UNITS.len() - 1 {
-            f /= 1024.0;
-            u += 1;
-        }
-        return format!("{f:.1} {}", UNITS[u]);
-    }
-    format!("{v} {}", UNITS[u])
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn sizes_print_in_binary_units() {
-        assert_eq!(human_bytes(8), "8 B");
-        assert_eq!(human_bytes(65536), "64 KiB");
-        assert_eq!(human_bytes(4 << 30), "4 GiB");
-        assert_eq!(human_bytes(1_500_000), "1.4 MiB");
-    }
 
     #[test]
     fn known_failures_get_a_fix() {

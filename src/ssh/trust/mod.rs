@@ -10,6 +10,7 @@
 //! following steps; the others carry on.
 
 pub mod config;
+pub mod connect;
 pub mod keys;
 pub mod plan;
 
@@ -20,8 +21,8 @@ use std::time::Duration;
 use base64::Engine;
 use tokio::process::Command;
 
-use crate::apply::for_each_node;
 use crate::node::NodeName;
+use crate::node::for_each_node;
 use crate::progress::Reporter;
 
 use super::error::{ConnectFailure, SshError, stderr_tail};

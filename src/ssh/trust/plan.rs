@@ -116,9 +116,7 @@ fn plural(n: usize) -> &'static str {
     if n == 1 { "" } else { "s" }
 }
 
-fn names(n: &[NodeName]) -> String {
-    n.iter().map(|n| n.as_str()).collect::<Vec<_>>().join(", ")
-}
+use crate::node::join as names;
 
 /// Plans every node: each trusts every other node's key, has a `Host` block for every other
 /// node, and knows every other node's host keys. `entries` and `host_keys` cover all nodes.

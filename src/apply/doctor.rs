@@ -1,0 +1,140 @@
+//! doctor's live side: its gather script (planned and parsed by the pure `doctor::live`) run on
+//! every reachable node at once through the node's shell. A node whose script cannot run is a
+//! result for that node, never a failure of the whole check.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::doctor::Options;
+use crate::doctor::live::{self, GatherPlan, Observations, SshTarget};
+use crate::node::{NodeName, for_each_node};
+use crate::progress::Reporter;
+use crate::resolve::ResolvedCluster;
+use crate::runtime::shell::run_within;
+
+/// How long one node's gather script may run (pings and SSH attempts have their own short
+/// timeouts; this only stops a hung node from hanging doctor).
+const GATHER_TIMEOUT: Duration = Duration::from_secs(180);
+
+/// What each reachable node observed, or why it could not be checked.
+pub async fn gather(
+    cluster: &ResolvedCluster,
+    options: &Options,
+    reporter: &Arc<dyn Reporter>,
+) -> BTreeMap<NodeName, Result<Observations, String>> {
+    // How each node reaches the others: the first address the cluster knows for it.
+    let peers: BTreeMap<NodeName, SshTarget> = cluster
+        .configured
+        .iter()
+        .filter_map(|c| {
+            let host = c.addresses.first()?;
+            Some((
+                c.name.clone(),
+                SshTarget {
+                    peer: c.name.clone(),
+                    destination: match &c.user {
+                        Some(u) => format!("{u}@{host}"),
+                        None => host.clone(),
+                    },
+                    port: Some(c.port),
+                },
+            ))
+        })
+        .collect();
+    let inputs = cluster.inputs();
+    let plans: BTreeMap<NodeName, GatherPlan> = live::plan(
+        &inputs,
+        &peers,
+        options.image.as_deref(),
+        options.model.as_ref(),
+    )
+    .into_iter()
+    .zip(&inputs)
+    .map(|(p, n)| (n.name.clone(), p))
+    .collect();
+    let step = reporter.step("run the live checks on every node");
+    let plans = &plans;
+    let results = for_each_node(
+        inputs.iter().map(|n| n.name.clone()),
+        0,
+        |node| async move {
+            let plan = plans.get(&node).cloned().unwrap_or_default();
+            let shell = cluster
+                .node(&node)
+                .and_then(|n| n.target.as_ref())
+                .ok_or_else(|| "no live link".to_string())?
+                .shell()
+                .map_err(|e| e.to_string())?;
+            let out = run_within(
+                shell.as_ref(),
+                &live::script(&plan),
+                Vec::new(),
+                GATHER_TIMEOUT,
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+            if !out.success() {
+                return Err(format!(
+                    "the doctor script failed (exit {}): {}",
+                    out.status,
+                    crate::runtime::shell::tail_lines(&out.stderr, 3)
+                ));
+            }
+            live::parse(&plan, &out.stdout).map_err(|e| e.to_string())
+        },
+    )
+    .await;
+    let failed = results.iter().filter(|(_, r)| r.is_err()).count();
+    if failed == 0 {
+        step.ok();
+    } else {
+        step.fail(&format!(
+            "{failed} of {} nodes could not be checked",
+            results.len()
+        ));
+    }
+    let mut results: BTreeMap<NodeName, Result<Observations, String>> =
+        results.into_iter().collect();
+    if let Some(image) = &options.image {
+        read_nccl(cluster, image, &mut results, reporter).await;
+    }
+    results
+}
+
+/// `cluster.image-nccl`'s observation: the NCCL a container of `image` loads on every node
+/// that was observed (through its Docker Engine; once per image digest, cached).
+async fn read_nccl(
+    cluster: &ResolvedCluster,
+    image: &str,
+    results: &mut BTreeMap<NodeName, Result<Observations, String>>,
+    reporter: &Arc<dyn Reporter>,
+) {
+    let Ok(runtime) = cluster.runtime() else {
+        return;
+    };
+    let probes: BTreeMap<NodeName, crate::runtime::libnccl::Probe> = results
+        .iter()
+        .filter(|(_, r)| r.is_ok())
+        .map(|(n, _)| {
+            (
+                n.clone(),
+                crate::runtime::libnccl::Probe {
+                    image: image.to_string(),
+                    ..Default::default()
+                },
+            )
+        })
+        .collect();
+    if probes.is_empty() {
+        return;
+    }
+    let step = reporter.step(&format!("read the NCCL of {image} on every node"));
+    let reads = super::nccl::read_images(&runtime, &probes, 0).await;
+    step.ok();
+    for (node, read) in reads {
+        if let Some(Ok(o)) = results.get_mut(&node) {
+            o.nccl = Some(read);
+        }
+    }
+}

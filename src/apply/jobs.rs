@@ -1,0 +1,239 @@
+//! Jobs found by their labels on the nodes (no local state: STYLE rule 10): what runs where
+//! (`status`), their logs (`logs`, merged by time or followed), and stopping them (`stop`),
+//! on every node at once, never touching what spark-launch did not label. Every node's
+//! failure is kept beside the others' results.
+
+use std::time::Duration;
+
+use futures::stream::{BoxStream, StreamExt};
+use serde::Serialize;
+
+use crate::node::{NodeName, all_ok, for_each_node};
+use crate::plan::{JobName, RuntimeKind};
+use crate::runtime::{Cluster, JobEntry, RuntimeError};
+
+/// Every labelled container and process found (of one job, or all), and the nodes that could
+/// not be asked.
+#[derive(Debug, Default)]
+pub struct Found {
+    pub entries: Vec<JobEntry>,
+    pub failed: Vec<(NodeName, RuntimeError)>,
+}
+
+/// Looks on every node of `cluster` for the work of `job` (every job when `None`), sorted by
+/// job, then the cluster's node order, then name.
+pub async fn find(cluster: &Cluster, job: Option<&JobName>) -> Found {
+    let results = for_each_node(cluster.names(), 0, |node| async move {
+        cluster.node(&node)?.jobs(job, None).await
+    })
+    .await;
+    let mut found = Found::default();
+    for (node, r) in results {
+        match r {
+            Ok(mut e) => found.entries.append(&mut e),
+            Err(e) => found.failed.push((node, e)),
+        }
+    }
+    let order = cluster.names();
+    found.entries.sort_by_key(|e| {
+        (
+            e.job.clone(),
+            order.iter().position(|n| *n == e.node),
+            e.name.clone(),
+        )
+    });
+    found
+}
+
+/// What `stop` removed on one node.
+#[derive(Debug, Serialize)]
+pub struct Stopped {
+    pub node: NodeName,
+    pub removed: Vec<String>,
+}
+
+/// Stops and removes `job` (every labelled job when `None`) on every node: SIGTERM, then
+/// SIGKILL after `grace`. Returns what was removed per node and the nodes that failed.
+pub async fn stop(
+    cluster: &Cluster,
+    job: Option<&JobName>,
+    grace: Duration,
+) -> (Vec<Stopped>, Vec<(NodeName, RuntimeError)>) {
+    let results = for_each_node(cluster.names(), 0, |node| async move {
+        let handle = cluster.node(&node)?;
+        match job {
+            Some(j) => handle.stop_job(j, None, grace).await,
+            None => {
+                let mut removed = Vec::new();
+                let mut jobs: Vec<String> = handle
+                    .jobs(None, None)
+                    .await?
+                    .into_iter()
+                    .map(|e| e.job)
+                    .collect();
+                jobs.sort();
+                jobs.dedup();
+                for j in jobs {
+                    // Labels we wrote are valid job names; anything else is not ours.
+                    let Ok(j) = JobName::new(j) else { continue };
+                    removed.extend(handle.stop_job(&j, None, grace).await?);
+                }
+                Ok(removed)
+            }
+        }
+    })
+    .await;
+    let mut stopped = Vec::new();
+    let mut failed = Vec::new();
+    for (node, r) in results {
+        match r {
+            Ok(removed) => stopped.push(Stopped { node, removed }),
+            Err(e) => failed.push((node, e)),
+        }
+    }
+    (stopped, failed)
+}
+
+/// One line of a job's log.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LogLine {
+    pub node: NodeName,
+    pub text: String,
+}
+
+/// The whole log of every entry, merged in time order (container lines carry Docker's
+/// timestamps; a node's own order is kept for equal or missing ones).
+pub async fn logs(cluster: &Cluster, entries: &[JobEntry]) -> Result<Vec<LogLine>, RuntimeError> {
+    let read = for_each_node(
+        entries.iter().map(|e| e.node.clone()).collect::<Vec<_>>(),
+        0,
+        |node| {
+            let entry = entries.iter().find(|e| e.node == node).cloned();
+            async move {
+                let entry = entry.ok_or_else(|| RuntimeError::Other("gone".into()))?;
+                let timestamps = entry.runtime == RuntimeKind::Docker;
+                let stream = cluster
+                    .node(&node)?
+                    .logs(entry.runtime, &entry.name, false, timestamps)
+                    .await?;
+                let all: Vec<String> = lines(stream)
+                    .collect::<Vec<_>>()
+                    .await
+                    .into_iter()
+                    .collect::<Result<_, _>>()?;
+                Ok::<_, RuntimeError>((entry, all))
+            }
+        },
+    )
+    .await;
+    let read = all_ok(read).map_err(|f| RuntimeError::Other(f.to_string()))?;
+    let mut out: Vec<(String, usize, LogLine)> = Vec::new();
+    for (i, (_, (entry, all))) in read.into_iter().enumerate() {
+        for line in all {
+            let (key, text) = if entry.runtime == RuntimeKind::Docker {
+                match line.split_once(' ') {
+                    Some((ts, rest)) => (ts.to_string(), rest.to_string()),
+                    None => (String::new(), line),
+                }
+            } else {
+                (String::new(), line)
+            };
+            out.push((
+                key,
+                i,
+                LogLine {
+                    node: entry.node.clone(),
+                    text,
+                },
+            ));
+        }
+    }
+    // A stable sort keeps each node's own order for equal (or missing) timestamps.
+    out.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.cmp(&b.1)));
+    Ok(out.into_iter().map(|(_, _, l)| l).collect())
+}
+
+/// Every entry's log from the start and then as it is written, merged as lines arrive.
+pub async fn follow(
+    cluster: &Cluster,
+    entries: &[JobEntry],
+) -> Result<BoxStream<'static, Result<LogLine, RuntimeError>>, RuntimeError> {
+    let opened = for_each_node(
+        entries.iter().map(|e| e.node.clone()).collect::<Vec<_>>(),
+        0,
+        |node| {
+            let entry = entries.iter().find(|e| e.node == node).cloned();
+            async move {
+                let entry = entry.ok_or_else(|| RuntimeError::Other("gone".into()))?;
+                let stream = cluster
+                    .node(&node)?
+                    .logs(entry.runtime, &entry.name, true, false)
+                    .await?;
+                Ok::<_, RuntimeError>((entry, stream))
+            }
+        },
+    )
+    .await;
+    let opened = all_ok(opened).map_err(|f| RuntimeError::Other(f.to_string()))?;
+    let streams = opened.into_iter().map(|(_, (entry, stream))| {
+        let node = entry.node.clone();
+        lines(stream)
+            .map(move |l| {
+                l.map(|text| LogLine {
+                    node: node.clone(),
+                    text,
+                })
+            })
+            .boxed()
+    });
+    Ok(futures::stream::select_all(streams).boxed())
+}
+
+/// Splits a byte stream into lines (without their newline); a last partial line is kept.
+fn lines(
+    stream: BoxStream<'static, Result<bytes::Bytes, RuntimeError>>,
+) -> impl futures::Stream<Item = Result<String, RuntimeError>> + Send + 'static {
+    futures::stream::unfold(
+        (stream, Vec::<u8>::new(), false),
+        |(mut stream, mut buf, mut done)| async move {
+            loop {
+                if let Some(pos) = buf.iter().position(|b| *b == b'\n') {
+                    let line: Vec<u8> = buf.drain(..=pos).collect();
+                    let text = String::from_utf8_lossy(&line[..line.len() - 1])
+                        .trim_end_matches('\r')
+                        .to_string();
+                    return Some((Ok(text), (stream, buf, done)));
+                }
+                if done {
+                    if buf.is_empty() {
+                        return None;
+                    }
+                    let text = String::from_utf8_lossy(&buf).to_string();
+                    buf.clear();
+                    return Some((Ok(text), (stream, buf, done)));
+                }
+                match stream.next().await {
+                    Some(Ok(b)) => buf.extend_from_slice(&b),
+                    Some(Err(e)) => return Some((Err(e), (stream, buf, true))),
+                    None => done = true,
+                }
+            }
+        },
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn log_lines_are_split_across_chunks_and_keep_a_last_partial_line() {
+        let chunks: Vec<Result<bytes::Bytes, RuntimeError>> =
+            vec![Ok("a\nb".into()), Ok("c\n".into()), Ok("tail".into())];
+        let got: Vec<String> = lines(futures::stream::iter(chunks).boxed())
+            .map(|r| r.unwrap())
+            .collect()
+            .await;
+        assert_eq!(got, vec!["a", "bc", "tail"]);
+    }
+}

@@ -1,0 +1,274 @@
+//! The one entry of every launching command (`run`, `nccl-test`, `nccl-build`, `vllm`,
+//! `trtllm`, `up`): resolve the nodes, look up what the plan needs from live nodes, plan once,
+//! then either hand the plan back (`--dry-run`) or carry out that very plan — the executor for
+//! jobs, the engines for image builds — and what follows it (an nccl-test's verdict, staying
+//! attached to a serving job).
+//!
+//! ```text
+//! resolve ─► lookups (live: $HOME, the Hub, each image's NCCL) ─► workload::launch::plan ─► dry run: the plan
+//!                                                     └► execute(plan) ─► verdict / attach
+//! ```
+//!
+//! Ctrl-C (the `cancel` token) is looked at between the stages and by every phase; whatever
+//! started is cleaned up by the executor (unless `--keep`).
+
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+
+use super::build::{BuildPlanFailure, BuiltImage, build_all};
+use super::context::ApplyOptions;
+use super::executor::{ApplyError, execute};
+use super::lookup::{LookupError, lookups, nccl};
+use super::serving::{AttachError, attach_then_stop};
+use crate::plan::JobPlan;
+use crate::progress::Reporter;
+use crate::resolve::{self, Needs, Purpose, ResolveError, ResolvedCluster, Selection};
+use crate::workload::launch::{
+    LaunchPlan, LaunchRefusal, LaunchRequest, Lookups, PlanNode, Planned, plan,
+};
+use crate::workload::nccl_build::BuildPlan;
+use crate::workload::nccl_test::{CAPTURE, NcclTestPlan, NcclVerdict};
+use crate::workload::serve::ServePlan;
+
+/// A launching command, as the CLI parsed it.
+#[derive(Clone, Debug)]
+pub struct Launch {
+    pub request: LaunchRequest,
+    pub selection: Selection,
+    /// Print the plan, touch nothing.
+    pub dry_run: bool,
+    pub options: ApplyOptions,
+    /// Serving: return once the API answers instead of staying attached.
+    pub detach: bool,
+}
+
+/// What a launch did.
+pub enum Launched {
+    /// `--dry-run`: the plan, exactly as a run would execute it.
+    Planned(Planned),
+    /// `run`: the job started on every node.
+    Started(JobPlan),
+    /// `nccl-test`: what the driver printed, its exit status and the verdict. `failure` is a
+    /// failure after the tests ran (say, of the stop), shown as a warning.
+    Tested {
+        plan: Box<NcclTestPlan>,
+        log: String,
+        exit_code: Option<i32>,
+        verdict: NcclVerdict,
+    },
+    /// `nccl-build`: the images built and where they were pushed.
+    Built {
+        plan: BuildPlan,
+        images: Vec<BuiltImage>,
+    },
+    /// A serving job that answered; `attached` says how the attached session ended (`None`
+    /// with `-d`).
+    Served {
+        plan: Box<ServePlan>,
+        attached: Option<Result<(), AttachError>>,
+    },
+}
+
+/// Why a launch did not happen or did not finish. [`LaunchError::exit_code`] maps it.
+#[derive(Debug, thiserror::Error)]
+pub enum LaunchError {
+    #[error(transparent)]
+    Resolve(#[from] ResolveError),
+    #[error(transparent)]
+    Refused(#[from] LaunchRefusal),
+    #[error(transparent)]
+    Lookup(#[from] LookupError),
+    #[error(transparent)]
+    Apply(#[from] ApplyError),
+    #[error(transparent)]
+    Build(#[from] BuildPlanFailure),
+    #[error("the job ran but its driver left no output (capture {CAPTURE} missing)")]
+    NoCapture,
+    #[error("interrupted while {0}; nothing was started")]
+    Interrupted(&'static str),
+}
+
+impl LaunchError {
+    /// 2 for refused input or configuration, 130 after Ctrl-C, 1 otherwise.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            LaunchError::Resolve(e) if e.is_invalid_input() => 2,
+            LaunchError::Refused(_) => 2,
+            LaunchError::Lookup(e) if e.is_refusal() => 2,
+            LaunchError::Apply(e) => e.exit_code(),
+            LaunchError::Interrupted(_) => 130,
+            _ => 1,
+        }
+    }
+}
+
+/// Called once a serving job answers, before staying attached (the CLI prints the endpoint).
+pub type OnReady<'a> = &'a (dyn Fn(&ServePlan) + Send + Sync);
+
+/// Runs one launching command (see the module docs).
+pub async fn launch(
+    l: &Launch,
+    reporter: &Arc<dyn Reporter>,
+    cancel: &CancellationToken,
+    on_ready: OnReady<'_>,
+) -> Result<Launched, LaunchError> {
+    let purpose = if l.dry_run {
+        Purpose::Plan
+    } else {
+        Purpose::Act
+    };
+    let needs = match &l.request {
+        LaunchRequest::Run(_) => Needs::links(purpose),
+        _ => Needs::facts(purpose),
+    };
+    let cluster = match resolve::resolve(&l.selection, needs, reporter).await {
+        Ok(c) => c,
+        // A failure while Ctrl-C was on its way is the interrupt's doing: nothing started.
+        Err(_) if cancel.is_cancelled() => {
+            return Err(LaunchError::Interrupted("resolving the nodes"));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    for w in &cluster.warnings {
+        reporter.warn(w);
+    }
+    let result = launch_on(l, &cluster, reporter, cancel, on_ready).await;
+    cluster.close().await;
+    result
+}
+
+async fn launch_on(
+    l: &Launch,
+    cluster: &ResolvedCluster,
+    reporter: &Arc<dyn Reporter>,
+    cancel: &CancellationToken,
+    on_ready: OnReady<'_>,
+) -> Result<Launched, LaunchError> {
+    if cancel.is_cancelled() {
+        return Err(LaunchError::Interrupted("resolving the nodes"));
+    }
+    let live = if cluster.snapshots {
+        None
+    } else {
+        Some(cluster.runtime()?)
+    };
+    let mut looked_up = if l.request.needs_lookups() && !cluster.snapshots {
+        let shells = cluster
+            .nodes
+            .iter()
+            .filter_map(|n| n.target.as_ref().map(|t| t.shell()))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| LaunchRefusal::Input(e.to_string()))?;
+        tokio::select! {
+            r = lookups(&shells, l.request.model(), reporter) => r?,
+            _ = cancel.cancelled() => return Err(LaunchError::Interrupted("looking up the model")),
+        }
+    } else {
+        Lookups::default()
+    };
+    let nodes: Vec<PlanNode> = cluster
+        .nodes
+        .iter()
+        .map(|n| PlanNode {
+            name: n.name.clone(),
+            role: n.role,
+            facts: n.facts.clone(),
+        })
+        .collect();
+    if let Some(runtime) = &live {
+        let (asks, from) = l.request.nccl_asks(&nodes);
+        if !asks.is_empty() {
+            looked_up.nccl = Some(tokio::select! {
+                r = nccl(runtime, &asks, from, l.options.concurrency, reporter) => r,
+                _ = cancel.cancelled() => return Err(LaunchError::Interrupted("reading the images' NCCL")),
+            });
+        }
+    }
+    let planned = plan(&l.request, &nodes, &looked_up)?;
+    if l.dry_run {
+        return Ok(Launched::Planned(planned));
+    }
+    for w in &planned.warnings {
+        reporter.warn(w);
+    }
+    if cancel.is_cancelled() {
+        return Err(LaunchError::Interrupted("planning"));
+    }
+    let runtime = match live {
+        Some(r) => r,
+        None => cluster.runtime()?,
+    };
+    match planned.plan {
+        LaunchPlan::Run(job) => {
+            execute(&job, &runtime, &l.options, reporter.clone(), cancel.clone()).await?;
+            Ok(Launched::Started(job))
+        }
+        LaunchPlan::NcclBuild(build) => {
+            let images = build_all(&build, &runtime, reporter, cancel).await?;
+            Ok(Launched::Built {
+                plan: build,
+                images,
+            })
+        }
+        LaunchPlan::NcclTest(test) => {
+            let ran = execute(
+                &test.plan,
+                &runtime,
+                &l.options,
+                reporter.clone(),
+                cancel.clone(),
+            )
+            .await;
+            let captures = match ran {
+                Ok(applied) => applied.captures,
+                // A driver that ran and then the job failed (say, the stop): report what it
+                // measured, and the failure as a warning.
+                Err(e) if e.captures.contains_key(CAPTURE) => {
+                    reporter.warn(&e.to_string());
+                    e.captures
+                }
+                Err(e) => return Err(e.into()),
+            };
+            let capture = captures.get(CAPTURE).ok_or(LaunchError::NoCapture)?;
+            let log = format!("{}{}", capture.stdout, capture.stderr);
+            let exit_code = i32::try_from(capture.exit_code).ok();
+            let verdict = test.verdict(&log, exit_code);
+            Ok(Launched::Tested {
+                plan: test,
+                log,
+                exit_code,
+                verdict,
+            })
+        }
+        LaunchPlan::Serve(serve) => {
+            execute(
+                &serve.job,
+                &runtime,
+                &l.options,
+                reporter.clone(),
+                cancel.clone(),
+            )
+            .await?;
+            on_ready(&serve);
+            let attached = if l.detach {
+                None
+            } else {
+                Some(
+                    attach_then_stop(
+                        &runtime,
+                        &serve.job.job,
+                        &serve.nodes,
+                        cancel,
+                        reporter.as_ref(),
+                    )
+                    .await,
+                )
+            };
+            Ok(Launched::Served {
+                plan: serve,
+                attached,
+            })
+        }
+    }
+}

@@ -1,0 +1,64 @@
+//! EnsureImage: every node of the step holds the image, compared by content; a missing one gets it
+//! pushed (or the plan is refused with `--no-push`). The work is `apply::images`.
+
+use futures::future::BoxFuture;
+
+use crate::apply::context::ApplyContext;
+use crate::apply::images::{EnsureError, PushError, ensure_image};
+use crate::apply::phase::{Phase, PhaseError};
+use crate::node::NodeName;
+use crate::node::fanout::NodeFailures;
+use crate::plan::{RuntimeKind, Step};
+use crate::runtime::RuntimeError;
+
+pub struct EnsureImage {
+    pub image: String,
+    pub nodes: Vec<NodeName>,
+}
+
+impl<'a> Phase<ApplyContext<'a>> for EnsureImage {
+    fn title(&self) -> String {
+        Step::EnsureImage {
+            image: self.image.clone(),
+            nodes: self.nodes.clone(),
+        }
+        .title()
+    }
+    fn should_run(&self, ctx: &ApplyContext<'a>) -> bool {
+        ctx.plan.runtime == RuntimeKind::Docker
+    }
+    fn run<'b>(
+        &'b self,
+        ctx: &'b ApplyContext<'a>,
+    ) -> BoxFuture<'b, Result<Option<String>, PhaseError>> {
+        Box::pin(async move {
+            match ensure_image(
+                ctx.cluster,
+                &self.image,
+                &self.nodes,
+                ctx.options.push,
+                ctx.options.concurrency,
+                &ctx.reporter,
+                &ctx.cancel,
+            )
+            .await
+            {
+                Ok(report) => Ok(Some(report.summary())),
+                Err(_) if ctx.cancel.is_cancelled() => Err(PhaseError::Cancelled),
+                Err(e @ (EnsureError::Refused(_) | EnsureError::Missing { .. })) => {
+                    Err(PhaseError::Refused(e.to_string()))
+                }
+                Err(EnsureError::Push(PushError::Targets(f))) => Err(PhaseError::Nodes(f)),
+                Err(EnsureError::Failed(report)) => Err(PhaseError::Nodes(NodeFailures {
+                    total: report.nodes.len(),
+                    failed: report
+                        .failed()
+                        .into_iter()
+                        .map(|(n, e)| (n.clone(), RuntimeError::Other(e.to_string())))
+                        .collect(),
+                })),
+                Err(e) => Err(PhaseError::Other(e.to_string())),
+            }
+        })
+    }
+}

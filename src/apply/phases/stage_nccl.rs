@@ -1,0 +1,60 @@
+//! StageNccl: `--nccl-from IMAGE`'s library in the named volume the serving containers mount,
+//! on every node of the step (the work is `apply::nccl::stage_on`). Kept afterwards, like an
+//! image: the next job with the same image finds it filled.
+
+use futures::future::BoxFuture;
+
+use crate::apply::context::{ApplyContext, failures};
+use crate::apply::phase::{Phase, PhaseError};
+use crate::node::{NodeName, for_each_node};
+use crate::plan::Step;
+
+pub struct StageNccl {
+    pub image: String,
+    pub volume: String,
+    pub nodes: Vec<NodeName>,
+}
+
+impl<'a> Phase<ApplyContext<'a>> for StageNccl {
+    fn title(&self) -> String {
+        Step::StageNccl {
+            image: self.image.clone(),
+            volume: self.volume.clone(),
+            nodes: self.nodes.clone(),
+        }
+        .title()
+    }
+    fn run<'b>(
+        &'b self,
+        ctx: &'b ApplyContext<'a>,
+    ) -> BoxFuture<'b, Result<Option<String>, PhaseError>> {
+        Box::pin(async move {
+            let results = for_each_node(
+                self.nodes.iter().cloned(),
+                ctx.options.concurrency,
+                |node| async move {
+                    crate::apply::nccl::stage_on(
+                        ctx.cluster,
+                        &node,
+                        &self.image,
+                        &self.volume,
+                        &ctx.cancel,
+                    )
+                    .await
+                },
+            )
+            .await;
+            let done = failures(results)?;
+            let filled: Vec<&str> = done
+                .iter()
+                .filter(|(_, f)| *f)
+                .map(|(n, _)| n.as_str())
+                .collect();
+            Ok(Some(if filled.is_empty() {
+                format!("{} already holds it", self.volume)
+            } else {
+                format!("copied into {} on {}", self.volume, filled.join(", "))
+            }))
+        })
+    }
+}

@@ -1,0 +1,257 @@
+//! WaitServing: readiness of the serving API (the head's log followed for progress, `/health` and
+//! `/v1/models` polled, every container watched), judged by `workload::readiness`.
+
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use futures::future::BoxFuture;
+
+use crate::apply::context::{ApplyContext, first_errors, look_at_job, shell_for};
+use crate::apply::phase::{Phase, PhaseError};
+use crate::model::script::quote;
+use crate::node::NodeName;
+use crate::runtime::RuntimeError;
+use crate::runtime::wait::{self, Probe};
+use crate::workload::readiness::{Observation, Readiness, Verdict};
+
+/// How often the API is polled (and the containers looked at).
+const POLL: Duration = Duration::from_secs(2);
+
+/// What the readiness wait keeps between polls.
+struct Watch {
+    readiness: Readiness,
+    lines: tokio::sync::mpsc::UnboundedReceiver<String>,
+    shown: String,
+    shown_at: u64,
+}
+
+/// `curl` of `/health` and `/v1/models` on the node: prints `health CODE`, then `models CODE`
+/// and the body.
+pub fn poll_script(url: &str) -> String {
+    let u = quote(url.trim_end_matches('/'));
+    format!(
+        r#"command -v curl >/dev/null || {{ echo "curl is not installed on this node" >&2; exit 127; }}
+printf 'health %s\n' "$(curl -s -o /dev/null -w '%{{http_code}}' --max-time 5 {u}/health)"
+b=$(curl -s --max-time 5 -w '\n%{{http_code}}' {u}/v1/models)
+printf 'models %s\n' "${{b##*$'\n'}}"
+printf '%s\n' "${{b%$'\n'*}}"
+"#
+    )
+}
+
+/// Parses [`poll_script`]'s output into observations.
+pub fn poll_observations(out: &str) -> Vec<Observation> {
+    let mut lines = out.lines();
+    let mut obs = Vec::new();
+    let code = |s: Option<&str>, prefix: &str| -> Option<u16> {
+        s?.strip_prefix(prefix)?.trim().parse().ok()
+    };
+    match code(lines.next(), "health ") {
+        Some(0) | None => obs.push(Observation::Health(Err(
+            "no answer (connection refused)".into()
+        ))),
+        Some(c) => obs.push(Observation::Health(Ok(c))),
+    }
+    match code(lines.next(), "models ") {
+        Some(0) | None => obs.push(Observation::Models(Err("no answer".into()))),
+        Some(c) => {
+            let body: Vec<&str> = lines.collect();
+            obs.push(Observation::Models(Ok((c, body.join("\n")))));
+        }
+    }
+    obs
+}
+
+/// `WaitServing`: readiness, with the head's log followed for progress.
+pub struct WaitServing {
+    pub node: NodeName,
+    pub url: String,
+    pub model: String,
+    pub timeout: Duration,
+}
+
+impl<'a> Phase<ApplyContext<'a>> for WaitServing {
+    fn title(&self) -> String {
+        format!("Wait until {} serves {}", self.url, self.model)
+    }
+    fn run<'b>(
+        &'b self,
+        ctx: &'b ApplyContext<'a>,
+    ) -> BoxFuture<'b, Result<Option<String>, PhaseError>> {
+        Box::pin(async move {
+            let handle = ctx.node(&self.node)?;
+            let shell = shell_for(handle)?;
+            let name = ctx.plan.job.container_name(&self.node);
+            // The head's log, line by line, from a task (the stream is 'static).
+            let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+            let mut logs = handle
+                .logs(ctx.plan.runtime, &name, true, false)
+                .await
+                .map_err(|e| PhaseError::node(&self.node, e))?;
+            let follower = tokio::spawn(async move {
+                let mut pending = Vec::new();
+                while let Some(Ok(chunk)) = logs.next().await {
+                    pending.extend_from_slice(&chunk);
+                    while let Some(i) = pending.iter().position(|b| *b == b'\n' || *b == b'\r') {
+                        let line: Vec<u8> = pending.drain(..=i).collect();
+                        let text = String::from_utf8_lossy(&line).trim().to_string();
+                        if !text.is_empty() && tx.send(text).is_err() {
+                            return;
+                        }
+                    }
+                }
+            });
+            let started = Instant::now();
+            let now = || started.elapsed().as_millis() as u64;
+            let watch = Mutex::new(Watch {
+                readiness: Readiness::new(&self.model, 0, self.timeout.as_secs()),
+                lines: rx,
+                shown: String::new(),
+                shown_at: 0,
+            });
+            let script = poll_script(&self.url);
+            let what = format!("{} to serve {}", self.url, self.model);
+            // The readiness verdict ends the wait at the timeout, with what it saw; the wait's
+            // own deadline, a little later, only bounds a probe that hangs.
+            let deadline = self.timeout + Duration::from_secs(30);
+            let waited = wait::until(&what, deadline, POLL, &ctx.cancel, || async {
+                let look = look_at_job(ctx).await;
+                let polled = shell.run(&script, Vec::new(), None).await;
+                let Ok(mut w) = watch.lock() else {
+                    return Probe::NotYet("(state lost)".into());
+                };
+                let w = &mut *w;
+                while let Ok(line) = w.lines.try_recv() {
+                    w.readiness.observe(Observation::Log {
+                        node: self.node.clone(),
+                        line,
+                    });
+                }
+                for e in &look.ended {
+                    w.readiness.observe(Observation::Exited {
+                        node: e.node.clone(),
+                        code: e.exit_code,
+                    });
+                }
+                match polled {
+                    Ok(out) if out.success() => {
+                        for o in poll_observations(&out.stdout) {
+                            w.readiness.observe(o);
+                        }
+                    }
+                    Ok(out) => w.readiness.observe(Observation::Health(Err(out
+                        .stderr_tail()
+                        .trim()
+                        .to_string()))),
+                    // A dropped round trip: retried at the next poll, within the deadline.
+                    Err(e) => w.readiness.observe(Observation::Health(Err(e.to_string()))),
+                }
+                match w.readiness.verdict(now()) {
+                    Verdict::Waiting(line) => {
+                        // A line when the phase changes, and every half minute.
+                        if w.readiness.phase() != w.shown || now() >= w.shown_at + 30_000 {
+                            ctx.reporter.node_line(&self.node, &line);
+                            w.shown = w.readiness.phase().to_string();
+                            w.shown_at = now();
+                        }
+                        Probe::NotYet(match look.unknown_text() {
+                            Some(u) => format!("{line} ({u})"),
+                            None => line,
+                        })
+                    }
+                    Verdict::Ready { models } => Probe::Ready(models),
+                    Verdict::Failed(why) => Probe::Abort(RuntimeError::Other(why.to_string())),
+                }
+            })
+            .await;
+            let result = match waited {
+                Ok(models) => Ok(Some(format!(
+                    "serving {} after {}",
+                    models.join(", "),
+                    crate::workload::readiness::duration(now())
+                ))),
+                Err(RuntimeError::Cancelled { .. }) => Err(PhaseError::Cancelled),
+                Err(e) => {
+                    let why = match e {
+                        RuntimeError::Other(why) => why,
+                        e => e.to_string(),
+                    };
+                    let errors = first_errors(ctx).await;
+                    Err(PhaseError::Other(format!(
+                        "{why}\nfirst error line of each node's log:\n  {}\nmore: spark-launch logs {}",
+                        errors.join("\n  "),
+                        ctx.plan.job
+                    )))
+                }
+            };
+            follower.abort();
+            result
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::shell::{LocalShell, NodeShell};
+
+    #[test]
+    fn a_poll_answer_becomes_health_and_models_observations() {
+        let obs = poll_observations("health 200\nmodels 200\n{\"data\":[{\"id\":\"m\"}]}\n");
+        assert_eq!(obs[0], Observation::Health(Ok(200)));
+        assert_eq!(
+            obs[1],
+            Observation::Models(Ok((200, "{\"data\":[{\"id\":\"m\"}]}".into())))
+        );
+        let obs = poll_observations("health 000\nmodels 000\n\n");
+        assert!(matches!(obs[0], Observation::Health(Err(_))));
+        assert!(matches!(obs[1], Observation::Models(Err(_))));
+    }
+
+    #[tokio::test]
+    async fn the_poll_script_reads_a_real_http_answer() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = l.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            loop {
+                let Ok((mut s, _)) = l.accept().await else {
+                    return;
+                };
+                let mut buf = [0u8; 1024];
+                let n = s.read(&mut buf).await.unwrap_or(0);
+                let req = String::from_utf8_lossy(&buf[..n]).to_string();
+                let body = if req.starts_with("GET /v1/models") {
+                    "{\"data\":[{\"id\":\"org/m\"}]}"
+                } else {
+                    ""
+                };
+                let _ = s
+                    .write_all(
+                        format!(
+                            "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                            body.len()
+                        )
+                        .as_bytes(),
+                    )
+                    .await;
+            }
+        });
+        let shell = LocalShell::new(NodeName::new("local").unwrap());
+        let out = shell
+            .run(
+                &poll_script(&format!("http://127.0.0.1:{port}")),
+                Vec::new(),
+                None,
+            )
+            .await
+            .unwrap();
+        let obs = poll_observations(&out.stdout);
+        assert_eq!(obs[0], Observation::Health(Ok(200)));
+        assert_eq!(
+            obs[1],
+            Observation::Models(Ok((200, "{\"data\":[{\"id\":\"org/m\"}]}".into())))
+        );
+    }
+}

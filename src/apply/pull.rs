@@ -1,0 +1,105 @@
+//! `model pull` carried out: each node's `$HOME` looked up, the model resolved on the Hub from
+//! the head, then `stage::stage` — the head downloads once, every worker copies from it over
+//! its route (directly, or relayed through the node between them in a ring). Effects only; the
+//! plan is `model::pull`'s.
+
+use std::sync::Arc;
+
+use serde::Serialize;
+
+use super::lookup::{LookupError, lookups};
+use super::stage::{self, NodeStaged, StageError, StageNode, StageOptions, StageSpec};
+use crate::model::ModelSource;
+use crate::model::pull::{PullPlan, PullRequest};
+use crate::model::route::CopyRoute;
+use crate::node::NodeName;
+use crate::progress::Reporter;
+use crate::resolve::ResolvedCluster;
+
+/// What a pull did.
+#[derive(Debug, Serialize)]
+pub struct Pulled {
+    pub model: ModelSource,
+    pub nodes: Vec<NodeStaged>,
+    pub routes: Vec<(NodeName, CopyRoute)>,
+}
+
+/// Why a pull failed.
+#[derive(Debug, thiserror::Error)]
+pub enum PullError {
+    #[error(transparent)]
+    Lookup(#[from] LookupError),
+    #[error(transparent)]
+    Stage(#[from] StageError),
+    #[error("{0}")]
+    Nodes(String),
+}
+
+/// Stages `plan`'s model on every node of `cluster`.
+pub async fn pull(
+    req: &PullRequest,
+    plan: &PullPlan,
+    cluster: &ResolvedCluster,
+    reporter: &Arc<dyn Reporter>,
+) -> Result<Pulled, PullError> {
+    let shells = cluster
+        .nodes
+        .iter()
+        .filter_map(|n| n.target.as_ref().map(|t| t.shell()))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| PullError::Nodes(e.to_string()))?;
+    let looked_up = lookups(&shells, Some(&req.model), reporter).await?;
+    let head_addr = plan.head_addr().map(str::to_string).unwrap_or_else(|| {
+        cluster.nodes[0]
+            .config
+            .as_ref()
+            .and_then(|c| c.addresses.first().cloned())
+            .unwrap_or_else(|| plan.head.to_string())
+    });
+    let node = |i: usize| StageNode {
+        shell: shells[i].clone(),
+        hf_home: req.hf_home.clone().unwrap_or_else(|| {
+            looked_up
+                .homes
+                .get(shells[i].node())
+                .map(|h| format!("{h}/.cache/huggingface"))
+                .unwrap_or_default()
+        }),
+    };
+    let model = looked_up
+        .model
+        .as_ref()
+        .map(|r| r.source())
+        .unwrap_or_else(|| req.model.clone());
+    let spec = StageSpec {
+        model: model.clone(),
+        resolved: looked_up.model.clone(),
+        endpoint: stage::hf_endpoint(),
+        token: stage::hf_token(),
+        head: node(0),
+        workers: (1..shells.len())
+            .map(|i| {
+                let route = plan
+                    .routes
+                    .iter()
+                    .find(|(n, _)| n == shells[i].node())
+                    .map(|(_, r)| r.clone())
+                    .unwrap_or(CopyRoute::Control);
+                (node(i), stage::head_access(&plan.head, &route, &head_addr))
+            })
+            .collect(),
+        options: StageOptions {
+            streams: req.streams,
+            range_size: req.range_size,
+            ..StageOptions::default()
+        },
+    };
+    let step = reporter.step(&format!("stage {model} on {} nodes", shells.len()));
+    let nodes = stage::stage(&spec, reporter.clone()).await?;
+    step.ok();
+    Ok(Pulled {
+        model,
+        nodes,
+        routes: plan.routes.clone(),
+    })
+}

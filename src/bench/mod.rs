@@ -1,0 +1,254 @@
+//! `spark-launch bench`: how fast a served model answers, measured the way people compare
+//! clusters — a sweep of concurrency levels (1, 4, 16, 32 by default) of streaming requests
+//! with fixed prompt and output lengths, each level's output tokens/s, requests/s, time to
+//! first token and inter-token latency (p50/p95) — saved as a result file, compared with an
+//! earlier run and with the figures a launch profile expects.
+//!
+//! Pure: [`request`] (URLs, prompts, request bodies, the stream's events), [`measure`] (the
+//! statistics and the report), [`compare`] (against an earlier run or a profile). Effects:
+//! [`client`] (HTTP), [`sweep`] (the levels, their clients at once), [`locate`] (a job's
+//! endpoint, by labels), [`store`] (result files). [`run`] ties them together for the CLI.
+
+pub mod client;
+pub mod compare;
+pub mod locate;
+pub mod measure;
+pub mod request;
+pub mod store;
+pub mod sweep;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::node::NodeName;
+use crate::plan::JobName;
+use crate::progress::Reporter;
+use client::{ApiKey, Client};
+use compare::{Comparison, ExpectReport, Expectations};
+use measure::BenchReport;
+use request::{Api, BaseUrl};
+use sweep::SweepOptions;
+
+/// Why a benchmark could not run or finish.
+#[derive(Debug, thiserror::Error)]
+pub enum BenchError {
+    /// Bad options or an unreadable `--compare` file: nothing was sent (exit 2).
+    #[error("{0}")]
+    Invalid(String),
+    /// The job could not be found or does not serve.
+    #[error("{0}")]
+    Job(String),
+    /// The server did not answer as an OpenAI-compatible API does.
+    #[error("{url}: {message}")]
+    Server { url: String, message: String },
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("interrupted")]
+    Interrupted,
+}
+
+/// What to benchmark.
+pub enum Target {
+    /// Any OpenAI-compatible server.
+    Url(BaseUrl),
+    /// A running job, found by its labels on these nodes; `addresses` are how this machine
+    /// reaches each node (the cluster file's or `--hosts`').
+    Job {
+        cluster: crate::runtime::Cluster,
+        job: JobName,
+        addresses: BTreeMap<NodeName, String>,
+    },
+}
+
+/// A benchmark, resolved from the command line.
+pub struct BenchRequest {
+    pub target: Target,
+    /// The model to ask for; `None`: the one the server lists.
+    pub model: Option<String>,
+    pub api: Api,
+    pub levels: Vec<u32>,
+    pub prompt_tokens: u32,
+    pub output_tokens: u32,
+    pub requests: Option<u32>,
+    /// The most one request may take.
+    pub timeout: Duration,
+    pub warmup: bool,
+    pub api_key: Option<ApiKey>,
+    /// Where to save the result; `None`: a new file under the state folder.
+    pub save_to: Option<PathBuf>,
+    /// An earlier result file to compare with.
+    pub compare: Option<PathBuf>,
+    /// A profile's name and its expected figures.
+    pub expect: Option<(String, Expectations)>,
+}
+
+/// What a benchmark found.
+#[derive(Debug, serde::Serialize)]
+pub struct BenchOutcome {
+    pub report: BenchReport,
+    /// Where the result file was written.
+    pub saved: PathBuf,
+    pub comparison: Option<Comparison>,
+    pub expectations: Option<ExpectReport>,
+}
+
+/// The concurrency levels run by default.
+pub const DEFAULT_LEVELS: [u32; 4] = [1, 4, 16, 32];
+pub const DEFAULT_PROMPT_TOKENS: u32 = 512;
+pub const DEFAULT_OUTPUT_TOKENS: u32 = 128;
+
+/// The levels to run: those given, else the defaults together with every level the profile
+/// has figures for, ascending.
+pub fn sweep_levels(given: &[u32], expect: Option<&Expectations>) -> Vec<u32> {
+    if !given.is_empty() {
+        let mut seen = std::collections::BTreeSet::new();
+        return given.iter().copied().filter(|l| seen.insert(*l)).collect();
+    }
+    let mut levels: std::collections::BTreeSet<u32> = DEFAULT_LEVELS.into_iter().collect();
+    if let Some(e) = expect {
+        levels.extend(e.concurrencies());
+    }
+    levels.into_iter().collect()
+}
+
+/// Checks what needs no network; every problem at once.
+fn validate(req: &BenchRequest) -> Result<(), BenchError> {
+    let mut problems = Vec::new();
+    if req.levels.is_empty() {
+        problems.push("no concurrency levels (give --concurrency 1,4,16,32)".to_string());
+    }
+    if req.levels.contains(&0) {
+        problems.push("a concurrency of 0 sends nothing: levels start at 1".to_string());
+    }
+    if req.prompt_tokens == 0 || req.output_tokens == 0 {
+        problems.push("--prompt-tokens and --output-tokens must be at least 1".to_string());
+    }
+    if req.requests == Some(0) {
+        problems.push("--requests 0 measures nothing: give at least 1".to_string());
+    }
+    if req.timeout.is_zero() {
+        problems.push("--timeout must be at least 1 second".to_string());
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(BenchError::Invalid(problems.join("; ")))
+    }
+}
+
+/// Runs a benchmark: finds the endpoint, picks the model, sweeps the levels, saves the result
+/// and compares it. A bad `--compare` file or option is refused before anything is sent.
+pub async fn run(
+    req: BenchRequest,
+    reporter: Arc<dyn Reporter>,
+    cancel: CancellationToken,
+) -> Result<BenchOutcome, BenchError> {
+    validate(&req)?;
+    let earlier = match &req.compare {
+        Some(p) => Some(store::load(p)?),
+        None => None,
+    };
+    let (base, job) = match req.target {
+        Target::Url(u) => (u, None),
+        Target::Job {
+            cluster,
+            job,
+            addresses,
+        } => {
+            let step = reporter.step(&format!("find job {job}"));
+            let url = locate::job_url(&cluster, &job, &addresses).await?;
+            step.ok_with(&url.to_string());
+            (url, Some(job.to_string()))
+        }
+    };
+    let client = Client {
+        base: base.clone(),
+        api_key: req.api_key,
+        timeout: req.timeout,
+    };
+    let server = |message: String| BenchError::Server {
+        url: base.to_string(),
+        message,
+    };
+    let model = match req.model {
+        Some(m) => m,
+        None => {
+            let models = client.models().await.map_err(server)?;
+            match models.as_slice() {
+                [one] => one.clone(),
+                [] => return Err(server("the server lists no model at /models".into())),
+                many => {
+                    return Err(server(format!(
+                        "the server lists {} models ({}): choose one with --model",
+                        many.len(),
+                        many.join(", ")
+                    )));
+                }
+            }
+        }
+    };
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    let started_at = measure::utc_stamp(now.as_secs() as i64);
+    let opts = SweepOptions {
+        model: model.clone(),
+        api: req.api,
+        levels: req.levels,
+        prompt_tokens: req.prompt_tokens,
+        output_tokens: req.output_tokens,
+        requests: req.requests,
+        warmup: req.warmup,
+        seed: (now.as_nanos() as u64) ^ (u64::from(std::process::id()) << 32),
+    };
+    let levels = sweep::sweep(&client, &opts, reporter.as_ref(), &cancel).await?;
+    let report = BenchReport {
+        version: BenchReport::VERSION,
+        started_at,
+        url: base.to_string(),
+        job: job.clone(),
+        model,
+        api: opts.api,
+        prompt_tokens: opts.prompt_tokens,
+        output_tokens: opts.output_tokens,
+        levels,
+    };
+    let saved = req.save_to.unwrap_or_else(|| {
+        let label = job.unwrap_or_else(|| base.authority());
+        store::default_path(&store::state_dir(), &label, &report.started_at)
+    });
+    store::save(&report, &saved)?;
+    let comparison = earlier.map(|e| compare::compare(&e, &report));
+    let expectations = req
+        .expect
+        .map(|(profile, e)| compare::check(&profile, &e, &report));
+    Ok(BenchOutcome {
+        report,
+        saved,
+        comparison,
+        expectations,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_sweep_runs_the_default_levels_and_every_level_a_profile_expects() {
+        assert_eq!(sweep_levels(&[], None), vec![1, 4, 16, 32]);
+        let e: Expectations = yaml_serde::from_str(
+            "levels:\n- {concurrency: 8, output_tokens_per_s: 100}\n- {concurrency: 32, ttft_p95_ms: 900}\n",
+        )
+        .unwrap();
+        assert_eq!(sweep_levels(&[], Some(&e)), vec![1, 4, 8, 16, 32]);
+        assert_eq!(sweep_levels(&[2, 2, 1], Some(&e)), vec![2, 1]);
+    }
+}

@@ -1,0 +1,292 @@
+//! The one plan renderer: any launch plan as text for `--dry-run` (a workload header, then per
+//! node its container or process, then the numbered steps as `plan::Step::describe` words
+//! them), and the few result lines every launching command shares. JSON needs no renderer: the
+//! plan value is printed as is.
+
+use crate::plan::spec::{IpcMode, NetworkMode};
+use crate::plan::{Gpus, JobPlan, Launch};
+use crate::workload::launch::LaunchPlan;
+use crate::workload::nccl_build::BuildPlan;
+use crate::workload::nccl_lib::NcclPlan;
+use crate::workload::nccl_test::NcclTestPlan;
+use crate::workload::serve::ServePlan;
+
+/// A plan as a person reads it.
+pub fn plan(p: &LaunchPlan) -> String {
+    match p {
+        LaunchPlan::Run(job) => {
+            if job.is_noop() {
+                return "nothing to do".to_string();
+            }
+            format!(
+                "job {} ({}, runtime {})\n{}",
+                job.job,
+                job.workload,
+                job.runtime,
+                job_body(job)
+            )
+        }
+        LaunchPlan::NcclTest(t) => nccl_test(t),
+        LaunchPlan::Serve(s) => serve(s),
+        LaunchPlan::NcclBuild(b) => build(b),
+    }
+}
+
+pub use crate::node::join as names;
+
+/// A command line, shell-quoted; a multi-line script argument is shown by its size.
+fn argv(words: &[String]) -> String {
+    words
+        .iter()
+        .map(|a| {
+            if a.contains('\n') {
+                format!("<script: {} lines, --json shows it>", a.lines().count())
+            } else {
+                crate::plan::job::shell_words(std::slice::from_ref(a))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Every node's part, then the steps.
+fn job_body(job: &JobPlan) -> String {
+    let mut out = String::new();
+    for n in &job.nodes {
+        match &n.launch {
+            Launch::Container(c) => {
+                out.push_str(&format!(
+                    "\n{} ({}): container {}  image {}\n",
+                    n.node, n.role, c.name, c.image
+                ));
+                if let Some(e) = &c.entrypoint {
+                    out.push_str(&format!("  entry    {}\n", argv(e)));
+                }
+                out.push_str(&format!("  command  {}\n", argv(&c.command)));
+                for (k, v) in &crate::plan::secret::masked_env(&c.env) {
+                    out.push_str(&format!("  env      {k}={}\n", value(v)));
+                }
+                for m in &c.mounts {
+                    out.push_str(&format!(
+                        "  mount    {} → {}{}\n",
+                        m.source,
+                        m.target,
+                        if m.read_only { " (read-only)" } else { "" }
+                    ));
+                }
+                for d in &c.devices {
+                    out.push_str(&format!("  device   {}\n", d.host));
+                }
+                let gpus = match c.gpus {
+                    Gpus::None => "none".to_string(),
+                    Gpus::All => "all".to_string(),
+                    Gpus::Count(n) => n.to_string(),
+                };
+                let network = match c.network {
+                    NetworkMode::Host => "host",
+                    NetworkMode::Bridge => "bridge",
+                };
+                let ipc = match c.ipc {
+                    IpcMode::Host => "host",
+                    IpcMode::Private => "private",
+                };
+                let ulimits: Vec<String> = c
+                    .ulimits
+                    .iter()
+                    .map(|u| format!("{}={}:{}", u.name, u.soft, u.hard))
+                    .collect();
+                out.push_str(&format!(
+                    "  runs     gpus {gpus} · network {network} · ipc {ipc} · cap {} · ulimit {}\n",
+                    if c.cap_add.is_empty() {
+                        "-".to_string()
+                    } else {
+                        c.cap_add.join(",")
+                    },
+                    if ulimits.is_empty() {
+                        "-".to_string()
+                    } else {
+                        ulimits.join(" ")
+                    }
+                ));
+            }
+            Launch::Process(p) => {
+                out.push_str(&format!("\n{} ({}): process {}\n", n.node, n.role, p.name));
+                out.push_str(&format!("  command  {}\n", argv(&p.command)));
+                for (k, v) in &crate::plan::secret::masked_env(&p.env) {
+                    out.push_str(&format!("  env      {k}={}\n", value(v)));
+                }
+            }
+        }
+    }
+    out.push_str("\nsteps\n");
+    for (i, s) in job.steps.iter().enumerate() {
+        out.push_str(&format!("  {}. {}\n", i + 1, s.describe()));
+    }
+    out
+}
+
+/// A variable's value for the text plan: a multi-line value is shown by its size.
+fn value(v: &str) -> String {
+    if v.contains('\n') {
+        format!("<{} lines, --json shows it>", v.lines().count())
+    } else {
+        v.to_string()
+    }
+}
+
+fn nccl_test(p: &NcclTestPlan) -> String {
+    let ranks: u32 = p.nodes.iter().map(|n| n.gpus).sum();
+    let mut out = format!(
+        "nccl-test: {} node{}, {} rank{}{}\n",
+        p.nodes.len(),
+        if p.nodes.len() == 1 { "" } else { "s" },
+        ranks,
+        if ranks == 1 { "" } else { "s" },
+        p.topology
+            .map(|t| format!(", topology {t}"))
+            .unwrap_or_default()
+    );
+    for n in &p.nodes {
+        out.push_str(&format!(
+            "  {} ({}) at {}, {} GPU{}{}\n",
+            n.name,
+            n.role,
+            n.addr,
+            n.gpus,
+            if n.gpus == 1 { "" } else { "s" },
+            if n.hcas.is_empty() {
+                String::new()
+            } else {
+                format!(", RDMA {}", n.hcas.join(","))
+            }
+        ));
+    }
+    if let Some(n) = &p.nccl {
+        out.push_str(&nccl(n));
+    }
+    out.push_str(&job_body(&p.plan));
+    if let Some(n) = &p.nccl
+        && !n.notes.is_empty()
+    {
+        out.push_str("\nnotes\n");
+        for x in &n.notes {
+            out.push_str(&format!("  - {x}\n"));
+        }
+    }
+    out.push_str(&format!(
+        "\nthe head's driver script writes the hostfile {}:\n",
+        p.hostfile_path
+    ));
+    for l in p.hostfile.lines() {
+        out.push_str(&format!("  {l}\n"));
+    }
+    for r in &p.runs {
+        out.push_str(&format!(
+            "\nthen runs {} on {}:\n{}\n",
+            r.test,
+            p.nodes[0].name,
+            r.pretty()
+        ));
+    }
+    if !p.notes.is_empty() {
+        out.push_str("\nnotes\n");
+        for n in &p.notes {
+            out.push_str(&format!("  - {n}\n"));
+        }
+    }
+    out
+}
+
+fn serve(p: &ServePlan) -> String {
+    let mut out = format!(
+        "{} ({}) · {} · tp {} × pp {} on {}\n",
+        p.engine,
+        p.mode,
+        p.model,
+        p.tp,
+        p.pp,
+        names(&p.nodes)
+    );
+    out.push_str(&format!(
+        "endpoint once ready: {}  (model {})\n",
+        p.endpoint.url, p.served_name
+    ));
+    if let Some(n) = &p.nccl {
+        out.push_str(&nccl(n));
+    }
+    out.push_str(&job_body(&p.job));
+    if !p.notes.is_empty() {
+        out.push_str("\nnotes\n");
+        for n in &p.notes {
+            out.push_str(&format!("  - {n}\n"));
+        }
+    }
+    out
+}
+
+/// What each container will load, and what the job needs of it.
+fn nccl(n: &NcclPlan) -> String {
+    let mut need = Vec::new();
+    if n.rule.ring {
+        need.push(format!(
+            "a switchless ring: NCCL {} or later{}",
+            crate::libnccl::RING_MIN,
+            if n.rule.allow_old {
+                " (--allow-old-nccl: not enforced)"
+            } else {
+                ""
+            }
+        ));
+    }
+    if let Some(f) = &n.nccl_from {
+        need.push(format!("--nccl-from {f} first on the loader path"));
+    }
+    let mut out = format!(
+        "NCCL the containers load{}:\n",
+        if need.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", need.join("; "))
+        }
+    );
+    let width = n
+        .nodes
+        .iter()
+        .map(|x| x.node.as_str().len())
+        .max()
+        .unwrap_or(0);
+    for x in &n.nodes {
+        out.push_str(&format!(
+            "  {:width$}  {}\n",
+            x.node.as_str(),
+            x.loads,
+            width = width
+        ));
+    }
+    for w in &n.warnings {
+        out.push_str(&format!("  ! {w}\n"));
+    }
+    out
+}
+
+fn build(plan: &BuildPlan) -> String {
+    let mut out = String::new();
+    for b in &plan.builds {
+        out.push_str(&format!(
+            "build {} ({}) on {}\n",
+            b.tag, b.platform, b.build_on
+        ));
+        for (k, v) in &b.build_args {
+            out.push_str(&format!("  --build-arg {k}={v}\n"));
+        }
+        if b.push_to.is_empty() {
+            out.push_str("  no other node of this architecture\n");
+        } else {
+            out.push_str(&format!("  then image push to {}\n", names(&b.push_to)));
+        }
+    }
+    for n in &plan.notes {
+        out.push_str(&format!("note: {n}\n"));
+    }
+    out
+}

@@ -1,0 +1,406 @@
+//! The one netplan file spark-launch owns on each node (`/etc/netplan/40-spark-launch.yaml`),
+//! rendered as text, and the other netplan files that already configure the same interfaces.
+//!
+//! The file: netplan version 2, no `renderer` (the system's stays), per cabled fabric netdev
+//! `dhcp4: false`, `dhcp6: false`, its address (or `link-local: [ ipv4 ]`) and its MTU. IPv6
+//! link-local addressing is left on (netplan's default), which is what the link probe listens
+//! on. Every file rendered here is validated by the real `netplan generate` in the tests.
+//!
+//! Pure: text in, text out.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::node::NodeName;
+use crate::probe::facts::{Ipv4Iface, NetIf, NodeFacts};
+
+/// Where spark-launch's netplan file lives on every node.
+pub const FILE: &str = "/etc/netplan/40-spark-launch.yaml";
+
+/// How one netdev is configured.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IfaceConfig {
+    pub iface: NetIf,
+    pub address: Option<Ipv4Iface>,
+    /// `link-local: [ ipv4 ]` (NVIDIA's first playbook) instead of a static address.
+    pub link_local_ipv4: bool,
+    pub mtu: u32,
+}
+
+/// The whole file for one node.
+pub fn render(node: &NodeName, ifaces: &[IfaceConfig]) -> String {
+    let mut out = String::new();
+    out.push_str(&format!(
+        "# Written by `spark-launch fabric apply` for {node}: its fabric interfaces.\n"
+    ));
+    out.push_str("# spark-launch owns this file; `spark-launch fabric rollback` removes it.\n");
+    out.push_str("network:\n  version: 2\n  ethernets:\n");
+    for c in ifaces {
+        out.push_str(&format!("    {}:\n", c.iface));
+        out.push_str("      dhcp4: false\n      dhcp6: false\n");
+        if c.link_local_ipv4 {
+            out.push_str("      link-local: [ ipv4 ]\n");
+        }
+        if let Some(a) = &c.address {
+            out.push_str(&format!("      addresses:\n        - {a}\n"));
+        }
+        out.push_str(&format!("      mtu: {}\n", c.mtu));
+    }
+    out
+}
+
+/// Another netplan file that configures interfaces this plan configures.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Conflict {
+    pub path: String,
+    /// The planned interfaces it configures.
+    pub ifaces: Vec<NetIf>,
+    /// Other fabric netdevs it configures (an uncabled ConnectX port): their settings go into
+    /// the backup with the file.
+    pub also_fabric: Vec<String>,
+    /// Non-fabric interfaces it configures too (the management network, Wi-Fi...): such a file
+    /// cannot be moved aside, it has to be edited by hand.
+    pub others: Vec<String>,
+}
+
+impl Conflict {
+    /// True when `--replace` may move the file aside (it configures nothing else).
+    pub fn replaceable(&self) -> bool {
+        self.others.is_empty()
+    }
+
+    /// `/etc/netplan/40-cx7.yaml configures enp1s0f1np1, enP2p1s0f1np1`.
+    pub fn describe(&self) -> String {
+        let ifaces = self
+            .ifaces
+            .iter()
+            .map(|i| i.as_str())
+            .collect::<Vec<_>>()
+            .join(", ");
+        if self.others.is_empty() && self.also_fabric.is_empty() {
+            format!("{} configures {ifaces}", self.path)
+        } else if self.others.is_empty() {
+            format!(
+                "{} configures {ifaces} (and the uncabled {}, whose settings would go into the backup with it)",
+                self.path,
+                self.also_fabric.join(", ")
+            )
+        } else {
+            format!(
+                "{} configures {ifaces} and also {} (edit it by hand: remove the sections of {ifaces})",
+                self.path,
+                self.others.join(", ")
+            )
+        }
+    }
+}
+
+/// What the node's netplan files say about the planned interfaces.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Conflicts {
+    pub files: Vec<Conflict>,
+    /// Files that could not be read or parsed, and why; `None` inside means "not recorded".
+    pub unknown: Vec<String>,
+}
+
+/// The files on `facts` (other than spark-launch's own) that configure any of `planned`.
+pub fn conflicts(node: &NodeName, facts: &NodeFacts, planned: &[NetIf]) -> Conflicts {
+    let mut out = Conflicts::default();
+    let Some(files) = &facts.netplan else {
+        out.unknown.push(format!(
+            "{node}: its /etc/netplan was not recorded (a snapshot without etc/netplan/, or a probe without root), so files that already configure these interfaces are unknown"
+        ));
+        return out;
+    };
+    for f in files.iter().filter(|f| f.path != FILE) {
+        let Some(text) = &f.content else {
+            out.unknown.push(format!(
+                "{node}: {} could not be read (netplan files are root's): whether it configures these interfaces is unknown",
+                f.path
+            ));
+            continue;
+        };
+        let configured = match configured_interfaces(text, facts) {
+            Ok(c) => c,
+            Err(e) => {
+                out.unknown.push(format!(
+                    "{node}: {} is not valid YAML ({e}): netplan will refuse it too",
+                    f.path
+                ));
+                continue;
+            }
+        };
+        let ifaces: Vec<NetIf> = planned
+            .iter()
+            .filter(|p| configured.contains_key(p.as_str()))
+            .cloned()
+            .collect();
+        if ifaces.is_empty() {
+            continue;
+        }
+        let (also_fabric, others): (Vec<String>, Vec<String>) = configured
+            .keys()
+            .filter(|k| !planned.iter().any(|p| p.as_str() == k.as_str()))
+            .cloned()
+            .partition(|k| facts.is_fabric_interface(&NetIf::new(k.clone())));
+        out.files.push(Conflict {
+            path: f.path.clone(),
+            ifaces,
+            also_fabric,
+            others,
+        });
+    }
+    out
+}
+
+/// The interfaces a netplan file configures (by name, by `match`, or as members of a bond or
+/// bridge), mapped to how.
+pub fn configured_interfaces(
+    text: &str,
+    facts: &NodeFacts,
+) -> Result<BTreeMap<String, String>, String> {
+    let doc: yaml_serde::Value = yaml_serde::from_str(text).map_err(|e| e.to_string())?;
+    let mut out = BTreeMap::new();
+    let Some(network) = doc.get("network") else {
+        return Ok(out);
+    };
+    let mut ids: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for kind in ["ethernets", "wifis", "modems"] {
+        let Some(devs) = network.get(kind).and_then(|v| v.as_mapping()) else {
+            continue;
+        };
+        for (id, conf) in devs {
+            let Some(id) = id.as_str() else { continue };
+            let names = match conf.get("match") {
+                Some(m) => matching(m, facts),
+                None => vec![id.to_string()],
+            };
+            for n in &names {
+                out.insert(n.clone(), format!("{kind}.{id}"));
+            }
+            ids.insert(id.to_string(), names);
+        }
+    }
+    for kind in ["bonds", "bridges"] {
+        let Some(devs) = network.get(kind).and_then(|v| v.as_mapping()) else {
+            continue;
+        };
+        for (id, conf) in devs {
+            let Some(id) = id.as_str() else { continue };
+            let members = conf
+                .get("interfaces")
+                .and_then(|v| v.as_sequence())
+                .map(|s| s.iter().filter_map(|m| m.as_str()).collect::<Vec<_>>())
+                .unwrap_or_default();
+            for m in members {
+                let names = ids.get(m).cloned().unwrap_or_else(|| vec![m.to_string()]);
+                for n in names {
+                    out.insert(n, format!("{kind}.{id}"));
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The node's interfaces a `match:` block selects (`name` glob, `macaddress`).
+fn matching(m: &yaml_serde::Value, facts: &NodeFacts) -> Vec<String> {
+    let name = m.get("name").and_then(|v| v.as_str());
+    let mac = m.get("macaddress").and_then(|v| v.as_str());
+    if name.is_none() && mac.is_none() {
+        // `match: {driver: ...}` and the like: it may select any interface.
+        return facts
+            .interfaces
+            .iter()
+            .map(|i| i.name.to_string())
+            .collect();
+    }
+    facts
+        .interfaces
+        .iter()
+        .filter(|i| name.is_none_or(|g| glob(g, i.name.as_str())))
+        .filter(|i| {
+            mac.is_none_or(|want| {
+                i.mac
+                    .as_deref()
+                    .is_some_and(|have| have.eq_ignore_ascii_case(want))
+            })
+        })
+        .map(|i| i.name.to_string())
+        .collect()
+}
+
+/// Shell-style glob with `*`, `?` and `[...]` sets, as netplan's `match: name:` uses.
+pub fn glob(pattern: &str, text: &str) -> bool {
+    fn go(p: &[char], t: &[char]) -> bool {
+        match p.first() {
+            None => t.is_empty(),
+            Some('*') => (0..=t.len()).any(|k| go(&p[1..], &t[k..])),
+            Some('?') => !t.is_empty() && go(&p[1..], &t[1..]),
+            Some('[') => {
+                let Some(close) = p.iter().position(|c| *c == ']') else {
+                    return t.first() == Some(&'[') && go(&p[1..], &t[1..]);
+                };
+                let Some(c) = t.first() else { return false };
+                let set = &p[1..close];
+                let (negate, set) = match set.first() {
+                    Some('!') | Some('^') => (true, &set[1..]),
+                    _ => (false, set),
+                };
+                let mut hit = false;
+                let mut i = 0;
+                while i < set.len() {
+                    if i + 2 < set.len() && set[i + 1] == '-' {
+                        hit |= set[i] <= *c && *c <= set[i + 2];
+                        i += 3;
+                    } else {
+                        hit |= set[i] == *c;
+                        i += 1;
+                    }
+                }
+                hit != negate && go(&p[close + 1..], &t[1..])
+            }
+            Some(c) => t.first() == Some(c) && go(&p[1..], &t[1..]),
+        }
+    }
+    let p: Vec<char> = pattern.chars().collect();
+    let t: Vec<char> = text.chars().collect();
+    go(&p, &t)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::probe::facts::NetplanFile;
+    use crate::probe::testkit::iface;
+
+    fn facts(files: &[(&str, Option<&str>)]) -> NodeFacts {
+        let mut ifs: Vec<_> = ["enp1s0f1np1", "enP2p1s0f1np1", "enP7s7", "wlP9s9"]
+            .iter()
+            .map(|n| iface(n))
+            .collect();
+        ifs[0].mac = Some("94:6d:ae:01:01:11".into());
+        NodeFacts {
+            hostname: "spark".into(),
+            arch: None,
+            interfaces: ifs,
+            rdma_devices: vec![],
+            routes: vec![],
+            host: Default::default(),
+            links: None,
+            netplan: Some(
+                files
+                    .iter()
+                    .map(|(p, c)| NetplanFile {
+                        path: p.to_string(),
+                        content: c.map(str::to_string),
+                    })
+                    .collect(),
+            ),
+            unparsed: Vec::new(),
+        }
+    }
+
+    fn name() -> NodeName {
+        NodeName::new("spark").unwrap()
+    }
+
+    fn planned() -> Vec<NetIf> {
+        vec![NetIf::new("enP2p1s0f1np1"), NetIf::new("enp1s0f1np1")]
+    }
+
+    #[test]
+    fn the_file_is_version_2_without_renderer_with_dhcp_off_address_and_mtu() {
+        let text = render(
+            &name(),
+            &[
+                IfaceConfig {
+                    iface: NetIf::new("enp1s0f1np1"),
+                    address: Some(Ipv4Iface {
+                        addr: "192.168.100.1".parse().unwrap(),
+                        prefix: 24,
+                    }),
+                    link_local_ipv4: false,
+                    mtu: 9000,
+                },
+                IfaceConfig {
+                    iface: NetIf::new("enP2p1s0f1np1"),
+                    address: None,
+                    link_local_ipv4: true,
+                    mtu: 9000,
+                },
+            ],
+        );
+        assert!(text.contains("  version: 2\n"));
+        assert!(!text.contains("renderer"));
+        assert!(text.contains(
+            "    enp1s0f1np1:\n      dhcp4: false\n      dhcp6: false\n      addresses:\n        - 192.168.100.1/24\n      mtu: 9000\n"
+        ));
+        assert!(text.contains("link-local: [ ipv4 ]"));
+    }
+
+    #[test]
+    fn a_file_naming_a_planned_interface_conflicts_and_one_naming_others_does_not() {
+        let cx7 = "network:\n  version: 2\n  ethernets:\n    enp1s0f1np1:\n      addresses: [192.168.177.11/24]\n      mtu: 9000\n    enP2p1s0f1np1:\n      mtu: 9000\n";
+        let nm = "network:\n  version: 2\n  renderer: NetworkManager\n";
+        let f = facts(&[
+            ("/etc/netplan/40-cx7.yaml", Some(cx7)),
+            ("/etc/netplan/01-network-manager-all.yaml", Some(nm)),
+            (FILE, Some(cx7)),
+        ]);
+        let c = conflicts(&name(), &f, &planned());
+        assert_eq!(c.files.len(), 1, "our own file is not a conflict");
+        assert_eq!(
+            c.files[0].describe(),
+            "/etc/netplan/40-cx7.yaml configures enP2p1s0f1np1, enp1s0f1np1"
+        );
+        assert!(c.files[0].replaceable());
+        assert!(c.unknown.is_empty());
+    }
+
+    #[test]
+    fn a_file_that_also_configures_the_management_interface_must_be_edited_by_hand() {
+        let cloud = "network:\n  version: 2\n  ethernets:\n    enP7s7:\n      dhcp4: true\n    all-en:\n      match:\n        name: \"enp1*\"\n      dhcp4: true\n";
+        let f = facts(&[("/etc/netplan/50-cloud-init.yaml", Some(cloud))]);
+        let c = conflicts(&name(), &f, &planned());
+        assert_eq!(c.files[0].ifaces, vec![NetIf::new("enp1s0f1np1")]);
+        assert_eq!(c.files[0].others, vec!["enP7s7".to_string()]);
+        assert!(!c.files[0].replaceable());
+        assert!(c.files[0].describe().contains("edit it by hand"));
+    }
+
+    #[test]
+    fn matches_by_mac_and_bond_members_conflict_too() {
+        let bymac = "network:\n  ethernets:\n    cx:\n      match:\n        macaddress: 94:6D:AE:01:01:11\n";
+        let bond = "network:\n  ethernets:\n    p2: {}\n  bonds:\n    bond0:\n      interfaces: [enP2p1s0f1np1]\n";
+        let f = facts(&[
+            ("/etc/netplan/a.yaml", Some(bymac)),
+            ("/etc/netplan/b.yaml", Some(bond)),
+        ]);
+        let c = conflicts(&name(), &f, &planned());
+        assert_eq!(c.files.len(), 2);
+        assert_eq!(c.files[0].ifaces, vec![NetIf::new("enp1s0f1np1")]);
+        assert_eq!(c.files[1].ifaces, vec![NetIf::new("enP2p1s0f1np1")]);
+    }
+
+    #[test]
+    fn unreadable_or_unrecorded_files_are_said_to_be_unknown_never_clean() {
+        let f = facts(&[("/etc/netplan/40-cx7.yaml", None)]);
+        let c = conflicts(&name(), &f, &planned());
+        assert!(c.files.is_empty());
+        assert!(c.unknown[0].contains("could not be read"));
+        let mut f = facts(&[]);
+        f.netplan = None;
+        assert!(conflicts(&name(), &f, &planned()).unknown[0].contains("was not recorded"));
+    }
+
+    #[test]
+    fn globs_follow_the_shell() {
+        assert!(glob("en*", "enp1s0f1np1"));
+        assert!(glob("enp1s0f?np?", "enp1s0f1np1"));
+        assert!(glob("en[pP]*", "enP2p1s0f1np1"));
+        assert!(!glob("eth*", "enp1s0f1np1"));
+        assert!(glob("[!w]*", "enp1"));
+    }
+}

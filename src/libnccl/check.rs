@@ -1,0 +1,577 @@
+//! Judging the NCCL a job's containers load, node by node: the same release everywhere (ranks
+//! of different releases fail at init), at least [`RING_MIN`] on a switchless ring (one subnet
+//! per cable needs `NCCL_IB_SUBNET_AWARE_ROUTING`, or NCCL times out in `ibv_modify_qp`), and a
+//! `--nccl-from` library that really comes first. A version not known yet (a dry run on
+//! snapshots, an image still to be pulled) is a note, never a failure.
+//!
+//! Plans, the executor's last check before starting and doctor's `cluster.image-nccl` all ask
+//! this one function. Pure.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use super::loader::{Found, Machine, Resolution, Skipped, Via};
+use super::version::{LibVersion, NcclVersion, RING_MIN};
+use crate::node::NodeName;
+
+/// Where `--nccl-from` puts the library in the containers (first on `LD_LIBRARY_PATH`).
+pub const MOUNT_DIR: &str = "/opt/spark-launch/nccl";
+
+/// Where a loaded library came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Origin {
+    /// The image's own.
+    Image,
+    /// The library `--nccl-from` mounted.
+    NcclFrom,
+}
+
+/// What one node's container will load.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "state", rename_all = "kebab-case")]
+pub enum Loads {
+    /// Read on the node.
+    Known {
+        #[serde(flatten)]
+        lib: Found,
+        origin: Origin,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        skipped: Vec<Skipped>,
+    },
+    /// The loader finds no `libnccl.so.2` (the engine may bring its own through an RPATH).
+    Missing {
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        skipped: Vec<Skipped>,
+    },
+    /// Not read, and why.
+    NotYetKnown { why: String },
+}
+
+impl Loads {
+    /// From what the loader resolves (`origin` says whose library a hit is).
+    pub fn from_resolution(r: Resolution, origin: Origin) -> Loads {
+        match r.loads {
+            Some(lib) => Loads::Known {
+                lib,
+                origin,
+                skipped: r.skipped,
+            },
+            None => Loads::Missing { skipped: r.skipped },
+        }
+    }
+
+    /// The release, when known.
+    pub fn version(&self) -> Option<&LibVersion> {
+        match self {
+            Loads::Known { lib, .. } => lib.version.as_ref(),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Loads {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Loads::Known { lib, origin, .. } => {
+                match &lib.version {
+                    Some(v) => write!(f, "NCCL {v}")?,
+                    None => write!(f, "a file without NCCL's version string")?,
+                }
+                write!(f, " from {}", lib.path)?;
+                if let Some(file) = &lib.file {
+                    write!(f, " → {file}")?;
+                }
+                write!(f, " ({}", lib.via)?;
+                if *origin == Origin::NcclFrom {
+                    write!(f, ", --nccl-from")?;
+                }
+                write!(f, ")")
+            }
+            Loads::Missing { .. } => write!(f, "no libnccl.so.2 on the loader's path"),
+            Loads::NotYetKnown { why } => write!(f, "not yet known ({why})"),
+        }
+    }
+}
+
+/// The library `--nccl-from` brings, as read on a node (before it is mounted).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FromLib {
+    pub machine: Machine,
+    pub version: Option<LibVersion>,
+    /// Where it was read: `IMAGE:/opt/nccl/lib/libnccl.so.2` or the host path.
+    pub source: String,
+}
+
+/// What a container with `--nccl-from` loads: the mounted library, first on `LD_LIBRARY_PATH`,
+/// unless the image preloads an NCCL of its own (a preload comes before any search) or the
+/// library is built for another CPU (the loader skips it and goes on to the image's).
+pub fn with_nccl_from(image: &Resolution, from: &FromLib, arch: Option<Machine>) -> Loads {
+    let preloaded = image.loads.as_ref().is_some_and(|f| f.via == Via::Preload);
+    let mounted = format!("{MOUNT_DIR}/libnccl.so.2");
+    if preloaded {
+        return Loads::from_resolution(image.clone(), Origin::Image);
+    }
+    if let Some(want) = arch
+        && want != from.machine
+    {
+        let mut r = image.clone();
+        r.skipped.insert(
+            0,
+            Skipped {
+                path: mounted,
+                why: format!("built for {}, the container is {want}", from.machine),
+            },
+        );
+        return Loads::from_resolution(r, Origin::Image);
+    }
+    Loads::Known {
+        lib: Found {
+            path: mounted,
+            file: None,
+            via: Via::LdLibraryPath,
+            machine: from.machine,
+            version: from.version.clone(),
+        },
+        origin: Origin::NcclFrom,
+        skipped: Vec::new(),
+    }
+}
+
+/// What reading an image on one node gave (the pre-plan lookup).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "state", rename_all = "kebab-case")]
+pub enum ImageRead {
+    /// Read on the node: the image's ID, CPU, own `LD_LIBRARY_PATH`, and what its loader
+    /// resolves with the job's loader variables.
+    Read {
+        id: String,
+        machine: Option<Machine>,
+        ld_library_path: Option<String>,
+        resolution: Resolution,
+    },
+    /// The image is not on this node (yet).
+    NotOnNode,
+    /// Reading failed: why.
+    Failed { error: String },
+}
+
+/// What reading `--nccl-from`'s library on one node gave.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "state", rename_all = "kebab-case")]
+pub enum FromRead {
+    Read(FromLib),
+    /// `--nccl-from IMAGE` is on no node (yet).
+    NotOnNode,
+    Failed {
+        error: String,
+    },
+}
+
+/// One node's container and what it loads.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeNccl {
+    pub node: NodeName,
+    pub image: String,
+    #[serde(flatten)]
+    pub loads: Loads,
+}
+
+/// What the job needs of its NCCL.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Rule {
+    /// A switchless ring (one subnet per cable): [`RING_MIN`] or later.
+    pub ring: bool,
+    /// `--allow-old-nccl`: an old release on a ring is a warning, not a refusal.
+    pub allow_old: bool,
+    /// `--nccl-from` as given, when given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nccl_from: Option<String>,
+    /// Serving (`--nccl-from` can fix an old image) or nccl-test (a newer nccl-build can).
+    pub serving: bool,
+    /// The image `nccl-build` makes by default, named in the fixes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub build_image: Option<String>,
+}
+
+/// One reason not to start, with the fix and the nodes it is about.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Problem {
+    pub problem: String,
+    pub fix: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nodes: Vec<NodeName>,
+}
+
+/// The judgement: problems refuse the launch (exit 2), warnings and notes are printed.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Verdict {
+    pub problems: Vec<Problem>,
+    pub warnings: Vec<String>,
+    pub notes: Vec<String>,
+}
+
+fn names<'a>(nodes: impl Iterator<Item = &'a NodeName>) -> String {
+    nodes.map(|n| n.as_str()).collect::<Vec<_>>().join(", ")
+}
+
+/// Judges every node's NCCL (head first) against `rule`.
+pub fn judge(nodes: &[NodeNccl], rule: &Rule) -> Verdict {
+    let mut v = Verdict::default();
+    let build = rule
+        .build_image
+        .clone()
+        .unwrap_or_else(|| "the image `spark-launch nccl-build` makes".to_string());
+    // Not yet known: one note for all such nodes.
+    let unknown: Vec<(&NodeName, &String)> = nodes
+        .iter()
+        .filter_map(|x| match &x.loads {
+            Loads::NotYetKnown { why } => Some((&x.node, why)),
+            _ => None,
+        })
+        .collect();
+    if let Some((_, why)) = unknown.first() {
+        v.notes.push(format!(
+            "the NCCL the containers load on {} is not yet known: {why}{}",
+            names(unknown.iter().map(|(n, _)| *n)),
+            if rule.ring {
+                format!("; the launch checks it (≥ {RING_MIN} on this ring) before starting")
+            } else {
+                "; the launch checks it before starting".to_string()
+            }
+        ));
+    }
+    for x in nodes {
+        let n = &x.node;
+        match &x.loads {
+            Loads::Missing { skipped } => v.notes.push(format!(
+                "{n}: {} has no libnccl.so.2 on its loader's path{}; an engine that brings its own through an RPATH (PyTorch's pip wheels) is not seen here",
+                x.image,
+                skipped_text(skipped)
+            )),
+            Loads::Known {
+                lib, origin, skipped, ..
+            } => {
+                if lib.version.is_none() {
+                    v.warnings.push(format!(
+                        "{n}: {} holds no NCCL version string: it is not an NCCL build spark-launch can judge",
+                        lib.path
+                    ));
+                }
+                if !skipped.is_empty() {
+                    v.notes.push(format!("{n}: the loader skips{}", skipped_text(skipped)));
+                }
+                if let (Some(given), Origin::Image) = (&rule.nccl_from, origin) {
+                    let why = if lib.via == Via::Preload {
+                        format!("the image preloads {} (LD_PRELOAD or /etc/ld.so.preload), which comes before any search path", lib.path)
+                    } else {
+                        skipped
+                            .first()
+                            .map(|s| format!("the loader skips it: {}", s.why))
+                            .unwrap_or_else(|| "another copy comes first".to_string())
+                    };
+                    v.problems.push(Problem {
+                        nodes: vec![n.clone()],
+                        problem: format!(
+                            "{n}: --nccl-from {given} would not be what the container loads: {why}; it would load NCCL {} from {}",
+                            lib.version.as_ref().map(|v| v.to_string()).unwrap_or_else(|| "?".into()),
+                            lib.path
+                        ),
+                        fix: if lib.via == Via::Preload {
+                            "if LD_PRELOAD names it, unset it for this job (`--env LD_PRELOAD=`); if /etc/ld.so.preload does, use an image without that file".to_string()
+                        } else {
+                            format!("give --nccl-from a library built for the nodes' CPU ({build} for their architecture)")
+                        },
+                    });
+                }
+            }
+            Loads::NotYetKnown { .. } => {}
+        }
+    }
+    // The same release everywhere.
+    let mut by_version: BTreeMap<NcclVersion, Vec<&NodeName>> = BTreeMap::new();
+    for x in nodes {
+        if let Some(lv) = x.loads.version() {
+            by_version.entry(lv.version).or_default().push(&x.node);
+        }
+    }
+    if by_version.len() > 1 {
+        let listed: Vec<String> = by_version
+            .iter()
+            .map(|(ver, ns)| format!("{ver} on {}", names(ns.iter().copied())))
+            .collect();
+        // Every node but those on the head's release (or the most common one).
+        let keep = nodes
+            .first()
+            .and_then(|h| h.loads.version().map(|v| v.version))
+            .or_else(|| {
+                by_version
+                    .iter()
+                    .max_by_key(|(_, ns)| ns.len())
+                    .map(|(v, _)| *v)
+            });
+        let odd: Vec<NodeName> = by_version
+            .iter()
+            .filter(|(v, _)| Some(**v) != keep)
+            .flat_map(|(_, ns)| ns.iter().map(|n| (*n).clone()))
+            .collect();
+        v.problems.push(Problem {
+            nodes: odd,
+            problem: format!(
+                "the containers would load different NCCL releases ({}): ranks of different releases fail at init (`NCCL version mismatch`) or hang",
+                listed.join("; ")
+            ),
+            fix: if rule.serving {
+                format!(
+                    "give every node the same library: --nccl-from {build} (or one image on every node: `spark-launch image push IMAGE`)"
+                )
+            } else {
+                "build the nccl-tests image once per architecture from one NCCL ref (`spark-launch nccl-build --nccl-ref REF`), or pass --image with one NCCL everywhere".to_string()
+            },
+        });
+    }
+    if rule.ring {
+        let old: Vec<(&NodeName, &LibVersion)> = nodes
+            .iter()
+            .filter_map(|x| x.loads.version().map(|lv| (&x.node, lv)))
+            .filter(|(_, lv)| lv.version < RING_MIN)
+            .collect();
+        if let Some((_, first)) = old.first() {
+            let from_flag = nodes.iter().any(|x| {
+                matches!(
+                    x.loads,
+                    Loads::Known {
+                        origin: Origin::NcclFrom,
+                        ..
+                    }
+                )
+            });
+            let problem = format!(
+                "{} would load NCCL {} on this switchless ring: a ring with one subnet per cable needs NCCL_IB_SUBNET_AWARE_ROUTING, which NCCL has only from {RING_MIN} on; older releases time out connecting (`ibv_modify_qp … Connection timed out`)",
+                names(old.iter().map(|(n, _)| *n)),
+                first
+            );
+            let fix = if from_flag {
+                format!(
+                    "give --nccl-from a library of NCCL {RING_MIN} or later: `spark-launch nccl-build` builds one ({build})"
+                )
+            } else if rule.serving {
+                format!(
+                    "bring a newer NCCL without rebuilding the image: `spark-launch nccl-build` (NCCL v{RING_MIN}-1), then add --nccl-from {build}; or start anyway with --allow-old-nccl"
+                )
+            } else {
+                format!(
+                    "build the nccl-tests image with NCCL {RING_MIN} or later (`spark-launch nccl-build`, its default) and run nccl-test with it; or start anyway with --allow-old-nccl"
+                )
+            };
+            if rule.allow_old {
+                v.warnings
+                    .push(format!("{problem} (--allow-old-nccl: starting anyway)"));
+            } else {
+                v.problems.push(Problem {
+                    problem,
+                    fix,
+                    nodes: old.iter().map(|(n, _)| (*n).clone()).collect(),
+                });
+            }
+        }
+    }
+    v
+}
+
+fn skipped_text(skipped: &[Skipped]) -> String {
+    if skipped.is_empty() {
+        return String::new();
+    }
+    format!(
+        " ({})",
+        skipped
+            .iter()
+            .map(|s| format!("{}: {}", s.path, s.why))
+            .collect::<Vec<_>>()
+            .join("; ")
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::libnccl::version::parse_build_string;
+
+    fn known(v: &str, origin: Origin) -> NodeNccl {
+        NodeNccl {
+            node: NodeName::new("x").unwrap(),
+            image: "img".into(),
+            loads: Loads::Known {
+                lib: Found {
+                    path: "/usr/lib/x86_64-linux-gnu/libnccl.so.2".into(),
+                    file: None,
+                    via: Via::LdSoCache,
+                    machine: Machine::Arm64,
+                    version: parse_build_string(v),
+                },
+                origin,
+                skipped: vec![],
+            },
+        }
+    }
+
+    fn nodes(list: &[(&str, NodeNccl)]) -> Vec<NodeNccl> {
+        list.iter()
+            .map(|(n, x)| NodeNccl {
+                node: NodeName::new(*n).unwrap(),
+                ..x.clone()
+            })
+            .collect()
+    }
+
+    fn ring() -> Rule {
+        Rule {
+            ring: true,
+            serving: true,
+            build_image: Some("spark-launch/nccl-tests:nccl-v2.30.7-1-sm121-arm64".into()),
+            ..Rule::default()
+        }
+    }
+
+    #[test]
+    fn an_old_nccl_on_a_ring_is_refused_with_nccl_from_as_the_fix() {
+        let n = nodes(&[
+            ("a", known("2.28.9+cuda12.9", Origin::Image)),
+            ("b", known("2.28.9+cuda12.9", Origin::Image)),
+            ("c", known("2.28.9+cuda12.9", Origin::Image)),
+        ]);
+        let v = judge(&n, &ring());
+        assert_eq!(v.problems.len(), 1, "{v:?}");
+        assert!(
+            v.problems[0]
+                .problem
+                .starts_with("a, b, c would load NCCL 2.28.9+cuda12.9 on this switchless ring")
+        );
+        assert!(
+            v.problems[0]
+                .fix
+                .contains("--nccl-from spark-launch/nccl-tests:nccl-v2.30.7-1-sm121-arm64"),
+            "{}",
+            v.problems[0].fix
+        );
+        let allowed = judge(
+            &n,
+            &Rule {
+                allow_old: true,
+                ..ring()
+            },
+        );
+        assert!(allowed.problems.is_empty());
+        assert!(allowed.warnings[0].contains("--allow-old-nccl"));
+        let two_nodes = judge(
+            &n,
+            &Rule {
+                ring: false,
+                ..ring()
+            },
+        );
+        assert!(two_nodes.problems.is_empty());
+    }
+
+    #[test]
+    fn different_releases_on_two_nodes_are_refused_and_unknown_ones_are_a_note() {
+        let n = nodes(&[
+            ("a", known("2.30.7+cuda13.3", Origin::Image)),
+            ("b", known("2.28.9+cuda12.9", Origin::Image)),
+            (
+                "c",
+                NodeNccl {
+                    node: NodeName::new("c").unwrap(),
+                    image: "img".into(),
+                    loads: Loads::NotYetKnown {
+                        why: "a dry run on snapshots".into(),
+                    },
+                },
+            ),
+        ]);
+        let v = judge(
+            &n,
+            &Rule {
+                ring: false,
+                ..ring()
+            },
+        );
+        assert_eq!(v.problems.len(), 1);
+        assert!(
+            v.problems[0].problem.contains("2.28.9 on b; 2.30.7 on a"),
+            "{v:?}"
+        );
+        assert_eq!(
+            v.notes[0],
+            "the NCCL the containers load on c is not yet known: a dry run on snapshots; the launch checks it before starting"
+        );
+    }
+
+    #[test]
+    fn nccl_from_wins_unless_the_image_preloads_nccl_or_the_library_is_for_another_cpu() {
+        let image = Resolution {
+            loads: Some(Found {
+                path: "/usr/lib/aarch64-linux-gnu/libnccl.so.2".into(),
+                file: None,
+                via: Via::LdSoCache,
+                machine: Machine::Arm64,
+                version: parse_build_string("2.28.9+cuda12.9"),
+            }),
+            skipped: vec![],
+        };
+        let from = FromLib {
+            machine: Machine::Arm64,
+            version: parse_build_string("2.30.7+cuda13.3"),
+            source: "nccl:/opt/nccl/lib/libnccl.so.2".into(),
+        };
+        let l = with_nccl_from(&image, &from, Some(Machine::Arm64));
+        assert_eq!(
+            l.to_string(),
+            "NCCL 2.30.7+cuda13.3 from /opt/spark-launch/nccl/libnccl.so.2 (LD_LIBRARY_PATH, --nccl-from)"
+        );
+        let wrong = with_nccl_from(
+            &image,
+            &FromLib {
+                machine: Machine::Amd64,
+                ..from.clone()
+            },
+            Some(Machine::Arm64),
+        );
+        let n = nodes(&[(
+            "a",
+            NodeNccl {
+                node: NodeName::new("a").unwrap(),
+                image: "img".into(),
+                loads: wrong,
+            },
+        )]);
+        let v = judge(
+            &n,
+            &Rule {
+                nccl_from: Some("nccl:amd64".into()),
+                ..ring()
+            },
+        );
+        assert!(
+            v.problems[0]
+                .problem
+                .contains("built for amd64, the container is arm64"),
+            "{v:?}"
+        );
+        let mut pre = image.clone();
+        if let Some(f) = &mut pre.loads {
+            f.via = Via::Preload;
+        }
+        let l = with_nccl_from(&pre, &from, Some(Machine::Arm64));
+        assert!(matches!(
+            l,
+            Loads::Known {
+                origin: Origin::Image,
+                ..
+            }
+        ));
+    }
+}

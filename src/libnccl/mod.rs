@@ -1,0 +1,17 @@
+//! The NCCL library a container loads: its version as the library itself states it
+//! (`version`), which `libnccl.so.2` a container's dynamic loader resolves (`loader`), and the
+//! judgement plans, the executor and doctor share (`check`: one release everywhere, ≥ 2.30.7
+//! on a switchless ring, `--nccl-from` first on the loader path).
+//!
+//! Pure: the bytes of a library, an image's `ld.so.cache` and environment in; decisions out.
+//! Reading them from an image or a node is `runtime::libnccl`'s and `apply::nccl`'s job.
+
+pub mod check;
+pub mod loader;
+pub mod version;
+
+pub use check::{
+    FromLib, FromRead, ImageRead, Loads, MOUNT_DIR, NodeNccl, Origin, Rule, Verdict, judge,
+};
+pub use loader::{Found, LoaderEnv, Machine, Resolution, SONAME, Via};
+pub use version::{LibVersion, NcclVersion, RING_MIN};

@@ -1,0 +1,201 @@
+//! A profile as a launch request: its fields mapped onto the workload options directly (no
+//! argv built and parsed again), with what the user typed beside `up` on top. Pure.
+
+use std::collections::BTreeMap;
+
+use super::Profile;
+use crate::plan::JobName;
+use crate::plan::spec::EnvVar;
+use crate::workload::launch::{
+    HostKeys, LaunchRequest, NcclTestRequest, ServeEngine, ServeRequest,
+};
+use crate::workload::nccl_lib::NcclFrom;
+use crate::workload::nccl_test::{NcclOp, NcclTestOptions, parse_bytes};
+use crate::workload::run::ContainerOverrides;
+use crate::workload::serve::{
+    DEFAULT_READY_TIMEOUT_S, Engine, ServeOptions, TRTLLM_IMAGE, VLLM_IMAGE,
+};
+use crate::workload::trtllm::{self, LlmApiOptions, TrtllmOptions};
+use crate::workload::vllm::{self, VllmMode, VllmOptions};
+
+/// What the launching flags set over a profile (or over a `vllm`/`trtllm` command line).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Overrides {
+    /// `--job` [default: the profile's name].
+    pub job: Option<JobName>,
+    /// `--env`, set over the profile's and the derived variables.
+    pub env: Vec<EnvVar>,
+    pub container: ContainerOverrides,
+    /// `--timeout` when given.
+    pub ready_timeout_s: Option<u64>,
+    /// `--no-stage`: the weights are already on every node.
+    pub no_stage: bool,
+    pub hf_home: Option<String>,
+    pub host_keys: Vec<HostKeys>,
+    /// nccl-test: the SSH user's `~/.ssh` on the nodes.
+    pub ssh_dir: String,
+    /// `--allow-tcp`: run NCCL on sockets rather than refuse a node whose RDMA is unusable.
+    pub allow_tcp: bool,
+    /// `--nccl-from`, over the profile's `nccl_from`.
+    pub nccl_from: Option<NcclFrom>,
+    /// `--allow-old-nccl`.
+    pub allow_old_nccl: bool,
+}
+
+/// A profile field the request could not use.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("profile {profile}: {field}: {message}")]
+pub struct RequestError {
+    pub profile: String,
+    pub field: String,
+    pub message: String,
+}
+
+impl Profile {
+    /// The launch this profile describes, with `o` on top.
+    pub fn request(&self, o: &Overrides) -> Result<LaunchRequest, RequestError> {
+        let err = |field: &str, message: String| RequestError {
+            profile: self.name.clone(),
+            field: field.to_string(),
+            message,
+        };
+        let job = match &o.job {
+            Some(j) => j.clone(),
+            None => JobName::new(self.name.clone()).map_err(|e| err("name", e.to_string()))?,
+        };
+        let mut env = self.env.clone();
+        for e in &o.env {
+            env.insert(e.key.clone(), e.value.clone());
+        }
+        let Some(engine) = self.engine.serving() else {
+            return self.nccl_request(job, env, o);
+        };
+        let model = self
+            .model_source()
+            .ok_or_else(|| err("model", "a serving profile needs a model".into()))?;
+        let (default_image, default_port) = match engine {
+            Engine::Vllm => (VLLM_IMAGE, vllm::DEFAULT_PORT),
+            Engine::Trtllm => (TRTLLM_IMAGE, trtllm::DEFAULT_PORT),
+        };
+        let serve = ServeOptions {
+            job,
+            model,
+            image: self
+                .image
+                .clone()
+                .unwrap_or_else(|| default_image.to_string()),
+            port: self.ports.api.unwrap_or(default_port),
+            tp: self.tp,
+            pp: self.pp,
+            // The profile's shape holds: its gpus_per_node, not the drivers' count.
+            gpus_per_node: self.gpus_per_node,
+            engine_args: self.engine_args.clone(),
+            env,
+            paths: BTreeMap::new(),
+            ulimits: o.container.ulimits.clone(),
+            gpus: o.container.gpus,
+            ready_timeout_s: o
+                .ready_timeout_s
+                .or(self.ready_timeout_s)
+                .unwrap_or(DEFAULT_READY_TIMEOUT_S),
+            stage_model: !o.no_stage,
+            allow_tcp: o.allow_tcp,
+        };
+        let engine = match engine {
+            Engine::Vllm => ServeEngine::Vllm(VllmOptions {
+                serve,
+                mode: if self.ray {
+                    VllmMode::Ray {
+                        ray_port: self.ports.ray.unwrap_or(vllm::DEFAULT_RAY_PORT),
+                    }
+                } else {
+                    VllmMode::Native {
+                        master_port: self.ports.rendezvous.unwrap_or(vllm::DEFAULT_MASTER_PORT),
+                    }
+                },
+            }),
+            Engine::Trtllm => {
+                let t = self.trtllm.clone().unwrap_or_default();
+                let mut llm_api = LlmApiOptions::default();
+                if let Some(f) = t.kv_cache_fraction {
+                    llm_api.kv_cache_free_gpu_memory_fraction = f;
+                }
+                if let Some(c) = t.cuda_graph_padding {
+                    llm_api.cuda_graph_padding = c;
+                }
+                if let Some(d) = t.disable_overlap_scheduler {
+                    llm_api.disable_overlap_scheduler = d;
+                }
+                llm_api.extra = t.options.clone();
+                ServeEngine::Trtllm(TrtllmOptions {
+                    serve,
+                    ssh_port: self.ports.ssh.unwrap_or(trtllm::DEFAULT_SSH_PORT),
+                    llm_api,
+                    max_batch_size: t.max_batch_size,
+                    max_num_tokens: t.max_num_tokens,
+                })
+            }
+        };
+        let nccl_from = match (&o.nccl_from, &self.nccl_from) {
+            (Some(f), _) => Some(f.clone()),
+            (None, Some(text)) => Some(text.parse().map_err(|e| err("nccl_from", e))?),
+            (None, None) => None,
+        };
+        Ok(LaunchRequest::Serve(Box::new(ServeRequest {
+            engine,
+            gpus_per_node_given: true,
+            hf_home: o.hf_home.clone(),
+            host_keys: o.host_keys.clone(),
+            nccl_from,
+            allow_old_nccl: o.allow_old_nccl,
+        })))
+    }
+
+    /// An nccl-test profile as `nccl-test`'s request.
+    fn nccl_request(
+        &self,
+        job: JobName,
+        env: BTreeMap<String, String>,
+        o: &Overrides,
+    ) -> Result<LaunchRequest, RequestError> {
+        let err = |field: &str, message: String| RequestError {
+            profile: self.name.clone(),
+            field: field.to_string(),
+            message,
+        };
+        let mut options = NcclTestOptions::new(job);
+        if let Some(n) = &self.nccl_test {
+            if !n.ops.is_empty() {
+                options.ops = n
+                    .ops
+                    .iter()
+                    .enumerate()
+                    .map(|(i, op)| {
+                        op.parse::<NcclOp>()
+                            .map_err(|e| err(&format!("nccl_test.ops[{i}]"), e))
+                    })
+                    .collect::<Result<_, _>>()?;
+            }
+            if let Some(b) = &n.min_bytes {
+                options.min_bytes = parse_bytes(b).map_err(|e| err("nccl_test.min_bytes", e))?;
+            }
+            if let Some(b) = &n.max_bytes {
+                options.max_bytes = parse_bytes(b).map_err(|e| err("nccl_test.max_bytes", e))?;
+            }
+            if let Some(i) = n.iters {
+                options.iters = i;
+            }
+        }
+        options.image = self.image.clone();
+        options.allow_tcp = o.allow_tcp;
+        options.extra_env = env;
+        Ok(LaunchRequest::NcclTest(NcclTestRequest {
+            options,
+            gpus_per_node: Some(self.gpus_per_node),
+            ssh_dir: o.ssh_dir.clone(),
+            host_keys: o.host_keys.clone(),
+            overrides: o.container.clone(),
+            allow_old_nccl: o.allow_old_nccl,
+        }))
+    }
+}

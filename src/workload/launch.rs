@@ -1,0 +1,540 @@
+//! Every launching command as data: a [`LaunchRequest`] (what the user asked for: `run`,
+//! `nccl-test`, `nccl-build`, `vllm`/`trtllm`, or a profile mapped to one of them), what the
+//! pre-plan step looked up on live nodes ([`Lookups`]: each node's `$HOME`, the Hub's answer for
+//! the model), and the one function that turns them and the nodes' facts into the one
+//! [`LaunchPlan`] that `--dry-run` prints and the executor runs.
+//!
+//! Pure: no network, no Docker, no files. The effects (resolving nodes, the lookups, running
+//! the plan) are `apply::launch`'s.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::derive::{self, NodeInput};
+use crate::model::hub::Resolved;
+use crate::node::{NodeName, Role};
+use crate::probe::NodeFacts;
+
+use super::nccl_build::{self, BuildOptions, BuildPlan, BuildPlanError};
+use super::nccl_lib::{self, NcclFrom, NcclReads};
+use super::nccl_test::{self, NcclTestError, NcclTestOptions, NcclTestPlan};
+use super::run::{self, ContainerOverrides, RunRefusal, RunRequest};
+use super::serve::{NodePaths, ServeOptions, ServePlan, ServeRefusal};
+use super::trtllm::{self, TrtllmOptions};
+use super::vllm::{self, VllmOptions};
+
+/// `[NAME=]DIR`: where a node's sshd keeps its host keys, if not `/etc/ssh` (every node, or one).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HostKeys {
+    pub node: Option<NodeName>,
+    pub dir: String,
+}
+
+impl std::str::FromStr for HostKeys {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let (node, dir) = match s.split_once('=') {
+            Some((n, d)) => (Some(NodeName::new(n).map_err(|e| e.to_string())?), d),
+            None => (None, s),
+        };
+        if !dir.starts_with('/') {
+            return Err(format!("expected [NAME=]/absolute/dir, got {s:?}"));
+        }
+        Ok(HostKeys {
+            node,
+            dir: dir.to_string(),
+        })
+    }
+}
+
+/// The host-key folder of `node` after every `--host-keys` given (the last one wins), or an
+/// error naming a node that is not part of the job.
+pub fn host_keys_of(
+    given: &[HostKeys],
+    nodes: &[NodeName],
+    node: &NodeName,
+    default: &str,
+) -> Result<String, String> {
+    for h in given {
+        if let Some(n) = &h.node
+            && !nodes.contains(n)
+        {
+            return Err(format!("--host-keys names no node of the job: {n}"));
+        }
+    }
+    Ok(given
+        .iter()
+        .rev()
+        .find(|h| h.node.as_ref().is_none_or(|n| n == node))
+        .map(|h| h.dir.clone())
+        .unwrap_or_else(|| default.to_string()))
+}
+
+/// `nccl-test` as asked.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NcclTestRequest {
+    pub options: NcclTestOptions,
+    /// One rank per GPU: this many per node instead of what the probe found.
+    pub gpus_per_node: Option<u32>,
+    /// The SSH user's `~/.ssh` on every node (mounted read-only into the containers).
+    pub ssh_dir: String,
+    pub host_keys: Vec<HostKeys>,
+    pub overrides: ContainerOverrides,
+    /// `--allow-old-nccl`: start a ring on an NCCL older than 2.30.7 anyway.
+    pub allow_old_nccl: bool,
+}
+
+/// A serving engine's options.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ServeEngine {
+    Vllm(VllmOptions),
+    Trtllm(TrtllmOptions),
+}
+
+/// `vllm`/`trtllm` (or a serving profile) as asked.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ServeRequest {
+    pub engine: ServeEngine,
+    /// `--gpus-per-node` was given (else the drivers' count is used when every node agrees).
+    pub gpus_per_node_given: bool,
+    /// `--hf-home`: the cache on every node instead of `~/.cache/huggingface`.
+    pub hf_home: Option<String>,
+    pub host_keys: Vec<HostKeys>,
+    /// `--nccl-from IMAGE|PATH`: this NCCL first on every container's loader path.
+    pub nccl_from: Option<NcclFrom>,
+    /// `--allow-old-nccl`: start a ring on an NCCL older than 2.30.7 anyway.
+    pub allow_old_nccl: bool,
+}
+
+impl ServeRequest {
+    pub fn serve(&self) -> &ServeOptions {
+        match &self.engine {
+            ServeEngine::Vllm(o) => &o.serve,
+            ServeEngine::Trtllm(o) => &o.serve,
+        }
+    }
+
+    fn serve_mut(&mut self) -> &mut ServeOptions {
+        match &mut self.engine {
+            ServeEngine::Vllm(o) => &mut o.serve,
+            ServeEngine::Trtllm(o) => &mut o.serve,
+        }
+    }
+}
+
+/// One launching command, as asked.
+#[derive(Clone, Debug, PartialEq)]
+pub enum LaunchRequest {
+    Run(RunRequest),
+    NcclTest(NcclTestRequest),
+    NcclBuild(BuildOptions),
+    Serve(Box<ServeRequest>),
+}
+
+impl LaunchRequest {
+    /// Whether planning needs every node's facts (else names, roles and CPUs do).
+    pub fn needs_facts(&self) -> bool {
+        !matches!(self, LaunchRequest::Run(_))
+    }
+
+    /// Whether a live run looks things up on the nodes before planning (`$HOME`, the Hub).
+    pub fn needs_lookups(&self) -> bool {
+        matches!(self, LaunchRequest::Serve(_))
+    }
+
+    /// The images whose NCCL a live run reads before planning, by node (with the loader
+    /// variables the job sets), and `--nccl-from`. Empty for jobs without containers.
+    pub fn nccl_asks(
+        &self,
+        nodes: &[PlanNode],
+    ) -> (BTreeMap<NodeName, nccl_lib::ImageAsk>, Option<&NcclFrom>) {
+        let ask = |image: String, env: &BTreeMap<String, String>| nccl_lib::ImageAsk {
+            image,
+            ld_library_path: env.get("LD_LIBRARY_PATH").cloned(),
+            ld_preload: env.get("LD_PRELOAD").cloned(),
+        };
+        match self {
+            LaunchRequest::Serve(s) => (
+                nodes
+                    .iter()
+                    .map(|n| (n.name.clone(), ask(s.serve().image.clone(), &s.serve().env)))
+                    .collect(),
+                s.nccl_from.as_ref(),
+            ),
+            LaunchRequest::NcclTest(t) if t.options.runtime == crate::plan::RuntimeKind::Docker => {
+                (
+                    nodes
+                        .iter()
+                        .filter_map(|n| {
+                            let image = match &t.options.image {
+                                Some(i) => i.clone(),
+                                None => {
+                                    let arch = n.facts.as_ref()?.arch.as_deref()?;
+                                    nccl_build::default_image(nccl_build::Arch::from_uname(arch)?)
+                                }
+                            };
+                            Some((n.name.clone(), ask(image, &BTreeMap::new())))
+                        })
+                        .collect(),
+                    None,
+                )
+            }
+            _ => (BTreeMap::new(), None),
+        }
+    }
+
+    /// The model a serving request resolves on the Hub before planning.
+    pub fn model(&self) -> Option<&crate::model::ModelSource> {
+        match self {
+            LaunchRequest::Serve(s) => Some(&s.serve().model),
+            _ => None,
+        }
+    }
+}
+
+/// What the pre-plan step looked up on live nodes. Empty for a dry run on snapshots: the plan
+/// then keeps `~/…` paths and an unresolved revision, and says so in its notes.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Lookups {
+    /// `$HOME` of the SSH user on each node.
+    pub homes: BTreeMap<NodeName, String>,
+    /// The Hub's answer for a Hub model: its commit and files.
+    pub model: Option<Resolved>,
+    /// The NCCL each node's image loads, and `--nccl-from`'s library; `None` when nothing was
+    /// read (a dry run on snapshots).
+    pub nccl: Option<NcclReads>,
+}
+
+/// One node as planning sees it.
+#[derive(Clone, Debug)]
+pub struct PlanNode {
+    pub name: NodeName,
+    pub role: Role,
+    /// `None` when the request needs no facts (`run`).
+    pub facts: Option<NodeFacts>,
+}
+
+/// The one plan of a launching command: what `--dry-run` prints (as before, per workload) and
+/// what the executor runs.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum LaunchPlan {
+    Run(crate::plan::JobPlan),
+    NcclTest(Box<NcclTestPlan>),
+    NcclBuild(BuildPlan),
+    Serve(Box<ServePlan>),
+}
+
+impl LaunchPlan {
+    /// The job the executor runs (`None` for image builds).
+    pub fn job(&self) -> Option<&crate::plan::JobPlan> {
+        match self {
+            LaunchPlan::Run(p) => Some(p),
+            LaunchPlan::NcclTest(p) => Some(&p.plan),
+            LaunchPlan::Serve(p) => Some(&p.job),
+            LaunchPlan::NcclBuild(_) => None,
+        }
+    }
+}
+
+/// A plan and what the user should read before it runs (derive's warnings, by node).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Planned {
+    pub plan: LaunchPlan,
+    pub warnings: Vec<String>,
+}
+
+/// Why a launch is refused before anything starts (exit 2). Every variant names the fix.
+#[derive(Debug, thiserror::Error)]
+pub enum LaunchRefusal {
+    #[error(transparent)]
+    Run(#[from] RunRefusal),
+    #[error(transparent)]
+    NcclTest(#[from] NcclTestError),
+    #[error(transparent)]
+    Build(#[from] BuildPlanError),
+    #[error(transparent)]
+    Serve(#[from] ServeRefusal),
+    #[error(transparent)]
+    Derive(#[from] derive::Refusal),
+    #[error("{}", nccl_text(.0))]
+    Nccl(Vec<crate::libnccl::check::Problem>),
+    #[error("{0}")]
+    Input(String),
+}
+
+fn nccl_text(problems: &[crate::libnccl::check::Problem]) -> String {
+    let n = problems.len();
+    let mut out = format!(
+        "refusing to start: {n} problem{} with the NCCL the containers would load",
+        if n == 1 { "" } else { "s" }
+    );
+    for p in problems {
+        out.push_str(&format!("\n  {}\n    fix: {}", p.problem, p.fix));
+    }
+    out
+}
+
+/// The rule a job's NCCL is judged by: a ring when derive says so; the image `nccl-build`
+/// makes for the head's architecture named in the fixes.
+fn nccl_rule(
+    ring: bool,
+    allow_old: bool,
+    nccl_from: Option<&NcclFrom>,
+    serving: bool,
+    head: Option<&NodeInput>,
+) -> crate::libnccl::Rule {
+    crate::libnccl::Rule {
+        ring,
+        allow_old,
+        nccl_from: nccl_from.map(|f| f.to_string()),
+        serving,
+        build_image: head
+            .and_then(|h| h.facts.arch.as_deref())
+            .and_then(nccl_build::Arch::from_uname)
+            .map(nccl_build::default_image),
+    }
+}
+
+/// The ring's cabling direction (`fabric::cabling::ring_direction`) as plan warnings.
+fn direction_warnings(inputs: &[NodeInput]) -> Vec<String> {
+    crate::fabric::cabling::link_map(inputs, &[])
+        .map(|m| crate::fabric::cabling::ring_direction(inputs, &m))
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(_, p)| format!("{} (fix: {})", p.problem, p.fix))
+        .collect()
+}
+
+/// Plans `request` on `nodes` (head first), with what the pre-plan step looked up.
+pub fn plan(
+    request: &LaunchRequest,
+    nodes: &[PlanNode],
+    lookups: &Lookups,
+) -> Result<Planned, LaunchRefusal> {
+    match request {
+        LaunchRequest::Run(r) => {
+            let names: Vec<(NodeName, Role)> =
+                nodes.iter().map(|n| (n.name.clone(), n.role)).collect();
+            Ok(Planned {
+                plan: LaunchPlan::Run(run::plan(r, &names)?),
+                warnings: Vec::new(),
+            })
+        }
+        LaunchRequest::NcclBuild(opts) => {
+            let archs: Vec<(NodeName, Option<String>)> = nodes
+                .iter()
+                .map(|n| {
+                    (
+                        n.name.clone(),
+                        n.facts.as_ref().and_then(|f| f.arch.clone()),
+                    )
+                })
+                .collect();
+            let inputs = inputs(nodes);
+            let ring = inputs.len() >= 3
+                && derive::derive(&inputs)
+                    .map(|c| c.topology == derive::topology::Topology::Ring)
+                    .unwrap_or(false);
+            let notes = nccl_build::ring_check(opts, ring)?;
+            let mut build = nccl_build::build_plan(&archs, opts)?;
+            build.notes = notes;
+            Ok(Planned {
+                plan: LaunchPlan::NcclBuild(build),
+                warnings: Vec::new(),
+            })
+        }
+        LaunchRequest::NcclTest(r) => plan_nccl_test(r, &inputs(nodes), lookups),
+        LaunchRequest::Serve(r) => plan_serve(r, &inputs(nodes), lookups),
+    }
+}
+
+fn inputs(nodes: &[PlanNode]) -> Vec<NodeInput> {
+    nodes
+        .iter()
+        .filter_map(|n| {
+            n.facts.as_ref().map(|f| NodeInput {
+                name: n.name.clone(),
+                facts: f.clone(),
+            })
+        })
+        .collect()
+}
+
+fn plan_nccl_test(
+    r: &NcclTestRequest,
+    inputs: &[NodeInput],
+    lookups: &Lookups,
+) -> Result<Planned, LaunchRefusal> {
+    let mut warnings = Vec::new();
+    let cluster = match derive::derive(inputs) {
+        Ok(c) => Some(c),
+        // One node needs no fabric: its ranks talk over NVLink/PCIe/shared memory.
+        Err(refusal) if inputs.len() == 1 => {
+            warnings.push(format!(
+                "{}: no fabric environment derived ({}); a single node needs none",
+                inputs[0].name,
+                refusal
+                    .violations
+                    .first()
+                    .map(|v| v.problem.clone())
+                    .unwrap_or_default()
+            ));
+            None
+        }
+        Err(refusal) => return Err(refusal.into()),
+    };
+    if let Some(c) = &cluster {
+        for n in &c.nodes {
+            for w in &n.warnings {
+                warnings.push(format!("{}: {w}", n.name));
+            }
+        }
+    }
+    let mut nodes = nccl_test::test_nodes(inputs, cluster.as_ref(), r.gpus_per_node, &r.ssh_dir);
+    let names: Vec<NodeName> = nodes.iter().map(|n| n.name.clone()).collect();
+    for n in &mut nodes {
+        n.host_keys_dir = host_keys_of(&r.host_keys, &names, &n.name, &n.host_keys_dir)
+            .map_err(LaunchRefusal::Input)?;
+    }
+    let mut plan = nccl_test::plan(&nodes, cluster.as_ref().map(|c| c.topology), &r.options)?;
+    r.overrides.apply(&mut plan.plan);
+    let ring = plan.topology == Some(derive::topology::Topology::Ring);
+    if ring {
+        warnings.extend(direction_warnings(inputs));
+    }
+    let rule = nccl_rule(ring, r.allow_old_nccl, None, false, inputs.first());
+    let nccl = nccl_lib::plan(&mut plan.plan, None, rule, lookups.nccl.as_ref())
+        .map_err(LaunchRefusal::Nccl)?;
+    warnings.extend(nccl.warnings.iter().cloned());
+    plan.nccl = Some(nccl);
+    Ok(Planned {
+        plan: LaunchPlan::NcclTest(Box::new(plan)),
+        warnings,
+    })
+}
+
+fn plan_serve(
+    r: &ServeRequest,
+    inputs: &[NodeInput],
+    lookups: &Lookups,
+) -> Result<Planned, LaunchRefusal> {
+    let mut r = r.clone();
+    if !r.gpus_per_node_given {
+        match super::serve::gpus_from_facts(inputs) {
+            Ok(Some(n)) => r.serve_mut().gpus_per_node = n,
+            Ok(None) => {}
+            Err(p) => return Err(ServeRefusal { problems: vec![p] }.into()),
+        }
+    }
+    let names: Vec<NodeName> = inputs.iter().map(|n| n.name.clone()).collect();
+    let mut paths = BTreeMap::new();
+    for n in &names {
+        let mut p = NodePaths::default();
+        if let Some(home) = lookups.homes.get(n) {
+            p.hf_home = format!("{home}/.cache/huggingface");
+            p.ssh_dir = format!("{home}/.ssh");
+        }
+        if let Some(h) = &r.hf_home {
+            p.hf_home = h.clone();
+        }
+        p.host_keys =
+            host_keys_of(&r.host_keys, &names, n, &p.host_keys).map_err(LaunchRefusal::Input)?;
+        paths.insert(n.clone(), p);
+    }
+    r.serve_mut().paths = paths;
+    if let Some(resolved) = &lookups.model {
+        r.serve_mut().model = resolved.source();
+    }
+    let mut plan = match &r.engine {
+        ServeEngine::Vllm(o) => vllm::plan(o, inputs)?,
+        ServeEngine::Trtllm(o) => trtllm::plan(o, inputs)?,
+    };
+    let served: Vec<NodeInput> = inputs
+        .iter()
+        .filter(|n| plan.nodes.contains(&n.name))
+        .cloned()
+        .collect();
+    for step in &mut plan.job.steps {
+        if let crate::plan::Step::StageModel {
+            listing, routes, ..
+        } = step
+        {
+            listing.clone_from(&lookups.model);
+            *routes = crate::model::route::copy_routes(&served)
+                .into_iter()
+                .filter(|(_, r)| *r != crate::model::route::CopyRoute::Control)
+                .collect();
+        }
+    }
+    let mut warnings: Vec<String> = plan
+        .warnings
+        .iter()
+        .flat_map(|(node, ws)| ws.iter().map(move |w| format!("{node}: {w}")))
+        .collect();
+    let ring = derive::derive(&served)
+        .map(|c| c.topology == derive::topology::Topology::Ring)
+        .unwrap_or(false);
+    if ring {
+        warnings.extend(direction_warnings(&served));
+    }
+    let rule = nccl_rule(
+        ring,
+        r.allow_old_nccl,
+        r.nccl_from.as_ref(),
+        true,
+        served.first(),
+    );
+    let nccl = nccl_lib::plan(
+        &mut plan.job,
+        r.nccl_from.as_ref(),
+        rule,
+        lookups.nccl.as_ref(),
+    )
+    .map_err(LaunchRefusal::Nccl)?;
+    warnings.extend(nccl.warnings.iter().cloned());
+    plan.notes.extend(nccl.notes.iter().cloned());
+    plan.nccl = Some(nccl);
+    Ok(Planned {
+        plan: LaunchPlan::Serve(Box::new(plan)),
+        warnings,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn n(s: &str) -> NodeName {
+        NodeName::new(s).unwrap()
+    }
+
+    #[test]
+    fn host_keys_for_every_node_or_one_and_the_last_one_wins() {
+        let given: Vec<HostKeys> = ["/keys", "b=/b-keys"]
+            .iter()
+            .map(|s| s.parse().unwrap())
+            .collect();
+        let nodes = [n("a"), n("b")];
+        assert_eq!(
+            host_keys_of(&given, &nodes, &n("a"), "/etc/ssh").unwrap(),
+            "/keys"
+        );
+        assert_eq!(
+            host_keys_of(&given, &nodes, &n("b"), "/etc/ssh").unwrap(),
+            "/b-keys"
+        );
+        assert_eq!(
+            host_keys_of(&[], &nodes, &n("b"), "/etc/ssh").unwrap(),
+            "/etc/ssh"
+        );
+        let bad: Vec<HostKeys> = vec!["z=/k".parse().unwrap()];
+        assert!(
+            host_keys_of(&bad, &nodes, &n("a"), "/etc/ssh")
+                .unwrap_err()
+                .contains("no node of the job: z")
+        );
+        assert!("relative".parse::<HostKeys>().is_err());
+    }
+}

@@ -1,0 +1,381 @@
+//! The NCCL part of a launch plan: what each node's container will load (from the pre-plan
+//! lookup, or "not yet known"), `--nccl-from IMAGE|PATH` (the library mounted read-only at
+//! `/opt/spark-launch/nccl` and put first on `LD_LIBRARY_PATH`, the image's own path kept
+//! behind it), the steps that stage it and check it once the images are on the nodes, and the
+//! refusals `libnccl::check` gives (an old NCCL on a ring, different releases, a `--nccl-from`
+//! the loader would not take).
+//!
+//! Pure: the job plan, the request and what was read in; the changed plan and its NCCL section
+//! out.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::libnccl::check::Problem;
+use crate::libnccl::{
+    FromLib, FromRead, ImageRead, Loads, MOUNT_DIR, NodeNccl, Rule, Verdict, judge,
+};
+use crate::node::NodeName;
+use crate::plan::spec::{Mount, MountKind};
+use crate::plan::{JobPlan, Launch, RuntimeKind, Step};
+
+/// `--nccl-from`: the `libnccl.so.2` of an image (the one its own loader resolves; an
+/// `nccl-build` image), or a folder on every node holding `libnccl.so.2`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NcclFrom {
+    Image(String),
+    Path(String),
+}
+
+impl FromStr for NcclFrom {
+    type Err = String;
+    /// An absolute path is a folder on the nodes; anything else an image reference.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let s = s.trim();
+        if s.is_empty() {
+            return Err("--nccl-from needs an image or an absolute folder".into());
+        }
+        if s.starts_with('/') {
+            return Ok(NcclFrom::Path(s.trim_end_matches('/').to_string()));
+        }
+        if s.starts_with('.') || s.starts_with('~') {
+            return Err(format!(
+                "--nccl-from {s}: give the folder as an absolute path on the nodes (e.g. /opt/nccl-2.30.7/lib), or an image"
+            ));
+        }
+        if s.chars().any(|c| c.is_whitespace()) {
+            return Err(format!("--nccl-from {s:?}: not an image reference"));
+        }
+        Ok(NcclFrom::Image(s.to_string()))
+    }
+}
+
+impl fmt::Display for NcclFrom {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            NcclFrom::Image(i) => f.write_str(i),
+            NcclFrom::Path(p) => f.write_str(p),
+        }
+    }
+}
+
+/// The named volume that holds `image`'s library on each node: readable, and unique per image
+/// reference (`sl-nccl-spark-launch-nccl-tests-nccl-v2.30.7-1-sm121-arm64-1a2b3c4d`).
+pub fn volume_name(image: &str) -> String {
+    let mut slug: String = image
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '.' || c == '-' || c == '_' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    slug.truncate(80);
+    let hash: String = Sha256::digest(image.as_bytes())
+        .iter()
+        .take(4)
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    format!("sl-nccl-{}-{hash}", slug.trim_matches('-'))
+}
+
+/// An image whose NCCL the pre-plan lookup reads on a node, with the loader variables the job
+/// sets over the image's.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ImageAsk {
+    pub image: String,
+    pub ld_library_path: Option<String>,
+    pub ld_preload: Option<String>,
+}
+
+/// What the pre-plan lookup read for the NCCL (empty in a dry run on snapshots).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NcclReads {
+    /// Per node: the image read there (its reference) and what came of it.
+    pub images: BTreeMap<NodeName, (String, ImageRead)>,
+    /// Per node: `--nccl-from`'s library.
+    pub from: BTreeMap<NodeName, FromRead>,
+}
+
+/// The NCCL section of a plan: what each node's container loads, the rule it was judged by,
+/// and what the user should read.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NcclPlan {
+    /// Head first.
+    pub nodes: Vec<NodeNccl>,
+    pub rule: Rule,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nccl_from: Option<NcclFrom>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+}
+
+/// Why the reads say nothing for a node.
+fn unknown(reads: Option<&NcclReads>, node: &NodeName, image: &str) -> Loads {
+    Loads::NotYetKnown {
+        why: match reads {
+            None => "a dry run on snapshots reads no image".to_string(),
+            Some(_) => format!("{image} is not on {node} yet: it is pushed or pulled at launch"),
+        },
+    }
+}
+
+/// The image read for `node`, or (the image is not there yet) the read of the same reference
+/// on another node: the launch gives every node the same content.
+fn image_read<'a>(reads: &'a NcclReads, node: &NodeName, image: &str) -> Option<&'a ImageRead> {
+    let own = reads
+        .images
+        .get(node)
+        .filter(|(i, _)| i == image)
+        .map(|(_, r)| r);
+    match own {
+        Some(r @ ImageRead::Read { .. }) => Some(r),
+        _ => reads
+            .images
+            .values()
+            .find(|(i, r)| i == image && matches!(r, ImageRead::Read { .. }))
+            .map(|(_, r)| r)
+            .or(own),
+    }
+}
+
+fn from_lib<'a>(
+    reads: &'a NcclReads,
+    node: &NodeName,
+    from: &NcclFrom,
+) -> Result<&'a FromLib, String> {
+    match reads.from.get(node) {
+        Some(FromRead::Read(l)) => Ok(l),
+        other => {
+            // An image's library is the same on every node that has the image.
+            if let NcclFrom::Image(_) = from
+                && let Some(l) = reads.from.values().find_map(|r| match r {
+                    FromRead::Read(l) => Some(l),
+                    _ => None,
+                })
+            {
+                return Ok(l);
+            }
+            Err(match other {
+                Some(FromRead::Failed { error }) => error.clone(),
+                Some(FromRead::NotOnNode) | None => format!("{from} is on no node yet"),
+                Some(FromRead::Read(_)) => String::new(),
+            })
+        }
+    }
+}
+
+/// Adds the NCCL part to `job`: with `--nccl-from`, the mount and `LD_LIBRARY_PATH` in every
+/// container and the staging steps; the CheckNccl step (Docker jobs) after the images are
+/// ensured; and the plan's NCCL section. Every problem refuses the launch.
+pub fn plan(
+    job: &mut JobPlan,
+    nccl_from: Option<&NcclFrom>,
+    rule: Rule,
+    reads: Option<&NcclReads>,
+) -> Result<NcclPlan, Vec<Problem>> {
+    let mut problems = Vec::new();
+    let mut notes = Vec::new();
+    let mut nodes = Vec::new();
+    if job.runtime != RuntimeKind::Docker {
+        notes.push(
+            "--runtime host: each node's own NCCL is used; spark-launch reads NCCL only in images"
+                .to_string(),
+        );
+    }
+    let served: Vec<NodeName> = job
+        .nodes
+        .iter()
+        .filter(|n| matches!(n.launch, Launch::Container(_)))
+        .map(|n| n.node.clone())
+        .collect();
+    for n in &mut job.nodes {
+        let Launch::Container(spec) = &mut n.launch else {
+            continue;
+        };
+        let node = n.node.clone();
+        let read = reads.and_then(|r| image_read(r, &node, &spec.image));
+        let image_loads = match read {
+            Some(ImageRead::Read { resolution, .. }) => {
+                Loads::from_resolution(resolution.clone(), crate::libnccl::Origin::Image)
+            }
+            Some(ImageRead::Failed { error }) => Loads::NotYetKnown {
+                why: format!("reading {} on {node} failed: {error}", spec.image),
+            },
+            Some(ImageRead::NotOnNode) | None => unknown(reads, &node, &spec.image),
+        };
+        let loads = match nccl_from {
+            None => image_loads,
+            Some(from) => {
+                // The mount, and the loader path with the image's own behind it.
+                let (source, kind) = match from {
+                    NcclFrom::Image(i) => (volume_name(i), MountKind::Volume),
+                    NcclFrom::Path(p) => (p.clone(), MountKind::Bind),
+                };
+                spec.mounts.retain(|m| m.target != MOUNT_DIR);
+                spec.mounts.push(Mount {
+                    source,
+                    target: MOUNT_DIR.to_string(),
+                    read_only: true,
+                    kind,
+                });
+                let (own_path, machine) = match read {
+                    Some(ImageRead::Read {
+                        ld_library_path,
+                        machine,
+                        ..
+                    }) => (Some(ld_library_path.clone()), *machine),
+                    _ => (None, None),
+                };
+                let base = match (spec.env.get("LD_LIBRARY_PATH"), own_path) {
+                    (Some(given), _) => Some(Some(given.clone())),
+                    (None, known) => known,
+                };
+                let value = match &base {
+                    Some(Some(b)) if !b.is_empty() => format!("{MOUNT_DIR}:{b}"),
+                    _ => MOUNT_DIR.to_string(),
+                };
+                spec.env.insert("LD_LIBRARY_PATH".into(), value);
+                if base.is_none() {
+                    match reads {
+                        None => {
+                            let note = format!(
+                                "LD_LIBRARY_PATH={MOUNT_DIR}: a live launch keeps {}'s own LD_LIBRARY_PATH behind it, read from the image on the nodes",
+                                spec.image
+                            );
+                            if !notes.contains(&note) {
+                                notes.push(note);
+                            }
+                        }
+                        Some(_) => problems.push(Problem {
+                            nodes: vec![node.clone()],
+                            problem: format!(
+                                "{node}: {} is on no node yet, so its own LD_LIBRARY_PATH cannot be kept behind --nccl-from",
+                                spec.image
+                            ),
+                            fix: format!(
+                                "put the image on the head first (`docker pull {}` there), then launch again: spark-launch pushes it to the others",
+                                spec.image
+                            ),
+                        }),
+                    }
+                }
+                match (reads.map(|r| from_lib(r, &node, from)), read) {
+                    (Some(Ok(lib)), Some(ImageRead::Read { resolution, .. })) => {
+                        crate::libnccl::check::with_nccl_from(resolution, lib, machine)
+                    }
+                    (Some(Ok(lib)), _) => Loads::NotYetKnown {
+                        why: format!(
+                            "--nccl-from brings NCCL {} ({}), but {} is not read yet",
+                            lib.version
+                                .as_ref()
+                                .map(|v| v.to_string())
+                                .unwrap_or_else(|| "?".into()),
+                            lib.source,
+                            spec.image
+                        ),
+                    },
+                    (Some(Err(why)), _) => Loads::NotYetKnown {
+                        why: format!("--nccl-from {from}: {why}"),
+                    },
+                    (None, _) => unknown(reads, &node, &spec.image),
+                }
+            }
+        };
+        nodes.push(NodeNccl {
+            node,
+            image: spec.image.clone(),
+            loads,
+        });
+    }
+    if job.runtime == RuntimeKind::Docker && !served.is_empty() {
+        let at = job
+            .steps
+            .iter()
+            .rposition(|s| matches!(s, Step::EnsureImage { .. }))
+            .map(|i| i + 1)
+            .unwrap_or(0);
+        let mut add = Vec::new();
+        if let Some(NcclFrom::Image(image)) = nccl_from {
+            add.push(Step::EnsureImage {
+                image: image.clone(),
+                nodes: served.clone(),
+            });
+            add.push(Step::StageNccl {
+                image: image.clone(),
+                volume: volume_name(image),
+                nodes: served.clone(),
+            });
+        }
+        add.push(Step::CheckNccl {
+            nodes: served.clone(),
+            rule: rule.clone(),
+        });
+        job.steps.splice(at..at, add);
+    }
+    let Verdict {
+        problems: judged,
+        warnings,
+        notes: more,
+    } = judge(&nodes, &rule);
+    problems.extend(judged);
+    notes.extend(more);
+    if !problems.is_empty() {
+        return Err(problems);
+    }
+    Ok(NcclPlan {
+        nodes,
+        rule,
+        nccl_from: nccl_from.cloned(),
+        warnings,
+        notes,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nccl_from_is_a_folder_when_absolute_and_an_image_otherwise() {
+        assert_eq!(
+            "/opt/nccl/lib/".parse::<NcclFrom>(),
+            Ok(NcclFrom::Path("/opt/nccl/lib".into()))
+        );
+        assert_eq!(
+            "spark-launch/nccl-tests:nccl-v2.30.7-1-sm121-arm64".parse::<NcclFrom>(),
+            Ok(NcclFrom::Image(
+                "spark-launch/nccl-tests:nccl-v2.30.7-1-sm121-arm64".into()
+            ))
+        );
+        assert!(
+            "./lib"
+                .parse::<NcclFrom>()
+                .unwrap_err()
+                .contains("absolute")
+        );
+        assert!("".parse::<NcclFrom>().is_err());
+    }
+
+    #[test]
+    fn a_volume_name_is_readable_and_differs_per_image() {
+        let a = volume_name("spark-launch/nccl-tests:nccl-v2.30.7-1-sm121-arm64");
+        assert!(
+            a.starts_with("sl-nccl-spark-launch-nccl-tests-nccl-v2.30.7-1-sm121-arm64-"),
+            "{a}"
+        );
+        assert_ne!(
+            a,
+            volume_name("spark-launch/nccl-tests:nccl-v2.30.7-1-sm121-amd64")
+        );
+    }
+}

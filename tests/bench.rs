@@ -1,0 +1,532 @@
+//! `spark-launch bench` against a stand-in OpenAI-compatible server in this test that streams
+//! tokens at a known rate (first token after TTFT, then one every ITL, per request, however
+//! many run at once). The figures bench measures must give that rate back within a tolerance;
+//! the result file is private, `--compare` shows the change against an earlier run, a
+//! profile's `expect:` figures are judged, and the API key reaches the server without ever
+//! showing.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::{TcpListener, TcpStream};
+
+/// How the stand-in streams.
+#[derive(Clone, Copy)]
+struct Rate {
+    ttft: Duration,
+    itl: Duration,
+}
+
+struct Standin {
+    url: String,
+    /// Every completion request body received.
+    bodies: Arc<Mutex<Vec<Value>>>,
+    _rt: tokio::runtime::Runtime,
+}
+
+const MODEL: &str = "standin/known-rate";
+const KEY: &str = "sk-bench-test-0123456789";
+
+fn standin(rate: Rate, key: Option<&'static str>) -> Standin {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let bodies = Arc::new(Mutex::new(Vec::new()));
+    let listener = rt.block_on(TcpListener::bind("127.0.0.1:0")).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let b = bodies.clone();
+    rt.spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                return;
+            };
+            tokio::spawn(connection(stream, rate, key, b.clone()));
+        }
+    });
+    Standin {
+        url: format!("http://127.0.0.1:{port}/v1"),
+        bodies,
+        _rt: rt,
+    }
+}
+
+/// One keep-alive connection: requests until the client closes it.
+async fn connection(
+    stream: TcpStream,
+    rate: Rate,
+    key: Option<&'static str>,
+    bodies: Arc<Mutex<Vec<Value>>>,
+) {
+    let _ = stream.set_nodelay(true);
+    let (r, mut w) = stream.into_split();
+    let mut r = BufReader::new(r);
+    loop {
+        let mut line = String::new();
+        if r.read_line(&mut line).await.unwrap_or(0) == 0 {
+            return;
+        }
+        let mut parts = line.split_whitespace();
+        let (method, path) = (
+            parts.next().unwrap_or("").to_string(),
+            parts.next().unwrap_or("").to_string(),
+        );
+        let (mut length, mut auth) = (0usize, None);
+        loop {
+            let mut h = String::new();
+            if r.read_line(&mut h).await.unwrap_or(0) == 0 {
+                return;
+            }
+            let h = h.trim_end();
+            if h.is_empty() {
+                break;
+            }
+            let (k, v) = h.split_once(':').unwrap_or((h, ""));
+            match k.to_ascii_lowercase().as_str() {
+                "content-length" => length = v.trim().parse().unwrap_or(0),
+                "authorization" => auth = Some(v.trim().to_string()),
+                _ => {}
+            }
+        }
+        let mut body = vec![0u8; length];
+        if r.read_exact(&mut body).await.is_err() {
+            return;
+        }
+        let reply = |code: &str, body: String| {
+            format!(
+                "HTTP/1.1 {code}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+                body.len()
+            )
+        };
+        if key.is_some_and(|k| auth.as_deref() != Some(&format!("Bearer {k}"))) {
+            let msg = reply(
+                "401 Unauthorized",
+                r#"{"error":{"message":"Unauthorized"}}"#.into(),
+            );
+            let _ = w.write_all(msg.as_bytes()).await;
+            continue;
+        }
+        if method == "GET" && path == "/v1/models" {
+            let msg = reply("200 OK", format!(r#"{{"data":[{{"id":"{MODEL}"}}]}}"#));
+            let _ = w.write_all(msg.as_bytes()).await;
+            continue;
+        }
+        let req: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+        bodies.lock().unwrap().push(req.clone());
+        if path != "/v1/completions" || req["model"] != MODEL {
+            let msg = reply(
+                "404 Not Found",
+                r#"{"error":{"message":"The model does not exist."}}"#.into(),
+            );
+            let _ = w.write_all(msg.as_bytes()).await;
+            continue;
+        }
+        let n = req["max_tokens"].as_u64().unwrap_or(16);
+        let prompt_words = req["prompt"].as_str().unwrap_or("").split(' ').count();
+        let start = tokio::time::Instant::now();
+        let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n";
+        if w.write_all(head.as_bytes()).await.is_err() {
+            return;
+        }
+        let chunk = |data: String| {
+            let event = format!("data: {data}\n\n");
+            format!("{:x}\r\n{event}\r\n", event.len())
+        };
+        for i in 0..n {
+            // An absolute schedule: timer overshoot does not add up over the stream.
+            tokio::time::sleep_until(start + rate.ttft + rate.itl * i as u32).await;
+            let c = chunk(format!(r#"{{"choices":[{{"index":0,"text":" t{i}"}}]}}"#));
+            if w.write_all(c.as_bytes()).await.is_err() {
+                return;
+            }
+        }
+        let usage = chunk(format!(
+            r#"{{"choices":[],"usage":{{"prompt_tokens":{prompt_words},"completion_tokens":{n}}}}}"#
+        ));
+        let done = chunk("[DONE]".into());
+        let _ = w
+            .write_all(format!("{usage}{done}0\r\n\r\n").as_bytes())
+            .await;
+    }
+}
+
+/// Runs the binary with its own config and state folders (no cluster file, no profiles).
+fn bench(home: &Path, args: &[&str], key: Option<&str>) -> Output {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_spark-launch"));
+    c.arg("bench")
+        .args(args)
+        .env("SPARK_LAUNCH_NO_PROGRESS", "1")
+        .env("XDG_CONFIG_HOME", home.join("config"))
+        .env("XDG_STATE_HOME", home.join("state"))
+        .env_remove("SPARK_LAUNCH_STATE_DIR")
+        .env_remove("SPARK_LAUNCH_PROFILES")
+        .env_remove("SPARK_LAUNCH_CLUSTER")
+        .env_remove("OPENAI_API_KEY");
+    if let Some(k) = key {
+        c.env("OPENAI_API_KEY", k);
+    }
+    c.output().unwrap()
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "exit {:?}\n--- stdout\n{}\n--- stderr\n{}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn json(o: &Output) -> Value {
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(o)))
+}
+
+fn within(measured: f64, known: f64, tolerance: f64) -> bool {
+    (measured - known).abs() <= known * tolerance
+}
+
+const PROMPT: u32 = 24;
+const OUTPUT: u32 = 16;
+
+#[test]
+fn the_figures_match_a_server_streaming_at_a_known_rate() {
+    let rate = Rate {
+        ttft: Duration::from_millis(60),
+        itl: Duration::from_millis(15),
+    };
+    let s = standin(rate, Some(KEY));
+    let home = tempfile::tempdir().unwrap();
+    let out = bench(
+        home.path(),
+        &[
+            "--url",
+            &s.url,
+            "--concurrency",
+            "1,4,16",
+            "--prompt-tokens",
+            &PROMPT.to_string(),
+            "--output-tokens",
+            &OUTPUT.to_string(),
+            "--json",
+        ],
+        Some(KEY),
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let v = json(&out);
+    let report = &v["report"];
+    assert_eq!(report["model"], MODEL);
+    assert_eq!(report["url"], s.url.as_str());
+    // One request takes TTFT + (N-1) × ITL; c of them at once.
+    let per_request = rate.ttft.as_secs_f64() + (f64::from(OUTPUT) - 1.0) * rate.itl.as_secs_f64();
+    let levels = report["levels"].as_array().unwrap();
+    assert_eq!(levels.len(), 3);
+    for l in levels {
+        let c = l["concurrency"].as_f64().unwrap();
+        let figure = |k: &str| l[k].as_f64().unwrap_or(f64::NAN);
+        let known_tps = c * f64::from(OUTPUT) / per_request;
+        assert_eq!(l["failed"], 0, "{l}");
+        assert_eq!(
+            l["requests"].as_f64(),
+            Some(c * 4.0).map(|n| n.max(8.0)),
+            "{l}"
+        );
+        assert!(
+            within(figure("output_tokens_per_s"), known_tps, 0.12),
+            "c={c}: {} output tok/s, the server streams {known_tps:.1}\n{l}",
+            figure("output_tokens_per_s")
+        );
+        assert!(
+            within(figure("requests_per_s"), c / per_request, 0.12),
+            "c={c}: {l}"
+        );
+        let ttft = l["ttft_ms"]["p50"].as_f64().unwrap();
+        assert!(
+            (60.0..75.0).contains(&ttft),
+            "c={c}: TTFT p50 {ttft} ms\n{l}"
+        );
+        let itl = l["itl_ms"]["p50"].as_f64().unwrap();
+        assert!((13.0..18.0).contains(&itl), "c={c}: ITL p50 {itl} ms\n{l}");
+        assert_eq!(l["tokens_counted_by"], "usage");
+        assert_eq!(l["mean_prompt_tokens"].as_f64(), Some(f64::from(PROMPT)));
+        assert_eq!(l["mean_output_tokens"].as_f64(), Some(f64::from(OUTPUT)));
+    }
+    // What the server received: fixed lengths, streaming, and no two prompts alike.
+    let bodies = s.bodies.lock().unwrap().clone();
+    assert_eq!(bodies.len(), 1 + 8 + 16 + 64, "warm-up + three levels");
+    assert!(bodies.iter().all(|b| b["max_tokens"] == OUTPUT
+        && b["stream"] == true
+        && b["prompt"].as_str().unwrap().split(' ').count() == PROMPT as usize));
+    let prompts: std::collections::BTreeSet<&str> = bodies
+        .iter()
+        .map(|b| b["prompt"].as_str().unwrap())
+        .collect();
+    assert_eq!(prompts.len(), bodies.len());
+    // The result file: where it says, private, the same report; the key nowhere.
+    let saved = PathBuf::from(v["saved"].as_str().unwrap());
+    assert!(
+        saved.starts_with(home.path().join("state/spark-launch/bench")),
+        "{}",
+        saved.display()
+    );
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&saved).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    let file = std::fs::read_to_string(&saved).unwrap();
+    assert_eq!(serde_json::from_str::<Value>(&file).unwrap(), *report);
+    for place in [&file, &text(&out)] {
+        assert!(!place.contains(KEY), "the API key leaked:\n{place}");
+    }
+}
+
+#[test]
+fn the_table_names_every_level_and_where_the_result_was_saved() {
+    let s = standin(
+        Rate {
+            ttft: Duration::from_millis(20),
+            itl: Duration::from_millis(5),
+        },
+        None,
+    );
+    let home = tempfile::tempdir().unwrap();
+    let out = bench(
+        home.path(),
+        &[
+            "--url",
+            &s.url,
+            "--concurrency",
+            "1,2",
+            "--prompt-tokens",
+            "8",
+            "--output-tokens",
+            "8",
+            "--requests",
+            "4",
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    for want in [
+        &format!(
+            "{MODEL} at {}: 8 prompt + 8 output tokens per request",
+            s.url
+        ),
+        "CONCURRENCY",
+        "OUTPUT TOK/S",
+        "TTFT P50 ms",
+        "ITL P95 ms",
+        "tokens as the server counted them: 8 prompt, 8 output per request",
+        "saved: ",
+    ] {
+        assert!(stdout.contains(want), "no {want:?} in:\n{stdout}");
+    }
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.is_empty(), "progress was asked off: {stderr}");
+}
+
+#[test]
+fn compare_shows_how_much_slower_a_slower_server_is() {
+    let fast = standin(
+        Rate {
+            ttft: Duration::from_millis(20),
+            itl: Duration::from_millis(10),
+        },
+        None,
+    );
+    let slow = standin(
+        Rate {
+            ttft: Duration::from_millis(40),
+            itl: Duration::from_millis(20),
+        },
+        None,
+    );
+    let home = tempfile::tempdir().unwrap();
+    let earlier = home.path().join("fast.json");
+    let common = [
+        "--concurrency",
+        "1,4",
+        "--prompt-tokens",
+        "8",
+        "--output-tokens",
+        "12",
+        "--no-warmup",
+    ];
+    let mut args = vec!["--url", &fast.url, "--out", earlier.to_str().unwrap()];
+    args.extend(common);
+    let out = bench(home.path(), &args, None);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let mut args = vec![
+        "--url",
+        &slow.url,
+        "--compare",
+        earlier.to_str().unwrap(),
+        "--json",
+    ];
+    args.extend(common);
+    let out = bench(home.path(), &args, None);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let c = &json(&out)["comparison"];
+    assert!(
+        c["notes"][0]
+            .as_str()
+            .unwrap()
+            .starts_with("the server differs"),
+        "{c}"
+    );
+    for level in c["levels"].as_array().unwrap() {
+        for ch in level["changes"].as_array().unwrap() {
+            let pct = ch["change_pct"].as_f64().unwrap();
+            assert_eq!(ch["better"], false, "{ch}");
+            match ch["figure"].as_str().unwrap() {
+                // Twice the time per token: half the throughput, twice the latency.
+                "output_tokens_per_s" | "requests_per_s" => {
+                    assert!((-58.0..-42.0).contains(&pct), "{ch}")
+                }
+                "ttft_p50_ms" | "itl_p50_ms" => assert!((70.0..130.0).contains(&pct), "{ch}"),
+                _ => {}
+            }
+        }
+    }
+    // The same in text: the change, marked worse.
+    let mut args = vec!["--url", &slow.url, "--compare", earlier.to_str().unwrap()];
+    args.extend(common);
+    let out = bench(home.path(), &args, None);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("change against the run of"), "{stdout}");
+    assert!(stdout.contains("% worse)"), "{stdout}");
+}
+
+#[test]
+fn a_profile_says_what_to_expect_and_bench_judges_the_run_against_it() {
+    let rate = Rate {
+        ttft: Duration::from_millis(20),
+        itl: Duration::from_millis(10),
+    };
+    let s = standin(rate, None);
+    let home = tempfile::tempdir().unwrap();
+    let profiles = home.path().join("config/spark-launch/profiles");
+    std::fs::create_dir_all(&profiles).unwrap();
+    // 10 tokens in 0.11 s: ~91 tok/s per stream. Concurrency 1 meets its figures; 2 is
+    // expected to do far more than it can.
+    std::fs::write(
+        profiles.join("demo.yaml"),
+        "name: demo\ndescription: a known-rate stand-in\nengine: vllm\nmodel: {id: standin/known-rate}\nnodes: 1\nexpect:\n  prompt_tokens: 8\n  output_tokens: 10\n  levels:\n    - {concurrency: 1, output_tokens_per_s: 70, itl_p50_ms: 12}\n    - {concurrency: 2, output_tokens_per_s: 1000}\n",
+    )
+    .unwrap();
+    let out = bench(
+        home.path(),
+        &[
+            "--url",
+            &s.url,
+            "--profile",
+            "demo",
+            "--concurrency",
+            "1,2",
+            "--json",
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let v = json(&out);
+    // The profile's lengths are used when none are given.
+    assert_eq!(v["report"]["prompt_tokens"], 8);
+    assert_eq!(v["report"]["output_tokens"], 10);
+    let verdicts: Vec<(u64, String, String)> = v["expectations"]["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["concurrency"].as_u64().unwrap(),
+                c["figure"].as_str().unwrap().to_string(),
+                c["verdict"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        verdicts,
+        vec![
+            (1, "output_tokens_per_s".into(), "meets".into()),
+            (1, "itl_p50_ms".into(), "meets".into()),
+            (2, "output_tokens_per_s".into(), "below".into()),
+        ]
+    );
+    // A profile without figures cannot be judged against.
+    std::fs::write(
+        profiles.join("plain.yaml"),
+        "name: plain\ndescription: no figures\nengine: vllm\nmodel: {id: standin/known-rate}\nnodes: 1\n",
+    )
+    .unwrap();
+    let out = bench(home.path(), &["--url", &s.url, "--profile", "plain"], None);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        text(&out).contains("has no `expect:` figures"),
+        "{}",
+        text(&out)
+    );
+}
+
+#[test]
+fn what_cannot_be_measured_is_said_plainly() {
+    let home = tempfile::tempdir().unwrap();
+    // No server there.
+    let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = free.local_addr().unwrap().port();
+    drop(free);
+    let out = bench(
+        home.path(),
+        &["--url", &format!("http://127.0.0.1:{port}")],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        text(&out).contains(&format!("cannot connect to 127.0.0.1:{port}")),
+        "{}",
+        text(&out)
+    );
+    // https, and a compare file that is not a result: refused before anything is sent.
+    let out = bench(home.path(), &["--url", "https://api.example.com/v1"], None);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("plain HTTP"), "{}", text(&out));
+    let s = standin(
+        Rate {
+            ttft: Duration::from_millis(5),
+            itl: Duration::from_millis(5),
+        },
+        Some(KEY),
+    );
+    let bogus = home.path().join("bogus.json");
+    std::fs::write(&bogus, "[]").unwrap();
+    let out = bench(
+        home.path(),
+        &["--url", &s.url, "--compare", bogus.to_str().unwrap()],
+        Some(KEY),
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        text(&out).contains("is not a result file"),
+        "{}",
+        text(&out)
+    );
+    assert!(s.bodies.lock().unwrap().is_empty());
+    // A server that wants a key we do not have, and a model it does not serve.
+    let out = bench(home.path(), &["--url", &s.url], None);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(text(&out).contains("HTTP 401"), "{}", text(&out));
+    assert!(text(&out).contains("OPENAI_API_KEY"), "{}", text(&out));
+    let out = bench(
+        home.path(),
+        &["--url", &s.url, "--model", "other/model"],
+        Some(KEY),
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        text(&out).contains("the warm-up request failed: HTTP 404"),
+        "{}",
+        text(&out)
+    );
+}
