@@ -13,7 +13,7 @@ use crate::node::NodeName;
 pub trait Reporter: Send + Sync {
     /// A named step starts (one status line). The returned guard ends it: `ok()` shows ✓,
     /// dropping it without `ok()` shows ✗.
-    fn step(&self, title: &str) -> Step;
+    fn step(&self, title: &str) -> ProgressStep;
 
     /// A byte-counted transfer on one node (image push, model copy). `total` when known.
     fn transfer(&self, node: &NodeName, label: &str, total: Option<u64>) -> Box<dyn Transfer>;
@@ -27,7 +27,7 @@ pub trait Reporter: Send + Sync {
     /// A plain progress line that is not a step (`Finished in 4.2s`). Hidden like progress.
     fn info(&self, _message: &str) {}
 
-    /// Called by [`Step`] when a step ends; `ok` is false for failures and drops.
+    /// Called by [`ProgressStep`] when a step ends; `ok` is false for failures and drops.
     fn end_step(&self, title: &str, ok: bool, detail: Option<&str>);
 }
 
@@ -38,16 +38,16 @@ pub trait Transfer: Send + Sync {
     fn finish(&self, message: &str);
 }
 
-/// A step in progress. Ends as ✗ unless [`Step::ok`] is called.
-pub struct Step {
+/// A step in progress. Ends as ✗ unless [`ProgressStep::ok`] is called.
+pub struct ProgressStep {
     title: String,
     reporter: Option<Arc<dyn Reporter>>,
     done: bool,
 }
 
-impl Step {
+impl ProgressStep {
     pub fn new(title: &str, reporter: Arc<dyn Reporter>) -> Self {
-        Step {
+        ProgressStep {
             title: title.to_string(),
             reporter: Some(reporter),
             done: false,
@@ -56,7 +56,7 @@ impl Step {
 
     /// A step that reports nothing (for [`NullReporter`]).
     pub fn silent(title: &str) -> Self {
-        Step {
+        ProgressStep {
             title: title.to_string(),
             reporter: None,
             done: false,
@@ -93,7 +93,7 @@ impl Step {
     }
 }
 
-impl Drop for Step {
+impl Drop for ProgressStep {
     fn drop(&mut self) {
         self.finish(false, None);
     }
@@ -112,8 +112,8 @@ impl Transfer for NullTransfer {
 }
 
 impl Reporter for NullReporter {
-    fn step(&self, title: &str) -> Step {
-        Step::silent(title)
+    fn step(&self, title: &str) -> ProgressStep {
+        ProgressStep::silent(title)
     }
     fn transfer(&self, _node: &NodeName, _label: &str, _total: Option<u64>) -> Box<dyn Transfer> {
         Box::new(NullTransfer)
@@ -152,12 +152,12 @@ impl RecordingReporter {
 }
 
 impl Reporter for RecordingReporter {
-    fn step(&self, title: &str) -> Step {
+    fn step(&self, title: &str) -> ProgressStep {
         self.push(format!("start:{title}"));
         let me = self.me.lock().ok().and_then(|m| m.as_ref()?.upgrade());
         match me {
-            Some(me) => Step::new(title, me),
-            None => Step::silent(title),
+            Some(me) => ProgressStep::new(title, me),
+            None => ProgressStep::silent(title),
         }
     }
     fn transfer(&self, node: &NodeName, label: &str, _total: Option<u64>) -> Box<dyn Transfer> {

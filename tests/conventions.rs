@@ -229,3 +229,40 @@ fn nodes_are_resolved_in_one_place() {
         "a second resolver; use resolve::resolve: {offenders:#?}"
     );
 }
+
+#[test]
+fn every_public_type_name_is_used_once_across_the_crate() {
+    // Two `Context`s or two `Verdict`s make a reader (and a search) guess which one a line
+    // means. Public structs, enums, traits and type aliases each have one name in the crate;
+    // private helpers inside one file and trait-associated types (`type Err`) are not counted.
+    let mut seen: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    for p in rust_files(&src()) {
+        let text = std::fs::read_to_string(&p).unwrap_or_default();
+        for line in code_lines(&text) {
+            let Some(rest) = line.strip_prefix("pub ").or_else(|| {
+                line.strip_prefix("pub(crate) ")
+                    .or_else(|| line.strip_prefix("pub(super) "))
+            }) else {
+                continue;
+            };
+            let Some(rest) = ["struct ", "enum ", "trait ", "type "]
+                .iter()
+                .find_map(|kw| rest.strip_prefix(kw))
+            else {
+                continue;
+            };
+            let name: String = rest
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            if !name.is_empty() {
+                seen.entry(name).or_default().push(p.display().to_string());
+            }
+        }
+    }
+    let twice: Vec<_> = seen.into_iter().filter(|(_, at)| at.len() > 1).collect();
+    assert!(
+        twice.is_empty(),
+        "public type names defined more than once (rename one for what it is): {twice:#?}"
+    );
+}

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use spark_launch::derive::{NodeInput, derive};
-use spark_launch::doctor::{self, Inputs, Options, Report, Selection, Status};
+use spark_launch::doctor::{self, CheckSelection, CheckStatus, Inputs, Options, Report};
 use spark_launch::node::NodeName;
 use spark_launch::probe::read_snapshot_dir;
 
@@ -36,7 +36,7 @@ fn report(name: &str) -> Report {
             live: None,
             unreachable: &[],
         },
-        &Selection::default(),
+        &CheckSelection::default(),
     )
 }
 
@@ -164,8 +164,8 @@ fn the_broken_fixtures_fail_and_the_good_ones_do_not() {
         let live_skipped = r
             .checks
             .iter()
-            .filter(|c| c.info.needs == doctor::Needs::Live)
-            .all(|c| c.status == Status::Skipped);
+            .filter(|c| c.info.needs == doctor::CheckNeeds::Live)
+            .all(|c| c.status == CheckStatus::Skipped);
         assert!(live_skipped, "{name}: a live check ran on snapshots");
     }
 }

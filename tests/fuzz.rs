@@ -357,7 +357,10 @@ fn the_nccl_tests_parser_survives_mutated_logs_without_a_panic_or_a_hang() {
         }
     }
     fuzz("nccl-log", corpus, |input| {
-        let a = nccl::analyse(&String::from_utf8_lossy(input), &nccl::Context::default());
+        let a = nccl::analyse(
+            &String::from_utf8_lossy(input),
+            &nccl::AnalysisContext::default(),
+        );
         let _ = nccl::render::text(&a);
         let _ = serde_json::to_string(&a);
     });

@@ -13,10 +13,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use spark_launch::libnccl::loader::Via;
-use spark_launch::libnccl::{ImageRead, Loads, MOUNT_DIR, Origin};
+use spark_launch::libnccl::{ImageRead, LibraryOrigin, Loads, MOUNT_DIR};
 use spark_launch::node::{NodeName, Role};
 use spark_launch::plan::spec::{Mount, MountKind};
-use spark_launch::runtime::libnccl::Probe;
+use spark_launch::runtime::libnccl::LoaderProbe;
 use spark_launch::runtime::{Cluster, NodeTarget};
 use support::docker::{Cleanup, HOST_SOCKET, unique};
 
@@ -99,9 +99,9 @@ async fn what_a_container_loads_is_read_from_real_nccl_builds_in_images_and_nccl
     );
     let cluster = here();
     let node = NodeName::new("here").unwrap();
-    let probe = |image: &str| Probe {
+    let probe = |image: &str| LoaderProbe {
         image: image.to_string(),
-        ..Probe::default()
+        ..LoaderProbe::default()
     };
 
     // The serving image: a system folder, through its ld.so.cache, behind the soname link.
@@ -141,7 +141,7 @@ async fn what_a_container_loads_is_read_from_real_nccl_builds_in_images_and_nccl
     assert_eq!(f.via, Via::LdLibraryPath);
 
     // A preload the job sets wins over everything.
-    let preloaded = Probe {
+    let preloaded = LoaderProbe {
         ld_preload: Some("/opt/nccl/lib/libnccl.so.2".into()),
         ld_library_path: Some("/usr/lib/x86_64-linux-gnu".into()),
         ..probe(&nccl_build)
@@ -165,7 +165,7 @@ async fn what_a_container_loads_is_read_from_real_nccl_builds_in_images_and_nccl
         .await
         .unwrap();
     assert!(!again, "the volume of the same image ID is kept");
-    let mounted = Probe {
+    let mounted = LoaderProbe {
         ld_library_path: Some(format!("{MOUNT_DIR}:/usr/local/lib")),
         mounts: vec![Mount {
             source: volume.clone(),
@@ -178,14 +178,14 @@ async fn what_a_container_loads_is_read_from_real_nccl_builds_in_images_and_nccl
     let l = spark_launch::apply::nccl::loads_on(&cluster, &node, &mounted).await;
     assert_eq!(version(&l), "2.30.7+cuda13.3", "{l}");
     assert!(
-        matches!(&l, Loads::Known { origin: Origin::NcclFrom, lib, .. } if lib.path.starts_with("/opt/spark-launch/nccl/libnccl.so.2")),
+        matches!(&l, Loads::Known { origin: LibraryOrigin::NcclFrom, lib, .. } if lib.path.starts_with("/opt/spark-launch/nccl/libnccl.so.2")),
         "{l}"
     );
 
     // --nccl-from PATH: a host folder, bind-mounted.
     let folder = tempfile::tempdir_in(&lib).unwrap();
     std::fs::hard_link(&new_lib, folder.path().join("libnccl.so.2")).unwrap();
-    let bound = Probe {
+    let bound = LoaderProbe {
         mounts: vec![Mount {
             source: folder.path().display().to_string(),
             target: MOUNT_DIR.into(),

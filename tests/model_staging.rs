@@ -362,8 +362,8 @@ impl spark_launch::progress::Transfer for Counting {
 }
 
 impl spark_launch::progress::Reporter for CancelAfter {
-    fn step(&self, title: &str) -> spark_launch::progress::Step {
-        spark_launch::progress::Step::silent(title)
+    fn step(&self, title: &str) -> spark_launch::progress::ProgressStep {
+        spark_launch::progress::ProgressStep::silent(title)
     }
     fn transfer(
         &self,

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use spark_launch::derive::Topology;
-use spark_launch::report::nccl::{self, Context, Status, Transport, render};
+use spark_launch::report::nccl::{self, AnalysisContext, Status, Transport, render};
 
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/nccl-tests")
@@ -111,7 +111,7 @@ fn every_fixture_log_gets_the_verdict_its_readme_promises() {
         if !logs.iter().any(|l| l == name) {
             panic!("fixture {name} is missing from tests/fixtures/nccl-tests/");
         }
-        let a = nccl::analyse(&read(name), &Context::default());
+        let a = nccl::analyse(&read(name), &AnalysisContext::default());
         assert_eq!(a.status, *status, "{name}: status\n{}", render::text(&a));
         for t in &a.tests {
             for p in &t.run.transport.processes {
@@ -146,7 +146,7 @@ fn every_fixture_log_gets_the_verdict_its_readme_promises() {
 #[test]
 fn every_fixture_renders_the_same_table_and_verdict_as_reviewed() {
     for (name, ..) in EXPECTED {
-        let a = nccl::analyse(&read(name), &Context::default());
+        let a = nccl::analyse(&read(name), &AnalysisContext::default());
         let name = name.trim_end_matches(".log");
         insta::assert_snapshot!(format!("report_{name}"), render::text(&a));
     }
@@ -154,7 +154,10 @@ fn every_fixture_renders_the_same_table_and_verdict_as_reviewed() {
 
 #[test]
 fn the_shared_nvlink_log_parses_every_row_and_the_footer() {
-    let a = nccl::analyse(&read("all_reduce_2gpu_nvlink.log"), &Context::default());
+    let a = nccl::analyse(
+        &read("all_reduce_2gpu_nvlink.log"),
+        &AnalysisContext::default(),
+    );
     let t = &a.tests[0];
     assert_eq!(t.test.as_deref(), Some("all_reduce_perf"));
     assert_eq!(t.run.rows.len(), 27);
@@ -172,7 +175,10 @@ fn the_shared_nvlink_log_parses_every_row_and_the_footer() {
 
 #[test]
 fn the_gpu_run_through_spark_launch_holds_both_tests_with_their_exit_status() {
-    let a = nccl::analyse(&read("gpu_h200x2_spark_launch.log"), &Context::default());
+    let a = nccl::analyse(
+        &read("gpu_h200x2_spark_launch.log"),
+        &AnalysisContext::default(),
+    );
     let tests: Vec<&str> = a.tests.iter().filter_map(|t| t.test.as_deref()).collect();
     assert_eq!(tests, vec!["all_reduce_perf", "all_gather_perf"]);
     for t in &a.tests {
@@ -195,7 +201,7 @@ fn the_gpu_run_through_spark_launch_holds_both_tests_with_their_exit_status() {
 fn a_failed_run_is_failed_with_its_first_cause_never_zero_bandwidth() {
     let a = nccl::analyse(
         &read("all_reduce_2spark_ibv_reg_mr_failure.log"),
-        &Context::default(),
+        &AnalysisContext::default(),
     );
     let v = &a.tests[0].verdict;
     assert!(v.run_failed);
@@ -213,11 +219,11 @@ fn a_three_spark_ring_is_judged_against_ten_gb_per_second_only_when_the_ring_is_
         "#  Rank  1 Group  0 Pid   3107 on spark-1d84 device  0 [000f:01:00] NVIDIA GB10",
         "#  Rank  1 Group  0 Pid   3107 on spark-1d84 device  0 [000f:01:00] NVIDIA GB10\n#  Rank  2 Group  0 Pid   4001 on spark-22aa device  0 [000f:01:00] NVIDIA GB10",
     );
-    let a = nccl::analyse(&text, &Context::default());
+    let a = nccl::analyse(&text, &AnalysisContext::default());
     assert_eq!(a.status, Status::Measured);
-    let ring = Context {
+    let ring = AnalysisContext {
         topology: Some(Topology::Ring),
-        ..Context::default()
+        ..AnalysisContext::default()
     };
     let a = nccl::analyse(&text, &ring);
     assert_eq!(a.status, Status::Pass);
@@ -240,7 +246,7 @@ fn a_pair_below_the_pass_mark_fails_with_the_figure_named() {
         .filter(|l| !l.contains("NCCL INFO"))
         .map(|l| format!("{l}\n"))
         .collect();
-    let a = nccl::analyse(&text, &Context::default());
+    let a = nccl::analyse(&text, &AnalysisContext::default());
     assert_eq!(a.status, Status::Fail);
     let cause = a.first_cause().unwrap();
     assert!(
@@ -262,7 +268,7 @@ fn a_small_largest_message_gives_figures_but_no_pass_or_fail() {
         })
         .map(|l| format!("{l}\n"))
         .collect();
-    let a = nccl::analyse(&kept, &Context::default());
+    let a = nccl::analyse(&kept, &AnalysisContext::default());
     assert_eq!(a.status, Status::Measured);
     assert!(
         a.tests[0]
@@ -344,14 +350,14 @@ fn a_log_cut_before_its_closing_lines_is_incomplete_not_measured() {
         let cut = text
             .find("# Out of bounds values")
             .unwrap_or_else(|| panic!("{name} has no closing lines"));
-        let a = nccl::analyse(&text[..cut], &Context::default());
+        let a = nccl::analyse(&text[..cut], &AnalysisContext::default());
         assert_eq!(a.status, Status::Incomplete, "{name}\n{}", render::text(&a));
         let shown = render::text(&a);
         assert!(shown.contains("INCOMPLETE"), "{shown}");
         assert!(shown.contains("closing lines"), "{shown}");
         // Cut in the middle of the rows, too.
         let rows_cut = text[..cut].rfind("\n  ").unwrap_or(cut);
-        let a = nccl::analyse(&text[..rows_cut], &Context::default());
+        let a = nccl::analyse(&text[..rows_cut], &AnalysisContext::default());
         assert_eq!(a.status, Status::Incomplete, "{name}");
     }
     // And `report nccl` exits 1 on it, saying so.

@@ -8,7 +8,7 @@ use spark_launch::derive::NodeInput;
 use spark_launch::fabric::perftest::{self as plan, TestPlan};
 use spark_launch::node::NodeName;
 use spark_launch::probe::read_snapshot_dir;
-use spark_launch::report::perftest::{self, RoundOutput, RunOutput, Verdict};
+use spark_launch::report::perftest::{self, PerfVerdict, RoundOutput, RunOutput};
 
 fn text(name: &str) -> String {
     std::fs::read_to_string(
@@ -153,7 +153,7 @@ fn both_twins_pass_a_twin_down_fails_and_an_mtu_of_1024_warns() {
             ]],
         ),
     );
-    assert_eq!(r.verdict, Verdict::Pass, "{r:#?}");
+    assert_eq!(r.verdict, PerfVerdict::Pass, "{r:#?}");
     assert!((r.cables[0].gbps - 189.33).abs() < 0.01);
 
     let r = perftest::report(
@@ -163,8 +163,8 @@ fn both_twins_pass_a_twin_down_fails_and_an_mtu_of_1024_warns() {
             &[&["ib_write_bw-both-twins-1.txt", "ib_write_bw-twin-down.txt"]],
         ),
     );
-    assert_eq!(r.verdict, Verdict::Fail);
-    assert_eq!(r.pairs[1].verdict, Verdict::Fail);
+    assert_eq!(r.verdict, PerfVerdict::Fail);
+    assert_eq!(r.pairs[1].verdict, PerfVerdict::Fail);
     assert!(
         r.pairs[1].notes[0].contains("Port number 1 state is Down"),
         "{r:#?}"
@@ -180,7 +180,7 @@ fn both_twins_pass_a_twin_down_fails_and_an_mtu_of_1024_warns() {
             ]],
         ),
     );
-    assert_eq!(r.pairs[0].verdict, Verdict::Warn);
+    assert_eq!(r.pairs[0].verdict, PerfVerdict::Warn);
     assert!(r.pairs[0].notes.iter().any(|n| n.contains("set 9000")));
     insta::assert_json_snapshot!("report-mtu-1024", r);
 }

@@ -13,13 +13,13 @@ use crate::node::NodeName;
 use crate::progress::Reporter;
 use crate::runtime::build::{BuildError, BuildRequest, build_image};
 use crate::runtime::{Cluster, RuntimeError};
-use crate::workload::nccl_build::{self, Arch, BuildPlan};
+use crate::workload::nccl_build::{self, BuildPlan, CpuArch};
 
 /// One image built (and pushed).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct BuiltImage {
     pub tag: String,
-    pub arch: Arch,
+    pub arch: CpuArch,
     pub built_on: NodeName,
     pub image_id: Option<String>,
     pub pushed_to: Vec<NodeName>,

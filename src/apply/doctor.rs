@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::doctor::Options;
-use crate::doctor::live::{self, GatherPlan, Observations, SshTarget};
+use crate::doctor::live::{self, GatherPlan, Observations, PeerLogin};
 use crate::node::{NodeName, for_each_node};
 use crate::progress::Reporter;
 use crate::resolve::ResolvedCluster;
@@ -24,14 +24,14 @@ pub async fn gather(
     reporter: &Arc<dyn Reporter>,
 ) -> BTreeMap<NodeName, Result<Observations, String>> {
     // How each node reaches the others: the first address the cluster knows for it.
-    let peers: BTreeMap<NodeName, SshTarget> = cluster
+    let peers: BTreeMap<NodeName, PeerLogin> = cluster
         .configured
         .iter()
         .filter_map(|c| {
             let host = c.addresses.first()?;
             Some((
                 c.name.clone(),
-                SshTarget {
+                PeerLogin {
                     peer: c.name.clone(),
                     destination: match &c.user {
                         Some(u) => format!("{u}@{host}"),
@@ -113,13 +113,13 @@ async fn read_nccl(
     let Ok(runtime) = cluster.runtime() else {
         return;
     };
-    let probes: BTreeMap<NodeName, crate::runtime::libnccl::Probe> = results
+    let probes: BTreeMap<NodeName, crate::runtime::libnccl::LoaderProbe> = results
         .iter()
         .filter(|(_, r)| r.is_ok())
         .map(|(n, _)| {
             (
                 n.clone(),
-                crate::runtime::libnccl::Probe {
+                crate::runtime::libnccl::LoaderProbe {
                     image: image.to_string(),
                     ..Default::default()
                 },

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use crate::derive::NodeInput;
-use crate::fabric::script::{self, Check, EndResult, RollbackReport, TryState};
+use crate::fabric::script::{self, EndResult, LinkEndCheck, RollbackReport, TryState};
 use crate::fabric::{FabricPlan, PlannedLink};
 use crate::node::NodeName;
 use crate::probe::{MemTree, read_facts};
@@ -334,7 +334,7 @@ pub async fn probe_fabric(
 
 /// How the apply runs.
 #[derive(Clone, Debug)]
-pub struct ApplyOptions {
+pub struct FabricApplyOptions {
     /// Conflicting files each node moves aside (`--replace`), by node.
     pub moves: BTreeMap<NodeName, Vec<String>>,
     /// Seconds between launch and `netplan apply` (so every node changes at about once).
@@ -398,7 +398,7 @@ pub async fn apply(
     targets: &[SshTarget],
     ssh: &SshOptions,
     passwords: &BTreeMap<NodeName, Password>,
-    opts: &ApplyOptions,
+    opts: &FabricApplyOptions,
     reporter: &Arc<dyn Reporter>,
 ) -> ApplyReport {
     let mut states: BTreeMap<NodeName, NodeApply> = plan
@@ -510,7 +510,7 @@ async fn try_apply(
     targets: &[SshTarget],
     ssh: &SshOptions,
     passwords: &BTreeMap<NodeName, Password>,
-    opts: &ApplyOptions,
+    opts: &FabricApplyOptions,
     reporter: &Arc<dyn Reporter>,
     states: &mut BTreeMap<NodeName, NodeApply>,
 ) -> bool {
@@ -793,7 +793,7 @@ pub async fn verify(
     ));
     let names: Vec<NodeName> = plan.nodes.iter().map(|n| n.name.clone()).collect();
     let results = for_each_node(names, 0, |name| async move {
-        let checks: Vec<Check> = script::checks_for(plan, &name);
+        let checks: Vec<LinkEndCheck> = script::checks_for(plan, &name);
         if checks.is_empty() {
             return Ok(Vec::new());
         }

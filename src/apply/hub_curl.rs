@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use futures::future::BoxFuture;
 
-use crate::model::hub::{HttpAnswer, HubTransport, TransportError};
+use crate::model::hub::{HubResponse, HubTransport, TransportError};
 use crate::model::script::quote;
 use crate::runtime::shell::NodeShell;
 
@@ -47,7 +47,7 @@ cat "$T/body"
         url: &str,
         head: bool,
         auth: bool,
-    ) -> Result<HttpAnswer, TransportError> {
+    ) -> Result<HubResponse, TransportError> {
         let header = match (&self.token, auth) {
             (Some(t), true) => format!("Authorization: Bearer {t}\n"),
             _ => "\n".to_string(),
@@ -75,12 +75,12 @@ cat "$T/body"
 }
 
 /// Parses the script's `status`/`code`/`message` lines, then `body` and the body.
-pub fn parse_answer(out: &str) -> Option<HttpAnswer> {
+pub fn parse_answer(out: &str) -> Option<HubResponse> {
     let (head, body) = match out.split_once("\nbody\n") {
         Some((h, b)) => (h, b),
         None => (out.strip_suffix("\nbody")?, ""),
     };
-    let mut a = HttpAnswer {
+    let mut a = HubResponse {
         body: body.to_string(),
         ..Default::default()
     };
@@ -96,12 +96,12 @@ pub fn parse_answer(out: &str) -> Option<HttpAnswer> {
 }
 
 impl HubTransport for CurlHub {
-    fn get(&self, url: &str, auth: bool) -> BoxFuture<'_, Result<HttpAnswer, TransportError>> {
+    fn get(&self, url: &str, auth: bool) -> BoxFuture<'_, Result<HubResponse, TransportError>> {
         let url = url.to_string();
         Box::pin(async move { self.request(&url, false, auth).await })
     }
 
-    fn head(&self, url: &str, auth: bool) -> BoxFuture<'_, Result<HttpAnswer, TransportError>> {
+    fn head(&self, url: &str, auth: bool) -> BoxFuture<'_, Result<HubResponse, TransportError>> {
         let url = url.to_string();
         Box::pin(async move { self.request(&url, true, auth).await })
     }

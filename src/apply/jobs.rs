@@ -15,19 +15,19 @@ use crate::runtime::{Cluster, JobEntry, RuntimeError};
 /// Every labelled container and process found (of one job, or all), and the nodes that could
 /// not be asked.
 #[derive(Debug, Default)]
-pub struct Found {
+pub struct FoundJobs {
     pub entries: Vec<JobEntry>,
     pub failed: Vec<(NodeName, RuntimeError)>,
 }
 
 /// Looks on every node of `cluster` for the work of `job` (every job when `None`), sorted by
 /// job, then the cluster's node order, then name.
-pub async fn find(cluster: &Cluster, job: Option<&JobName>) -> Found {
+pub async fn find(cluster: &Cluster, job: Option<&JobName>) -> FoundJobs {
     let results = for_each_node(cluster.names(), 0, |node| async move {
         cluster.node(&node)?.jobs(job, None).await
     })
     .await;
-    let mut found = Found::default();
+    let mut found = FoundJobs::default();
     for (node, r) in results {
         match r {
             Ok(mut e) => found.entries.append(&mut e),

@@ -33,7 +33,7 @@ use crate::workload::serve::ServePlan;
 
 /// A launching command, as the CLI parsed it.
 #[derive(Clone, Debug)]
-pub struct Launch {
+pub struct LaunchCommand {
     pub request: LaunchRequest,
     pub selection: Selection,
     /// Print the plan, touch nothing.
@@ -108,7 +108,7 @@ pub type OnReady<'a> = &'a (dyn Fn(&ServePlan) + Send + Sync);
 
 /// Runs one launching command (see the module docs).
 pub async fn launch(
-    l: &Launch,
+    l: &LaunchCommand,
     reporter: &Arc<dyn Reporter>,
     cancel: &CancellationToken,
     on_ready: OnReady<'_>,
@@ -139,7 +139,7 @@ pub async fn launch(
 }
 
 async fn launch_on(
-    l: &Launch,
+    l: &LaunchCommand,
     cluster: &ResolvedCluster,
     reporter: &Arc<dyn Reporter>,
     cancel: &CancellationToken,

@@ -123,7 +123,7 @@ pub async fn nccl(
         .map(|(n, a)| {
             (
                 n.clone(),
-                crate::runtime::libnccl::Probe {
+                crate::runtime::libnccl::LoaderProbe {
                     image: a.image.clone(),
                     ld_library_path: a.ld_library_path.clone(),
                     ld_preload: a.ld_preload.clone(),

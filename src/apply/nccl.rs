@@ -13,9 +13,9 @@ use std::path::PathBuf;
 
 use sha2::{Digest, Sha256};
 
-use crate::libnccl::{FromLib, FromRead, ImageRead, Loads, MOUNT_DIR, Origin, SONAME};
+use crate::libnccl::{FromLib, FromRead, ImageRead, LibraryOrigin, Loads, MOUNT_DIR, SONAME};
 use crate::node::{NodeName, for_each_node};
-use crate::runtime::libnccl::{self, ImageLoader, Probe};
+use crate::runtime::libnccl::{self, ImageLoader, LoaderProbe};
 use crate::runtime::{Cluster, RuntimeError};
 use crate::workload::nccl_lib::{NcclFrom, NcclReads};
 
@@ -34,7 +34,7 @@ fn cache_dir() -> Option<PathBuf> {
         .map(|d| d.join("spark-launch").join("libnccl"))
 }
 
-fn cache_key(id: &str, probe: &Probe) -> String {
+fn cache_key(id: &str, probe: &LoaderProbe) -> String {
     let mut h = Sha256::new();
     for part in [
         CACHE_SCHEMA,
@@ -74,7 +74,7 @@ fn store(key: &str, read: &ImageRead) {
 
 /// Reads what `probe` loads on `node`: the image inspected there, then resolved (from the cache
 /// when the same image ID and loader variables were read before and no mount is involved).
-pub async fn read_on(cluster: &Cluster, node: &NodeName, probe: &Probe) -> ImageRead {
+pub async fn read_on(cluster: &Cluster, node: &NodeName, probe: &LoaderProbe) -> ImageRead {
     match read_inner(cluster, node, probe).await {
         Ok(r) => r,
         Err(e) => ImageRead::Failed {
@@ -86,7 +86,7 @@ pub async fn read_on(cluster: &Cluster, node: &NodeName, probe: &Probe) -> Image
 async fn read_inner(
     cluster: &Cluster,
     node: &NodeName,
-    probe: &Probe,
+    probe: &LoaderProbe,
 ) -> Result<ImageRead, RuntimeError> {
     let engine = cluster.node(node)?.engine().await?;
     let Some(image) = libnccl::image_loader(engine, &probe.image).await? else {
@@ -113,7 +113,7 @@ async fn read_inner(
 /// then one node per distinct (image ID, loader variables) resolves it.
 pub async fn read_images(
     cluster: &Cluster,
-    probes: &BTreeMap<NodeName, Probe>,
+    probes: &BTreeMap<NodeName, LoaderProbe>,
     concurrency: usize,
 ) -> BTreeMap<NodeName, ImageRead> {
     let inspected = for_each_node(probes.keys().cloned(), concurrency, |node| async move {
@@ -175,14 +175,14 @@ pub async fn read_from(
 ) -> BTreeMap<NodeName, FromRead> {
     match from {
         NcclFrom::Image(image) => {
-            let probes: BTreeMap<NodeName, Probe> = nodes
+            let probes: BTreeMap<NodeName, LoaderProbe> = nodes
                 .iter()
                 .map(|n| {
                     (
                         n.clone(),
-                        Probe {
+                        LoaderProbe {
                             image: image.clone(),
-                            ..Probe::default()
+                            ..LoaderProbe::default()
                         },
                     )
                 })
@@ -248,7 +248,7 @@ fn from_image(image: &str, read: ImageRead) -> FromRead {
 /// given, `--nccl-from`'s library.
 pub async fn lookups(
     cluster: &Cluster,
-    probes: &BTreeMap<NodeName, Probe>,
+    probes: &BTreeMap<NodeName, LoaderProbe>,
     from: Option<&NcclFrom>,
     concurrency: usize,
 ) -> NcclReads {
@@ -269,7 +269,7 @@ pub async fn lookups(
 
 /// What a job's container on `node` will load, read through the job's own loader variables and
 /// NCCL mounts (never cached): the executor's last look before starting.
-pub async fn loads_on(cluster: &Cluster, node: &NodeName, probe: &Probe) -> Loads {
+pub async fn loads_on(cluster: &Cluster, node: &NodeName, probe: &LoaderProbe) -> Loads {
     match read_on(cluster, node, probe).await {
         ImageRead::Read { resolution, .. } => {
             let from_mount = resolution
@@ -279,9 +279,9 @@ pub async fn loads_on(cluster: &Cluster, node: &NodeName, probe: &Probe) -> Load
             Loads::from_resolution(
                 resolution,
                 if from_mount {
-                    Origin::NcclFrom
+                    LibraryOrigin::NcclFrom
                 } else {
-                    Origin::Image
+                    LibraryOrigin::Image
                 },
             )
         }
@@ -310,9 +310,9 @@ pub async fn stage_on(
                 image: image.to_string(),
                 node: node.to_string(),
             })?;
-    let probe = Probe {
+    let probe = LoaderProbe {
         image: image.to_string(),
-        ..Probe::default()
+        ..LoaderProbe::default()
     };
     let source = match read_on(cluster, node, &probe).await {
         ImageRead::Read { resolution, .. } => resolution.loads.map(|f| f.file.unwrap_or(f.path)),

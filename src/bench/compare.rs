@@ -289,7 +289,7 @@ pub const NEAR: f64 = 0.10;
 /// How one measured figure stands against its expectation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Verdict {
+pub enum BenchVerdict {
     /// At least as good as expected.
     Meets,
     /// Worse, but within [`NEAR`].
@@ -300,13 +300,13 @@ pub enum Verdict {
     NotMeasured,
 }
 
-impl fmt::Display for Verdict {
+impl fmt::Display for BenchVerdict {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
-            Verdict::Meets => "meets",
-            Verdict::Near => "near",
-            Verdict::Below => "BELOW",
-            Verdict::NotMeasured => "not measured",
+            BenchVerdict::Meets => "meets",
+            BenchVerdict::Near => "near",
+            BenchVerdict::Below => "BELOW",
+            BenchVerdict::NotMeasured => "not measured",
         })
     }
 }
@@ -319,7 +319,7 @@ pub struct ExpectCheck {
     pub expected: f64,
     pub measured: Option<f64>,
     pub change_pct: Option<f64>,
-    pub verdict: Verdict,
+    pub verdict: BenchVerdict,
 }
 
 /// A run against a profile's expectations.
@@ -335,7 +335,7 @@ pub struct ExpectReport {
 impl ExpectReport {
     /// No figure is worse than expected by more than [`NEAR`].
     pub fn passed(&self) -> bool {
-        !self.checks.iter().any(|c| c.verdict == Verdict::Below)
+        !self.checks.iter().any(|c| c.verdict == BenchVerdict::Below)
     }
 }
 
@@ -362,7 +362,7 @@ pub fn check(profile: &str, expect: &Expectations, run: &BenchReport) -> ExpectR
                 .filter(|lv| lv.requests > 0)
                 .and_then(|lv| figure.of(lv));
             let verdict = match measured {
-                None => Verdict::NotMeasured,
+                None => BenchVerdict::NotMeasured,
                 Some(m) => {
                     let (good, near) = if figure.higher_is_better() {
                         (m >= expected, m >= expected * (1.0 - NEAR))
@@ -370,9 +370,9 @@ pub fn check(profile: &str, expect: &Expectations, run: &BenchReport) -> ExpectR
                         (m <= expected, m <= expected * (1.0 + NEAR))
                     };
                     match (good, near) {
-                        (true, _) => Verdict::Meets,
-                        (false, true) => Verdict::Near,
-                        (false, false) => Verdict::Below,
+                        (true, _) => BenchVerdict::Meets,
+                        (false, true) => BenchVerdict::Near,
+                        (false, false) => BenchVerdict::Below,
                     }
                 }
             };
@@ -486,7 +486,7 @@ mod tests {
             &expect,
             &run(vec![level(1, 40.0, 95.0), level(4, 120.0, 150.0)]),
         );
-        let verdicts: Vec<(u32, Figure, Verdict)> = r
+        let verdicts: Vec<(u32, Figure, BenchVerdict)> = r
             .checks
             .iter()
             .map(|c| (c.concurrency, c.figure, c.verdict))
@@ -494,10 +494,10 @@ mod tests {
         assert_eq!(
             verdicts,
             vec![
-                (1, Figure::OutputTokensPerS, Verdict::Near),
-                (1, Figure::TtftP50Ms, Verdict::Meets),
-                (4, Figure::OutputTokensPerS, Verdict::Below),
-                (8, Figure::OutputTokensPerS, Verdict::NotMeasured),
+                (1, Figure::OutputTokensPerS, BenchVerdict::Near),
+                (1, Figure::TtftP50Ms, BenchVerdict::Meets),
+                (4, Figure::OutputTokensPerS, BenchVerdict::Below),
+                (8, Figure::OutputTokensPerS, BenchVerdict::NotMeasured),
             ]
         );
         assert!(!r.passed());

@@ -24,7 +24,7 @@ use crate::profile;
 use crate::resolve::{self, Needs, Purpose};
 
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub struct BenchArgs {
     /// The job to measure: its head's API, found by labels as `status` finds jobs.
     #[arg(required_unless_present = "url", conflicts_with = "url")]
     pub job: Option<JobName>,
@@ -112,7 +112,7 @@ impl From<ApiFlag> for Api {
 const API_KEY_VAR: &str = "OPENAI_API_KEY";
 
 /// `spark-launch bench`.
-pub async fn run(args: Args, ctx: &Context) -> CmdResult {
+pub async fn run(args: BenchArgs, ctx: &Context) -> CmdResult {
     if args.target.uses_snapshots() {
         return Err(anyhow::anyhow!(
             "`bench` measures a running server, and a snapshot holds only a node's facts: name the job's nodes with the cluster file, --hosts or --engine, or give --url"
@@ -219,7 +219,7 @@ pub async fn run(args: Args, ctx: &Context) -> CmdResult {
 /// The expected figures: `--profile`'s (which must have some), else those of the profile
 /// named like the job, if any.
 fn expectations(
-    args: &Args,
+    args: &BenchArgs,
     dir: &std::path::Path,
     ctx: &Context,
 ) -> Result<Option<(String, Expectations)>, CmdError> {

@@ -13,7 +13,7 @@ use crate::profile::SetArg;
 use crate::workload::launch::LaunchPlan;
 
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub struct ComposeArgs {
     /// A profile name or a path to a profile file.
     pub profile: String,
 
@@ -33,7 +33,7 @@ pub struct Args {
     pub serve: ServeFlags,
 }
 
-pub async fn run(args: Args, ctx: &Context) -> CmdResult {
+pub async fn run(args: ComposeArgs, ctx: &Context) -> CmdResult {
     let loaded = load(&args.profile, args.profiles_dir.as_ref(), &args.sets)?;
     let request = loaded.profile.request(&args.serve.overrides()).invalid()?;
     let mut l = args.serve.launch(request, ctx);

@@ -14,7 +14,7 @@ use crate::node::NodeName;
 use crate::probe::facts::{NetIf, NodeFacts};
 
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub struct DiscoverArgs {
     /// Browse on this interface instead of the fabric (repeat, or separate with commas).
     #[arg(
         long = "interface",
@@ -47,7 +47,7 @@ fn parse_seconds(s: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs_f64(v))
 }
 
-pub async fn run(args: Args, ctx: &Context) -> CmdResult {
+pub async fn run(args: DiscoverArgs, ctx: &Context) -> CmdResult {
     let local = crate::resolve::local_facts()
         .await
         .map_err(super::resolve_error)?;

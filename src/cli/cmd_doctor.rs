@@ -13,12 +13,12 @@ use super::args::NodeFlags;
 use super::{CmdError, CmdResult, Context, Invalid, Outcome, print_json, print_out};
 use crate::derive::{NodeInput, derive};
 use crate::doctor::live::Observations;
-use crate::doctor::{self, Inputs, ModelRef, Options, PortScope, PortUse, Report, Selection};
+use crate::doctor::{self, CheckSelection, Inputs, ModelRef, Options, PortScope, PortUse, Report};
 use crate::node::NodeName;
 use crate::resolve::{self, Fallback, Needs, Purpose, Unreachable};
 
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub struct DoctorArgs {
     #[command(flatten)]
     pub target: NodeFlags,
 
@@ -55,8 +55,8 @@ pub struct Args {
     pub ports: Vec<u16>,
 }
 
-pub async fn run(args: Args, ctx: &Context) -> CmdResult {
-    let selection = Selection {
+pub async fn run(args: DoctorArgs, ctx: &Context) -> CmdResult {
+    let selection = CheckSelection {
         only: args.only.clone(),
         skip: args.skip.clone(),
     };
@@ -154,7 +154,7 @@ fn judge(
     options: &Options,
     live: Option<&BTreeMap<NodeName, Result<Observations, String>>>,
     unreachable: &[(NodeName, String)],
-    selection: &Selection,
+    selection: &CheckSelection,
 ) -> Report {
     let derived = derive(nodes);
     doctor::run(

@@ -21,7 +21,7 @@ pub enum Format {
 }
 
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub struct EnvArgs {
     #[command(flatten)]
     pub target: NodeFlags,
 
@@ -38,7 +38,7 @@ pub struct Args {
     pub node: Option<NodeName>,
 }
 
-pub async fn run(args: Args, ctx: &Context) -> CmdResult {
+pub async fn run(args: EnvArgs, ctx: &Context) -> CmdResult {
     let nodes = inputs(&args, ctx).await?;
     let format = args
         .format
@@ -86,7 +86,7 @@ pub async fn run(args: Args, ctx: &Context) -> CmdResult {
 
 /// The nodes: `--root DIR` (one snapshot), else `--snapshot`, `--hosts`, `--nodes` or the
 /// cluster file through the resolve stage (live nodes probed over SSH).
-async fn inputs(args: &Args, ctx: &Context) -> Result<Vec<NodeInput>, CmdError> {
+async fn inputs(args: &EnvArgs, ctx: &Context) -> Result<Vec<NodeInput>, CmdError> {
     let mut selection = args.target.selection(ctx);
     selection.root = args.root.clone();
     let cluster = crate::resolve::resolve(

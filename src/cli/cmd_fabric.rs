@@ -12,9 +12,9 @@ use comfy_table::{Table, presets::UTF8_BORDERS_ONLY};
 
 use super::args::NodeFlags;
 use super::{CmdError, CmdResult, Context, Invalid, Outcome, print_json, print_out};
-use crate::apply::fabric::{self as effects, ApplyOptions, ApplyReport, Privileges};
+use crate::apply::fabric::{self as effects, ApplyReport, FabricApplyOptions, Privileges};
 use crate::derive::NodeInput;
-use crate::fabric::{self, FabricPlan, PlanOptions, Pool as AddressPool, diff, render};
+use crate::fabric::{self, AddressPool, FabricPlan, PlanOptions, diff, render};
 use crate::node::NodeName;
 use crate::probe::links::LinkArg;
 use crate::report::perftest as perf;
@@ -22,7 +22,7 @@ use crate::resolve::{self, Needs, Purpose};
 use crate::ssh::{Password, Pool, SshOptions, SshTarget};
 
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub struct FabricArgs {
     #[command(subcommand)]
     pub command: Sub,
 }
@@ -39,7 +39,7 @@ pub enum Sub {
     Rollback(RollbackArgs),
     /// RDMA bandwidth of every twin pair with perftest's ib_write_bw, both twins of a cable at
     /// once, with a verdict per twin pair.
-    Test(TestArgs),
+    Test(FabricTestArgs),
 }
 
 /// What the plan is made of besides the nodes.
@@ -130,7 +130,7 @@ pub struct RollbackArgs {
 }
 
 #[derive(Debug, clap::Args)]
-pub struct TestArgs {
+pub struct FabricTestArgs {
     #[command(flatten)]
     pub target: NodeFlags,
 
@@ -147,7 +147,7 @@ pub struct TestArgs {
     pub dry_run: bool,
 }
 
-pub async fn run(args: Args, ctx: &Context) -> CmdResult {
+pub async fn run(args: FabricArgs, ctx: &Context) -> CmdResult {
     match args.command {
         Sub::Plan(a) => plan(a, ctx).await,
         Sub::Apply(a) => apply(a, ctx).await,
@@ -266,7 +266,7 @@ async fn apply(args: ApplyArgs, ctx: &Context) -> CmdResult {
         &live.targets,
         &SshOptions::default(),
         &live.passwords,
-        &ApplyOptions {
+        &FabricApplyOptions {
             moves,
             delay_s: 2,
             deadline_s: args.rollback_after,
@@ -508,7 +508,7 @@ async fn rollback(args: RollbackArgs, ctx: &Context) -> CmdResult {
     }
 }
 
-async fn test(args: TestArgs, ctx: &Context) -> CmdResult {
+async fn test(args: FabricTestArgs, ctx: &Context) -> CmdResult {
     if args.target.uses_snapshots() && !args.dry_run {
         return Err(anyhow::anyhow!(
             "fabric test measures live nodes: with --snapshot, use --dry-run to see the runs"
@@ -569,7 +569,7 @@ async fn test(args: TestArgs, ctx: &Context) -> CmdResult {
     } else {
         print_out(&test_text(&report));
     }
-    Ok(if report.verdict == perf::Verdict::Fail {
+    Ok(if report.verdict == perf::PerfVerdict::Fail {
         Outcome::Failed
     } else {
         Outcome::Success

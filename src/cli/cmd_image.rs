@@ -14,7 +14,7 @@ use crate::resolve::{self, Needs, Purpose, ResolvedCluster};
 use crate::runtime::Cluster;
 
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub struct ImageArgs {
     #[command(subcommand)]
     pub command: ImageCommand,
 }
@@ -53,7 +53,7 @@ pub struct PushArgs {
     pub target: NodeFlags,
 }
 
-pub async fn run(args: Args, ctx: &Context) -> CmdResult {
+pub async fn run(args: ImageArgs, ctx: &Context) -> CmdResult {
     match args.command {
         ImageCommand::Push(a) => push(a, ctx).await,
     }

@@ -12,7 +12,7 @@ use serde::Serialize;
 use super::args::{ContainerFlags, EngineFlags, LaunchFlags, NodeFlags, RuntimeFlag};
 use super::{CmdError, CmdResult, Context, Invalid, Outcome, print_json, print_out, render};
 use crate::apply::jobs;
-use crate::apply::launch::Launch;
+use crate::apply::launch::LaunchCommand;
 use crate::node::NodeName;
 use crate::plan::spec::{EnvVar, LABEL_JOB, Mount};
 use crate::plan::{JobName, RuntimeKind};
@@ -144,7 +144,7 @@ pub async fn run(args: RunArgs, ctx: &Context) -> CmdResult {
         command: args.command,
         overrides: args.container.overrides(),
     });
-    let launch = Launch {
+    let launch = LaunchCommand {
         request,
         selection,
         dry_run: args.launch.dry_run,

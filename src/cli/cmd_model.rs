@@ -14,7 +14,7 @@ use crate::progress::human_bytes;
 use crate::resolve::{self, Needs, Purpose};
 
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub struct ModelCmdArgs {
     #[command(subcommand)]
     pub command: ModelCommand,
 }
@@ -56,7 +56,7 @@ pub struct PullArgs {
     pub target: NodeFlags,
 }
 
-pub async fn run(args: Args, ctx: &Context) -> CmdResult {
+pub async fn run(args: ModelCmdArgs, ctx: &Context) -> CmdResult {
     match args.command {
         ModelCommand::Pull(a) => pull_cmd(a, ctx).await,
     }

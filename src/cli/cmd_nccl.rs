@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use super::args::{ContainerFlags, EngineFlags, LaunchFlags, NodeFlags, RuntimeFlag};
 use super::{CmdResult, Context};
-use crate::apply::launch::Launch;
+use crate::apply::launch::LaunchCommand;
 use crate::plan::spec::EnvVar;
 use crate::plan::{JobName, RuntimeKind};
 use crate::workload::launch::{HostKeys, LaunchRequest, NcclTestRequest};
@@ -67,7 +67,7 @@ pub struct BuildArgs {
 }
 
 #[derive(Debug, clap::Args)]
-pub struct TestArgs {
+pub struct NcclTestArgs {
     #[command(flatten)]
     pub target: NodeFlags,
 
@@ -187,7 +187,7 @@ pub async fn build(args: BuildArgs, ctx: &Context) -> CmdResult {
         jobs: args.jobs,
         tag: args.tag,
     });
-    let launch = Launch {
+    let launch = LaunchCommand {
         request,
         selection,
         dry_run: args.launch.dry_run,
@@ -197,7 +197,7 @@ pub async fn build(args: BuildArgs, ctx: &Context) -> CmdResult {
     super::launch::run(launch, Default::default(), ctx).await
 }
 
-pub async fn test(args: TestArgs, ctx: &Context) -> CmdResult {
+pub async fn test(args: NcclTestArgs, ctx: &Context) -> CmdResult {
     let mut selection = args.target.selection(ctx);
     selection.engines = args.engines.engines.clone();
     selection.local = args.local;
@@ -207,9 +207,9 @@ pub async fn test(args: TestArgs, ctx: &Context) -> CmdResult {
 
 /// `nccl-test`'s flags as the launch they ask for.
 fn test_launch(
-    args: TestArgs,
+    args: NcclTestArgs,
     selection: crate::resolve::Selection,
-) -> (Launch, super::launch::Extras) {
+) -> (LaunchCommand, super::launch::Extras) {
     let runtime: RuntimeKind = args.runtime.into();
     let mut options = NcclTestOptions::new(args.job);
     if !args.ops.is_empty() {
@@ -247,7 +247,7 @@ fn test_launch(
         overrides: args.container.overrides(),
         allow_old_nccl: args.allow_old_nccl,
     });
-    let launch = Launch {
+    let launch = LaunchCommand {
         request,
         selection,
         dry_run: args.launch.dry_run,
@@ -270,7 +270,7 @@ mod tests {
     #[derive(Parser)]
     struct T {
         #[command(flatten)]
-        args: TestArgs,
+        args: NcclTestArgs,
     }
 
     #[test]

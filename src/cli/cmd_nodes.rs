@@ -11,7 +11,7 @@ use crate::inventory::{Added, HostSpec, Inventory, NodeConfig, save_edited};
 use crate::node::{NodeName, Role};
 
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub struct NodesArgs {
     #[command(subcommand)]
     pub action: Option<Action>,
 }
@@ -43,7 +43,7 @@ pub struct AddArgs {
     pub head: bool,
 }
 
-pub async fn run(args: Args, ctx: &Context) -> CmdResult {
+pub async fn run(args: NodesArgs, ctx: &Context) -> CmdResult {
     match args.action.unwrap_or(Action::List) {
         Action::List => list(ctx),
         Action::Add(a) => add(a, ctx),

@@ -9,7 +9,7 @@ use crate::fabric::cabling::{port_key, twin_side};
 use crate::probe::{self, MemTree, NodeFacts, read_facts};
 
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub struct ProbeArgs {
     /// Read a snapshot folder instead of the live machine.
     #[arg(long, value_name = "DIR", conflicts_with = "capture")]
     pub root: Option<PathBuf>,
@@ -21,7 +21,7 @@ pub struct Args {
     pub capture: Option<PathBuf>,
 }
 
-pub async fn run(args: Args, ctx: &Context) -> CmdResult {
+pub async fn run(args: ProbeArgs, ctx: &Context) -> CmdResult {
     if let Some(dir) = &args.capture {
         let step = ctx.reporter.step("probe this machine");
         let tree = probe::live::capture_local()?;

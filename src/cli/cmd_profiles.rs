@@ -13,7 +13,7 @@ use super::{CmdError, CmdResult, Context, Invalid, Outcome, print_json, print_ou
 use crate::model::ModelSource;
 use crate::profile::files::{FindError, find, user_profiles};
 use crate::profile::fit::{Fit, capacity, fit};
-use crate::profile::{self, Loaded, Origin, ProfileEngine, SetArg};
+use crate::profile::{self, Loaded, ProfileEngine, ProfileOrigin, SetArg};
 use crate::resolve::{self, Needs, Purpose};
 
 #[derive(Debug, clap::Args)]
@@ -79,7 +79,7 @@ struct Row<'a> {
     nodes: u32,
     memory_gib: Option<f64>,
     description: &'a str,
-    origin: &'a Origin,
+    origin: &'a ProfileOrigin,
     file: &'a str,
     fit: Option<Fit>,
 }
@@ -159,7 +159,7 @@ pub async fn list(args: ListArgs, ctx: &Context) -> CmdResult {
             format!(
                 "{}{}",
                 r.name,
-                if *r.origin == Origin::User {
+                if *r.origin == ProfileOrigin::User {
                     " (yours)"
                 } else {
                     ""

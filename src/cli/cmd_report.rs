@@ -10,7 +10,7 @@ use crate::derive::Topology;
 use crate::report::nccl::{self, Analysis, ExpectedHcas, Status};
 
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub struct ReportArgs {
     #[command(subcommand)]
     pub what: What,
 }
@@ -70,7 +70,7 @@ fn parse_expect(s: &str) -> Result<(String, Vec<String>), String> {
     Ok((host.to_string(), devs))
 }
 
-pub async fn run(args: Args, ctx: &Context) -> CmdResult {
+pub async fn run(args: ReportArgs, ctx: &Context) -> CmdResult {
     match args.what {
         What::Nccl(a) => nccl_logs(a, ctx),
     }
@@ -81,7 +81,7 @@ fn nccl_logs(args: NcclArgs, ctx: &Context) -> CmdResult {
     for (host, devs) in &args.expect_hca {
         expected.insert(host.clone(), devs.clone());
     }
-    let context = nccl::Context {
+    let context = nccl::AnalysisContext {
         expected_hcas: expected,
         topology: args.topology,
         test_hint: args.test.clone(),

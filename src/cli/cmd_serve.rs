@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use super::args::{ContainerFlags, LaunchFlags, NodeFlags};
 use super::{CmdResult, Context, Invalid};
-use crate::apply::launch::Launch;
+use crate::apply::launch::LaunchCommand;
 use crate::model::ModelSource;
 use crate::plan::JobName;
 use crate::plan::spec::EnvVar;
@@ -103,8 +103,8 @@ impl ServeFlags {
     }
 
     /// The launch of `request` with these flags.
-    pub fn launch(&self, request: LaunchRequest, ctx: &Context) -> Launch {
-        Launch {
+    pub fn launch(&self, request: LaunchRequest, ctx: &Context) -> LaunchCommand {
+        LaunchCommand {
             request,
             selection: self.target.selection(ctx),
             dry_run: self.launch.dry_run,

@@ -15,7 +15,7 @@ use crate::ssh::trust::{self, TrustReport};
 use crate::ssh::{Password, Pool, SshOptions, SshTarget};
 
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub struct TrustArgs {
     #[command(flatten)]
     pub target: NodeFlags,
 
@@ -33,7 +33,7 @@ pub struct Args {
     pub dry_run: bool,
 }
 
-pub async fn run(args: Args, ctx: &Context) -> CmdResult {
+pub async fn run(args: TrustArgs, ctx: &Context) -> CmdResult {
     let targets = crate::resolve::ssh_targets(&args.target.selection(ctx), "trust")
         .await
         .map_err(super::resolve_error)?;

@@ -68,23 +68,23 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Find the other boxes on the fast link (mDNS, fabric interfaces only).
-    Discover(cmd_discover::Args),
+    Discover(cmd_discover::DiscoverArgs),
     /// List, add or remove the nodes of the cluster file.
-    Nodes(cmd_nodes::Args),
+    Nodes(cmd_nodes::NodesArgs),
     /// SSH keys between every pair of nodes, public keys only.
-    Trust(cmd_trust::Args),
+    Trust(cmd_trust::TrustArgs),
     /// From a plugged cable to a verified RoCE fabric: plan, apply, rollback, test.
-    Fabric(cmd_fabric::Args),
+    Fabric(cmd_fabric::FabricArgs),
     /// Print this machine's RDMA/NIC facts, or capture them as a snapshot folder.
-    Probe(cmd_probe::Args),
+    Probe(cmd_probe::ProbeArgs),
     /// The NCCL/UCX/OMPI/Gloo/Ray variables derived for each node.
-    Env(cmd_env::Args),
+    Env(cmd_env::EnvArgs),
     /// Is this cluster ready? What exactly is wrong, and how to fix it.
-    Doctor(cmd_doctor::Args),
+    Doctor(cmd_doctor::DoctorArgs),
     /// Build the NCCL + nccl-tests image and distribute it to every node.
     NcclBuild(cmd_nccl::BuildArgs),
     /// Containers on every node, nccl-tests across them, a verdict.
-    NcclTest(cmd_nccl::TestArgs),
+    NcclTest(cmd_nccl::NcclTestArgs),
     /// Tensor-parallel vLLM across nodes; waits until it serves.
     Vllm(cmd_serve::VllmArgs),
     /// Tensor-parallel TensorRT-LLM across nodes (mpirun inside containers).
@@ -94,11 +94,11 @@ pub enum Command {
     /// List launch profiles and whether this cluster can run them.
     Profiles(cmd_profiles::ListArgs),
     /// Write one compose file per node for a profile.
-    Compose(cmd_compose::Args),
+    Compose(cmd_compose::ComposeArgs),
     /// Model weights on every node.
-    Model(cmd_model::Args),
+    Model(cmd_model::ModelCmdArgs),
     /// Images on every node.
-    Image(cmd_image::Args),
+    Image(cmd_image::ImageArgs),
     /// Start the same command on every node as one job (containers or host processes).
     Run(cmd_jobs::RunArgs),
     /// What runs where.
@@ -108,9 +108,9 @@ pub enum Command {
     /// Stop a job on every node (only containers spark-launch labelled).
     Stop(cmd_jobs::StopArgs),
     /// Measure a served model: tokens/s, TTFT and inter-token latency at a few concurrencies.
-    Bench(cmd_bench::Args),
+    Bench(cmd_bench::BenchArgs),
     /// Parse saved tool output (nccl-tests logs) into results and a verdict.
-    Report(cmd_report::Args),
+    Report(cmd_report::ReportArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions(cmd_completions::CompletionsArgs),
     /// Write the man pages (spark-launch.1 and one per command) into a folder.

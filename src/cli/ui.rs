@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::node::NodeName;
-use crate::progress::{NullReporter, Reporter, Step, Transfer};
+use crate::progress::{NullReporter, ProgressStep, Reporter, Transfer};
 
 /// Logs go to stderr; `RUST_LOG` overrides the level chosen by `-v`/`-q`.
 pub fn init_logging(verbose: u8, quiet: bool) {
@@ -82,7 +82,7 @@ pub fn cancel_on_signals(
 struct WarningsOnly;
 
 impl Reporter for WarningsOnly {
-    fn step(&self, title: &str) -> Step {
+    fn step(&self, title: &str) -> ProgressStep {
         NullReporter.step(title)
     }
     fn transfer(&self, node: &NodeName, label: &str, total: Option<u64>) -> Box<dyn Transfer> {
@@ -132,14 +132,14 @@ fn end_text(title: &str, ok: bool, detail: Option<&str>, took: Option<Duration>)
 }
 
 impl Reporter for PlainReporter {
-    fn step(&self, title: &str) -> Step {
+    fn step(&self, title: &str) -> ProgressStep {
         line(&format!("• {title}"));
         if let Ok(mut s) = self.started.lock() {
             s.push((title.to_string(), Instant::now()));
         }
         match self.me.upgrade() {
-            Some(me) => Step::new(title, me),
-            None => Step::silent(title),
+            Some(me) => ProgressStep::new(title, me),
+            None => ProgressStep::silent(title),
         }
     }
     fn transfer(&self, node: &NodeName, label: &str, total: Option<u64>) -> Box<dyn Transfer> {
@@ -213,7 +213,7 @@ impl TtyReporter {
 }
 
 impl Reporter for TtyReporter {
-    fn step(&self, title: &str) -> Step {
+    fn step(&self, title: &str) -> ProgressStep {
         let bar = self.multi.add(ProgressBar::new_spinner());
         bar.set_style(
             ProgressStyle::with_template("{spinner} {msg} {elapsed:.dim}")
@@ -225,8 +225,8 @@ impl Reporter for TtyReporter {
             b.push((title.to_string(), bar, Instant::now()));
         }
         match self.me.upgrade() {
-            Some(me) => Step::new(title, me),
-            None => Step::silent(title),
+            Some(me) => ProgressStep::new(title, me),
+            None => ProgressStep::silent(title),
         }
     }
     fn transfer(&self, node: &NodeName, label: &str, total: Option<u64>) -> Box<dyn Transfer> {

@@ -1,6 +1,6 @@
 //! The few bytes of DNS that a one-shot ("legacy unicast", RFC 6762 §6.7) mDNS query needs: the
 //! query for `_ssh._tcp.local` PTR, and the reader of the unicast replies (PTR → instance, SRV →
-//! host and port, A → addresses) into [`Answer`]s. Pure: bytes in, answers out; the socket is
+//! host and port, A → addresses) into [`MdnsAnswer`]s. Pure: bytes in, answers out; the socket is
 //! `discover::browse`'s.
 //!
 //! Why a one-shot query next to the mDNS browse: a responder never multicasts a record within a
@@ -14,7 +14,7 @@
 
 use std::net::Ipv4Addr;
 
-use super::Answer;
+use super::MdnsAnswer;
 use crate::probe::facts::NetIf;
 
 /// The service name queried, as labels.
@@ -66,13 +66,13 @@ enum Record {
 /// The `_ssh._tcp` instances a reply to [`query`] with id `id` describes, each with the
 /// addresses its SRV host has in the reply, seen on `iface`. A reply with another id, a
 /// query, or bytes that are not DNS give nothing.
-pub fn answers(packet: &[u8], id: u16, iface: &NetIf) -> Vec<Answer> {
+pub fn answers(packet: &[u8], id: u16, iface: &NetIf) -> Vec<MdnsAnswer> {
     let records = match records(packet, id) {
         Some(r) => r,
         None => return Vec::new(),
     };
     let service = format!("{}.", SERVICE_LABELS.join("."));
-    let mut out: Vec<Answer> = Vec::new();
+    let mut out: Vec<MdnsAnswer> = Vec::new();
     for r in &records {
         let Record::Ptr { name, target } = r else {
             continue;
@@ -102,7 +102,7 @@ pub fn answers(packet: &[u8], id: u16, iface: &NetIf) -> Vec<Answer> {
             continue;
         }
         ipv4.sort();
-        out.push(Answer {
+        out.push(MdnsAnswer {
             instance: target.clone(),
             host,
             port,
@@ -270,7 +270,7 @@ mod tests {
         let got = answers(&reply(7, "spark-b", [169, 254, 100, 2]), 7, &iface);
         assert_eq!(
             got,
-            vec![Answer {
+            vec![MdnsAnswer {
                 instance: "spark-b._ssh._tcp.local.".into(),
                 host: "spark-b.local.".into(),
                 port: 22,

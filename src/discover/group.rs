@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use crate::probe::facts::{NetIf, NodeFacts};
 
-use super::Answer;
+use super::MdnsAnswer;
 
 /// One node that answered, as `discover` prints it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -33,8 +33,8 @@ pub struct FoundAddress {
 /// Groups answers by host name; the local node first, then by name. This machine is always
 /// listed (with its addresses on the browsed interfaces), whether or not its own responder
 /// answered in time.
-pub fn group(answers: &[Answer], local: &NodeFacts, browsed: &[NetIf]) -> Vec<DiscoveredNode> {
-    let me = Answer {
+pub fn group(answers: &[MdnsAnswer], local: &NodeFacts, browsed: &[NetIf]) -> Vec<DiscoveredNode> {
+    let me = MdnsAnswer {
         instance: String::new(),
         host: format!("{}.local.", local.hostname),
         port: 22,
@@ -88,7 +88,7 @@ pub fn group(answers: &[Answer], local: &NodeFacts, browsed: &[NetIf]) -> Vec<Di
     nodes
 }
 
-fn fqdn_of(a: &Answer) -> String {
+fn fqdn_of(a: &MdnsAnswer) -> String {
     let host = if a.host.is_empty() {
         format!("{}.local.", a.instance.split('.').next().unwrap_or(""))
     } else {
@@ -136,8 +136,8 @@ mod tests {
         .unwrap()
     }
 
-    fn answer(instance: &str, host: &str, ips: &[(&str, &[&str])]) -> Answer {
-        Answer {
+    fn answer(instance: &str, host: &str, ips: &[(&str, &[&str])]) -> MdnsAnswer {
+        MdnsAnswer {
             instance: instance.into(),
             host: host.into(),
             port: 22,

@@ -57,7 +57,7 @@ pub const QUIET: Duration = Duration::from_millis(300);
 
 /// One resolved `_ssh._tcp` instance as mDNS reported it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Answer {
+pub struct MdnsAnswer {
     /// The instance name (`spark-1d84._ssh._tcp.local.`).
     pub instance: String,
     /// The SRV target (`spark-1d84.local.`).
@@ -70,7 +70,7 @@ pub struct Answer {
 /// What a browse heard.
 #[derive(Clone, Debug)]
 pub struct Heard {
-    pub answers: Vec<Answer>,
+    pub answers: Vec<MdnsAnswer>,
     /// How long the browse took.
     pub took: Duration,
     /// True when it stopped because answers settled (not because of the timeout).
@@ -167,7 +167,7 @@ pub fn browse(opts: &BrowseOptions) -> Result<Heard, DiscoverError> {
                 }
                 ipv4.sort();
                 state.heard(
-                    Answer {
+                    MdnsAnswer {
                         // Names from the network: printable, never raw control characters.
                         instance: crate::text::printable(&s.fullname).into_owned(),
                         host: crate::text::printable(&s.host).into_owned(),
@@ -198,7 +198,7 @@ pub fn browse(opts: &BrowseOptions) -> Result<Heard, DiscoverError> {
 
 /// What has been heard so far and when the last news came.
 struct Settle {
-    answers: Vec<Answer>,
+    answers: Vec<MdnsAnswer>,
     last_new: Option<Instant>,
     quiet: Duration,
     started: Instant,
@@ -207,7 +207,7 @@ struct Settle {
 impl Settle {
     /// Takes one answer in; news from a peer (or any news after that) restarts the quiet
     /// window. This machine's own answer does not start it.
-    fn heard(&mut self, answer: Answer, local: &[Ipv4Addr]) {
+    fn heard(&mut self, answer: MdnsAnswer, local: &[Ipv4Addr]) {
         let from_peer = answer.ipv4.iter().any(|(ip, _)| !local.contains(ip));
         let new = merge(&mut self.answers, answer);
         if new && (from_peer || self.last_new.is_some()) {
@@ -261,7 +261,7 @@ impl OneShot {
     }
 
     /// Every answer waiting on the sockets.
-    fn receive(&self) -> Vec<Answer> {
+    fn receive(&self) -> Vec<MdnsAnswer> {
         let mut out = Vec::new();
         let mut buf = [0u8; 9000];
         for (iface, s) in &self.sockets {
@@ -287,7 +287,7 @@ fn one_shot_socket(addr: Ipv4Addr) -> std::io::Result<UdpSocket> {
 }
 
 /// Adds an answer or the new addresses/interfaces it brings; true when anything was new.
-fn merge(answers: &mut Vec<Answer>, a: Answer) -> bool {
+fn merge(answers: &mut Vec<MdnsAnswer>, a: MdnsAnswer) -> bool {
     let Some(known) = answers.iter_mut().find(|k| k.instance == a.instance) else {
         answers.push(a);
         return true;
@@ -321,8 +321,8 @@ fn merge(answers: &mut Vec<Answer>, a: Answer) -> bool {
 mod tests {
     use super::*;
 
-    fn ans(instance: &str, ips: &[(&str, &[&str])]) -> Answer {
-        Answer {
+    fn ans(instance: &str, ips: &[(&str, &[&str])]) -> MdnsAnswer {
+        MdnsAnswer {
             instance: instance.into(),
             host: format!("{}.local.", instance.split('.').next().unwrap()),
             port: 22,

@@ -27,7 +27,7 @@ const fn info(id: &'static str, title: &'static str) -> CheckInfo {
     CheckInfo {
         id,
         category: Category::Fabric,
-        needs: Needs::Facts,
+        needs: CheckNeeds::Facts,
         title,
     }
 }
@@ -185,7 +185,7 @@ fn ring_direction(inputs: &Inputs) -> Evaluation {
 mod tests {
     use super::*;
     use crate::doctor::testkit::{Node, name};
-    use crate::doctor::{Selection, run};
+    use crate::doctor::{CheckSelection, run};
 
     fn evaluate(nodes: Vec<crate::derive::NodeInput>, id: &str) -> crate::doctor::CheckReport {
         let derived = crate::derive::derive(&nodes);
@@ -199,7 +199,7 @@ mod tests {
         };
         let report = run(
             &inputs,
-            &Selection {
+            &CheckSelection {
                 only: vec![id.into()],
                 skip: vec![],
             },
@@ -221,7 +221,7 @@ mod tests {
             .addr("enp1s0f1np1", "192.168.100.2/24")
             .named("b");
         let r = evaluate(vec![a, b], "fabric.cabling-ports");
-        assert_eq!(r.status, Status::Warn);
+        assert_eq!(r.status, CheckStatus::Warn);
         assert_eq!(
             r.findings[0].problem,
             "the cable goes from a:enp1s0f0np0 (enp1s0f0np0, the inner port) to b:enp1s0f1np1 (enp1s0f1np1, the outer port)"
@@ -248,7 +248,7 @@ mod tests {
             .addr("enp1s0f0np0", "192.168.101.3/24")
             .named("n3");
         let r = evaluate(vec![n1, n2, n3], "fabric.ring-wiring");
-        assert_eq!(r.status, Status::Fail);
+        assert_eq!(r.status, CheckStatus::Fail);
         let f = &r.findings[0];
         assert!(f.problem.contains("cannot form a ring"), "{f:?}");
         assert!(f.fix.text.starts_with("cable n1's free port"), "{f:?}");
@@ -270,7 +270,7 @@ mod tests {
                 .collect()
         };
         let r = evaluate(fixture("seed-003-triangle"), "fabric.ring-direction");
-        assert_eq!(r.status, Status::Warn);
+        assert_eq!(r.status, CheckStatus::Warn);
         assert_eq!(r.findings.len(), 1, "{:?}", r.findings);
         let f = &r.findings[0];
         assert_eq!(f.node.as_str(), "iceberg");
@@ -286,7 +286,7 @@ mod tests {
             f.fix.text
         );
         let ok = evaluate(fixture("ring-4-sparks"), "fabric.ring-direction");
-        assert_eq!(ok.status, Status::Ok, "{:?}", ok.findings);
+        assert_eq!(ok.status, CheckStatus::Ok, "{:?}", ok.findings);
     }
 
     #[test]
@@ -295,7 +295,7 @@ mod tests {
             vec![Node::spark("a").named("a"), Node::spark("b").named("b")],
             "fabric.cabling-ports",
         );
-        assert_eq!(r.status, Status::Skipped);
+        assert_eq!(r.status, CheckStatus::Skipped);
         assert!(r.skipped[0].1.contains("not recorded"));
         let _ = name("a");
     }

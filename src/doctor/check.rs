@@ -36,7 +36,7 @@ impl Category {
 /// What a check needs to give an answer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum Needs {
+pub enum CheckNeeds {
     /// Only the probe facts of every node: runs on `--snapshot` folders too.
     Facts,
     /// Observations made on the live nodes (pings, SSH, ports, Docker).
@@ -45,7 +45,7 @@ pub enum Needs {
 
 /// A check's verdict for one node (or one log file).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Status {
+pub enum CheckStatus {
     Ok,
     /// The check could not run here (no live node, no `--image`, node unreachable...).
     Skipped,
@@ -53,31 +53,31 @@ pub enum Status {
     Fail,
 }
 
-impl Status {
+impl CheckStatus {
     /// As the table prints it: `ok`, `skip`, `warn`, `FAIL`.
     pub fn label(self) -> &'static str {
         match self {
-            Status::Ok => "ok",
-            Status::Skipped => "skip",
-            Status::Warn => "warn",
-            Status::Fail => "FAIL",
+            CheckStatus::Ok => "ok",
+            CheckStatus::Skipped => "skip",
+            CheckStatus::Warn => "warn",
+            CheckStatus::Fail => "FAIL",
         }
     }
 }
 
-impl fmt::Display for Status {
+impl fmt::Display for CheckStatus {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.label())
     }
 }
 
-impl Serialize for Status {
+impl Serialize for CheckStatus {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(match self {
-            Status::Ok => "ok",
-            Status::Skipped => "skipped",
-            Status::Warn => "warn",
-            Status::Fail => "fail",
+            CheckStatus::Ok => "ok",
+            CheckStatus::Skipped => "skipped",
+            CheckStatus::Warn => "warn",
+            CheckStatus::Fail => "fail",
         })
     }
 }
@@ -90,11 +90,11 @@ pub enum Severity {
     Fail,
 }
 
-impl From<Severity> for Status {
-    fn from(s: Severity) -> Status {
+impl From<Severity> for CheckStatus {
+    fn from(s: Severity) -> CheckStatus {
         match s {
-            Severity::Warn => Status::Warn,
-            Severity::Fail => Status::Fail,
+            Severity::Warn => CheckStatus::Warn,
+            Severity::Fail => CheckStatus::Fail,
         }
     }
 }
@@ -199,17 +199,17 @@ impl Evaluation {
     }
 
     /// The verdict for one node: the worst finding, else skipped, else ok.
-    pub fn status_of(&self, node: &NodeName) -> Status {
+    pub fn status_of(&self, node: &NodeName) -> CheckStatus {
         let worst = self
             .findings
             .iter()
             .filter(|f| &f.node == node)
-            .map(|f| Status::from(f.severity))
+            .map(|f| CheckStatus::from(f.severity))
             .max();
         match worst {
             Some(s) => s,
-            None if self.skipped.iter().any(|(n, _)| n == node) => Status::Skipped,
-            None => Status::Ok,
+            None if self.skipped.iter().any(|(n, _)| n == node) => CheckStatus::Skipped,
+            None => CheckStatus::Ok,
         }
     }
 }
@@ -220,6 +220,6 @@ impl Evaluation {
 pub struct CheckInfo {
     pub id: &'static str,
     pub category: Category,
-    pub needs: Needs,
+    pub needs: CheckNeeds,
     pub title: &'static str,
 }

@@ -18,7 +18,7 @@ const fn info(id: &'static str, title: &'static str) -> CheckInfo {
     CheckInfo {
         id,
         category: Category::Cluster,
-        needs: Needs::Live,
+        needs: CheckNeeds::Live,
         title,
     }
 }
@@ -146,7 +146,7 @@ fn image_digest(inputs: &Inputs) -> Evaluation {
 /// string inside the library), judged as a launch judges it. A node where it could not be read
 /// yet (the image is not there) gets a note, never a failure.
 fn image_nccl(inputs: &Inputs) -> Evaluation {
-    use crate::libnccl::{ImageRead, Loads, NodeNccl, Origin, Rule, judge};
+    use crate::libnccl::{ImageRead, LibraryOrigin, Loads, NodeNccl, Rule, judge};
     if let Some(e) = no_image(inputs) {
         return e;
     }
@@ -169,7 +169,7 @@ fn image_nccl(inputs: &Inputs) -> Evaluation {
                 why: format!("reading it failed: {error}"),
             },
             Some(ImageRead::Read { resolution, .. }) => {
-                Loads::from_resolution(resolution.clone(), Origin::Image)
+                Loads::from_resolution(resolution.clone(), LibraryOrigin::Image)
             }
         };
         e.note(&n.name, loads.to_string());
@@ -189,7 +189,7 @@ fn image_nccl(inputs: &Inputs) -> Evaluation {
         build_image: inputs
             .head()
             .and_then(|h| h.facts.arch.as_deref())
-            .and_then(crate::workload::nccl_build::Arch::from_uname)
+            .and_then(crate::workload::nccl_build::CpuArch::from_uname)
             .map(crate::workload::nccl_build::default_image),
         ..Rule::default()
     };

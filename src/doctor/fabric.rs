@@ -17,7 +17,7 @@ use crate::node::NodeName;
 use crate::probe::facts::{IbDevice, LinkLayer, NetIf, NodeFacts, RouteFacts, Subnet};
 use crate::text::shell_word as sh;
 
-const fn info(id: &'static str, needs: Needs, title: &'static str) -> CheckInfo {
+const fn info(id: &'static str, needs: CheckNeeds, title: &'static str) -> CheckInfo {
     CheckInfo {
         id,
         category: Category::Fabric,
@@ -28,13 +28,17 @@ const fn info(id: &'static str, needs: Needs, title: &'static str) -> CheckInfo 
 
 pub const CHECKS: &[Check] = &[
     Check {
-        info: info("fabric.rdma-active", Needs::Facts, "an ACTIVE RDMA device"),
+        info: info(
+            "fabric.rdma-active",
+            CheckNeeds::Facts,
+            "an ACTIVE RDMA device",
+        ),
         run: rdma_active,
     },
     Check {
         info: info(
             "fabric.twins-active",
-            Needs::Facts,
+            CheckNeeds::Facts,
             "both twins of each cabled port ACTIVE",
         ),
         run: twins_active,
@@ -42,7 +46,7 @@ pub const CHECKS: &[Check] = &[
     Check {
         info: info(
             "fabric.twins-used",
-            Needs::Facts,
+            CheckNeeds::Facts,
             "every ACTIVE device in NCCL_IB_HCA",
         ),
         run: twins_used,
@@ -50,7 +54,7 @@ pub const CHECKS: &[Check] = &[
     Check {
         info: info(
             "fabric.twins-same-subnet",
-            Needs::Facts,
+            CheckNeeds::Facts,
             "twins on distinct subnets",
         ),
         run: twins_same_subnet,
@@ -58,7 +62,7 @@ pub const CHECKS: &[Check] = &[
     Check {
         info: info(
             "fabric.duplicate-address",
-            Needs::Facts,
+            CheckNeeds::Facts,
             "every fabric address unique",
         ),
         run: duplicate_address,
@@ -66,7 +70,7 @@ pub const CHECKS: &[Check] = &[
     Check {
         info: info(
             "fabric.subnet-overlap",
-            Needs::Facts,
+            CheckNeeds::Facts,
             "fabric subnets clear of other networks",
         ),
         run: subnet_overlap,
@@ -74,7 +78,7 @@ pub const CHECKS: &[Check] = &[
     Check {
         info: info(
             "fabric.control-plane",
-            Needs::Facts,
+            CheckNeeds::Facts,
             "an address every node can reach",
         ),
         run: control_plane,
@@ -82,7 +86,7 @@ pub const CHECKS: &[Check] = &[
     Check {
         info: info(
             "fabric.mtu-mismatch",
-            Needs::Facts,
+            CheckNeeds::Facts,
             "same MTU on both ends of each link",
         ),
         run: mtu_mismatch,
@@ -90,19 +94,23 @@ pub const CHECKS: &[Check] = &[
     Check {
         info: info(
             "fabric.mtu-path",
-            Needs::Live,
+            CheckNeeds::Live,
             "jumbo frames really pass (ping -M do)",
         ),
         run: mtu_path,
     },
     Check {
-        info: info("fabric.link-speed", Needs::Facts, "link speed as expected"),
+        info: info(
+            "fabric.link-speed",
+            CheckNeeds::Facts,
+            "link speed as expected",
+        ),
         run: link_speed,
     },
     Check {
         info: info(
             "fabric.roce-gid",
-            Needs::Facts,
+            CheckNeeds::Facts,
             "a RoCE v2 IPv4 GID per address",
         ),
         run: roce_gid,
@@ -110,7 +118,7 @@ pub const CHECKS: &[Check] = &[
     Check {
         info: info(
             "fabric.interfaces",
-            Needs::Facts,
+            CheckNeeds::Facts,
             "interface names per node",
         ),
         run: interfaces,
@@ -958,7 +966,7 @@ mod tests {
         );
         // The other checks that need derive's environment say why they cannot answer.
         let used = facts_eval("fabric.twins-used", &nodes);
-        assert_eq!(used.status_of(&name("spark-a")), Status::Skipped);
+        assert_eq!(used.status_of(&name("spark-a")), CheckStatus::Skipped);
     }
 
     #[test]

@@ -11,7 +11,7 @@ use super::{Check, Inputs};
 use crate::derive::NodeInput;
 use crate::probe::facts::{MemlockLimit, Observed};
 
-const fn info(id: &'static str, needs: Needs, title: &'static str) -> CheckInfo {
+const fn info(id: &'static str, needs: CheckNeeds, title: &'static str) -> CheckInfo {
     CheckInfo {
         id,
         category: Category::Host,
@@ -24,7 +24,7 @@ pub const CHECKS: &[Check] = &[
     Check {
         info: info(
             "host.memlock",
-            Needs::Facts,
+            CheckNeeds::Facts,
             "memlock unlimited for the user",
         ),
         run: memlock,
@@ -32,7 +32,7 @@ pub const CHECKS: &[Check] = &[
     Check {
         info: info(
             "host.container-memlock",
-            Needs::Live,
+            CheckNeeds::Live,
             "memlock unlimited in a container",
         ),
         run: container_memlock,
@@ -40,7 +40,7 @@ pub const CHECKS: &[Check] = &[
     Check {
         info: info(
             "host.infiniband-dev",
-            Needs::Facts,
+            CheckNeeds::Facts,
             "/dev/infiniband present",
         ),
         run: infiniband_dev,
@@ -48,39 +48,43 @@ pub const CHECKS: &[Check] = &[
     Check {
         info: info(
             "host.nvidia-driver",
-            Needs::Facts,
+            CheckNeeds::Facts,
             "NVIDIA driver, same version",
         ),
         run: nvidia_driver,
     },
     Check {
-        info: info("host.kernel", Needs::Facts, "same kernel version"),
+        info: info("host.kernel", CheckNeeds::Facts, "same kernel version"),
         run: kernel,
     },
     Check {
         info: info(
             "host.cma",
-            Needs::Facts,
+            CheckNeeds::Facts,
             "CMA not empty, no KHO pages in it (kho=off)",
         ),
         run: cma,
     },
     Check {
-        info: info("host.memory", Needs::Facts, "free memory"),
+        info: info("host.memory", CheckNeeds::Facts, "free memory"),
         run: memory,
     },
     Check {
-        info: info("host.disk", Needs::Live, "free disk for the image"),
+        info: info("host.disk", CheckNeeds::Live, "free disk for the image"),
         run: disk,
     },
     Check {
-        info: info("host.docker", Needs::Live, "Docker reachable by the user"),
+        info: info(
+            "host.docker",
+            CheckNeeds::Live,
+            "Docker reachable by the user",
+        ),
         run: docker,
     },
     Check {
         info: info(
             "host.gpu-runtime",
-            Needs::Live,
+            CheckNeeds::Live,
             "NVIDIA container runtime or CDI",
         ),
         run: gpu_runtime,
@@ -88,7 +92,7 @@ pub const CHECKS: &[Check] = &[
     Check {
         info: info(
             "host.nccl-conf",
-            Needs::Facts,
+            CheckNeeds::Facts,
             "no /etc/nccl.conf overrides",
         ),
         run: nccl_conf,
@@ -698,7 +702,7 @@ mod tests {
         assert!(e.findings[1].fix.text.contains("CAP_SYS_RESOURCE"));
         // Without --image there is nothing to start: skipped, with the reason.
         let e = live_eval("host.container-memlock", &pair(), &Options::default(), &ok);
-        assert_eq!(e.status_of(&name("spark-a")), Status::Skipped);
+        assert_eq!(e.status_of(&name("spark-a")), CheckStatus::Skipped);
     }
 
     #[test]

@@ -96,7 +96,7 @@ pub struct Ping {
 
 /// How this node reaches a peer over SSH (`ssh -p PORT DESTINATION`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SshTarget {
+pub struct PeerLogin {
     pub peer: NodeName,
     pub destination: String,
     pub port: Option<u16>,
@@ -107,7 +107,7 @@ pub struct SshTarget {
 pub struct GatherPlan {
     pub node: Option<NodeName>,
     pub pings: Vec<Ping>,
-    pub ssh: Vec<SshTarget>,
+    pub ssh: Vec<PeerLogin>,
     pub image: Option<String>,
     pub model: Option<ModelRef>,
 }
@@ -117,7 +117,7 @@ pub struct GatherPlan {
 /// SSH to every other node, the image and model to look for.
 pub fn plan(
     nodes: &[NodeInput],
-    ssh_targets: &BTreeMap<NodeName, SshTarget>,
+    ssh_targets: &BTreeMap<NodeName, PeerLogin>,
     image: Option<&str>,
     model: Option<&ModelRef>,
 ) -> Vec<GatherPlan> {
@@ -361,7 +361,7 @@ pub struct PingResult {
 /// The result of one planned SSH attempt.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SshResult {
-    pub target: SshTarget,
+    pub target: PeerLogin,
     pub result: Option<CmdOut>,
 }
 
@@ -724,7 +724,7 @@ mod tests {
         for n in ["spark-a", "spark-b"] {
             targets.insert(
                 name(n),
-                SshTarget {
+                PeerLogin {
                     peer: name(n),
                     destination: format!("user@{n}"),
                     port: Some(22),

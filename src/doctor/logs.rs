@@ -12,7 +12,7 @@ use std::net::Ipv6Addr;
 
 use serde::Serialize;
 
-use super::check::{Fix, Severity, Status};
+use super::check::{CheckStatus, Fix, Severity};
 use crate::report::nccl::{ExpectedHcas, ProblemKind, detect_transport, transport_problems};
 
 /// A line of the log that shows the problem (1-based line number).
@@ -37,7 +37,7 @@ pub struct LogFinding {
 pub struct LogResult {
     pub id: &'static str,
     pub title: &'static str,
-    pub status: Status,
+    pub status: CheckStatus,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub finding: Option<LogFinding>,
     /// Why the analyser could not judge this log.
@@ -53,13 +53,13 @@ pub struct LogReport {
 }
 
 impl LogReport {
-    pub fn status(&self) -> Status {
+    pub fn status(&self) -> CheckStatus {
         self.results
             .iter()
             .map(|r| r.status)
-            .filter(|s| *s != Status::Skipped)
+            .filter(|s| *s != CheckStatus::Skipped)
             .max()
-            .unwrap_or(Status::Ok)
+            .unwrap_or(CheckStatus::Ok)
     }
 }
 
@@ -127,8 +127,8 @@ pub fn analyse(file: &str, text: &str) -> LogReport {
         .iter()
         .map(|a| {
             let (status, finding, skipped) = match (a.run)(&log) {
-                Verdict::Clean => (Status::Ok, None, None),
-                Verdict::NotApplicable(why) => (Status::Skipped, None, Some(why)),
+                Verdict::Clean => (CheckStatus::Ok, None, None),
+                Verdict::NotApplicable(why) => (CheckStatus::Skipped, None, Some(why)),
                 Verdict::Found(f) => (f.severity.into(), Some(f), None),
             };
             LogResult {
@@ -499,7 +499,7 @@ mod tests {
     fn a_socket_run_fails_net_socket_naming_the_missing_device() {
         let r = analyse("socket.log", &nccl("all_reduce_2rank_net_socket.log"));
         let x = result(&r, "lastrun.net-socket");
-        assert_eq!(x.status, Status::Fail);
+        assert_eq!(x.status, CheckStatus::Fail);
         let f = x.finding.as_ref().unwrap();
         assert_eq!(
             f.problem,
@@ -511,7 +511,7 @@ mod tests {
             "{:?}",
             f.evidence
         );
-        assert_eq!(r.status(), Status::Fail);
+        assert_eq!(r.status(), CheckStatus::Fail);
     }
 
     #[test]
@@ -524,21 +524,24 @@ mod tests {
     #[test]
     fn a_single_node_nvlink_run_is_not_mistaken_for_a_socket_fallback() {
         let r = analyse("nvlink.log", &nccl("all_reduce_2gpu_nvlink.log"));
-        assert_eq!(result(&r, "lastrun.net-socket").status, Status::Ok);
+        assert_eq!(result(&r, "lastrun.net-socket").status, CheckStatus::Ok);
     }
 
     #[test]
     fn an_rdma_run_on_both_twins_passes_every_analyser() {
         let r = analyse("ib.log", &nccl("all_gather_2spark_both_twins.log"));
-        assert!(r.results.iter().all(|x| x.status == Status::Ok), "{r:#?}");
+        assert!(
+            r.results.iter().all(|x| x.status == CheckStatus::Ok),
+            "{r:#?}"
+        );
     }
 
     #[test]
     fn a_run_that_opened_one_twin_of_two_fails_missing_hca() {
         let r = analyse("one.log", &nccl("all_gather_2spark_one_twin.log"));
-        assert_eq!(result(&r, "lastrun.net-socket").status, Status::Ok);
+        assert_eq!(result(&r, "lastrun.net-socket").status, CheckStatus::Ok);
         let x = result(&r, "lastrun.missing-hca");
-        assert_eq!(x.status, Status::Fail);
+        assert_eq!(x.status, CheckStatus::Fail);
         let f = x.finding.as_ref().unwrap();
         assert!(
             f.problem
@@ -555,8 +558,11 @@ mod tests {
             "vllm.log",
             "INFO 11-20 10:00:00 api_server.py:1 vLLM API server version 0.11.0\n",
         );
-        assert_eq!(result(&r, "lastrun.net-socket").status, Status::Skipped);
-        assert_eq!(r.status(), Status::Ok);
+        assert_eq!(
+            result(&r, "lastrun.net-socket").status,
+            CheckStatus::Skipped
+        );
+        assert_eq!(r.status(), CheckStatus::Ok);
     }
 
     #[test]
@@ -656,7 +662,7 @@ mod tests {
     #[test]
     fn clean_text_passes_every_analyser_that_applies() {
         let r = analyse("x.log", "hello\n");
-        assert_eq!(r.status(), Status::Ok);
+        assert_eq!(r.status(), CheckStatus::Ok);
         assert_eq!(ids().len(), r.results.len());
     }
 }

@@ -27,7 +27,9 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-pub use check::{Category, CheckInfo, Evaluation, Finding, Fix, Needs, Note, Severity, Status};
+pub use check::{
+    Category, CheckInfo, CheckNeeds, CheckStatus, Evaluation, Finding, Fix, Note, Severity,
+};
 pub use live::{ModelRef, Observations};
 
 use crate::derive::{ClusterEnv, NodeInput, Refusal};
@@ -166,10 +168,10 @@ pub struct CheckReport {
     #[serde(flatten)]
     pub info: CheckInfo,
     /// The worst verdict over all nodes.
-    pub status: Status,
+    pub status: CheckStatus,
     /// The verdict per node, in cluster order.
     #[serde(serialize_with = "ser_cells")]
-    pub nodes: Vec<(NodeName, Status)>,
+    pub nodes: Vec<(NodeName, CheckStatus)>,
     pub findings: Vec<Finding>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<Note>,
@@ -177,7 +179,10 @@ pub struct CheckReport {
     pub skipped: Vec<(NodeName, String)>,
 }
 
-fn ser_cells<S: serde::Serializer>(cells: &[(NodeName, Status)], s: S) -> Result<S::Ok, S::Error> {
+fn ser_cells<S: serde::Serializer>(
+    cells: &[(NodeName, CheckStatus)],
+    s: S,
+) -> Result<S::Ok, S::Error> {
     use serde::ser::SerializeMap;
     let mut m = s.serialize_map(Some(cells.len()))?;
     for (n, st) in cells {
@@ -227,18 +232,18 @@ pub struct Report {
 impl Report {
     /// True when any check or log analysis failed: the command then exits 1.
     pub fn failed(&self) -> bool {
-        self.summary.fail > 0 || self.logs.iter().any(|l| l.status() == Status::Fail)
+        self.summary.fail > 0 || self.logs.iter().any(|l| l.status() == CheckStatus::Fail)
     }
 }
 
 /// Which checks to run: ids or category prefixes (`fabric`, `host.cma`); empty means all.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Selection {
+pub struct CheckSelection {
     pub only: Vec<String>,
     pub skip: Vec<String>,
 }
 
-impl Selection {
+impl CheckSelection {
     fn matches(pattern: &str, id: &str) -> bool {
         id == pattern
             || id
@@ -264,13 +269,13 @@ impl Selection {
 }
 
 /// Runs every selected check and assembles the report (log analyses are added by the caller).
-pub fn run(inputs: &Inputs, selection: &Selection) -> Report {
+pub fn run(inputs: &Inputs, selection: &CheckSelection) -> Report {
     let mut names: Vec<NodeName> = inputs.nodes.iter().map(|n| n.name.clone()).collect();
     names.extend(inputs.unreachable.iter().map(|(n, _)| n.clone()));
     let mut summary = Summary::default();
     let mut reports = Vec::new();
     for check in checks().into_iter().filter(|c| selection.wants(c.info.id)) {
-        let mut eval = if check.info.needs == Needs::Live && inputs.live.is_none() {
+        let mut eval = if check.info.needs == CheckNeeds::Live && inputs.live.is_none() {
             let mut e = Evaluation::default();
             for n in &names {
                 e.skip(n, "needs live nodes (this run reads snapshots)");
@@ -290,29 +295,33 @@ pub fn run(inputs: &Inputs, selection: &Selection) -> Report {
                 std::cmp::Reverse(f.severity),
             )
         });
-        let cells: Vec<(NodeName, Status)> = names
+        let cells: Vec<(NodeName, CheckStatus)> = names
             .iter()
             .map(|n| (n.clone(), eval.status_of(n)))
             .collect();
         for (_, s) in &cells {
             match s {
-                Status::Ok => summary.ok += 1,
-                Status::Warn => summary.warn += 1,
-                Status::Fail => summary.fail += 1,
-                Status::Skipped => summary.skipped += 1,
+                CheckStatus::Ok => summary.ok += 1,
+                CheckStatus::Warn => summary.warn += 1,
+                CheckStatus::Fail => summary.fail += 1,
+                CheckStatus::Skipped => summary.skipped += 1,
             }
         }
         let status = cells
             .iter()
             .map(|(_, s)| *s)
-            .filter(|s| *s != Status::Skipped)
+            .filter(|s| *s != CheckStatus::Skipped)
             .max()
-            .unwrap_or(Status::Skipped);
+            .unwrap_or(CheckStatus::Skipped);
         // A skip is worth listing only for nodes that got no verdict at all.
         let skipped = eval
             .skipped
             .into_iter()
-            .filter(|(n, _)| cells.iter().any(|(c, s)| c == n && *s == Status::Skipped))
+            .filter(|(n, _)| {
+                cells
+                    .iter()
+                    .any(|(c, s)| c == n && *s == CheckStatus::Skipped)
+            })
             .collect();
         reports.push(CheckReport {
             info: check.info,

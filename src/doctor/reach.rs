@@ -15,7 +15,7 @@ const fn info(id: &'static str, title: &'static str) -> CheckInfo {
     CheckInfo {
         id,
         category: Category::Reachability,
-        needs: Needs::Live,
+        needs: CheckNeeds::Live,
         title,
     }
 }

@@ -10,7 +10,7 @@ use std::fmt::Write as _;
 
 use comfy_table::{ContentArrangement, Table, presets::UTF8_BORDERS_ONLY};
 
-use super::check::{Finding, Fix, Status};
+use super::check::{CheckStatus, Finding, Fix};
 use super::logs::LogReport;
 use super::{CheckReport, Report};
 
@@ -52,7 +52,7 @@ pub fn text(report: &Report) -> String {
         .logs
         .iter()
         .flat_map(|l| &l.results)
-        .filter(|r| r.status == Status::Fail)
+        .filter(|r| r.status == CheckStatus::Fail)
         .count();
     let _ = writeln!(
         out,
@@ -95,7 +95,7 @@ fn fix_lines(fix: &Fix, indent: &str) -> String {
 }
 
 fn finding(c: &CheckReport, f: &Finding) -> String {
-    let status: Status = f.severity.into();
+    let status: CheckStatus = f.severity.into();
     let mut out = format!("{} {} on {}\n", status.label(), c.info.id, f.node);
     let _ = writeln!(out, "  what: {}", f.problem);
     let _ = writeln!(out, "  why:  {}", f.why);
@@ -123,7 +123,7 @@ fn log_section(log: &LogReport) -> String {
     out.push('\n');
     for r in &log.results {
         if let Some(f) = &r.finding {
-            let status: Status = f.severity.into();
+            let status: CheckStatus = f.severity.into();
             let _ = writeln!(out, "{} {}", status.label(), r.id);
             let _ = writeln!(out, "  what:  {}", f.problem);
             let _ = writeln!(out, "  cause: {}", f.cause);
@@ -188,7 +188,7 @@ pub fn fix_hints(report: &Report) -> String {
         }
         let _ = writeln!(out, "# on {node}");
         for (c, f) in mine {
-            let status: Status = f.severity.into();
+            let status: CheckStatus = f.severity.into();
             let _ = writeln!(out, "# {} {}: {}", status.label(), c.info.id, f.problem);
             let _ = writeln!(out, "#   {}", f.fix.text);
             for cmd in &f.fix.commands {

@@ -279,12 +279,12 @@ pub fn three(tweak: impl Fn(&NodeName, &mut Observations)) -> (Vec<NodeInput>, L
             .mgmt("10.0.0.13/24")
             .named("c"),
     ];
-    let targets: BTreeMap<NodeName, live::SshTarget> = nodes
+    let targets: BTreeMap<NodeName, live::PeerLogin> = nodes
         .iter()
         .map(|n| {
             (
                 n.name.clone(),
-                live::SshTarget {
+                live::PeerLogin {
                     peer: n.name.clone(),
                     destination: n.name.to_string(),
                     port: None,

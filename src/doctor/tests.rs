@@ -29,7 +29,7 @@ fn check_ids_are_unique_and_start_with_their_category() {
 
 #[test]
 fn a_selection_matches_ids_and_category_prefixes_and_reports_unknown_patterns() {
-    let s = Selection {
+    let s = CheckSelection {
         only: vec!["fabric".into(), "host.cma".into()],
         skip: vec!["fabric.interfaces".into()],
     };
@@ -38,7 +38,7 @@ fn a_selection_matches_ids_and_category_prefixes_and_reports_unknown_patterns() 
     assert!(!s.wants("host.cma-extra"));
     assert!(!s.wants("fabric.interfaces"));
     assert!(!s.wants("host.kernel"));
-    let typo = Selection {
+    let typo = CheckSelection {
         only: vec!["fabrik".into()],
         skip: vec![],
     };
@@ -59,7 +59,7 @@ fn report(
             live,
             unreachable: &[],
         },
-        &Selection::default(),
+        &CheckSelection::default(),
     )
 }
 
@@ -68,14 +68,14 @@ fn on_snapshots_every_live_check_is_skipped_with_the_reason_and_facts_pass() {
     let r = report(&pair(), None);
     assert!(!r.failed());
     for c in &r.checks {
-        if c.info.needs == Needs::Live {
-            assert_eq!(c.status, Status::Skipped, "{}", c.info.id);
+        if c.info.needs == CheckNeeds::Live {
+            assert_eq!(c.status, CheckStatus::Skipped, "{}", c.info.id);
             assert_eq!(
                 c.skipped[0].1,
                 "needs live nodes (this run reads snapshots)"
             );
         } else {
-            assert_eq!(c.status, Status::Ok, "{}: {:?}", c.info.id, c.findings);
+            assert_eq!(c.status, CheckStatus::Ok, "{}: {:?}", c.info.id, c.findings);
         }
     }
     let cells = r.checks.len() * 2;
@@ -104,7 +104,7 @@ fn two_faults_on_two_nodes_fail_exactly_two_cells() {
         .flat_map(|c| {
             c.nodes
                 .iter()
-                .filter(|(_, s)| *s == Status::Fail)
+                .filter(|(_, s)| *s == CheckStatus::Fail)
                 .map(move |(n, _)| (c.info.id, n.as_str()))
         })
         .collect();
@@ -135,7 +135,7 @@ fn a_node_that_cannot_be_reached_fails_reach_ssh_and_is_skipped_by_every_other_c
             live: Some(&live),
             unreachable: &unreachable,
         },
-        &Selection::default(),
+        &CheckSelection::default(),
     );
     assert_eq!(r.nodes, vec![name("spark-a"), name("spark-b")]);
     for c in &r.checks {
@@ -146,13 +146,13 @@ fn a_node_that_cannot_be_reached_fails_reach_ssh_and_is_skipped_by_every_other_c
             .unwrap()
             .1;
         if c.info.id == "reach.ssh" {
-            assert_eq!(cell, Status::Fail);
+            assert_eq!(cell, CheckStatus::Fail);
             assert_eq!(
                 c.findings[0].fix.commands,
                 vec!["sudo systemctl enable --now ssh"]
             );
         } else {
-            assert_eq!(cell, Status::Skipped, "{}", c.info.id);
+            assert_eq!(cell, CheckStatus::Skipped, "{}", c.info.id);
         }
     }
 }

@@ -20,28 +20,28 @@ pub const SUBNET_PREFIX: u8 = 24;
 
 /// Where fabric subnets come from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Pool {
+pub struct AddressPool {
     pub net: Ipv4Net,
     /// The first /24 offered (the pool wraps around to its start after its last one).
     pub first: Ipv4Net,
 }
 
-impl Default for Pool {
+impl Default for AddressPool {
     fn default() -> Self {
-        Pool {
+        AddressPool {
             net: Ipv4Net::new(Ipv4Addr::new(192, 168, 0, 0), 16).unwrap_or_default(),
             first: Ipv4Net::new(Ipv4Addr::new(192, 168, 100, 0), 24).unwrap_or_default(),
         }
     }
 }
 
-impl fmt::Display for Pool {
+impl fmt::Display for AddressPool {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}", self.net)
     }
 }
 
-impl FromStr for Pool {
+impl FromStr for AddressPool {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let net: Ipv4Net = s
@@ -59,11 +59,11 @@ impl FromStr for Pool {
             ));
         }
         let first = Ipv4Net::new(net.network(), SUBNET_PREFIX).map_err(|e| e.to_string())?;
-        Ok(Pool { net, first })
+        Ok(AddressPool { net, first })
     }
 }
 
-impl Pool {
+impl AddressPool {
     /// Every /24 of the pool, starting at `first` and wrapping around.
     pub fn candidates(&self) -> Vec<Subnet> {
         let Ok(all) = self.net.subnets(SUBNET_PREFIX) else {
@@ -157,7 +157,7 @@ pub struct Allocator {
 }
 
 impl Allocator {
-    pub fn new(pool: &Pool, avoid: Vec<Taken>) -> Allocator {
+    pub fn new(pool: &AddressPool, avoid: Vec<Taken>) -> Allocator {
         Allocator {
             candidates: pool.candidates().into_iter(),
             avoid,
@@ -224,7 +224,7 @@ mod tests {
 
     #[test]
     fn the_default_pool_starts_at_192_168_100_and_wraps_around() {
-        let c = Pool::default().candidates();
+        let c = AddressPool::default().candidates();
         assert_eq!(c.len(), 256);
         assert_eq!(c[0].to_string(), "192.168.100.0/24");
         assert_eq!(c[155].to_string(), "192.168.255.0/24");
@@ -235,17 +235,17 @@ mod tests {
     fn a_pool_smaller_than_one_subnet_or_link_local_is_refused_with_an_example() {
         assert!(
             "10.0.0.0/28"
-                .parse::<Pool>()
+                .parse::<AddressPool>()
                 .unwrap_err()
                 .contains("smaller than one /24")
         );
         assert!(
             "169.254.0.0/16"
-                .parse::<Pool>()
+                .parse::<AddressPool>()
                 .unwrap_err()
                 .contains("--link-local")
         );
-        let p: Pool = "10.200.7.9/16".parse().unwrap();
+        let p: AddressPool = "10.200.7.9/16".parse().unwrap();
         assert_eq!(p.candidates()[0].to_string(), "10.200.0.0/24");
     }
 
@@ -257,7 +257,7 @@ mod tests {
         }
         .subnet();
         let mut a = Allocator::new(
-            &Pool::default(),
+            &AddressPool::default(),
             vec![Taken {
                 subnet: s,
                 what: "spark enP7s7 (management)".into(),

@@ -25,7 +25,7 @@ use crate::derive::topology::{SubnetMap, fabric_addrs};
 use crate::derive::twins::{twin_key, twins_of};
 use crate::node::NodeName;
 use crate::probe::facts::{NetIf, NodeFacts};
-use crate::probe::links::{Answer, End, Link, LinkArg, LinkMap, LinkSource};
+use crate::probe::links::{End, Link, LinkAnswer, LinkArg, LinkMap, LinkSource};
 
 /// A `--link` that does not fit the nodes (exit 2).
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -170,7 +170,7 @@ fn given_map(
     Ok(map)
 }
 
-fn owns(facts: &NodeFacts, answer: &Answer) -> Option<NetIf> {
+fn owns(facts: &NodeFacts, answer: &LinkAnswer) -> Option<NetIf> {
     let by_mac = answer.mac.as_deref().and_then(|mac| {
         facts.interfaces.iter().find(|i| {
             i.mac
@@ -350,13 +350,13 @@ pub enum Layout {
 
 /// A cabling the plan cannot use, with the cable to move.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct Problem {
+pub struct CablingProblem {
     pub problem: String,
     pub fix: String,
 }
 
-fn problem(problem: impl Into<String>, fix: impl Into<String>) -> Problem {
-    Problem {
+fn problem(problem: impl Into<String>, fix: impl Into<String>) -> CablingProblem {
+    CablingProblem {
         problem: problem.into(),
         fix: fix.into(),
     }
@@ -426,7 +426,7 @@ pub fn segments(map: &LinkMap) -> Vec<Segment> {
 }
 
 /// The layout of `nodes` cabled as `map` says, or every problem with the cable to move.
-pub fn layout(nodes: &[NodeInput], map: &LinkMap) -> Result<Layout, Vec<Problem>> {
+pub fn layout(nodes: &[NodeInput], map: &LinkMap) -> Result<Layout, Vec<CablingProblem>> {
     let order: Vec<&NodeName> = nodes.iter().map(|n| &n.name).collect();
     let pos = |n: &NodeName| order.iter().position(|o| *o == n).unwrap_or(usize::MAX);
     let mut problems = Vec::new();
@@ -523,7 +523,7 @@ pub fn layout(nodes: &[NodeInput], map: &LinkMap) -> Result<Layout, Vec<Problem>
     ring(nodes, cables, &pos)
 }
 
-fn nothing_cabled(n: &NodeInput) -> Problem {
+fn nothing_cabled(n: &NodeInput) -> CablingProblem {
     let ports: BTreeSet<String> = fabric_netdevs(&n.facts).iter().map(port_key).collect();
     problem(
         format!(
@@ -599,7 +599,7 @@ fn ring(
     nodes: &[NodeInput],
     cables: Vec<Cable>,
     pos: &dyn Fn(&NodeName) -> usize,
-) -> Result<Layout, Vec<Problem>> {
+) -> Result<Layout, Vec<CablingProblem>> {
     let mut problems = Vec::new();
     let degree = |n: &NodeName| cables.iter().filter(|c| &c.a == n || &c.b == n).count();
     let port_text = |n: &NodeInput| {
@@ -767,7 +767,7 @@ pub fn port_index(port: &str) -> Option<u32> {
 /// (observed, given, or read from the addresses); every node whose two cables run the other way
 /// round is named, with the swap that fixes it. Nothing for a cabling that is not a ring, or
 /// whose ports carry no index.
-pub fn ring_direction(nodes: &[NodeInput], map: &LinkMap) -> Vec<(NodeName, Problem)> {
+pub fn ring_direction(nodes: &[NodeInput], map: &LinkMap) -> Vec<(NodeName, CablingProblem)> {
     let Ok(Layout::Ring(cables)) = layout(nodes, map) else {
         return Vec::new();
     };

@@ -1,7 +1,7 @@
 //! The fabric plan: from cabling facts to the addresses and MTU of every cabled ConnectX netdev,
 //! as one netplan file per node (`spark-launch fabric plan`; `fabric apply` carries it out).
 //!
-//! Pure: facts (and `--link`, `--pool`, `--mtu`) in, a [`FabricPlan`] out, or a [`Refusal`]
+//! Pure: facts (and `--link`, `--pool`, `--mtu`) in, a [`FabricPlan`] out, or a [`FabricRefusal`]
 //! naming the cable to move. Nothing here touches a machine; the scripts a node runs to apply,
 //! verify or roll back are rendered as text by [`script`] and run by `apply::fabric`.
 //!
@@ -38,8 +38,8 @@ use crate::node::NodeName;
 use crate::probe::facts::{Ipv4Iface, NetIf, Subnet};
 use crate::probe::links::{End, LinkArg, LinkSource};
 
-pub use address::Pool;
-pub use cabling::{Layout, LinkArgError, Problem};
+pub use address::AddressPool;
+pub use cabling::{CablingProblem, Layout, LinkArgError};
 pub use netplan::{Conflict, FILE};
 
 /// The MTU planned when `--mtu` is not given.
@@ -48,7 +48,7 @@ pub const DEFAULT_MTU: u32 = 9000;
 /// What the user asked for besides the nodes.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PlanOptions {
-    pub pool: Pool,
+    pub pool: AddressPool,
     pub mtu: u32,
     /// `link-local: [ ipv4 ]` on one twin of the one cable instead of static subnets.
     pub link_local: bool,
@@ -57,7 +57,7 @@ pub struct PlanOptions {
 impl Default for PlanOptions {
     fn default() -> Self {
         PlanOptions {
-            pool: Pool::default(),
+            pool: AddressPool::default(),
             mtu: DEFAULT_MTU,
             link_local: false,
         }
@@ -99,7 +99,7 @@ pub struct PlannedLink {
 
 /// What one node gets.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct NodePlan {
+pub struct NodeFabricPlan {
     pub name: NodeName,
     /// spark-launch's file and its text; `None` when the node has nothing to do.
     pub file: Option<String>,
@@ -116,7 +116,7 @@ pub struct NodePlan {
     pub ifaces: Vec<NetIf>,
 }
 
-impl NodePlan {
+impl NodeFabricPlan {
     pub fn has_changes(&self) -> bool {
         self.file.is_some()
     }
@@ -127,7 +127,7 @@ impl NodePlan {
 pub struct FabricPlan {
     pub topology: FabricTopology,
     pub links: Vec<PlannedLink>,
-    pub nodes: Vec<NodePlan>,
+    pub nodes: Vec<NodeFabricPlan>,
     pub warnings: Vec<String>,
     pub mtu: u32,
 }
@@ -138,18 +138,18 @@ impl FabricPlan {
         self.nodes.iter().all(|n| !n.has_changes())
     }
 
-    pub fn node(&self, name: &NodeName) -> Option<&NodePlan> {
+    pub fn node(&self, name: &NodeName) -> Option<&NodeFabricPlan> {
         self.nodes.iter().find(|n| &n.name == name)
     }
 }
 
 /// The plan cannot be made: every problem, each with its fix (exit 2).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct Refusal {
-    pub problems: Vec<Problem>,
+pub struct FabricRefusal {
+    pub problems: Vec<CablingProblem>,
 }
 
-impl fmt::Display for Refusal {
+impl fmt::Display for FabricRefusal {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "the fabric cannot be planned:")?;
         for p in &self.problems {
@@ -159,7 +159,7 @@ impl fmt::Display for Refusal {
     }
 }
 
-impl std::error::Error for Refusal {}
+impl std::error::Error for FabricRefusal {}
 
 /// Why there is no plan.
 #[derive(Debug, thiserror::Error)]
@@ -167,12 +167,12 @@ pub enum PlanError {
     #[error(transparent)]
     Link(#[from] LinkArgError),
     #[error(transparent)]
-    Refused(#[from] Refusal),
+    Refused(#[from] FabricRefusal),
 }
 
 fn refuse(problem: impl Into<String>, fix: impl Into<String>) -> PlanError {
-    PlanError::Refused(Refusal {
-        problems: vec![Problem {
+    PlanError::Refused(FabricRefusal {
+        problems: vec![CablingProblem {
             problem: problem.into(),
             fix: fix.into(),
         }],
@@ -193,7 +193,7 @@ pub fn plan(
     opts: &PlanOptions,
 ) -> Result<FabricPlan, PlanError> {
     let map = cabling::link_map(nodes, given)?;
-    let layout = cabling::layout(nodes, &map).map_err(|problems| Refusal { problems })?;
+    let layout = cabling::layout(nodes, &map).map_err(|problems| FabricRefusal { problems })?;
     let mut warnings: Vec<String> = map.notes.clone();
     let source_of = |a: &End, b: &End| {
         map.links
@@ -347,7 +347,7 @@ pub fn plan(
                 let suggest = ["10.200.0.0/16", "10.201.0.0/16", "172.30.0.0/16"]
                     .iter()
                     .find(|p| {
-                        p.parse::<Pool>().is_ok_and(|pool| {
+                        p.parse::<AddressPool>().is_ok_and(|pool| {
                             let first = pool.candidates()[0];
                             !taken.iter().any(|t| t.subnet.overlaps(&first))
                         })
@@ -481,7 +481,7 @@ pub fn plan(
         if !unchanged {
             warnings.extend(conflicts.unknown.iter().cloned());
         }
-        plans.push(NodePlan {
+        plans.push(NodeFabricPlan {
             name: n.name.clone(),
             file: (!unchanged).then(|| FILE.to_string()),
             netplan: (!unchanged).then(|| netplan::render(&n.name, &configs)),
@@ -512,13 +512,13 @@ pub fn plan(
 pub fn preflight(
     plan: &FabricPlan,
     replace: bool,
-) -> Result<BTreeMap<NodeName, Vec<String>>, Refusal> {
+) -> Result<BTreeMap<NodeName, Vec<String>>, FabricRefusal> {
     let mut moves = BTreeMap::new();
     let mut problems = Vec::new();
     for n in plan.nodes.iter().filter(|n| n.has_changes()) {
         for c in &n.conflicts {
             if !c.replaceable() {
-                problems.push(Problem {
+                problems.push(CablingProblem {
                     problem: format!("{}: {}", n.name, c.describe()),
                     fix: format!(
                         "on {}, remove the sections of {} from {} by hand (spark-launch only moves files that configure nothing but fabric interfaces), then run again",
@@ -532,7 +532,7 @@ pub fn preflight(
                     ),
                 });
             } else if !replace {
-                problems.push(Problem {
+                problems.push(CablingProblem {
                     problem: format!("{}: {}", n.name, c.describe()),
                     fix: format!(
                         "rerun with --replace (it moves {} into {}/backup/, and `spark-launch fabric rollback` puts it back), or move it aside yourself",
@@ -551,7 +551,7 @@ pub fn preflight(
     if problems.is_empty() {
         Ok(moves)
     } else {
-        Err(Refusal { problems })
+        Err(FabricRefusal { problems })
     }
 }
 
@@ -581,7 +581,7 @@ pub fn cuts_connection(
     ))
 }
 
-fn subnet_of_pool(pool: &Pool) -> Subnet {
+fn subnet_of_pool(pool: &AddressPool) -> Subnet {
     Ipv4Iface {
         addr: pool.net.network(),
         prefix: pool.net.prefix_len(),

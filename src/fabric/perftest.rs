@@ -13,7 +13,7 @@ use serde::Serialize;
 
 use super::cabling::{self, Layout, twin_netdev};
 use super::script::sq;
-use super::{LinkArgError, Refusal};
+use super::{FabricRefusal, LinkArgError};
 use crate::derive::NodeInput;
 use crate::node::NodeName;
 use crate::probe::facts::{IbDevice, NodeFacts};
@@ -24,7 +24,7 @@ pub const FIRST_PORT: u16 = 18515;
 
 /// One `ib_write_bw` pair: a server on `server`, a client on `client` connecting to it.
 #[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct Run {
+pub struct PlannedPerfRun {
     pub client: End,
     pub client_device: IbDevice,
     pub server: End,
@@ -42,7 +42,7 @@ pub struct Round {
     pub cable: String,
     pub client_node: NodeName,
     pub server_node: NodeName,
-    pub runs: Vec<Run>,
+    pub runs: Vec<PlannedPerfRun>,
 }
 
 /// Everything `fabric test` runs, in order.
@@ -61,7 +61,7 @@ pub enum TestPlanError {
     #[error(transparent)]
     Link(#[from] LinkArgError),
     #[error(transparent)]
-    Refused(#[from] Refusal),
+    Refused(#[from] FabricRefusal),
     #[error(
         "no twin pair has an address on both ends, so nothing can be measured: address the fabric first (`spark-launch fabric apply`){}",
         if .0.is_empty() { String::new() } else { format!("\n  {}", .0.join("\n  ")) }
@@ -76,7 +76,7 @@ pub fn plan(
     duration_s: u32,
 ) -> Result<TestPlan, TestPlanError> {
     let map = cabling::link_map(nodes, given)?;
-    let layout = cabling::layout(nodes, &map).map_err(|problems| Refusal { problems })?;
+    let layout = cabling::layout(nodes, &map).map_err(|problems| FabricRefusal { problems })?;
     let facts = |n: &NodeName| nodes.iter().find(|x| &x.name == n).map(|x| &x.facts);
     // (label, client end, server end) per twin pair, grouped into rounds.
     let mut groups: Vec<(String, Vec<(End, End)>)> = Vec::new();
@@ -153,7 +153,7 @@ pub fn plan(
                 continue;
             };
             let port = FIRST_PORT + runs.len() as u16;
-            runs.push(Run {
+            runs.push(PlannedPerfRun {
                 client: a.clone(),
                 client_device: da.name.clone(),
                 server: b.clone(),

@@ -15,7 +15,7 @@ use comfy_table::{Table, presets::UTF8_BORDERS_ONLY};
 use serde::ser::{SerializeMap, SerializeStruct};
 use serde::{Serialize, Serializer};
 
-use super::{FabricPlan, NodePlan, PlannedLink};
+use super::{FabricPlan, NodeFabricPlan, PlannedLink};
 
 impl Serialize for PlannedLink {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
@@ -27,7 +27,7 @@ impl Serialize for PlannedLink {
     }
 }
 
-struct Addresses<'a>(&'a NodePlan);
+struct Addresses<'a>(&'a NodeFabricPlan);
 
 impl Serialize for Addresses<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
@@ -39,9 +39,9 @@ impl Serialize for Addresses<'_> {
     }
 }
 
-impl Serialize for NodePlan {
+impl Serialize for NodeFabricPlan {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut st = s.serialize_struct("NodePlan", 5)?;
+        let mut st = s.serialize_struct("NodeFabricPlan", 5)?;
         st.serialize_field("file", &self.file)?;
         st.serialize_field("netplan", &self.netplan)?;
         st.serialize_field("addresses", &Addresses(self))?;
@@ -52,7 +52,7 @@ impl Serialize for NodePlan {
     }
 }
 
-struct Nodes<'a>(&'a [NodePlan]);
+struct Nodes<'a>(&'a [NodeFabricPlan]);
 
 impl Serialize for Nodes<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {

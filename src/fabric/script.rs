@@ -26,7 +26,7 @@ use std::net::Ipv4Addr;
 
 use serde::Serialize;
 
-use super::{FabricPlan, NodePlan};
+use super::{FabricPlan, NodeFabricPlan};
 use crate::node::NodeName;
 use crate::probe::facts::{Ipv4Iface, NetIf};
 
@@ -83,7 +83,7 @@ const BUSY: &str = r#"busy() {
 const EOF_MARK: &str = "SPARK_LAUNCH_FABRIC_EOF";
 
 /// Stages `node`'s file; `moves` are the conflicting files `--replace` moves aside.
-pub fn stage(node: &NodePlan, moves: &[String]) -> String {
+pub fn stage(node: &NodeFabricPlan, moves: &[String]) -> String {
     let text = node.netplan.clone().unwrap_or_default();
     let ifaces: Vec<String> = node.ifaces.iter().map(|i| sq(i.as_str())).collect();
     let mut checks = String::new();
@@ -408,7 +408,7 @@ pub fn parse_rollback(out: &str) -> RollbackReport {
 
 /// One verification on one node: its end of a link.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct Check {
+pub struct LinkEndCheck {
     /// Index of the link in the plan.
     pub link: usize,
     pub iface: NetIf,
@@ -418,7 +418,7 @@ pub struct Check {
 }
 
 /// Every check `node` runs: one per link end it has, with a known address on both ends.
-pub fn checks_for(plan: &FabricPlan, node: &NodeName) -> Vec<Check> {
+pub fn checks_for(plan: &FabricPlan, node: &NodeName) -> Vec<LinkEndCheck> {
     let mut out = Vec::new();
     for (k, l) in plan.links.iter().enumerate() {
         for (me, mine, theirs) in [(&l.a, l.a_addr, l.b_addr), (&l.b, l.b_addr, l.a_addr)] {
@@ -426,7 +426,7 @@ pub fn checks_for(plan: &FabricPlan, node: &NodeName) -> Vec<Check> {
                 continue;
             }
             if let (Some(addr), Some(peer)) = (mine, theirs) {
-                out.push(Check {
+                out.push(LinkEndCheck {
                     link: k,
                     iface: me.iface.clone(),
                     addr,
@@ -441,7 +441,7 @@ pub fn checks_for(plan: &FabricPlan, node: &NodeName) -> Vec<Check> {
 
 /// The verification script for `checks` (no root needed). Each check retries its ping for a
 /// few seconds (links settle after `netplan apply`); all run at once.
-pub fn verify(checks: &[Check]) -> String {
+pub fn verify(checks: &[LinkEndCheck]) -> String {
     let mut out = String::from(
         r#"chk() {
   if ip -o -4 addr show dev "$2" 2>/dev/null | awk '{print $4}' | grep -qxF "$3"; then echo "$1 addr ok"; else echo "$1 addr missing"; fi

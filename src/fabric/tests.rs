@@ -4,7 +4,7 @@
 use super::*;
 use crate::doctor::testkit::{Node, name};
 use crate::probe::facts::NetIf;
-use crate::probe::links::{Answer, LinkProbe, LinkProbeIface};
+use crate::probe::links::{LinkAnswer, LinkProbe, LinkProbeIface};
 
 const F1: &str = "enp1s0f1np1";
 const P2F1: &str = "enP2p1s0f1np1";
@@ -47,7 +47,7 @@ fn fresh(n: usize, plugged: &[&[&str]]) -> Vec<NodeInput> {
 fn hear(nodes: &mut [NodeInput], a: (usize, &str), b: (usize, &str)) {
     for ((x, xi), (y, yi)) in [(a, b), (b, a)] {
         let probe = nodes[x].facts.links.get_or_insert_with(LinkProbe::default);
-        let answer = Answer {
+        let answer = LinkAnswer {
             addr: "fe80::1".parse().unwrap(),
             mac: Some(mac(y, yi)),
         };
@@ -76,7 +76,7 @@ fn two_fresh_sparks() -> Vec<NodeInput> {
     n
 }
 
-fn refused(r: Result<FabricPlan, PlanError>) -> Vec<Problem> {
+fn refused(r: Result<FabricPlan, PlanError>) -> Vec<CablingProblem> {
     match r {
         Err(PlanError::Refused(r)) => r.problems,
         other => panic!("expected a refusal, got {other:?}"),

@@ -22,7 +22,7 @@ pub const MOUNT_DIR: &str = "/opt/spark-launch/nccl";
 /// Where a loaded library came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum Origin {
+pub enum LibraryOrigin {
     /// The image's own.
     Image,
     /// The library `--nccl-from` mounted.
@@ -37,7 +37,7 @@ pub enum Loads {
     Known {
         #[serde(flatten)]
         lib: Found,
-        origin: Origin,
+        origin: LibraryOrigin,
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         skipped: Vec<Skipped>,
     },
@@ -52,7 +52,7 @@ pub enum Loads {
 
 impl Loads {
     /// From what the loader resolves (`origin` says whose library a hit is).
-    pub fn from_resolution(r: Resolution, origin: Origin) -> Loads {
+    pub fn from_resolution(r: Resolution, origin: LibraryOrigin) -> Loads {
         match r.loads {
             Some(lib) => Loads::Known {
                 lib,
@@ -85,7 +85,7 @@ impl fmt::Display for Loads {
                     write!(f, " → {file}")?;
                 }
                 write!(f, " ({}", lib.via)?;
-                if *origin == Origin::NcclFrom {
+                if *origin == LibraryOrigin::NcclFrom {
                     write!(f, ", --nccl-from")?;
                 }
                 write!(f, ")")
@@ -112,7 +112,7 @@ pub fn with_nccl_from(image: &Resolution, from: &FromLib, arch: Option<Machine>)
     let preloaded = image.loads.as_ref().is_some_and(|f| f.via == Via::Preload);
     let mounted = format!("{MOUNT_DIR}/libnccl.so.2");
     if preloaded {
-        return Loads::from_resolution(image.clone(), Origin::Image);
+        return Loads::from_resolution(image.clone(), LibraryOrigin::Image);
     }
     if let Some(want) = arch
         && want != from.machine
@@ -125,7 +125,7 @@ pub fn with_nccl_from(image: &Resolution, from: &FromLib, arch: Option<Machine>)
                 why: format!("built for {}, the container is {want}", from.machine),
             },
         );
-        return Loads::from_resolution(r, Origin::Image);
+        return Loads::from_resolution(r, LibraryOrigin::Image);
     }
     Loads::Known {
         lib: Found {
@@ -135,7 +135,7 @@ pub fn with_nccl_from(image: &Resolution, from: &FromLib, arch: Option<Machine>)
             machine: from.machine,
             version: from.version.clone(),
         },
-        origin: Origin::NcclFrom,
+        origin: LibraryOrigin::NcclFrom,
         skipped: Vec::new(),
     }
 }
@@ -198,7 +198,7 @@ pub struct Rule {
 
 /// One reason not to start, with the fix and the nodes it is about.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Problem {
+pub struct NcclProblem {
     pub problem: String,
     pub fix: String,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -207,8 +207,8 @@ pub struct Problem {
 
 /// The judgement: problems refuse the launch (exit 2), warnings and notes are printed.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Verdict {
-    pub problems: Vec<Problem>,
+pub struct LibraryVerdict {
+    pub problems: Vec<NcclProblem>,
     pub warnings: Vec<String>,
     pub notes: Vec<String>,
 }
@@ -218,8 +218,8 @@ fn names<'a>(nodes: impl Iterator<Item = &'a NodeName>) -> String {
 }
 
 /// Judges every node's NCCL (head first) against `rule`.
-pub fn judge(nodes: &[NodeNccl], rule: &Rule) -> Verdict {
-    let mut v = Verdict::default();
+pub fn judge(nodes: &[NodeNccl], rule: &Rule) -> LibraryVerdict {
+    let mut v = LibraryVerdict::default();
     let build = rule
         .build_image
         .clone()
@@ -263,7 +263,7 @@ pub fn judge(nodes: &[NodeNccl], rule: &Rule) -> Verdict {
                 if !skipped.is_empty() {
                     v.notes.push(format!("{n}: the loader skips{}", skipped_text(skipped)));
                 }
-                if let (Some(given), Origin::Image) = (&rule.nccl_from, origin) {
+                if let (Some(given), LibraryOrigin::Image) = (&rule.nccl_from, origin) {
                     let why = if lib.via == Via::Preload {
                         format!("the image preloads {} (LD_PRELOAD or /etc/ld.so.preload), which comes before any search path", lib.path)
                     } else {
@@ -272,7 +272,7 @@ pub fn judge(nodes: &[NodeNccl], rule: &Rule) -> Verdict {
                             .map(|s| format!("the loader skips it: {}", s.why))
                             .unwrap_or_else(|| "another copy comes first".to_string())
                     };
-                    v.problems.push(Problem {
+                    v.problems.push(NcclProblem {
                         nodes: vec![n.clone()],
                         problem: format!(
                             "{n}: --nccl-from {given} would not be what the container loads: {why}; it would load NCCL {} from {}",
@@ -317,7 +317,7 @@ pub fn judge(nodes: &[NodeNccl], rule: &Rule) -> Verdict {
             .filter(|(v, _)| Some(**v) != keep)
             .flat_map(|(_, ns)| ns.iter().map(|n| (*n).clone()))
             .collect();
-        v.problems.push(Problem {
+        v.problems.push(NcclProblem {
             nodes: odd,
             problem: format!(
                 "the containers would load different NCCL releases ({}): ranks of different releases fail at init (`NCCL version mismatch`) or hang",
@@ -343,7 +343,7 @@ pub fn judge(nodes: &[NodeNccl], rule: &Rule) -> Verdict {
                 matches!(
                     x.loads,
                     Loads::Known {
-                        origin: Origin::NcclFrom,
+                        origin: LibraryOrigin::NcclFrom,
                         ..
                     }
                 )
@@ -370,7 +370,7 @@ pub fn judge(nodes: &[NodeNccl], rule: &Rule) -> Verdict {
                 v.warnings
                     .push(format!("{problem} (--allow-old-nccl: starting anyway)"));
             } else {
-                v.problems.push(Problem {
+                v.problems.push(NcclProblem {
                     problem,
                     fix,
                     nodes: old.iter().map(|(n, _)| (*n).clone()).collect(),
@@ -400,7 +400,7 @@ mod tests {
     use super::*;
     use crate::libnccl::version::parse_build_string;
 
-    fn known(v: &str, origin: Origin) -> NodeNccl {
+    fn known(v: &str, origin: LibraryOrigin) -> NodeNccl {
         NodeNccl {
             node: NodeName::new("x").unwrap(),
             image: "img".into(),
@@ -439,9 +439,9 @@ mod tests {
     #[test]
     fn an_old_nccl_on_a_ring_is_refused_with_nccl_from_as_the_fix() {
         let n = nodes(&[
-            ("a", known("2.28.9+cuda12.9", Origin::Image)),
-            ("b", known("2.28.9+cuda12.9", Origin::Image)),
-            ("c", known("2.28.9+cuda12.9", Origin::Image)),
+            ("a", known("2.28.9+cuda12.9", LibraryOrigin::Image)),
+            ("b", known("2.28.9+cuda12.9", LibraryOrigin::Image)),
+            ("c", known("2.28.9+cuda12.9", LibraryOrigin::Image)),
         ]);
         let v = judge(&n, &ring());
         assert_eq!(v.problems.len(), 1, "{v:?}");
@@ -479,8 +479,8 @@ mod tests {
     #[test]
     fn different_releases_on_two_nodes_are_refused_and_unknown_ones_are_a_note() {
         let n = nodes(&[
-            ("a", known("2.30.7+cuda13.3", Origin::Image)),
-            ("b", known("2.28.9+cuda12.9", Origin::Image)),
+            ("a", known("2.30.7+cuda13.3", LibraryOrigin::Image)),
+            ("b", known("2.28.9+cuda12.9", LibraryOrigin::Image)),
             (
                 "c",
                 NodeNccl {
@@ -569,7 +569,7 @@ mod tests {
         assert!(matches!(
             l,
             Loads::Known {
-                origin: Origin::Image,
+                origin: LibraryOrigin::Image,
                 ..
             }
         ));

@@ -11,7 +11,8 @@ pub mod loader;
 pub mod version;
 
 pub use check::{
-    FromLib, FromRead, ImageRead, Loads, MOUNT_DIR, NodeNccl, Origin, Rule, Verdict, judge,
+    FromLib, FromRead, ImageRead, LibraryOrigin, LibraryVerdict, Loads, MOUNT_DIR, NodeNccl, Rule,
+    judge,
 };
 pub use loader::{Found, LoaderEnv, Machine, Resolution, SONAME, Via};
 pub use version::{LibVersion, NcclVersion, RING_MIN};

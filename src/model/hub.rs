@@ -22,7 +22,7 @@ use super::{ModelSource, RepoId, Revision, is_commit};
 
 /// An HTTP answer, reduced to what the interpretation needs.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct HttpAnswer {
+pub struct HubResponse {
     pub status: u16,
     /// `X-Error-Code` (`GatedRepo`, `RepoNotFound`, `RevisionNotFound`, ...).
     pub error_code: Option<String>,
@@ -34,8 +34,8 @@ pub struct HttpAnswer {
 /// Sends requests to the Hub. `auth` asks for the `Authorization: Bearer $HF_TOKEN` header;
 /// the implementation never puts the token on a command line.
 pub trait HubTransport: Send + Sync {
-    fn get(&self, url: &str, auth: bool) -> BoxFuture<'_, Result<HttpAnswer, TransportError>>;
-    fn head(&self, url: &str, auth: bool) -> BoxFuture<'_, Result<HttpAnswer, TransportError>>;
+    fn get(&self, url: &str, auth: bool) -> BoxFuture<'_, Result<HubResponse, TransportError>>;
+    fn head(&self, url: &str, auth: bool) -> BoxFuture<'_, Result<HubResponse, TransportError>>;
 }
 
 /// The request could not be made at all (no network, curl missing, ...).
@@ -371,7 +371,7 @@ pub async fn resolve(
     }
 }
 
-fn detail(a: &HttpAnswer) -> String {
+fn detail(a: &HubResponse) -> String {
     match (&a.error_code, &a.error_message) {
         (Some(c), Some(m)) => format!(": {c}: {m}"),
         (Some(c), None) => format!(": {c}"),
@@ -386,7 +386,7 @@ fn info_error(
     repo: &RepoId,
     revision: &Revision,
     have_token: bool,
-    a: &HttpAnswer,
+    a: &HubResponse,
 ) -> HubError {
     let code = a.error_code.as_deref().unwrap_or("");
     match (a.status, code) {
@@ -443,24 +443,24 @@ mod tests {
 
     /// Answers from a table; records what was asked and whether auth was sent.
     struct Table {
-        answers: BTreeMap<String, HttpAnswer>,
+        answers: BTreeMap<String, HubResponse>,
         asked: Mutex<Vec<String>>,
     }
 
     impl Table {
-        fn new(pairs: Vec<(&str, HttpAnswer)>) -> Self {
+        fn new(pairs: Vec<(&str, HubResponse)>) -> Self {
             Table {
                 answers: pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
                 asked: Mutex::new(vec![]),
             }
         }
-        fn answer(&self, method: &str, url: &str, auth: bool) -> HttpAnswer {
+        fn answer(&self, method: &str, url: &str, auth: bool) -> HubResponse {
             self.asked
                 .lock()
                 .unwrap()
                 .push(format!("{method} {url} auth={auth}"));
             let key = format!("{method} {url}");
-            self.answers.get(&key).cloned().unwrap_or(HttpAnswer {
+            self.answers.get(&key).cloned().unwrap_or(HubResponse {
                 status: 404,
                 ..Default::default()
             })
@@ -468,18 +468,22 @@ mod tests {
     }
 
     impl HubTransport for Table {
-        fn get(&self, url: &str, auth: bool) -> BoxFuture<'_, Result<HttpAnswer, TransportError>> {
+        fn get(&self, url: &str, auth: bool) -> BoxFuture<'_, Result<HubResponse, TransportError>> {
             let a = self.answer("GET", url, auth);
             Box::pin(async move { Ok(a) })
         }
-        fn head(&self, url: &str, auth: bool) -> BoxFuture<'_, Result<HttpAnswer, TransportError>> {
+        fn head(
+            &self,
+            url: &str,
+            auth: bool,
+        ) -> BoxFuture<'_, Result<HubResponse, TransportError>> {
             let a = self.answer("HEAD", url, auth);
             Box::pin(async move { Ok(a) })
         }
     }
 
-    fn ok(body: String) -> HttpAnswer {
-        HttpAnswer {
+    fn ok(body: String) -> HubResponse {
+        HubResponse {
             status: 200,
             body,
             ..Default::default()
@@ -532,7 +536,7 @@ mod tests {
             (INFO, ok(info("\"auto\""))),
             (
                 &head,
-                HttpAnswer {
+                HubResponse {
                     status: 302,
                     ..Default::default()
                 },
@@ -551,7 +555,7 @@ mod tests {
             (INFO, ok(info("\"manual\""))),
             (
                 &head,
-                HttpAnswer {
+                HubResponse {
                     status: 403,
                     error_code: Some("GatedRepo".into()),
                     error_message: Some("Access to model org/m is restricted".into()),
@@ -568,7 +572,7 @@ mod tests {
     fn a_missing_repo_or_revision_says_which() {
         let t = Table::new(vec![(
             INFO,
-            HttpAnswer {
+            HubResponse {
                 status: 404,
                 error_code: Some("RevisionNotFound".into()),
                 ..Default::default()
@@ -577,7 +581,7 @@ mod tests {
         assert!(matches!(run(&t, false), Err(HubError::NoRevision { .. })));
         let t = Table::new(vec![(
             INFO,
-            HttpAnswer {
+            HubResponse {
                 status: 401,
                 error_code: Some("RepoNotFound".into()),
                 ..Default::default()

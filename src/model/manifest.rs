@@ -65,16 +65,16 @@ impl Range {
 /// How a fetched file is checked before it is renamed into place.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "algo", content = "hex", rename_all = "kebab-case")]
-pub enum Check {
+pub enum ContentHash {
     Sha256(String),
     GitSha1(String),
 }
 
-impl From<&BlobId> for Check {
+impl From<&BlobId> for ContentHash {
     fn from(b: &BlobId) -> Self {
         match b {
-            BlobId::Sha256(h) => Check::Sha256(h.clone()),
-            BlobId::GitSha1(h) => Check::GitSha1(h.clone()),
+            BlobId::Sha256(h) => ContentHash::Sha256(h.clone()),
+            BlobId::GitSha1(h) => ContentHash::GitSha1(h.clone()),
         }
     }
 }
@@ -85,7 +85,7 @@ pub struct WantFile {
     /// Relative to the model folder (`blobs/<etag>` in the Hub layout).
     pub path: String,
     pub size: u64,
-    pub check: Check,
+    pub check: ContentHash,
     /// Where the bytes come from, relative to the source (the Hub path, or the same path on
     /// the head).
     pub source: String,
@@ -117,7 +117,7 @@ impl Wanted {
             blobs.entry(blob.clone()).or_insert(WantFile {
                 path: blob.clone(),
                 size: f.size,
-                check: Check::from(&f.blob),
+                check: ContentHash::from(&f.blob),
                 source: f.path.clone(),
             });
             let depth = f.path.matches('/').count() + 2;
@@ -147,9 +147,9 @@ impl Wanted {
             match head.files.get(&f.path) {
                 Some(s) if s.size == f.size => {
                     let check = match (&f.check, &s.sha256) {
-                        (Check::Sha256(h), _) => Check::Sha256(h.clone()),
-                        (Check::GitSha1(_), Some(sha)) => Check::Sha256(sha.clone()),
-                        (Check::GitSha1(h), None) => Check::GitSha1(h.clone()),
+                        (ContentHash::Sha256(h), _) => ContentHash::Sha256(h.clone()),
+                        (ContentHash::GitSha1(_), Some(sha)) => ContentHash::Sha256(sha.clone()),
+                        (ContentHash::GitSha1(h), None) => ContentHash::GitSha1(h.clone()),
                     };
                     out.files.push(WantFile {
                         path: f.path.clone(),
@@ -179,7 +179,7 @@ impl Wanted {
             w.files.push(WantFile {
                 path: path.clone(),
                 size: f.size,
-                check: Check::Sha256(sha),
+                check: ContentHash::Sha256(sha),
                 source: path.clone(),
             });
         }
@@ -222,7 +222,7 @@ pub struct FetchFile {
     pub path: String,
     pub source: String,
     pub size: u64,
-    pub check: Check,
+    pub check: ContentHash,
     pub ranges: Vec<Range>,
     /// Bytes already fetched by an earlier, interrupted run.
     pub resumed: u64,
@@ -298,10 +298,10 @@ pub fn diff(wanted: &Wanted, have: &Scan, range_size: u64) -> StagePlan {
     plan
 }
 
-fn matches(check: &Check, s: &ScannedFile) -> bool {
+fn matches(check: &ContentHash, s: &ScannedFile) -> bool {
     match check {
-        Check::Sha256(h) => s.sha256.as_deref() == Some(h.as_str()),
-        Check::GitSha1(h) => s.git_sha1.as_deref() == Some(h.as_str()),
+        ContentHash::Sha256(h) => s.sha256.as_deref() == Some(h.as_str()),
+        ContentHash::GitSha1(h) => s.git_sha1.as_deref() == Some(h.as_str()),
     }
 }
 
@@ -639,7 +639,7 @@ mod tests {
                     path: "a".into(),
                     source: "a".into(),
                     size: 900,
-                    check: Check::Sha256(SHA_A.into()),
+                    check: ContentHash::Sha256(SHA_A.into()),
                     ranges: missing_ranges(900, 300, &[]),
                     resumed: 0,
                 },
@@ -647,7 +647,7 @@ mod tests {
                     path: "b".into(),
                     source: "b".into(),
                     size: 300,
-                    check: Check::Sha256(SHA_A.into()),
+                    check: ContentHash::Sha256(SHA_A.into()),
                     ranges: missing_ranges(300, 300, &[]),
                     resumed: 0,
                 },
@@ -672,7 +672,7 @@ mod tests {
             path: path.into(),
             source: path.into(),
             size,
-            check: Check::Sha256(SHA_A.into()),
+            check: ContentHash::Sha256(SHA_A.into()),
             ranges: missing_ranges(size, 100, &[]),
             resumed: 0,
         };

@@ -18,7 +18,7 @@
 
 use std::fmt::Write as _;
 
-use super::manifest::{Check, FetchFile, JOURNAL, PARTIAL, Range, StagePlan, Task};
+use super::manifest::{ContentHash, FetchFile, JOURNAL, PARTIAL, Range, StagePlan, Task};
 
 /// Where the bytes of a stream come from.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -336,9 +336,9 @@ pub fn copy_input(files: &[FetchFile]) -> String {
     let mut s = String::from("\n");
     for f in files {
         let want = match &f.check {
-            Check::Sha256(h) => h.as_str(),
+            ContentHash::Sha256(h) => h.as_str(),
             // Copies between nodes always know the sha256 (the head's scan computes it).
-            Check::GitSha1(_) => "-",
+            ContentHash::GitSha1(_) => "-",
         };
         let _ = writeln!(s, "file\t{}\t{want}\t{}\t{}", f.size, f.path, f.source);
         for (r, send) in all_ranges(f) {
@@ -455,8 +455,8 @@ pub fn finalize_input(plan: &StagePlan) -> String {
     let mut s = String::new();
     for f in &plan.fetch {
         let (algo, hex) = match &f.check {
-            Check::Sha256(h) => ("sha256", h),
-            Check::GitSha1(h) => ("git-sha1", h),
+            ContentHash::Sha256(h) => ("sha256", h),
+            ContentHash::GitSha1(h) => ("git-sha1", h),
         };
         let _ = writeln!(s, "file\t{algo}\t{hex}\t{}\t{}", f.size, f.path);
     }

@@ -28,7 +28,7 @@ pub const LINKS_MARKER: &str = "links/probe";
 
 /// One answer to the `ff02::1` ping on one netdev.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct Answer {
+pub struct LinkAnswer {
     /// The link-local address that answered.
     pub addr: Ipv6Addr,
     /// Its MAC, from the neighbour table (`None`: no entry, e.g. the node's own address).
@@ -46,7 +46,7 @@ pub struct LinkProbeIface {
     /// The probe pinged on it (it had carrier).
     pub pinged: bool,
     /// Who answered, other than this netdev itself.
-    pub answers: Vec<Answer>,
+    pub answers: Vec<LinkAnswer>,
     /// The ping's complaint when nothing answered and the ping itself failed (IPv6 disabled on
     /// the netdev: "Cannot assign requested address").
     pub problem: Option<String>,
@@ -93,9 +93,9 @@ pub fn read_link_probe(tree: &dyn Tree) -> Option<LinkProbe> {
         let (answers, problem) = match &ping {
             Some(text) => {
                 let macs = parse_neigh(&neigh);
-                let answers: Vec<Answer> = parse_ping_answers(text)
+                let answers: Vec<LinkAnswer> = parse_ping_answers(text)
                     .into_iter()
-                    .map(|addr| Answer {
+                    .map(|addr| LinkAnswer {
                         addr,
                         mac: macs
                             .iter()

@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{Loaded, Origin, ProfileErrors, SetArg, bundled, catalogue, parse};
+use super::{Loaded, ProfileErrors, ProfileOrigin, SetArg, bundled, catalogue, parse};
 
 /// Why a profile could not be had.
 #[derive(Debug, thiserror::Error)]
@@ -48,7 +48,7 @@ fn load_file(path: &Path, sets: &[SetArg]) -> Result<Loaded, FindError> {
     let profile = parse(&file, Some(stem), &text, sets)?;
     Ok(Loaded {
         profile,
-        origin: Origin::User,
+        origin: ProfileOrigin::User,
         file,
     })
 }
@@ -73,7 +73,7 @@ pub fn find(name: &str, dir: &Path, sets: &[SetArg]) -> Result<Loaded, FindError
         let profile = parse(&label, Some(name), text, sets)?;
         return Ok(Loaded {
             profile,
-            origin: Origin::Bundled,
+            origin: ProfileOrigin::Bundled,
             file: label,
         });
     }

@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::bench::compare::Expectations;
 use crate::model::{ModelSource, RepoId, Revision};
-use crate::workload::serve::{Engine, Problem};
+use crate::workload::serve::{EngineKind, Problem};
 use crate::workload::{limits, trtllm, vllm};
 
 /// Which launcher a profile drives.
@@ -44,10 +44,10 @@ impl ProfileEngine {
         }
     }
 
-    pub fn serving(self) -> Option<Engine> {
+    pub fn serving(self) -> Option<EngineKind> {
         match self {
-            ProfileEngine::Vllm => Some(Engine::Vllm),
-            ProfileEngine::Trtllm => Some(Engine::Trtllm),
+            ProfileEngine::Vllm => Some(EngineKind::Vllm),
+            ProfileEngine::Trtllm => Some(EngineKind::Trtllm),
             ProfileEngine::NcclTest => None,
         }
     }
@@ -150,7 +150,7 @@ fn one() -> u32 {
 /// Where a profile came from.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Origin {
+pub enum ProfileOrigin {
     /// Shipped inside the binary (`launch-profiles/NAME.yaml`).
     Bundled,
     /// A user's file.
@@ -161,7 +161,7 @@ pub enum Origin {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Loaded {
     pub profile: Profile,
-    pub origin: Origin,
+    pub origin: ProfileOrigin,
     /// `launch-profiles/smoke-test.yaml` or the user's path.
     pub file: String,
 }
@@ -702,7 +702,7 @@ pub fn bundled() -> Vec<Loaded> {
                 .ok()
                 .map(|profile| Loaded {
                     profile,
-                    origin: Origin::Bundled,
+                    origin: ProfileOrigin::Bundled,
                     file: format!("launch-profiles/{file}"),
                 })
         })

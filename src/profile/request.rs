@@ -13,7 +13,7 @@ use crate::workload::nccl_lib::NcclFrom;
 use crate::workload::nccl_test::{NcclOp, NcclTestOptions, parse_bytes};
 use crate::workload::run::ContainerOverrides;
 use crate::workload::serve::{
-    DEFAULT_READY_TIMEOUT_S, Engine, ServeOptions, TRTLLM_IMAGE, VLLM_IMAGE,
+    DEFAULT_READY_TIMEOUT_S, EngineKind, ServeOptions, TRTLLM_IMAGE, VLLM_IMAGE,
 };
 use crate::workload::trtllm::{self, LlmApiOptions, TrtllmOptions};
 use crate::workload::vllm::{self, VllmMode, VllmOptions};
@@ -74,8 +74,8 @@ impl Profile {
             .model_source()
             .ok_or_else(|| err("model", "a serving profile needs a model".into()))?;
         let (default_image, default_port) = match engine {
-            Engine::Vllm => (VLLM_IMAGE, vllm::DEFAULT_PORT),
-            Engine::Trtllm => (TRTLLM_IMAGE, trtllm::DEFAULT_PORT),
+            EngineKind::Vllm => (VLLM_IMAGE, vllm::DEFAULT_PORT),
+            EngineKind::Trtllm => (TRTLLM_IMAGE, trtllm::DEFAULT_PORT),
         };
         let serve = ServeOptions {
             job,
@@ -102,7 +102,7 @@ impl Profile {
             allow_tcp: o.allow_tcp,
         };
         let engine = match engine {
-            Engine::Vllm => ServeEngine::Vllm(VllmOptions {
+            EngineKind::Vllm => ServeEngine::Vllm(VllmOptions {
                 serve,
                 mode: if self.ray {
                     VllmMode::Ray {
@@ -114,7 +114,7 @@ impl Profile {
                     }
                 },
             }),
-            Engine::Trtllm => {
+            EngineKind::Trtllm => {
                 let t = self.trtllm.clone().unwrap_or_default();
                 let mut llm_api = LlmApiOptions::default();
                 if let Some(f) = t.kv_cache_fraction {

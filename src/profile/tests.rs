@@ -170,11 +170,11 @@ fn user_profiles_override_bundled_ones_by_name() {
         .into_iter()
         .find(|l| l.profile.name == "smoke-test")
         .unwrap();
-    p.origin = Origin::User;
+    p.origin = ProfileOrigin::User;
     p.file = "/home/u/.config/spark-launch/profiles/smoke-test.yaml".into();
     let all = catalogue(vec![p]);
     let smoke = all.iter().find(|l| l.profile.name == "smoke-test").unwrap();
-    assert_eq!(smoke.origin, Origin::User);
+    assert_eq!(smoke.origin, ProfileOrigin::User);
     assert_eq!(all.len(), bundled::FILES.len());
 }
 

@@ -43,7 +43,7 @@ pub struct LatRow {
 
 /// One perftest run, as printed.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
-pub struct Run {
+pub struct PerftestOutput {
     /// `RDMA_Write BW Test`, `Send BW Test`, `RDMA_Write Latency Test`.
     pub test: Option<String>,
     pub device: Option<String>,
@@ -60,7 +60,7 @@ pub struct Run {
     pub errors: Vec<String>,
 }
 
-impl Run {
+impl PerftestOutput {
     /// The average bandwidth of the largest message size, Gb/s.
     pub fn avg_gbps(&self) -> Option<f64> {
         self.bw.iter().max_by_key(|r| r.bytes).map(|r| r.avg_gbps)
@@ -123,8 +123,8 @@ const FAILURE_WORDS: [&str; 9] = [
 ];
 
 /// Parses one run's output.
-pub fn parse(text: &str) -> Run {
-    let mut run = Run::default();
+pub fn parse(text: &str) -> PerftestOutput {
+    let mut run = PerftestOutput::default();
     enum Table {
         None,
         Bw { factor: f64 },
@@ -233,7 +233,7 @@ pub fn parse(text: &str) -> Run {
 /// The verdict on one twin pair.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Verdict {
+pub enum PerfVerdict {
     Pass,
     /// No rate known: only the figure.
     Measured,
@@ -241,13 +241,13 @@ pub enum Verdict {
     Fail,
 }
 
-impl Verdict {
+impl PerfVerdict {
     pub fn label(self) -> &'static str {
         match self {
-            Verdict::Pass => "pass",
-            Verdict::Measured => "measured",
-            Verdict::Warn => "warn",
-            Verdict::Fail => "FAIL",
+            PerfVerdict::Pass => "pass",
+            PerfVerdict::Measured => "measured",
+            PerfVerdict::Warn => "warn",
+            PerfVerdict::Fail => "FAIL",
         }
     }
 }
@@ -259,7 +259,7 @@ pub struct Pair {
     pub cable: usize,
     pub label: String,
     /// The client's run (the side that reports the figure), or why there is none.
-    pub run: Result<Run, String>,
+    pub run: Result<PerftestOutput, String>,
     pub allowed_gbps: Option<f64>,
 }
 
@@ -270,7 +270,7 @@ pub struct PairResult {
     pub link: String,
     pub gbps: Option<f64>,
     pub allowed_gbps: Option<f64>,
-    pub verdict: Verdict,
+    pub verdict: PerfVerdict,
     pub notes: Vec<String>,
 }
 
@@ -285,14 +285,14 @@ pub fn judge(pairs: &[Pair]) -> Vec<PairResult> {
         .enumerate()
         .map(|(i, p)| {
             let mut notes = Vec::new();
-            let mut verdict = Verdict::Measured;
+            let mut verdict = PerfVerdict::Measured;
             match (&p.run, gbps[i]) {
                 (Err(why), _) => {
-                    verdict = Verdict::Fail;
+                    verdict = PerfVerdict::Fail;
                     notes.push(why.clone());
                 }
                 (Ok(run), None) => {
-                    verdict = Verdict::Fail;
+                    verdict = PerfVerdict::Fail;
                     notes.push(format!("no figure: {}", run.errors.join("; ")));
                 }
                 (Ok(run), Some(g)) => {
@@ -302,14 +302,14 @@ pub fn judge(pairs: &[Pair]) -> Vec<PairResult> {
                             notes.push(format!(
                                 "{g:.1} Gb/s is less than half of the {allowed:.0} Gb/s its rate allows"
                             ));
-                            Verdict::Fail
+                            PerfVerdict::Fail
                         } else if ratio < 0.75 {
                             notes.push(format!(
                                 "{g:.1} Gb/s is below 75 % of the {allowed:.0} Gb/s its rate allows"
                             ));
-                            Verdict::Warn
+                            PerfVerdict::Warn
                         } else {
-                            Verdict::Pass
+                            PerfVerdict::Pass
                         };
                     }
                     let sibling = pairs
@@ -321,7 +321,7 @@ pub fn judge(pairs: &[Pair]) -> Vec<PairResult> {
                     if let Some(s) = sibling
                         && g <= s / 2.0
                     {
-                        verdict = Verdict::Fail;
+                        verdict = PerfVerdict::Fail;
                         notes.push(format!(
                             "carries {g:.1} Gb/s, at most half of the {s:.1} Gb/s its twin pair on the same cable carries"
                         ));
@@ -331,7 +331,7 @@ pub fn judge(pairs: &[Pair]) -> Vec<PairResult> {
                         .as_deref()
                         .is_some_and(|l| l.eq_ignore_ascii_case("ethernet"));
                     if ethernet && run.mtu.is_some_and(|m| m < 4096) {
-                        verdict = verdict.max(Verdict::Warn);
+                        verdict = verdict.max(PerfVerdict::Warn);
                         notes.push(format!(
                             "RoCE ran with a {}-byte MTU: the interface MTU is below about 4200; set 9000 on both ends (`spark-launch fabric apply` does)",
                             run.mtu.unwrap_or(0)
@@ -377,7 +377,7 @@ pub struct CableTotal {
 /// `fabric test`'s result: every twin pair judged, the total per cable, the worst verdict.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct TestReport {
-    pub verdict: Verdict,
+    pub verdict: PerfVerdict,
     pub pairs: Vec<PairResult>,
     pub cables: Vec<CableTotal>,
     pub skipped: Vec<String>,
@@ -434,7 +434,7 @@ pub fn report(plan: &TestPlan, outputs: &[RoundOutput]) -> TestReport {
             .iter()
             .map(|p| p.verdict)
             .max()
-            .unwrap_or(Verdict::Measured),
+            .unwrap_or(PerfVerdict::Measured),
         pairs: judged,
         cables,
         skipped: plan.skipped.clone(),
@@ -461,8 +461,8 @@ mod tests {
         );
     }
 
-    fn run(gbps: f64) -> Run {
-        Run {
+    fn run(gbps: f64) -> PerftestOutput {
+        PerftestOutput {
             link_type: Some("Ethernet".into()),
             mtu: Some(4096),
             bw: vec![BwRow {
@@ -472,7 +472,7 @@ mod tests {
                 avg_gbps: gbps,
                 msg_rate_mpps: 0.1,
             }],
-            ..Run::default()
+            ..PerftestOutput::default()
         }
     }
 
@@ -494,7 +494,7 @@ mod tests {
             pair(0, Some(95.0), Some(100.0)),
             pair(0, Some(93.0), Some(100.0)),
         ]);
-        assert!(r.iter().all(|x| x.verdict == Verdict::Pass), "{r:?}");
+        assert!(r.iter().all(|x| x.verdict == PerfVerdict::Pass), "{r:?}");
     }
 
     #[test]
@@ -503,11 +503,11 @@ mod tests {
             pair(0, Some(95.0), Some(100.0)),
             pair(0, Some(45.0), Some(100.0)),
         ]);
-        assert_eq!(r[0].verdict, Verdict::Pass);
-        assert_eq!(r[1].verdict, Verdict::Fail);
+        assert_eq!(r[0].verdict, PerfVerdict::Pass);
+        assert_eq!(r[1].verdict, PerfVerdict::Fail);
         assert!(r[1].notes.iter().any(|n| n.contains("its twin pair")));
         let r = judge(&[pair(0, Some(95.0), Some(100.0)), pair(0, None, Some(100.0))]);
-        assert_eq!(r[1].verdict, Verdict::Fail);
+        assert_eq!(r[1].verdict, PerfVerdict::Fail);
         assert_eq!(r[1].gbps, None);
     }
 
@@ -515,11 +515,11 @@ mod tests {
     fn below_three_quarters_warns_and_without_a_rate_it_is_only_measured() {
         assert_eq!(
             judge(&[pair(0, Some(70.0), Some(100.0))])[0].verdict,
-            Verdict::Warn
+            PerfVerdict::Warn
         );
         assert_eq!(
             judge(&[pair(0, Some(70.0), None)])[0].verdict,
-            Verdict::Measured
+            PerfVerdict::Measured
         );
     }
 
@@ -530,7 +530,7 @@ mod tests {
             r.mtu = Some(1024);
         }
         let r = judge(&[p]);
-        assert_eq!(r[0].verdict, Verdict::Warn);
+        assert_eq!(r[0].verdict, PerfVerdict::Warn);
         assert!(r[0].notes[0].contains("set 9000"));
     }
 }

@@ -39,7 +39,7 @@ pub const LABEL_NCCL_IMAGE: &str = "dev.spark-launch.nccl-image-id";
 /// What the probe container is made of: the image, the job's loader variables over the
 /// image's own, and the job's NCCL mounts.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Probe {
+pub struct LoaderProbe {
     pub image: String,
     /// `LD_LIBRARY_PATH` the job sets (over the image's), if any.
     pub ld_library_path: Option<String>,
@@ -94,7 +94,7 @@ fn unique_name(node: &NodeName) -> String {
 /// Resolves `libnccl.so.2` in a container of `probe` on `engine`, as its loader would.
 pub async fn resolve(
     engine: &Engine,
-    probe: &Probe,
+    probe: &LoaderProbe,
     image: &ImageLoader,
 ) -> Result<Resolution, RuntimeError> {
     let job = JobName::new(PROBE_JOB).map_err(|e| RuntimeError::Other(e.to_string()))?;
@@ -118,7 +118,7 @@ pub async fn resolve(
 async fn resolve_in(
     engine: &Engine,
     container: &str,
-    probe: &Probe,
+    probe: &LoaderProbe,
     image: &ImageLoader,
 ) -> Result<Resolution, RuntimeError> {
     let cache = match read_small(engine, container, "/etc/ld.so.cache").await? {

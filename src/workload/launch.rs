@@ -171,7 +171,9 @@ impl LaunchRequest {
                                 Some(i) => i.clone(),
                                 None => {
                                     let arch = n.facts.as_ref()?.arch.as_deref()?;
-                                    nccl_build::default_image(nccl_build::Arch::from_uname(arch)?)
+                                    nccl_build::default_image(nccl_build::CpuArch::from_uname(
+                                        arch,
+                                    )?)
                                 }
                             };
                             Some((n.name.clone(), ask(image, &BTreeMap::new())))
@@ -259,12 +261,12 @@ pub enum LaunchRefusal {
     #[error(transparent)]
     Derive(#[from] derive::Refusal),
     #[error("{}", nccl_text(.0))]
-    Nccl(Vec<crate::libnccl::check::Problem>),
+    Nccl(Vec<crate::libnccl::check::NcclProblem>),
     #[error("{0}")]
     Input(String),
 }
 
-fn nccl_text(problems: &[crate::libnccl::check::Problem]) -> String {
+fn nccl_text(problems: &[crate::libnccl::check::NcclProblem]) -> String {
     let n = problems.len();
     let mut out = format!(
         "refusing to start: {n} problem{} with the NCCL the containers would load",
@@ -292,7 +294,7 @@ fn nccl_rule(
         serving,
         build_image: head
             .and_then(|h| h.facts.arch.as_deref())
-            .and_then(nccl_build::Arch::from_uname)
+            .and_then(nccl_build::CpuArch::from_uname)
             .map(nccl_build::default_image),
     }
 }

@@ -41,25 +41,25 @@ pub const CONTEXT: &[(&str, &str, u32)] = &[
 /// A CPU architecture images are built for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Arch {
+pub enum CpuArch {
     Arm64,
     Amd64,
 }
 
-impl Arch {
+impl CpuArch {
     /// From `uname -m` (`aarch64`, `x86_64`) or Docker's names (`arm64`, `amd64`).
-    pub fn from_uname(s: &str) -> Option<Arch> {
+    pub fn from_uname(s: &str) -> Option<CpuArch> {
         match s.trim() {
-            "aarch64" | "arm64" => Some(Arch::Arm64),
-            "x86_64" | "amd64" => Some(Arch::Amd64),
+            "aarch64" | "arm64" => Some(CpuArch::Arm64),
+            "x86_64" | "amd64" => Some(CpuArch::Amd64),
             _ => None,
         }
     }
 
     pub fn as_str(self) -> &'static str {
         match self {
-            Arch::Arm64 => "arm64",
-            Arch::Amd64 => "amd64",
+            CpuArch::Arm64 => "arm64",
+            CpuArch::Amd64 => "amd64",
         }
     }
 
@@ -72,13 +72,13 @@ impl Arch {
     /// workstation cards (RTX PRO 6000, RTX 5090: `sm_120`) on amd64.
     pub fn default_cuda_arch(self) -> CudaArch {
         match self {
-            Arch::Arm64 => CudaArch(121),
-            Arch::Amd64 => CudaArch(120),
+            CpuArch::Arm64 => CudaArch(121),
+            CpuArch::Amd64 => CudaArch(120),
         }
     }
 }
 
-impl fmt::Display for Arch {
+impl fmt::Display for CpuArch {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
     }
@@ -151,7 +151,7 @@ pub struct BuildOptions {
 /// One image build.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct ImageBuild {
-    pub arch: Arch,
+    pub arch: CpuArch,
     /// The node whose engine builds it.
     pub build_on: NodeName,
     pub tag: String,
@@ -222,7 +222,7 @@ pub fn ring_check(opts: &BuildOptions, ring: bool) -> Result<Vec<String>, BuildP
 }
 
 /// The default tag of the image for `arch`: `spark-launch/nccl-tests:nccl-v2.28.9-1-sm121-arm64`.
-pub fn image_tag(nccl_ref: &str, archs: &[CudaArch], arch: Arch, mesh: bool) -> String {
+pub fn image_tag(nccl_ref: &str, archs: &[CudaArch], arch: CpuArch, mesh: bool) -> String {
     let sms: Vec<String> = archs.iter().map(|a| format!("sm{}", a.0)).collect();
     format!(
         "{IMAGE_REPO}:nccl-{}-{}-{}{}",
@@ -234,7 +234,7 @@ pub fn image_tag(nccl_ref: &str, archs: &[CudaArch], arch: Arch, mesh: bool) -> 
 }
 
 /// The image `nccl-test` uses on a node of `arch` when no `--image` is given.
-pub fn default_image(arch: Arch) -> String {
+pub fn default_image(arch: CpuArch) -> String {
     image_tag(DEFAULT_NCCL_REF, &[arch.default_cuda_arch()], arch, false)
 }
 
@@ -265,11 +265,11 @@ pub fn build_plan(
     {
         return Err(BuildPlanError::BadRef(nccl_ref.to_string()));
     }
-    let mut by_arch: Vec<(Arch, Vec<NodeName>)> = Vec::new();
+    let mut by_arch: Vec<(CpuArch, Vec<NodeName>)> = Vec::new();
     for (name, uname) in nodes {
         let arch = match uname {
             None => return Err(BuildPlanError::NoArch(name.clone())),
-            Some(u) => Arch::from_uname(u)
+            Some(u) => CpuArch::from_uname(u)
                 .ok_or_else(|| BuildPlanError::UnknownArch(name.clone(), u.clone()))?,
         };
         match by_arch.iter_mut().find(|(a, _)| *a == arch) {
@@ -381,7 +381,7 @@ mod tests {
             "-gencode=arch=compute_121,code=sm_121"
         );
         assert_eq!(b.build_args["MESH_PLUGIN"], "0");
-        assert_eq!(default_image(Arch::Arm64), b.tag);
+        assert_eq!(default_image(CpuArch::Arm64), b.tag);
     }
 
     #[test]

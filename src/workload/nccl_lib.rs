@@ -15,9 +15,9 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::libnccl::check::Problem;
+use crate::libnccl::check::NcclProblem;
 use crate::libnccl::{
-    FromLib, FromRead, ImageRead, Loads, MOUNT_DIR, NodeNccl, Rule, Verdict, judge,
+    FromLib, FromRead, ImageRead, LibraryVerdict, Loads, MOUNT_DIR, NodeNccl, Rule, judge,
 };
 use crate::node::NodeName;
 use crate::plan::spec::{Mount, MountKind};
@@ -182,7 +182,7 @@ pub fn plan(
     nccl_from: Option<&NcclFrom>,
     rule: Rule,
     reads: Option<&NcclReads>,
-) -> Result<NcclPlan, Vec<Problem>> {
+) -> Result<NcclPlan, Vec<NcclProblem>> {
     let mut problems = Vec::new();
     let mut notes = Vec::new();
     let mut nodes = Vec::new();
@@ -206,7 +206,7 @@ pub fn plan(
         let read = reads.and_then(|r| image_read(r, &node, &spec.image));
         let image_loads = match read {
             Some(ImageRead::Read { resolution, .. }) => {
-                Loads::from_resolution(resolution.clone(), crate::libnccl::Origin::Image)
+                Loads::from_resolution(resolution.clone(), crate::libnccl::LibraryOrigin::Image)
             }
             Some(ImageRead::Failed { error }) => Loads::NotYetKnown {
                 why: format!("reading {} on {node} failed: {error}", spec.image),
@@ -256,7 +256,7 @@ pub fn plan(
                                 notes.push(note);
                             }
                         }
-                        Some(_) => problems.push(Problem {
+                        Some(_) => problems.push(NcclProblem {
                             nodes: vec![node.clone()],
                             problem: format!(
                                 "{node}: {} is on no node yet, so its own LD_LIBRARY_PATH cannot be kept behind --nccl-from",
@@ -322,7 +322,7 @@ pub fn plan(
         });
         job.steps.splice(at..at, add);
     }
-    let Verdict {
+    let LibraryVerdict {
         problems: judged,
         warnings,
         notes: more,

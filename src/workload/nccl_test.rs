@@ -28,7 +28,7 @@ use crate::plan::{
     ContainerSpec, JobName, JobPlan, Launch, NodePlan, ProcessSpec, RuntimeKind, Step, Ulimit,
 };
 use crate::probe::facts::Subnet;
-use crate::workload::nccl_build::{Arch, default_image};
+use crate::workload::nccl_build::{CpuArch, default_image};
 use crate::workload::rdma::{IB_DISABLE, NoVerbs, rdma_access};
 
 /// The port of the sshd inside the nccl-tests containers (the node's own sshd keeps 22).
@@ -349,7 +349,7 @@ impl NcclTestPlan {
                 expected.insert(n.hostname.clone(), n.hcas.clone());
             }
         }
-        let ctx = nccl::Context {
+        let ctx = nccl::AnalysisContext {
             expected_hcas: expected,
             topology: self.topology,
             test_hint: None,
@@ -628,7 +628,7 @@ fn image_for(n: &TestNode, opts: &NcclTestOptions) -> Result<String, NcclTestErr
         return Ok(i.clone());
     }
     let uname = n.arch.clone().unwrap_or_else(|| "unknown".into());
-    Arch::from_uname(&uname)
+    CpuArch::from_uname(&uname)
         .map(default_image)
         .ok_or_else(|| NcclTestError::NoImage(n.name.clone(), uname))
 }

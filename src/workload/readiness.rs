@@ -78,7 +78,7 @@ impl fmt::Display for NotReady {
 
 /// What to do next.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Verdict {
+pub enum ReadyVerdict {
     /// Keep waiting; show this progress line.
     Waiting(String),
     Ready {
@@ -144,9 +144,9 @@ impl Readiness {
         }
     }
 
-    pub fn verdict(&self, now_ms: u64) -> Verdict {
+    pub fn verdict(&self, now_ms: u64) -> ReadyVerdict {
         if let Some((node, code)) = &self.exited {
-            return Verdict::Failed(NotReady::Exited {
+            return ReadyVerdict::Failed(NotReady::Exited {
                 node: node.clone(),
                 code: *code,
                 phase: self.phase.clone(),
@@ -156,12 +156,12 @@ impl Readiness {
             && let Some(models) = &self.models
         {
             if models.iter().any(|m| same_model(m, &self.model)) {
-                return Verdict::Ready {
+                return ReadyVerdict::Ready {
                     models: models.clone(),
                 };
             }
             if !models.is_empty() {
-                return Verdict::Failed(NotReady::WrongModel {
+                return ReadyVerdict::Failed(NotReady::WrongModel {
                     expected: self.model.clone(),
                     listed: models.clone(),
                 });
@@ -169,13 +169,13 @@ impl Readiness {
         }
         let waited = now_ms.saturating_sub(self.started_ms);
         if waited >= self.timeout_ms {
-            return Verdict::Failed(NotReady::Timeout {
+            return ReadyVerdict::Failed(NotReady::Timeout {
                 waited_s: waited / 1000,
                 phase: self.phase.clone(),
                 last_answer: self.last_answer.clone(),
             });
         }
-        Verdict::Waiting(format!("{} · {}", self.phase, duration(waited)))
+        ReadyVerdict::Waiting(format!("{} · {}", self.phase, duration(waited)))
     }
 }
 
@@ -322,13 +322,13 @@ mod tests {
     fn ready_needs_a_healthy_api_that_lists_the_model() {
         let mut r = Readiness::new("Qwen/Qwen2.5-0.5B-Instruct", 0, 60);
         r.observe(Observation::Health(Err("connection refused".into())));
-        assert!(matches!(r.verdict(1_000), Verdict::Waiting(_)));
+        assert!(matches!(r.verdict(1_000), ReadyVerdict::Waiting(_)));
         r.observe(Observation::Health(Ok(200)));
-        assert!(matches!(r.verdict(2_000), Verdict::Waiting(_)));
+        assert!(matches!(r.verdict(2_000), ReadyVerdict::Waiting(_)));
         r.observe(Observation::Models(Ok((200, MODELS.into()))));
         assert_eq!(
             r.verdict(3_000),
-            Verdict::Ready {
+            ReadyVerdict::Ready {
                 models: vec!["Qwen/Qwen2.5-0.5B-Instruct".into()]
             }
         );
@@ -348,7 +348,7 @@ mod tests {
         }
         assert_eq!(
             r.verdict(192_000),
-            Verdict::Waiting("loading weights 45% · 3m12s".into())
+            ReadyVerdict::Waiting("loading weights 45% · 3m12s".into())
         );
         r.observe(Observation::Log {
             node: head(),
@@ -368,9 +368,12 @@ mod tests {
             line: "spark-launch: ray: 1/2 nodes: 10.0.0.1 (1 GPU)".into(),
         });
         r.observe(Observation::Health(Err("connection refused".into())));
-        assert!(matches!(r.verdict(10_000 + 1_199_999), Verdict::Waiting(_)));
+        assert!(matches!(
+            r.verdict(10_000 + 1_199_999),
+            ReadyVerdict::Waiting(_)
+        ));
         let v = r.verdict(10_000 + 1_200_000);
-        let Verdict::Failed(e) = v else {
+        let ReadyVerdict::Failed(e) = v else {
             panic!("{v:?}")
         };
         assert_eq!(
@@ -388,7 +391,7 @@ mod tests {
         });
         assert!(matches!(
             r.verdict(1),
-            Verdict::Failed(NotReady::Exited { code: 1, .. })
+            ReadyVerdict::Failed(NotReady::Exited { code: 1, .. })
         ));
     }
 
@@ -399,7 +402,7 @@ mod tests {
         r.observe(Observation::Models(Ok((200, MODELS.into()))));
         assert!(matches!(
             r.verdict(1),
-            Verdict::Failed(NotReady::WrongModel { .. })
+            ReadyVerdict::Failed(NotReady::WrongModel { .. })
         ));
         let mut r = Readiness::new(
             "/root/.cache/huggingface/hub/models--o--m/snapshots/abc",
@@ -411,7 +414,7 @@ mod tests {
             200,
             r#"{"data":[{"id":"abc"}]}"#.into(),
         ))));
-        assert!(matches!(r.verdict(1), Verdict::Ready { .. }));
+        assert!(matches!(r.verdict(1), ReadyVerdict::Ready { .. }));
     }
 
     #[test]

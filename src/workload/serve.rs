@@ -35,21 +35,21 @@ pub const DEFAULT_READY_TIMEOUT_S: u64 = 20 * 60;
 /// A serving engine.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Engine {
+pub enum EngineKind {
     Vllm,
     Trtllm,
 }
 
-impl Engine {
+impl EngineKind {
     pub fn as_str(self) -> &'static str {
         match self {
-            Engine::Vllm => "vllm",
-            Engine::Trtllm => "trtllm",
+            EngineKind::Vllm => "vllm",
+            EngineKind::Trtllm => "trtllm",
         }
     }
 }
 
-impl fmt::Display for Engine {
+impl fmt::Display for EngineKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
     }
@@ -133,7 +133,7 @@ pub struct Endpoint {
 /// A whole serving job: the job plan plus what the user needs to know about it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ServePlan {
-    pub engine: Engine,
+    pub engine: EngineKind,
     /// `native` or `ray` for vLLM, `mpi` for TensorRT-LLM.
     pub mode: String,
     pub model: ModelSource,
@@ -404,7 +404,7 @@ pub fn distinct_ports(ports: &[(&str, u16)]) -> Vec<Problem> {
 /// The GPU container of one serving node: derived env, the cache, RDMA devices, limits.
 pub fn container(
     opts: &ServeOptions,
-    engine: Engine,
+    engine: EngineKind,
     node: &NodeEnv,
     rdma: &RdmaAccess,
     notes: &mut Vec<String>,

@@ -22,7 +22,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::serve::{
-    self, Engine, Problem, ServeOptions, ServePlan, ServeRefusal, container, distinct_ports,
+    self, EngineKind, Problem, ServeOptions, ServePlan, ServeRefusal, container, distinct_ports,
     endpoint, path_notes, select,
 };
 use crate::derive::NodeInput;
@@ -238,7 +238,7 @@ pub fn plan(opts: &TrtllmOptions, nodes: &[NodeInput]) -> Result<ServePlan, Serv
     // Every node's container, then the head's mpirun from their environments.
     let mut specs = Vec::new();
     for env in &sel.env.nodes {
-        let mut spec = container(o, Engine::Trtllm, env, &sel.rdma, &mut notes);
+        let mut spec = container(o, EngineKind::Trtllm, env, &sel.rdma, &mut notes);
         spec.env.insert("OMPI_ALLOW_RUN_AS_ROOT".into(), "1".into());
         spec.env
             .insert("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM".into(), "1".into());
@@ -394,12 +394,12 @@ pub fn plan(opts: &TrtllmOptions, nodes: &[NodeInput]) -> Result<ServePlan, Serv
         node: head_name,
         url: format!("http://127.0.0.1:{}", o.port),
         model: model_path.clone(),
-        engine: Engine::Trtllm.to_string(),
+        engine: EngineKind::Trtllm.to_string(),
         timeout_s: o.ready_timeout_s,
     });
     path_notes(o, &used, &sel.assumed, &mut notes);
     Ok(ServePlan {
-        engine: Engine::Trtllm,
+        engine: EngineKind::Trtllm,
         mode: if n == 1 { "single" } else { "mpi" }.to_string(),
         model: o.model.clone(),
         served_name: model_path,
@@ -413,7 +413,7 @@ pub fn plan(opts: &TrtllmOptions, nodes: &[NodeInput]) -> Result<ServePlan, Serv
         sockets: sel.rdma.sockets.clone(),
         job: JobPlan {
             job: o.job.clone(),
-            workload: Engine::Trtllm.to_string(),
+            workload: EngineKind::Trtllm.to_string(),
             runtime: RuntimeKind::Docker,
             nodes: node_plans,
             steps,

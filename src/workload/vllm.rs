@@ -18,7 +18,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::serve::{
-    self, Engine, Problem, ServeOptions, ServePlan, ServeRefusal, container, distinct_ports,
+    self, EngineKind, Problem, ServeOptions, ServePlan, ServeRefusal, container, distinct_ports,
     endpoint, path_notes, select,
 };
 use crate::node::{NodeName, Role};
@@ -135,7 +135,7 @@ pub fn plan(
     let mut node_plans = Vec::new();
     let mut members = Vec::new();
     for (rank, env) in sel.env.nodes.iter().enumerate() {
-        let mut spec = container(o, Engine::Vllm, env, &sel.rdma, &mut notes);
+        let mut spec = container(o, EngineKind::Vllm, env, &sel.rdma, &mut notes);
         let mut args = vec![
             "vllm".to_string(),
             "serve".to_string(),
@@ -290,12 +290,12 @@ pub fn plan(
         node: head_name.clone(),
         url: format!("http://127.0.0.1:{}", o.port),
         model: served.clone(),
-        engine: Engine::Vllm.to_string(),
+        engine: EngineKind::Vllm.to_string(),
         timeout_s: o.ready_timeout_s,
     });
     path_notes(o, &used, &sel.assumed, &mut notes);
     Ok(ServePlan {
-        engine: Engine::Vllm,
+        engine: EngineKind::Vllm,
         mode: mode.to_string(),
         model: o.model.clone(),
         served_name: served,
@@ -309,7 +309,7 @@ pub fn plan(
         sockets: sel.rdma.sockets.clone(),
         job: JobPlan {
             job: o.job.clone(),
-            workload: Engine::Vllm.to_string(),
+            workload: EngineKind::Vllm.to_string(),
             runtime: RuntimeKind::Docker,
             nodes: node_plans,
             steps,

@@ -14,7 +14,7 @@ use crate::apply::phase::{Phase, PhaseError};
 use crate::libnccl::{Loads, MOUNT_DIR, NodeNccl, Rule, judge};
 use crate::node::{NodeName, for_each_node};
 use crate::plan::{Launch, Step};
-use crate::runtime::libnccl::Probe;
+use crate::runtime::libnccl::LoaderProbe;
 
 pub struct CheckNccl {
     pub nodes: Vec<NodeName>,
@@ -22,11 +22,11 @@ pub struct CheckNccl {
 }
 
 /// What the probe container of `node`'s part is made of.
-fn probe_of(ctx: &ApplyContext<'_>, node: &NodeName) -> Option<Probe> {
+fn probe_of(ctx: &ApplyContext<'_>, node: &NodeName) -> Option<LoaderProbe> {
     let Launch::Container(c) = &ctx.plan.node(node)?.launch else {
         return None;
     };
-    Some(Probe {
+    Some(LoaderProbe {
         image: c.image.clone(),
         ld_library_path: c.env.get("LD_LIBRARY_PATH").cloned(),
         ld_preload: c.env.get("LD_PRELOAD").cloned(),

@@ -13,7 +13,7 @@ use crate::model::script::quote;
 use crate::node::NodeName;
 use crate::runtime::RuntimeError;
 use crate::runtime::wait::{self, Probe};
-use crate::workload::readiness::{Observation, Readiness, Verdict};
+use crate::workload::readiness::{Observation, Readiness, ReadyVerdict};
 
 /// How often the API is polled (and the containers looked at).
 const POLL: Duration = Duration::from_secs(2);
@@ -148,7 +148,7 @@ impl<'a> Phase<ApplyContext<'a>> for WaitServing {
                     Err(e) => w.readiness.observe(Observation::Health(Err(e.to_string()))),
                 }
                 match w.readiness.verdict(now()) {
-                    Verdict::Waiting(line) => {
+                    ReadyVerdict::Waiting(line) => {
                         // A line when the phase changes, and every half minute.
                         if w.readiness.phase() != w.shown || now() >= w.shown_at + 30_000 {
                             ctx.reporter.node_line(&self.node, &line);
@@ -160,8 +160,8 @@ impl<'a> Phase<ApplyContext<'a>> for WaitServing {
                             None => line,
                         })
                     }
-                    Verdict::Ready { models } => Probe::Ready(models),
-                    Verdict::Failed(why) => Probe::Abort(RuntimeError::Other(why.to_string())),
+                    ReadyVerdict::Ready { models } => Probe::Ready(models),
+                    ReadyVerdict::Failed(why) => Probe::Abort(RuntimeError::Other(why.to_string())),
                 }
             })
             .await;

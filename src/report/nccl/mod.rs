@@ -22,7 +22,7 @@ pub use transport::{
     ExpectedHcas, ProblemKind, ProcessTransport, Transport, TransportProblem, TransportReport,
     detect_transport, transport_problems,
 };
-pub use verdict::{Cause, Context, Expectation, Status, TestVerdict, judge};
+pub use verdict::{AnalysisContext, Cause, Expectation, Status, TestVerdict, judge};
 
 /// One test of a log with its verdict.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -56,7 +56,7 @@ impl Analysis {
 }
 
 /// Parses and judges a whole log.
-pub fn analyse(text: &str, ctx: &Context) -> Analysis {
+pub fn analyse(text: &str, ctx: &AnalysisContext) -> Analysis {
     let mut runs = parse_log(text);
     if runs.is_empty() {
         // An empty log is a failed run with nothing to show, not an empty success.

@@ -16,7 +16,7 @@ use crate::derive::Topology;
 
 /// What the caller knows beyond the log.
 #[derive(Clone, Debug, Default)]
-pub struct Context {
+pub struct AnalysisContext {
     /// The RDMA devices each host should use (derived `NCCL_IB_HCA`), by hostname.
     pub expected_hcas: ExpectedHcas,
     /// The fabric's shape, when derived from the nodes' facts (or given by the user).
@@ -97,7 +97,7 @@ pub struct TestVerdict {
 }
 
 /// Judges one parsed test.
-pub fn judge(run: &TestRun, ctx: &Context) -> TestVerdict {
+pub fn judge(run: &TestRun, ctx: &AnalysisContext) -> TestVerdict {
     let problems = transport_problems(&run.transport, &ctx.expected_hcas);
     let mut warnings: Vec<String> = run
         .failures
@@ -227,7 +227,7 @@ pub fn peak(run: &TestRun) -> Option<(u64, f64)> {
 }
 
 /// The reference figure for this run's hardware, topology and test, or why there is none.
-pub fn expectation(run: &TestRun, ctx: &Context) -> Result<Expectation, String> {
+pub fn expectation(run: &TestRun, ctx: &AnalysisContext) -> Result<Expectation, String> {
     if run.devices.is_empty() {
         return Err("the log has no `# Using devices` list, so the hardware is unknown".into());
     }
@@ -290,7 +290,7 @@ pub fn expectation(run: &TestRun, ctx: &Context) -> Result<Expectation, String> 
 }
 
 /// The run's own failure, if it failed: its first cause.
-fn run_failure(run: &TestRun, ctx: &Context) -> Option<Cause> {
+fn run_failure(run: &TestRun, ctx: &AnalysisContext) -> Option<Cause> {
     let hard: Vec<&Failure> = run
         .failures
         .iter()

@@ -30,11 +30,11 @@ use super::exec::{RunOptions, run_child};
 use super::handle::NodeHandle;
 use super::pool::{Pool, SshTarget};
 use config::HostEntry;
-use plan::{NodePlan, NodeState, SshDir, SshDirFix};
+use plan::{NodeState, NodeTrustPlan, SshDir, SshDirFix};
 
 /// One cell of the verification matrix: `ssh TO hostname` run on FROM.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PairResult {
+pub struct TrustPairResult {
     pub from: NodeName,
     pub to: NodeName,
     /// The hostname printed, or why it failed.
@@ -52,7 +52,7 @@ pub struct TrustReport {
     pub changes: Vec<(NodeName, Vec<String>)>,
     /// Nodes that failed during a step, with the reason.
     pub failed: Vec<(NodeName, String)>,
-    pub matrix: Vec<PairResult>,
+    pub matrix: Vec<TrustPairResult>,
 }
 
 impl TrustReport {
@@ -186,14 +186,14 @@ pub async fn establish(
             port: t.port,
         })
         .collect();
-    let mut plans: Vec<NodePlan> = Vec::new();
+    let mut plans: Vec<NodeTrustPlan> = Vec::new();
     for (n, p) in plan::plan(&states, &entries, &host_keys) {
         match p {
             Ok(p) => plans.push(p),
             Err(e) => report.failed.push((n, e.to_string())),
         }
     }
-    let todo: Vec<&NodePlan> = plans.iter().filter(|p| !p.is_noop()).collect();
+    let todo: Vec<&NodeTrustPlan> = plans.iter().filter(|p| !p.is_noop()).collect();
     if !todo.is_empty() && !dry_run {
         let step = reporter.step(&format!(
             "write keys, Host entries and host keys on {} node{}",
@@ -255,7 +255,7 @@ pub async fn establish(
         let h = pool.get(&from).map_err(|e| e.reason())?;
         let mut row = Vec::new();
         for to in ok_ref.iter().filter(|t| **t != from) {
-            row.push(PairResult {
+            row.push(TrustPairResult {
                 from: from.clone(),
                 to: to.clone(),
                 outcome: ssh_hostname(h, to).await,
@@ -282,7 +282,7 @@ pub async fn establish(
     report
 }
 
-fn end(step: crate::progress::Step, bad: &[(NodeName, String)], ok: usize) {
+fn end(step: crate::progress::ProgressStep, bad: &[(NodeName, String)], ok: usize) {
     if bad.is_empty() {
         step.ok();
     } else {
@@ -442,7 +442,7 @@ fn check_learned(node: &NodeName, scanned: &[String], learned: &str) -> Result<(
 
 /// Writes one node's plan: appends to `authorized_keys` and `~/.ssh/config` (or replaces our
 /// own blocks in place), rewrites spark-launch's known-hosts file. User lines are never touched.
-async fn apply(h: &NodeHandle, p: &NodePlan) -> Result<(), String> {
+async fn apply(h: &NodeHandle, p: &NodeTrustPlan) -> Result<(), String> {
     let run = |script: &'static str, stdin: Option<String>| async move {
         let opts = RunOptions {
             stdin: stdin.map(String::into_bytes),

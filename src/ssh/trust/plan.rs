@@ -48,7 +48,7 @@ pub enum SshDirFix {
 
 /// The changes for one node.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct NodePlan {
+pub struct NodeTrustPlan {
     pub name: NodeName,
     pub ssh_dir: Option<SshDirFix>,
     /// Key lines to append to `authorized_keys`, and the exact bytes to append.
@@ -64,7 +64,7 @@ pub struct NodePlan {
     pub known_nodes: usize,
 }
 
-impl NodePlan {
+impl NodeTrustPlan {
     pub fn is_noop(&self) -> bool {
         self.ssh_dir.is_none()
             && self.authorize.is_empty()
@@ -124,7 +124,7 @@ pub fn plan(
     states: &[NodeState],
     entries: &[HostEntry],
     host_keys: &BTreeMap<NodeName, Vec<String>>,
-) -> Vec<(NodeName, Result<NodePlan, BrokenBlock>)> {
+) -> Vec<(NodeName, Result<NodeTrustPlan, BrokenBlock>)> {
     states
         .iter()
         .map(|s| (s.name.clone(), plan_node(s, states, entries, host_keys)))
@@ -136,7 +136,7 @@ fn plan_node(
     all: &[NodeState],
     entries: &[HostEntry],
     host_keys: &BTreeMap<NodeName, Vec<String>>,
-) -> Result<NodePlan, BrokenBlock> {
+) -> Result<NodeTrustPlan, BrokenBlock> {
     let ssh_dir = match s.ssh_dir {
         SshDir::Missing => Some(SshDirFix::Create),
         SshDir::Mode(m) if m & 0o022 != 0 => Some(SshDirFix::Chmod { from: m }),
@@ -168,7 +168,7 @@ fn plan_node(
         .collect();
     let known_nodes = known.len();
     let known_hosts = keys::known_hosts(s.known_hosts.as_deref().unwrap_or(""), &known);
-    Ok(NodePlan {
+    Ok(NodeTrustPlan {
         name: s.name.clone(),
         ssh_dir,
         authorize,
