@@ -32,6 +32,9 @@ fn run(args: &[String]) -> Output {
         .args(args)
         .env("SPARK_LAUNCH_NO_PROGRESS", "1")
         .env("XDG_CONFIG_HOME", cfg.path())
+        // Dry runs on snapshots read a Hub model's config.json from the Hub unless told not to:
+        // these tests must not depend on the internet.
+        .env("HF_HUB_OFFLINE", "1")
         .env_remove("SPARK_LAUNCH_PROFILES")
         .env_remove("SPARK_LAUNCH_CLUSTER")
         .output()
@@ -656,4 +659,87 @@ fn a_profile_image_with_shell_syntax_never_reaches_the_compose_readme() {
     ));
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     assert!(String::from_utf8_lossy(&out.stderr).contains("is not an image reference"));
+}
+
+/// A model folder with Qwen/Qwen2.5-7B-Instruct's numbers from its public config.json: 28
+/// attention heads, 4 KV heads, 28 layers.
+fn qwen_7b_folder() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("config.json"),
+        r#"{"architectures": ["Qwen2ForCausalLM"], "num_attention_heads": 28,
+            "num_hidden_layers": 28, "num_key_value_heads": 4}"#,
+    )
+    .unwrap();
+    dir
+}
+
+#[test]
+fn a_tp_that_does_not_divide_the_heads_is_refused_before_anything_is_copied() {
+    let model = qwen_7b_folder();
+    let path = model.path().display().to_string();
+    for engine in ["vllm", "trtllm"] {
+        let out = run(&args(
+            &[engine, &path, "--tp", "3", "--dry-run", "--json"],
+            "switch-3-sparks",
+        ));
+        assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let name = model.path().file_name().unwrap().to_string_lossy();
+        assert_eq!(
+            v["refused"][0]["problem"],
+            format!("tp 3 does not divide the 28 attention heads of {name}"),
+            "{v}"
+        );
+        assert_eq!(v["refused"][0]["fix"], "use tp 1, 2, 4 or 28", "{v}");
+    }
+    // More stages than layers.
+    let out = run(&args(
+        &[
+            "vllm",
+            &path,
+            "--tp",
+            "1",
+            "--pp",
+            "29",
+            "--gpus-per-node",
+            "1",
+            "--dry-run",
+        ],
+        "seed-001-two-sparks-both-twins",
+    ));
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        text(&out).contains("pp 29 is more pipeline stages than the 28 layers"),
+        "{}",
+        text(&out)
+    );
+}
+
+#[test]
+fn a_shape_that_fits_plans_and_an_unreadable_config_is_only_a_warning() {
+    let model = qwen_7b_folder();
+    let path = model.path().display().to_string();
+    let out = run(&args(
+        &["vllm", &path, "--tp", "2", "--dry-run", "--json"],
+        "seed-001-two-sparks-both-twins",
+    ));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(
+        !String::from_utf8_lossy(&out.stderr).contains("not checked"),
+        "{}",
+        text(&out)
+    );
+    // A Hub model with the Hub out of reach: planned, with a warning saying tp/pp were not checked.
+    let out = run(&args(
+        &["vllm", "org/m", "--tp", "2", "--dry-run"],
+        "seed-001-two-sparks-both-twins",
+    ));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("tp 2 and pp 1 were not checked against org/m's heads and layers"),
+        "{}",
+        text(&out)
+    );
 }

@@ -475,6 +475,42 @@ fn a_live_dry_run_prints_the_very_plan_the_run_then_executes() {
 }
 
 #[test]
+fn a_tp_that_does_not_divide_the_heads_is_refused_from_the_hubs_config_before_anything_is_copied() {
+    let c = cluster(2, "h", WithRay::No);
+    let job = "sl15heads";
+    let out = sl(
+        &c,
+        &[
+            "vllm",
+            MODEL,
+            "--tp",
+            "4",
+            "--gpus-per-node",
+            "2",
+            "--job",
+            job,
+            "-d",
+        ],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("tp 4 does not divide the 14 attention heads of spark-test/tiny"),
+        "{err}"
+    );
+    assert!(err.contains("use tp 1, 2 or 14"), "{err}");
+    assert!(!err.contains("Stage"), "nothing was copied: {err}");
+    gone(&c, job);
+    // Nothing of the model reached the worker's cache.
+    let cache = c
+        .net
+        .home(2)
+        .join(".cache/huggingface/hub/models--spark-test--tiny");
+    assert!(!cache.exists(), "{} exists", cache.display());
+}
+
+#[test]
 fn no_stage_refuses_to_start_when_a_node_lacks_the_weights() {
     let c = cluster(2, "n", WithRay::No);
     let job = "sl7nostage";

@@ -13,6 +13,7 @@ use serde::Serialize;
 
 use crate::derive::{self, NodeInput};
 use crate::model::hub::Resolved;
+use crate::model::shape::ShapeLookup;
 use crate::node::{NodeName, Role};
 use crate::probe::NodeFacts;
 
@@ -204,6 +205,8 @@ pub struct Lookups {
     /// The NCCL each node's image loads, and `--nccl-from`'s library; `None` when nothing was
     /// read (a dry run on snapshots).
     pub nccl: Option<NcclReads>,
+    /// The model's `config.json`, for the tp/pp check (heads, KV heads, layers).
+    pub shape: ShapeLookup,
 }
 
 /// One node as planning sees it.
@@ -428,6 +431,7 @@ fn plan_serve(
             Err(p) => return Err(ServeRefusal { problems: vec![p] }.into()),
         }
     }
+    let shape_warning = check_shape(r.serve(), &lookups.shape)?;
     let names: Vec<NodeName> = inputs.iter().map(|n| n.name.clone()).collect();
     let mut paths = BTreeMap::new();
     for n in &names {
@@ -494,12 +498,46 @@ fn plan_serve(
     )
     .map_err(LaunchRefusal::Nccl)?;
     warnings.extend(nccl.warnings.iter().cloned());
+    warnings.extend(shape_warning);
     plan.notes.extend(nccl.notes.iter().cloned());
     plan.nccl = Some(nccl);
     Ok(Planned {
         plan: LaunchPlan::Serve(Box::new(plan)),
         warnings,
     })
+}
+
+/// tp and pp against the model's heads, KV heads and layers: a refusal naming the numbers
+/// when they do not fit, a warning when `config.json` could not be read (the engine then finds
+/// out itself), nothing when they fit.
+fn check_shape(o: &ServeOptions, shape: &ShapeLookup) -> Result<Option<String>, ServeRefusal> {
+    let model = o.model.served_name();
+    match shape {
+        ShapeLookup::Read(s) => {
+            let misfits = s.misfits(&model, u64::from(o.tp), u64::from(o.pp));
+            if misfits.is_empty() {
+                Ok(None)
+            } else {
+                Err(ServeRefusal {
+                    problems: misfits
+                        .into_iter()
+                        .map(|m| super::serve::Problem {
+                            problem: m.problem,
+                            fix: m.fix,
+                        })
+                        .collect(),
+                })
+            }
+        }
+        ShapeLookup::Unreadable(why) => Ok(Some(format!(
+            "tp {} and pp {} were not checked against {model}'s heads and layers: {why}",
+            o.tp, o.pp
+        ))),
+        ShapeLookup::NotLooked => Ok(Some(format!(
+            "tp {} and pp {} were not checked against {model}'s heads and layers: its config.json was not read",
+            o.tp, o.pp
+        ))),
+    }
 }
 
 #[cfg(test)]

@@ -175,6 +175,8 @@ pub fn plan(opts: &TrtllmOptions, nodes: &[NodeInput]) -> Result<ServePlan, Serv
     let used: Vec<NodeName> = sel.inputs.iter().map(|i| i.name.clone()).collect();
     let head_env = &sel.env.nodes[0];
     let model_path = o.model.container_path();
+    // The API is named by the model id the user typed, never by the container path.
+    let served = o.model.served_name();
     let mut notes = Vec::new();
     if !sel.unused.is_empty() {
         notes.push(format!(
@@ -194,6 +196,8 @@ pub fn plan(opts: &TrtllmOptions, nodes: &[NodeInput]) -> Result<ServePlan, Serv
     let mut serve_args = vec![
         "trtllm-serve".to_string(),
         model_path.clone(),
+        "--served_model_name".to_string(),
+        served.clone(),
         "--tp_size".to_string(),
         o.tp.to_string(),
     ];
@@ -393,7 +397,7 @@ pub fn plan(opts: &TrtllmOptions, nodes: &[NodeInput]) -> Result<ServePlan, Serv
     steps.push(Step::WaitServing {
         node: head_name,
         url: format!("http://127.0.0.1:{}", o.port),
-        model: model_path.clone(),
+        model: served.clone(),
         engine: Engine::Trtllm.to_string(),
         timeout_s: o.ready_timeout_s,
     });
@@ -402,7 +406,7 @@ pub fn plan(opts: &TrtllmOptions, nodes: &[NodeInput]) -> Result<ServePlan, Serv
         engine: Engine::Trtllm,
         mode: if n == 1 { "single" } else { "mpi" }.to_string(),
         model: o.model.clone(),
-        served_name: model_path,
+        served_name: served,
         tp: o.tp,
         pp: o.pp,
         endpoint: endpoint(&sel.inputs[0], head_env, o.port),
@@ -450,7 +454,8 @@ fn control_subnets(inputs: &[NodeInput], env: &crate::derive::ClusterEnv) -> Vec
 
 /// Problems for flags in `args` that spark-launch sets itself.
 pub fn reserved_args(args: &[String]) -> Vec<Problem> {
-    const RESERVED: [&str; 6] = [
+    const RESERVED: [&str; 7] = [
+        "--served_model_name",
         "--tp_size",
         "--pp_size",
         "--host",
