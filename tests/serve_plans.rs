@@ -50,6 +50,8 @@ fn serve(tp: u32, image: &str) -> ServeOptions {
         ready_timeout_s: DEFAULT_READY_TIMEOUT_S,
         stage_model: true,
         allow_tcp: false,
+        bind: Default::default(),
+        api_key: None,
     }
 }
 

@@ -511,6 +511,89 @@ fn a_tp_that_does_not_divide_the_heads_is_refused_from_the_hubs_config_before_an
 }
 
 #[test]
+fn vllm_enforces_the_api_key_that_readiness_and_the_printed_curl_use_and_no_printout_shows() {
+    let c = cluster(2, "k", WithRay::No);
+    let job = "sl15key";
+    let out = sl(
+        &c,
+        &[
+            "vllm",
+            MODEL,
+            "--tp",
+            "2",
+            "--job",
+            job,
+            "-d",
+            "--timeout",
+            "180",
+            "--api-key",
+            "auto",
+            "--bind",
+            "fabric",
+            "--json",
+        ],
+        &[],
+    );
+    assert!(out.status.success(), "{}", describe(&out));
+    // `auto` generated the key once, 0600, in the config folder of the user on the head.
+    let file = c.net.home(1).join(".config/spark-launch/api-key");
+    let key = std::fs::read_to_string(&file).unwrap().trim().to_string();
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(
+        std::fs::metadata(&file).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    assert!(key.starts_with("sl-") && key.len() == 67, "{key}");
+    let all = describe(&out);
+    assert!(!all.contains(&key), "the key was printed:\n{all}");
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    // Bound to the head's fabric address: the endpoint and readiness use it.
+    let fabric = c.net.fabric_addr(1);
+    assert_eq!(v["endpoint"], format!("http://{fabric}:8000/v1"));
+    let curl = v["curl"].as_str().unwrap();
+    assert!(
+        curl.contains("-H \"Authorization: Bearer $(cat ")
+            && curl.contains("/.config/spark-launch/api-key)\""),
+        "{curl}"
+    );
+    assert_eq!(
+        v["plan"]["job"]["nodes"][0]["launch"]["container"]["env"]["VLLM_API_KEY"],
+        "<set>"
+    );
+    // The stand-in enforces it as vLLM does: 401 without the key, the model list with it.
+    let url = format!("http://{fabric}:8000/v1/models");
+    let code = |auth: &[&str]| {
+        let mut argv = vec!["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}"];
+        argv.extend_from_slice(auth);
+        argv.push(&url);
+        stdout(&c.net.exec_user(1, &argv, &[], None))
+    };
+    assert_eq!(code(&[]), "401");
+    let wrong = "Authorization: Bearer sl-wrong";
+    assert_eq!(code(&["-H", wrong]), "401");
+    let right = format!("Authorization: Bearer {key}");
+    assert_eq!(code(&["-H", &right]), "200");
+    // Not on every interface: the management address does not answer.
+    let mgmt = format!("http://{}:8000/health", c.net.mgmt_addr(1));
+    let refused = c
+        .net
+        .exec_user(1, &["curl", "-s", "--max-time", "3", &mgmt], &[], None);
+    assert!(!refused.status.success(), "{}", describe(&refused));
+    // The key is on no command line of the head's container.
+    let name = format!("sl-{job}-{}", c.net.hostname(1));
+    let inspect = std::process::Command::new("docker")
+        .args([
+            "-H",
+            &format!("unix://{}", c.net.docker_socket(1).display()),
+        ])
+        .args(["inspect", "-f", "{{json .Path}} {{json .Args}}", &name])
+        .output()
+        .unwrap();
+    assert!(!stdout(&inspect).contains(&key), "{}", describe(&inspect));
+    remove_job(&c.net, job);
+}
+
+#[test]
 fn no_stage_refuses_to_start_when_a_node_lacks_the_weights() {
     let c = cluster(2, "n", WithRay::No);
     let job = "sl7nostage";

@@ -194,6 +194,14 @@ async fn launch_on(
             });
         }
     }
+    if let LaunchRequest::Serve(s) = &l.request
+        && let Some(ask) = &s.api_key
+    {
+        looked_up.api_key = Some(
+            super::api_key::resolve(ask, !l.dry_run)
+                .map_err(|e| LaunchRefusal::Input(e.to_string()))?,
+        );
+    }
     let planned = plan(&l.request, &nodes, &looked_up)?;
     if l.dry_run {
         return Ok(Launched::Planned(planned));

@@ -106,6 +106,9 @@ pub struct ServeRequest {
     pub nccl_from: Option<NcclFrom>,
     /// `--allow-old-nccl`: start a ring on an NCCL older than 2.30.7 anyway.
     pub allow_old_nccl: bool,
+    /// `--api-key` (or a profile's `api_key`), resolved into [`Lookups::api_key`] before
+    /// planning.
+    pub api_key: Option<super::endpoint::ApiKeyAsk>,
 }
 
 impl ServeRequest {
@@ -207,6 +210,8 @@ pub struct Lookups {
     pub nccl: Option<NcclReads>,
     /// The model's `config.json`, for the tp/pp check (heads, KV heads, layers).
     pub shape: ShapeLookup,
+    /// The API key `--api-key` asked for, resolved (`auto` read from or written to its file).
+    pub api_key: Option<super::endpoint::ApiKey>,
 }
 
 /// One node as planning sees it.
@@ -432,6 +437,12 @@ fn plan_serve(
         }
     }
     let shape_warning = check_shape(r.serve(), &lookups.shape)?;
+    if r.api_key.is_some() {
+        let key = lookups.api_key.clone().ok_or_else(|| {
+            LaunchRefusal::Input("--api-key was not resolved before planning".into())
+        })?;
+        r.serve_mut().api_key = Some(key);
+    }
     let names: Vec<NodeName> = inputs.iter().map(|n| n.name.clone()).collect();
     let mut paths = BTreeMap::new();
     for n in &names {
@@ -499,6 +510,15 @@ fn plan_serve(
     .map_err(LaunchRefusal::Nccl)?;
     warnings.extend(nccl.warnings.iter().cloned());
     warnings.extend(shape_warning);
+    if let Some(head) = plan.nodes.first() {
+        let o = r.serve();
+        warnings.extend(super::endpoint::open_warning(
+            o.bind,
+            o.api_key.is_some(),
+            head.as_str(),
+            o.port,
+        ));
+    }
     plan.notes.extend(nccl.notes.iter().cloned());
     plan.nccl = Some(nccl);
     Ok(Planned {

@@ -170,10 +170,16 @@ pub fn plan(opts: &TrtllmOptions, nodes: &[NodeInput]) -> Result<ServePlan, Serv
     let mut extra = distinct_ports(&[("API", o.port), ("ssh", opts.ssh_port)]);
     extra.extend(opts.llm_api.problems());
     extra.extend(reserved_args(&o.engine_args));
+    if o.api_key.is_some() {
+        extra.push(super::endpoint::trtllm_key_problem());
+    }
     let sel = select(nodes, o, extra)?;
     let n = sel.inputs.len();
     let used: Vec<NodeName> = sel.inputs.iter().map(|i| i.name.clone()).collect();
     let head_env = &sel.env.nodes[0];
+    let bound = super::endpoint::bind_addr(o.bind, &sel.inputs[0], head_env)
+        .map_err(|p| ServeRefusal { problems: vec![p] })?;
+    let (host, local_url) = serve::listen(bound, o.port);
     let model_path = o.model.container_path();
     // The API is named by the model id the user typed, never by the container path.
     let served = o.model.served_name();
@@ -206,7 +212,7 @@ pub fn plan(opts: &TrtllmOptions, nodes: &[NodeInput]) -> Result<ServePlan, Serv
     }
     serve_args.extend([
         "--host".to_string(),
-        "0.0.0.0".to_string(),
+        host,
         "--port".to_string(),
         o.port.to_string(),
         "--backend".to_string(),
@@ -396,10 +402,11 @@ pub fn plan(opts: &TrtllmOptions, nodes: &[NodeInput]) -> Result<ServePlan, Serv
     });
     steps.push(Step::WaitServing {
         node: head_name,
-        url: format!("http://127.0.0.1:{}", o.port),
+        url: local_url,
         model: served.clone(),
         engine: Engine::Trtllm.to_string(),
         timeout_s: o.ready_timeout_s,
+        api_key: None,
     });
     path_notes(o, &used, &sel.assumed, &mut notes);
     Ok(ServePlan {
@@ -409,7 +416,7 @@ pub fn plan(opts: &TrtllmOptions, nodes: &[NodeInput]) -> Result<ServePlan, Serv
         served_name: served,
         tp: o.tp,
         pp: o.pp,
-        endpoint: endpoint(&sel.inputs[0], head_env, o.port),
+        endpoint: endpoint(&sel.inputs[0], head_env, o.port, bound),
         nodes: used,
         unused: sel.unused.clone(),
         notes,
@@ -422,6 +429,7 @@ pub fn plan(opts: &TrtllmOptions, nodes: &[NodeInput]) -> Result<ServePlan, Serv
             nodes: node_plans,
             steps,
         },
+        api_key: None,
         nccl: None,
     })
 }
