@@ -49,16 +49,25 @@ fn cluster(n: usize, tag: &str, ray: WithRay) -> Cluster {
         .build()
         .unwrap();
     let netns = PathBuf::from("/var/run/netns").join(format!("{}n1", net.prefix()));
-    let hub = rt.block_on(HubStandin::start_in_netns(
-        vec![tiny_repo(MODEL, 200_000)],
-        &netns,
-    ));
+    let hub = rt.block_on(HubStandin::start_in_netns(vec![shaped_repo()], &netns));
     Cluster {
         net,
         hub,
         image,
         _rt: rt,
     }
+}
+
+/// The tiny repo with the shape of Qwen/Qwen2.5-0.5B-Instruct's public config.json (14
+/// attention heads, 2 KV heads, 24 layers): what the tp/pp check reads.
+fn shaped_repo() -> hub_standin::FakeRepo {
+    let mut repo = tiny_repo(MODEL, 200_000);
+    for f in &mut repo.files {
+        if f.path == "config.json" {
+            f.content = br#"{"architectures":["TinyForCausalLM"],"hidden_size":64,"num_attention_heads":14,"num_key_value_heads":2,"num_hidden_layers":24}"#.to_vec();
+        }
+    }
+    repo
 }
 
 /// `spark-launch ARGS --hosts … --image … --gpus none --ulimit …` inside the head.

@@ -93,9 +93,7 @@ pub fn tiny_repo(id: &str, weights: usize) -> FakeRepo {
         files: vec![
             FakeFile {
                 path: "config.json".into(),
-                // The shape of Qwen/Qwen2.5-0.5B-Instruct's public config.json (14 attention
-                // heads, 2 KV heads, 24 layers): what the tp/pp check reads.
-                content: br#"{"architectures":["TinyForCausalLM"],"hidden_size":64,"num_attention_heads":14,"num_key_value_heads":2,"num_hidden_layers":24}"#.to_vec(),
+                content: br#"{"architectures":["TinyForCausalLM"],"hidden_size":64}"#.to_vec(),
                 lfs: false,
             },
             FakeFile {
