@@ -32,6 +32,9 @@ fn run(args: &[String]) -> Output {
         .args(args)
         .env("SPARK_LAUNCH_NO_PROGRESS", "1")
         .env("XDG_CONFIG_HOME", cfg.path())
+        // Dry runs on snapshots read a Hub model's config.json from the Hub unless told not to:
+        // these tests must not depend on the internet.
+        .env("HF_HUB_OFFLINE", "1")
         .env_remove("SPARK_LAUNCH_PROFILES")
         .env_remove("SPARK_LAUNCH_CLUSTER")
         .output()
@@ -656,4 +659,225 @@ fn a_profile_image_with_shell_syntax_never_reaches_the_compose_readme() {
     ));
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     assert!(String::from_utf8_lossy(&out.stderr).contains("is not an image reference"));
+}
+
+/// A model folder with Qwen/Qwen2.5-7B-Instruct's numbers from its public config.json: 28
+/// attention heads, 4 KV heads, 28 layers.
+fn qwen_7b_folder() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("config.json"),
+        r#"{"architectures": ["Qwen2ForCausalLM"], "num_attention_heads": 28,
+            "num_hidden_layers": 28, "num_key_value_heads": 4}"#,
+    )
+    .unwrap();
+    dir
+}
+
+#[test]
+fn a_tp_that_does_not_divide_the_heads_is_refused_before_anything_is_copied() {
+    let model = qwen_7b_folder();
+    let path = model.path().display().to_string();
+    for engine in ["vllm", "trtllm"] {
+        let out = run(&args(
+            &[engine, &path, "--tp", "3", "--dry-run", "--json"],
+            "switch-3-sparks",
+        ));
+        assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let name = model.path().file_name().unwrap().to_string_lossy();
+        assert_eq!(
+            v["refused"][0]["problem"],
+            format!("tp 3 does not divide the 28 attention heads of {name}"),
+            "{v}"
+        );
+        assert_eq!(v["refused"][0]["fix"], "use tp 1, 2, 4 or 28", "{v}");
+    }
+    // More stages than layers.
+    let out = run(&args(
+        &[
+            "vllm",
+            &path,
+            "--tp",
+            "1",
+            "--pp",
+            "29",
+            "--gpus-per-node",
+            "1",
+            "--dry-run",
+        ],
+        "seed-001-two-sparks-both-twins",
+    ));
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        text(&out).contains("pp 29 is more pipeline stages than the 28 layers"),
+        "{}",
+        text(&out)
+    );
+}
+
+#[test]
+fn a_shape_that_fits_plans_and_an_unreadable_config_is_only_a_warning() {
+    let model = qwen_7b_folder();
+    let path = model.path().display().to_string();
+    let out = run(&args(
+        &["vllm", &path, "--tp", "2", "--dry-run", "--json"],
+        "seed-001-two-sparks-both-twins",
+    ));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(
+        !String::from_utf8_lossy(&out.stderr).contains("not checked"),
+        "{}",
+        text(&out)
+    );
+    // A Hub model with the Hub out of reach: planned, with a warning saying tp/pp were not checked.
+    let out = run(&args(
+        &["vllm", "org/m", "--tp", "2", "--dry-run"],
+        "seed-001-two-sparks-both-twins",
+    ));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("tp 2 and pp 1 were not checked against org/m's heads and layers"),
+        "{}",
+        text(&out)
+    );
+}
+
+#[test]
+fn an_api_key_never_appears_in_the_plan_json_text_or_stderr_only_set() {
+    let key = "sk-do-not-print-4711";
+    for json in [true, false] {
+        let mut a = vec!["vllm", "org/m", "--tp", "2", "--api-key", key, "--dry-run"];
+        if json {
+            a.push("--json");
+        }
+        let out = run(&args(&a, "seed-001-two-sparks-both-twins"));
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+        let all = text(&out);
+        assert!(!all.contains(key), "the key was printed:\n{all}");
+        assert!(all.contains("VLLM_API_KEY"), "{all}");
+        if json {
+            let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+            let head = &v["job"]["nodes"][0]["launch"]["container"];
+            assert_eq!(head["env"]["VLLM_API_KEY"], "<set>");
+            // Workers serve no API: no key there.
+            assert!(v["job"]["nodes"][1]["launch"]["container"]["env"]["VLLM_API_KEY"].is_null());
+            assert!(!head["command"].to_string().contains("--api-key"), "{head}");
+        }
+        // A key is set: no warning about an open API.
+        assert!(!all.contains("with no API key"), "{all}");
+    }
+}
+
+#[test]
+fn an_open_api_is_warned_about_and_bind_takes_the_heads_addresses_only() {
+    let out = run(&args(
+        &["vllm", "org/m", "--tp", "2", "--dry-run", "--json"],
+        "seed-001-two-sparks-both-twins",
+    ));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("listens on every interface with no API key"),
+        "{}",
+        text(&out)
+    );
+    let out = run(&args(
+        &[
+            "vllm",
+            "org/m",
+            "--tp",
+            "2",
+            "--bind",
+            "fabric",
+            "--dry-run",
+            "--json",
+        ],
+        "seed-001-two-sparks-both-twins",
+    ));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["endpoint"]["url"], "http://192.168.177.11:8000/v1");
+    let cmd = v["job"]["nodes"][0]["launch"]["container"]["command"].to_string();
+    assert!(cmd.contains(r#""--host","192.168.177.11""#), "{cmd}");
+    let out = run(&args(
+        &[
+            "vllm",
+            "org/m",
+            "--tp",
+            "2",
+            "--bind",
+            "10.99.0.1",
+            "--dry-run",
+        ],
+        "seed-001-two-sparks-both-twins",
+    ));
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("--bind 10.99.0.1:"), "{}", text(&out));
+    assert!(text(&out).contains("has no such address"), "{}", text(&out));
+}
+
+#[test]
+fn trtllm_refuses_an_api_key_it_cannot_enforce() {
+    let out = run(&args(
+        &[
+            "trtllm",
+            "org/m",
+            "--tp",
+            "2",
+            "--api-key",
+            "sk-x",
+            "--dry-run",
+        ],
+        "seed-001-two-sparks-both-twins",
+    ));
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        text(&out).contains(
+            "trtllm-serve has no API-key option, so spark-launch cannot make it enforce one"
+        ),
+        "{}",
+        text(&out)
+    );
+    assert!(!text(&out).contains("sk-x"), "{}", text(&out));
+}
+
+#[test]
+fn a_profile_may_ask_for_an_auto_key_but_never_hold_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, key: &str| {
+        let p = dir.path().join(format!("{name}.yaml"));
+        std::fs::write(
+            &p,
+            format!(
+                "name: {name}\ndescription: t\nengine: vllm\nmodel: {{id: org/m}}\ntp: 2\nnodes: 2\napi_key: {key}\nbind: fabric\n"
+            ),
+        )
+        .unwrap();
+        p.display().to_string()
+    };
+    let ok = write("keyed", "auto");
+    let out = run(&args(
+        &["up", &ok, "--dry-run", "--json"],
+        "seed-001-two-sparks-both-twins",
+    ));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        v["job"]["nodes"][0]["launch"]["container"]["env"]["VLLM_API_KEY"],
+        "<set>"
+    );
+    assert_eq!(v["endpoint"]["url"], "http://192.168.177.11:8000/v1");
+    let bad = write("leaky", "sk-in-a-file");
+    let out = run(&args(
+        &["up", &bad, "--dry-run"],
+        "seed-001-two-sparks-both-twins",
+    ));
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        text(&out).contains("a key written in a profile is refused"),
+        "{}",
+        text(&out)
+    );
+    assert!(!text(&out).contains("sk-in-a-file"), "{}", text(&out));
 }

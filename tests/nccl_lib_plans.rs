@@ -73,6 +73,8 @@ fn serve(tp: u32, from: Option<&str>, allow_old: bool) -> LaunchRequest {
                 ready_timeout_s: DEFAULT_READY_TIMEOUT_S,
                 stage_model: true,
                 allow_tcp: false,
+                bind: Default::default(),
+                api_key: None,
             },
             mode: VllmMode::Native {
                 master_port: vllm::DEFAULT_MASTER_PORT,
@@ -83,6 +85,7 @@ fn serve(tp: u32, from: Option<&str>, allow_old: bool) -> LaunchRequest {
         host_keys: vec![],
         nccl_from: from.map(|f| f.parse().unwrap()),
         allow_old_nccl: allow_old,
+        api_key: None,
     }))
 }
 

@@ -50,6 +50,8 @@ fn serve(tp: u32, image: &str) -> ServeOptions {
         ready_timeout_s: DEFAULT_READY_TIMEOUT_S,
         stage_model: true,
         allow_tcp: false,
+        bind: Default::default(),
+        api_key: None,
     }
 }
 
@@ -135,6 +137,8 @@ fn vllm_with_ray_waits_for_every_node_at_its_intended_address() {
 fn trtllm_on_two_sparks_runs_mpirun_from_the_head_over_sshd_on_2233() {
     let plan = trtllm::plan(&trt_opts(2), &fixture("seed-001-two-sparks-both-twins")).unwrap();
     insta::assert_yaml_snapshot!(plan);
+    // The endpoint is named by the model id the user typed, not the snapshot folder.
+    assert_eq!(plan.served_name, "Qwen/Qwen2.5-0.5B-Instruct");
     let Launch::Container(head) = &plan.job.nodes[0].launch else {
         panic!("not a container")
     };
@@ -148,7 +152,9 @@ fn trtllm_on_two_sparks_runs_mpirun_from_the_head_over_sshd_on_2233() {
     );
     assert!(cmd.contains("trtllm-llmapi-launch trtllm-serve"), "{cmd}");
     assert!(
-        cmd.contains("--tp_size 2 --host 0.0.0.0 --port 8355"),
+        cmd.contains(
+            "--served_model_name Qwen/Qwen2.5-0.5B-Instruct --tp_size 2 --host 0.0.0.0 --port 8355"
+        ),
         "{cmd}"
     );
     // One app context per node, each with that node's own variables.

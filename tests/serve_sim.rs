@@ -49,16 +49,25 @@ fn cluster(n: usize, tag: &str, ray: WithRay) -> Cluster {
         .build()
         .unwrap();
     let netns = PathBuf::from("/var/run/netns").join(format!("{}n1", net.prefix()));
-    let hub = rt.block_on(HubStandin::start_in_netns(
-        vec![tiny_repo(MODEL, 200_000)],
-        &netns,
-    ));
+    let hub = rt.block_on(HubStandin::start_in_netns(vec![shaped_repo()], &netns));
     Cluster {
         net,
         hub,
         image,
         _rt: rt,
     }
+}
+
+/// The tiny repo with the shape of Qwen/Qwen2.5-0.5B-Instruct's public config.json (14
+/// attention heads, 2 KV heads, 24 layers): what the tp/pp check reads.
+fn shaped_repo() -> hub_standin::FakeRepo {
+    let mut repo = tiny_repo(MODEL, 200_000);
+    for f in &mut repo.files {
+        if f.path == "config.json" {
+            f.content = br#"{"architectures":["TinyForCausalLM"],"hidden_size":64,"num_attention_heads":14,"num_key_value_heads":2,"num_hidden_layers":24}"#.to_vec();
+        }
+    }
+    repo
 }
 
 /// `spark-launch ARGS --hosts … --image … --gpus none --ulimit …` inside the head.
@@ -472,6 +481,125 @@ fn a_live_dry_run_prints_the_very_plan_the_run_then_executes() {
         .spark_launch(1, &["stop", job, "--hosts", &hosts(&c.net)]);
     assert!(stop.status.success(), "{}", describe(&stop));
     gone(&c, job);
+}
+
+#[test]
+fn a_tp_that_does_not_divide_the_heads_is_refused_from_the_hubs_config_before_anything_is_copied() {
+    let c = cluster(2, "h", WithRay::No);
+    let job = "sl15heads";
+    let out = sl(
+        &c,
+        &[
+            "vllm",
+            MODEL,
+            "--tp",
+            "4",
+            "--gpus-per-node",
+            "2",
+            "--job",
+            job,
+            "-d",
+        ],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("tp 4 does not divide the 14 attention heads of spark-test/tiny"),
+        "{err}"
+    );
+    assert!(err.contains("use tp 1, 2 or 14"), "{err}");
+    assert!(!err.contains("Stage"), "nothing was copied: {err}");
+    gone(&c, job);
+    // Nothing of the model reached the worker's cache.
+    let cache = c
+        .net
+        .home(2)
+        .join(".cache/huggingface/hub/models--spark-test--tiny");
+    assert!(!cache.exists(), "{} exists", cache.display());
+}
+
+#[test]
+fn vllm_enforces_the_api_key_that_readiness_and_the_printed_curl_use_and_no_printout_shows() {
+    let c = cluster(2, "k", WithRay::No);
+    let job = "sl15key";
+    let out = sl(
+        &c,
+        &[
+            "vllm",
+            MODEL,
+            "--tp",
+            "2",
+            "--job",
+            job,
+            "-d",
+            "--timeout",
+            "180",
+            "--api-key",
+            "auto",
+            "--bind",
+            "fabric",
+            "--json",
+        ],
+        &[],
+    );
+    assert!(out.status.success(), "{}", describe(&out));
+    // `auto` generated the key once, 0600, in the config folder of the user on the head.
+    let file = c.net.home(1).join(".config/spark-launch/api-key");
+    let key = std::fs::read_to_string(&file).unwrap().trim().to_string();
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(
+        std::fs::metadata(&file).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    assert!(key.starts_with("sl-") && key.len() == 67, "{key}");
+    let all = describe(&out);
+    assert!(!all.contains(&key), "the key was printed:\n{all}");
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    // Bound to the head's fabric address: the endpoint and readiness use it.
+    let fabric = c.net.fabric_addr(1);
+    assert_eq!(v["endpoint"], format!("http://{fabric}:8000/v1"));
+    let curl = v["curl"].as_str().unwrap();
+    assert!(
+        curl.contains("-H \"Authorization: Bearer $(cat ")
+            && curl.contains("/.config/spark-launch/api-key)\""),
+        "{curl}"
+    );
+    assert_eq!(
+        v["plan"]["job"]["nodes"][0]["launch"]["container"]["env"]["VLLM_API_KEY"],
+        "<set>"
+    );
+    // The stand-in enforces it as vLLM does: 401 without the key, the model list with it.
+    let url = format!("http://{fabric}:8000/v1/models");
+    let code = |auth: &[&str]| {
+        let mut argv = vec!["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}"];
+        argv.extend_from_slice(auth);
+        argv.push(&url);
+        stdout(&c.net.exec_user(1, &argv, &[], None))
+    };
+    assert_eq!(code(&[]), "401");
+    let wrong = "Authorization: Bearer sl-wrong";
+    assert_eq!(code(&["-H", wrong]), "401");
+    let right = format!("Authorization: Bearer {key}");
+    assert_eq!(code(&["-H", &right]), "200");
+    // Not on every interface: the management address does not answer.
+    let mgmt = format!("http://{}:8000/health", c.net.mgmt_addr(1));
+    let refused = c
+        .net
+        .exec_user(1, &["curl", "-s", "--max-time", "3", &mgmt], &[], None);
+    assert!(!refused.status.success(), "{}", describe(&refused));
+    // The key is on no command line of the head's container.
+    let name = format!("sl-{job}-{}", c.net.hostname(1));
+    let inspect = std::process::Command::new("docker")
+        .args([
+            "-H",
+            &format!("unix://{}", c.net.docker_socket(1).display()),
+        ])
+        .args(["inspect", "-f", "{{json .Path}} {{json .Args}}", &name])
+        .output()
+        .unwrap();
+    assert!(!stdout(&inspect).contains(&key), "{}", describe(&inspect));
+    remove_job(&c.net, job);
 }
 
 #[test]

@@ -247,12 +247,14 @@ pub fn phases_for<'a>(plan: &JobPlan) -> Vec<Box<dyn Phase<ApplyContext<'a>> + '
                 url,
                 model,
                 timeout_s,
+                api_key,
                 ..
             } => Box::new(WaitServing {
                 node,
                 url,
                 model,
                 timeout: Duration::from_secs(timeout_s),
+                api_key,
             }),
             Step::StageNccl {
                 image,
@@ -540,6 +542,7 @@ mod tests {
                 model: "m".into(),
                 engine: "vllm".into(),
                 timeout_s: 30,
+                api_key: None,
             },
             Step::Stop,
         ];

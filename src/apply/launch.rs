@@ -165,7 +165,16 @@ async fn launch_on(
             _ = cancel.cancelled() => return Err(LaunchError::Interrupted("looking up the model")),
         }
     } else {
-        Lookups::default()
+        let mut none = Lookups::default();
+        // A dry run on snapshots still checks tp/pp against the model where it can: a local
+        // folder that is here too, or the Hub from here.
+        if let Some(model) = l.request.model().filter(|_| l.request.needs_lookups()) {
+            none.shape = tokio::select! {
+                s = super::lookup::shape_from_here(model) => s,
+                _ = cancel.cancelled() => return Err(LaunchError::Interrupted("reading the model's config.json")),
+            };
+        }
+        none
     };
     let nodes: Vec<PlanNode> = cluster
         .nodes
@@ -184,6 +193,14 @@ async fn launch_on(
                 _ = cancel.cancelled() => return Err(LaunchError::Interrupted("reading the images' NCCL")),
             });
         }
+    }
+    if let LaunchRequest::Serve(s) = &l.request
+        && let Some(ask) = &s.api_key
+    {
+        looked_up.api_key = Some(
+            super::api_key::resolve(ask, !l.dry_run)
+                .map_err(|e| LaunchRefusal::Input(e.to_string()))?,
+        );
     }
     let planned = plan(&l.request, &nodes, &looked_up)?;
     if l.dry_run {

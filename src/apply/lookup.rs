@@ -10,7 +10,9 @@
 use std::sync::Arc;
 
 use crate::model::ModelSource;
-use crate::model::hub::HubError;
+use crate::model::hub::{HubError, HubTransport};
+use crate::model::script::quote;
+use crate::model::shape::{ModelShape, ShapeLookup};
 use crate::node::{NodeFailures, all_ok, for_each_node};
 use crate::progress::Reporter;
 use crate::runtime::shell::NodeShell;
@@ -69,13 +71,13 @@ pub async fn lookups(
     let homes = all_ok(results).map_err(LookupError::Homes)?;
     let mut found = Lookups {
         homes: homes.into_iter().collect(),
-        model: None,
-        nccl: None,
+        ..Lookups::default()
     };
     let (Some(model), Some(head)) = (model, shells.first()) else {
         return Ok(found);
     };
-    if matches!(model, ModelSource::Local { .. }) {
+    if let ModelSource::Local { path } = model {
+        found.shape = shape_of_local(head.as_ref(), path).await;
         return Ok(found);
     }
     let step = reporter.step(&format!("Resolve {model}"));
@@ -95,8 +97,85 @@ pub async fn lookups(
     } else {
         step.ok();
     }
+    if let (Some(r), ModelSource::Hub { repo, .. }) = (&resolved, model) {
+        found.shape = shape_from_hub(head.clone(), repo, &r.commit).await;
+    }
     found.model = resolved;
     Ok(found)
+}
+
+/// The most of a `config.json` read: real ones are a few KB.
+const CONFIG_MAX: u64 = 4 << 20;
+
+/// The shape from `config.json` of a Hub model at `rev` (a commit, or a revision's URL
+/// segment), fetched with curl through `shell`: one small request. A failure is a warning.
+async fn shape_from_hub(
+    shell: Arc<dyn NodeShell>,
+    repo: &crate::model::RepoId,
+    rev: &str,
+) -> ShapeLookup {
+    let token = stage::hf_token();
+    let auth = token.is_some();
+    let url = crate::model::hub::resolve_url(&stage::hf_endpoint(), repo, rev, "config.json");
+    let transport = super::hub_curl::CurlHub::new(shell, token);
+    match transport.get(&url, auth).await {
+        Ok(a) if a.status == 200 => shape_of(&a.body),
+        Ok(a) => ShapeLookup::Unreadable(format!("{url} answered HTTP {}", a.status)),
+        Err(e) => ShapeLookup::Unreadable(format!("cannot fetch {url}: {e}")),
+    }
+}
+
+/// The shape from `PATH/config.json` on the node of `shell`.
+async fn shape_of_local(shell: &dyn NodeShell, path: &str) -> ShapeLookup {
+    let file = format!("{}/config.json", path.trim_end_matches('/'));
+    let script = format!("head -c {CONFIG_MAX} -- {}", quote(&file));
+    match shell.run(&script, Vec::new(), None).await {
+        Ok(out) if out.success() => shape_of(&out.stdout),
+        Ok(out) => ShapeLookup::Unreadable(format!(
+            "cannot read {file} on {}: {}",
+            shell.node(),
+            out.stderr_tail().trim()
+        )),
+        Err(e) => ShapeLookup::Unreadable(format!("cannot read {file}: {e}")),
+    }
+}
+
+fn shape_of(text: &str) -> ShapeLookup {
+    match ModelShape::parse(text) {
+        Ok(s) => ShapeLookup::Read(s),
+        Err(e) => ShapeLookup::Unreadable(e.to_string()),
+    }
+}
+
+/// The shape for a dry run on snapshots, from this machine: a local model's `config.json` when
+/// the folder is here too, a Hub model's from the Hub unless `HF_HUB_OFFLINE=1` (one small
+/// request at the revision asked; nothing else is resolved). A failure is a warning.
+pub async fn shape_from_here(model: &ModelSource) -> ShapeLookup {
+    match model {
+        ModelSource::Local { path } => {
+            let file = std::path::Path::new(path).join("config.json");
+            match crate::input::read_text(&file, CONFIG_MAX) {
+                Ok(text) => shape_of(&text),
+                Err(e) => ShapeLookup::Unreadable(format!(
+                    "{} is not readable on this machine ({e}); a live run reads it on the head",
+                    file.display()
+                )),
+            }
+        }
+        ModelSource::Hub { repo, revision, .. } => {
+            if std::env::var("HF_HUB_OFFLINE").is_ok_and(|v| v.trim() == "1") {
+                return ShapeLookup::Unreadable(
+                    "HF_HUB_OFFLINE=1: the Hub was not asked for its config.json".into(),
+                );
+            }
+            let here = match crate::node::NodeName::new("localhost") {
+                Ok(n) => n,
+                Err(e) => return ShapeLookup::Unreadable(e.to_string()),
+            };
+            let shell: Arc<dyn NodeShell> = Arc::new(crate::runtime::shell::LocalShell::new(here));
+            shape_from_hub(shell, repo, &revision.url_segment()).await
+        }
+    }
 }
 
 /// Reads the NCCL of every node's image (and `--nccl-from`'s library) for the plan, with one

@@ -26,6 +26,7 @@
 //! }
 //! ```
 
+pub mod api_key;
 pub mod build;
 pub mod context;
 pub mod doctor;

@@ -18,18 +18,18 @@ use super::request::{Api, BaseUrl, Event, EventReader, clip, parse_event};
 
 /// The API key sent as `Authorization: Bearer …`. Never printed: its `Debug` says `<set>`.
 #[derive(Clone, PartialEq, Eq)]
-pub struct ApiKey(String);
+pub struct BearerKey(String);
 
-impl ApiKey {
-    pub fn new(key: impl Into<String>) -> Option<ApiKey> {
+impl BearerKey {
+    pub fn new(key: impl Into<String>) -> Option<BearerKey> {
         let key = key.into();
-        (!key.trim().is_empty()).then(|| ApiKey(key.trim().to_string()))
+        (!key.trim().is_empty()).then(|| BearerKey(key.trim().to_string()))
     }
 }
 
-impl fmt::Debug for ApiKey {
+impl fmt::Debug for BearerKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("ApiKey(<set>)")
+        f.write_str("BearerKey(<set>)")
     }
 }
 
@@ -42,7 +42,7 @@ pub struct Connection {
 #[derive(Clone, Debug)]
 pub struct Client {
     pub base: BaseUrl,
-    pub api_key: Option<ApiKey>,
+    pub api_key: Option<BearerKey>,
     /// The most one request may take, from sending it to its last token.
     pub timeout: Duration,
 }
@@ -82,7 +82,7 @@ impl Client {
                 .header("content-type", "application/json")
                 .header("accept", "text/event-stream");
         }
-        if let Some(ApiKey(key)) = &self.api_key {
+        if let Some(BearerKey(key)) = &self.api_key {
             b = b.header("authorization", format!("Bearer {key}"));
         }
         b.body(Full::new(Bytes::from(body)))
@@ -258,9 +258,9 @@ mod tests {
 
     #[test]
     fn an_api_key_never_shows_in_debug_output() {
-        let k = ApiKey::new("sk-secret").unwrap();
-        assert_eq!(format!("{k:?}"), "ApiKey(<set>)");
-        assert!(ApiKey::new("  ").is_none());
+        let k = BearerKey::new("sk-secret").unwrap();
+        assert_eq!(format!("{k:?}"), "BearerKey(<set>)");
+        assert!(BearerKey::new("  ").is_none());
     }
 
     #[test]

@@ -27,7 +27,7 @@ use tokio_util::sync::CancellationToken;
 use crate::node::NodeName;
 use crate::plan::JobName;
 use crate::progress::Reporter;
-use client::{ApiKey, Client};
+use client::{BearerKey, Client};
 use compare::{Comparison, ExpectReport, Expectations};
 use measure::BenchReport;
 use request::{Api, BaseUrl};
@@ -80,7 +80,7 @@ pub struct BenchRequest {
     /// The most one request may take.
     pub timeout: Duration,
     pub warmup: bool,
-    pub api_key: Option<ApiKey>,
+    pub api_key: Option<BearerKey>,
     /// Where to save the result; `None`: a new file under the state folder.
     pub save_to: Option<PathBuf>,
     /// An earlier result file to compare with.

@@ -11,7 +11,7 @@ use comfy_table::{Table, presets::UTF8_BORDERS_ONLY};
 use super::args::{EngineFlags, NodeFlags};
 use super::cmd_profiles::{default_profiles_dir, load};
 use super::{CmdError, CmdResult, Context, Invalid, Outcome, print_json, print_out};
-use crate::bench::client::ApiKey;
+use crate::bench::client::BearerKey;
 use crate::bench::compare::{Comparison, ExpectReport, Expectations, Figure};
 use crate::bench::measure::{BenchReport, TokenCount};
 use crate::bench::request::{Api, BaseUrl};
@@ -182,7 +182,7 @@ pub async fn run(args: BenchArgs, ctx: &Context) -> CmdResult {
         requests: args.requests,
         timeout: Duration::from_secs(args.timeout),
         warmup: !args.no_warmup,
-        api_key: std::env::var(API_KEY_VAR).ok().and_then(ApiKey::new),
+        api_key: std::env::var(API_KEY_VAR).ok().and_then(BearerKey::new),
         save_to: args.out.clone(),
         compare: args.compare.clone(),
         expect,

@@ -12,6 +12,7 @@ use crate::model::ModelSource;
 use crate::plan::JobName;
 use crate::plan::spec::EnvVar;
 use crate::profile::request::Overrides;
+use crate::workload::endpoint::{ApiKeyAsk, Bind};
 use crate::workload::launch::{HostKeys, LaunchRequest, ServeEngine, ServeRequest};
 use crate::workload::limits;
 use crate::workload::nccl_lib::NcclFrom;
@@ -57,6 +58,17 @@ pub struct ServeFlags {
     #[arg(long)]
     pub allow_tcp: bool,
 
+    /// The API key the engine enforces: KEY, `auto` (generated once, kept 0600 in
+    /// $XDG_CONFIG_HOME/spark-launch/api-key and reused) or @FILE (its first line). vLLM gets
+    /// it as VLLM_API_KEY; plans show `<set>`. TensorRT-LLM cannot enforce one: refused there.
+    #[arg(long, value_name = "KEY|auto|@FILE")]
+    pub api_key: Option<ApiKeyAsk>,
+
+    /// Where the API listens on the head: `all` interfaces, the head's `fabric` address, or
+    /// one ADDR the head has [default: all, with a warning when there is no --api-key].
+    #[arg(long, value_name = "ADDR|fabric|all")]
+    pub bind: Option<Bind>,
+
     /// TensorRT-LLM: where the nodes' sshd keeps its host keys, if not /etc/ssh: DIR for every
     /// node, or NAME=DIR for one (repeat). Mounted read-only so the containers' sshd presents
     /// the host keys `spark-launch trust` pinned.
@@ -99,6 +111,8 @@ impl ServeFlags {
             allow_tcp: self.allow_tcp,
             nccl_from: self.nccl_from.clone(),
             allow_old_nccl: self.allow_old_nccl,
+            api_key: self.api_key.clone(),
+            bind: self.bind,
         }
     }
 
@@ -258,6 +272,8 @@ fn serve_options(
         ready_timeout_s: flags.timeout.unwrap_or(DEFAULT_READY_TIMEOUT_S),
         stage_model: !flags.no_stage,
         allow_tcp: flags.allow_tcp,
+        bind: flags.bind.unwrap_or_default(),
+        api_key: None,
     })
 }
 
@@ -269,6 +285,7 @@ fn request(engine: ServeEngine, flags: &ServeFlags) -> LaunchRequest {
         host_keys: flags.host_keys.clone(),
         nccl_from: flags.nccl_from.clone(),
         allow_old_nccl: flags.allow_old_nccl,
+        api_key: flags.api_key.clone(),
     }))
 }
 

@@ -145,8 +145,14 @@ fn print_ready(plan: &ServePlan, json: bool) -> Result<(), CmdError> {
         "messages": [{"role": "user", "content": "Say hello from both nodes."}],
         "max_tokens": 64,
     });
+    // The key is read where it is kept (its file, or $SPARK_LAUNCH_API_KEY), never printed.
+    let auth = plan
+        .api_key
+        .as_ref()
+        .map(|k| format!(" {}", k.curl_header()))
+        .unwrap_or_default();
     let curl = format!(
-        "curl {}/chat/completions -H 'Content-Type: application/json' -d '{}'",
+        "curl {}/chat/completions{auth} -H 'Content-Type: application/json' -d '{}'",
         plan.endpoint.url, body
     );
     if json {

@@ -21,6 +21,7 @@ pub mod manifest;
 pub mod pull;
 pub mod route;
 pub mod script;
+pub mod shape;
 
 use std::fmt;
 

@@ -160,6 +160,9 @@ pub enum Step {
         model: String,
         engine: String,
         timeout_s: u64,
+        /// The API key `/v1/models` is asked with (printed as `<set>`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        api_key: Option<super::secret::Secret>,
     },
     /// `--nccl-from IMAGE`: the node's named volume `volume` holds the `libnccl.so.2` that
     /// `image`'s own loader resolves (copied by a short container of `image`; kept for the

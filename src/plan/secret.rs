@@ -70,6 +70,43 @@ pub fn mask_assignments(line: &str) -> String {
         .join(" ")
 }
 
+/// A secret value (an API key): shown as [`MASK`] by `Debug` and by serde, so a plan that
+/// holds one prints `<set>`; only [`Secret::expose`] gives the value, to the runtime edge.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    /// `None` for an empty or blank value.
+    pub fn new(value: impl Into<String>) -> Option<Secret> {
+        let v = value.into();
+        let v = v.trim();
+        (!v.is_empty()).then(|| Secret(v.to_string()))
+    }
+
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(MASK)
+    }
+}
+
+impl serde::Serialize for Secret {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(MASK)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Secret {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let v = String::deserialize(d)?;
+        Ok(Secret(v))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -106,6 +143,15 @@ mod tests {
         }
         let json = serde_json::to_string(&S { env: env.clone() }).unwrap();
         assert_eq!(json, r#"{"env":{"HF_TOKEN":"<set>","NCCL_DEBUG":"INFO"}}"#);
+    }
+
+    #[test]
+    fn a_secret_prints_as_set_in_debug_and_json() {
+        let k = Secret::new(" sk-real ").unwrap();
+        assert_eq!(k.expose(), "sk-real");
+        assert_eq!(format!("{k:?}"), "<set>");
+        assert_eq!(serde_json::to_string(&k).unwrap(), r#""<set>""#);
+        assert!(Secret::new("  ").is_none());
     }
 
     #[test]

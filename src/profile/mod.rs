@@ -141,6 +141,10 @@ pub struct Profile {
     pub nccl_from: Option<String>,
     /// The figures `spark-launch bench` should measure on this profile's job.
     pub expect: Option<Expectations>,
+    /// vllm: the API key, `auto` or `@FILE` (never the key itself: refused).
+    pub api_key: Option<String>,
+    /// vllm/trtllm: where the API listens on the head: `all`, `fabric` or an address.
+    pub bind: Option<String>,
 }
 
 fn one() -> u32 {

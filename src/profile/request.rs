@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use super::Profile;
 use crate::plan::JobName;
 use crate::plan::spec::EnvVar;
+use crate::workload::endpoint::{ApiKeyAsk, Bind};
 use crate::workload::launch::{
     HostKeys, LaunchRequest, NcclTestRequest, ServeEngine, ServeRequest,
 };
@@ -40,6 +41,21 @@ pub struct Overrides {
     pub nccl_from: Option<NcclFrom>,
     /// `--allow-old-nccl`.
     pub allow_old_nccl: bool,
+    /// `--api-key`, over the profile's `api_key`.
+    pub api_key: Option<ApiKeyAsk>,
+    /// `--bind`, over the profile's `bind`.
+    pub bind: Option<Bind>,
+}
+
+/// A profile's `api_key`: `auto` or `@FILE`. A key written in the profile itself is refused:
+/// profiles are shared and committed, and a key in one is a leaked key.
+pub fn profile_key(text: &str) -> Result<ApiKeyAsk, String> {
+    match text.parse::<ApiKeyAsk>()? {
+        ApiKeyAsk::Given(_) => Err(
+            "a key written in a profile is refused (profiles are shared and committed): use `auto` or `@/path/to/a/0600/file`".into(),
+        ),
+        ask => Ok(ask),
+    }
 }
 
 /// A profile field the request could not use.
@@ -100,6 +116,17 @@ impl Profile {
                 .unwrap_or(DEFAULT_READY_TIMEOUT_S),
             stage_model: !o.no_stage,
             allow_tcp: o.allow_tcp,
+            bind: match (o.bind, &self.bind) {
+                (Some(b), _) => b,
+                (None, Some(text)) => text.parse().map_err(|e| err("bind", e))?,
+                (None, None) => Bind::All,
+            },
+            api_key: None,
+        };
+        let api_key = match (&o.api_key, &self.api_key) {
+            (Some(k), _) => Some(k.clone()),
+            (None, Some(text)) => Some(profile_key(text).map_err(|e| err("api_key", e))?),
+            (None, None) => None,
         };
         let engine = match engine {
             EngineKind::Vllm => ServeEngine::Vllm(VllmOptions {
@@ -148,6 +175,7 @@ impl Profile {
             host_keys: o.host_keys.clone(),
             nccl_from,
             allow_old_nccl: o.allow_old_nccl,
+            api_key,
         })))
     }
 

@@ -13,6 +13,7 @@ use serde::Serialize;
 
 use crate::derive::{self, NodeInput};
 use crate::model::hub::Resolved;
+use crate::model::shape::ShapeLookup;
 use crate::node::{NodeName, Role};
 use crate::probe::NodeFacts;
 
@@ -105,6 +106,9 @@ pub struct ServeRequest {
     pub nccl_from: Option<NcclFrom>,
     /// `--allow-old-nccl`: start a ring on an NCCL older than 2.30.7 anyway.
     pub allow_old_nccl: bool,
+    /// `--api-key` (or a profile's `api_key`), resolved into [`Lookups::api_key`] before
+    /// planning.
+    pub api_key: Option<super::endpoint::ApiKeyAsk>,
 }
 
 impl ServeRequest {
@@ -206,6 +210,10 @@ pub struct Lookups {
     /// The NCCL each node's image loads, and `--nccl-from`'s library; `None` when nothing was
     /// read (a dry run on snapshots).
     pub nccl: Option<NcclReads>,
+    /// The model's `config.json`, for the tp/pp check (heads, KV heads, layers).
+    pub shape: ShapeLookup,
+    /// The API key `--api-key` asked for, resolved (`auto` read from or written to its file).
+    pub api_key: Option<super::endpoint::ApiKey>,
 }
 
 /// One node as planning sees it.
@@ -430,6 +438,13 @@ fn plan_serve(
             Err(p) => return Err(ServeRefusal { problems: vec![p] }.into()),
         }
     }
+    let shape_warning = check_shape(r.serve(), &lookups.shape)?;
+    if r.api_key.is_some() {
+        let key = lookups.api_key.clone().ok_or_else(|| {
+            LaunchRefusal::Input("--api-key was not resolved before planning".into())
+        })?;
+        r.serve_mut().api_key = Some(key);
+    }
     let names: Vec<NodeName> = inputs.iter().map(|n| n.name.clone()).collect();
     let mut paths = BTreeMap::new();
     for n in &names {
@@ -496,12 +511,55 @@ fn plan_serve(
     )
     .map_err(LaunchRefusal::Nccl)?;
     warnings.extend(nccl.warnings.iter().cloned());
+    warnings.extend(shape_warning);
+    if let Some(head) = plan.nodes.first() {
+        let o = r.serve();
+        warnings.extend(super::endpoint::open_warning(
+            o.bind,
+            o.api_key.is_some(),
+            head.as_str(),
+            o.port,
+        ));
+    }
     plan.notes.extend(nccl.notes.iter().cloned());
     plan.nccl = Some(nccl);
     Ok(Planned {
         plan: LaunchPlan::Serve(Box::new(plan)),
         warnings,
     })
+}
+
+/// tp and pp against the model's heads, KV heads and layers: a refusal naming the numbers
+/// when they do not fit, a warning when `config.json` could not be read (the engine then finds
+/// out itself), nothing when they fit.
+fn check_shape(o: &ServeOptions, shape: &ShapeLookup) -> Result<Option<String>, ServeRefusal> {
+    let model = o.model.served_name();
+    match shape {
+        ShapeLookup::Read(s) => {
+            let misfits = s.misfits(&model, u64::from(o.tp), u64::from(o.pp));
+            if misfits.is_empty() {
+                Ok(None)
+            } else {
+                Err(ServeRefusal {
+                    problems: misfits
+                        .into_iter()
+                        .map(|m| super::serve::Problem {
+                            problem: m.problem,
+                            fix: m.fix,
+                        })
+                        .collect(),
+                })
+            }
+        }
+        ShapeLookup::Unreadable(why) => Ok(Some(format!(
+            "tp {} and pp {} were not checked against {model}'s heads and layers: {why}",
+            o.tp, o.pp
+        ))),
+        ShapeLookup::NotLooked => Ok(Some(format!(
+            "tp {} and pp {} were not checked against {model}'s heads and layers: its config.json was not read",
+            o.tp, o.pp
+        ))),
+    }
 }
 
 #[cfg(test)]

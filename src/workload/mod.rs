@@ -2,6 +2,7 @@
 //! the derived per-node environment into a plan; `launch` is the one entry that turns any
 //! launching request into its one plan. Pure: no network, no Docker, no files.
 
+pub mod endpoint;
 pub mod launch;
 pub mod limits;
 pub mod nccl_build;

@@ -108,6 +108,10 @@ pub struct ServeOptions {
     /// Run NCCL on TCP sockets rather than refuse when a node's containers could not reach its
     /// RDMA devices (`--allow-tcp`).
     pub allow_tcp: bool,
+    /// Where the API listens on the head (`--bind`).
+    pub bind: super::endpoint::Bind,
+    /// The API key the engine enforces (resolved before planning from `--api-key`).
+    pub api_key: Option<super::endpoint::ApiKey>,
 }
 
 impl ServeOptions {
@@ -154,6 +158,9 @@ pub struct ServePlan {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sockets: Option<String>,
     pub job: JobPlan,
+    /// The API key clients send (shown as `<set>`, with the file that holds it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_key: Option<super::endpoint::ApiKey>,
     /// The NCCL each container loads (set by `workload::launch`; `None` from the engine
     /// planners alone).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -308,6 +315,14 @@ pub fn gpus_from_facts(nodes: &[NodeInput]) -> Result<Option<u32>, Problem> {
     })
 }
 
+/// The address the engine binds to (`--host`) and the URL readiness polls on the head.
+pub fn listen(bound: Option<Ipv4Addr>, port: u16) -> (String, String) {
+    match bound {
+        Some(a) => (a.to_string(), format!("http://{a}:{port}")),
+        None => ("0.0.0.0".to_string(), format!("http://127.0.0.1:{port}")),
+    }
+}
+
 /// The serving nodes (the first `needed`, head first) with their derived environment.
 pub struct Selected {
     pub inputs: Vec<NodeInput>,
@@ -451,14 +466,20 @@ pub fn container(
     spec
 }
 
-/// Where users reach the API: the head's management address when it has one (what a laptop
-/// on the LAN reaches), else its control-plane address.
-pub fn endpoint(head: &NodeInput, head_env: &NodeEnv, port: u16) -> Endpoint {
-    let host = head
-        .facts
-        .management_interface()
-        .and_then(|i| i.ipv4.first().map(|a| a.addr))
-        .unwrap_or(head_env.control.addr);
+/// Where users reach the API: the address it is bound to, else the head's management address
+/// when it has one (what a laptop on the LAN reaches), else its control-plane address.
+pub fn endpoint(
+    head: &NodeInput,
+    head_env: &NodeEnv,
+    port: u16,
+    bound: Option<Ipv4Addr>,
+) -> Endpoint {
+    let host = bound.unwrap_or_else(|| {
+        head.facts
+            .management_interface()
+            .and_then(|i| i.ipv4.first().map(|a| a.addr))
+            .unwrap_or(head_env.control.addr)
+    });
     Endpoint {
         url: format!("http://{host}:{port}/v1"),
         host,

@@ -170,11 +170,19 @@ pub fn plan(opts: &TrtllmOptions, nodes: &[NodeInput]) -> Result<ServePlan, Serv
     let mut extra = distinct_ports(&[("API", o.port), ("ssh", opts.ssh_port)]);
     extra.extend(opts.llm_api.problems());
     extra.extend(reserved_args(&o.engine_args));
+    if o.api_key.is_some() {
+        extra.push(super::endpoint::trtllm_key_problem());
+    }
     let sel = select(nodes, o, extra)?;
     let n = sel.inputs.len();
     let used: Vec<NodeName> = sel.inputs.iter().map(|i| i.name.clone()).collect();
     let head_env = &sel.env.nodes[0];
+    let bound = super::endpoint::bind_addr(o.bind, &sel.inputs[0], head_env)
+        .map_err(|p| ServeRefusal { problems: vec![p] })?;
+    let (host, local_url) = serve::listen(bound, o.port);
     let model_path = o.model.container_path();
+    // The API is named by the model id the user typed, never by the container path.
+    let served = o.model.served_name();
     let mut notes = Vec::new();
     if !sel.unused.is_empty() {
         notes.push(format!(
@@ -194,6 +202,8 @@ pub fn plan(opts: &TrtllmOptions, nodes: &[NodeInput]) -> Result<ServePlan, Serv
     let mut serve_args = vec![
         "trtllm-serve".to_string(),
         model_path.clone(),
+        "--served_model_name".to_string(),
+        served.clone(),
         "--tp_size".to_string(),
         o.tp.to_string(),
     ];
@@ -202,7 +212,7 @@ pub fn plan(opts: &TrtllmOptions, nodes: &[NodeInput]) -> Result<ServePlan, Serv
     }
     serve_args.extend([
         "--host".to_string(),
-        "0.0.0.0".to_string(),
+        host,
         "--port".to_string(),
         o.port.to_string(),
         "--backend".to_string(),
@@ -392,20 +402,21 @@ pub fn plan(opts: &TrtllmOptions, nodes: &[NodeInput]) -> Result<ServePlan, Serv
     });
     steps.push(Step::WaitServing {
         node: head_name,
-        url: format!("http://127.0.0.1:{}", o.port),
-        model: model_path.clone(),
+        url: local_url,
+        model: served.clone(),
         engine: EngineKind::Trtllm.to_string(),
         timeout_s: o.ready_timeout_s,
+        api_key: None,
     });
     path_notes(o, &used, &sel.assumed, &mut notes);
     Ok(ServePlan {
         engine: EngineKind::Trtllm,
         mode: if n == 1 { "single" } else { "mpi" }.to_string(),
         model: o.model.clone(),
-        served_name: model_path,
+        served_name: served,
         tp: o.tp,
         pp: o.pp,
-        endpoint: endpoint(&sel.inputs[0], head_env, o.port),
+        endpoint: endpoint(&sel.inputs[0], head_env, o.port, bound),
         nodes: used,
         unused: sel.unused.clone(),
         notes,
@@ -418,6 +429,7 @@ pub fn plan(opts: &TrtllmOptions, nodes: &[NodeInput]) -> Result<ServePlan, Serv
             nodes: node_plans,
             steps,
         },
+        api_key: None,
         nccl: None,
     })
 }
@@ -450,7 +462,8 @@ fn control_subnets(inputs: &[NodeInput], env: &crate::derive::ClusterEnv) -> Vec
 
 /// Problems for flags in `args` that spark-launch sets itself.
 pub fn reserved_args(args: &[String]) -> Vec<Problem> {
-    const RESERVED: [&str; 6] = [
+    const RESERVED: [&str; 7] = [
+        "--served_model_name",
         "--tp_size",
         "--pp_size",
         "--host",

@@ -17,6 +17,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::endpoint::{VLLM_API_KEY, bind_addr};
 use super::serve::{
     self, EngineKind, Problem, ServeOptions, ServePlan, ServeRefusal, container, distinct_ports,
     endpoint, path_notes, select,
@@ -115,6 +116,9 @@ pub fn plan(
     let sel = select(nodes, o, extra)?;
     let n = sel.inputs.len();
     let head_env = &sel.env.nodes[0];
+    let bound = bind_addr(o.bind, &sel.inputs[0], head_env)
+        .map_err(|p| ServeRefusal { problems: vec![p] })?;
+    let (host, local_url) = serve::listen(bound, o.port);
     let head_addr = head_env.control.addr;
     let served = o.model.served_name();
     let model_path = o.model.container_path();
@@ -151,10 +155,16 @@ pub fn plan(
         if head {
             args.extend([
                 "--host".into(),
-                "0.0.0.0".into(),
+                host.clone(),
                 "--port".into(),
                 o.port.to_string(),
             ]);
+            // vLLM reads the key from its environment: never on a command line, `<set>` in
+            // every printout of the plan.
+            if let Some(k) = &o.api_key {
+                spec.env
+                    .insert(VLLM_API_KEY.to_string(), k.key.expose().to_string());
+            }
         }
         match opts.mode {
             VllmMode::Native { master_port } => {
@@ -288,10 +298,11 @@ pub fn plan(
     }
     steps.push(Step::WaitServing {
         node: head_name.clone(),
-        url: format!("http://127.0.0.1:{}", o.port),
+        url: local_url,
         model: served.clone(),
         engine: EngineKind::Vllm.to_string(),
         timeout_s: o.ready_timeout_s,
+        api_key: o.api_key.as_ref().map(|k| k.key.clone()),
     });
     path_notes(o, &used, &sel.assumed, &mut notes);
     Ok(ServePlan {
@@ -301,7 +312,7 @@ pub fn plan(
         served_name: served,
         tp: o.tp,
         pp: o.pp,
-        endpoint: endpoint(&sel.inputs[0], head_env, o.port),
+        endpoint: endpoint(&sel.inputs[0], head_env, o.port, bound),
         nodes: used,
         unused: sel.unused.clone(),
         notes,
@@ -314,6 +325,7 @@ pub fn plan(
             nodes: node_plans,
             steps,
         },
+        api_key: o.api_key.clone(),
         nccl: None,
     })
 }
@@ -322,7 +334,8 @@ use crate::node::join as names;
 
 /// Flags spark-launch sets itself; passing them again in `-- extra args` would contradict the
 /// plan (vLLM takes the last one silently).
-const RESERVED: [&str; 10] = [
+const RESERVED: [&str; 11] = [
+    "--api-key",
     "--tensor-parallel-size",
     "--pipeline-parallel-size",
     "--nnodes",

@@ -27,13 +27,20 @@ struct Watch {
 }
 
 /// `curl` of `/health` and `/v1/models` on the node: prints `health CODE`, then `models CODE`
-/// and the body.
+/// and the body. `/v1/models` is asked with the header lines on stdin (the API key's
+/// `Authorization`, or an empty line), written to a 0600 file for `curl -H @FILE`: the key is
+/// never on a command line.
 pub fn poll_script(url: &str) -> String {
     let u = quote(url.trim_end_matches('/'));
     format!(
         r#"command -v curl >/dev/null || {{ echo "curl is not installed on this node" >&2; exit 127; }}
+T=$(umask 077; mktemp -d) || exit 1
+trap 'rm -rf "$T"' EXIT
+IFS= read -r hdr || hdr=
+: > "$T/h"
+[ -n "$hdr" ] && printf '%s\n' "$hdr" > "$T/h"
 printf 'health %s\n' "$(curl -s -o /dev/null -w '%{{http_code}}' --max-time 5 {u}/health)"
-b=$(curl -s --max-time 5 -w '\n%{{http_code}}' {u}/v1/models)
+b=$(curl -s --max-time 5 -H @"$T/h" -w '\n%{{http_code}}' {u}/v1/models)
 printf 'models %s\n' "${{b##*$'\n'}}"
 printf '%s\n' "${{b%$'\n'*}}"
 "#
@@ -69,6 +76,7 @@ pub struct WaitServing {
     pub url: String,
     pub model: String,
     pub timeout: Duration,
+    pub api_key: Option<crate::plan::secret::Secret>,
 }
 
 impl<'a> Phase<ApplyContext<'a>> for WaitServing {
@@ -111,13 +119,17 @@ impl<'a> Phase<ApplyContext<'a>> for WaitServing {
                 shown_at: 0,
             });
             let script = poll_script(&self.url);
+            let header = match &self.api_key {
+                Some(k) => format!("Authorization: Bearer {}\n", k.expose()).into_bytes(),
+                None => b"\n".to_vec(),
+            };
             let what = format!("{} to serve {}", self.url, self.model);
             // The readiness verdict ends the wait at the timeout, with what it saw; the wait's
             // own deadline, a little later, only bounds a probe that hangs.
             let deadline = self.timeout + Duration::from_secs(30);
             let waited = wait::until(&what, deadline, POLL, &ctx.cancel, || async {
                 let look = look_at_job(ctx).await;
-                let polled = shell.run(&script, Vec::new(), None).await;
+                let polled = shell.run(&script, header.clone(), None).await;
                 let Ok(mut w) = watch.lock() else {
                     return Probe::NotYet("(state lost)".into());
                 };
