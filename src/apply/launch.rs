@@ -24,6 +24,7 @@ use super::serving::{AttachError, attach_then_stop};
 use crate::plan::JobPlan;
 use crate::progress::Reporter;
 use crate::resolve::{self, Needs, Purpose, ResolveError, ResolvedCluster, Selection};
+use crate::workload::job_ssh::JobSshKeys;
 use crate::workload::launch::{
     LaunchPlan, LaunchRefusal, LaunchRequest, Lookups, PlanNode, Planned, plan,
 };
@@ -83,6 +84,8 @@ pub enum LaunchError {
     Apply(#[from] ApplyError),
     #[error(transparent)]
     Build(#[from] BuildPlanFailure),
+    #[error(transparent)]
+    JobSsh(#[from] super::job_ssh::JobSshError),
     #[error("the job ran but its driver left no output (capture {CAPTURE} missing)")]
     NoCapture,
     #[error("interrupted while {0}; nothing was started")]
@@ -201,6 +204,15 @@ async fn launch_on(
             super::api_key::resolve(ask, !l.dry_run)
                 .map_err(|e| LaunchRefusal::Input(e.to_string()))?,
         );
+    }
+    // The job's own SSH identity, made here once for this launch (a dry run plans with
+    // placeholders: its plan prints `<set>` for every half either way).
+    if let Some(job) = l.request.mpi_in_containers() {
+        looked_up.job_ssh = Some(if l.dry_run {
+            JobSshKeys::placeholder()
+        } else {
+            super::job_ssh::generate(job.as_str()).await?
+        });
     }
     let planned = plan(&l.request, &nodes, &looked_up)?;
     if l.dry_run {
