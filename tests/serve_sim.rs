@@ -865,5 +865,28 @@ fn trtllm_serves_across_two_nodes_with_mpirun_between_their_containers() {
         }
     }
     assert!(!printed.contains("PRIVATE KEY"), "{printed}");
+    // Fails closed: with another host key pinned, the head's ssh refuses the worker; with the
+    // job's, it gets in.
+    let checked = docker(
+        1,
+        &[
+            "exec",
+            &format!("sl-{job}-{}", net.hostname(1)),
+            "sh",
+            "-c",
+            "ssh-keygen -q -t ed25519 -N '' -f /tmp/other >/dev/null && \
+             other=$(cut -d' ' -f1,2 /tmp/other.pub) && \
+             awk -v k=\"$other\" '{print $1, k}' /etc/spark-launch/job-ssh/known_hosts > /tmp/kh && \
+             for w in $SL_WORKERS; do \
+               out=$(ssh -o UserKnownHostsFile=/tmp/kh \"$w\" true 2>&1); echo \"rc=$? $out\"; \
+               ssh \"$w\" true && echo \"job key: in\"; \
+             done",
+        ],
+    );
+    assert!(
+        checked.contains("rc=255") && checked.contains("Host key verification failed"),
+        "{checked}"
+    );
+    assert!(checked.contains("job key: in"), "{checked}");
     remove_job(&net, job);
 }

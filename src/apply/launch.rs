@@ -5,8 +5,9 @@
 //! attached to a serving job).
 //!
 //! ```text
-//! resolve ─► lookups (live: $HOME, the Hub, each image's NCCL) ─► workload::launch::plan ─► dry run: the plan
-//!                                                     └► execute(plan) ─► verdict / attach
+//! resolve ─► lookups (live: $HOME, the Hub, each image's NCCL; the API key; the job's SSH keys)
+//!             ─► workload::launch::plan ─► dry run: the plan
+//!                                        └► execute(plan) ─► verdict / attach
 //! ```
 //!
 //! Ctrl-C (the `cancel` token) is looked at between the stages and by every phase; whatever
