@@ -362,35 +362,56 @@ fn up_runs_an_nccl_test_profile_through_nccl_test() {
 }
 
 #[test]
-fn trtllm_host_keys_choose_the_folder_each_container_presents() {
+fn trtllm_mounts_nothing_of_ssh_prints_no_key_and_the_old_key_flags_are_unknown() {
     let out = run(&args(
-        &[
-            "trtllm",
-            "org/m",
-            "--tp",
-            "2",
-            "--host-keys",
-            "/srv/keys",
-            "--host-keys",
-            "spark2=/etc/ssh-alt",
-            "--dry-run",
-            "--json",
-        ],
+        &["trtllm", "org/m", "--tp", "2", "--dry-run", "--json"],
         "seed-001-two-sparks-both-twins",
     ));
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let all = text(&out);
+    assert!(!all.contains("PRIVATE KEY"), "{all}");
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let mounts = |i: usize| v["job"]["nodes"][i]["launch"]["container"]["mounts"].to_string();
+    for i in 0..2 {
+        let c = &v["job"]["nodes"][i]["launch"]["container"];
+        for m in c["mounts"].as_array().unwrap() {
+            let source = m["source"].as_str().unwrap();
+            assert!(
+                !source.contains(".ssh") && !source.starts_with("/etc/ssh"),
+                "node {i} mounts {source}"
+            );
+        }
+        // The private halves are files put into the container before it starts, shown
+        // as `<set>`; the public halves are `<set>` too.
+        for f in c["secret_files"].as_array().unwrap() {
+            assert_eq!(f["content"], "<set>", "{f}");
+            assert_eq!(f["mode"], 0o600, "{f}");
+        }
+        assert_eq!(c["env"]["SL_JOB_SSH_PUBKEY"], "<set>");
+        assert_eq!(c["env"]["SL_JOB_HOST_PUBKEY"], "<set>");
+    }
+    let head = v["job"]["nodes"][0]["launch"]["container"]["secret_files"].to_string();
+    let worker = v["job"]["nodes"][1]["launch"]["container"]["secret_files"].to_string();
     assert!(
-        mounts(0).contains("\"source\":\"/srv/keys\""),
-        "{}",
-        mounts(0)
+        head.contains("/etc/spark-launch/job-ssh/id_ed25519"),
+        "{head}"
     );
-    assert!(
-        mounts(1).contains("\"source\":\"/etc/ssh-alt\""),
-        "{}",
-        mounts(1)
-    );
+    assert!(!worker.contains("id_ed25519\""), "{worker}");
+    assert!(worker.contains("ssh_host_ed25519_key"), "{worker}");
+
+    // The flags that mounted the user's and the host's keys are gone.
+    for (cmd, flag) in [
+        ("trtllm", "--host-keys"),
+        ("nccl-test", "--ssh-dir"),
+        ("nccl-test", "--host-keys"),
+    ] {
+        let mut a = vec![cmd, flag, "/etc/ssh", "--dry-run"];
+        if cmd == "trtllm" {
+            a.insert(1, "org/m");
+        }
+        let out = run(&args(&a, "seed-001-two-sparks-both-twins"));
+        assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+        assert!(text(&out).contains("unexpected argument"), "{}", text(&out));
+    }
 }
 
 /// The devices of each container of a serving plan, by node.

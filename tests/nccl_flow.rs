@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 
 use support::docker::{containers_named, hosts_arg, trust_from};
-use support::{SimNet, USER, describe, simnet_root, stderr, stdout};
+use support::{SimNet, USER, describe, stderr, stdout};
 
 /// Limits this machine lets containers have (no CAP_SYS_RESOURCE here; see tests/harness/README.md).
 const ULIMITS: [&str; 4] = ["--ulimit", "memlock=8388608", "--ulimit", "nofile=16384"];
@@ -62,35 +62,9 @@ fn load_on(net: &SimNet, i: usize, tag: &str) {
     );
 }
 
-fn state(net: &SimNet, i: usize) -> PathBuf {
-    simnet_root()
-        .join(net.prefix())
-        .join(format!("n{i}"))
-        .join("state")
-}
-
-/// What `spark-launch trust` leaves on the head: every node's host key pinned by node name in
-/// `~/.ssh/spark-launch_known_hosts`, and the head's own key in its `authorized_keys`.
-fn pin_host_keys(net: &SimNet) {
-    let mut known = String::new();
-    for i in 1..=net.len() {
-        let key = std::fs::read_to_string(state(net, i).join("ssh_host_ed25519_key.pub"))
-            .expect("simnet's per-node host key");
-        let mut parts = key.split_whitespace();
-        let (kind, body) = (parts.next().unwrap(), parts.next().unwrap());
-        known.push_str(&format!("{} {kind} {body}\n", net.hostname(i)));
-    }
-    let ssh = net.home(1).join(".ssh");
-    let own = std::fs::read_to_string(ssh.join("id_ed25519.pub")).unwrap();
-    std::fs::write(ssh.join("spark-launch_known_hosts"), known).unwrap();
-    std::fs::write(ssh.join("authorized_keys"), own).unwrap();
-    for f in ["spark-launch_known_hosts", "authorized_keys"] {
-        std::os::unix::fs::chown(ssh.join(f), Some(4242), Some(4242)).unwrap();
-    }
-}
-
 /// `spark-launch ARGS` inside the head as the test user, on every node (`--hosts`), with the
-/// stand-in image, no GPUs, this machine's limits and each node's simnet host keys.
+/// stand-in image, no GPUs and this machine's limits. Nothing of the user's `~/.ssh` or the
+/// nodes' host keys reaches the containers: mpirun between them uses the job's own keys.
 fn nccl_test(net: &SimNet, image: &str, args: &[&str]) -> Output {
     let hosts = hosts_arg(net);
     let mut all: Vec<String> = args.iter().map(|s| s.to_string()).collect();
@@ -101,10 +75,6 @@ fn nccl_test(net: &SimNet, image: &str, args: &[&str]) -> Output {
         .map(String::from),
     );
     all.extend(ULIMITS.map(String::from));
-    for i in 1..=net.len() {
-        all.push("--host-keys".into());
-        all.push(format!("{}={}", net.hostname(i), state(net, i).display()));
-    }
     let refs: Vec<&str> = all.iter().map(String::as_str).collect();
     net.spark_launch_with(1, &refs, &[("SPARK_LAUNCH_NO_PROGRESS", "0")], None)
 }
@@ -121,7 +91,6 @@ fn nccl_test_runs_mpirun_across_node_containers_and_reports_the_captured_log() {
     let image = standin_image();
     let net = SimNet::builder(2).services("sshd,dockerd").tag("n").up();
     trust_from(&net, 1);
-    pin_host_keys(&net);
     load_on(&net, 1, &image);
 
     // 0. --no-push: the worker lacks the image, so the job is refused before anything starts,
@@ -164,6 +133,11 @@ fn nccl_test_runs_mpirun_across_node_containers_and_reports_the_captured_log() {
     assert!(text.contains("mpirun reaches every node"), "{text}");
     let progress = stderr(&out);
     assert!(progress.contains("Ensure image"), "{progress}");
+    assert!(
+        !progress.contains("PRIVATE KEY") && !text.contains("PRIVATE KEY"),
+        "{}",
+        describe(&out)
+    );
     assert_no_containers_left(&net);
 
     // 2. The whole test: both operations, each node's own variables on its rank, the captured

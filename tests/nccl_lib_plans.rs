@@ -82,7 +82,6 @@ fn serve(tp: u32, from: Option<&str>, allow_old: bool) -> LaunchRequest {
         }),
         gpus_per_node_given: true,
         hf_home: None,
-        host_keys: vec![],
         nccl_from: from.map(|f| f.parse().unwrap()),
         allow_old_nccl: allow_old,
         api_key: None,
@@ -260,8 +259,6 @@ fn nccl_test_on_the_four_node_ring_refuses_an_old_image_with_nccl_build_as_the_f
     let request = LaunchRequest::NcclTest(NcclTestRequest {
         options: NcclTestOptions::new(JobName::new("nccl-test").unwrap()),
         gpus_per_node: None,
-        ssh_dir: "/home/nvidia/.ssh".into(),
-        host_keys: vec![],
         overrides: Default::default(),
         allow_old_nccl: false,
     });

@@ -10,6 +10,7 @@ use spark_launch::derive::{NodeInput, derive};
 use spark_launch::node::NodeName;
 use spark_launch::plan::{JobName, Launch, RuntimeKind, Step};
 use spark_launch::probe::read_snapshot_dir;
+use spark_launch::workload::job_ssh::JobSshKeys;
 use spark_launch::workload::nccl_test::{self, NcclTestOptions, NcclTestPlan};
 
 fn root(name: &str) -> PathBuf {
@@ -41,11 +42,17 @@ fn fixture(name: &str) -> Vec<NodeInput> {
 fn plan_for(name: &str, runtime: RuntimeKind) -> NcclTestPlan {
     let inputs = fixture(name);
     let cluster = derive(&inputs).expect("the fixture derives");
-    let nodes = nccl_test::test_nodes(&inputs, Some(&cluster), None, "/home/nvidia/.ssh");
+    let nodes = nccl_test::test_nodes(&inputs, Some(&cluster), None);
     let mut opts = NcclTestOptions::new(JobName::new("nccl-test").unwrap());
     opts.runtime = runtime;
     opts.as_root = runtime == RuntimeKind::Docker;
-    nccl_test::plan(&nodes, Some(cluster.topology), &opts).expect("a plan")
+    nccl_test::plan(
+        &nodes,
+        Some(cluster.topology),
+        &opts,
+        &JobSshKeys::placeholder(),
+    )
+    .expect("a plan")
 }
 
 fn mpirun_text(p: &NcclTestPlan) -> String {
@@ -172,15 +179,9 @@ fn spark_launch(args: &[String]) -> std::process::Output {
 
 #[test]
 fn dry_run_json_from_snapshots_prints_the_whole_plan_and_nothing_else() {
-    let mut args: Vec<String> = [
-        "--json",
-        "nccl-test",
-        "--dry-run",
-        "--ssh-dir",
-        "/home/nvidia/.ssh",
-    ]
-    .map(String::from)
-    .to_vec();
+    let mut args: Vec<String> = ["--json", "nccl-test", "--dry-run"]
+        .map(String::from)
+        .to_vec();
     args.extend(snapshot_args("seed-001-two-sparks-both-twins"));
     let out = spark_launch(&args);
     assert_eq!(
@@ -242,13 +243,13 @@ fn ranks_per_node_default_to_the_gpus_the_probe_found_and_a_flag_overrides_them(
             ..extra
         });
     let cluster = derive(&inputs).expect("derives");
-    let nodes = nccl_test::test_nodes(&inputs, Some(&cluster), None, "/root/.ssh");
+    let nodes = nccl_test::test_nodes(&inputs, Some(&cluster), None);
     let gpus: Vec<u32> = nodes.iter().map(|n| n.gpus).collect();
     assert_eq!(gpus, vec![1, 2]);
-    let nodes = nccl_test::test_nodes(&inputs, Some(&cluster), Some(1), "/root/.ssh");
+    let nodes = nccl_test::test_nodes(&inputs, Some(&cluster), Some(1));
     assert!(nodes.iter().all(|n| n.gpus == 1));
     // No GPU listed (no driver, or an old snapshot): one rank.
     inputs[0].facts.host.gpus.clear();
-    let nodes = nccl_test::test_nodes(&inputs, Some(&cluster), None, "/root/.ssh");
+    let nodes = nccl_test::test_nodes(&inputs, Some(&cluster), None);
     assert_eq!(nodes[0].gpus, 1);
 }

@@ -10,6 +10,7 @@ use spark_launch::model::ModelSource;
 use spark_launch::node::NodeName;
 use spark_launch::plan::{JobName, Launch, Step};
 use spark_launch::probe::read_snapshot_dir;
+use spark_launch::workload::job_ssh::{self, JobSshKeys};
 use spark_launch::workload::serve::{
     DEFAULT_READY_TIMEOUT_S, ServeOptions, TRTLLM_IMAGE, VLLM_IMAGE,
 };
@@ -135,7 +136,12 @@ fn vllm_with_ray_waits_for_every_node_at_its_intended_address() {
 
 #[test]
 fn trtllm_on_two_sparks_runs_mpirun_from_the_head_over_sshd_on_2233() {
-    let plan = trtllm::plan(&trt_opts(2), &fixture("seed-001-two-sparks-both-twins")).unwrap();
+    let plan = trtllm::plan(
+        &trt_opts(2),
+        &fixture("seed-001-two-sparks-both-twins"),
+        &JobSshKeys::placeholder(),
+    )
+    .unwrap();
     insta::assert_yaml_snapshot!(plan);
     // The endpoint is named by the model id the user typed, not the snapshot folder.
     assert_eq!(plan.served_name, "Qwen/Qwen2.5-0.5B-Instruct");
@@ -147,7 +153,7 @@ fn trtllm_on_two_sparks_runs_mpirun_from_the_head_over_sshd_on_2233() {
     assert_eq!(head.command[7], "spark-launch-trtllm-head");
     let cmd = head.command[8..].join(" ");
     assert!(
-        cmd.starts_with("mpirun --allow-run-as-root --hostfile /etc/spark-launch/hostfile --bind-to none --mca plm_rsh_args -p 2233 --mca oob_tcp_if_include 192.168.177.0/24"),
+        cmd.starts_with("mpirun --allow-run-as-root --hostfile /etc/spark-launch/hostfile --bind-to none --mca plm_rsh_args -p 2233 -i /etc/spark-launch/job-ssh/id_ed25519 -o IdentitiesOnly=yes -o UserKnownHostsFile=/etc/spark-launch/job-ssh/known_hosts -o StrictHostKeyChecking=yes --mca plm_rsh_no_tree_spawn 1 --mca oob_tcp_if_include 192.168.177.0/24"),
         "{cmd}"
     );
     assert!(cmd.contains("trtllm-llmapi-launch trtllm-serve"), "{cmd}");
@@ -175,12 +181,25 @@ fn trtllm_on_two_sparks_runs_mpirun_from_the_head_over_sshd_on_2233() {
         "a worker runs only the entrypoint (sshd)"
     );
     assert_eq!(worker.env["SL_SSHD_LISTEN"], "192.168.177.12");
-    assert!(
-        worker
-            .mounts
-            .iter()
-            .any(|m| m.source == "/etc/ssh" && m.read_only)
+    // The job's own SSH identity: nothing of ~/.ssh or /etc/ssh mounted anywhere; the host
+    // key in every container, the client key in the head's only (it runs mpirun).
+    for c in [head, worker] {
+        assert!(
+            c.mounts
+                .iter()
+                .all(|m| !m.source.contains(".ssh") && !m.source.starts_with("/etc/ssh")),
+            "{:?}",
+            c.mounts
+        );
+    }
+    let files = |c: &spark_launch::plan::ContainerSpec| -> Vec<String> {
+        c.secret_files.iter().map(|f| f.path.clone()).collect()
+    };
+    assert_eq!(
+        files(head),
+        vec![job_ssh::HOST_KEY_FILE, job_ssh::CLIENT_KEY_FILE]
     );
+    assert_eq!(files(worker), vec![job_ssh::HOST_KEY_FILE]);
     assert_eq!(
         head.env["SL_HOSTFILE"],
         "192.168.177.11 slots=1\n192.168.177.12 slots=1"
@@ -205,7 +224,12 @@ fn the_triangle_serves_on_the_management_network_with_subnet_aware_routing() {
 
 #[test]
 fn trtllm_on_link_local_sparks() {
-    let plan = trtllm::plan(&trt_opts(2), &fixture("seed-002-link-local")).unwrap();
+    let plan = trtllm::plan(
+        &trt_opts(2),
+        &fixture("seed-002-link-local"),
+        &JobSshKeys::placeholder(),
+    )
+    .unwrap();
     insta::assert_yaml_snapshot!(plan);
 }
 
@@ -254,11 +278,66 @@ fn a_user_variable_replaces_the_derived_one_and_the_plan_says_so() {
 }
 
 #[test]
-fn a_plan_survives_a_json_round_trip() {
-    let plan = trtllm::plan(&trt_opts(2), &fixture("seed-001-two-sparks-both-twins")).unwrap();
+fn a_printed_plan_survives_a_json_round_trip_with_its_secrets_still_set() {
+    let plan = trtllm::plan(
+        &trt_opts(2),
+        &fixture("seed-001-two-sparks-both-twins"),
+        &JobSshKeys::placeholder(),
+    )
+    .unwrap();
     let text = serde_json::to_string(&plan).unwrap();
     let back: spark_launch::workload::serve::ServePlan = serde_json::from_str(&text).unwrap();
-    assert_eq!(plan, back);
+    // What was printed reads back and prints the same; the keys it held were never printed.
+    assert_eq!(serde_json::to_string(&back).unwrap(), text);
+    assert_eq!(plan.job.steps, back.job.steps);
+}
+
+/// Real keys, as a launch makes them: neither private half appears in the plan as JSON, as
+/// text (the one renderer `--dry-run` uses) or as Debug; the printed plans show `<set>` for
+/// the public halves too.
+#[tokio::test]
+async fn no_half_of_the_jobs_real_ssh_keys_appears_in_a_printed_plan() {
+    let keys = spark_launch::apply::job_ssh::generate("smoke")
+        .await
+        .expect("ssh-keygen makes the job's keys");
+    let plan = trtllm::plan(
+        &trt_opts(2),
+        &fixture("seed-001-two-sparks-both-twins"),
+        &keys,
+    )
+    .unwrap();
+    let Launch::Container(head) = &plan.job.nodes[0].launch else {
+        panic!("not a container")
+    };
+    assert_eq!(
+        head.secret_files[1].content.expose(),
+        keys.client.private.expose().trim()
+    );
+    let launch = spark_launch::workload::launch::LaunchPlan::Serve(Box::new(plan.clone()));
+    let printed = [
+        serde_json::to_string_pretty(&plan).unwrap(),
+        spark_launch::cli::render::plan(&launch),
+        format!("{plan:?}"),
+    ];
+    let body = |k: &str| -> String {
+        k.lines()
+            .filter(|l| !l.starts_with("-----"))
+            .collect::<String>()
+    };
+    for text in &printed {
+        assert!(!text.contains("PRIVATE KEY"), "{text}");
+        for k in [&keys.client.private, &keys.host.private] {
+            let b = body(k.expose());
+            assert!(!text.contains(&b[..40]), "a private key in:\n{text}");
+        }
+    }
+    // What `--dry-run` prints (JSON, text) shows `<set>` for the public halves too.
+    for text in &printed[..2] {
+        for p in [&keys.client.public, &keys.host.public] {
+            let b = p.split_whitespace().nth(1).unwrap();
+            assert!(!text.contains(b), "a public key in:\n{text}");
+        }
+    }
 }
 
 fn step_name(s: &Step) -> &'static str {

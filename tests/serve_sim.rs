@@ -16,7 +16,7 @@ use std::process::Output;
 
 use hub_standin::{HubStandin, tiny_repo};
 use sim_serving::{
-    WithRay, container_log, containers, host_keys_dir, hosts, remove_job, standin_on_every_node,
+    WithRay, container_log, containers, docker_socket, hosts, remove_job, standin_on_every_node,
     trtllm_standin_on_every_node, trust_all,
 };
 use support::{SimNet, describe, stderr, stdout};
@@ -737,9 +737,6 @@ fn trtllm_serves_across_two_nodes_with_mpirun_between_their_containers() {
     ));
     let job = "sl7trt";
     let h = hosts(&net);
-    let keys: Vec<String> = (1..=2)
-        .map(|i| format!("{}={}", net.hostname(i), host_keys_dir(&net, i).display()))
-        .collect();
     let out = net.spark_launch_with(
         1,
         &[
@@ -762,10 +759,6 @@ fn trtllm_serves_across_two_nodes_with_mpirun_between_their_containers() {
             "memlock=8388608",
             "--ulimit",
             "nofile=16384",
-            "--host-keys",
-            &keys[0],
-            "--host-keys",
-            &keys[1],
         ],
         &[("HF_ENDPOINT", hub.url.as_str())],
         None,
@@ -791,5 +784,109 @@ fn trtllm_serves_across_two_nodes_with_mpirun_between_their_containers() {
         log.contains("Uvicorn running on http://0.0.0.0:8355"),
         "{log}"
     );
+
+    // mpirun got there with the job's own keys only: no container mounts anything of ~/.ssh
+    // or /etc/ssh; the host key is in every container, the client key in the head's only,
+    // both 0600; and no private half shows in docker inspect or in spark-launch's output.
+    let docker = |i: usize, args: &[&str]| -> String {
+        let out = std::process::Command::new("docker")
+            .args([
+                "-H",
+                &format!("unix://{}", docker_socket(&net, i).display()),
+            ])
+            .args(args)
+            .output()
+            .expect("docker");
+        assert!(out.status.success(), "docker {args:?}: {}", describe(&out));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let printed = format!("{}{}", stdout(&out), stderr(&out));
+    let client = docker(
+        1,
+        &[
+            "exec",
+            &format!("sl-{job}-{}", net.hostname(1)),
+            "cat",
+            "/etc/spark-launch/job-ssh/id_ed25519",
+        ],
+    );
+    assert!(client.contains("BEGIN OPENSSH PRIVATE KEY"), "{client}");
+    let body = |k: &str| -> String { k.lines().filter(|l| !l.starts_with("-----")).collect() };
+    for i in 1..=2 {
+        let name = format!("sl-{job}-{}", net.hostname(i));
+        let inspect = docker(i, &["inspect", &name]);
+        let v: serde_json::Value = serde_json::from_str(&inspect).unwrap();
+        for m in v[0]["Mounts"].as_array().unwrap() {
+            let source = m["Source"].as_str().unwrap_or_default();
+            assert!(
+                !source.contains("/.ssh") && !source.starts_with("/etc/ssh"),
+                "n{i} mounts {source}"
+            );
+        }
+        let modes = docker(
+            i,
+            &[
+                "exec",
+                &name,
+                "sh",
+                "-c",
+                "stat -c '%a %n' /etc/spark-launch/job-ssh/* 2>&1",
+            ],
+        );
+        assert!(
+            modes.contains("600 /etc/spark-launch/job-ssh/ssh_host_ed25519_key"),
+            "n{i}: {modes}"
+        );
+        assert_eq!(
+            modes.contains("/etc/spark-launch/job-ssh/id_ed25519"),
+            i == 1,
+            "the client key is in the head's container only (n{i}): {modes}"
+        );
+        let host = docker(
+            i,
+            &[
+                "exec",
+                &name,
+                "cat",
+                "/etc/spark-launch/job-ssh/ssh_host_ed25519_key",
+            ],
+        );
+        for key in [&client, &host] {
+            let b = body(key);
+            assert!(b.len() > 100, "{key}");
+            assert!(
+                !inspect.contains(&b[..60]),
+                "a private key in docker inspect of n{i}"
+            );
+            assert!(
+                !printed.contains(&b[..60]),
+                "a private key in spark-launch's output"
+            );
+        }
+    }
+    assert!(!printed.contains("PRIVATE KEY"), "{printed}");
+    // Fails closed: with another host key pinned, the head's ssh refuses the worker; with the
+    // job's, it gets in.
+    let checked = docker(
+        1,
+        &[
+            "exec",
+            &format!("sl-{job}-{}", net.hostname(1)),
+            "sh",
+            "-c",
+            "ssh-keygen -q -t ed25519 -N '' -f /tmp/other >/dev/null && \
+             other=$(cut -d' ' -f1,2 /tmp/other.pub) && \
+             awk -v k=\"$other\" '{print $1, k}' /etc/spark-launch/job-ssh/known_hosts > /tmp/kh && \
+             for w in $SL_WORKERS; do \
+               out=$(ssh -o UserKnownHostsFile=/tmp/kh \"$w\" true 2>&1); echo \"rc=$? $out\"; \
+               ssh \"$w\" true && echo \"job key: in\"; \
+             done",
+        ],
+    );
+    assert!(
+        checked.contains("rc=255") && checked.contains("Host key verification failed"),
+        "{checked}"
+    );
+    assert!(checked.contains("job key: in"), "{checked}");
     remove_job(&net, job);
 }

@@ -75,6 +75,22 @@ pub fn resolve(ask: &ApiKeyAsk, create: bool) -> Result<ApiKey, ApiKeyError> {
     }
 }
 
+/// The key `bench JOB` sends: `from_env` (`OPENAI_API_KEY`) when it is set, else the key
+/// `--api-key auto` keeps in `auto_file` when there is one (the same user's jobs use it), else
+/// none. A key file others can read is refused, as a launch refuses it.
+pub fn key_for_job(
+    from_env: Option<String>,
+    auto_file: &Path,
+) -> Result<Option<Secret>, ApiKeyError> {
+    if let Some(k) = from_env.and_then(Secret::new) {
+        return Ok(Some(k));
+    }
+    if !auto_file.exists() {
+        return Ok(None);
+    }
+    read_key(auto_file).map(Some)
+}
+
 fn expand_home(path: &str) -> PathBuf {
     match (path.strip_prefix("~/"), std::env::var_os("HOME")) {
         (Some(rest), Some(home)) => PathBuf::from(home).join(rest),
@@ -138,6 +154,33 @@ fn generate(path: &Path) -> Result<Secret, ApiKeyError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bench_uses_openai_api_key_first_then_the_auto_key_file_then_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("spark-launch/api-key");
+        assert_eq!(key_for_job(None, &file).unwrap(), None);
+        generate(&file).unwrap();
+        let saved = read_key(&file).unwrap();
+        assert_eq!(key_for_job(None, &file).unwrap(), Some(saved.clone()));
+        assert_eq!(
+            key_for_job(Some(" ".into()), &file).unwrap(),
+            Some(saved),
+            "a blank variable counts as unset"
+        );
+        assert_eq!(
+            key_for_job(Some("sk-env".into()), &file)
+                .unwrap()
+                .unwrap()
+                .expose(),
+            "sk-env"
+        );
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+        assert!(matches!(
+            key_for_job(None, &file),
+            Err(ApiKeyError::Open { .. })
+        ));
+    }
 
     #[test]
     fn auto_generates_a_0600_key_once_and_reuses_it() {

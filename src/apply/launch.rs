@@ -5,8 +5,9 @@
 //! attached to a serving job).
 //!
 //! ```text
-//! resolve ─► lookups (live: $HOME, the Hub, each image's NCCL) ─► workload::launch::plan ─► dry run: the plan
-//!                                                     └► execute(plan) ─► verdict / attach
+//! resolve ─► lookups (live: $HOME, the Hub, each image's NCCL; the API key; the job's SSH keys)
+//!             ─► workload::launch::plan ─► dry run: the plan
+//!                                        └► execute(plan) ─► verdict / attach
 //! ```
 //!
 //! Ctrl-C (the `cancel` token) is looked at between the stages and by every phase; whatever
@@ -24,6 +25,7 @@ use super::serving::{AttachError, attach_then_stop};
 use crate::plan::JobPlan;
 use crate::progress::Reporter;
 use crate::resolve::{self, Needs, Purpose, ResolveError, ResolvedCluster, Selection};
+use crate::workload::job_ssh::JobSshKeys;
 use crate::workload::launch::{
     LaunchPlan, LaunchRefusal, LaunchRequest, Lookups, PlanNode, Planned, plan,
 };
@@ -83,6 +85,8 @@ pub enum LaunchError {
     Apply(#[from] ApplyError),
     #[error(transparent)]
     Build(#[from] BuildPlanFailure),
+    #[error(transparent)]
+    JobSsh(#[from] super::job_ssh::JobSshError),
     #[error("the job ran but its driver left no output (capture {CAPTURE} missing)")]
     NoCapture,
     #[error("interrupted while {0}; nothing was started")]
@@ -201,6 +205,15 @@ async fn launch_on(
             super::api_key::resolve(ask, !l.dry_run)
                 .map_err(|e| LaunchRefusal::Input(e.to_string()))?,
         );
+    }
+    // The job's own SSH identity, made here once for this launch (a dry run plans with
+    // placeholders: its plan prints `<set>` for every half either way).
+    if let Some(job) = l.request.mpi_in_containers() {
+        looked_up.job_ssh = Some(if l.dry_run {
+            JobSshKeys::placeholder()
+        } else {
+            super::job_ssh::generate(job.as_str()).await?
+        });
     }
     let planned = plan(&l.request, &nodes, &looked_up)?;
     if l.dry_run {

@@ -34,6 +34,7 @@ pub mod executor;
 pub mod fabric;
 pub mod hub_curl;
 pub mod images;
+pub mod job_ssh;
 pub mod jobs;
 pub mod launch;
 pub mod lookup;

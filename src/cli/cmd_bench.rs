@@ -25,7 +25,8 @@ use crate::resolve::{self, Needs, Purpose};
 
 #[derive(Debug, clap::Args)]
 pub struct BenchArgs {
-    /// The job to measure: its head's API, found by labels as `status` finds jobs.
+    /// The job to measure: its head's API, found by labels as `status` finds jobs. Its API key:
+    /// OPENAI_API_KEY, else the one `--api-key auto` keeps, if any.
     #[arg(required_unless_present = "url", conflicts_with = "url")]
     pub job: Option<JobName>,
 
@@ -125,6 +126,15 @@ pub async fn run(args: BenchArgs, ctx: &Context) -> CmdResult {
         .unwrap_or_else(default_profiles_dir);
     let expect = expectations(&args, &dir, ctx)?;
     let expected = expect.as_ref().map(|(_, e)| e);
+    // A job of this user's: OPENAI_API_KEY, else the key `--api-key auto` keeps. A --url may
+    // be any server: only OPENAI_API_KEY goes there.
+    let from_env = std::env::var(API_KEY_VAR).ok();
+    let key = if args.url.is_some() {
+        from_env.and_then(crate::plan::secret::Secret::new)
+    } else {
+        crate::apply::api_key::key_for_job(from_env, &crate::apply::api_key::auto_key_file())
+            .invalid()?
+    };
     let mut resolved = None;
     let target = match (&args.url, &args.job) {
         (Some(url), _) => {
@@ -182,7 +192,7 @@ pub async fn run(args: BenchArgs, ctx: &Context) -> CmdResult {
         requests: args.requests,
         timeout: Duration::from_secs(args.timeout),
         warmup: !args.no_warmup,
-        api_key: std::env::var(API_KEY_VAR).ok().and_then(BearerKey::new),
+        api_key: key.as_ref().and_then(|k| BearerKey::new(k.expose())),
         save_to: args.out.clone(),
         compare: args.compare.clone(),
         expect,

@@ -9,7 +9,7 @@ use super::{CmdResult, Context};
 use crate::apply::launch::LaunchCommand;
 use crate::plan::spec::EnvVar;
 use crate::plan::{JobName, RuntimeKind};
-use crate::workload::launch::{HostKeys, LaunchRequest, NcclTestRequest};
+use crate::workload::launch::{LaunchRequest, NcclTestRequest};
 use crate::workload::nccl_build::{self, BuildOptions, CudaArch};
 use crate::workload::nccl_test::{NcclOp, NcclTestOptions, parse_bytes};
 
@@ -120,16 +120,6 @@ pub struct NcclTestArgs {
     /// An extra variable for every rank (repeat), e.g. NCCL_ALGO=Ring.
     #[arg(long = "env", value_name = "KEY=VALUE")]
     pub env: Vec<EnvVar>,
-
-    /// The SSH user's ~/.ssh on the nodes (mounted read-only into the containers).
-    #[arg(long, value_name = "DIR")]
-    pub ssh_dir: Option<String>,
-
-    /// Where the nodes' sshd keeps its host keys, if not /etc/ssh: DIR for every node, or
-    /// NAME=DIR for one (repeat). They are mounted read-only so the containers' sshd presents
-    /// the host keys `spark-launch trust` pinned.
-    #[arg(long = "host-keys", value_name = "[NAME=]DIR")]
-    pub host_keys: Vec<HostKeys>,
 
     /// The job's name (containers are sl-<job>-<node>).
     #[arg(long, default_value = "nccl-test")]
@@ -242,8 +232,6 @@ fn test_launch(
     let request = LaunchRequest::NcclTest(NcclTestRequest {
         options,
         gpus_per_node: args.gpus_per_node,
-        ssh_dir: args.ssh_dir.unwrap_or_else(super::home_ssh_dir),
-        host_keys: args.host_keys,
         overrides: args.container.overrides(),
         allow_old_nccl: args.allow_old_nccl,
     });

@@ -13,7 +13,7 @@ use crate::plan::JobName;
 use crate::plan::spec::EnvVar;
 use crate::profile::request::Overrides;
 use crate::workload::endpoint::{ApiKeyAsk, Bind};
-use crate::workload::launch::{HostKeys, LaunchRequest, ServeEngine, ServeRequest};
+use crate::workload::launch::{LaunchRequest, ServeEngine, ServeRequest};
 use crate::workload::limits;
 use crate::workload::nccl_lib::NcclFrom;
 use crate::workload::serve::{DEFAULT_READY_TIMEOUT_S, ServeOptions, TRTLLM_IMAGE, VLLM_IMAGE};
@@ -69,12 +69,6 @@ pub struct ServeFlags {
     #[arg(long, value_name = "ADDR|fabric|all")]
     pub bind: Option<Bind>,
 
-    /// TensorRT-LLM: where the nodes' sshd keeps its host keys, if not /etc/ssh: DIR for every
-    /// node, or NAME=DIR for one (repeat). Mounted read-only so the containers' sshd presents
-    /// the host keys `spark-launch trust` pinned.
-    #[arg(long = "host-keys", value_name = "[NAME=]DIR")]
-    pub host_keys: Vec<HostKeys>,
-
     /// Bring a newer NCCL without rebuilding the image: the libnccl.so.2 of IMAGE (as its own
     /// loader finds it: an `nccl-build` image) or of the folder PATH on every node, mounted
     /// read-only at /opt/spark-launch/nccl and first on every container's LD_LIBRARY_PATH.
@@ -106,8 +100,6 @@ impl ServeFlags {
             ready_timeout_s: self.timeout,
             no_stage: self.no_stage,
             hf_home: self.hf_home.clone(),
-            host_keys: self.host_keys.clone(),
-            ssh_dir: super::home_ssh_dir(),
             allow_tcp: self.allow_tcp,
             nccl_from: self.nccl_from.clone(),
             allow_old_nccl: self.allow_old_nccl,
@@ -282,7 +274,6 @@ fn request(engine: ServeEngine, flags: &ServeFlags) -> LaunchRequest {
         engine,
         gpus_per_node_given: flags.gpus_per_node.is_some(),
         hf_home: flags.hf_home.clone(),
-        host_keys: flags.host_keys.clone(),
         nccl_from: flags.nccl_from.clone(),
         allow_old_nccl: flags.allow_old_nccl,
         api_key: flags.api_key.clone(),

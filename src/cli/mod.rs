@@ -328,14 +328,6 @@ pub(crate) fn load_inventory(
     }
 }
 
-/// `$HOME/.ssh` of the user running spark-launch (the default SSH folder on the nodes, where
-/// the same user logs in).
-pub(crate) fn home_ssh_dir() -> String {
-    std::env::var("HOME")
-        .map(|h| format!("{}/.ssh", h.trim_end_matches('/')))
-        .unwrap_or_else(|_| "/root/.ssh".into())
-}
-
 /// Prints a value as pretty JSON on stdout, followed by a newline.
 pub(crate) fn print_json<T: serde::Serialize>(value: &T) -> Result<(), CmdError> {
     let text = serde_json::to_string_pretty(value)?;

@@ -62,6 +62,8 @@ impl ProcessSpec {
 }
 
 /// What runs on one node.
+// One per node of a plan, made once: the size of a container spec costs nothing worth a box.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Launch {

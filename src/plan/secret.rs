@@ -83,6 +83,11 @@ impl Secret {
         (!v.is_empty()).then(|| Secret(v.to_string()))
     }
 
+    /// A fixed stand-in (a dry run's placeholder): `value` is taken as is.
+    pub fn placeholder(value: &'static str) -> Secret {
+        Secret(value.to_string())
+    }
+
     pub fn expose(&self) -> &str {
         &self.0
     }

@@ -330,6 +330,22 @@ pub struct ContainerSpec {
     /// networking nothing is published, the container simply listens on the node).
     #[serde(default)]
     pub ports: Vec<u16>,
+    /// Files the runtime puts into the created container before it starts (the engine's
+    /// archive upload): secrets that must reach neither the create body, nor argv, nor the
+    /// environment (a job's SSH private keys). Printed with their contents as `<set>`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub secret_files: Vec<SecretFile>,
+}
+
+/// A file with secret contents, put into a container between create and start; gone with the
+/// container. Plans print its contents as `<set>`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SecretFile {
+    /// An absolute path inside the container (parent folders are created).
+    pub path: String,
+    /// The file's permission bits (`0o600` for a private key; owned by root).
+    pub mode: u32,
+    pub content: super::secret::Secret,
 }
 
 impl ContainerSpec {
@@ -356,6 +372,7 @@ impl ContainerSpec {
             ulimits: Vec::new(),
             workdir: None,
             ports: Vec::new(),
+            secret_files: Vec::new(),
         }
     }
 

@@ -7,9 +7,7 @@ use super::Profile;
 use crate::plan::JobName;
 use crate::plan::spec::EnvVar;
 use crate::workload::endpoint::{ApiKeyAsk, Bind};
-use crate::workload::launch::{
-    HostKeys, LaunchRequest, NcclTestRequest, ServeEngine, ServeRequest,
-};
+use crate::workload::launch::{LaunchRequest, NcclTestRequest, ServeEngine, ServeRequest};
 use crate::workload::nccl_lib::NcclFrom;
 use crate::workload::nccl_test::{NcclOp, NcclTestOptions, parse_bytes};
 use crate::workload::run::ContainerOverrides;
@@ -32,9 +30,6 @@ pub struct Overrides {
     /// `--no-stage`: the weights are already on every node.
     pub no_stage: bool,
     pub hf_home: Option<String>,
-    pub host_keys: Vec<HostKeys>,
-    /// nccl-test: the SSH user's `~/.ssh` on the nodes.
-    pub ssh_dir: String,
     /// `--allow-tcp`: run NCCL on sockets rather than refuse a node whose RDMA is unusable.
     pub allow_tcp: bool,
     /// `--nccl-from`, over the profile's `nccl_from`.
@@ -172,7 +167,6 @@ impl Profile {
             engine,
             gpus_per_node_given: true,
             hf_home: o.hf_home.clone(),
-            host_keys: o.host_keys.clone(),
             nccl_from,
             allow_old_nccl: o.allow_old_nccl,
             api_key,
@@ -220,8 +214,6 @@ impl Profile {
         Ok(LaunchRequest::NcclTest(NcclTestRequest {
             options,
             gpus_per_node: Some(self.gpus_per_node),
-            ssh_dir: o.ssh_dir.clone(),
-            host_keys: o.host_keys.clone(),
             overrides: o.container.clone(),
             allow_old_nccl: o.allow_old_nccl,
         }))

@@ -205,25 +205,47 @@ impl Engine {
         Ok(gpu_access(spec.gpus, &self.features)?)
     }
 
-    /// Creates (does not start) the container of `spec`. GPUs are checked first, so a GPU
-    /// request on an engine without GPU support creates nothing.
+    /// Creates (does not start) the container of `spec` and puts its secret files in. GPUs are
+    /// checked first, so a GPU request on an engine without GPU support creates nothing; a
+    /// failed upload removes the container again.
     pub async fn create(&self, spec: &ContainerSpec) -> Result<String, RuntimeError> {
         let gpu = self.gpu_access(spec)?;
         let req = create_request(spec, &gpu);
         let options = CreateContainerOptionsBuilder::new().name(&req.name).build();
-        match self.docker.create_container(Some(options), req.body).await {
-            Ok(r) => Ok(r.id),
+        let id = match self.docker.create_container(Some(options), req.body).await {
+            Ok(r) => r.id,
             Err(e) if status_of(&e) == Some(404) && describe_bollard(&e).contains("image") => {
-                Err(RuntimeError::ImageMissing {
+                return Err(RuntimeError::ImageMissing {
                     image: spec.image.clone(),
                     node: self.node.to_string(),
-                })
+                });
             }
-            Err(e) => Err(RuntimeError::api(
-                format!("create container {}", spec.name),
-                e,
-            )),
+            Err(e) => {
+                return Err(RuntimeError::api(
+                    format!("create container {}", spec.name),
+                    e,
+                ));
+            }
+        };
+        // Secrets go in through the archive upload, before the container starts: never in
+        // the create body (which `docker inspect` shows), argv or the environment.
+        for f in &spec.secret_files {
+            let mut content = f.content.expose().as_bytes().to_vec();
+            if !content.ends_with(b"\n") {
+                content.push(b'\n');
+            }
+            if let Err(e) = self.write_file(&spec.name, &f.path, &content, f.mode).await {
+                if let Err(rm) = self.remove(&spec.name, Duration::ZERO).await {
+                    tracing::warn!(
+                        "{}: could not remove {} after a failed upload: {rm}",
+                        self.node,
+                        spec.name
+                    );
+                }
+                return Err(e);
+            }
         }
+        Ok(id)
     }
 
     /// Starts a created container. A refused ulimit (no CAP_SYS_RESOURCE for dockerd) becomes

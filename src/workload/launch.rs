@@ -17,6 +17,7 @@ use crate::model::shape::ShapeLookup;
 use crate::node::{NodeName, Role};
 use crate::probe::NodeFacts;
 
+use super::job_ssh::JobSshKeys;
 use super::nccl_build::{self, BuildOptions, BuildPlan, BuildPlanError};
 use super::nccl_lib::{self, NcclFrom, NcclReads};
 use super::nccl_test::{self, NcclTestError, NcclTestOptions, NcclTestPlan};
@@ -25,62 +26,12 @@ use super::serve::{NodePaths, ServeOptions, ServePlan, ServeRefusal};
 use super::trtllm::{self, TrtllmOptions};
 use super::vllm::{self, VllmOptions};
 
-/// `[NAME=]DIR`: where a node's sshd keeps its host keys, if not `/etc/ssh` (every node, or one).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct HostKeys {
-    pub node: Option<NodeName>,
-    pub dir: String,
-}
-
-impl std::str::FromStr for HostKeys {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let (node, dir) = match s.split_once('=') {
-            Some((n, d)) => (Some(NodeName::new(n).map_err(|e| e.to_string())?), d),
-            None => (None, s),
-        };
-        if !dir.starts_with('/') {
-            return Err(format!("expected [NAME=]/absolute/dir, got {s:?}"));
-        }
-        Ok(HostKeys {
-            node,
-            dir: dir.to_string(),
-        })
-    }
-}
-
-/// The host-key folder of `node` after every `--host-keys` given (the last one wins), or an
-/// error naming a node that is not part of the job.
-pub fn host_keys_of(
-    given: &[HostKeys],
-    nodes: &[NodeName],
-    node: &NodeName,
-    default: &str,
-) -> Result<String, String> {
-    for h in given {
-        if let Some(n) = &h.node
-            && !nodes.contains(n)
-        {
-            return Err(format!("--host-keys names no node of the job: {n}"));
-        }
-    }
-    Ok(given
-        .iter()
-        .rev()
-        .find(|h| h.node.as_ref().is_none_or(|n| n == node))
-        .map(|h| h.dir.clone())
-        .unwrap_or_else(|| default.to_string()))
-}
-
 /// `nccl-test` as asked.
 #[derive(Clone, Debug, PartialEq)]
 pub struct NcclTestRequest {
     pub options: NcclTestOptions,
     /// One rank per GPU: this many per node instead of what the probe found.
     pub gpus_per_node: Option<u32>,
-    /// The SSH user's `~/.ssh` on every node (mounted read-only into the containers).
-    pub ssh_dir: String,
-    pub host_keys: Vec<HostKeys>,
     pub overrides: ContainerOverrides,
     /// `--allow-old-nccl`: start a ring on an NCCL older than 2.30.7 anyway.
     pub allow_old_nccl: bool,
@@ -101,7 +52,6 @@ pub struct ServeRequest {
     pub gpus_per_node_given: bool,
     /// `--hf-home`: the cache on every node instead of `~/.cache/huggingface`.
     pub hf_home: Option<String>,
-    pub host_keys: Vec<HostKeys>,
     /// `--nccl-from IMAGE|PATH`: this NCCL first on every container's loader path.
     pub nccl_from: Option<NcclFrom>,
     /// `--allow-old-nccl`: start a ring on an NCCL older than 2.30.7 anyway.
@@ -190,6 +140,20 @@ impl LaunchRequest {
         }
     }
 
+    /// The job's name when it runs MPI between containers over SSH (`trtllm`, `nccl-test` in
+    /// containers): the pre-plan step then makes the job's own SSH identity.
+    pub fn mpi_in_containers(&self) -> Option<&crate::plan::JobName> {
+        match self {
+            LaunchRequest::Serve(s) if matches!(s.engine, ServeEngine::Trtllm(_)) => {
+                Some(&s.serve().job)
+            }
+            LaunchRequest::NcclTest(t) if t.options.runtime == crate::plan::RuntimeKind::Docker => {
+                Some(&t.options.job)
+            }
+            _ => None,
+        }
+    }
+
     /// The model a serving request resolves on the Hub before planning.
     pub fn model(&self) -> Option<&crate::model::ModelSource> {
         match self {
@@ -214,6 +178,9 @@ pub struct Lookups {
     pub shape: ShapeLookup,
     /// The API key `--api-key` asked for, resolved (`auto` read from or written to its file).
     pub api_key: Option<super::endpoint::ApiKey>,
+    /// The job's own SSH identity for MPI between containers, generated for this launch
+    /// (`None`: a plan made without the pre-plan step uses [`JobSshKeys::placeholder`]).
+    pub job_ssh: Option<JobSshKeys>,
 }
 
 /// One node as planning sees it.
@@ -372,6 +339,14 @@ fn inputs(nodes: &[PlanNode]) -> Vec<NodeInput> {
         .collect()
 }
 
+/// The job's SSH identity the pre-plan step generated, or the dry run's placeholder.
+fn job_keys(lookups: &Lookups) -> JobSshKeys {
+    lookups
+        .job_ssh
+        .clone()
+        .unwrap_or_else(JobSshKeys::placeholder)
+}
+
 fn plan_nccl_test(
     r: &NcclTestRequest,
     inputs: &[NodeInput],
@@ -402,13 +377,14 @@ fn plan_nccl_test(
             }
         }
     }
-    let mut nodes = nccl_test::test_nodes(inputs, cluster.as_ref(), r.gpus_per_node, &r.ssh_dir);
-    let names: Vec<NodeName> = nodes.iter().map(|n| n.name.clone()).collect();
-    for n in &mut nodes {
-        n.host_keys_dir = host_keys_of(&r.host_keys, &names, &n.name, &n.host_keys_dir)
-            .map_err(LaunchRefusal::Input)?;
-    }
-    let mut plan = nccl_test::plan(&nodes, cluster.as_ref().map(|c| c.topology), &r.options)?;
+    let nodes = nccl_test::test_nodes(inputs, cluster.as_ref(), r.gpus_per_node);
+    let keys = job_keys(lookups);
+    let mut plan = nccl_test::plan(
+        &nodes,
+        cluster.as_ref().map(|c| c.topology),
+        &r.options,
+        &keys,
+    )?;
     r.overrides.apply(&mut plan.plan);
     let ring = plan.topology == Some(derive::topology::Topology::Ring);
     if ring {
@@ -451,13 +427,10 @@ fn plan_serve(
         let mut p = NodePaths::default();
         if let Some(home) = lookups.homes.get(n) {
             p.hf_home = format!("{home}/.cache/huggingface");
-            p.ssh_dir = format!("{home}/.ssh");
         }
         if let Some(h) = &r.hf_home {
             p.hf_home = h.clone();
         }
-        p.host_keys =
-            host_keys_of(&r.host_keys, &names, n, &p.host_keys).map_err(LaunchRefusal::Input)?;
         paths.insert(n.clone(), p);
     }
     r.serve_mut().paths = paths;
@@ -466,7 +439,7 @@ fn plan_serve(
     }
     let mut plan = match &r.engine {
         ServeEngine::Vllm(o) => vllm::plan(o, inputs)?,
-        ServeEngine::Trtllm(o) => trtllm::plan(o, inputs)?,
+        ServeEngine::Trtllm(o) => trtllm::plan(o, inputs, &job_keys(lookups))?,
     };
     let served: Vec<NodeInput> = inputs
         .iter()
@@ -559,42 +532,5 @@ fn check_shape(o: &ServeOptions, shape: &ShapeLookup) -> Result<Option<String>, 
             "tp {} and pp {} were not checked against {model}'s heads and layers: its config.json was not read",
             o.tp, o.pp
         ))),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn n(s: &str) -> NodeName {
-        NodeName::new(s).unwrap()
-    }
-
-    #[test]
-    fn host_keys_for_every_node_or_one_and_the_last_one_wins() {
-        let given: Vec<HostKeys> = ["/keys", "b=/b-keys"]
-            .iter()
-            .map(|s| s.parse().unwrap())
-            .collect();
-        let nodes = [n("a"), n("b")];
-        assert_eq!(
-            host_keys_of(&given, &nodes, &n("a"), "/etc/ssh").unwrap(),
-            "/keys"
-        );
-        assert_eq!(
-            host_keys_of(&given, &nodes, &n("b"), "/etc/ssh").unwrap(),
-            "/b-keys"
-        );
-        assert_eq!(
-            host_keys_of(&[], &nodes, &n("b"), "/etc/ssh").unwrap(),
-            "/etc/ssh"
-        );
-        let bad: Vec<HostKeys> = vec!["z=/k".parse().unwrap()];
-        assert!(
-            host_keys_of(&bad, &nodes, &n("a"), "/etc/ssh")
-                .unwrap_err()
-                .contains("no node of the job: z")
-        );
-        assert!("relative".parse::<HostKeys>().is_err());
     }
 }

@@ -3,6 +3,7 @@
 //! launching request into its one plan. Pure: no network, no Docker, no files.
 
 pub mod endpoint;
+pub mod job_ssh;
 pub mod launch;
 pub mod limits;
 pub mod nccl_build;

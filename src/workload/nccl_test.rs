@@ -23,11 +23,12 @@ use serde::Serialize;
 
 use crate::derive::{ClusterEnv, NodeInput, Topology};
 use crate::node::{NodeName, Role};
-use crate::plan::spec::{LABEL_JOB, LABEL_NODE, LABEL_ROLE, Mount};
+use crate::plan::spec::{LABEL_JOB, LABEL_NODE, LABEL_ROLE};
 use crate::plan::{
     ContainerSpec, JobName, JobPlan, Launch, NodePlan, ProcessSpec, RuntimeKind, Step, Ulimit,
 };
 use crate::probe::facts::Subnet;
+use crate::workload::job_ssh::JobSshKeys;
 use crate::workload::nccl_build::{CpuArch, default_image};
 use crate::workload::rdma::{IB_DISABLE, NoVerbs, rdma_access};
 
@@ -37,11 +38,6 @@ pub const SSHD_PORT: u16 = 2233;
 pub const IMAGE_TESTS_DIR: &str = "/opt/nccl-tests/build";
 /// The hostfile inside the head's container.
 pub const CONTAINER_HOSTFILE: &str = "/etc/spark-launch/hostfile";
-/// Where the node's `~/.ssh` appears in the container (read-only).
-pub const USER_SSH_MOUNT: &str = "/run/spark-launch/user-ssh";
-/// Where the node's host keys (`/etc/ssh` by default) appear in the container (read-only), so
-/// the container's sshd presents the node's pinned identity.
-pub const HOST_SSH_MOUNT: &str = "/run/spark-launch/host-ssh";
 /// The capture holding the driver's output (every test's log).
 pub const CAPTURE: &str = "nccl-tests";
 /// Default largest message: big enough to reach the link's bandwidth, small enough for a
@@ -251,11 +247,6 @@ pub struct TestNode {
     /// `/dev/infiniband`): a multi-node test refuses unless TCP is allowed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub no_verbs: Option<NoVerbs>,
-    /// The SSH user's `~/.ssh` on the node (mounted read-only into the container).
-    pub ssh_dir: String,
-    /// Where the node's sshd keeps its host keys (`ssh_host_*_key`; mounted read-only, so the
-    /// container's sshd presents the identity `trust` pinned).
-    pub host_keys_dir: String,
 }
 
 /// Why no plan could be made.
@@ -415,7 +406,6 @@ pub fn test_nodes(
     inputs: &[NodeInput],
     cluster: Option<&ClusterEnv>,
     gpus: Option<u32>,
-    ssh_dir: &str,
 ) -> Vec<TestNode> {
     let no_verbs = rdma_access(inputs, false).err().unwrap_or_default();
     inputs
@@ -465,18 +455,17 @@ pub fn test_nodes(
                 has_infiniband: input.facts.host.has_uverbs().unwrap_or(true),
                 infiniband_unrecorded: input.facts.host.has_uverbs().is_none(),
                 no_verbs: no_verbs.iter().find(|m| m.node == input.name).cloned(),
-                ssh_dir: ssh_dir.to_string(),
-                host_keys_dir: "/etc/ssh".to_string(),
             }
         })
         .collect()
 }
 
-/// Builds the whole plan.
+/// Builds the whole plan; across containers, they use the job's own SSH identity `keys`.
 pub fn plan(
     nodes: &[TestNode],
     topology: Option<Topology>,
     opts: &NcclTestOptions,
+    keys: &JobSshKeys,
 ) -> Result<NcclTestPlan, NcclTestError> {
     validate(nodes, opts)?;
     let multi = nodes.len() > 1;
@@ -530,7 +519,14 @@ pub fn plan(
             node_plans.push(NodePlan {
                 node: n.name.clone(),
                 role: n.role,
-                launch: Launch::Container(container(n, &image, nodes, opts, multi, &driver_cmd)),
+                launch: Launch::Container(container(
+                    n,
+                    &image,
+                    nodes,
+                    opts,
+                    (multi, keys),
+                    &driver_cmd,
+                )),
             });
         }
         let mut steps: Vec<Step> = images
@@ -719,7 +715,7 @@ pub fn mpirun_argv(
     argv.extend([s("--hostfile"), s(hostfile), s("--bind-to"), s("none")]);
     if nodes.len() > 1 {
         if opts.runtime == RuntimeKind::Docker {
-            argv.extend([s("--mca"), s("plm_rsh_args"), format!("-p {SSHD_PORT}")]);
+            argv.extend(super::job_ssh::mpirun_ssh_options(SSHD_PORT));
         }
         let mut subnets: Vec<String> = nodes
             .iter()
@@ -826,16 +822,17 @@ fn process(job: &JobName, head: &TestNode, command: Vec<String>) -> ProcessSpec 
 }
 
 /// A node's container: the RDMA GPU container with its derived env, sshd on its own
-/// control-plane address, the node's `~/.ssh` and host keys read-only; the head also runs the
-/// driver.
+/// control-plane address with the job's own SSH identity (`job_ssh`; the client key in the
+/// head's only); the head also runs the driver.
 fn container(
     n: &TestNode,
     image: &str,
     nodes: &[TestNode],
     opts: &NcclTestOptions,
-    multi: bool,
+    job: (bool, &JobSshKeys),
     driver: &[String],
 ) -> ContainerSpec {
+    let (multi, keys) = job;
     let mut spec = ContainerSpec::gpu(&opts.job, &n.name, n.role, image, n.has_infiniband);
     spec.override_ulimits(&opts.ulimits);
     spec.env = n.env.clone();
@@ -844,24 +841,13 @@ fn container(
         spec.env
             .insert("SL_SSHD_PORT".into(), SSHD_PORT.to_string());
         spec.env.insert("SL_SSHD_LISTEN".into(), n.addr.clone());
-        // Host keys are pinned by node name (`trust`); mpirun reaches nodes by address.
+        // The job's host key is pinned for every peer's address (what mpirun uses) and name.
         let peers: Vec<String> = nodes
             .iter()
             .map(|p| format!("{}={}", p.name, p.addr))
             .collect();
         spec.env.insert("SL_PEERS".into(), peers.join(" "));
-        spec.mounts.push(Mount {
-            source: n.ssh_dir.clone(),
-            target: USER_SSH_MOUNT.into(),
-            read_only: true,
-            kind: crate::plan::spec::MountKind::Bind,
-        });
-        spec.mounts.push(Mount {
-            source: n.host_keys_dir.clone(),
-            target: HOST_SSH_MOUNT.into(),
-            read_only: true,
-            kind: crate::plan::spec::MountKind::Bind,
-        });
+        keys.add_to(&mut spec, n.role == Role::Head);
     } else {
         // One node: no sshd, mpirun starts every rank locally.
         spec.env.insert("SL_SSHD".into(), "0".into());
@@ -898,8 +884,6 @@ mod tests {
             has_infiniband: true,
             infiniband_unrecorded: false,
             no_verbs: None,
-            ssh_dir: "/home/nvidia/.ssh".into(),
-            host_keys_dir: "/etc/ssh".into(),
         }
     }
 
@@ -935,7 +919,7 @@ mod tests {
             devices: vec!["rocep1s0f0".into()],
             seen: "is missing".into(),
         });
-        let err = plan(&nodes, None, &opts()).unwrap_err();
+        let err = plan(&nodes, None, &opts(), &JobSshKeys::placeholder()).unwrap_err();
         let text = err.to_string();
         assert!(
             text.contains("spark-b: RDMA device rocep1s0f0 is ACTIVE"),
@@ -944,7 +928,7 @@ mod tests {
         assert!(text.contains("sudo modprobe ib_uverbs"), "{text}");
         let mut o = opts();
         o.allow_tcp = true;
-        let p = plan(&nodes, None, &o).unwrap();
+        let p = plan(&nodes, None, &o, &JobSshKeys::placeholder()).unwrap();
         assert!(p.notes[0].contains("NCCL will use TCP sockets on every node"));
         for part in &p.plan.nodes {
             let Launch::Container(c) = &part.launch else {
@@ -1009,13 +993,19 @@ mod tests {
         assert!(argv.iter().filter(|x| *x == "NCCL_DEBUG=INFO").count() == 2);
         assert!(
             argv.windows(2)
-                .any(|w| w[0] == "plm_rsh_args" && w[1] == "-p 2233")
+                .any(|w| w[0] == "plm_rsh_args" && w[1] == crate::workload::job_ssh::rsh_args(2233))
         );
     }
 
     #[test]
     fn the_docker_plan_starts_every_node_waits_for_the_head_and_stops() {
-        let p = plan(&pair(), Some(Topology::Direct), &opts()).unwrap();
+        let p = plan(
+            &pair(),
+            Some(Topology::Direct),
+            &opts(),
+            &JobSshKeys::placeholder(),
+        )
+        .unwrap();
         let titles: Vec<&str> = p
             .plan
             .steps
@@ -1044,6 +1034,23 @@ mod tests {
             "spark-a=192.168.177.11 spark-b=192.168.177.12"
         );
         assert!(worker.mounts.iter().all(|m| m.read_only));
+        // The job's own identity: nothing of ~/.ssh or /etc/ssh mounted, the client key in
+        // the head's container only.
+        for c in [head, worker] {
+            assert!(
+                c.mounts
+                    .iter()
+                    .all(|m| !m.source.contains(".ssh") && !m.source.starts_with("/etc/ssh")),
+                "{:?}",
+                c.mounts
+            );
+        }
+        let files = |c: &ContainerSpec| -> Vec<String> {
+            c.secret_files.iter().map(|f| f.path.clone()).collect()
+        };
+        use crate::workload::job_ssh::{CLIENT_KEY_FILE, HOST_KEY_FILE};
+        assert_eq!(files(head), vec![HOST_KEY_FILE, CLIENT_KEY_FILE]);
+        assert_eq!(files(worker), vec![HOST_KEY_FILE]);
         assert_eq!(
             p.hostfile,
             "192.168.177.11 slots=1\n192.168.177.12 slots=1\n"
@@ -1055,7 +1062,7 @@ mod tests {
         let mut o = opts();
         o.runtime = RuntimeKind::Host;
         o.as_root = false;
-        let p = plan(&pair(), None, &o).unwrap();
+        let p = plan(&pair(), None, &o, &JobSshKeys::placeholder()).unwrap();
         assert_eq!(p.plan.nodes.len(), 1);
         assert!(matches!(p.plan.nodes[0].launch, Launch::Process(_)));
         assert!(!p.driver.contains("sl-wait-ssh"));
@@ -1070,18 +1077,18 @@ mod tests {
         o.min_bytes = 1 << 30;
         o.max_bytes = 8;
         assert!(matches!(
-            plan(&pair(), None, &o),
+            plan(&pair(), None, &o, &JobSshKeys::placeholder()),
             Err(NcclTestError::SizeOrder { .. })
         ));
         let mut nodes = pair();
         nodes[1].addr = nodes[0].addr.clone();
         assert!(matches!(
-            plan(&nodes, None, &opts()),
+            plan(&nodes, None, &opts(), &JobSshKeys::placeholder()),
             Err(NcclTestError::SameAddress(..))
         ));
         nodes[1].addr.clear();
         assert!(matches!(
-            plan(&nodes, None, &opts()),
+            plan(&nodes, None, &opts(), &JobSshKeys::placeholder()),
             Err(NcclTestError::NoAddress { .. })
         ));
     }
@@ -1090,7 +1097,7 @@ mod tests {
     fn the_launch_check_runs_hostname_through_the_same_contexts() {
         let mut o = opts();
         o.launch_check = true;
-        let p = plan(&pair(), None, &o).unwrap();
+        let p = plan(&pair(), None, &o, &JobSshKeys::placeholder()).unwrap();
         assert_eq!(p.runs.len(), 1);
         assert_eq!(p.runs[0].op, None);
         let argv = &p.runs[0].argv;
@@ -1101,7 +1108,7 @@ mod tests {
 
     #[test]
     fn the_driver_marks_every_exit_status_and_fails_when_any_run_failed() {
-        let p = plan(&pair(), None, &opts()).unwrap();
+        let p = plan(&pair(), None, &opts(), &JobSshKeys::placeholder()).unwrap();
         assert_eq!(p.driver.matches(EXIT_MARKER).count(), 2);
         assert!(p.driver.ends_with("exit $status\n"));
         assert!(

@@ -61,23 +61,12 @@ impl fmt::Display for EngineKind {
 pub struct NodePaths {
     /// The Hugging Face cache (`HF_HOME`) on the node.
     pub hf_home: String,
-    /// The node user's `~/.ssh` (keys and known hosts for MPI between containers).
-    pub ssh_dir: String,
-    /// Where the node's sshd keeps its host keys (mounted so containers present them).
-    #[serde(default = "etc_ssh")]
-    pub host_keys: String,
-}
-
-fn etc_ssh() -> String {
-    "/etc/ssh".to_string()
 }
 
 impl Default for NodePaths {
     fn default() -> Self {
         NodePaths {
             hf_home: "~/.cache/huggingface".to_string(),
-            ssh_dir: "~/.ssh".to_string(),
-            host_keys: etc_ssh(),
         }
     }
 }

@@ -4,12 +4,13 @@
 //!
 //! The containers use the same entrypoint as the nccl-tests image (`images/nccl-tests/
 //! sl-entrypoint`, embedded here and run with `sh -c`, since NVIDIA's TensorRT-LLM image does
-//! not carry it): sshd on the node's own control-plane address only, presenting the node's
-//! host key (`/etc/ssh` mounted read-only), accepting the node user's `authorized_keys`; the
-//! head's ssh client uses the node user's key and accepts only the host keys `spark-launch
-//! trust` pinned by node name (`HostKeyAlias`), never `StrictHostKeyChecking no`. Workers run
-//! sshd as their one process; the head waits until every worker's sshd answers (`sl-wait-ssh`,
-//! embedded too), writes the hostfile and the options file, then runs `mpirun`.
+//! not carry it): sshd on the node's own control-plane address only, presenting the job's own
+//! host key and accepting the job's own client key (`job_ssh`: generated per launch, private
+//! halves put into the containers before they start, nothing of `~/.ssh` or `/etc/ssh`
+//! mounted); the head's ssh client uses the job's client key and accepts only the job's host
+//! key, pinned for every peer's address and port, never `StrictHostKeyChecking no`. Workers
+//! run sshd as their one process; the head waits until every worker's sshd answers
+//! (`sl-wait-ssh`, embedded too), writes the hostfile and the options file, then runs `mpirun`.
 //!
 //! Every node is its own MPI app context (`-np G -H addr:G -x VAR=value … : …`), so each rank
 //! runs with the variables derived for the node it runs on — never the head's interface names
@@ -27,9 +28,8 @@ use super::serve::{
 };
 use crate::derive::NodeInput;
 use crate::node::{NodeName, Role};
-use crate::plan::spec::Mount;
 use crate::plan::{JobPlan, Launch, NodePlan, NodePorts, RuntimeKind, Step};
-use crate::workload::nccl_test::{HOST_SSH_MOUNT, USER_SSH_MOUNT};
+use crate::workload::job_ssh::JobSshKeys;
 
 pub const DEFAULT_PORT: u16 = 8355;
 pub const DEFAULT_SSH_PORT: u16 = 2233;
@@ -164,8 +164,13 @@ fn rank_env(env: &BTreeMap<String, String>) -> BTreeMap<String, String> {
         .collect()
 }
 
-/// Plans a TensorRT-LLM job on the first nodes that fit `tp × pp`.
-pub fn plan(opts: &TrtllmOptions, nodes: &[NodeInput]) -> Result<ServePlan, ServeRefusal> {
+/// Plans a TensorRT-LLM job on the first nodes that fit `tp × pp`; across nodes, the
+/// containers use the job's own SSH identity `keys` (`job_ssh`).
+pub fn plan(
+    opts: &TrtllmOptions,
+    nodes: &[NodeInput],
+    keys: &JobSshKeys,
+) -> Result<ServePlan, ServeRefusal> {
     let o = &opts.serve;
     let mut extra = distinct_ports(&[("API", o.port), ("ssh", opts.ssh_port)]);
     extra.extend(opts.llm_api.problems());
@@ -265,28 +270,12 @@ pub fn plan(opts: &TrtllmOptions, nodes: &[NodeInput]) -> Result<ServePlan, Serv
             ];
             spec.command.extend(serve_args.clone());
         } else {
-            let paths = o.paths_of(&env.name);
-            spec.mounts.push(Mount {
-                source: paths.ssh_dir.clone(),
-                target: USER_SSH_MOUNT.to_string(),
-                read_only: true,
-                kind: crate::plan::spec::MountKind::Bind,
-            });
-            spec.mounts.push(Mount {
-                source: paths.host_keys.clone(),
-                target: HOST_SSH_MOUNT.to_string(),
-                read_only: true,
-                kind: crate::plan::spec::MountKind::Bind,
-            });
+            keys.add_to(&mut spec, env.role == Role::Head);
             spec.env
                 .insert("SL_SSHD_PORT".into(), opts.ssh_port.to_string());
             spec.env
                 .insert("SL_SSHD_LISTEN".into(), env.control.addr.to_string());
             spec.env.insert("SL_PEERS".into(), peers.join(" "));
-            spec.env
-                .insert("SL_USER_SSH".into(), USER_SSH_MOUNT.to_string());
-            spec.env
-                .insert("SL_HOST_SSH".into(), HOST_SSH_MOUNT.to_string());
             spec.env.insert("SL_STATE".into(), RUN_DIR.to_string());
             spec.command = vec![
                 "sh".to_string(),
@@ -306,10 +295,8 @@ pub fn plan(opts: &TrtllmOptions, nodes: &[NodeInput]) -> Result<ServePlan, Serv
             format!("{RUN_DIR}/hostfile"),
             "--bind-to".to_string(),
             "none".to_string(),
-            "--mca".to_string(),
-            "plm_rsh_args".to_string(),
-            format!("-p {}", opts.ssh_port),
         ];
+        argv.extend(super::job_ssh::mpirun_ssh_options(opts.ssh_port));
         if !subnets.is_empty() {
             let list = subnets.join(",");
             argv.extend(["--mca".into(), "oob_tcp_if_include".into(), list.clone()]);

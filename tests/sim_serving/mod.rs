@@ -206,11 +206,3 @@ pub fn trtllm_standin_on_every_node(net: &SimNet, tag: &str) {
         );
     }
 }
-
-/// Where simnet keeps node `i`'s sshd host keys (its `/etc/ssh` is the host's).
-pub fn host_keys_dir(net: &SimNet, i: usize) -> PathBuf {
-    support::simnet_root()
-        .join(net.prefix())
-        .join(format!("n{i}"))
-        .join("state")
-}
