@@ -7,7 +7,8 @@
 //! every `$` of a command or value is written `$$`; a mount source under `~` becomes
 //! `${HOME}/…` (the home of whoever runs compose on that node). A secret (`HF_TOKEN`, `*_KEY`)
 //! is written as `${NAME:?...}`: compose reads it from its own environment, the file never
-//! holds it.
+//! holds it. A job's private SSH keys, which the launcher uploads into its containers, are
+//! mounted read-only from `job-ssh/` beside the file; the README says how to make them.
 //!
 //! Pure: a plan in, file names and texts out.
 
@@ -108,7 +109,7 @@ pub fn service(spec: &ContainerSpec) -> Value {
             .collect();
         m.insert(s("devices"), strings(&d));
     }
-    if !spec.mounts.is_empty() {
+    if !spec.mounts.is_empty() || !spec.secret_files.is_empty() {
         let mut vols = Sequence::new();
         for mount in &spec.mounts {
             let mut v = Mapping::new();
@@ -122,6 +123,17 @@ pub fn service(spec: &ContainerSpec) -> Value {
             v.insert(s("source"), s(&source(&mount.source)));
             v.insert(s("target"), s(&escape(&mount.target)));
             v.insert(s("read_only"), Value::Bool(mount.read_only));
+            vols.push(Value::Mapping(v));
+        }
+        // The job's private keys are uploaded into a container spark-launch starts; a compose
+        // file cannot carry them, so it mounts them from `job-ssh/` beside itself (the README
+        // says how to make them).
+        for file in &spec.secret_files {
+            let mut v = Mapping::new();
+            v.insert(s("type"), s("bind"));
+            v.insert(s("source"), s(&escape(&secret_source(&file.path))));
+            v.insert(s("target"), s(&escape(&file.path)));
+            v.insert(s("read_only"), Value::Bool(true));
             vols.push(Value::Mapping(v));
         }
         m.insert(s("volumes"), Value::Sequence(vols));
@@ -151,6 +163,15 @@ pub fn service(spec: &ContainerSpec) -> Value {
     m.insert(s("restart"), s("no"));
     Value::Mapping(m)
 }
+
+/// Where a compose file finds a secret file the launcher would upload: `./job-ssh/NAME`.
+fn secret_source(path: &str) -> String {
+    let name = path.rsplit('/').next().unwrap_or(path);
+    format!("./{JOB_SSH_FOLDER}/{name}")
+}
+
+/// The folder beside the compose files that holds the job's SSH keys.
+const JOB_SSH_FOLDER: &str = "job-ssh";
 
 /// One compose file per node of the plan (containers only; host processes have none).
 pub fn files(plan: &JobPlan, header: &str) -> Vec<ComposeFile> {
@@ -199,6 +220,14 @@ pub fn files(plan: &JobPlan, header: &str) -> Vec<ComposeFile> {
         .collect()
 }
 
+/// Whether any container of the plan expects the job's SSH keys (multi-node TensorRT-LLM).
+fn needs_job_ssh(plan: &crate::workload::serve::ServePlan) -> bool {
+    plan.job
+        .nodes
+        .iter()
+        .any(|n| matches!(&n.launch, Launch::Container(c) if !c.secret_files.is_empty()))
+}
+
 /// The README beside the compose files: what to do around `docker compose up`, in the plan's
 /// order, each step with how to do it by hand.
 pub fn readme(plan: &crate::workload::serve::ServePlan, profile: &str) -> String {
@@ -220,6 +249,21 @@ The steps spark-launch would run, in order, and how to do each by hand:\n\n"
                 let image = crate::text::shell_word(image);
                 format!("`docker pull {image}` on every node, or `spark-launch image push {image}`")
             }
+            Step::Start { nodes } if needs_job_ssh(plan) => format!(
+                "the containers reach each other over SSH with keys of this job only: once, here, \
+`mkdir -m 700 {d} && ssh-keygen -q -t ed25519 -N '' -f {d}/id_ed25519 && ssh-keygen -q -t ed25519 -N '' -f {d}/ssh_host_ed25519_key`; \
+copy `{d}/` beside every node's compose file with the `.pub` files (of the private keys the head needs both, the others only `ssh_host_ed25519_key`; keep them 0600); \
+on each node `export {c}=\"$(cat {d}/id_ed25519.pub)\" {h}=\"$(cat {d}/ssh_host_ed25519_key.pub)\"`, \
+then `docker compose -f NODE.compose.yaml up -d` ({})",
+                nodes
+                    .iter()
+                    .map(|n| format!("{n}.compose.yaml"))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                d = JOB_SSH_FOLDER,
+                c = crate::workload::job_ssh::ENV_CLIENT_PUBLIC,
+                h = crate::workload::job_ssh::ENV_HOST_PUBLIC,
+            ),
             Step::Start { nodes } => format!(
                 "on each node: `docker compose -f NODE.compose.yaml up -d` ({})",
                 nodes

@@ -321,6 +321,69 @@ fn compose_writes_one_file_per_node_with_the_exact_containers_and_a_readme() {
 }
 
 #[test]
+fn compose_of_a_trtllm_profile_mounts_the_jobs_keys_from_beside_the_file_and_says_how_to_make_them()
+{
+    let out_dir = tempfile::tempdir().unwrap();
+    let out = run(&args(
+        &[
+            "compose",
+            "trtllm-qwen-7b-tp2",
+            "--out",
+            out_dir.path().to_str().unwrap(),
+        ],
+        "seed-001-two-sparks-both-twins",
+    ));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let mounts = |file: &str| -> Vec<(String, String)> {
+        let doc = yaml_to_json(&std::fs::read_to_string(out_dir.path().join(file)).unwrap());
+        doc["services"]["trtllm"]["volumes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|v| v["source"].as_str().unwrap().starts_with("./job-ssh/"))
+            .map(|v| {
+                assert_eq!(v["read_only"], true, "{v}");
+                (
+                    v["source"].as_str().unwrap().to_string(),
+                    v["target"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect()
+    };
+    // The head runs mpirun (its client key) and sshd (the host key); the worker only sshd.
+    assert_eq!(
+        mounts("spark.compose.yaml"),
+        [
+            (
+                "./job-ssh/ssh_host_ed25519_key".to_string(),
+                "/etc/spark-launch/job-ssh/ssh_host_ed25519_key".to_string()
+            ),
+            (
+                "./job-ssh/id_ed25519".to_string(),
+                "/etc/spark-launch/job-ssh/id_ed25519".to_string()
+            ),
+        ]
+    );
+    assert_eq!(
+        mounts("spark2.compose.yaml"),
+        [(
+            "./job-ssh/ssh_host_ed25519_key".to_string(),
+            "/etc/spark-launch/job-ssh/ssh_host_ed25519_key".to_string()
+        )]
+    );
+    let head = std::fs::read_to_string(out_dir.path().join("spark.compose.yaml")).unwrap();
+    assert!(
+        head.contains("${SL_JOB_SSH_PUBKEY:?") && !head.contains("not-generated"),
+        "{head}"
+    );
+    let readme = std::fs::read_to_string(out_dir.path().join("README.md")).unwrap();
+    assert!(
+        readme.contains("ssh-keygen -q -t ed25519 -N '' -f job-ssh/ssh_host_ed25519_key"),
+        "{readme}"
+    );
+}
+
+#[test]
 fn model_pull_dry_run_says_where_the_weights_go() {
     let out = run(&args(
         &[
