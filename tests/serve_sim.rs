@@ -599,6 +599,37 @@ fn vllm_enforces_the_api_key_that_readiness_and_the_printed_curl_use_and_no_prin
         .output()
         .unwrap();
     assert!(!stdout(&inspect).contains(&key), "{}", describe(&inspect));
+    // `bench JOB` finds the job at the address it is bound to (its head's label) and sends the
+    // key `auto` keeps; without it every request would be a 401.
+    let h = hosts(&c.net);
+    let out = c.net.spark_launch_with(
+        1,
+        &[
+            "bench",
+            job,
+            "--hosts",
+            &h,
+            "--concurrency",
+            "1",
+            "--requests",
+            "1",
+            "--output-tokens",
+            "4",
+            "--no-warmup",
+            "--json",
+        ],
+        &[],
+        None,
+    );
+    assert!(out.status.success(), "{}", describe(&out));
+    assert!(!describe(&out).contains(&key), "the key was printed");
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(
+        v["report"]["url"],
+        format!("http://{fabric}:8000/v1"),
+        "{v:#}"
+    );
+    assert_eq!(v["report"]["levels"][0]["failed"], 0, "{v:#}");
     remove_job(&c.net, job);
 }
 

@@ -1,7 +1,8 @@
 //! Where a running job's API answers, found the way `status` finds jobs: by spark-launch's
 //! labels on the nodes. The job's head container (role `head`) carries the port it serves on
-//! (`dev.spark-launch.ports`); the address is this machine's loopback when the head is this
-//! machine, else the address the cluster file (or `--hosts`) gives for the node.
+//! (`dev.spark-launch.ports`); the address is the one it is bound to (`--bind`, the
+//! `dev.spark-launch.bind` label) when it has one, else this machine's loopback when the head is
+//! this machine, else the address the cluster file (or `--hosts`) gives for the node.
 
 use std::collections::BTreeMap;
 
@@ -30,7 +31,12 @@ pub async fn job_url(
             Err(e) => unreachable.push(format!("{node}: {e}")),
         }
     }
-    let (node, port) = serving_head(job, &entries, &unreachable).map_err(BenchError::Job)?;
+    let head = serving_head(job, &entries, &unreachable).map_err(BenchError::Job)?;
+    let (node, port) = (head.node.clone(), head.ports[0]);
+    // Bound to one address (`--bind`): it answers there and nowhere else, loopback included.
+    if let Some(a) = head.bind {
+        return Ok(BaseUrl::of(a.to_string(), port));
+    }
     let reach = cluster
         .node(&node)
         .map(|n| n.target.reach.clone())
@@ -51,12 +57,12 @@ pub async fn job_url(
     Ok(BaseUrl::of(host, port))
 }
 
-/// The node and port of the job's running head, or why there is none.
-pub fn serving_head(
+/// The job's running head that serves a port, or why there is none.
+pub fn serving_head<'a>(
     job: &JobName,
-    entries: &[JobEntry],
+    entries: &'a [JobEntry],
     unreachable: &[String],
-) -> Result<(NodeName, u16), String> {
+) -> Result<&'a JobEntry, String> {
     let not_asked = if unreachable.is_empty() {
         String::new()
     } else {
@@ -89,7 +95,7 @@ pub fn serving_head(
                 .unwrap_or_default()
         ));
     }
-    Ok((head.node.clone(), head.ports[0]))
+    Ok(head)
 }
 
 #[cfg(test)]
@@ -109,6 +115,7 @@ mod tests {
             image: "img".into(),
             started_at: None,
             ports,
+            bind: None,
         }
     }
 
@@ -119,10 +126,8 @@ mod tests {
             entry("b", "worker", "running", vec![]),
             entry("a", "head", "running", vec![8000]),
         ];
-        assert_eq!(
-            serving_head(&job, &entries, &[]),
-            Ok((NodeName::new("a").unwrap(), 8000))
-        );
+        let head = serving_head(&job, &entries, &[]).unwrap();
+        assert_eq!((head.node.as_str(), head.ports[0]), ("a", 8000));
     }
 
     #[test]

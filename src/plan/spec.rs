@@ -17,6 +17,9 @@ pub const LABEL_NODE: &str = "dev.spark-launch.node";
 pub const LABEL_ROLE: &str = "dev.spark-launch.role";
 /// The TCP ports the job serves on the node (host network), comma-separated, for `status`.
 pub const LABEL_PORTS: &str = "dev.spark-launch.ports";
+/// The one address a serving head's API listens on (`--bind ADDR|fabric`), for `bench JOB`;
+/// absent when it listens on every interface.
+pub const LABEL_BIND: &str = "dev.spark-launch.bind";
 /// Where the Hugging Face cache is mounted inside GPU containers.
 pub const HF_CACHE_IN_CONTAINER: &str = "/root/.cache/huggingface";
 

@@ -19,7 +19,7 @@ use super::error::RuntimeError;
 use super::host;
 use super::target::{DEFAULT_DOCKER_SOCKET, EngineEndpoint, NodeTarget, Reach};
 use crate::node::NodeName;
-use crate::plan::spec::{LABEL_JOB, LABEL_NODE, LABEL_PORTS, LABEL_ROLE};
+use crate::plan::spec::{LABEL_BIND, LABEL_JOB, LABEL_NODE, LABEL_PORTS, LABEL_ROLE};
 use crate::plan::{JobName, Launch, NodePlan, RuntimeKind};
 
 /// One node: where it is, and its engine once connected.
@@ -170,6 +170,9 @@ pub struct JobEntry {
     /// When it started, in seconds since the epoch.
     pub started_at: Option<i64>,
     pub ports: Vec<u16>,
+    /// The one address a serving head listens on (`--bind`), when not every interface.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bind: Option<std::net::Ipv4Addr>,
 }
 
 fn ports_of(labels: Option<&String>) -> Vec<u16> {
@@ -293,6 +296,7 @@ impl NodeRuntime {
                     image: c.image.clone().unwrap_or_default(),
                     started_at,
                     ports: ports_of(labels.get(LABEL_PORTS)),
+                    bind: labels.get(LABEL_BIND).and_then(|a| a.parse().ok()),
                 });
             }
         }
@@ -324,6 +328,7 @@ impl NodeRuntime {
                     image: crate::plan::secret::mask_assignments(&p.command),
                     started_at: p.started,
                     ports: ports_of(p.labels.get(LABEL_PORTS)),
+                    bind: p.labels.get(LABEL_BIND).and_then(|a| a.parse().ok()),
                 });
             }
         }

@@ -304,6 +304,15 @@ pub fn gpus_from_facts(nodes: &[NodeInput]) -> Result<Option<u32>, Problem> {
     })
 }
 
+/// Marks the head's container with the one address its API listens on (none when it listens
+/// on every interface), so `bench JOB` finds it there.
+pub fn label_bind(head: &mut ContainerSpec, bound: Option<Ipv4Addr>) {
+    if let Some(a) = bound {
+        head.labels
+            .insert(crate::plan::spec::LABEL_BIND.to_string(), a.to_string());
+    }
+}
+
 /// The address the engine binds to (`--host`) and the URL readiness polls on the head.
 pub fn listen(bound: Option<Ipv4Addr>, port: u16) -> (String, String) {
     match bound {

@@ -252,8 +252,11 @@ pub fn plan(
 
     // Every node's container, then the head's mpirun from their environments.
     let mut specs = Vec::new();
-    for env in &sel.env.nodes {
+    for (rank, env) in sel.env.nodes.iter().enumerate() {
         let mut spec = container(o, EngineKind::Trtllm, env, &sel.rdma, &mut notes);
+        if rank == 0 {
+            serve::label_bind(&mut spec, bound);
+        }
         spec.env.insert("OMPI_ALLOW_RUN_AS_ROOT".into(), "1".into());
         spec.env
             .insert("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM".into(), "1".into());

@@ -140,6 +140,9 @@ pub fn plan(
     let mut members = Vec::new();
     for (rank, env) in sel.env.nodes.iter().enumerate() {
         let mut spec = container(o, EngineKind::Vllm, env, &sel.rdma, &mut notes);
+        if rank == 0 {
+            serve::label_bind(&mut spec, bound);
+        }
         let mut args = vec![
             "vllm".to_string(),
             "serve".to_string(),
