@@ -8,6 +8,10 @@
 #   - 1 node: the whole image to a node that has none of it;
 #   - 3 nodes vs the loop / vs parallel pipelines: one export teed to three nodes vs the
 #     pipeline run once per node in a loop (what community scripts do) or three at once.
+# Alongside the update cases, `docker save IMAGE >/dev/null` alone on the head: the engine's
+# whole-image export, which every route through its API must wait for (Docker 20.10 writes the
+# whole export to its temporary folder before the first byte), so baseline / that time is the
+# best ratio an update can reach (printed as `ceiling, update 1 node`).
 # Then the peak RSS of spark-launch pushing the whole image to one node.
 #
 #   sudo bench/runtime_push.sh [RUNS] [MIB]   (defaults 3 runs, 1024 MiB; SPARK_LAUNCH_BIN)
@@ -74,6 +78,7 @@ if [ -z "${SKIP_CASES:-}" ]; then
 	for r in $(seq 1 "$RUNS"); do
 		echo "run $r of $RUNS" >&2
 		pair upd1 "$(rm_on sl14bench:new 2)" "$(pipe sl14bench:new 2)" "$SL image push sl14bench:new --hosts $H2"
+		measure save.floor true "docker save sl14bench:new >/dev/null"
 		pair upd3 "$(rm_on sl14bench:new 2 3 4)" "$(pipe sl14bench:new 2); $(pipe sl14bench:new 3); $(pipe sl14bench:new 4)" \
 			"$SL image push sl14bench:new --hosts $H4"
 	done
@@ -96,6 +101,8 @@ echo
 echo "image push, $(awk -v b="$BYTES" 'BEGIN { printf "%.0f MiB", b / 1048576 }') image (top layer $TOP_MIB MiB), $RUNS runs each, alternating, inside the head ($(nproc) cores shared by all nodes and other work):"
 if [ -z "${SKIP_CASES:-}" ]; then
 	detail "update 1 node" upd1.base upd1.sl
+	awk -v a="$(median save.floor)" -v b="$(median save.floor 2)" -v k="$(wc -l <"$OUT/save.floor")" \
+		'BEGIN { printf "  %-28s %7.2f s (cores busy %.2f): the engine export any route waits for, median of %d\n", "  docker save alone", a, b, k }'
 	detail "update 3 nodes vs the loop" upd3.base upd3.sl
 	detail "1 node" full1.base full1.sl
 	detail "3 nodes vs the loop" loop3.base loop3.sl
@@ -104,6 +111,7 @@ fi
 echo "  peak RSS of spark-launch pushing the whole $(awk -v b="$BYTES" 'BEGIN { printf "%.0f MiB", b / 1048576 }') image to 1 node: $RSS MiB"
 if [ -z "${SKIP_CASES:-}" ]; then
 	ratio "update 1 node" upd1.base upd1.sl
+	ratio "update 1 node" upd1.base save.floor | sed 's/^ratio, /ceiling, /'
 	ratio "update 3 nodes vs the loop" upd3.base upd3.sl
 	ratio "1 node" full1.base full1.sl
 	ratio "3 nodes vs the loop" loop3.base loop3.sl
