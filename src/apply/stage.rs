@@ -170,6 +170,23 @@ pub struct NodeStaged {
     pub millis: u64,
 }
 
+impl NodeStaged {
+    /// What a worker's staging did, from its plan (what was missing, resumed and present) and
+    /// when it started.
+    fn of_plan(node: NodeName, plan: &StagePlan, started: Instant) -> NodeStaged {
+        NodeStaged {
+            node,
+            fetched_files: plan.fetch.len(),
+            fetched_bytes: plan.missing_bytes(),
+            resumed_bytes: plan.resumed_bytes(),
+            present_files: plan.present_files,
+            present_bytes: plan.present_bytes,
+            links: plan.links.len(),
+            millis: started.elapsed().as_millis() as u64,
+        }
+    }
+}
+
 /// Why staging failed. Every variant names the node.
 #[derive(Debug, thiserror::Error)]
 pub enum StageError {
@@ -473,16 +490,7 @@ async fn stage_node(
     if !plan.is_noop() {
         finalize(shell, dir, &plan, opts.hash_jobs).await?;
     }
-    Ok(NodeStaged {
-        node: name,
-        fetched_files: plan.fetch.len(),
-        fetched_bytes: missing,
-        resumed_bytes: plan.resumed_bytes(),
-        present_files: plan.present_files,
-        present_bytes: plan.present_bytes,
-        links: plan.links.len(),
-        millis: started.elapsed().as_millis() as u64,
-    })
+    Ok(NodeStaged::of_plan(name, &plan, started))
 }
 
 async fn run_streams(
@@ -604,16 +612,7 @@ async fn copy_node(
         };
         finalize(shell, dir, &rest, 1).await?;
     }
-    Ok(NodeStaged {
-        node: name,
-        fetched_files: plan.fetch.len(),
-        fetched_bytes: missing,
-        resumed_bytes: plan.resumed_bytes(),
-        present_files: plan.present_files,
-        present_bytes: plan.present_bytes,
-        links: plan.links.len(),
-        millis: started.elapsed().as_millis() as u64,
-    })
+    Ok(NodeStaged::of_plan(name, &plan, started))
 }
 
 async fn run_copy_streams(
