@@ -10,22 +10,11 @@ use std::process::Command;
 use spark_launch::libnccl::loader::{self, CacheEntry, LoaderEnv, Machine, Via};
 use spark_launch::libnccl::version::{RING_MIN, Scanner};
 
-/// `.whl/nccl`, fetched (or found cached) by the repository's script. Fails when it cannot be.
-fn wheels() -> PathBuf {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let out = Command::new(root.join("tests/standin/fetch-nccl-wheels"))
-        .output()
-        .expect("run tests/standin/fetch-nccl-wheels");
-    assert!(
-        out.status.success(),
-        "the real NCCL libraries are needed (PyPI, or the .whl/nccl cache): {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
-}
+mod support;
+use support::standin::nccl_wheels;
 
 fn lib(name: &str) -> PathBuf {
-    wheels().join(name).join("libnccl.so.2")
+    nccl_wheels().join(name).join("libnccl.so.2")
 }
 
 /// Streams the file through the scanner in 64 KiB reads, stopping once the version is found:
@@ -103,7 +92,7 @@ fn only_the_release_at_ring_min_knows_subnet_aware_routing() {
 fn a_cache_written_by_the_real_ldconfig_names_the_library_for_the_loader() {
     // A root holding the 2.28.9 library in a folder of ld.so.conf; `ldconfig -r` reads its
     // ELF soname and writes the cache as in an image.
-    let base = wheels();
+    let base = nccl_wheels();
     let root = tempfile::tempdir_in(&base).unwrap();
     let libdir = root.path().join("opt/nccl/lib");
     std::fs::create_dir_all(&libdir).unwrap();

@@ -9,7 +9,7 @@
 
 mod support;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 
 use spark_launch::libnccl::loader::Via;
@@ -19,35 +19,7 @@ use spark_launch::plan::spec::{Mount, MountKind};
 use spark_launch::runtime::libnccl::LoaderProbe;
 use spark_launch::runtime::{Cluster, NodeTarget};
 use support::docker::{Cleanup, HOST_SOCKET, unique};
-
-fn repo() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn wheels() -> PathBuf {
-    let out = Command::new(repo().join("tests/standin/fetch-nccl-wheels"))
-        .output()
-        .expect("run fetch-nccl-wheels");
-    assert!(
-        out.status.success(),
-        "the real NCCL libraries are needed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
-}
-
-fn run(script: &str, args: &[&str]) {
-    let out = Command::new("bash")
-        .arg(repo().join(script))
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{script} {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
+use support::standin::{nccl_wheels, run_script};
 
 /// Removes the volumes made here (also when the test fails).
 struct Volumes(Vec<String>);
@@ -76,7 +48,7 @@ fn version(l: &Loads) -> String {
 #[tokio::test(flavor = "multi_thread")]
 async fn what_a_container_loads_is_read_from_real_nccl_builds_in_images_and_nccl_from_comes_first()
 {
-    let lib = wheels();
+    let lib = nccl_wheels();
     let old_lib = lib.join("nvidia-nccl-cu12-2.28.9/libnccl.so.2");
     let new_lib = lib.join("nvidia-nccl-cu13-2.30.7/libnccl.so.2");
     let p = unique("-nl");
@@ -89,11 +61,11 @@ async fn what_a_container_loads_is_read_from_real_nccl_builds_in_images_and_nccl
     let cache = tempfile::tempdir().unwrap();
     // SAFETY: set before any other thread of this test process reads the environment.
     unsafe { std::env::set_var("XDG_CACHE_HOME", cache.path()) };
-    run(
+    run_script(
         "tests/standin/build-image",
         &["--no-ray", "--nccl", old_lib.to_str().unwrap(), &serving],
     );
-    run(
+    run_script(
         "tests/standin/build-nccl-image",
         &[&nccl_build, new_lib.to_str().unwrap()],
     );

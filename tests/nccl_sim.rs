@@ -11,39 +11,15 @@ mod hub_standin;
 mod sim_serving;
 mod support;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Output};
 
 use hub_standin::{HubStandin, tiny_repo};
 use sim_serving::{docker_socket, hosts, remove_job, trust_all};
+use support::standin::{nccl_wheels, run_script};
 use support::{SimNet, describe, stderr, stdout};
 
 const MODEL: &str = "spark-test/tiny";
-
-fn repo() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn wheels() -> PathBuf {
-    let out = Command::new(repo().join("tests/standin/fetch-nccl-wheels"))
-        .output()
-        .expect("run fetch-nccl-wheels");
-    assert!(
-        out.status.success(),
-        "the real NCCL libraries are needed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
-}
-
-fn script(name: &str, args: &[&str]) {
-    let out = Command::new("bash")
-        .arg(repo().join(name))
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{name}: {}", describe(&out));
-}
 
 /// Node 1's image on every other node (`docker save | docker load`: the same ID).
 fn copy_image(net: &SimNet, tag: &str) {
@@ -88,7 +64,7 @@ fn json(out: &Output) -> serde_json::Value {
 #[test]
 fn serving_reads_the_images_nccl_on_the_nodes_and_nccl_from_comes_first_in_the_running_containers()
 {
-    let lib = wheels();
+    let lib = nccl_wheels();
     let old_lib = lib.join("nvidia-nccl-cu12-2.28.9/libnccl.so.2");
     let new_lib = lib.join("nvidia-nccl-cu13-2.30.7/libnccl.so.2");
     let net = SimNet::builder(2).services("sshd,dockerd").tag("l").up();
@@ -96,7 +72,7 @@ fn serving_reads_the_images_nccl_on_the_nodes_and_nccl_from_comes_first_in_the_r
     let serving = format!("{}standin-nccl2.28:test", net.prefix());
     let nccl_build = format!("{}nccl-build-2.30.7:test", net.prefix());
     let sock1 = format!("unix://{}", docker_socket(&net, 1).display());
-    script(
+    run_script(
         "tests/standin/build-image",
         &[
             "--no-ray",
@@ -106,7 +82,7 @@ fn serving_reads_the_images_nccl_on_the_nodes_and_nccl_from_comes_first_in_the_r
             &sock1,
         ],
     );
-    script(
+    run_script(
         "tests/standin/build-nccl-image",
         &[&nccl_build, new_lib.to_str().unwrap(), &sock1],
     );

@@ -15,6 +15,8 @@
 pub mod docker;
 /// Bundled snapshot fixtures, copied and edited (issue 12).
 pub mod fixtures;
+/// The stand-in scripts: real NCCL wheels, image builders (issue 17).
+pub mod standin;
 
 use std::io::Write;
 use std::net::Ipv4Addr;
