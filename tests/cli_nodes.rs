@@ -143,23 +143,7 @@ fn malformed_hosts_and_snapshot_mixtures_are_invalid_input() {
 
 /// A cluster file as a user edits it: comments above, beside and between nodes, a blank line,
 /// flow and block lists, a key order of their own.
-const COMMENTED: &str = "\
-# spark-launch cluster file. Edit it freely; every command validates it.
-# Per node: name, addresses (tried in order), user (default: yours), port (default 22),
-# role (head | worker; default: the first node is the head), fabric (a cache of the last probe).
-nodes:
-  # the rack by the window
-  - name: spark-1d84        # head, rank 0
-    user: nvidia
-    addresses: [169.254.12.7, \"spark-1d84.local\"]
-
-  # borrowed from the lab, back on Friday
-  - name: ws
-    addresses:
-      - 10.0.0.5   # eno2np1
-    port: 2222
-# end of list
-";
+const COMMENTED: &str = include_str!("fixtures/cluster-files/hand-edited.yaml");
 
 #[test]
 fn nodes_add_and_rm_change_only_the_lines_of_that_node_byte_for_byte() {

@@ -295,23 +295,7 @@ mod tests {
 
     /// A file as a user edits it: the header, comments above and beside nodes, a blank line
     /// between them, flow and block lists, quoting, a key order of their own.
-    const FILE: &str = "\
-# spark-launch cluster file. Edit it freely; every command validates it.
-# Per node: name, addresses (tried in order), user (default: yours), port (default 22),
-# role (head | worker; default: the first node is the head), fabric (a cache of the last probe).
-nodes:
-  # the rack by the window
-  - name: spark-1d84        # head, rank 0
-    user: nvidia
-    addresses: [169.254.12.7, \"spark-1d84.local\"]
-
-  # borrowed from the lab, back on Friday
-  - name: ws
-    addresses:
-      - 10.0.0.5   # eno2np1
-    port: 2222
-# end of list
-";
+    const FILE: &str = include_str!("../../tests/fixtures/cluster-files/hand-edited.yaml");
 
     fn name(s: &str) -> NodeName {
         NodeName::new(s).unwrap()
