@@ -145,6 +145,9 @@ fn layers_of(socket: &str, image: &str) -> serde_json::Value {
 
 #[test]
 fn an_updated_image_sends_only_the_layers_a_node_lacks_and_loads_whole_on_the_real_engine() {
+    // Both sources are proven here: the engine's export (the store unreadable), then the
+    // engine's layer store read directly (`runtime::layer_store`), whose layer tars the
+    // receiving engines check against the diff IDs as they load them.
     let net = up(3, "u");
     let head = sock(&net, 1);
     rt().block_on(import_busybox(&head, "sl14base:test"));
@@ -164,6 +167,8 @@ fn an_updated_image_sends_only_the_layers_a_node_lacks_and_loads_whole_on_the_re
     assert!(first.status.success(), "{}", describe(&first));
     let report: serde_json::Value = serde_json::from_slice(&first.stdout).unwrap();
     assert_eq!(report["nodes"][0][1]["layers_sent"], 2, "{report}");
+    // The test user cannot read the head engine's store: the engine exported the image.
+    assert_eq!(report["nodes"][0][1]["read_from"], "export", "{report}");
 
     // Today's build: the same two layers and a new 1 MiB one on top, under the same name.
     build_layer(&head, "sl14upd:test", "sl14upd:test", 1, 2);
@@ -186,10 +191,38 @@ fn an_updated_image_sends_only_the_layers_a_node_lacks_and_loads_whole_on_the_re
         "{plan}"
     );
 
+    // Now it may (README, "Image updates"): the layers come straight from the store.
+    let info = std::process::Command::new("docker")
+        .args(["-H", &format!("unix://{head}"), "info", "-f"])
+        .arg("{{.DockerRootDir}} {{.Driver}}")
+        .output()
+        .unwrap();
+    let info = stdout(&info);
+    let (root, driver) = info.trim().split_once(' ').unwrap();
+    for args in [
+        vec!["-m", "u:4242:x", root],
+        vec![
+            "-R",
+            "-m",
+            "u:4242:rX",
+            &format!("{root}/image"),
+            &format!("{root}/{driver}"),
+        ],
+    ] {
+        let out = std::process::Command::new("setfacl")
+            .args(&args)
+            .output()
+            .expect("setfacl (apt-get install acl)");
+        assert!(out.status.success(), "{}", describe(&out));
+    }
+
     let second = sl(&net, &["image", "push", "sl14upd:test", "--json"]);
     assert!(second.status.success(), "{}", describe(&second));
     let report: serde_json::Value = serde_json::from_slice(&second.stdout).unwrap();
     let nodes = report["nodes"].as_array().unwrap();
+    for n in nodes {
+        assert_eq!(n[1]["read_from"], "layer-store", "{report}");
+    }
     // n2 held the two lower layers: it got the top one (1 MiB) and the small entries only.
     assert_eq!(nodes[0][1]["result"], "pushed", "{report}");
     assert_eq!(nodes[0][1]["layers_sent"], 1, "{report}");

@@ -2,18 +2,21 @@
 //!
 //! Each target node is compared by content (`runtime::image`) and skipped when it already has
 //! the image; a node of another CPU architecture is refused with what to do
-//! (`plan::image::push_actions`). The rest get it streamed from the source engine: ONE export,
-//! teed chunk by chunk into one bounded channel per target, each feeding that target's
+//! (`plan::image::push_actions`). The rest get it streamed from the source engine: ONE read
+//! of the layers some target lacks (straight from the engine's layer store on this machine
+//! where it can be read, `runtime::layer_store`; else the engine's export), cut per target to
+//! the layers it lacks and teed chunk by chunk into one bounded channel per target, each feeding that target's
 //! `docker load` over its (local or SSH-forwarded) engine socket, all at once. Memory stays
 //! constant (a few MiB per target), nothing is written to disk, and a slow node only slows the
 //! push (backpressure), never grows a buffer.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
+use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
-use futures::StreamExt;
+use futures::{Stream, StreamExt};
 use serde::Serialize;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -24,6 +27,7 @@ use crate::plan::image::{ImageFacts, PushAction, TargetFacts, push_actions};
 use crate::plan::layers::{LayerFilter, Piece};
 use crate::progress::{Reporter, Transfer};
 use crate::runtime::image::{export, image_facts, import, layer_chains};
+use crate::runtime::layer_store::LayerStore;
 use crate::runtime::{Cluster, Engine, RuntimeError};
 
 /// Chunks sent to the targets are coalesced to about this size.
@@ -49,6 +53,7 @@ pub enum NodePush {
         /// Layers sent (the others the node already held) of the image's layers.
         layers_sent: usize,
         layers: usize,
+        read_from: ReadFrom,
     },
     /// Refused (wrong architecture); the reason says what to do.
     Refused {
@@ -57,6 +62,16 @@ pub enum NodePush {
     Failed {
         error: String,
     },
+}
+
+/// Where the source's bytes came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ReadFrom {
+    /// The engine's layer store on this machine, only the layers some target lacked.
+    LayerStore,
+    /// The engine's export of the whole image (`docker save`).
+    Export,
 }
 
 /// The outcome of a push to several nodes.
@@ -299,7 +314,8 @@ async fn push_with_facts(
         concurrency
     };
     for group in to_push.chunks(batch) {
-        let results = tee_push(cluster, src_engine, &image, group, reporter, cancel).await;
+        let (read_from, results) =
+            tee_push(cluster, src_engine, &image, group, reporter, cancel).await;
         for (node, r) in results {
             let layers_sent = group
                 .iter()
@@ -314,6 +330,7 @@ async fn push_with_facts(
                         seconds,
                         layers_sent,
                         layers: image.layers.len(),
+                        read_from,
                     },
                     Err(e) => NodePush::Failed {
                         error: e.to_string(),
@@ -340,9 +357,44 @@ async fn push_with_facts(
 }
 
 type Chunk = Result<Bytes, std::io::Error>;
+type Source = Pin<Box<dyn Stream<Item = Result<Bytes, RuntimeError>> + Send>>;
 
-/// One export, cut per node to the layers that node lacks (`plan::layers::LayerFilter`) and
-/// streamed into one import per node in `group`, all running at once.
+/// The image as a `docker load` stream holding at least the layers `wanted`: from the layer
+/// store when it can be read here (checked before the first byte), else the engine's export.
+async fn read_source(
+    src_engine: &Engine,
+    image: &ImageFacts,
+    wanted: BTreeSet<usize>,
+) -> (ReadFrom, Source) {
+    let reference = image.reference.clone();
+    let checked = match LayerStore::of(src_engine.features()) {
+        Ok(store) => {
+            let image = image.clone();
+            tokio::task::spawn_blocking(move || store.archive(&image, &wanted))
+                .await
+                .map_err(|e| e.to_string())
+                .and_then(|r| r.map_err(|e| e.to_string()))
+        }
+        Err(e) => Err(e.to_string()),
+    };
+    match checked {
+        Ok(archive) => {
+            tracing::debug!(
+                "{reference}: reading {} bytes from the layer store",
+                archive.bytes()
+            );
+            (ReadFrom::LayerStore, Box::pin(archive.stream()))
+        }
+        Err(why) => {
+            tracing::debug!("{reference}: exported by the engine ({why})");
+            (ReadFrom::Export, Box::pin(export(src_engine, &reference)))
+        }
+    }
+}
+
+/// One read of the source, cut per node to the layers that node lacks
+/// (`plan::layers::LayerFilter`) and streamed into one import per node in `group`, all
+/// running at once.
 async fn tee_push(
     cluster: &Cluster,
     src_engine: &Engine,
@@ -350,7 +402,9 @@ async fn tee_push(
     group: &[(NodeName, Vec<usize>)],
     reporter: &Arc<dyn Reporter>,
     cancel: &CancellationToken,
-) -> Vec<(NodeName, Result<(u64, f64), RuntimeError>)> {
+) -> (ReadFrom, Vec<(NodeName, Result<(u64, f64), RuntimeError>)>) {
+    let wanted: BTreeSet<usize> = group.iter().flat_map(|(_, m)| m.iter().copied()).collect();
+    let (read_from, mut out) = read_source(src_engine, image, wanted).await;
     let mut senders: Vec<Option<mpsc::Sender<Chunk>>> = Vec::new();
     let receivers: Mutex<HashMap<NodeName, mpsc::Receiver<Chunk>>> = Mutex::new(HashMap::new());
     for (node, _) in group {
@@ -372,7 +426,6 @@ async fn tee_push(
     // The pump owns the senders: when it ends, every import sees the end of its input.
     let pump = async move {
         let mut senders = senders;
-        let mut out = Box::pin(export(src_engine, &reference));
         let mut buf = BytesMut::with_capacity(CHUNK);
         loop {
             let item = tokio::select! {
@@ -402,7 +455,7 @@ async fn tee_push(
                         send_pieces(&mut senders, filter.push(buf.split().freeze())).await;
                     }
                     tracing::debug!(
-                        "{reference}: {} of {} layers recognised in the export",
+                        "{reference}: {} of {} layers recognised in the stream",
                         filter.recognised.len(),
                         total_layers
                     );
@@ -465,7 +518,7 @@ async fn tee_push(
         }
     });
     let ((), results) = tokio::join!(pump, imports);
-    results
+    (read_from, results)
 }
 
 /// Sends an error (or the end) to every live target.
@@ -751,6 +804,7 @@ mod tests {
                         seconds: 1.0,
                         layers_sent: 1,
                         layers: 1,
+                        read_from: ReadFrom::Export,
                     },
                 ),
                 (n("c"), NodePush::Skipped),

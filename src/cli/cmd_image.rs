@@ -6,6 +6,7 @@ use comfy_table::{Table, presets::UTF8_BORDERS_ONLY};
 use super::args::{EngineFlags, NodeFlags};
 use super::{CmdError, CmdResult, Context, Invalid, Outcome, print_json, print_out};
 use crate::apply::images::PushError;
+use crate::apply::images::ReadFrom;
 use crate::apply::{NodePush, plan_push, push_image};
 use crate::node::NodeName;
 use crate::plan::image::PushAction;
@@ -161,12 +162,20 @@ async fn push_on(args: &PushArgs, resolved: &ResolvedCluster, ctx: &Context) -> 
                     seconds,
                     layers_sent,
                     layers,
+                    read_from,
                 } => vec![
-                    if layers_sent < layers {
-                        format!("pushed {layers_sent} of {layers} layers (held the rest)")
-                    } else {
-                        "pushed".into()
-                    },
+                    format!(
+                        "{}; {}",
+                        if layers_sent < layers {
+                            format!("pushed {layers_sent} of {layers} layers (held the rest)")
+                        } else {
+                            "pushed".into()
+                        },
+                        match read_from {
+                            ReadFrom::LayerStore => "read from the layer store",
+                            ReadFrom::Export => "exported by the engine",
+                        }
+                    ),
                     indicatif::HumanBytes(*bytes).to_string(),
                     format!("{seconds:.1}s"),
                     format!(

@@ -167,6 +167,7 @@ impl Engine {
             default_runtime: info.default_runtime.clone(),
             cdi_spec_dirs: info.cdi_spec_dirs.clone().unwrap_or_default(),
             storage_driver: info.driver.clone().unwrap_or_default(),
+            root_dir: info.docker_root_dir.clone().unwrap_or_default(),
         };
         let streaming = docker.clone().with_timeout(STREAM_TIMEOUT);
         Ok(Engine {

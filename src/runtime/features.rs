@@ -79,6 +79,8 @@ pub struct EngineFeatures {
     /// Where the engine reads CDI specs; empty when CDI is off or unsupported.
     pub cdi_spec_dirs: Vec<String>,
     pub storage_driver: String,
+    /// `DockerRootDir` (`/var/lib/docker`): where the engine keeps its stores, on its machine.
+    pub root_dir: String,
 }
 
 impl EngineFeatures {
@@ -156,6 +158,7 @@ pub(crate) fn sample(runtimes: &[&str], cdi: &[&str]) -> EngineFeatures {
         default_runtime: Some("runc".into()),
         cdi_spec_dirs: cdi.iter().map(|s| s.to_string()).collect(),
         storage_driver: "overlay2".into(),
+        root_dir: "/var/lib/docker".into(),
     }
 }
 

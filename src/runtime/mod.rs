@@ -6,6 +6,8 @@
 //! - `target`: where a node is and how it is reached (local, SSH, a given socket).
 //! - `engine`: one node's Docker Engine (connect, create/start/stop, exec, logs).
 //! - `image`: an image's identity by content, and streaming it out of or into one engine.
+//! - `layer_store`: an image's layers read from the engine's classic store on this machine,
+//!   without the engine's whole-image export.
 //! - `libnccl`: which NCCL a container of an image would load, read without starting it.
 //! - `shell`: the one way to run a script on a node (`NodeShell`: this machine, or over SSH).
 //! - `host`: the host-process runtime, as short scripts run through the node's shell.
@@ -19,6 +21,7 @@ pub mod features;
 pub mod host;
 pub mod http;
 pub mod image;
+pub mod layer_store;
 pub mod libnccl;
 pub mod remote;
 pub mod request;
