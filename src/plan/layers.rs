@@ -1,5 +1,6 @@
-//! Which layers of an image each node lacks, and the `docker save` stream cut down, per node,
-//! to carry only those: the engine's `docker load` never reads the tar of a layer whose chain
+//! Which layers of an image each node lacks, and the `docker load` stream (the engine's
+//! export, or the archive `runtime::layer_store` reads from the store) cut down, per node, to
+//! carry only those: the engine's `docker load` never reads the tar of a layer whose chain
 //! it already has, so an archive that keeps every small entry (manifest, config, layer
 //! metadata) and drops the big `layer.tar` of every layer a node holds loads the same image.
 //!
@@ -12,8 +13,8 @@
 //! The stream names layers by paths, in the order the engine walks its temporary folder, and
 //! `manifest.json` (which maps paths to layers) comes last. So each layer is recognised when its
 //! entry begins:
-//! - OCI layout (Docker 25+): `blobs/sha256/<hex>` where `<hex>` is a diff ID (layer tars are
-//!   stored uncompressed, so their digest is their diff ID).
+//! - OCI layout (Docker 25+, and `runtime::layer_store`'s archive): `blobs/sha256/<hex>` where
+//!   `<hex>` is a diff ID (layer tars are stored uncompressed, so their digest is their diff ID).
 //! - Classic layout (Docker ≤ 24): `<v1id>/layer.tar`, where `<v1id>/json` came just before it.
 //!   The engine derives the v1 ID from that JSON and the layer's chain ID (`v1.CreateID`: the
 //!   JSON's fields without `id`, `parent` as a digest, plus `layer_id`, as canonical JSON), so
@@ -128,7 +129,7 @@ enum SmallKind {
     File { name: String },
 }
 
-/// Cuts a `docker save` stream per target: layers a target lacks (or that are not recognised)
+/// Cuts a `docker load` stream per target: layers a target lacks (or that are not recognised)
 /// go to it, the others do not; every other entry goes to every target.
 pub struct LayerFilter {
     chains: Vec<String>,
