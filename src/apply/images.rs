@@ -5,10 +5,10 @@
 //! (`plan::image::push_actions`). The rest get it streamed from the source engine: ONE read
 //! of the layers some target lacks (straight from the engine's layer store on this machine
 //! where it can be read, `runtime::layer_store`; else the engine's export), cut per target to
-//! the layers it lacks and teed chunk by chunk into one bounded channel per target, each feeding that target's
-//! `docker load` over its (local or SSH-forwarded) engine socket, all at once. Memory stays
-//! constant (a few MiB per target), nothing is written to disk, and a slow node only slows the
-//! push (backpressure), never grows a buffer.
+//! the layers it lacks and teed chunk by chunk into one bounded channel per target, each
+//! feeding that target's `docker load` over its (local or SSH-forwarded) engine socket, all at
+//! once. Memory stays constant (a few MiB per target), nothing is written to disk, and a slow
+//! node only slows the push (backpressure), never grows a buffer.
 
 use std::collections::{BTreeSet, HashMap};
 use std::pin::Pin;
@@ -386,7 +386,7 @@ async fn read_source(
             (ReadFrom::LayerStore, Box::pin(archive.stream()))
         }
         Err(why) => {
-            tracing::debug!("{reference}: exported by the engine ({why})");
+            tracing::info!("{reference}: read through the engine's export ({why})");
             (ReadFrom::Export, Box::pin(export(src_engine, &reference)))
         }
     }
