@@ -188,9 +188,10 @@ impl LayerStore {
 }
 
 /// `name:tag` for a `docker load` manifest (`:latest` added as the CLI does), or `None` for
-/// an image ID or a digest reference.
+/// an image ID, something that may be a short one (only hex digits), or a digest reference.
 fn repo_tag(reference: &str) -> Option<String> {
-    if reference.contains('@') || reference.starts_with("sha256:") || reference.is_empty() {
+    let maybe_id = reference.bytes().all(|b| b.is_ascii_hexdigit());
+    if maybe_id || reference.contains('@') || reference.starts_with("sha256:") {
         return None;
     }
     let last = reference.rsplit('/').next().unwrap_or(reference);
@@ -481,6 +482,8 @@ mod tests {
         );
         assert_eq!(repo_tag("vllm@sha256:abc"), None);
         assert_eq!(repo_tag("sha256:abc"), None);
+        assert_eq!(repo_tag("5f1fc34e7a88"), None);
+        assert_eq!(repo_tag(""), None);
     }
 
     /// A layer folder holding `x/a`, and the tar-split record of a tar of it written by the
