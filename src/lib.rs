@@ -19,6 +19,7 @@ pub mod bench;
 pub mod cli;
 pub mod compose;
 pub mod derive;
+pub mod digest;
 pub mod discover;
 pub mod doctor;
 pub mod fabric;

@@ -128,10 +128,7 @@ fn generate(path: &Path) -> Result<Secret, ApiKeyError> {
     std::fs::File::open("/dev/urandom")
         .and_then(|mut f| f.read_exact(&mut bytes))
         .map_err(create)?;
-    let key = format!(
-        "sl-{}",
-        bytes.iter().map(|b| format!("{b:02x}")).collect::<String>()
-    );
+    let key = format!("sl-{}", crate::digest::hex(&bytes));
     if let Some(dir) = path.parent()
         && !dir.exists()
     {

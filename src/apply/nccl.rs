@@ -45,7 +45,7 @@ fn cache_key(id: &str, probe: &LoaderProbe) -> String {
         h.update(part.as_bytes());
         h.update([0xff]);
     }
-    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+    crate::digest::hex(&h.finalize())
 }
 
 fn cached(key: &str) -> Option<ImageRead> {

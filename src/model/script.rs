@@ -539,6 +539,7 @@ pub fn parse_final_line(line: &str) -> FinalLine {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::digest::sha256_hex;
 
     #[test]
     fn quoting_survives_single_quotes() {
@@ -576,14 +577,6 @@ mod tests {
                 message: "curl: (22) 403".into()
             }
         );
-    }
-
-    fn sha256_hex(data: &[u8]) -> String {
-        use sha2::{Digest, Sha256};
-        Sha256::digest(data)
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect()
     }
 
     /// A folder of links to every program of `/usr/bin` and `/bin` but Python's: a node

@@ -26,7 +26,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use bytes::{Bytes, BytesMut};
-use sha2::{Digest, Sha256};
+
+use crate::digest::{is_hex64, sha256_hex};
 
 /// Metadata entries up to this size are held to be read (layer JSON, PAX records).
 pub const SMALL_ENTRY: u64 = 1 << 20;
@@ -40,7 +41,7 @@ pub fn chain_ids(diff_ids: &[String]) -> Vec<String> {
     for d in diff_ids {
         let next = match out.last() {
             None => d.clone(),
-            Some(parent) => format!("sha256:{}", hex(&Sha256::digest(format!("{parent} {d}")))),
+            Some(parent) => format!("sha256:{}", sha256_hex(format!("{parent} {d}"))),
         };
         out.push(next);
     }
@@ -55,10 +56,6 @@ pub fn missing_layers(diff_ids: &[String], have: &BTreeSet<String>) -> Vec<usize
         Some(first) => (first..diff_ids.len()).collect(),
         None => Vec::new(),
     }
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// The v1 ID the engine gives layer `chain` of an image, computed from the layer's `json`
@@ -85,7 +82,7 @@ fn v1_id_for(json: &str, chain: &str, drop_os: bool) -> Option<String> {
         .iter()
         .map(|(k, v)| format!("{}:{v}", serde_json::to_string(k).unwrap_or_default()))
         .collect();
-    Some(hex(&Sha256::digest(format!("{{{}}}", body.join(",")))))
+    Some(sha256_hex(format!("{{{}}}", body.join(","))))
 }
 
 /// Which layer (index into the image's diff IDs) a classic-layout layer folder holds, from its
@@ -379,10 +376,6 @@ impl LayerFilter {
             None => self.all(),
         }
     }
-}
-
-fn is_hex64(s: &str) -> bool {
-    s.len() == 64 && s.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
 /// The name of a ustar (or v7) header: `prefix/name`.

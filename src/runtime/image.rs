@@ -21,11 +21,11 @@ use std::time::Duration;
 use bollard::query_parameters::{ImportImageOptionsBuilder, ListImagesOptionsBuilder};
 use bytes::Bytes;
 use futures::{Stream, StreamExt};
-use sha2::{Digest, Sha256};
 
 use super::engine::Engine;
 use super::error::{RuntimeError, describe_bollard, status_of};
 use super::features::Arch;
+use crate::digest::sha256_hex;
 use crate::plan::ImageFacts;
 use crate::plan::layers::chain_ids;
 
@@ -75,8 +75,7 @@ pub async fn image_facts(
         "ports": ports,
         "volumes": volumes,
     });
-    let digest = Sha256::digest(key.to_string().as_bytes());
-    let content: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    let content = sha256_hex(key.to_string());
     Ok(Some(ImageFacts {
         reference: reference.to_string(),
         id: inspect.id.clone().unwrap_or_default(),

@@ -40,11 +40,11 @@ use base64::Engine as _;
 use bytes::{Bytes, BytesMut};
 use futures::Stream;
 use serde::Deserialize;
-use sha2::{Digest, Sha256};
 use tokio::sync::mpsc;
 
 use super::error::RuntimeError;
 use super::features::EngineFeatures;
+use crate::digest::{sha256_hex, sha256_hex_of};
 use crate::plan::ImageFacts;
 use crate::plan::layers::chain_ids;
 
@@ -121,11 +121,11 @@ impl LayerStore {
         let tag = repo_tag(&image.reference).ok_or_else(|| LayerStoreError::Untagged {
             reference: image.reference.clone(),
         })?;
-        let config_hex = hex_of(&image.id)
+        let config_hex = sha256_hex_of(&image.id)
             .ok_or_else(|| mismatch(&self.meta, format!("image ID {} is not sha256", image.id)))?;
         let config_path = self.meta.join("imagedb/content/sha256").join(config_hex);
         let config = read_small(&config_path)?;
-        if hex(&Sha256::digest(&config)) != config_hex {
+        if sha256_hex(&config) != config_hex {
             return Err(mismatch(&config_path, "does not hash to the image ID"));
         }
         let parsed: ConfigRootFs = serde_json::from_slice(&config)
@@ -140,7 +140,7 @@ impl LayerStore {
         }];
         let mut layer_names = Vec::new();
         for (i, diff_id) in image.layers.iter().enumerate() {
-            let diff_hex = hex_of(diff_id).ok_or_else(|| {
+            let diff_hex = sha256_hex_of(diff_id).ok_or_else(|| {
                 mismatch(&config_path, format!("diff ID {diff_id} is not sha256"))
             })?;
             let name = format!("blobs/sha256/{diff_hex}");
@@ -151,7 +151,7 @@ impl LayerStore {
             let record = self
                 .meta
                 .join("layerdb/sha256")
-                .join(hex_of(&chains[i]).unwrap_or_default());
+                .join(sha256_hex_of(&chains[i]).unwrap_or_default());
             let recorded = read_small(&record.join("diff"))?;
             if recorded.trim_ascii() != diff_id.as_bytes() {
                 return Err(mismatch(
@@ -211,16 +211,6 @@ struct ConfigRootFs {
 struct RootFs {
     #[serde(default)]
     diff_ids: Vec<String>,
-}
-
-fn hex_of(digest: &str) -> Option<&str> {
-    digest
-        .strip_prefix("sha256:")
-        .filter(|h| h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit()))
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// A metadata file of the store (a config, a diff ID, a cache ID): at most 16 MiB.

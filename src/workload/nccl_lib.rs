@@ -78,11 +78,7 @@ pub fn volume_name(image: &str) -> String {
         })
         .collect();
     slug.truncate(80);
-    let hash: String = Sha256::digest(image.as_bytes())
-        .iter()
-        .take(4)
-        .map(|b| format!("{b:02x}"))
-        .collect();
+    let hash = crate::digest::hex(&Sha256::digest(image.as_bytes())[..4]);
     format!("sl-nccl-{}-{hash}", slug.trim_matches('-'))
 }
 
