@@ -195,6 +195,17 @@ pub struct NodePorts {
     pub ports: Vec<u16>,
 }
 
+impl NodePorts {
+    /// `8000, 6379`.
+    fn list(&self) -> String {
+        self.ports
+            .iter()
+            .map(|x| x.to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
 /// One node as it must appear in the Ray cluster.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RayMember {
@@ -225,15 +236,7 @@ impl Step {
                 "Check ports are free on {}",
                 ports
                     .iter()
-                    .map(|p| format!(
-                        "{} ({})",
-                        p.node,
-                        p.ports
-                            .iter()
-                            .map(|x| x.to_string())
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    ))
+                    .map(|p| format!("{} ({})", p.node, p.list()))
                     .collect::<Vec<_>>()
                     .join(", ")
             ),
@@ -334,15 +337,7 @@ impl Step {
                 "Check that nothing listens yet on {}",
                 ports
                     .iter()
-                    .map(|p| format!(
-                        "{} port {}",
-                        p.node,
-                        p.ports
-                            .iter()
-                            .map(|x| x.to_string())
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    ))
+                    .map(|p| format!("{} port {}", p.node, p.list()))
                     .collect::<Vec<_>>()
                     .join("; ")
             ),
