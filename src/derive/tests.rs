@@ -31,24 +31,7 @@ impl Node {
                 metric: Some(100),
             });
         }
-        let rdma_devices = SPARK_FUNCS
-            .iter()
-            .map(|(d, n)| RdmaDeviceFacts {
-                name: IbDevice::new(*d),
-                netdevs: vec![NetIf::new(*n)],
-                ports: vec![PortFacts {
-                    port: 1,
-                    state: PortState::parse("1: DOWN"),
-                    phys_state: Some(PhysState::parse("3: Disabled")),
-                    link_layer: LinkLayer::Ethernet,
-                    rate: None,
-                    gids: vec![],
-                }],
-                hca_type: None,
-                fw_ver: None,
-                board_id: None,
-            })
-            .collect();
+        let rdma_devices = testkit::spark_devices();
         let mut facts = NodeFacts {
             hostname: host.into(),
             arch: Some("aarch64".into()),

@@ -51,22 +51,14 @@ impl Node {
                 metric: Some(100),
             },
         ];
-        let rdma_devices = SPARK_FUNCS
-            .iter()
-            .map(|(d, n)| RdmaDeviceFacts {
-                name: IbDevice::new(*d),
-                netdevs: vec![NetIf::new(*n)],
-                ports: vec![PortFacts {
-                    port: 1,
-                    state: PortState::parse("1: DOWN"),
-                    phys_state: Some(PhysState::parse("3: Disabled")),
-                    link_layer: LinkLayer::Ethernet,
-                    rate: Some(Rate::parse("200 Gb/sec (4X HDR)")),
-                    gids: vec![],
-                }],
-                hca_type: Some("MT4129".into()),
-                fw_ver: Some("28.45.1020".into()),
-                board_id: Some("NVD0000000087".into()),
+        let rdma_devices = testkit::spark_devices()
+            .into_iter()
+            .map(|mut d| {
+                d.ports[0].rate = Some(Rate::parse("200 Gb/sec (4X HDR)"));
+                d.hca_type = Some("MT4129".into());
+                d.fw_ver = Some("28.45.1020".into());
+                d.board_id = Some("NVD0000000087".into());
+                d
             })
             .collect();
         Node {

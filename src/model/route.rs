@@ -85,7 +85,7 @@ pub fn copy_routes(nodes: &[NodeInput]) -> Vec<(NodeName, CopyRoute)> {
 mod tests {
     use super::*;
     use crate::probe::facts::*;
-    use crate::probe::testkit::{SPARK_FUNCS, add_ipv4, iface, plug};
+    use crate::probe::testkit::{SPARK_FUNCS, add_ipv4, iface, plug, spark_devices};
 
     /// A Spark with port 0 (`enp1s0f0np0`) and port 1 (`enp1s0f1np1`) cabled and addressed.
     fn spark(host: &str, port0: &str, port1: &str) -> NodeFacts {
@@ -93,24 +93,7 @@ mod tests {
             hostname: host.into(),
             arch: Some("aarch64".into()),
             interfaces: SPARK_FUNCS.iter().map(|(_, n)| iface(n)).collect(),
-            rdma_devices: SPARK_FUNCS
-                .iter()
-                .map(|(d, n)| RdmaDeviceFacts {
-                    name: IbDevice::new(*d),
-                    netdevs: vec![NetIf::new(*n)],
-                    ports: vec![PortFacts {
-                        port: 1,
-                        state: PortState::parse("1: DOWN"),
-                        phys_state: Some(PhysState::parse("3: Disabled")),
-                        link_layer: LinkLayer::Ethernet,
-                        rate: None,
-                        gids: vec![],
-                    }],
-                    hca_type: None,
-                    fw_ver: None,
-                    board_id: None,
-                })
-                .collect(),
+            rdma_devices: spark_devices(),
             routes: vec![],
             host: HostFacts::default(),
             links: None,

@@ -14,6 +14,29 @@ pub const SPARK_FUNCS: [(&str, &str); 4] = [
     ("roceP2p1s0f1", "enP2p1s0f1np1"),
 ];
 
+/// A Spark's four CX-7 functions as RDMA devices, no cable plugged: port 1 DOWN/Disabled,
+/// Ethernet, no GIDs, nothing else recorded.
+pub fn spark_devices() -> Vec<RdmaDeviceFacts> {
+    SPARK_FUNCS
+        .iter()
+        .map(|(d, n)| RdmaDeviceFacts {
+            name: IbDevice::new(*d),
+            netdevs: vec![NetIf::new(*n)],
+            ports: vec![PortFacts {
+                port: 1,
+                state: PortState::parse("1: DOWN"),
+                phys_state: Some(PhysState::parse("3: Disabled")),
+                link_layer: LinkLayer::Ethernet,
+                rate: None,
+                gids: vec![],
+            }],
+            hca_type: None,
+            fw_ver: None,
+            board_id: None,
+        })
+        .collect()
+}
+
 /// An interface that is down, MTU 1500, with no address.
 pub fn iface(name: &str) -> InterfaceFacts {
     InterfaceFacts {
