@@ -26,6 +26,13 @@ fn hosts(net: &SimNet) -> String {
         .join(",")
 }
 
+/// `fabric SUB --hosts HOSTS --password-stdin EXTRA...`: the password goes on stdin (`PW`).
+fn fabric_args<'a>(sub: &'a str, hosts: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec!["fabric", sub, "--hosts", hosts, "--password-stdin"];
+    args.extend_from_slice(extra);
+    args
+}
+
 fn json(o: &std::process::Output) -> serde_json::Value {
     serde_json::from_slice(&o.stdout)
         .unwrap_or_else(|e| panic!("no JSON on stdout ({e}): {}", describe(o)))
@@ -78,19 +85,7 @@ fn the_link_probe_finds_a_direct_cable_twin_by_twin_and_leaves_the_unplugged_por
         .tag("fa")
         .up();
     let h = hosts(&net);
-    let out = net.spark_launch_with(
-        1,
-        &[
-            "fabric",
-            "plan",
-            "--hosts",
-            &h,
-            "--password-stdin",
-            "--json",
-        ],
-        &[],
-        Some(PW),
-    );
+    let out = net.spark_launch_with(1, &fabric_args("plan", &h, &["--json"]), &[], Some(PW));
     assert!(out.status.success(), "{}", describe(&out));
     let v = json(&out);
     assert_eq!(v["topology"], "direct");
@@ -143,15 +138,7 @@ fn the_link_probe_finds_a_direct_cable_twin_by_twin_and_leaves_the_unplugged_por
     // changed.
     let out = net.spark_launch_with(
         1,
-        &[
-            "fabric",
-            "apply",
-            "--hosts",
-            &h,
-            "--password-stdin",
-            "--dry-run",
-            "--replace",
-        ],
+        &fabric_args("apply", &h, &["--dry-run", "--replace"]),
         &[],
         Some(PW),
     );
@@ -180,14 +167,7 @@ fn the_link_probe_finds_a_ring_of_three_and_plans_a_subnet_per_cable_per_twin() 
         .up();
     let out = net.spark_launch_with(
         1,
-        &[
-            "fabric",
-            "plan",
-            "--hosts",
-            &hosts(&net),
-            "--password-stdin",
-            "--json",
-        ],
+        &fabric_args("plan", &hosts(&net), &["--json"]),
         &[],
         Some(PW),
     );
@@ -317,14 +297,7 @@ fn two_fresh_sparks_go_from_no_address_to_a_passing_doctor_and_rollback_restores
     let out = timed(
         &net,
         "fabric apply (again)",
-        &[
-            "fabric",
-            "apply",
-            "--hosts",
-            &h,
-            "--password-stdin",
-            "--json",
-        ],
+        &fabric_args("apply", &h, &["--json"]),
         Some(PW),
         &mut times,
     );
@@ -447,15 +420,7 @@ fn a_plan_that_cuts_the_connection_is_undone_by_the_node_itself() {
     let t = Instant::now();
     let out = net.spark_launch_with(
         1,
-        &[
-            "fabric",
-            "apply",
-            "--hosts",
-            &h,
-            "--password-stdin",
-            "--rollback-after",
-            "8",
-        ],
+        &fabric_args("apply", &h, &["--rollback-after", "8"]),
         &[],
         Some(PW),
     );
