@@ -19,7 +19,7 @@ use spark_launch::libnccl::version::parse_build_string;
 use spark_launch::libnccl::{FromLib, FromRead, ImageRead, Loads};
 use spark_launch::model::ModelSource;
 use spark_launch::node::{NodeName, Role};
-use spark_launch::plan::{JobName, Launch, Step};
+use spark_launch::plan::{CheckNccl, JobName, Launch, Step};
 use spark_launch::probe::read_snapshot_dir;
 use spark_launch::workload::launch::{
     LaunchPlan, LaunchRefusal, LaunchRequest, Lookups, NcclTestRequest, PlanNode, ServeEngine,
@@ -280,7 +280,7 @@ fn nccl_test_on_the_four_node_ring_refuses_an_old_image_with_nccl_build_as_the_f
         t.plan
             .steps
             .iter()
-            .any(|s| matches!(s, Step::CheckNccl { rule, .. } if rule.ring))
+            .any(|s| matches!(s, Step::CheckNccl(CheckNccl { rule, .. }) if rule.ring))
     );
 }
 

@@ -130,7 +130,7 @@ fn every_rank_gets_its_own_nodes_hca_names_never_the_heads() {
         .plan
         .steps
         .iter()
-        .filter(|s| matches!(s, Step::EnsureImage { .. }))
+        .filter(|s| matches!(s, Step::EnsureImage(_)))
         .collect();
     assert_eq!(ensures.len(), 2);
 }

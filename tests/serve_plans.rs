@@ -342,19 +342,19 @@ async fn no_half_of_the_jobs_real_ssh_keys_appears_in_a_printed_plan() {
 
 fn step_name(s: &Step) -> &'static str {
     match s {
-        Step::EnsureImage { .. } => "ensure-image",
-        Step::Start { .. } => "start",
-        Step::WriteFile { .. } => "write-file",
-        Step::Exec { .. } => "exec",
-        Step::WaitHttp { .. } => "wait-http",
-        Step::CheckPorts { .. } => "check-ports",
-        Step::CheckReachable { .. } => "check-reachable",
-        Step::StageModel { .. } => "stage-model",
-        Step::WaitRay { .. } => "wait-ray",
-        Step::WaitServing { .. } => "wait-serving",
-        Step::WaitExit { .. } => "wait-exit",
-        Step::StageNccl { .. } => "stage-nccl",
-        Step::CheckNccl { .. } => "check-nccl",
-        Step::Stop => "stop",
+        Step::EnsureImage(_) => "ensure-image",
+        Step::Start(_) => "start",
+        Step::WriteFile(_) => "write-file",
+        Step::Exec(_) => "exec",
+        Step::WaitHttp(_) => "wait-http",
+        Step::CheckPorts(_) => "check-ports",
+        Step::CheckReachable(_) => "check-reachable",
+        Step::StageModel(_) => "stage-model",
+        Step::WaitRay(_) => "wait-ray",
+        Step::WaitServing(_) => "wait-serving",
+        Step::WaitExit(_) => "wait-exit",
+        Step::StageNccl(_) => "stage-nccl",
+        Step::CheckNccl(_) => "check-nccl",
+        Step::Stop(_) => "stop",
     }
 }

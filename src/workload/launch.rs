@@ -447,9 +447,9 @@ fn plan_serve(
         .cloned()
         .collect();
     for step in &mut plan.job.steps {
-        if let crate::plan::Step::StageModel {
+        if let crate::plan::Step::StageModel(crate::plan::StageModel {
             listing, routes, ..
-        } = step
+        }) = step
         {
             listing.clone_from(&lookups.model);
             *routes = crate::model::route::copy_routes(&served)

@@ -21,7 +21,7 @@ use crate::libnccl::{
 };
 use crate::node::NodeName;
 use crate::plan::spec::{Mount, MountKind};
-use crate::plan::{JobPlan, Launch, RuntimeKind, Step};
+use crate::plan::{CheckNccl, EnsureImage, JobPlan, Launch, RuntimeKind, StageNccl, Step};
 
 /// `--nccl-from`: the `libnccl.so.2` of an image (the one its own loader resolves; an
 /// `nccl-build` image), or a folder on every node holding `libnccl.so.2`.
@@ -297,25 +297,25 @@ pub fn plan(
         let at = job
             .steps
             .iter()
-            .rposition(|s| matches!(s, Step::EnsureImage { .. }))
+            .rposition(|s| matches!(s, Step::EnsureImage(_)))
             .map(|i| i + 1)
             .unwrap_or(0);
         let mut add = Vec::new();
         if let Some(NcclFrom::Image(image)) = nccl_from {
-            add.push(Step::EnsureImage {
+            add.push(Step::EnsureImage(EnsureImage {
                 image: image.clone(),
                 nodes: served.clone(),
-            });
-            add.push(Step::StageNccl {
+            }));
+            add.push(Step::StageNccl(StageNccl {
                 image: image.clone(),
                 volume: volume_name(image),
                 nodes: served.clone(),
-            });
+            }));
         }
-        add.push(Step::CheckNccl {
+        add.push(Step::CheckNccl(CheckNccl {
             nodes: served.clone(),
             rule: rule.clone(),
-        });
+        }));
         job.steps.splice(at..at, add);
     }
     let LibraryVerdict {

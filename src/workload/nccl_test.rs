@@ -25,7 +25,8 @@ use crate::derive::{ClusterEnv, NodeInput, Topology};
 use crate::node::{NodeName, Role};
 use crate::plan::spec::{LABEL_JOB, LABEL_NODE, LABEL_ROLE};
 use crate::plan::{
-    ContainerSpec, JobName, JobPlan, Launch, NodePlan, ProcessSpec, RuntimeKind, Step, Ulimit,
+    ContainerSpec, EnsureImage, JobName, JobPlan, Launch, NodePlan, ProcessSpec, RuntimeKind,
+    Start, Step, Stop, Ulimit, WaitExit,
 };
 use crate::probe::facts::Subnet;
 use crate::workload::job_ssh::JobSshKeys;
@@ -531,22 +532,22 @@ pub fn plan(
         }
         let mut steps: Vec<Step> = images
             .into_iter()
-            .map(|(image, nodes)| Step::EnsureImage { image, nodes })
+            .map(|(image, nodes)| Step::EnsureImage(EnsureImage { image, nodes }))
             .collect();
-        steps.push(Step::Start {
+        steps.push(Step::Start(Start {
             nodes: nodes.iter().map(|n| n.name.clone()).collect(),
-        });
+        }));
         steps.push(wait_exit(&head.name, opts.timeout_s));
-        steps.push(Step::Stop);
+        steps.push(Step::Stop(Stop));
         (node_plans, steps)
     } else {
         let process = process(&opts.job, head, driver_cmd);
         let steps = vec![
-            Step::Start {
+            Step::Start(Start {
                 nodes: vec![head.name.clone()],
-            },
+            }),
             wait_exit(&head.name, opts.timeout_s),
-            Step::Stop,
+            Step::Stop(Stop),
         ];
         (
             vec![NodePlan {
@@ -630,13 +631,13 @@ fn image_for(n: &TestNode, opts: &NcclTestOptions) -> Result<String, NcclTestErr
 }
 
 fn wait_exit(head: &NodeName, timeout_s: u64) -> Step {
-    Step::WaitExit {
+    Step::WaitExit(WaitExit {
         node: head.clone(),
         capture: Some(CAPTURE.to_string()),
         timeout_s,
         // A failed test is a verdict, read from the capture; the job still stops cleanly.
         allow_failure: true,
-    }
+    })
 }
 
 fn validate(nodes: &[TestNode], opts: &NcclTestOptions) -> Result<(), NcclTestError> {
@@ -1011,10 +1012,10 @@ mod tests {
             .steps
             .iter()
             .map(|s| match s {
-                Step::EnsureImage { .. } => "ensure-image",
-                Step::Start { .. } => "start",
-                Step::WaitExit { .. } => "wait-exit",
-                Step::Stop => "stop",
+                Step::EnsureImage(_) => "ensure-image",
+                Step::Start(_) => "start",
+                Step::WaitExit(_) => "wait-exit",
+                Step::Stop(_) => "stop",
                 _ => "other",
             })
             .collect();

@@ -28,7 +28,10 @@ use super::serve::{
 };
 use crate::derive::NodeInput;
 use crate::node::{NodeName, Role};
-use crate::plan::{JobPlan, Launch, NodePlan, NodePorts, RuntimeKind, Step};
+use crate::plan::{
+    CheckPorts, CheckReachable, EnsureImage, JobPlan, Launch, NodePlan, NodePorts, RuntimeKind,
+    StageModel, Start, Step, WaitServing,
+};
 use crate::workload::job_ssh::JobSshKeys;
 
 pub const DEFAULT_PORT: u16 = 8355;
@@ -353,7 +356,7 @@ pub fn plan(
         .collect();
 
     let head_name = used[0].clone();
-    let mut steps = vec![Step::CheckPorts {
+    let mut steps = vec![Step::CheckPorts(CheckPorts {
         ports: sel
             .env
             .nodes
@@ -367,37 +370,37 @@ pub fn plan(
                 },
             })
             .collect(),
-    }];
+    })];
     for e in &sel.env.nodes[1..] {
-        steps.push(Step::CheckReachable {
+        steps.push(Step::CheckReachable(CheckReachable {
             to: e.name.clone(),
             addr: e.control.addr,
             port: opts.ssh_port,
             from: vec![head_name.clone()],
-        });
+        }));
     }
-    steps.push(Step::EnsureImage {
+    steps.push(Step::EnsureImage(EnsureImage {
         image: o.image.clone(),
         nodes: used.clone(),
-    });
-    steps.push(Step::StageModel {
+    }));
+    steps.push(Step::StageModel(StageModel {
         model: o.model.clone(),
         nodes: used.clone(),
         copy: o.stage_model,
         listing: None,
         routes: Default::default(),
-    });
-    steps.push(Step::Start {
+    }));
+    steps.push(Step::Start(Start {
         nodes: used.clone(),
-    });
-    steps.push(Step::WaitServing {
+    }));
+    steps.push(Step::WaitServing(WaitServing {
         node: head_name,
         url: local_url,
         model: served.clone(),
         engine: EngineKind::Trtllm.to_string(),
         timeout_s: o.ready_timeout_s,
         api_key: None,
-    });
+    }));
     path_notes(o, &used, &sel.assumed, &mut notes);
     Ok(ServePlan {
         engine: EngineKind::Trtllm,

@@ -23,7 +23,10 @@ use super::serve::{
     endpoint, path_notes, select,
 };
 use crate::node::{NodeName, Role};
-use crate::plan::{JobPlan, Launch, NodePlan, NodePorts, RayMember, RuntimeKind, Step};
+use crate::plan::{
+    CheckPorts, CheckReachable, EnsureImage, JobPlan, Launch, NodePlan, NodePorts, RayMember,
+    RuntimeKind, StageModel, Start, Step, WaitRay, WaitServing,
+};
 
 pub const DEFAULT_PORT: u16 = 8000;
 /// vLLM's own default rendezvous port for the multiprocessing backend.
@@ -252,7 +255,7 @@ pub fn plan(
         VllmMode::Native { master_port } => ("native", master_port),
         VllmMode::Ray { ray_port } => ("ray", ray_port),
     };
-    let mut steps = vec![Step::CheckPorts {
+    let mut steps = vec![Step::CheckPorts(CheckPorts {
         ports: used
             .iter()
             .map(|node| NodePorts {
@@ -269,44 +272,44 @@ pub fn plan(
             })
             .filter(|p| !p.ports.is_empty())
             .collect(),
-    }];
+    })];
     if !workers.is_empty() {
-        steps.push(Step::CheckReachable {
+        steps.push(Step::CheckReachable(CheckReachable {
             to: head_name.clone(),
             addr: head_addr,
             port: rendezvous,
             from: workers.clone(),
-        });
+        }));
     }
-    steps.push(Step::EnsureImage {
+    steps.push(Step::EnsureImage(EnsureImage {
         image: o.image.clone(),
         nodes: used.clone(),
-    });
-    steps.push(Step::StageModel {
+    }));
+    steps.push(Step::StageModel(StageModel {
         model: o.model.clone(),
         nodes: used.clone(),
         copy: o.stage_model,
         listing: None,
         routes: Default::default(),
-    });
-    steps.push(Step::Start {
+    }));
+    steps.push(Step::Start(Start {
         nodes: used.clone(),
-    });
+    }));
     if matches!(opts.mode, VllmMode::Ray { .. }) {
-        steps.push(Step::WaitRay {
+        steps.push(Step::WaitRay(WaitRay {
             node: head_name.clone(),
             expect: members,
             timeout_s: RAY_JOIN_TIMEOUT_S,
-        });
+        }));
     }
-    steps.push(Step::WaitServing {
+    steps.push(Step::WaitServing(WaitServing {
         node: head_name.clone(),
         url: local_url,
         model: served.clone(),
         engine: EngineKind::Vllm.to_string(),
         timeout_s: o.ready_timeout_s,
         api_key: o.api_key.as_ref().map(|k| k.key.clone()),
-    });
+    }));
     path_notes(o, &used, &sel.assumed, &mut notes);
     Ok(ServePlan {
         engine: EngineKind::Vllm,

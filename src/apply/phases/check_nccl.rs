@@ -11,15 +11,10 @@ use futures::future::BoxFuture;
 
 use crate::apply::context::ApplyContext;
 use crate::apply::phase::{Phase, PhaseError};
-use crate::libnccl::{Loads, MOUNT_DIR, NodeNccl, Rule, judge};
+use crate::libnccl::{Loads, MOUNT_DIR, NodeNccl, judge};
 use crate::node::{NodeName, for_each_node};
-use crate::plan::{Launch, Step};
+use crate::plan::{CheckNccl, Launch, StepPayload};
 use crate::runtime::libnccl::LoaderProbe;
-
-pub struct CheckNccl {
-    pub nodes: Vec<NodeName>,
-    pub rule: Rule,
-}
 
 /// What the probe container of `node`'s part is made of.
 fn probe_of(ctx: &ApplyContext<'_>, node: &NodeName) -> Option<LoaderProbe> {
@@ -41,11 +36,7 @@ fn probe_of(ctx: &ApplyContext<'_>, node: &NodeName) -> Option<LoaderProbe> {
 
 impl<'a> Phase<ApplyContext<'a>> for CheckNccl {
     fn title(&self) -> String {
-        Step::CheckNccl {
-            nodes: self.nodes.clone(),
-            rule: self.rule.clone(),
-        }
-        .title()
+        StepPayload::title(self)
     }
     fn run<'b>(
         &'b self,

@@ -9,7 +9,7 @@ use crate::apply::context::{ApplyContext, shell_error, shell_for};
 use crate::apply::phase::{Phase, PhaseError};
 use crate::node::NodeName;
 use crate::node::fanout::{NodeFailures, for_each_node};
-use crate::plan::{NodePorts, Step};
+use crate::plan::{CheckPorts, StepPayload};
 use crate::runtime::RuntimeError;
 
 /// The ports that listen on this node (IPv4 and IPv6), from `/proc/net/tcp*`.
@@ -31,17 +31,9 @@ pub fn busy_ports(wanted: &[u16], listening: &str) -> Vec<u16> {
         .collect()
 }
 
-/// `CheckPorts`: nothing listens yet on the ports the job will open.
-pub struct CheckPorts {
-    pub ports: Vec<NodePorts>,
-}
-
 impl<'a> Phase<ApplyContext<'a>> for CheckPorts {
     fn title(&self) -> String {
-        Step::CheckPorts {
-            ports: self.ports.clone(),
-        }
-        .title()
+        StepPayload::title(self)
     }
     fn should_run(&self, _ctx: &ApplyContext<'a>) -> bool {
         !self.ports.is_empty()

@@ -7,9 +7,8 @@ use futures::future::BoxFuture;
 
 use crate::apply::context::{ApplyContext, shell_error, shell_for};
 use crate::apply::phase::{Phase, PhaseError};
-use crate::node::NodeName;
 use crate::node::fanout::{NodeFailures, for_each_node};
-use crate::plan::Step;
+use crate::plan::{CheckReachable, StepPayload};
 use crate::runtime::RuntimeError;
 
 /// A short-lived listener on `addr:port`: accepts `want` connections or gives up after
@@ -55,24 +54,9 @@ exit 1
     )
 }
 
-/// `CheckReachable`: every `from` node opens a TCP connection to `addr:port` on `to`, where a
-/// short-lived listener stands in for the service.
-pub struct CheckReachable {
-    pub to: NodeName,
-    pub addr: std::net::Ipv4Addr,
-    pub port: u16,
-    pub from: Vec<NodeName>,
-}
-
 impl<'a> Phase<ApplyContext<'a>> for CheckReachable {
     fn title(&self) -> String {
-        Step::CheckReachable {
-            to: self.to.clone(),
-            addr: self.addr,
-            port: self.port,
-            from: self.from.clone(),
-        }
-        .title()
+        StepPayload::title(self)
     }
     fn run<'b>(
         &'b self,

@@ -6,23 +6,10 @@ use futures::future::BoxFuture;
 use crate::apply::context::{ApplyContext, shell_error, shell_for};
 use crate::apply::phase::{Phase, PhaseError};
 use crate::apply::stage::{self, StageNode, StageOptions, StageSpec};
+use crate::model::CONTAINER_HF_HOME;
 use crate::model::hub::HubError;
-use crate::model::{CONTAINER_HF_HOME, ModelSource};
 use crate::node::NodeName;
-use crate::plan::{Launch, Step};
-
-/// `StageModel`: the weights on every node (see `apply::stage`); with `copy` false, only the
-/// check that they are there.
-pub struct StageModel {
-    pub model: ModelSource,
-    pub nodes: Vec<NodeName>,
-    pub copy: bool,
-    /// The Hub's answer, looked up before planning; `None`: look it up here (a local folder
-    /// needs none).
-    pub listing: Option<crate::model::hub::Resolved>,
-    /// How each worker reaches the head (a relay in a ring); others use the control plane.
-    pub routes: std::collections::BTreeMap<NodeName, crate::model::route::CopyRoute>,
-}
+use crate::plan::{Launch, StageModel, StepPayload};
 
 /// The node's Hugging Face cache: the source of the mount the plan puts at `HF_HOME`.
 pub fn hf_home_of(ctx: &ApplyContext<'_>, node: &NodeName) -> Option<String> {
@@ -49,14 +36,7 @@ pub fn control_addr(ctx: &ApplyContext<'_>, node: &NodeName) -> Option<String> {
 
 impl<'a> Phase<ApplyContext<'a>> for StageModel {
     fn title(&self) -> String {
-        Step::StageModel {
-            model: self.model.clone(),
-            nodes: self.nodes.clone(),
-            copy: self.copy,
-            listing: None,
-            routes: Default::default(),
-        }
-        .title()
+        StepPayload::title(self)
     }
     fn run<'b>(
         &'b self,

@@ -6,23 +6,12 @@ use futures::future::BoxFuture;
 
 use crate::apply::context::{ApplyContext, failures};
 use crate::apply::phase::{Phase, PhaseError};
-use crate::node::{NodeName, for_each_node};
-use crate::plan::Step;
-
-pub struct StageNccl {
-    pub image: String,
-    pub volume: String,
-    pub nodes: Vec<NodeName>,
-}
+use crate::node::for_each_node;
+use crate::plan::{StageNccl, StepPayload};
 
 impl<'a> Phase<ApplyContext<'a>> for StageNccl {
     fn title(&self) -> String {
-        Step::StageNccl {
-            image: self.image.clone(),
-            volume: self.volume.clone(),
-            nodes: self.nodes.clone(),
-        }
-        .title()
+        StepPayload::title(self)
     }
     fn run<'b>(
         &'b self,

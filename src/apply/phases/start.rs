@@ -7,24 +7,16 @@ use futures::future::BoxFuture;
 
 use crate::apply::context::{ApplyContext, failures, stop_job};
 use crate::apply::phase::{Phase, PhaseError};
-use crate::node::NodeName;
 use crate::node::fanout::for_each_node;
-use crate::plan::Step;
+use crate::plan::{Start, StepPayload};
 use crate::runtime::RuntimeError;
 
 /// Start the job's container (or process) on the nodes, all at once. Clean-up stops and
 /// removes the job on every node of the plan, found by its labels, so a half-finished start
 /// (or one cut short by Ctrl-C) leaves nothing.
-pub struct Start {
-    pub nodes: Vec<NodeName>,
-}
-
 impl<'a> Phase<ApplyContext<'a>> for Start {
     fn title(&self) -> String {
-        Step::Start {
-            nodes: self.nodes.clone(),
-        }
-        .title()
+        StepPayload::title(self)
     }
     fn run<'b>(
         &'b self,

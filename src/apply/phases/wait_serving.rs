@@ -10,7 +10,7 @@ use futures::future::BoxFuture;
 use crate::apply::context::{ApplyContext, first_errors, look_at_job, shell_for};
 use crate::apply::phase::{Phase, PhaseError};
 use crate::model::script::quote;
-use crate::node::NodeName;
+use crate::plan::{StepPayload, WaitServing};
 use crate::runtime::RuntimeError;
 use crate::runtime::wait::{self, Probe};
 use crate::workload::readiness::{Observation, Readiness, ReadyVerdict};
@@ -70,18 +70,9 @@ pub fn poll_observations(out: &str) -> Vec<Observation> {
     obs
 }
 
-/// `WaitServing`: readiness, with the head's log followed for progress.
-pub struct WaitServing {
-    pub node: NodeName,
-    pub url: String,
-    pub model: String,
-    pub timeout: Duration,
-    pub api_key: Option<crate::plan::secret::Secret>,
-}
-
 impl<'a> Phase<ApplyContext<'a>> for WaitServing {
     fn title(&self) -> String {
-        format!("Wait until {} serves {}", self.url, self.model)
+        StepPayload::title(self)
     }
     fn run<'b>(
         &'b self,
@@ -113,7 +104,7 @@ impl<'a> Phase<ApplyContext<'a>> for WaitServing {
             let started = Instant::now();
             let now = || started.elapsed().as_millis() as u64;
             let watch = Mutex::new(Watch {
-                readiness: Readiness::new(&self.model, 0, self.timeout.as_secs()),
+                readiness: Readiness::new(&self.model, 0, self.timeout_s),
                 lines: rx,
                 shown: String::new(),
                 shown_at: 0,
@@ -126,7 +117,7 @@ impl<'a> Phase<ApplyContext<'a>> for WaitServing {
             let what = format!("{} to serve {}", self.url, self.model);
             // The readiness verdict ends the wait at the timeout, with what it saw; the wait's
             // own deadline, a little later, only bounds a probe that hangs.
-            let deadline = self.timeout + Duration::from_secs(30);
+            let deadline = Duration::from_secs(self.timeout_s) + Duration::from_secs(30);
             let waited = wait::until(&what, deadline, POLL, &ctx.cancel, || async {
                 let look = look_at_job(ctx).await;
                 let polled = shell.run(&script, header.clone(), None).await;
@@ -206,6 +197,7 @@ impl<'a> Phase<ApplyContext<'a>> for WaitServing {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::node::NodeName;
     use crate::runtime::shell::{LocalShell, NodeShell};
 
     #[test]
