@@ -131,6 +131,30 @@ fn fan_out_over_nodes_happens_only_in_the_one_helper() {
 }
 
 #[test]
+fn the_executors_phases_fan_out_only_through_the_apply_contexts_helper() {
+    // `ApplyContext::each_node` (and `on_every_node` on top of it) is where the executor fans
+    // out, with `--concurrency`: a phase never calls `for_each_node` itself.
+    let mut offenders = Vec::new();
+    for p in rust_files(&src().join("apply/phases")) {
+        let text = std::fs::read_to_string(&p).unwrap_or_default();
+        for line in code_lines(&text) {
+            if line.contains("for_each_node") {
+                offenders.push(format!("{}: {}", p.display(), line.trim()));
+            }
+        }
+    }
+    let context = std::fs::read_to_string(src().join("apply/context.rs")).unwrap_or_default();
+    let calls = code_lines(&context)
+        .filter(|l| l.contains("for_each_node("))
+        .count();
+    assert_eq!(calls, 1, "apply/context.rs fans out once, in each_node");
+    assert!(
+        offenders.is_empty(),
+        "use ctx.each_node / ctx.on_every_node instead: {offenders:#?}"
+    );
+}
+
+#[test]
 fn anyhow_is_used_only_at_the_edge() {
     let mut offenders = Vec::new();
     for p in rust_files(&src()) {

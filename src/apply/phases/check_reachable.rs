@@ -7,7 +7,7 @@ use futures::future::BoxFuture;
 
 use crate::apply::context::{ApplyContext, shell_error, shell_for};
 use crate::apply::phase::{Phase, PhaseError};
-use crate::node::fanout::{NodeFailures, for_each_node};
+use crate::node::fanout::NodeFailures;
 use crate::plan::{CheckReachable, StepPayload};
 use crate::runtime::RuntimeError;
 
@@ -72,12 +72,12 @@ impl<'a> Phase<ApplyContext<'a>> for CheckReachable {
             let connects = async {
                 // Give the listener a moment; the connectors retry for 20 s anyway.
                 tokio::time::sleep(Duration::from_millis(300)).await;
-                for_each_node(self.from.clone(), ctx.options.concurrency, |node| {
+                ctx.each_node(self.from.clone(), |node, handle| {
                     let script = connect_script.clone();
                     let addr = addr.clone();
                     async move {
-                        let shell = shell_for(ctx.cluster.node(&node)?)
-                            .map_err(|e| RuntimeError::Other(e.to_string()))?;
+                        let shell =
+                            shell_for(handle).map_err(|e| RuntimeError::Other(e.to_string()))?;
                         let out = shell.run(&script, Vec::new(), None).await.map_err(shell_error)?;
                         if out.success() {
                             Ok(())

@@ -5,9 +5,8 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 
-use crate::apply::context::{ApplyContext, failures, stop_job};
+use crate::apply::context::{ApplyContext, stop_job};
 use crate::apply::phase::{Phase, PhaseError};
-use crate::node::fanout::for_each_node;
 use crate::plan::{Start, StepPayload};
 use crate::runtime::RuntimeError;
 
@@ -23,19 +22,14 @@ impl<'a> Phase<ApplyContext<'a>> for Start {
         ctx: &'b ApplyContext<'a>,
     ) -> BoxFuture<'b, Result<Option<String>, PhaseError>> {
         Box::pin(async move {
-            let results = for_each_node(
-                self.nodes.clone(),
-                ctx.options.concurrency,
-                |node| async move {
-                    let part = ctx
-                        .plan
-                        .node(&node)
-                        .ok_or_else(|| RuntimeError::Other("no part in the plan".to_string()))?;
-                    ctx.cluster.node(&node)?.start(part, &ctx.cancel).await
-                },
-            )
-            .await;
-            failures(results)?;
+            ctx.on_every_node(self.nodes.clone(), |node, handle| async move {
+                let part = ctx
+                    .plan
+                    .node(&node)
+                    .ok_or_else(|| RuntimeError::Other("no part in the plan".to_string()))?;
+                handle.start(part, &ctx.cancel).await
+            })
+            .await?;
             Ok(None)
         })
     }
