@@ -262,3 +262,143 @@ impl RecipeV1 {
         RecipeError { line, ..e }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::recipe::{Recipe, parse as parse_recipe};
+
+    const RECIPE: &str = r#"recipe_version: "1"
+name: Demo-NVFP4
+model: org/demo-nvfp4
+container: vllm-node-demo
+cluster_only: true
+mods:
+  - mods/fix-demo
+defaults:
+  port: 8000
+  host: 0.0.0.0
+  tensor_parallel: 2
+  gpu_memory_utilization: 0.85
+  num_speculative_tokens: 3
+env:
+  VLLM_USE_DEMO: "1"
+  PATH_WITH_DOLLAR: "$HOME/x"
+  SOME_TOKEN: abc
+command: |
+  vllm serve org/demo-nvfp4 \
+      --revision 0123456789abcdef0123456789abcdef01234567 \
+      --port {port} --host {host} \
+      -tp {tensor_parallel} \
+      --gpu-memory-utilization {gpu_memory_utilization} \
+      --distributed-executor-backend ray \
+      --speculative-config '{{"method":"mtp","num_speculative_tokens":{num_speculative_tokens}}}'
+"#;
+
+    fn v1(text: &str) -> RecipeV1 {
+        match parse_recipe("demo.yaml", "demo", text) {
+            Ok(Recipe::V1(r)) => r,
+            other => panic!("not a v1 recipe: {other:?}"),
+        }
+    }
+
+    fn input(sets: &[&str]) -> RecipeInput {
+        RecipeInput {
+            sets: sets.iter().map(|s| s.parse().unwrap()).collect(),
+            gpus_per_node: 1,
+            ..RecipeInput::default()
+        }
+    }
+
+    #[test]
+    fn a_v1_recipe_reads_as_eugrs_runner_reads_it() {
+        let l = v1(RECIPE).build(&input(&[]), vec![]).unwrap();
+        assert_eq!(l.engine, RecipeEngine::Vllm);
+        assert_eq!(l.image.as_deref(), Some("vllm-node-demo"));
+        assert_eq!(l.model, "org/demo-nvfp4");
+        assert_eq!(
+            l.model_revision.as_deref(),
+            Some("0123456789abcdef0123456789abcdef01234567")
+        );
+        assert_eq!((l.tp, l.pp, l.nodes), (2, 1, 2));
+        assert!(l.ray, "--distributed-executor-backend ray means Ray");
+        assert_eq!(l.node_bounds, NodeBounds { min: 2, max: None });
+        assert_eq!(
+            l.argv.last().unwrap(),
+            "{\"method\":\"mtp\",\"num_speculative_tokens\":3}"
+        );
+        assert!(l.argv.contains(&"0.85".to_string()));
+    }
+
+    #[test]
+    fn env_values_are_text_never_templates() {
+        let l = v1(RECIPE).build(&input(&[]), vec![]).unwrap();
+        let node = crate::recipe::RecipeNode::default();
+        let env = l.env.render(&node).unwrap();
+        assert_eq!(env["PATH_WITH_DOLLAR"], "$HOME/x");
+        assert_eq!(env["VLLM_USE_DEMO"], "1");
+        assert_eq!(l.env.secret_names(), ["SOME_TOKEN"]);
+        assert!(l.warnings.iter().any(|w| w.field == "env.PATH_WITH_DOLLAR"));
+    }
+
+    #[test]
+    fn a_set_overrides_a_default_and_an_unused_one_is_said() {
+        let l = v1(RECIPE)
+            .build(
+                &input(&["tensor_parallel=4", "port=9000", "nope=1"]),
+                vec![],
+            )
+            .unwrap();
+        assert_eq!((l.tp, l.nodes), (4, 4));
+        assert!(l.argv.windows(2).any(|w| w == ["--port", "9000"]));
+        assert!(l.warnings.iter().any(|w| w.field == "--set nope=1"));
+    }
+
+    #[test]
+    fn a_missing_template_key_is_refused_at_the_command() {
+        let text = RECIPE.replace("  num_speculative_tokens: 3\n", "");
+        let e = v1(&text).build(&input(&[]), vec![]).unwrap_err();
+        assert_eq!(
+            e.0[0].to_string(),
+            "demo.yaml:17: command: {num_speculative_tokens} has no value: it is not a defaults key and no --set gives it"
+        );
+    }
+
+    #[test]
+    fn a_cluster_only_recipe_at_one_node_is_refused() {
+        let e = v1(RECIPE)
+            .build(&input(&["tensor_parallel=1"]), vec![])
+            .unwrap_err();
+        assert_eq!(e.0[0].field, "min_nodes");
+    }
+
+    #[test]
+    fn build_args_and_unknown_fields_are_said_not_dropped() {
+        let text = format!("{RECIPE}build_args:\n  - --tf5\npull_image: true\n");
+        let r = v1(&text);
+        let fields: Vec<_> = r.warnings.iter().map(|w| w.field.as_str()).collect();
+        assert!(fields.contains(&"build_args"), "{fields:?}");
+        assert!(fields.contains(&"pull_image"), "{fields:?}");
+    }
+
+    #[test]
+    fn a_command_that_starts_no_engine_is_refused() {
+        let text = "recipe_version: \"1\"\nname: x\ncontainer: c\ncommand: python3 server.py --port {port}\ndefaults:\n  port: 1\n";
+        let e = v1(text).build(&input(&[]), vec![]).unwrap_err();
+        assert!(
+            e.0[0]
+                .problem
+                .starts_with("`python3 server.py --port 1` starts no engine"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn missing_container_and_command_are_both_reported() {
+        let Err(e) = parse_recipe("r.yaml", "r", "recipe_version: \"1\"\nname: x\n") else {
+            panic!("accepted");
+        };
+        let fields: Vec<_> = e.0.iter().map(|e| e.field.as_str()).collect();
+        assert_eq!(fields, ["container", "command"]);
+    }
+}

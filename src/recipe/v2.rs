@@ -564,3 +564,212 @@ struct EngineWords {
 fn first_words(argv: &[String]) -> String {
     argv.iter().take(4).cloned().collect::<Vec<_>>().join(" ")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::recipe::{Recipe, RecipeNode, parse as parse_recipe};
+
+    const RECIPE: &str = r#"recipe_version: "2"
+model: org/demo
+model_revision: 0123456789abcdef0123456789abcdef01234567
+runtime: sglang
+container: lmsysorg/sglang:v0.5.9-cu130
+min_nodes: 2
+defaults:
+  port: 30000
+  tensor_parallel: 2
+  mem: 0.8
+  base: "http://127.0.0.1:{port}"
+env:
+  SGLANG_RANK_NOTE: "rank {launch.node_rank} of {launch.num_nodes} on {launch.node_host}"
+  PORT_COPY: "{config.port}"
+  HF_TOKEN: "$HF_TOKEN"
+  JSON: '{"a": {"b": 1}}'
+command: |
+  python3 -m sglang.launch_server --model-path {model} \
+    --revision {model_revision} --tp-size {tensor_parallel} \
+    --mem-fraction-static {mem} --port {port} --api-key sk-demo \
+    --served-model-name {unknown_key}
+"#;
+
+    fn v2(text: &str) -> RecipeV2 {
+        match parse_recipe("demo.yaml", "demo", text) {
+            Ok(Recipe::V2(r)) => r,
+            other => panic!("not a v2 recipe: {other:?}"),
+        }
+    }
+
+    fn input() -> RecipeInput {
+        RecipeInput {
+            user_env: [("HF_TOKEN".to_string(), "hf_secret".to_string())].into(),
+            gpus_per_node: 1,
+            ..RecipeInput::default()
+        }
+    }
+
+    #[test]
+    fn a_v2_command_is_substituted_until_stable_and_unknown_names_stay() {
+        let l = v2(RECIPE).build(&input(), vec![]).unwrap();
+        assert_eq!(l.engine, RecipeEngine::Sglang);
+        assert_eq!(
+            l.argv,
+            [
+                "python3",
+                "-m",
+                "sglang.launch_server",
+                "--model-path",
+                "org/demo",
+                "--revision",
+                "0123456789abcdef0123456789abcdef01234567",
+                "--tp-size",
+                "2",
+                "--mem-fraction-static",
+                "0.8",
+                "--port",
+                "30000",
+                "--served-model-name",
+                "{unknown_key}"
+            ]
+        );
+        assert_eq!(l.api_key.as_ref().map(|k| k.expose()), Some("sk-demo"));
+        assert_eq!((l.tp, l.nodes), (2, 2));
+        assert_eq!(l.command, CommandSource::Recipe);
+    }
+
+    #[test]
+    fn a_v2_env_template_is_rendered_per_node() {
+        let l = v2(RECIPE).build(&input(), vec![]).unwrap();
+        let node = |rank: u32, host: &str| RecipeNode {
+            num_nodes: 2,
+            node_rank: rank,
+            node_host: host.into(),
+            ..RecipeNode::default()
+        };
+        let head = l.env.render(&node(0, "169.254.1.1")).unwrap();
+        let worker = l.env.render(&node(1, "169.254.1.2")).unwrap();
+        assert_eq!(head["SGLANG_RANK_NOTE"], "rank 0 of 2 on 169.254.1.1");
+        assert_eq!(worker["SGLANG_RANK_NOTE"], "rank 1 of 2 on 169.254.1.2");
+        assert_eq!(worker["PORT_COPY"], "30000");
+        assert_eq!(worker["HF_TOKEN"], "hf_secret");
+        assert_eq!(worker["JSON"], "{\"a\": {\"b\": 1}}");
+        let shown = serde_json::to_value(&l.env).unwrap();
+        assert_eq!(shown["HF_TOKEN"], "<set>");
+        assert_eq!(
+            shown["SGLANG_RANK_NOTE"],
+            "rank {launch.node_rank} of {launch.num_nodes} on {launch.node_host}"
+        );
+    }
+
+    #[test]
+    fn a_v2_recipe_without_command_gets_the_flag_table_command() {
+        let text = "recipe_version: \"2\"\nmodel: org/demo\nruntime: vllm\ncontainer: img:1\ndefaults:\n  tensor_parallel: 2\n  port: 8000\n  distributed_executor_backend: ray\n  expert_parallel: 2\n";
+        let l = v2(text).build(&input(), vec![]).unwrap();
+        assert_eq!(l.command, CommandSource::FlagTable);
+        assert_eq!(
+            l.argv,
+            ["vllm", "serve", "org/demo", "-tp", "2", "--port", "8000"]
+        );
+        assert!(l.ray, "distributed_executor_backend: ray means Ray");
+        assert!(
+            l.warnings
+                .iter()
+                .any(|w| w.field == "defaults.expert_parallel")
+        );
+    }
+
+    #[test]
+    fn unsupported_runtimes_are_refused_naming_the_runtime() {
+        for runtime in ["llama-cpp", "atlas", "mystery"] {
+            let text = format!(
+                "recipe_version: \"2\"\nmodel: org/demo\nruntime: {runtime}\ncontainer: c\n"
+            );
+            let e = v2(&text).build(&input(), vec![]).unwrap_err();
+            assert_eq!(e.0[0].field, "runtime");
+            assert_eq!(e.0[0].line, Some(3));
+            assert!(e.0[0].problem.contains(&format!("{runtime:?}")), "{e}");
+        }
+    }
+
+    #[test]
+    fn a_command_for_another_engine_than_the_runtime_is_refused() {
+        let text = "recipe_version: \"2\"\nmodel: org/demo\nruntime: sglang\ncommand: vllm serve {model}\n";
+        let e = v2(text).build(&input(), vec![]).unwrap_err();
+        assert_eq!(
+            e.0[0].problem,
+            "runs vllm, but the recipe's runtime is sglang"
+        );
+    }
+
+    #[test]
+    fn pre_exec_is_refused_and_post_hooks_are_warned_about() {
+        let text = "recipe_version: \"2\"\nmodel: org/demo\npre_exec:\n  - pip install x\npost_exec:\n  - echo hi\n";
+        let Err(e) = parse_recipe("r.yaml", "r", text) else {
+            panic!("pre_exec accepted")
+        };
+        assert_eq!(e.0[0].field, "pre_exec");
+        assert_eq!(e.0[0].line, Some(3));
+        let ok = "recipe_version: \"2\"\nmodel: org/demo\npost_exec:\n  - echo hi\n";
+        assert!(v2(ok).warnings.iter().any(|w| w.field == "post_exec"));
+    }
+
+    #[test]
+    fn an_unknown_field_refuses_a_recipe_that_asks_for_a_newer_sparkrun() {
+        let text = "recipe_version: \"2\"\nmodel: org/demo\nmin_sparkrun_version: \"0.4.0\"\nreadiness:\n  inference: x\n";
+        let Err(e) = parse_recipe("r.yaml", "r", text) else {
+            panic!("accepted")
+        };
+        assert_eq!(e.0[0].field, "readiness");
+        assert!(e.0[0].problem.contains("sparkrun 0.4.0 or newer"), "{e}");
+        let plain = "recipe_version: \"2\"\nmodel: org/demo\nreadiness: x\n";
+        assert!(v2(plain).warnings.iter().any(|w| w.field == "readiness"));
+        let range = "recipe_version: \"2\"\nmodel: org/demo\nmin_sparkrun_version: \">=0.4\"\n";
+        assert!(parse_recipe("r.yaml", "r", range).is_err());
+    }
+
+    #[test]
+    fn node_bounds_follow_sparkrun_and_contradictions_are_named() {
+        let text = "recipe_version: \"2\"\nmodel: org/demo\nmin_nodes: 3\nmax_nodes: 2\n";
+        let Err(e) = parse_recipe("r.yaml", "r", text) else {
+            panic!("accepted")
+        };
+        assert_eq!(
+            e.0[0].to_string(),
+            "r.yaml:4: max_nodes: max_nodes 2 is below min_nodes 3"
+        );
+        assert_eq!(
+            bounds("solo", 2, None, false, false).unwrap(),
+            NodeBounds {
+                min: 1,
+                max: Some(1)
+            }
+        );
+        assert_eq!(
+            bounds("auto", 1, None, false, true).unwrap(),
+            NodeBounds { min: 2, max: None }
+        );
+    }
+
+    #[test]
+    fn a_cycle_in_defaults_is_refused_at_the_command() {
+        let text = "recipe_version: \"2\"\nmodel: org/demo\ndefaults:\n  a: \"{b}\"\n  b: \"{a}\"\ncommand: vllm serve {model} --x {a}\n";
+        let e = v2(text).build(&input(), vec![]).unwrap_err();
+        assert_eq!(e.0[0].field, "command");
+        assert!(e.0[0].problem.contains("a cycle among {a}, {b}"), "{e}");
+    }
+
+    #[test]
+    fn an_unset_user_variable_is_said_and_kept_as_written() {
+        let text = "recipe_version: \"2\"\nmodel: org/demo\ncommand: vllm serve {model}\nenv:\n  X: \"$NOT_SET_HERE\"\n";
+        let l = v2(text).build(&input(), vec![]).unwrap();
+        assert!(
+            l.warnings
+                .iter()
+                .any(|w| w.field == "env.X" && w.message.contains("$NOT_SET_HERE"))
+        );
+        assert_eq!(
+            l.env.render(&RecipeNode::default()).unwrap()["X"],
+            "$NOT_SET_HERE"
+        );
+    }
+}
