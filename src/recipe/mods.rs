@@ -2,7 +2,7 @@
 //! before the engine. A recipe names them (`mods/fix-x`, `fix-x`, `@official/fix-x`); this
 //! says, in order, every folder a name may be: next to the recipe (`<dir>/<ref>`,
 //! `<dir>/mods/<name>`), in an eugr checkout the recipe sits in (`<root>/mods/<name>` above
-//! its `recipes/` folder), and in the registry's mods folders (the recipe's own sub-registry
+//! its `recipes/` folder; not inside a sparkrun registry), and in the registry's mods folders (the recipe's own sub-registry
 //! first). Checking which exists is the loader's job; a name none of them holds is refused
 //! naming every place looked. Pure.
 
@@ -70,7 +70,9 @@ pub fn candidates(reference: &str, search: &ModSearch) -> Result<Vec<PathBuf>, S
     if let Some(dir) = search.recipe_dir {
         out.push(dir.join(reference));
         out.push(dir.join("mods").join(name));
-        if let Some(root) = eugr_root(dir) {
+        // eugr's layout, for a recipe read outside a sparkrun registry.
+        let in_manifest_registry = search.registry.is_some_and(|r| r.manifest);
+        if let Some(root) = eugr_root(dir).filter(|_| !in_manifest_registry) {
             out.push(root.join(reference));
             out.push(root.join("mods").join(name));
         }
