@@ -6,7 +6,7 @@
 
 use super::RecipeFormat;
 use super::doc::RecipeDoc;
-use super::error::{RecipeError, RecipeWarning};
+use super::error::{RecipeErrors, RecipeWarning};
 use super::pyvalue::python_str;
 
 const V2_ONLY: [&str; 8] = [
@@ -24,7 +24,7 @@ const V1_ONLY: [&str; 1] = ["build_args"];
 /// The recipe's format, and a warning when it was inferred.
 pub(super) fn format(
     doc: &RecipeDoc,
-) -> Result<(RecipeFormat, Option<RecipeWarning>), RecipeError> {
+) -> Result<(RecipeFormat, Option<RecipeWarning>), RecipeErrors> {
     if let Some(v) = doc
         .get("recipe_version")
         .or_else(|| doc.get("sparkrun_version"))
@@ -33,12 +33,13 @@ pub(super) fn format(
         return match text.trim() {
             "1" => Ok((RecipeFormat::V1, None)),
             "2" => Ok((RecipeFormat::V2, None)),
-            other => Err(doc
-                .error(
+            other => Err(RecipeErrors::one(
+                doc.error(
                     "recipe_version",
                     format!("{other:?} is not a recipe format spark-launch reads"),
                 )
-                .fix("write recipe_version: \"1\" (eugr's format) or \"2\" (sparkrun's)")),
+                .fix("write recipe_version: \"1\" (eugr's format) or \"2\" (sparkrun's)"),
+            )),
         };
     }
     let keys = doc.keys();
@@ -68,7 +69,7 @@ mod tests {
     use super::*;
     use crate::recipe::doc;
 
-    fn detect(text: &str) -> Result<(RecipeFormat, Option<RecipeWarning>), RecipeError> {
+    fn detect(text: &str) -> Result<(RecipeFormat, Option<RecipeWarning>), RecipeErrors> {
         format(&doc::load("r.yaml", text).unwrap())
     }
 
@@ -84,7 +85,7 @@ mod tests {
         );
         let e = detect("recipe_version: \"3\"\n").unwrap_err();
         assert_eq!(
-            e.to_string(),
+            e.0[0].to_string(),
             "r.yaml:1: recipe_version: \"3\" is not a recipe format spark-launch reads; write recipe_version: \"1\" (eugr's format) or \"2\" (sparkrun's)"
         );
     }

@@ -78,7 +78,7 @@ pub enum Recipe {
 /// file name without `.yaml`) names a recipe without `name:`.
 pub fn parse(file: &str, stem: &str, text: &str) -> Result<Recipe, RecipeErrors> {
     let d = doc::load(file, text)?;
-    let (format, note) = detect::format(&d).map_err(RecipeErrors::one)?;
+    let (format, note) = detect::format(&d)?;
     let mut recipe = match format {
         RecipeFormat::V1 => Recipe::V1(v1::parse(&d, stem)?),
         RecipeFormat::V2 => Recipe::V2(v2::parse(&d, stem)?),

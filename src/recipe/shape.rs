@@ -16,7 +16,7 @@ use crate::workload::limits;
 
 /// tp, pp and the nodes they fill.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Shape {
+pub struct JobShape {
     pub tp: u32,
     pub pp: u32,
     pub nodes: u32,
@@ -29,7 +29,7 @@ pub fn shape(
     config: &BTreeMap<String, Value>,
     gpus_per_node: u32,
     bounds: NodeBounds,
-) -> Result<(Shape, Vec<RecipeWarning>), Vec<RecipeError>> {
+) -> Result<(JobShape, Vec<RecipeWarning>), Vec<RecipeError>> {
     let mut errors = Vec::new();
     let mut warnings = Vec::new();
     let mut size = |from_line: &Option<String>, key: &str, what: &str, max: u32| {
@@ -109,7 +109,7 @@ pub fn shape(
         )
         .fix("set tensor_parallel to match (--set tensor_parallel=N)")]);
     }
-    Ok((Shape { tp, pp, nodes }, warnings))
+    Ok((JobShape { tp, pp, nodes }, warnings))
 }
 
 #[cfg(test)]
@@ -138,7 +138,7 @@ mod tests {
         .unwrap();
         assert_eq!(
             s,
-            Shape {
+            JobShape {
                 tp: 2,
                 pp: 2,
                 nodes: 4

@@ -176,7 +176,7 @@ pub(super) fn parse(doc: &RecipeDoc, stem: &str) -> Result<RecipeV2, RecipeError
             NodeBounds { min: 1, max: None }
         }
     };
-    for (k, _) in &env {
+    for k in env.keys() {
         if !valid_name(k) {
             errors.push(doc.error(&format!("env.{k}"), "is not a valid variable name"));
         }
@@ -306,8 +306,8 @@ impl RecipeV2 {
         let config = sets::apply(&self.file, &self.defaults, &input.sets).map_err(RecipeErrors)?;
         let chain = self.chain(&config);
         let line = match &self.command {
-            Some(command) => self.from_command(command, &chain, choice)?,
-            None => self.from_table(&config, input, choice)?,
+            Some(command) => self.words_of_command(command, &chain, choice)?,
+            None => self.words_of_table(&config, input, choice)?,
         };
         let EngineWords {
             mut argv,
@@ -398,7 +398,7 @@ impl RecipeV2 {
         chain
     }
 
-    fn from_command(
+    fn words_of_command(
         &self,
         command: &str,
         chain: &BTreeMap<String, Value>,
@@ -435,7 +435,7 @@ impl RecipeV2 {
         })
     }
 
-    fn from_table(
+    fn words_of_table(
         &self,
         config: &BTreeMap<String, Value>,
         input: &RecipeInput,
