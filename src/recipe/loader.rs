@@ -212,9 +212,17 @@ pub fn resolve_mods(recipe: &Recipe, search: &ModSearch) -> Result<Vec<RecipeMod
                     }
                 })
                 .collect();
+            let fix = if reference.starts_with("mods/") {
+                "put the mod folder (with its run.sh) next to the recipe, or give the registry it comes from with --registry DIR (mods named mods/… usually come from a clone of eugr/spark-vllm-docker)"
+            } else {
+                "put the mod folder (with its run.sh) next to the recipe, or give the registry it comes from with --registry DIR"
+            };
             errors.push(
-                at(format!("mod {reference:?} not found; looked in: {}", looked.join(", ")))
-                    .fix("put the mod folder (with its run.sh) next to the recipe, or give the registry it comes from with --registry DIR"),
+                at(format!(
+                    "mod {reference:?} not found; looked in: {}",
+                    looked.join(", ")
+                ))
+                .fix(fix),
             );
             continue;
         };
