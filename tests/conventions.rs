@@ -69,6 +69,7 @@ fn the_pure_core_imports_no_effects() {
         "doctor",
         "model",
         "profile",
+        "recipe",
         "compose.rs",
         "libnccl",
         "bench/request.rs",

@@ -15,6 +15,8 @@
 pub mod docker;
 /// Bundled snapshot fixtures, copied and edited (issue 12).
 pub mod fixtures;
+/// SGLang's own argument parser over the pinned wheel (issue 22).
+pub mod sglang;
 /// The stand-in scripts: real NCCL wheels, image builders (issue 17).
 pub mod standin;
 
