@@ -21,6 +21,7 @@ use spark_launch::model::ModelSource;
 use spark_launch::node::{NodeName, Role};
 use spark_launch::plan::{JobName, Launch, Step};
 use spark_launch::probe::read_snapshot_dir;
+use spark_launch::workload::engines::vllm::{self, VllmMode, VllmOptions};
 use spark_launch::workload::launch::{
     LaunchPlan, LaunchRefusal, LaunchRequest, Lookups, NcclTestRequest, PlanNode, ServeEngine,
     ServeRequest, plan,
@@ -28,7 +29,6 @@ use spark_launch::workload::launch::{
 use spark_launch::workload::nccl_lib::NcclReads;
 use spark_launch::workload::nccl_test::NcclTestOptions;
 use spark_launch::workload::serve::{DEFAULT_READY_TIMEOUT_S, ServeOptions, VLLM_IMAGE};
-use spark_launch::workload::vllm::{self, VllmMode, VllmOptions};
 
 const COMMIT: &str = "7ae557604adf67be50417f59c2c2f167def9a775";
 const BUILD: &str = "spark-launch/nccl-tests:nccl-v2.30.7-1-sm121-arm64";

@@ -10,12 +10,12 @@ use spark_launch::model::ModelSource;
 use spark_launch::node::NodeName;
 use spark_launch::plan::{JobName, Launch, Step};
 use spark_launch::probe::read_snapshot_dir;
+use spark_launch::workload::engines::trtllm::{self, LlmApiOptions, TrtllmOptions};
+use spark_launch::workload::engines::vllm::{self, VllmMode, VllmOptions};
 use spark_launch::workload::job_ssh::{self, JobSshKeys};
 use spark_launch::workload::serve::{
     DEFAULT_READY_TIMEOUT_S, ServeOptions, TRTLLM_IMAGE, VLLM_IMAGE,
 };
-use spark_launch::workload::trtllm::{self, LlmApiOptions, TrtllmOptions};
-use spark_launch::workload::vllm::{self, VllmMode, VllmOptions};
 
 fn fixture(name: &str) -> Vec<NodeInput> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -13,12 +13,12 @@ use crate::plan::JobName;
 use crate::plan::spec::EnvVar;
 use crate::profile::request::Overrides;
 use crate::workload::endpoint::{ApiKeyAsk, Bind};
+use crate::workload::engines::trtllm::{self, LlmApiOptions, TrtllmOptions};
+use crate::workload::engines::vllm::{self, VllmMode, VllmOptions};
 use crate::workload::launch::{LaunchRequest, ServeEngine, ServeRequest};
 use crate::workload::limits;
 use crate::workload::nccl_lib::NcclFrom;
 use crate::workload::serve::{DEFAULT_READY_TIMEOUT_S, ServeOptions, TRTLLM_IMAGE, VLLM_IMAGE};
-use crate::workload::trtllm::{self, LlmApiOptions, TrtllmOptions};
-use crate::workload::vllm::{self, VllmMode, VllmOptions};
 
 /// Flags every serving launch takes (`vllm`, `trtllm`, `up`).
 #[derive(Debug, Clone, clap::Args)]

@@ -23,8 +23,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::bench::compare::Expectations;
 use crate::model::{ModelSource, RepoId, Revision};
+use crate::workload::engines::{trtllm, vllm};
+use crate::workload::limits;
 use crate::workload::serve::{EngineKind, Problem};
-use crate::workload::{limits, trtllm, vllm};
 
 /// Which launcher a profile drives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -7,6 +7,8 @@ use super::Profile;
 use crate::plan::JobName;
 use crate::plan::spec::EnvVar;
 use crate::workload::endpoint::{ApiKeyAsk, Bind};
+use crate::workload::engines::trtllm::{self, LlmApiOptions, TrtllmOptions};
+use crate::workload::engines::vllm::{self, VllmMode, VllmOptions};
 use crate::workload::launch::{LaunchRequest, NcclTestRequest, ServeEngine, ServeRequest};
 use crate::workload::nccl_lib::NcclFrom;
 use crate::workload::nccl_test::{NcclOp, NcclTestOptions, parse_bytes};
@@ -14,8 +16,6 @@ use crate::workload::run::ContainerOverrides;
 use crate::workload::serve::{
     DEFAULT_READY_TIMEOUT_S, EngineKind, ServeOptions, TRTLLM_IMAGE, VLLM_IMAGE,
 };
-use crate::workload::trtllm::{self, LlmApiOptions, TrtllmOptions};
-use crate::workload::vllm::{self, VllmMode, VllmOptions};
 
 /// What the launching flags set over a profile (or over a `vllm`/`trtllm` command line).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

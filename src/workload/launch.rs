@@ -17,14 +17,14 @@ use crate::model::shape::ShapeLookup;
 use crate::node::{NodeName, Role};
 use crate::probe::NodeFacts;
 
+use super::engines::trtllm::{self, TrtllmOptions};
+use super::engines::vllm::{self, VllmOptions};
 use super::job_ssh::JobSshKeys;
 use super::nccl_build::{self, BuildOptions, BuildPlan, BuildPlanError};
 use super::nccl_lib::{self, NcclFrom, NcclReads};
 use super::nccl_test::{self, NcclTestError, NcclTestOptions, NcclTestPlan};
 use super::run::{self, ContainerOverrides, RunRefusal, RunRequest};
 use super::serve::{NodePaths, ServeOptions, ServePlan, ServeRefusal};
-use super::trtllm::{self, TrtllmOptions};
-use super::vllm::{self, VllmOptions};
 
 /// `nccl-test` as asked.
 #[derive(Clone, Debug, PartialEq)]

@@ -3,6 +3,7 @@
 //! launching request into its one plan. Pure: no network, no Docker, no files.
 
 pub mod endpoint;
+pub mod engines;
 pub mod job_ssh;
 pub mod launch;
 pub mod limits;
@@ -13,5 +14,3 @@ pub mod rdma;
 pub mod readiness;
 pub mod run;
 pub mod serve;
-pub mod trtllm;
-pub mod vllm;

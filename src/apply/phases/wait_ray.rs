@@ -12,7 +12,7 @@ use crate::node::NodeName;
 use crate::plan::{RayMember, Step};
 use crate::runtime::RuntimeError;
 use crate::runtime::wait::{self, Probe};
-use crate::workload::vllm::{RAY_QUERY_PY, RayState, ray_state};
+use crate::workload::engines::vllm::{RAY_QUERY_PY, RayState, ray_state};
 
 /// How often Ray's node table is read.
 const POLL: Duration = Duration::from_secs(3);

@@ -22,23 +22,23 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::serve::{
-    self, EngineKind, Problem, ServeOptions, ServePlan, ServeRefusal, container, distinct_ports,
-    endpoint, path_notes, select,
-};
 use crate::derive::NodeInput;
 use crate::node::{NodeName, Role};
 use crate::plan::{JobPlan, Launch, NodePlan, NodePorts, RuntimeKind, Step};
 use crate::workload::job_ssh::JobSshKeys;
+use crate::workload::serve::{
+    self, EngineKind, Problem, ServeOptions, ServePlan, ServeRefusal, container, distinct_ports,
+    endpoint, path_notes, select,
+};
 
 pub const DEFAULT_PORT: u16 = 8355;
 pub const DEFAULT_SSH_PORT: u16 = 2233;
 /// Where spark-launch's files live inside the containers (the entrypoint's `SL_STATE`).
 pub const RUN_DIR: &str = "/etc/spark-launch";
 /// The nccl-tests image's entrypoint: sshd with the node's identity, the ssh client config.
-pub const SL_ENTRYPOINT: &str = include_str!("../../images/nccl-tests/sl-entrypoint");
+pub const SL_ENTRYPOINT: &str = include_str!("../../../images/nccl-tests/sl-entrypoint");
 /// Waits until `ssh ADDR true` works for every worker.
-pub const SL_WAIT_SSH: &str = include_str!("../../images/nccl-tests/sl-wait-ssh");
+pub const SL_WAIT_SSH: &str = include_str!("../../../images/nccl-tests/sl-wait-ssh");
 /// How long the head waits for each worker's sshd.
 pub const SSH_WAIT_S: u64 = 180;
 
@@ -176,13 +176,13 @@ pub fn plan(
     extra.extend(opts.llm_api.problems());
     extra.extend(reserved_args(&o.engine_args));
     if o.api_key.is_some() {
-        extra.push(super::endpoint::trtllm_key_problem());
+        extra.push(crate::workload::endpoint::trtllm_key_problem());
     }
     let sel = select(nodes, o, extra)?;
     let n = sel.inputs.len();
     let used: Vec<NodeName> = sel.inputs.iter().map(|i| i.name.clone()).collect();
     let head_env = &sel.env.nodes[0];
-    let bound = super::endpoint::bind_addr(o.bind, &sel.inputs[0], head_env)
+    let bound = crate::workload::endpoint::bind_addr(o.bind, &sel.inputs[0], head_env)
         .map_err(|p| ServeRefusal { problems: vec![p] })?;
     let (host, local_url) = serve::listen(bound, o.port);
     let model_path = o.model.container_path();
@@ -299,7 +299,7 @@ pub fn plan(
             "--bind-to".to_string(),
             "none".to_string(),
         ];
-        argv.extend(super::job_ssh::mpirun_ssh_options(opts.ssh_port));
+        argv.extend(crate::workload::job_ssh::mpirun_ssh_options(opts.ssh_port));
         if !subnets.is_empty() {
             let list = subnets.join(",");
             argv.extend(["--mca".into(), "oob_tcp_if_include".into(), list.clone()]);

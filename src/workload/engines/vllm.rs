@@ -17,13 +17,13 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::endpoint::{VLLM_API_KEY, bind_addr};
-use super::serve::{
+use crate::node::{NodeName, Role};
+use crate::plan::{JobPlan, Launch, NodePlan, NodePorts, RayMember, RuntimeKind, Step};
+use crate::workload::endpoint::{VLLM_API_KEY, bind_addr};
+use crate::workload::serve::{
     self, EngineKind, Problem, ServeOptions, ServePlan, ServeRefusal, container, distinct_ports,
     endpoint, path_notes, select,
 };
-use crate::node::{NodeName, Role};
-use crate::plan::{JobPlan, Launch, NodePlan, NodePorts, RayMember, RuntimeKind, Step};
 
 pub const DEFAULT_PORT: u16 = 8000;
 /// vLLM's own default rendezvous port for the multiprocessing backend.
