@@ -21,14 +21,15 @@ use spark_launch::model::ModelSource;
 use spark_launch::node::{NodeName, Role};
 use spark_launch::plan::{JobName, Launch, Step};
 use spark_launch::probe::read_snapshot_dir;
-use spark_launch::workload::engines::vllm::{self, VllmMode, VllmOptions};
+use spark_launch::workload::engines::vllm::{self, DEFAULT_IMAGE as VLLM_IMAGE};
+use spark_launch::workload::engines::{DEFAULT_READY_TIMEOUT_S, EngineKind, EngineOptions};
 use spark_launch::workload::launch::{
-    LaunchPlan, LaunchRefusal, LaunchRequest, Lookups, NcclTestRequest, PlanNode, ServeEngine,
-    ServeRequest, plan,
+    LaunchPlan, LaunchRefusal, LaunchRequest, Lookups, NcclTestRequest, PlanNode, ServeRequest,
+    plan,
 };
 use spark_launch::workload::nccl_lib::NcclReads;
 use spark_launch::workload::nccl_test::NcclTestOptions;
-use spark_launch::workload::serve::{DEFAULT_READY_TIMEOUT_S, ServeOptions, VLLM_IMAGE};
+use spark_launch::workload::serve::ServeOptions;
 
 const COMMIT: &str = "7ae557604adf67be50417f59c2c2f167def9a775";
 const BUILD: &str = "spark-launch/nccl-tests:nccl-v2.30.7-1-sm121-arm64";
@@ -56,30 +57,30 @@ fn nodes(name: &str) -> Vec<PlanNode> {
 
 fn serve(tp: u32, from: Option<&str>, allow_old: bool) -> LaunchRequest {
     LaunchRequest::Serve(Box::new(ServeRequest {
-        engine: ServeEngine::Vllm(VllmOptions {
-            serve: ServeOptions {
-                job: JobName::new("ring").unwrap(),
-                model: ModelSource::parse("Qwen/Qwen2.5-0.5B-Instruct", Some(COMMIT)).unwrap(),
-                image: VLLM_IMAGE.to_string(),
-                port: 8000,
-                tp,
-                pp: 1,
-                gpus_per_node: 1,
-                engine_args: vec![],
-                env: BTreeMap::new(),
-                paths: BTreeMap::new(),
-                ulimits: vec![],
-                gpus: None,
-                ready_timeout_s: DEFAULT_READY_TIMEOUT_S,
-                stage_model: true,
-                allow_tcp: false,
-                bind: Default::default(),
-                api_key: None,
-            },
-            mode: VllmMode::Native {
-                master_port: vllm::DEFAULT_MASTER_PORT,
-            },
-        }),
+        engine: EngineKind::Vllm,
+        serve: ServeOptions {
+            job: JobName::new("ring").unwrap(),
+            model: ModelSource::parse("Qwen/Qwen2.5-0.5B-Instruct", Some(COMMIT)).unwrap(),
+            image: VLLM_IMAGE.to_string(),
+            port: 8000,
+            tp,
+            pp: 1,
+            gpus_per_node: 1,
+            engine_args: vec![],
+            env: BTreeMap::new(),
+            paths: BTreeMap::new(),
+            ulimits: vec![],
+            gpus: None,
+            ready_timeout_s: DEFAULT_READY_TIMEOUT_S,
+            stage_model: true,
+            allow_tcp: false,
+            bind: Default::default(),
+            api_key: None,
+        },
+        tuning: EngineOptions {
+            rendezvous_port: Some(vllm::DEFAULT_MASTER_PORT),
+            ..EngineOptions::default()
+        },
         gpus_per_node_given: true,
         hf_home: None,
         nccl_from: from.map(|f| f.parse().unwrap()),

@@ -14,3 +14,5 @@ pub mod rdma;
 pub mod readiness;
 pub mod run;
 pub mod serve;
+pub mod skeleton;
+pub mod steps;

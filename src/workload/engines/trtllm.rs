@@ -16,23 +16,28 @@
 //! runs with the variables derived for the node it runs on — never the head's interface names
 //! on a worker.
 //!
-//! Pure: options and facts in, a `ServePlan` out.
+//! Pure: the decided plan in, the ranks' commands out.
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::derive::NodeInput;
-use crate::node::{NodeName, Role};
-use crate::plan::{JobPlan, Launch, NodePlan, NodePorts, RuntimeKind, Step};
-use crate::workload::job_ssh::JobSshKeys;
-use crate::workload::serve::{
-    self, EngineKind, Problem, ServeOptions, ServePlan, ServeRefusal, container, distinct_ports,
-    endpoint, path_notes, select,
+use super::{
+    ApiKeySupport, EngineDefaults, EngineOptions, EnginePort, EngineRanks, LogPhase, MultiNode,
+    PortOn, PortReach, RankInput, ReadySignals, ServingEngine, phases,
 };
+use crate::derive::NodeInput;
+use crate::node::Role;
+use crate::plan::ContainerSpec;
+use crate::workload::serve::Problem;
 
+/// The image used unless `--image` says otherwise (NGC release, pinned).
+pub const DEFAULT_IMAGE: &str = "nvcr.io/nvidia/tensorrt-llm/release:1.2.1";
 pub const DEFAULT_PORT: u16 = 8355;
 pub const DEFAULT_SSH_PORT: u16 = 2233;
+/// `kv_cache_config.free_gpu_memory_fraction` unless told otherwise, as NVIDIA's DGX Spark
+/// playbook sets it.
+pub const DEFAULT_KV_CACHE_FRACTION: f64 = 0.9;
 /// Where spark-launch's files live inside the containers (the entrypoint's `SL_STATE`).
 pub const RUN_DIR: &str = "/etc/spark-launch";
 /// The nccl-tests image's entrypoint: sshd with the node's identity, the ssh client config.
@@ -41,6 +46,25 @@ pub const SL_ENTRYPOINT: &str = include_str!("../../../images/nccl-tests/sl-entr
 pub const SL_WAIT_SSH: &str = include_str!("../../../images/nccl-tests/sl-wait-ssh");
 /// How long the head waits for each worker's sshd.
 pub const SSH_WAIT_S: u64 = 180;
+
+/// TensorRT-LLM's progress lines: the PyTorch backend's, and uvicorn's when the API comes up.
+static PROGRESS: [LogPhase; 8] = [
+    phases::SHARDS,
+    phases::LOADED,
+    phases::LOADING,
+    phases::CUDA_GRAPHS,
+    phases::COMPILING,
+    phases::KV_CACHE,
+    LogPhase::any(&phases::UVICORN, phases::API_STARTING),
+    phases::DISTRIBUTED,
+];
+
+static READY: ReadySignals = ReadySignals {
+    health_path: "/health",
+    models_path: "/v1/models",
+    progress: &PROGRESS,
+    fatal: &[],
+};
 
 /// The LLM-API options (`--extra_llm_api_options FILE`), as NVIDIA's DGX Spark playbook sets
 /// them unless told otherwise.
@@ -60,7 +84,7 @@ pub struct LlmApiOptions {
 impl Default for LlmApiOptions {
     fn default() -> Self {
         LlmApiOptions {
-            kv_cache_free_gpu_memory_fraction: 0.9,
+            kv_cache_free_gpu_memory_fraction: DEFAULT_KV_CACHE_FRACTION,
             cuda_graph_padding: true,
             disable_overlap_scheduler: true,
             print_iter_log: false,
@@ -129,16 +153,6 @@ fn merge(root: &mut yaml_serde::Mapping, key: &str, value: &yaml_serde::Value) {
     }
 }
 
-/// `spark-launch trtllm`'s resolved options.
-#[derive(Clone, Debug, PartialEq)]
-pub struct TrtllmOptions {
-    pub serve: ServeOptions,
-    pub ssh_port: u16,
-    pub llm_api: LlmApiOptions,
-    pub max_batch_size: Option<u32>,
-    pub max_num_tokens: Option<u32>,
-}
-
 /// The head's part after the entrypoint set up sshd and the client: wait for the workers,
 /// write the hostfile and the options file, run `"$@"` (mpirun).
 const HEAD_SH: &str = r#"set -eu
@@ -164,264 +178,285 @@ fn rank_env(env: &BTreeMap<String, String>) -> BTreeMap<String, String> {
         .collect()
 }
 
-/// Plans a TensorRT-LLM job on the first nodes that fit `tp × pp`; across nodes, the
-/// containers use the job's own SSH identity `keys` (`job_ssh`).
-pub fn plan(
-    opts: &TrtllmOptions,
-    nodes: &[NodeInput],
-    keys: &JobSshKeys,
-) -> Result<ServePlan, ServeRefusal> {
-    let o = &opts.serve;
-    let mut extra = distinct_ports(&[("API", o.port), ("ssh", opts.ssh_port)]);
-    extra.extend(opts.llm_api.problems());
-    extra.extend(reserved_args(&o.engine_args));
-    if o.api_key.is_some() {
-        extra.push(crate::workload::endpoint::trtllm_key_problem());
-    }
-    let sel = select(nodes, o, extra)?;
-    let n = sel.inputs.len();
-    let used: Vec<NodeName> = sel.inputs.iter().map(|i| i.name.clone()).collect();
-    let head_env = &sel.env.nodes[0];
-    let bound = crate::workload::endpoint::bind_addr(o.bind, &sel.inputs[0], head_env)
-        .map_err(|p| ServeRefusal { problems: vec![p] })?;
-    let (host, local_url) = serve::listen(bound, o.port);
-    let model_path = o.model.container_path();
-    // The API is named by the model id the user typed, never by the container path.
-    let served = o.model.served_name();
-    let mut notes = Vec::new();
-    if !sel.unused.is_empty() {
-        notes.push(format!(
-            "tp × pp = {} GPUs use {} of the cluster's {} nodes; {} stay idle",
-            o.world(),
-            n,
-            nodes.len(),
-            sel.unused
-                .iter()
-                .map(|n| n.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
-        ));
-    }
+/// TensorRT-LLM's resolved options: the sshd port, the LLM-API options file, the batch limits.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TrtllmConfig {
+    pub ssh_port: u16,
+    pub llm_api: LlmApiOptions,
+    pub max_batch_size: Option<u32>,
+    pub max_num_tokens: Option<u32>,
+}
 
-    let options_file = format!("{RUN_DIR}/extra-llm-api-options.yaml");
-    let mut serve_args = vec![
+impl TrtllmConfig {
+    /// What the request's options ask for, defaults filled in.
+    pub fn of(t: &EngineOptions) -> TrtllmConfig {
+        let mut llm_api = LlmApiOptions::default();
+        if let Some(f) = t.memory_fraction {
+            llm_api.kv_cache_free_gpu_memory_fraction = f;
+        }
+        if let Some(c) = t.cuda_graph_padding {
+            llm_api.cuda_graph_padding = c;
+        }
+        if let Some(d) = t.disable_overlap_scheduler {
+            llm_api.disable_overlap_scheduler = d;
+        }
+        llm_api.extra = t.config.clone();
+        TrtllmConfig {
+            ssh_port: t.ssh_port.unwrap_or(DEFAULT_SSH_PORT),
+            llm_api,
+            max_batch_size: t.max_batch_size,
+            max_num_tokens: t.max_num_tokens,
+        }
+    }
+}
+
+/// `spark-launch trtllm`.
+pub struct Trtllm;
+
+impl ServingEngine for Trtllm {
+    fn name(&self) -> &'static str {
+        "trtllm"
+    }
+    fn title(&self) -> &'static str {
+        "TensorRT-LLM"
+    }
+    fn default_image(&self) -> &'static str {
+        DEFAULT_IMAGE
+    }
+    fn default_port(&self) -> u16 {
+        DEFAULT_PORT
+    }
+    fn defaults(&self) -> EngineDefaults {
+        EngineDefaults {
+            ready_timeout_s: super::DEFAULT_READY_TIMEOUT_S,
+            memory_fraction: Some(DEFAULT_KV_CACHE_FRACTION),
+        }
+    }
+    fn api_key(&self) -> ApiKeySupport {
+        ApiKeySupport::Refused {
+            problem: "--api-key: TensorRT-LLM's trtllm-serve has no API-key option, so spark-launch cannot make it enforce one",
+            fix: "drop --api-key and keep the API private with --bind fabric (or an address only trusted clients reach), or serve with vllm, which enforces the key",
+        }
+    }
+    fn ready(&self) -> &'static ReadySignals {
+        &READY
+    }
+    fn profile_section(&self) -> Option<&'static str> {
+        Some("trtllm")
+    }
+    fn job_ssh(&self) -> bool {
+        true
+    }
+    fn multi_node(&self, _tuning: &EngineOptions, nodes: usize) -> MultiNode {
+        if nodes == 1 {
+            MultiNode::Single
+        } else {
+            MultiNode::Mpi
+        }
+    }
+    fn ports(&self, tuning: &EngineOptions, api: u16, nodes: usize) -> Vec<EnginePort> {
+        let mut ports = vec![EnginePort::api("TensorRT-LLM API server", api)];
+        if nodes > 1 {
+            ports.push(EnginePort::one(
+                "ssh",
+                "container sshd (mpirun)",
+                TrtllmConfig::of(tuning).ssh_port,
+                PortOn::Every,
+                PortReach::HeadToWorkers,
+            ));
+        }
+        ports
+    }
+    fn problems(&self, tuning: &EngineOptions) -> Vec<Problem> {
+        TrtllmConfig::of(tuning).llm_api.problems()
+    }
+    fn reserved_args(&self, args: &[String]) -> Vec<Problem> {
+        reserved_args(args)
+    }
+    fn ranks(&self, input: &RankInput<'_>, containers: Vec<ContainerSpec>) -> EngineRanks {
+        let config = TrtllmConfig::of(input.tuning);
+        let serve = serve_args(input, &config);
+        let containers = if input.env.nodes.len() == 1 {
+            single(&config, containers, &serve)
+        } else {
+            over_mpi(input, &config, containers, &serve)
+        };
+        EngineRanks {
+            containers,
+            waits: Vec::new(),
+        }
+    }
+}
+
+/// `trtllm-serve MODEL` with the shape, where the API listens, and the options file.
+fn serve_args(input: &RankInput<'_>, config: &TrtllmConfig) -> Vec<String> {
+    let o = input.opts;
+    let mut args = vec![
         "trtllm-serve".to_string(),
-        model_path.clone(),
+        input.model_path.to_string(),
         "--served_model_name".to_string(),
-        served.clone(),
+        input.served.to_string(),
         "--tp_size".to_string(),
         o.tp.to_string(),
     ];
     if o.pp > 1 {
-        serve_args.extend(["--pp_size".to_string(), o.pp.to_string()]);
+        args.extend(["--pp_size".to_string(), o.pp.to_string()]);
     }
-    serve_args.extend([
+    args.extend([
         "--host".to_string(),
-        host,
+        input.host.to_string(),
         "--port".to_string(),
         o.port.to_string(),
         "--backend".to_string(),
         "pytorch".to_string(),
         "--extra_llm_api_options".to_string(),
-        options_file,
+        format!("{RUN_DIR}/extra-llm-api-options.yaml"),
     ]);
-    if let Some(b) = opts.max_batch_size {
-        serve_args.extend(["--max_batch_size".to_string(), b.to_string()]);
+    if let Some(b) = config.max_batch_size {
+        args.extend(["--max_batch_size".to_string(), b.to_string()]);
     }
-    if let Some(t) = opts.max_num_tokens {
-        serve_args.extend(["--max_num_tokens".to_string(), t.to_string()]);
+    if let Some(t) = config.max_num_tokens {
+        args.extend(["--max_num_tokens".to_string(), t.to_string()]);
     }
-    serve_args.extend(o.engine_args.iter().cloned());
+    args.extend(o.engine_args.iter().cloned());
+    args
+}
 
-    let hostfile: Vec<String> = sel
-        .env
-        .nodes
-        .iter()
-        .map(|e| format!("{} slots={}", e.control.addr, o.gpus_per_node))
-        .collect();
-    let workers: Vec<String> = sel.env.nodes[1..]
-        .iter()
-        .map(|e| e.control.addr.to_string())
-        .collect();
-    let peers: Vec<String> = sel
-        .env
-        .nodes
+/// Open MPI may run as root in the containers.
+fn allow_root(spec: &mut ContainerSpec) {
+    spec.env.insert("OMPI_ALLOW_RUN_AS_ROOT".into(), "1".into());
+    spec.env
+        .insert("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM".into(), "1".into());
+}
+
+/// One node: write the options file, then `trtllm-serve`.
+fn single(
+    config: &TrtllmConfig,
+    mut containers: Vec<ContainerSpec>,
+    serve: &[String],
+) -> Vec<ContainerSpec> {
+    for spec in &mut containers {
+        allow_root(spec);
+        spec.env
+            .insert("SL_LLM_API_OPTIONS".into(), config.llm_api.to_yaml());
+        spec.command = vec![
+            "sh".into(),
+            "-c".into(),
+            format!(
+                "mkdir -p {RUN_DIR} && printf '%s\\n' \"$SL_LLM_API_OPTIONS\" > {RUN_DIR}/extra-llm-api-options.yaml && exec \"$@\""
+            ),
+            "spark-launch-trtllm".into(),
+        ];
+        spec.command.extend(serve.iter().cloned());
+    }
+    containers
+}
+
+/// Across nodes: sshd in every container, and the head's `mpirun` with one app context per
+/// node, each with that node's own variables.
+fn over_mpi(
+    input: &RankInput<'_>,
+    config: &TrtllmConfig,
+    mut containers: Vec<ContainerSpec>,
+    serve: &[String],
+) -> Vec<ContainerSpec> {
+    let nodes = &input.env.nodes;
+    let peers: Vec<String> = nodes
         .iter()
         .map(|e| format!("{}={}", e.name, e.control.addr))
         .collect();
-
-    // Every node's container, then the head's mpirun from their environments.
-    let mut specs = Vec::new();
-    for (rank, env) in sel.env.nodes.iter().enumerate() {
-        let mut spec = container(o, EngineKind::Trtllm, env, &sel.rdma, &mut notes);
-        if rank == 0 {
-            serve::label_bind(&mut spec, bound);
-        }
-        spec.env.insert("OMPI_ALLOW_RUN_AS_ROOT".into(), "1".into());
+    for (env, spec) in nodes.iter().zip(&mut containers) {
+        allow_root(spec);
+        input.keys.add_to(spec, env.role == Role::Head);
         spec.env
-            .insert("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM".into(), "1".into());
-        if n == 1 {
-            spec.env
-                .insert("SL_LLM_API_OPTIONS".into(), opts.llm_api.to_yaml());
-            spec.command = vec![
-                "sh".into(),
-                "-c".into(),
-                format!(
-                    "mkdir -p {RUN_DIR} && printf '%s\\n' \"$SL_LLM_API_OPTIONS\" > {RUN_DIR}/extra-llm-api-options.yaml && exec \"$@\""
-                ),
-                "spark-launch-trtllm".into(),
-            ];
-            spec.command.extend(serve_args.clone());
-        } else {
-            keys.add_to(&mut spec, env.role == Role::Head);
-            spec.env
-                .insert("SL_SSHD_PORT".into(), opts.ssh_port.to_string());
-            spec.env
-                .insert("SL_SSHD_LISTEN".into(), env.control.addr.to_string());
-            spec.env.insert("SL_PEERS".into(), peers.join(" "));
-            spec.env.insert("SL_STATE".into(), RUN_DIR.to_string());
-            spec.command = vec![
-                "sh".to_string(),
-                "-c".to_string(),
-                SL_ENTRYPOINT.to_string(),
-                "sl-entrypoint".to_string(),
-            ];
-        }
-        specs.push((env, spec));
-    }
-    if n > 1 {
-        let subnets = control_subnets(&sel.inputs, &sel.env);
-        let mut argv = vec![
-            "mpirun".to_string(),
-            "--allow-run-as-root".to_string(),
-            "--hostfile".to_string(),
-            format!("{RUN_DIR}/hostfile"),
-            "--bind-to".to_string(),
-            "none".to_string(),
+            .insert("SL_SSHD_PORT".into(), config.ssh_port.to_string());
+        spec.env
+            .insert("SL_SSHD_LISTEN".into(), env.control.addr.to_string());
+        spec.env.insert("SL_PEERS".into(), peers.join(" "));
+        spec.env.insert("SL_STATE".into(), RUN_DIR.to_string());
+        spec.command = vec![
+            "sh".to_string(),
+            "-c".to_string(),
+            SL_ENTRYPOINT.to_string(),
+            "sl-entrypoint".to_string(),
         ];
-        argv.extend(crate::workload::job_ssh::mpirun_ssh_options(opts.ssh_port));
-        if !subnets.is_empty() {
-            let list = subnets.join(",");
-            argv.extend(["--mca".into(), "oob_tcp_if_include".into(), list.clone()]);
-            argv.extend(["--mca".into(), "btl_tcp_if_include".into(), list]);
-        }
-        for (i, (env, spec)) in specs.iter().enumerate() {
-            if i > 0 {
-                argv.push(":".to_string());
-            }
-            argv.extend([
-                "-np".to_string(),
-                o.gpus_per_node.to_string(),
-                "-H".to_string(),
-                format!("{}:{}", env.control.addr, o.gpus_per_node),
-                "-x".to_string(),
-                "PATH".to_string(),
-                "-x".to_string(),
-                "LD_LIBRARY_PATH".to_string(),
-            ]);
-            for (k, v) in rank_env(&spec.env) {
-                argv.extend(["-x".to_string(), format!("{k}={v}")]);
-            }
-            argv.push("trtllm-llmapi-launch".to_string());
-            argv.extend(serve_args.iter().cloned());
-        }
-        if let Some((_, head)) = specs.first_mut() {
-            head.env.insert("SL_WORKERS".into(), workers.join(" "));
-            head.env.insert("SL_HOSTFILE".into(), hostfile.join("\n"));
-            head.env
-                .insert("SL_LLM_API_OPTIONS".into(), opts.llm_api.to_yaml());
-            head.env
-                .insert("SL_WAIT_SSH".into(), SL_WAIT_SSH.to_string());
-            head.env
-                .insert("SL_SSH_WAIT".into(), SSH_WAIT_S.to_string());
-            head.command.extend([
-                "sh".to_string(),
-                "-c".to_string(),
-                HEAD_SH.to_string(),
-                "spark-launch-trtllm-head".to_string(),
-            ]);
-            head.command.extend(argv);
-        }
     }
-    let node_plans: Vec<NodePlan> = specs
-        .into_iter()
-        .map(|(env, spec)| NodePlan {
-            node: env.name.clone(),
-            role: env.role,
-            launch: Launch::Container(spec),
-        })
+    let argv = mpirun(input, config, &containers, serve);
+    let hostfile: Vec<String> = nodes
+        .iter()
+        .map(|e| format!("{} slots={}", e.control.addr, input.opts.gpus_per_node))
         .collect();
-
-    let head_name = used[0].clone();
-    let mut steps = vec![Step::CheckPorts {
-        ports: sel
-            .env
-            .nodes
-            .iter()
-            .map(|e| NodePorts {
-                node: e.name.clone(),
-                ports: match (e.role, n) {
-                    (_, 1) => vec![o.port],
-                    (Role::Head, _) => vec![o.port, opts.ssh_port],
-                    (Role::Worker, _) => vec![opts.ssh_port],
-                },
-            })
-            .collect(),
-    }];
-    for e in &sel.env.nodes[1..] {
-        steps.push(Step::CheckReachable {
-            to: e.name.clone(),
-            addr: e.control.addr,
-            port: opts.ssh_port,
-            from: vec![head_name.clone()],
-        });
+    let workers: Vec<String> = nodes[1..]
+        .iter()
+        .map(|e| e.control.addr.to_string())
+        .collect();
+    if let Some(head) = containers.first_mut() {
+        head.env.insert("SL_WORKERS".into(), workers.join(" "));
+        head.env.insert("SL_HOSTFILE".into(), hostfile.join("\n"));
+        head.env
+            .insert("SL_LLM_API_OPTIONS".into(), config.llm_api.to_yaml());
+        head.env
+            .insert("SL_WAIT_SSH".into(), SL_WAIT_SSH.to_string());
+        head.env
+            .insert("SL_SSH_WAIT".into(), SSH_WAIT_S.to_string());
+        head.command.extend([
+            "sh".to_string(),
+            "-c".to_string(),
+            HEAD_SH.to_string(),
+            "spark-launch-trtllm-head".to_string(),
+        ]);
+        head.command.extend(argv);
     }
-    steps.push(Step::EnsureImage {
-        image: o.image.clone(),
-        nodes: used.clone(),
-    });
-    steps.push(Step::StageModel {
-        model: o.model.clone(),
-        nodes: used.clone(),
-        copy: o.stage_model,
-        listing: None,
-        routes: Default::default(),
-    });
-    steps.push(Step::Start {
-        nodes: used.clone(),
-    });
-    steps.push(Step::WaitServing {
-        node: head_name,
-        url: local_url,
-        model: served.clone(),
-        engine: EngineKind::Trtllm.to_string(),
-        timeout_s: o.ready_timeout_s,
-        api_key: None,
-    });
-    path_notes(o, &used, &sel.assumed, &mut notes);
-    Ok(ServePlan {
-        engine: EngineKind::Trtllm,
-        mode: if n == 1 { "single" } else { "mpi" }.to_string(),
-        model: o.model.clone(),
-        served_name: served,
-        tp: o.tp,
-        pp: o.pp,
-        endpoint: endpoint(&sel.inputs[0], head_env, o.port, bound),
-        nodes: used,
-        unused: sel.unused.clone(),
-        notes,
-        warnings: serve::warnings(&sel.env),
-        sockets: sel.rdma.sockets.clone(),
-        job: JobPlan {
-            job: o.job.clone(),
-            workload: EngineKind::Trtllm.to_string(),
-            runtime: RuntimeKind::Docker,
-            nodes: node_plans,
-            steps,
-        },
-        api_key: None,
-        nccl: None,
-    })
+    containers
+}
+
+/// The head's `mpirun`: the job's SSH options, Open MPI on the control-plane subnets, and one
+/// app context per node (`-np G -H addr:G -x VAR=value … trtllm-llmapi-launch trtllm-serve …`).
+fn mpirun(
+    input: &RankInput<'_>,
+    config: &TrtllmConfig,
+    containers: &[ContainerSpec],
+    serve: &[String],
+) -> Vec<String> {
+    let gpus = input.opts.gpus_per_node;
+    let mut argv = vec![
+        "mpirun".to_string(),
+        "--allow-run-as-root".to_string(),
+        "--hostfile".to_string(),
+        format!("{RUN_DIR}/hostfile"),
+        "--bind-to".to_string(),
+        "none".to_string(),
+    ];
+    argv.extend(crate::workload::job_ssh::mpirun_ssh_options(
+        config.ssh_port,
+    ));
+    let subnets = control_subnets(input.nodes, input.env);
+    if !subnets.is_empty() {
+        let list = subnets.join(",");
+        argv.extend(["--mca".into(), "oob_tcp_if_include".into(), list.clone()]);
+        argv.extend(["--mca".into(), "btl_tcp_if_include".into(), list]);
+    }
+    for (i, (env, spec)) in input.env.nodes.iter().zip(containers).enumerate() {
+        if i > 0 {
+            argv.push(":".to_string());
+        }
+        argv.extend([
+            "-np".to_string(),
+            gpus.to_string(),
+            "-H".to_string(),
+            format!("{}:{gpus}", env.control.addr),
+            "-x".to_string(),
+            "PATH".to_string(),
+            "-x".to_string(),
+            "LD_LIBRARY_PATH".to_string(),
+        ]);
+        for (k, v) in rank_env(&spec.env) {
+            argv.extend(["-x".to_string(), format!("{k}={v}")]);
+        }
+        argv.push("trtllm-llmapi-launch".to_string());
+        argv.extend(serve.iter().cloned());
+    }
+    argv
 }
 
 /// The control-plane subnets of the nodes (CIDR), for Open MPI's own interface choice: the
@@ -450,34 +485,33 @@ fn control_subnets(inputs: &[NodeInput], env: &crate::derive::ClusterEnv) -> Vec
     out
 }
 
+/// Flags spark-launch sets itself on `trtllm-serve`.
+const RESERVED: [&str; 7] = [
+    "--served_model_name",
+    "--tp_size",
+    "--pp_size",
+    "--host",
+    "--port",
+    "--extra_llm_api_options",
+    "--backend",
+];
+
 /// Problems for flags in `args` that spark-launch sets itself.
 pub fn reserved_args(args: &[String]) -> Vec<Problem> {
-    const RESERVED: [&str; 7] = [
-        "--served_model_name",
-        "--tp_size",
-        "--pp_size",
-        "--host",
-        "--port",
-        "--extra_llm_api_options",
-        "--backend",
-    ];
-    args.iter()
-        .filter_map(|a| {
-            let flag = a.split('=').next().unwrap_or(a).replace('-', "_");
-            let flag = format!("--{}", flag.trim_start_matches('_'));
-            RESERVED.contains(&flag.as_str()).then(|| Problem {
-                problem: format!("extra argument {a} is set by spark-launch itself"),
-                fix: match flag.as_str() {
-                    "--tp_size" => "use --tp".into(),
-                    "--pp_size" => "use --pp".into(),
-                    "--extra_llm_api_options" => {
-                        "use --kv-cache-fraction / --no-cuda-graph-padding, or a profile's trtllm_options".into()
-                    }
-                    _ => format!("remove {a}"),
-                },
-            })
-        })
-        .collect()
+    super::reserved(
+        args,
+        &RESERVED,
+        |flag| format!("--{}", flag.replace('-', "_").trim_start_matches('_')),
+        |flag, arg| match flag {
+            "--tp_size" => "use --tp".into(),
+            "--pp_size" => "use --pp".into(),
+            "--extra_llm_api_options" => {
+                "use --kv-cache-fraction / --no-cuda-graph-padding, or a profile's trtllm_options"
+                    .into()
+            }
+            _ => format!("remove {arg}"),
+        },
+    )
 }
 
 #[cfg(test)]
