@@ -14,18 +14,18 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
 
+use spark_launch::derive::NodeInput;
 use spark_launch::libnccl::loader::{Found, Machine, Resolution, Via};
 use spark_launch::libnccl::version::parse_build_string;
 use spark_launch::libnccl::{FromLib, FromRead, ImageRead, Loads};
 use spark_launch::model::ModelSource;
-use spark_launch::node::{NodeName, Role};
+use spark_launch::node::NodeName;
 use spark_launch::plan::{JobName, Launch, Step};
 use spark_launch::probe::read_snapshot_dir;
 use spark_launch::workload::engines::vllm::{self, DEFAULT_IMAGE as VLLM_IMAGE};
 use spark_launch::workload::engines::{DEFAULT_READY_TIMEOUT_S, EngineKind, EngineOptions};
 use spark_launch::workload::launch::{
-    LaunchPlan, LaunchRefusal, LaunchRequest, Lookups, NcclTestRequest, PlanNode, ServeRequest,
-    plan,
+    LaunchPlan, LaunchRefusal, LaunchRequest, Lookups, NcclTestRequest, Planned, ServeRequest,
 };
 use spark_launch::workload::nccl_lib::NcclReads;
 use spark_launch::workload::nccl_test::NcclTestOptions;
@@ -41,18 +41,26 @@ fn root(name: &str) -> std::path::PathBuf {
         .join(name)
 }
 
-fn nodes(name: &str) -> Vec<PlanNode> {
+fn nodes(name: &str) -> Vec<NodeInput> {
     std::fs::read_to_string(root(name).join("nodes"))
         .unwrap()
         .lines()
         .filter(|l| !l.trim().is_empty())
-        .enumerate()
-        .map(|(i, n)| PlanNode {
+        .map(|n| NodeInput {
             name: NodeName::new(n.trim()).unwrap(),
-            role: if i == 0 { Role::Head } else { Role::Worker },
-            facts: Some(read_snapshot_dir(&root(name).join(n.trim())).unwrap()),
+            facts: read_snapshot_dir(&root(name).join(n.trim())).unwrap(),
         })
         .collect()
+}
+
+/// The one planner, on these nodes (their names and facts).
+fn plan(
+    request: &LaunchRequest,
+    nodes: &[NodeInput],
+    lookups: &Lookups,
+) -> Result<Planned, LaunchRefusal> {
+    let names: Vec<NodeName> = nodes.iter().map(|n| n.name.clone()).collect();
+    spark_launch::workload::launch::plan(request, &names, nodes, lookups)
 }
 
 fn serve(tp: u32, from: Option<&str>, allow_old: bool) -> LaunchRequest {
@@ -111,7 +119,7 @@ fn image_read(version: &str) -> ImageRead {
     }
 }
 
-fn lookups(nodes: &[PlanNode], image: &str, version: &str, from: bool) -> Lookups {
+fn lookups(nodes: &[NodeInput], image: &str, version: &str, from: bool) -> Lookups {
     let mut reads = NcclReads::default();
     for n in nodes {
         reads

@@ -26,9 +26,7 @@ use crate::plan::JobPlan;
 use crate::progress::Reporter;
 use crate::resolve::{self, Needs, Purpose, ResolveError, ResolvedCluster, Selection};
 use crate::workload::job_ssh::JobSshKeys;
-use crate::workload::launch::{
-    LaunchPlan, LaunchRefusal, LaunchRequest, Lookups, PlanNode, Planned, plan,
-};
+use crate::workload::launch::{LaunchPlan, LaunchRefusal, LaunchRequest, Lookups, Planned, plan};
 use crate::workload::nccl_build::BuildPlan;
 use crate::workload::nccl_test::{CAPTURE, NcclTestPlan, NcclVerdict};
 use crate::workload::serve::ServePlan;
@@ -180,17 +178,11 @@ async fn launch_on(
         }
         none
     };
-    let nodes: Vec<PlanNode> = cluster
-        .nodes
-        .iter()
-        .map(|n| PlanNode {
-            name: n.name.clone(),
-            role: n.role,
-            facts: n.facts.clone(),
-        })
-        .collect();
+    // The facts shape planning reads (one conversion, `ResolvedCluster::inputs`).
+    let names = cluster.names();
+    let facts = cluster.inputs();
     if let Some(runtime) = &live {
-        let (asks, from) = l.request.nccl_asks(&nodes);
+        let (asks, from) = l.request.nccl_asks(&facts);
         if !asks.is_empty() {
             looked_up.nccl = Some(tokio::select! {
                 r = nccl(runtime, &asks, from, l.options.concurrency, reporter) => r,
@@ -215,7 +207,7 @@ async fn launch_on(
             super::job_ssh::generate(job.as_str()).await?
         });
     }
-    let planned = plan(&l.request, &nodes, &looked_up)?;
+    let planned = plan(&l.request, &names, &facts, &looked_up)?;
     if l.dry_run {
         return Ok(Launched::Planned(planned));
     }

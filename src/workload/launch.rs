@@ -15,7 +15,6 @@ use crate::derive::{self, NodeInput};
 use crate::model::hub::Resolved;
 use crate::model::shape::ShapeLookup;
 use crate::node::{NodeName, Role};
-use crate::probe::NodeFacts;
 
 use super::engines::{EngineKind, EngineOptions};
 use super::job_ssh::JobSshKeys;
@@ -82,7 +81,7 @@ impl LaunchRequest {
     /// variables the job sets), and `--nccl-from`. Empty for jobs without containers.
     pub fn nccl_asks(
         &self,
-        nodes: &[PlanNode],
+        nodes: &[NodeInput],
     ) -> (BTreeMap<NodeName, nccl_lib::ImageAsk>, Option<&NcclFrom>) {
         let ask = |image: String, env: &BTreeMap<String, String>| nccl_lib::ImageAsk {
             image,
@@ -105,7 +104,7 @@ impl LaunchRequest {
                             let image = match &t.options.image {
                                 Some(i) => i.clone(),
                                 None => {
-                                    let arch = n.facts.as_ref()?.arch.as_deref()?;
+                                    let arch = n.facts.arch.as_deref()?;
                                     nccl_build::default_image(nccl_build::CpuArch::from_uname(
                                         arch,
                                     )?)
@@ -160,15 +159,6 @@ pub struct Lookups {
     /// The job's own SSH identity for MPI between containers, generated for this launch
     /// (`None`: a plan made without the pre-plan step uses [`JobSshKeys::placeholder`]).
     pub job_ssh: Option<JobSshKeys>,
-}
-
-/// One node as planning sees it.
-#[derive(Clone, Debug)]
-pub struct PlanNode {
-    pub name: NodeName,
-    pub role: Role,
-    /// `None` when the request needs no facts (`run`).
-    pub facts: Option<NodeFacts>,
 }
 
 /// The one plan of a launching command: what `--dry-run` prints (as before, per workload) and
@@ -232,34 +222,35 @@ fn nccl_text(problems: &[crate::libnccl::check::NcclProblem]) -> String {
     out
 }
 
-/// Plans `request` on `nodes` (head first), with what the pre-plan step looked up.
+/// Plans `request` on the resolved nodes `names` (head first) with what probe saw on them
+/// (`facts`, head first; empty for a request that needs none: `run`) and what the pre-plan
+/// step looked up.
 pub fn plan(
     request: &LaunchRequest,
-    nodes: &[PlanNode],
+    names: &[NodeName],
+    facts: &[NodeInput],
     lookups: &Lookups,
 ) -> Result<Planned, LaunchRefusal> {
     match request {
         LaunchRequest::Run(r) => {
-            let names: Vec<(NodeName, Role)> =
-                nodes.iter().map(|n| (n.name.clone(), n.role)).collect();
+            let names: Vec<(NodeName, Role)> = names
+                .iter()
+                .enumerate()
+                .map(|(i, n)| (n.clone(), if i == 0 { Role::Head } else { Role::Worker }))
+                .collect();
             Ok(Planned {
                 plan: LaunchPlan::Run(run::plan(r, &names)?),
                 warnings: Vec::new(),
             })
         }
         LaunchRequest::NcclBuild(opts) => {
-            let archs: Vec<(NodeName, Option<String>)> = nodes
+            let archs: Vec<(NodeName, Option<String>)> = facts
                 .iter()
-                .map(|n| {
-                    (
-                        n.name.clone(),
-                        n.facts.as_ref().and_then(|f| f.arch.clone()),
-                    )
-                })
+                .map(|n| (n.name.clone(), n.facts.arch.clone()))
                 .collect();
-            let inputs = inputs(nodes);
-            let ring = inputs.len() >= 3
-                && derive::derive(&inputs)
+            // The one derive of this request: only the ring matters here.
+            let ring = facts.len() >= 3
+                && derive::derive(facts)
                     .map(|c| c.topology == derive::topology::Topology::Ring)
                     .unwrap_or(false);
             let notes = nccl_build::ring_check(opts, ring)?;
@@ -270,21 +261,9 @@ pub fn plan(
                 warnings: Vec::new(),
             })
         }
-        LaunchRequest::NcclTest(r) => plan_nccl_test(r, &inputs(nodes), lookups),
-        LaunchRequest::Serve(r) => plan_serve(r, &inputs(nodes), lookups),
+        LaunchRequest::NcclTest(r) => plan_nccl_test(r, facts, lookups),
+        LaunchRequest::Serve(r) => plan_serve(r, facts, lookups),
     }
-}
-
-fn inputs(nodes: &[PlanNode]) -> Vec<NodeInput> {
-    nodes
-        .iter()
-        .filter_map(|n| {
-            n.facts.as_ref().map(|f| NodeInput {
-                name: n.name.clone(),
-                facts: f.clone(),
-            })
-        })
-        .collect()
 }
 
 /// The job's SSH identity the pre-plan step generated, or the dry run's placeholder.
