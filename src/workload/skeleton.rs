@@ -280,7 +280,7 @@ fn node_warnings(sel: &Selected) -> Vec<String> {
 /// The launch's part of the plan, decided: the NCCL steps and section, the staging's listing
 /// and routes, the warnings they bring.
 #[derive(Default)]
-struct Launched {
+struct FromLaunch {
     nccl_steps: Vec<Step>,
     nccl: Option<NcclPlan>,
     listing: Option<Resolved>,
@@ -294,9 +294,9 @@ fn launched(
     launch: Option<&LaunchPart<'_>>,
     sel: &Selected,
     nodes: &mut [NodePlan],
-) -> Result<Launched, LaunchRefusal> {
+) -> Result<FromLaunch, LaunchRefusal> {
     let Some(l) = launch else {
-        return Ok(Launched::default());
+        return Ok(FromLaunch::default());
     };
     let mut warnings = Vec::new();
     let ring = sel.env.topology == Topology::Ring;
@@ -315,7 +315,7 @@ fn launched(
     let nccl = nccl_lib::section(nodes, RuntimeKind::Docker, l.nccl_from, rule, l.reads)
         .map_err(LaunchRefusal::Nccl)?;
     warnings.extend(nccl.warnings.iter().cloned());
-    Ok(Launched {
+    Ok(FromLaunch {
         nccl_steps,
         nccl: Some(nccl),
         listing: l.listing.cloned(),
