@@ -79,39 +79,7 @@ pub fn plan(input: &ServeInput<'_>) -> Result<Served, LaunchRefusal> {
     let served = o.model.served_name();
     let used: Vec<NodeName> = sel.inputs.iter().map(|i| i.name.clone()).collect();
     let mut notes = unused_note(o, &sel, input.nodes.len());
-    let mut base = Vec::new();
-    for (rank, env) in sel.env.nodes.iter().enumerate() {
-        let mut spec = container(o, input.engine, env, &sel.rdma, &mut notes);
-        if rank == 0 {
-            serve::label_bind(&mut spec, bound);
-            api_key_env(engine, o, &mut spec);
-        }
-        base.push(spec);
-    }
-    let ranks = engine.ranks(
-        &RankInput {
-            opts: o,
-            tuning: input.tuning,
-            nodes: &sel.inputs,
-            env: &sel.env,
-            host: &host,
-            served: &served,
-            model_path: &o.model.container_path(),
-            keys: input.keys,
-        },
-        base,
-    );
-    let mut nodes: Vec<NodePlan> = sel
-        .env
-        .nodes
-        .iter()
-        .zip(ranks.containers)
-        .map(|(env, spec)| NodePlan {
-            node: env.name.clone(),
-            role: env.role,
-            launch: Launch::Container(spec),
-        })
-        .collect();
+    let (mut nodes, waits) = ranks(input, &sel, bound, &host, &served, &mut notes);
     let launch = launched(input.launch.as_ref(), &sel, &mut nodes)?;
     let ports = engine.ports(input.tuning, o.port, used.len());
     let mut steps = port_steps(&ports, &sel.env.nodes);
@@ -125,7 +93,7 @@ pub fn plan(input: &ServeInput<'_>) -> Result<Served, LaunchRefusal> {
         launch.routes,
     ));
     steps.extend(start_steps(engine.start_order(), &used));
-    steps.extend(ranks.waits);
+    steps.extend(waits);
     steps.push(steps::wait_serving(
         used[0].clone(),
         local_url,
@@ -167,6 +135,54 @@ pub fn plan(input: &ServeInput<'_>) -> Result<Served, LaunchRefusal> {
         nccl: launch.nccl,
     };
     Ok(Served { plan, warnings })
+}
+
+/// Every node's container (the derived environment, the cache, the devices, the labels; the
+/// head's bind label and API key), then each rank's command and the engine's own waits.
+fn ranks(
+    input: &ServeInput<'_>,
+    sel: &Selected,
+    bound: Option<std::net::Ipv4Addr>,
+    host: &str,
+    served: &str,
+    notes: &mut Vec<String>,
+) -> (Vec<NodePlan>, Vec<Step>) {
+    let engine = input.engine.engine();
+    let o = input.opts;
+    let mut base = Vec::new();
+    for (rank, env) in sel.env.nodes.iter().enumerate() {
+        let mut spec = container(o, input.engine, env, &sel.rdma, notes);
+        if rank == 0 {
+            serve::label_bind(&mut spec, bound);
+            api_key_env(engine, o, &mut spec);
+        }
+        base.push(spec);
+    }
+    let ranks = engine.ranks(
+        &RankInput {
+            opts: o,
+            tuning: input.tuning,
+            nodes: &sel.inputs,
+            env: &sel.env,
+            host,
+            served,
+            model_path: &o.model.container_path(),
+            keys: input.keys,
+        },
+        base,
+    );
+    let nodes = sel
+        .env
+        .nodes
+        .iter()
+        .zip(ranks.containers)
+        .map(|(env, spec)| NodePlan {
+            node: env.name.clone(),
+            role: env.role,
+            launch: Launch::Container(spec),
+        })
+        .collect();
+    (nodes, ranks.waits)
 }
 
 /// Every reason the engine gives not to start, before any node is looked at: two roles on one
