@@ -291,3 +291,39 @@ fn every_public_type_name_is_used_once_across_the_crate() {
         "public type names defined more than once (rename one for what it is): {twice:#?}"
     );
 }
+
+#[test]
+fn nothing_outside_the_engine_seam_names_one_engine() {
+    // STYLE.md §13: everything that differs by engine lives in `workload/engines/` (one file
+    // per engine, registered in its mod.rs); the rest of the crate asks the seam. Only the
+    // engines' own CLI subcommands (`cli/cmd_serve.rs`) name an engine, to build its request.
+    // Naming one elsewhere is a `match` the compiler will not extend for the next engine.
+    let mut offenders = Vec::new();
+    for p in rust_files(&src()) {
+        let rel = p.strip_prefix(src()).unwrap_or(&p).to_path_buf();
+        if rel.starts_with("workload/engines") || rel == Path::new("cli/cmd_serve.rs") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&p).unwrap_or_default();
+        let body = text.split("#[cfg(test)]").next().unwrap_or("");
+        for line in code_lines(body) {
+            let names_variant = line.match_indices("EngineKind::").any(|(i, m)| {
+                line[i + m.len()..]
+                    .chars()
+                    .next()
+                    .is_some_and(|c| c.is_ascii_uppercase())
+                    && !line[i + m.len()..].starts_with("ALL")
+            });
+            let reaches_in = ["engines::vllm", "engines::trtllm", "engines::{"]
+                .iter()
+                .any(|m| line.contains(m) && (line.contains("vllm") || line.contains("trtllm")));
+            if names_variant || reaches_in {
+                offenders.push(format!("{}: {}", p.display(), line.trim()));
+            }
+        }
+    }
+    assert!(
+        offenders.is_empty(),
+        "ask the engine seam (workload::engines::ServingEngine) instead: {offenders:#?}"
+    );
+}

@@ -51,6 +51,7 @@ fn plan_for(name: &str, runtime: RuntimeKind) -> NcclTestPlan {
         Some(cluster.topology),
         &opts,
         &JobSshKeys::placeholder(),
+        Vec::new(),
     )
     .expect("a plan")
 }

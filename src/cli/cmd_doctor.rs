@@ -49,8 +49,8 @@ pub struct DoctorArgs {
     #[arg(long = "skip", value_name = "ID")]
     pub skip: Vec<String>,
 
-    /// Another TCP port that must be free on the head (beyond 8000, 8355, 29500, 6379, and
-    /// 2233 on every node); repeatable.
+    /// Another TCP port that must be free on the head (beyond the ports the serving engines
+    /// bind: 8000, 29501, 6379 and 8355 on the head, 2233 on every node); repeatable.
     #[arg(long = "port", value_name = "PORT", value_parser = crate::workload::limits::parse_port)]
     pub ports: Vec<u16>,
 }

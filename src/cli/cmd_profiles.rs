@@ -13,7 +13,7 @@ use super::{CmdError, CmdResult, Context, Invalid, Outcome, print_json, print_ou
 use crate::model::ModelSource;
 use crate::profile::files::{FindError, find, user_profiles};
 use crate::profile::fit::{Fit, capacity, fit};
-use crate::profile::{self, Loaded, ProfileEngine, ProfileOrigin, SetArg};
+use crate::profile::{self, Loaded, ProfileKind, ProfileOrigin, SetArg};
 use crate::resolve::{self, Needs, Purpose};
 
 #[derive(Debug, clap::Args)]
@@ -72,7 +72,7 @@ pub async fn up(args: UpArgs, ctx: &Context) -> CmdResult {
 #[derive(serde::Serialize)]
 struct Row<'a> {
     name: &'a str,
-    engine: ProfileEngine,
+    engine: ProfileKind,
     model: Option<ModelSource>,
     tp: u32,
     pp: u32,
@@ -170,7 +170,7 @@ pub async fn list(args: ListArgs, ctx: &Context) -> CmdResult {
                 .as_ref()
                 .map(|m| m.to_string())
                 .unwrap_or_else(|| "-".into()),
-            if r.engine == ProfileEngine::NcclTest {
+            if r.engine.serving().is_none() {
                 "-".into()
             } else {
                 format!("{}×{}", r.tp, r.pp)

@@ -85,10 +85,9 @@ pub enum Command {
     NcclBuild(cmd_nccl::BuildArgs),
     /// Containers on every node, nccl-tests across them, a verdict.
     NcclTest(cmd_nccl::NcclTestArgs),
-    /// Tensor-parallel vLLM across nodes; waits until it serves.
-    Vllm(cmd_serve::VllmArgs),
-    /// Tensor-parallel TensorRT-LLM across nodes (mpirun inside containers).
-    Trtllm(cmd_serve::TrtllmArgs),
+    /// One subcommand per serving engine (`vllm`, `trtllm`).
+    #[command(flatten)]
+    Serve(cmd_serve::ServeCommand),
     /// Run a whole demo from a launch profile.
     Up(cmd_profiles::UpArgs),
     /// List launch profiles and whether this cluster can run them.
@@ -240,8 +239,7 @@ async fn run(cli: Cli) -> CmdResult {
         Command::Run(_)
             | Command::NcclTest(_)
             | Command::NcclBuild(_)
-            | Command::Vllm(_)
-            | Command::Trtllm(_)
+            | Command::Serve(_)
             | Command::Up(_)
             | Command::Logs(_)
             | Command::Image(_)
@@ -279,8 +277,7 @@ async fn dispatch(command: Command, ctx: &Context) -> CmdResult {
         Command::Doctor(a) => cmd_doctor::run(a, ctx).await,
         Command::NcclBuild(a) => cmd_nccl::build(a, ctx).await,
         Command::NcclTest(a) => cmd_nccl::test(a, ctx).await,
-        Command::Vllm(a) => cmd_serve::vllm(a, ctx).await,
-        Command::Trtllm(a) => cmd_serve::trtllm(a, ctx).await,
+        Command::Serve(c) => cmd_serve::run(c, ctx).await,
         Command::Up(a) => cmd_profiles::up(a, ctx).await,
         Command::Profiles(a) => cmd_profiles::list(a, ctx).await,
         Command::Compose(a) => cmd_compose::run(a, ctx).await,

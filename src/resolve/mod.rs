@@ -107,7 +107,10 @@ impl Needs {
     }
 }
 
-/// One node of the resolved cluster.
+/// One node of the resolved cluster: its three shapes side by side (STYLE.md): what the user
+/// wrote (`config`), what probe saw (`facts`) and the live link (`target`). Planning reads the
+/// facts through [`ResolvedCluster::inputs`] (derive's `NodeInput`), the one conversion on the
+/// launch path; the executor reads the targets through [`ResolvedCluster::runtime`].
 #[derive(Clone, Debug)]
 pub struct ResolvedNode {
     pub name: NodeName,

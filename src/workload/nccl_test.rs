@@ -462,11 +462,13 @@ pub fn test_nodes(
 }
 
 /// Builds the whole plan; across containers, they use the job's own SSH identity `keys`.
+/// `nccl` (the NCCL steps of `nccl_lib::steps`) runs once the images are on the nodes.
 pub fn plan(
     nodes: &[TestNode],
     topology: Option<Topology>,
     opts: &NcclTestOptions,
     keys: &JobSshKeys,
+    nccl: Vec<Step>,
 ) -> Result<NcclTestPlan, NcclTestError> {
     validate(nodes, opts)?;
     let multi = nodes.len() > 1;
@@ -534,6 +536,7 @@ pub fn plan(
             .into_iter()
             .map(|(image, nodes)| Step::EnsureImage(EnsureImage { image, nodes }))
             .collect();
+        steps.extend(nccl);
         steps.push(Step::Start(Start {
             nodes: nodes.iter().map(|n| n.name.clone()).collect(),
         }));
@@ -920,7 +923,14 @@ mod tests {
             devices: vec!["rocep1s0f0".into()],
             seen: "is missing".into(),
         });
-        let err = plan(&nodes, None, &opts(), &JobSshKeys::placeholder()).unwrap_err();
+        let err = plan(
+            &nodes,
+            None,
+            &opts(),
+            &JobSshKeys::placeholder(),
+            Vec::new(),
+        )
+        .unwrap_err();
         let text = err.to_string();
         assert!(
             text.contains("spark-b: RDMA device rocep1s0f0 is ACTIVE"),
@@ -929,7 +939,7 @@ mod tests {
         assert!(text.contains("sudo modprobe ib_uverbs"), "{text}");
         let mut o = opts();
         o.allow_tcp = true;
-        let p = plan(&nodes, None, &o, &JobSshKeys::placeholder()).unwrap();
+        let p = plan(&nodes, None, &o, &JobSshKeys::placeholder(), Vec::new()).unwrap();
         assert!(p.notes[0].contains("NCCL will use TCP sockets on every node"));
         for part in &p.plan.nodes {
             let Launch::Container(c) = &part.launch else {
@@ -1005,6 +1015,7 @@ mod tests {
             Some(Topology::Direct),
             &opts(),
             &JobSshKeys::placeholder(),
+            Vec::new(),
         )
         .unwrap();
         let titles: Vec<&str> = p
@@ -1063,7 +1074,7 @@ mod tests {
         let mut o = opts();
         o.runtime = RuntimeKind::Host;
         o.as_root = false;
-        let p = plan(&pair(), None, &o, &JobSshKeys::placeholder()).unwrap();
+        let p = plan(&pair(), None, &o, &JobSshKeys::placeholder(), Vec::new()).unwrap();
         assert_eq!(p.plan.nodes.len(), 1);
         assert!(matches!(p.plan.nodes[0].launch, Launch::Process(_)));
         assert!(!p.driver.contains("sl-wait-ssh"));
@@ -1078,18 +1089,30 @@ mod tests {
         o.min_bytes = 1 << 30;
         o.max_bytes = 8;
         assert!(matches!(
-            plan(&pair(), None, &o, &JobSshKeys::placeholder()),
+            plan(&pair(), None, &o, &JobSshKeys::placeholder(), Vec::new()),
             Err(NcclTestError::SizeOrder { .. })
         ));
         let mut nodes = pair();
         nodes[1].addr = nodes[0].addr.clone();
         assert!(matches!(
-            plan(&nodes, None, &opts(), &JobSshKeys::placeholder()),
+            plan(
+                &nodes,
+                None,
+                &opts(),
+                &JobSshKeys::placeholder(),
+                Vec::new()
+            ),
             Err(NcclTestError::SameAddress(..))
         ));
         nodes[1].addr.clear();
         assert!(matches!(
-            plan(&nodes, None, &opts(), &JobSshKeys::placeholder()),
+            plan(
+                &nodes,
+                None,
+                &opts(),
+                &JobSshKeys::placeholder(),
+                Vec::new()
+            ),
             Err(NcclTestError::NoAddress { .. })
         ));
     }
@@ -1098,7 +1121,7 @@ mod tests {
     fn the_launch_check_runs_hostname_through_the_same_contexts() {
         let mut o = opts();
         o.launch_check = true;
-        let p = plan(&pair(), None, &o, &JobSshKeys::placeholder()).unwrap();
+        let p = plan(&pair(), None, &o, &JobSshKeys::placeholder(), Vec::new()).unwrap();
         assert_eq!(p.runs.len(), 1);
         assert_eq!(p.runs[0].op, None);
         let argv = &p.runs[0].argv;
@@ -1109,7 +1132,14 @@ mod tests {
 
     #[test]
     fn the_driver_marks_every_exit_status_and_fails_when_any_run_failed() {
-        let p = plan(&pair(), None, &opts(), &JobSshKeys::placeholder()).unwrap();
+        let p = plan(
+            &pair(),
+            None,
+            &opts(),
+            &JobSshKeys::placeholder(),
+            Vec::new(),
+        )
+        .unwrap();
         assert_eq!(p.driver.matches(EXIT_MARKER).count(), 2);
         assert!(p.driver.ends_with("exit $status\n"));
         assert!(

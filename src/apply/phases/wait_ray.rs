@@ -11,7 +11,7 @@ use crate::apply::phase::{Phase, PhaseError};
 use crate::plan::{StepPayload, WaitRay};
 use crate::runtime::RuntimeError;
 use crate::runtime::wait::{self, Probe};
-use crate::workload::vllm::{RAY_QUERY_PY, RayState, ray_state};
+use crate::workload::engines::ray::{QUERY_PY, RayState, ray_state};
 
 /// How often Ray's node table is read.
 const POLL: Duration = Duration::from_secs(3);
@@ -32,7 +32,7 @@ impl<'a> Phase<ApplyContext<'a>> for WaitRay {
             let query = vec![
                 "python3".to_string(),
                 "-c".to_string(),
-                RAY_QUERY_PY.to_string(),
+                QUERY_PY.to_string(),
             ];
             let shown = Mutex::new(String::new());
             let what = format!("Ray on {} to list every node", self.node);
