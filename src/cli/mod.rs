@@ -36,6 +36,7 @@ use std::sync::Arc;
 use clap::{Parser, Subcommand};
 
 use crate::progress::Reporter;
+use crate::report::shown::{Ending, Shown};
 
 /// Turn a few GPU boxes joined by RoCE cables into one inference cluster, with one command.
 #[derive(Debug, Parser)]
@@ -328,14 +329,39 @@ pub(crate) fn load_inventory(
     }
 }
 
+/// A library error as a command error, with the exit code the library gives it.
+pub(crate) fn coded(code: u8, e: impl Into<anyhow::Error>) -> CmdError {
+    CmdError {
+        code,
+        error: e.into(),
+    }
+}
+
+/// Shows a library result (`--json`: its JSON; else its text) and ends as the result says.
+pub(crate) fn show(result: &dyn Shown, ctx: &Context) -> CmdResult {
+    if ctx.json {
+        print_json_text(&result.json()?);
+    } else {
+        print_out(&result.text());
+    }
+    match result.ending() {
+        Ending::Ok => Ok(Outcome::Success),
+        Ending::Failed => Ok(Outcome::Failed),
+        Ending::Error { code, message } => Err(coded(code, anyhow::Error::msg(message))),
+    }
+}
+
 /// Prints a value as pretty JSON on stdout, followed by a newline.
 pub(crate) fn print_json<T: serde::Serialize>(value: &T) -> Result<(), CmdError> {
-    let text = serde_json::to_string_pretty(value)?;
+    print_json_text(&serde_json::to_string_pretty(value)?);
+    Ok(())
+}
+
+fn print_json_text(text: &str) {
     let mut out = std::io::stdout().lock();
     if writeln!(out, "{text}").is_err() {
         // stdout closed (e.g. piped into `head`): nothing more to say.
     }
-    Ok(())
 }
 
 /// Prints text on stdout, ignoring a closed pipe. Results quote foreign text (names and values

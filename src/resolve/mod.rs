@@ -174,12 +174,33 @@ impl ResolvedCluster {
         self.pool.as_ref()
     }
 
-    /// Closes the SSH connections (masters and forwards).
+    /// Runs `work` on the cluster, then closes its SSH connections (masters and forwards)
+    /// whatever `work` returned: an early return or `?` inside it included. The cluster is
+    /// owned here, so nothing can use it after the close. Should the future be dropped before
+    /// it ends (Ctrl-C on a read-only command, a panic), every SSH master still ends: a
+    /// `Session` runs `ssh -O exit` when it is dropped.
     pub async fn close(self) {
-        if let Some(pool) = self.pool {
+        self.scope(async |_| ()).await
+    }
+
+    pub async fn scope<T>(self, work: impl AsyncFnOnce(&ResolvedCluster) -> T) -> T {
+        let out = work(&self).await;
+        if let Some(pool) = &self.pool {
             pool.close().await;
         }
+        out
     }
+}
+
+/// The facts of the selected nodes, head first, with the connections closed again: for the
+/// commands that only plan or record (`env`, `nodes probe`, the fit of `profiles`).
+pub async fn inputs(
+    selection: &Selection,
+    needs: Needs,
+    reporter: &Arc<dyn Reporter>,
+) -> Result<Vec<NodeInput>, ResolveError> {
+    let cluster = resolve(selection, needs, reporter).await?;
+    Ok(cluster.scope(async |c| c.inputs()).await)
 }
 
 /// Why the nodes of a command could not be resolved. [`ResolveError::is_invalid_input`] tells
