@@ -45,6 +45,7 @@ pub mod phases;
 pub mod pull;
 pub mod serving;
 pub mod stage;
+pub mod trust;
 
 pub use context::{ApplyContext, ApplyOptions, Capture, Captures};
 pub use executor::{Applied, ApplyError, ApplyErrorKind, execute};
