@@ -179,10 +179,6 @@ impl ResolvedCluster {
     /// owned here, so nothing can use it after the close. Should the future be dropped before
     /// it ends (Ctrl-C on a read-only command, a panic), every SSH master still ends: a
     /// `Session` runs `ssh -O exit` when it is dropped.
-    pub async fn close(self) {
-        self.scope(async |_| ()).await
-    }
-
     pub async fn scope<T>(self, work: impl AsyncFnOnce(&ResolvedCluster) -> T) -> T {
         let out = work(&self).await;
         if let Some(pool) = &self.pool {
