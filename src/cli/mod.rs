@@ -25,8 +25,10 @@ mod cmd_report;
 mod cmd_serve;
 mod cmd_trust;
 pub mod launch;
-pub mod render;
 pub mod ui;
+
+/// The plan renderer, where the launching commands (and the plan tests) have always found it.
+pub use crate::workload::render;
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -340,7 +342,7 @@ pub(crate) fn coded(code: u8, e: impl Into<anyhow::Error>) -> CmdError {
 /// Shows a library result (`--json`: its JSON; else its text) and ends as the result says.
 pub(crate) fn show(result: &dyn Shown, ctx: &Context) -> CmdResult {
     if ctx.json {
-        print_json_text(&result.json()?);
+        print_raw(&result.json()?);
     } else {
         print_out(&result.text());
     }
@@ -353,15 +355,8 @@ pub(crate) fn show(result: &dyn Shown, ctx: &Context) -> CmdResult {
 
 /// Prints a value as pretty JSON on stdout, followed by a newline.
 pub(crate) fn print_json<T: serde::Serialize>(value: &T) -> Result<(), CmdError> {
-    print_json_text(&serde_json::to_string_pretty(value)?);
+    print_raw(&serde_json::to_string_pretty(value)?);
     Ok(())
-}
-
-fn print_json_text(text: &str) {
-    let mut out = std::io::stdout().lock();
-    if writeln!(out, "{text}").is_err() {
-        // stdout closed (e.g. piped into `head`): nothing more to say.
-    }
 }
 
 /// Prints text on stdout, ignoring a closed pipe. Results quote foreign text (names and values
