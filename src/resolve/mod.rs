@@ -363,45 +363,16 @@ pub async fn resolve(
     let mut facts: Vec<(NodeName, Option<NodeFacts>)> =
         pool.names().into_iter().map(|n| (n, None)).collect();
     if needs.facts {
-        let n = facts.len();
-        let step = reporter.step(&format!("probe {n} node{}", if n == 1 { "" } else { "s" }));
-        let local = &local;
-        let pool_ref = &pool;
-        let results = for_each_node(pool.names(), pool.limit, |name| async move {
-            let handle = pool_ref
-                .get(&name)
-                .map_err(|e| ProbeFailure(e.to_string()))?;
-            if handle.is_local() {
-                Ok(local.clone())
-            } else {
-                crate::ssh::probe::probe(handle)
-                    .await
-                    .map_err(|e| ProbeFailure(e.to_string()))
+        match probe_all(&pool, &local, needs.unreachable, reporter).await {
+            Ok((probed, failed)) => {
+                facts = probed;
+                unreachable.extend(failed);
             }
-        })
-        .await;
-        let total = results.len();
-        let mut failed = Vec::new();
-        facts.clear();
-        for (name, r) in results {
-            match r {
-                Ok(f) => facts.push((name, Some(f))),
-                Err(e) => failed.push((name, e)),
+            Err(e) => {
+                pool.close().await;
+                return Err(e);
             }
         }
-        if !failed.is_empty() {
-            match needs.unreachable {
-                Unreachable::Fail => {
-                    step.fail("");
-                    pool.close().await;
-                    return Err(ResolveError::Probe(NodeFailures { total, failed }));
-                }
-                Unreachable::Report => {
-                    unreachable.extend(failed.into_iter().map(|(n, e)| (n, e.to_string())))
-                }
-            }
-        }
-        step.ok();
     }
     // The cluster's order (head first) for both lists.
     let order = |n: &NodeName| configured.iter().position(|c| &c.name == n);
@@ -441,6 +412,52 @@ pub async fn resolve(
         pool: Some(pool),
     })
 }
+
+/// The facts of every node of `pool` (this machine's are `local`, already read), probed at
+/// once. A node that cannot be probed fails them all ([`Unreachable::Fail`]) or is returned
+/// beside the others' facts, with why ([`Unreachable::Report`]).
+async fn probe_all(
+    pool: &Pool,
+    local: &NodeFacts,
+    on_failure: Unreachable,
+    reporter: &Arc<dyn Reporter>,
+) -> Result<FactsAndFailures, ResolveError> {
+    let n = pool.names().len();
+    let step = reporter.step(&format!("probe {n} node{}", if n == 1 { "" } else { "s" }));
+    let results = for_each_node(pool.names(), pool.limit, |name| async move {
+        let handle = pool.get(&name).map_err(|e| ProbeFailure(e.to_string()))?;
+        if handle.is_local() {
+            Ok(local.clone())
+        } else {
+            crate::ssh::probe::probe(handle)
+                .await
+                .map_err(|e| ProbeFailure(e.to_string()))
+        }
+    })
+    .await;
+    let total = results.len();
+    let mut facts = Vec::new();
+    let mut failed = Vec::new();
+    for (name, r) in results {
+        match r {
+            Ok(f) => facts.push((name, Some(f))),
+            Err(e) => failed.push((name, e)),
+        }
+    }
+    if !failed.is_empty() && on_failure == Unreachable::Fail {
+        step.fail("");
+        return Err(ResolveError::Probe(NodeFailures { total, failed }));
+    }
+    step.ok();
+    let failed = failed
+        .into_iter()
+        .map(|(n, e)| (n, e.to_string()))
+        .collect();
+    Ok((facts, failed))
+}
+
+/// The nodes probed (their facts, if asked for) and those that could not be, with why.
+type FactsAndFailures = (Vec<(NodeName, Option<NodeFacts>)>, Vec<(NodeName, String)>);
 
 /// How to reach each configured node over SSH; the node that is this machine is marked local.
 fn targets_of(configured: &[NodeConfig], local: &NodeFacts) -> Vec<SshTarget> {
