@@ -137,9 +137,9 @@ pub async fn launch(
     for w in &cluster.warnings {
         reporter.warn(w);
     }
-    let result = launch_on(l, &cluster, reporter, cancel, on_ready).await;
-    cluster.close().await;
-    result
+    cluster
+        .scope(async |cluster| launch_on(l, cluster, reporter, cancel, on_ready).await)
+        .await
 }
 
 /// What the plan needs from live nodes and from here before planning: each node's `$HOME` and

@@ -5,7 +5,8 @@
 //! earlier run and with the figures a launch profile expects.
 //!
 //! Pure: [`request`] (URLs, prompts, request bodies, the stream's events), [`measure`] (the
-//! statistics and the report), [`compare`] (against an earlier run or a profile). Effects:
+//! statistics and the report), [`compare`] (against an earlier run or a profile), [`render`]
+//! (the result as text). Effects:
 //! [`client`] (HTTP), [`sweep`] (the levels, their clients at once), [`locate`] (a job's
 //! endpoint, by labels), [`store`] (result files). [`run`] ties them together for the CLI.
 
@@ -13,6 +14,7 @@ pub mod client;
 pub mod compare;
 pub mod locate;
 pub mod measure;
+pub mod render;
 pub mod request;
 pub mod store;
 pub mod sweep;

@@ -6,18 +6,14 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use comfy_table::{Table, presets::UTF8_BORDERS_ONLY};
-
 use super::args::{EngineFlags, NodeFlags};
 use super::cmd_profiles::{default_profiles_dir, load};
 use super::{CmdError, CmdResult, Context, Invalid, Outcome, print_json, print_out};
 use crate::bench::client::BearerKey;
-use crate::bench::compare::{Comparison, ExpectReport, Expectations, Figure};
-use crate::bench::measure::{BenchReport, TokenCount};
+use crate::bench::compare::Expectations;
 use crate::bench::request::{Api, BaseUrl};
 use crate::bench::{
-    self, BenchError, BenchOutcome, BenchRequest, DEFAULT_OUTPUT_TOKENS, DEFAULT_PROMPT_TOKENS,
-    Target,
+    self, BenchError, BenchRequest, DEFAULT_OUTPUT_TOKENS, DEFAULT_PROMPT_TOKENS, Target,
 };
 use crate::plan::JobName;
 use crate::profile;
@@ -135,48 +131,7 @@ pub async fn run(args: BenchArgs, ctx: &Context) -> CmdResult {
         crate::apply::api_key::key_for_job(from_env, &crate::apply::api_key::auto_key_file())
             .invalid()?
     };
-    let mut resolved = None;
-    let target = match (&args.url, &args.job) {
-        (Some(url), _) => {
-            if !args.target.hosts.is_empty()
-                || !args.target.nodes.is_empty()
-                || !args.engines.engines.is_empty()
-            {
-                return Err(anyhow::anyhow!(
-                    "--url names the server itself: leave out --hosts, --nodes and --engine"
-                ))
-                .invalid();
-            }
-            Target::Url(BaseUrl::parse(url).map_err(anyhow::Error::msg).invalid()?)
-        }
-        (None, Some(job)) => {
-            let mut selection = args.target.selection(ctx);
-            selection.engines = args.engines.engines.clone();
-            let nodes = resolve::resolve(
-                &selection,
-                Needs::links(Purpose::Observe("bench")),
-                &ctx.reporter,
-            )
-            .await
-            .map_err(super::resolve_error)?;
-            let addresses = nodes
-                .configured
-                .iter()
-                .filter_map(|n| Some((n.name.clone(), n.addresses.first()?.clone())))
-                .collect();
-            let cluster = nodes.runtime().map_err(super::resolve_error)?;
-            resolved = Some(nodes);
-            Target::Job {
-                cluster,
-                job: job.clone(),
-                addresses,
-            }
-        }
-        (None, None) => {
-            return Err(anyhow::anyhow!("name a job, or give --url")).invalid();
-        }
-    };
-    let request = BenchRequest {
+    let request = |target| BenchRequest {
         target,
         model: args.model.clone(),
         api: args.api.into(),
@@ -195,12 +150,55 @@ pub async fn run(args: BenchArgs, ctx: &Context) -> CmdResult {
         api_key: key.as_ref().and_then(|k| BearerKey::new(k.expose())),
         save_to: args.out.clone(),
         compare: args.compare.clone(),
-        expect,
+        expect: expect.clone(),
     };
-    let outcome = bench::run(request, ctx.reporter.clone(), ctx.cancel.clone()).await;
-    if let Some(nodes) = resolved {
-        nodes.close().await;
-    }
+    let (reporter, cancel) = (ctx.reporter.clone(), ctx.cancel.clone());
+    let outcome = match (&args.url, &args.job) {
+        (Some(url), _) => {
+            if !args.target.hosts.is_empty()
+                || !args.target.nodes.is_empty()
+                || !args.engines.engines.is_empty()
+            {
+                return Err(anyhow::anyhow!(
+                    "--url names the server itself: leave out --hosts, --nodes and --engine"
+                ))
+                .invalid();
+            }
+            let url = BaseUrl::parse(url).map_err(anyhow::Error::msg).invalid()?;
+            bench::run(request(Target::Url(url)), reporter, cancel).await
+        }
+        (None, Some(job)) => {
+            let mut selection = args.target.selection(ctx);
+            selection.engines = args.engines.engines.clone();
+            let nodes = resolve::resolve(
+                &selection,
+                Needs::links(Purpose::Observe("bench")),
+                &ctx.reporter,
+            )
+            .await
+            .map_err(super::resolve_error)?;
+            // The job's nodes stay connected while it is measured, and close after.
+            nodes
+                .scope(async |nodes| {
+                    let addresses = nodes
+                        .configured
+                        .iter()
+                        .filter_map(|n| Some((n.name.clone(), n.addresses.first()?.clone())))
+                        .collect();
+                    let cluster = nodes.runtime().map_err(super::resolve_error)?;
+                    let target = Target::Job {
+                        cluster,
+                        job: job.clone(),
+                        addresses,
+                    };
+                    Ok::<_, CmdError>(bench::run(request(target), reporter, cancel).await)
+                })
+                .await?
+        }
+        (None, None) => {
+            return Err(anyhow::anyhow!("name a job, or give --url")).invalid();
+        }
+    };
     let outcome = outcome.map_err(|e| match e {
         BenchError::Invalid(_) => CmdError {
             code: 2,
@@ -215,7 +213,7 @@ pub async fn run(args: BenchArgs, ctx: &Context) -> CmdResult {
     if ctx.json {
         print_json(&outcome)?;
     } else {
-        print_out(&render(&outcome, args.compare.as_deref()));
+        print_out(&bench::render::text(&outcome, args.compare.as_deref()));
     }
     let failed =
         outcome.report.failed() > 0 || outcome.expectations.as_ref().is_some_and(|e| !e.passed());
@@ -259,230 +257,4 @@ fn expectations(
         ));
         Some((l.profile.name, e))
     }))
-}
-
-fn ms(v: Option<f64>) -> String {
-    v.map(|v| format!("{v:.1}")).unwrap_or_else(|| "-".into())
-}
-
-/// The run's table, then the comparisons.
-fn render(o: &BenchOutcome, compare_file: Option<&std::path::Path>) -> String {
-    let r = &o.report;
-    let mut out = format!(
-        "{} at {}{}: {} prompt + {} output tokens per request ({} API)\n",
-        r.model,
-        r.url,
-        r.job
-            .as_ref()
-            .map(|j| format!(" (job {j})"))
-            .unwrap_or_default(),
-        r.prompt_tokens,
-        r.output_tokens,
-        r.api
-    );
-    out.push_str(&report_table(r));
-    out.push('\n');
-    for line in notes(r) {
-        out.push_str(&line);
-        out.push('\n');
-    }
-    out.push_str(&format!("saved: {}\n", o.saved.display()));
-    if let Some(c) = &o.comparison {
-        out.push('\n');
-        out.push_str(&comparison_text(
-            c,
-            compare_file
-                .map(|p| p.display().to_string())
-                .unwrap_or_default(),
-        ));
-    }
-    if let Some(e) = &o.expectations {
-        out.push('\n');
-        out.push_str(&expectations_text(e));
-    }
-    out
-}
-
-fn report_table(r: &BenchReport) -> String {
-    let mut t = Table::new();
-    t.load_style(UTF8_BORDERS_ONLY);
-    t.set_header(vec![
-        "CONCURRENCY",
-        "REQUESTS",
-        "OUTPUT TOK/S",
-        "REQ/S",
-        "TTFT P50 ms",
-        "TTFT P95 ms",
-        "ITL P50 ms",
-        "ITL P95 ms",
-    ]);
-    for l in &r.levels {
-        t.add_row(vec![
-            l.concurrency.to_string(),
-            if l.failed == 0 {
-                l.requests.to_string()
-            } else {
-                format!("{} ({} FAILED)", l.requests, l.failed)
-            },
-            format!("{:.1}", l.output_tokens_per_s),
-            format!("{:.2}", l.requests_per_s),
-            ms(l.ttft_ms.map(|p| p.p50)),
-            ms(l.ttft_ms.map(|p| p.p95)),
-            ms(l.itl_ms.map(|p| p.p50)),
-            ms(l.itl_ms.map(|p| p.p95)),
-        ]);
-    }
-    t.to_string()
-}
-
-/// What the figures rest on: who counted the tokens, failures.
-fn notes(r: &BenchReport) -> Vec<String> {
-    let mut out = Vec::new();
-    let ok: Vec<_> = r.levels.iter().filter(|l| l.requests > 0).collect();
-    if ok.iter().all(|l| l.tokens_counted_by == TokenCount::Usage) {
-        let prompts: Vec<f64> = ok.iter().filter_map(|l| l.mean_prompt_tokens).collect();
-        let outputs: Vec<f64> = ok.iter().map(|l| l.mean_output_tokens).collect();
-        if let (Some(p), Some(o)) = (prompts.first(), outputs.first()) {
-            out.push(format!(
-                "tokens as the server counted them: {p:.0} prompt, {o:.0} output per request"
-            ));
-        }
-        if let Some(o) = outputs
-            .iter()
-            .find(|o| (**o - f64::from(r.output_tokens)).abs() >= 0.5)
-        {
-            out.push(format!(
-                "note: the server generated {o:.1} tokens per request, not the {} asked (it may ignore min_tokens / ignore_eos): tokens/s counts what it generated",
-                r.output_tokens
-            ));
-        }
-    } else {
-        out.push(
-            "the server reported no token usage: output tokens are the text chunks counted (usually one token each)"
-                .to_string(),
-        );
-    }
-    for l in &r.levels {
-        if let Some(e) = &l.first_error {
-            out.push(format!(
-                "concurrency {}: {} of {} requests failed, first: {e}",
-                l.concurrency,
-                l.failed,
-                l.failed + l.requests
-            ));
-        }
-    }
-    out
-}
-
-fn comparison_text(c: &Comparison, file: String) -> String {
-    let mut out = format!(
-        "change against the run of {} ({file}); throughput higher is better, latency lower:\n",
-        c.earlier_started_at
-    );
-    let mut t = Table::new();
-    t.load_style(UTF8_BORDERS_ONLY);
-    let mut header = vec!["CONCURRENCY".to_string()];
-    header.extend(
-        Figure::ALL
-            .iter()
-            .map(|f| f.to_string().to_uppercase().replace(" MS", " ms")),
-    );
-    t.set_header(header);
-    for l in &c.levels {
-        let mut row = vec![l.concurrency.to_string()];
-        for f in Figure::ALL {
-            row.push(match l.changes.iter().find(|ch| ch.figure == f) {
-                None => "-".to_string(),
-                Some(ch) => {
-                    let value = if f == Figure::RequestsPerS {
-                        format!("{:.2}", ch.after)
-                    } else {
-                        format!("{:.1}", ch.after)
-                    };
-                    match ch.change_pct {
-                        // A change that shows as 0.0% is no change worth a word.
-                        Some(p) if ch.better || p.abs() < 0.05 => format!("{value} ({p:+.1}%)"),
-                        Some(p) => format!("{value} ({p:+.1}% worse)"),
-                        None => value,
-                    }
-                }
-            });
-        }
-        t.add_row(row);
-    }
-    out.push_str(&t.to_string());
-    out.push('\n');
-    for n in &c.notes {
-        out.push_str(&format!("note: {n}\n"));
-    }
-    if !c.only_earlier.is_empty() {
-        out.push_str(&format!(
-            "only the earlier run measured concurrency {}\n",
-            join(&c.only_earlier)
-        ));
-    }
-    if !c.only_now.is_empty() {
-        out.push_str(&format!(
-            "only this run measured concurrency {}\n",
-            join(&c.only_now)
-        ));
-    }
-    out
-}
-
-fn expectations_text(e: &ExpectReport) -> String {
-    let mut out = format!(
-        "against the figures profile {} expects (near: within 10%):\n",
-        e.profile
-    );
-    let mut t = Table::new();
-    t.load_style(UTF8_BORDERS_ONLY);
-    t.set_header(vec![
-        "CONCURRENCY",
-        "FIGURE",
-        "EXPECTED",
-        "MEASURED",
-        "CHANGE",
-        "VERDICT",
-    ]);
-    for c in &e.checks {
-        t.add_row(vec![
-            c.concurrency.to_string(),
-            c.figure.to_string(),
-            format!(
-                "{}{:.1}",
-                if c.figure.higher_is_better() {
-                    "≥ "
-                } else {
-                    "≤ "
-                },
-                c.expected
-            ),
-            ms(c.measured),
-            c.change_pct
-                .map(|p| format!("{p:+.1}%"))
-                .unwrap_or_else(|| "-".into()),
-            c.verdict.to_string(),
-        ]);
-    }
-    out.push_str(&t.to_string());
-    out.push('\n');
-    for n in &e.notes {
-        out.push_str(&format!("note: {n}\n"));
-    }
-    out.push_str(if e.passed() {
-        "every expected figure is met or within 10%\n"
-    } else {
-        "below expectations: a figure is worse than the profile expects by more than 10%\n"
-    });
-    out
-}
-
-fn join(levels: &[u32]) -> String {
-    levels
-        .iter()
-        .map(|l| l.to_string())
-        .collect::<Vec<_>>()
-        .join(", ")
 }

@@ -101,12 +101,8 @@ pub async fn list(args: ListArgs, ctx: &Context) -> CmdResult {
         || ctx.cluster_file.is_file();
     let caps = if check {
         let selection = args.target.selection(ctx);
-        match resolve::resolve(&selection, Needs::facts(Purpose::Plan), &ctx.reporter).await {
-            Ok(cluster) => {
-                let caps: Vec<_> = cluster.inputs().iter().map(capacity).collect();
-                cluster.close().await;
-                Some(caps)
-            }
+        match resolve::inputs(&selection, Needs::facts(Purpose::Plan), &ctx.reporter).await {
+            Ok(nodes) => Some(nodes.iter().map(capacity).collect::<Vec<_>>()),
             Err(e) => {
                 ctx.reporter.warn(&format!(
                     "cannot check which profiles fit this cluster: {e}"

@@ -25,8 +25,10 @@ mod cmd_report;
 mod cmd_serve;
 mod cmd_trust;
 pub mod launch;
-pub mod render;
 pub mod ui;
+
+/// The plan renderer, where the launching commands (and the plan tests) have always found it.
+pub use crate::workload::render;
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -36,6 +38,7 @@ use std::sync::Arc;
 use clap::{Parser, Subcommand};
 
 use crate::progress::Reporter;
+use crate::report::shown::{Ending, Shown};
 
 /// Turn a few GPU boxes joined by RoCE cables into one inference cluster, with one command.
 #[derive(Debug, Parser)]
@@ -325,13 +328,31 @@ pub(crate) fn load_inventory(
     }
 }
 
+/// A library error as a command error, with the exit code the library gives it.
+pub(crate) fn coded(code: u8, e: impl Into<anyhow::Error>) -> CmdError {
+    CmdError {
+        code,
+        error: e.into(),
+    }
+}
+
+/// Shows a library result (`--json`: its JSON; else its text) and ends as the result says.
+pub(crate) fn show(result: &dyn Shown, ctx: &Context) -> CmdResult {
+    if ctx.json {
+        print_raw(&result.json()?);
+    } else {
+        print_out(&result.text());
+    }
+    match result.ending() {
+        Ending::Ok => Ok(Outcome::Success),
+        Ending::Failed => Ok(Outcome::Failed),
+        Ending::Error { code, message } => Err(coded(code, anyhow::Error::msg(message))),
+    }
+}
+
 /// Prints a value as pretty JSON on stdout, followed by a newline.
 pub(crate) fn print_json<T: serde::Serialize>(value: &T) -> Result<(), CmdError> {
-    let text = serde_json::to_string_pretty(value)?;
-    let mut out = std::io::stdout().lock();
-    if writeln!(out, "{text}").is_err() {
-        // stdout closed (e.g. piped into `head`): nothing more to say.
-    }
+    print_raw(&serde_json::to_string_pretty(value)?);
     Ok(())
 }
 

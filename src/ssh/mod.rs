@@ -42,6 +42,7 @@ mod handle;
 mod options;
 mod pool;
 pub mod probe;
+pub mod prompt;
 pub mod quote;
 mod runtime_dir;
 mod session;
