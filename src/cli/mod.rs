@@ -205,6 +205,11 @@ pub fn main() -> ExitCode {
     let result = runtime.block_on(run(cli));
     // Flush stdout; a closed pipe (`| head`) is not an error.
     let _ = std::io::stdout().flush();
+    if matches!(&result, Err(e) if e.code == 130) {
+        // Interrupted: a blocking task still running (a local probe waiting on a slow `ip`)
+        // must not hold the exit, as dropping the runtime would until it ends.
+        runtime.shutdown_background();
+    }
     match result {
         Ok(Outcome::Success) => ExitCode::SUCCESS,
         Ok(Outcome::Failed) => ExitCode::from(1),
@@ -234,20 +239,28 @@ fn print_error(e: &anyhow::Error) {
 
 async fn run(cli: Cli) -> CmdResult {
     let reporter = ui::reporter(cli.quiet || cli.json, cli.no_progress, cli.verbose);
-    // Commands that clean up after Ctrl-C watch the token themselves; the others simply end.
-    let cleans_up = matches!(
-        cli.command,
+    // Commands that clean up after Ctrl-C watch the token themselves; those that only read
+    // end at once; the others stop where they next wait.
+    let on_signal = match cli.command {
         Command::Run(_)
-            | Command::NcclTest(_)
-            | Command::NcclBuild(_)
-            | Command::Vllm(_)
-            | Command::Trtllm(_)
-            | Command::Up(_)
-            | Command::Logs(_)
-            | Command::Image(_)
-            | Command::Bench(_)
-    );
-    let cancel = ui::cancel_on_signals(reporter.clone(), cleans_up);
+        | Command::NcclTest(_)
+        | Command::NcclBuild(_)
+        | Command::Vllm(_)
+        | Command::Trtllm(_)
+        | Command::Up(_) => ui::OnSignal::CleanUp { starts_jobs: true },
+        Command::Logs(_) | Command::Image(_) | Command::Bench(_) => {
+            ui::OnSignal::CleanUp { starts_jobs: false }
+        }
+        Command::Probe(_)
+        | Command::Env(_)
+        | Command::Profiles(_)
+        | Command::Status(_)
+        | Command::Report(_)
+        | Command::Completions(_) => ui::OnSignal::Exit,
+        _ => ui::OnSignal::Stop,
+    };
+    let cleans_up = matches!(on_signal, ui::OnSignal::CleanUp { .. });
+    let cancel = ui::cancel_on_signals(reporter.clone(), on_signal);
     let ctx = Context {
         json: cli.json,
         verbose: cli.verbose,
