@@ -267,6 +267,30 @@ exit 0
 pub const CPU_AES: &str =
     "if grep -qw aes /proc/cpuinfo 2>/dev/null; then echo aes; else echo none; fi";
 
+/// How a copy stream reaches the head (`SSH` options, `HOST`): a connection of its own (no
+/// master shared between streams: parallel streams are parallel TCP connections, each with its
+/// own cipher state on its own core), set up first as this stream's own master and tried
+/// again, with pauses doubling from 250 ms, while the head's sshd turns new connections away
+/// before the handshake (`MaxStartups`: every stream of every worker starts at once); the
+/// bytes then go through it. The last try's error stays in `$T/connect.err`.
+const COPY_CONNECT: &str = r#"q() { printf "'%s'" "$(printf '%s' "$1" | sed "s/'/'\\\\''/g")"; }
+connect() {
+  local try=1
+  until "${SSH[@]}" -o ControlMaster=yes -o ControlPersist=30 -o "ControlPath=$T/m" -T -- "$HOST" true \
+      </dev/null >/dev/null 2>"$T/connect.err"; do
+    grep -q exchange_identification "$T/connect.err" || return 1
+    if [ "$try" -ge 6 ]; then
+      echo "the head's sshd turned the connection away $try times: raise its MaxStartups (10:30:100 by default) or lower --streams" >> "$T/connect.err"
+      return 1
+    fi
+    sleep "$(awk -v t="$try" -v r="$RANDOM" 'BEGIN { p = 0.25 * 2 ^ (t - 1); if (p > 4) p = 4; print p * (1 + r / 65536) }')"
+    try=$((try + 1))
+  done
+}
+disconnect() { "${SSH[@]}" -o "ControlPath=$T/m" -O exit -- "$HOST" >/dev/null 2>&1 || :; }
+send() { "${SSH[@]}" -o ControlMaster=no -o "ControlPath=$T/m" -T -- "$HOST" "bash -c $(q "$SENDER")"; }
+"#;
+
 /// The program that hashes a stream on a node: OpenSSL's (SHA extensions: about 4× coreutils'
 /// `sha256sum` here) when installed, else `sha256sum`. Prints the hex digest first.
 const HASHER: &str = r#"if command -v openssl >/dev/null 2>&1; then hasher() { openssl dgst -sha256 -r; }; else hasher() { sha256sum; }; fi
@@ -318,27 +342,20 @@ pub fn copy_stream(dest: &str, source: &Source) -> String {
     s.push_str(BENEATH);
     match source {
         Source::Ssh { args, .. } => {
-            let args: Vec<String> = args.iter().map(|a| quote(a)).collect();
-            // Its own TCP connection (no shared master): parallel streams use parallel
-            // connections, each with its own cipher state on its own core.
-            let _ = writeln!(
-                s,
-                "SSH=(ssh -o ControlMaster=no -o ControlPath=none {})",
-                args.join(" ")
-            );
-            s.push_str(
-                r#"q() { printf "'%s'" "$(printf '%s' "$1" | sed "s/'/'\\\\''/g")"; }
-send() { "${SSH[@]}" "bash -c $(q "$SENDER")"; }
-"#,
-            );
+            // The last argument is the destination; the options go before it.
+            let (host, opts) = args.split_last().map_or(("", &[][..]), |(h, o)| (h, o));
+            let opts: Vec<String> = opts.iter().map(|a| quote(a)).collect();
+            let _ = writeln!(s, "SSH=(ssh {})", opts.join(" "));
+            let _ = writeln!(s, "HOST={}", quote(host));
+            s.push_str(COPY_CONNECT);
         }
         Source::Local { .. } | Source::Http { .. } => {
-            s.push_str("send() { bash -c \"$SENDER\"; }\n");
+            s.push_str("connect() { :; }\ndisconnect() { :; }\nsend() { bash -c \"$SENDER\"; }\n");
         }
     }
     s.push_str(
         r#"T=$(mktemp -d) || exit 1
-trap 'rm -rf "$T"' EXIT
+trap 'disconnect; rm -rf "$T"' EXIT
 E=$T/err
 IFS= read -r _hdr || :
 cat > "$T/in"
@@ -347,6 +364,8 @@ mkdir -p "$D" 2>/dev/null && cd "$D" || {
 mkdir -p "$(dirname "$C")" 2>/dev/null || :
 # What the sender must send, in order: every range marked `send`.
 awk -F '\t' '$1 == "file" { src = $5 } $1 == "range" && $4 == "send" { print $2 "\t" $3 "\t" src }' "$T/in" > "$T/send"
+connect || {
+  printf 'err\t-\t0\tssh to the head failed: %s\n' "$(tail -n 3 "$T/connect.err" | tr '\n\t' '  ')"; exit 1; }
 exec 3< <(send < "$T/send" 2>"$T/sender.err")
 if python3 -c 'import sys; sys.exit(sys.version_info < (3, 7))' 2>/dev/null; then
   # One process reads, hashes and writes each chunk (copy_receiver.py); the loop below is the
@@ -855,15 +874,15 @@ mod tests {
     /// What a planted link or foreign file in the model folder does to each writer.
     enum Plant {
         /// `<path>.sl-partial -> victim` (an existing file).
-        PartialLink,
+        PartialToVictim,
         /// `<path>.sl-partial -> <a file that does not exist yet>`.
-        DanglingLink,
+        PartialToNothing,
         /// `<path>.sl-ranges -> victim`.
-        JournalLink,
+        JournalToVictim,
         /// `sub -> a folder outside` for the path `sub/w.bin`.
-        FolderLink,
+        FolderOutside,
         /// `<path>.sl-partial` is another name of the victim.
-        HardLink,
+        SecondName,
     }
 
     #[test]
@@ -880,23 +899,23 @@ mod tests {
         };
         let cases = [
             (
-                Plant::PartialLink,
+                Plant::PartialToVictim,
                 "w.bin",
                 "refused w.bin.sl-partial: it is a symbolic link",
             ),
             (
-                Plant::DanglingLink,
+                Plant::PartialToNothing,
                 "w.bin",
                 "refused w.bin.sl-partial: it is a symbolic link",
             ),
             (
-                Plant::JournalLink,
+                Plant::JournalToVictim,
                 "w.bin",
                 "refused w.bin.sl-ranges: it is a symbolic link",
             ),
-            (Plant::FolderLink, "sub/w.bin", "refused sub in "),
+            (Plant::FolderOutside, "sub/w.bin", "refused sub in "),
             (
-                Plant::HardLink,
+                Plant::SecondName,
                 "w.bin",
                 "refused w.bin.sl-partial: it is a file with 2 names",
             ),
@@ -911,19 +930,21 @@ mod tests {
                 std::fs::write(&victim, b"precious").unwrap();
                 let missing = outside.path().join("not-yet");
                 match plant {
-                    Plant::PartialLink => {
+                    Plant::PartialToVictim => {
                         std::os::unix::fs::symlink(&victim, model.join("w.bin.sl-partial"))
                     }
-                    Plant::DanglingLink => {
+                    Plant::PartialToNothing => {
                         std::os::unix::fs::symlink(&missing, model.join("w.bin.sl-partial"))
                     }
-                    Plant::JournalLink => {
+                    Plant::JournalToVictim => {
                         std::os::unix::fs::symlink(&victim, model.join("w.bin.sl-ranges"))
                     }
-                    Plant::FolderLink => {
+                    Plant::FolderOutside => {
                         std::os::unix::fs::symlink(outside.path(), model.join("sub"))
                     }
-                    Plant::HardLink => std::fs::hard_link(&victim, model.join("w.bin.sl-partial")),
+                    Plant::SecondName => {
+                        std::fs::hard_link(&victim, model.join("w.bin.sl-partial"))
+                    }
                 }
                 .unwrap();
                 let dir = model.display().to_string();
