@@ -37,28 +37,31 @@ use clap::{Parser, Subcommand};
 
 use crate::progress::Reporter;
 
+/// The heading of the flags every command takes, apart from each command's own in `--help`.
+const GLOBAL: &str = "Global options";
+
 /// Turn a few GPU boxes joined by RoCE cables into one inference cluster, with one command.
 #[derive(Debug, Parser)]
 #[command(name = "spark-launch", version, about, long_about = None)]
 pub struct Cli {
     /// Print results as JSON on stdout (progress still goes to stderr, unless silenced).
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = GLOBAL)]
     pub json: bool,
 
     /// More detail in logs (-v info, -vv debug, -vvv trace). Progress bars are hidden.
-    #[arg(short, long, global = true, action = clap::ArgAction::Count, conflicts_with = "quiet")]
+    #[arg(short, long, global = true, action = clap::ArgAction::Count, conflicts_with = "quiet", help_heading = GLOBAL)]
     pub verbose: u8,
 
     /// Only results and warnings; no progress.
-    #[arg(short, long, global = true)]
+    #[arg(short, long, global = true, help_heading = GLOBAL)]
     pub quiet: bool,
 
     /// No progress bars or status lines (also: SPARK_LAUNCH_NO_PROGRESS=1).
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = GLOBAL)]
     pub no_progress: bool,
 
     /// The cluster file [default: $XDG_CONFIG_HOME/spark-launch/cluster.yaml].
-    #[arg(long, global = true, value_name = "FILE", env = "SPARK_LAUNCH_CLUSTER")]
+    #[arg(long, global = true, value_name = "FILE", env = "SPARK_LAUNCH_CLUSTER", help_heading = GLOBAL)]
     pub cluster: Option<PathBuf>,
 
     #[command(subcommand)]
