@@ -327,3 +327,32 @@ fn nothing_outside_the_engine_seam_names_one_engine() {
         "ask the engine seam (workload::engines::ServingEngine) instead: {offenders:#?}"
     );
 }
+
+#[test]
+fn the_readme_opens_with_two_commands_that_work_as_written_in_a_root_shell() {
+    // Issue 24 item 20: `sudo scripts/test-all` failed in a root shell without sudo, and
+    // `cargo install --path .` without `--locked` built newer crates than Cargo.lock pins.
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let start = readme.find("```sh\n").expect("a sh block at the top") + "```sh\n".len();
+    let block = &readme[start..start + readme[start..].find("```").unwrap()];
+    let lines: Vec<&str> = block.lines().collect();
+    assert_eq!(lines.len(), 2, "{block}");
+    assert!(
+        lines[0].starts_with("cargo install --locked --path . && spark-launch "),
+        "{}",
+        lines[0]
+    );
+    assert_eq!(lines[1], "scripts/test-all");
+    use std::os::unix::fs::PermissionsExt as _;
+    let script = root.join(lines[1]);
+    let mode = std::fs::metadata(&script).unwrap().permissions().mode();
+    assert_ne!(mode & 0o111, 0, "{} is not executable", script.display());
+    // Elsewhere than in a root shell it stops and says how to run it.
+    let text = std::fs::read_to_string(&script).unwrap();
+    assert!(text.contains("\"$(id -u)\" != 0"), "no root check");
+    assert!(
+        text.contains("(sudo scripts/test-all)"),
+        "no non-root message"
+    );
+}

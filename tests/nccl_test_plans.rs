@@ -213,6 +213,27 @@ fn dry_run_json_from_snapshots_prints_the_whole_plan_and_nothing_else() {
 }
 
 #[test]
+fn the_dry_run_shows_what_each_worker_runs_never_an_empty_command() {
+    // Issue 24 item 20: the worker's `command` printed empty; it runs the image's entrypoint,
+    // which starts the sshd the head's mpirun reaches it through.
+    let mut args: Vec<String> = ["nccl-test", "--dry-run"].map(String::from).to_vec();
+    args.extend(snapshot_args("seed-001-two-sparks-both-twins"));
+    let out = spark_launch(&args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let worker = &text[text.find("spark2 (worker): container").expect("the worker")..];
+    assert!(
+        worker.contains("  entry    /usr/local/bin/sl-entrypoint\n  command  (none: the entrypoint runs alone)\n"),
+        "{worker}"
+    );
+    assert!(!text.lines().any(|l| l.trim_end() == "command"), "{text}");
+}
+
+#[test]
 fn snapshots_without_dry_run_are_refused_as_invalid() {
     let mut args: Vec<String> = vec!["nccl-test".into()];
     args.extend(snapshot_args("seed-001-two-sparks-both-twins"));

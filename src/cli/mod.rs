@@ -40,28 +40,31 @@ use clap::{Parser, Subcommand};
 use crate::progress::Reporter;
 use crate::report::shown::{Ending, Shown};
 
+/// The heading of the flags every command takes, apart from each command's own in `--help`.
+const GLOBAL: &str = "Global options";
+
 /// Turn a few GPU boxes joined by RoCE cables into one inference cluster, with one command.
 #[derive(Debug, Parser)]
 #[command(name = "spark-launch", version, about, long_about = None)]
 pub struct Cli {
     /// Print results as JSON on stdout (progress still goes to stderr, unless silenced).
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = GLOBAL)]
     pub json: bool,
 
     /// More detail in logs (-v info, -vv debug, -vvv trace). Progress bars are hidden.
-    #[arg(short, long, global = true, action = clap::ArgAction::Count, conflicts_with = "quiet")]
+    #[arg(short, long, global = true, action = clap::ArgAction::Count, conflicts_with = "quiet", help_heading = GLOBAL)]
     pub verbose: u8,
 
     /// Only results and warnings; no progress.
-    #[arg(short, long, global = true)]
+    #[arg(short, long, global = true, help_heading = GLOBAL)]
     pub quiet: bool,
 
     /// No progress bars or status lines (also: SPARK_LAUNCH_NO_PROGRESS=1).
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = GLOBAL)]
     pub no_progress: bool,
 
     /// The cluster file [default: $XDG_CONFIG_HOME/spark-launch/cluster.yaml].
-    #[arg(long, global = true, value_name = "FILE", env = "SPARK_LAUNCH_CLUSTER")]
+    #[arg(long, global = true, value_name = "FILE", env = "SPARK_LAUNCH_CLUSTER", help_heading = GLOBAL)]
     pub cluster: Option<PathBuf>,
 
     #[command(subcommand)]
@@ -207,6 +210,11 @@ pub fn main() -> ExitCode {
     let result = runtime.block_on(run(cli));
     // Flush stdout; a closed pipe (`| head`) is not an error.
     let _ = std::io::stdout().flush();
+    if matches!(&result, Err(e) if e.code == 130) {
+        // Interrupted: a blocking task still running (a local probe waiting on a slow `ip`)
+        // must not hold the exit, as dropping the runtime would until it ends.
+        runtime.shutdown_background();
+    }
     match result {
         Ok(Outcome::Success) => ExitCode::SUCCESS,
         Ok(Outcome::Failed) => ExitCode::from(1),
@@ -236,19 +244,27 @@ fn print_error(e: &anyhow::Error) {
 
 async fn run(cli: Cli) -> CmdResult {
     let reporter = ui::reporter(cli.quiet || cli.json, cli.no_progress, cli.verbose);
-    // Commands that clean up after Ctrl-C watch the token themselves; the others simply end.
-    let cleans_up = matches!(
-        cli.command,
+    // Commands that clean up after Ctrl-C watch the token themselves; those that only read
+    // end at once; the others stop where they next wait.
+    let on_signal = match cli.command {
         Command::Run(_)
-            | Command::NcclTest(_)
-            | Command::NcclBuild(_)
-            | Command::Serve(_)
-            | Command::Up(_)
-            | Command::Logs(_)
-            | Command::Image(_)
-            | Command::Bench(_)
-    );
-    let cancel = ui::cancel_on_signals(reporter.clone(), cleans_up);
+        | Command::NcclTest(_)
+        | Command::NcclBuild(_)
+        | Command::Serve(_)
+        | Command::Up(_) => ui::OnSignal::CleanUp { starts_jobs: true },
+        Command::Logs(_) | Command::Image(_) | Command::Bench(_) => {
+            ui::OnSignal::CleanUp { starts_jobs: false }
+        }
+        Command::Probe(_)
+        | Command::Env(_)
+        | Command::Profiles(_)
+        | Command::Status(_)
+        | Command::Report(_)
+        | Command::Completions(_) => ui::OnSignal::Exit,
+        _ => ui::OnSignal::Stop,
+    };
+    let cleans_up = matches!(on_signal, ui::OnSignal::CleanUp { .. });
+    let cancel = ui::cancel_on_signals(reporter.clone(), on_signal);
     let ctx = Context {
         json: cli.json,
         verbose: cli.verbose,

@@ -35,6 +35,9 @@ use crate::workload::rdma::{IB_DISABLE, NoVerbs, rdma_access};
 
 /// The port of the sshd inside the nccl-tests containers (the node's own sshd keeps 22).
 pub const SSHD_PORT: u16 = 2233;
+/// The image's entrypoint (images/nccl-tests/Dockerfile): starts the job's sshd, then runs the
+/// command, or with none waits.
+pub const ENTRYPOINT: &str = "/usr/local/bin/sl-entrypoint";
 /// Where the image keeps the `*_perf` binaries.
 pub const IMAGE_TESTS_DIR: &str = "/opt/nccl-tests/build";
 /// The hostfile inside the head's container.
@@ -858,6 +861,11 @@ fn container(
     }
     if n.role == Role::Head {
         spec.command = driver.to_vec();
+    } else if multi {
+        // The image's own entrypoint, named so the plan shows what a worker runs: with no
+        // command, sl-entrypoint starts sshd on SL_SSHD_LISTEN:SL_SSHD_PORT for the head's
+        // mpirun (which starts the ranks through it) and waits for `spark-launch stop`.
+        spec.entrypoint = Some(vec![ENTRYPOINT.to_string()]);
     }
     spec
 }
@@ -1040,6 +1048,9 @@ mod tests {
         assert_eq!(head.command[0], "sh");
         assert!(head.command[2].contains("sl-wait-ssh 120 192.168.177.12"));
         assert!(worker.command.is_empty());
+        // What the worker runs is in the plan: the entrypoint, which starts its sshd.
+        assert_eq!(worker.entrypoint, Some(vec![ENTRYPOINT.to_string()]));
+        assert_eq!(head.entrypoint, None);
         assert_eq!(worker.env["SL_SSHD_LISTEN"], "192.168.177.12");
         assert_eq!(
             worker.env["SL_PEERS"],

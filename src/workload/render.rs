@@ -63,7 +63,12 @@ fn job_body(job: &JobPlan) -> String {
                 if let Some(e) = &c.entrypoint {
                     out.push_str(&format!("  entry    {}\n", argv(e)));
                 }
-                out.push_str(&format!("  command  {}\n", argv(&c.command)));
+                if c.command.is_empty() {
+                    // Never an empty line: what runs is the entrypoint's alone.
+                    out.push_str("  command  (none: the entrypoint runs alone)\n");
+                } else {
+                    out.push_str(&format!("  command  {}\n", argv(&c.command)));
+                }
                 for (k, v) in &crate::plan::secret::masked_env(&c.env) {
                     out.push_str(&format!("  env      {k}={}\n", value(v)));
                 }
