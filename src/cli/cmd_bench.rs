@@ -1,7 +1,8 @@
 //! `spark-launch bench`: flags into a `bench::BenchRequest`, one call to `bench::run`, and the
-//! result rendered — a table per run, the change against `--compare FILE`, and how the run
-//! stands against a launch profile's expected figures. Exit 1 when a request failed or an
-//! expected figure was missed by more than 10%.
+//! result rendered — a table per run (or a soak's windows and stalls), the change against
+//! `--compare FILE`, how the run stands against a launch profile's expected figures, and
+//! `--plot FILE.svg` written. Exit 1 when a request failed, a soak stalled, or an expected
+//! figure was missed by more than 10%.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -15,9 +16,10 @@ use crate::bench::client::BearerKey;
 use crate::bench::compare::{Comparison, ExpectReport, Expectations, Figure};
 use crate::bench::measure::{BenchReport, TokenCount};
 use crate::bench::request::{Api, BaseUrl};
+use crate::bench::soak::{SoakReport, SoakSettings, clock};
 use crate::bench::{
     self, BenchError, BenchOutcome, BenchRequest, DEFAULT_OUTPUT_TOKENS, DEFAULT_PROMPT_TOKENS,
-    Target,
+    SoakSpec, Target,
 };
 use crate::plan::JobName;
 use crate::profile;
@@ -67,6 +69,26 @@ pub struct BenchArgs {
     #[arg(long)]
     pub no_warmup: bool,
 
+    /// A soak instead of a sweep: keep --concurrency N streams (one number; default 8) busy
+    /// for this long (90s, 30m, 2h, 1h30m) and report output tokens/s per window, errors and
+    /// every stall. Exit 1 on a stall.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, conflicts_with = "requests")]
+    pub soak: Option<Duration>,
+
+    /// With --soak: no token for this many seconds while requests are in flight is a stall
+    /// [default: 20].
+    #[arg(long, value_name = "SECONDS", requires = "soak")]
+    pub stall_after: Option<u64>,
+
+    /// With --soak: seconds per window of the tokens/s series [default: 10].
+    #[arg(long, value_name = "SECONDS", requires = "soak")]
+    pub window: Option<u64>,
+
+    /// Also draw the run as an SVG picture: tokens/s and TTFT by concurrency (a soak: tokens/s
+    /// over time, stalls shaded); with --compare both runs.
+    #[arg(long, value_name = "FILE.svg", value_parser = super::cmd_report::plot_path)]
+    pub plot: Option<PathBuf>,
+
     /// Save the result here [default: $XDG_STATE_HOME/spark-launch/bench/NAME-TIME.json].
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
@@ -112,6 +134,41 @@ impl From<ApiFlag> for Api {
 
 const API_KEY_VAR: &str = "OPENAI_API_KEY";
 
+/// `--soak DURATION`: `90` or `90s`, `30m`, `2h`, `1h30m`, `1h30m15s`.
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    let text = s.trim();
+    let bad = || format!("expected a duration like 90s, 30m, 2h or 1h30m, got {s:?}");
+    if text.is_empty() {
+        return Err(bad());
+    }
+    if let Ok(secs) = text.parse::<u64>() {
+        return Ok(Duration::from_secs(secs));
+    }
+    let (mut total, mut digits) = (0u64, String::new());
+    for c in text.chars() {
+        if c.is_ascii_digit() {
+            digits.push(c);
+            continue;
+        }
+        let unit = match c {
+            'h' => 3600,
+            'm' => 60,
+            's' => 1,
+            _ => return Err(bad()),
+        };
+        let n: u64 = digits.parse().map_err(|_| bad())?;
+        total = n
+            .checked_mul(unit)
+            .and_then(|v| total.checked_add(v))
+            .ok_or_else(bad)?;
+        digits.clear();
+    }
+    if !digits.is_empty() {
+        return Err(bad());
+    }
+    Ok(Duration::from_secs(total))
+}
+
 /// `spark-launch bench`.
 pub async fn run(args: BenchArgs, ctx: &Context) -> CmdResult {
     if args.target.uses_snapshots() {
@@ -125,6 +182,13 @@ pub async fn run(args: BenchArgs, ctx: &Context) -> CmdResult {
         .clone()
         .unwrap_or_else(default_profiles_dir);
     let expect = expectations(&args, &dir, ctx)?;
+    let soak = args.soak.map(|duration| SoakSpec {
+        duration,
+        settings: SoakSettings {
+            window_s: args.window.unwrap_or(bench::DEFAULT_SOAK_WINDOW_S) as f64,
+            stall_after_s: args.stall_after.unwrap_or(bench::DEFAULT_STALL_AFTER_S) as f64,
+        },
+    });
     let expected = expect.as_ref().map(|(_, e)| e);
     // A job of this user's: OPENAI_API_KEY, else the key `--api-key auto` keeps. A --url may
     // be any server: only OPENAI_API_KEY goes there.
@@ -180,7 +244,11 @@ pub async fn run(args: BenchArgs, ctx: &Context) -> CmdResult {
         target,
         model: args.model.clone(),
         api: args.api.into(),
-        levels: bench::sweep_levels(&args.concurrency, expected),
+        levels: if soak.is_some() && args.concurrency.is_empty() {
+            vec![bench::DEFAULT_SOAK_CONCURRENCY]
+        } else {
+            bench::sweep_levels(&args.concurrency, expected)
+        },
         prompt_tokens: args
             .prompt_tokens
             .or(expected.and_then(|e| e.prompt_tokens))
@@ -196,6 +264,7 @@ pub async fn run(args: BenchArgs, ctx: &Context) -> CmdResult {
         save_to: args.out.clone(),
         compare: args.compare.clone(),
         expect,
+        soak,
     };
     let outcome = bench::run(request, ctx.reporter.clone(), ctx.cancel.clone()).await;
     if let Some(nodes) = resolved {
@@ -212,13 +281,31 @@ pub async fn run(args: BenchArgs, ctx: &Context) -> CmdResult {
         },
         e => e.into(),
     })?;
+    if let Some(path) = &args.plot {
+        let svg = crate::report::plot::bench(&outcome.report, outcome.earlier.as_ref());
+        super::cmd_report::write_plot(path, svg, ctx)?;
+    }
     if ctx.json {
         print_json(&outcome)?;
     } else {
         print_out(&render(&outcome, args.compare.as_deref()));
     }
-    let failed =
-        outcome.report.failed() > 0 || outcome.expectations.as_ref().is_some_and(|e| !e.passed());
+    if let Some(s) = outcome.report.soak.as_ref()
+        && ctx.cancel.is_cancelled()
+    {
+        return Err(CmdError {
+            code: 130,
+            error: anyhow::anyhow!(
+                "interrupted: the soak ran {} of {}; what it measured is saved in {}",
+                clock(s.elapsed_s),
+                clock(s.duration_s),
+                outcome.saved.display()
+            ),
+        });
+    }
+    let failed = outcome.report.failed() > 0
+        || outcome.report.soak.as_ref().is_some_and(|s| s.failed())
+        || outcome.expectations.as_ref().is_some_and(|e| !e.passed());
     Ok(if failed {
         Outcome::Failed
     } else {
@@ -248,6 +335,10 @@ fn expectations(
     let Some(job) = &args.job else {
         return Ok(None);
     };
+    if args.soak.is_some() {
+        // A profile's figures are per level of a sweep: a soak is not judged against them.
+        return Ok(None);
+    }
     let found = profile::catalogue(profile::files::user_profiles(dir).0)
         .into_iter()
         .find(|l| l.profile.name == job.as_str());
@@ -268,6 +359,9 @@ fn ms(v: Option<f64>) -> String {
 /// The run's table, then the comparisons.
 fn render(o: &BenchOutcome, compare_file: Option<&std::path::Path>) -> String {
     let r = &o.report;
+    if let Some(s) = &r.soak {
+        return soak_text(o, s, compare_file);
+    }
     let mut out = format!(
         "{} at {}{}: {} prompt + {} output tokens per request ({} API)\n",
         r.model,
@@ -299,6 +393,122 @@ fn render(o: &BenchOutcome, compare_file: Option<&std::path::Path>) -> String {
     if let Some(e) = &o.expectations {
         out.push('\n');
         out.push_str(&expectations_text(e));
+    }
+    out
+}
+
+/// Rows of the soak's table at most; longer runs show several windows per row.
+const SOAK_ROWS: usize = 30;
+
+/// A soak: what ran, its windows (merged to at most [`SOAK_ROWS`] rows), every stall, the
+/// totals, where it was saved, and the change against an earlier run.
+fn soak_text(o: &BenchOutcome, s: &SoakReport, compare_file: Option<&std::path::Path>) -> String {
+    let r = &o.report;
+    let mut out = format!(
+        "{} at {}{}: soak of {} with {} streams of {} prompt + {} output tokens ({} API)\n",
+        r.model,
+        r.url,
+        r.job
+            .as_ref()
+            .map(|j| format!(" (job {j})"))
+            .unwrap_or_default(),
+        clock(s.duration_s),
+        s.concurrency,
+        r.prompt_tokens,
+        r.output_tokens,
+        r.api
+    );
+    let mut t = Table::new();
+    t.load_style(UTF8_BORDERS_ONLY);
+    t.set_header(vec![
+        "TIME",
+        "OUTPUT TOK/S",
+        "REQUESTS",
+        "FAILED",
+        "IN FLIGHT (MAX)",
+        "",
+    ]);
+    let per_row = s.windows.len().div_ceil(SOAK_ROWS).max(1);
+    for group in s.windows.chunks(per_row) {
+        let (Some(first), Some(last)) = (group.first(), group.last()) else {
+            continue;
+        };
+        let tokens: u64 = group.iter().map(|w| w.tokens).sum();
+        let span = last.end_s - first.start_s;
+        let stalled = s
+            .stalls
+            .iter()
+            .any(|st| st.start_s < last.end_s && st.end_s > first.start_s);
+        t.add_row(vec![
+            format!("{}–{}", clock(first.start_s), clock(last.end_s)),
+            format!(
+                "{:.1}",
+                if span > 0.0 {
+                    tokens as f64 / span
+                } else {
+                    0.0
+                }
+            ),
+            group.iter().map(|w| w.requests).sum::<u32>().to_string(),
+            group.iter().map(|w| w.failed).sum::<u32>().to_string(),
+            group
+                .iter()
+                .map(|w| w.in_flight_max)
+                .max()
+                .unwrap_or(0)
+                .to_string(),
+            if stalled { "STALL" } else { "" }.to_string(),
+        ]);
+    }
+    out.push_str(&t.to_string());
+    out.push('\n');
+    out.push_str(&format!(
+        "{:.1} output tok/s over {} (text chunks counted); {} requests finished, {} failed, {} cut at the end{}\n",
+        s.output_tokens_per_s,
+        clock(s.elapsed_s),
+        s.requests,
+        s.failed,
+        s.unfinished,
+        s.ttft_ms
+            .map(|p| format!("; TTFT p50 {:.0} ms, p95 {:.0} ms", p.p50, p.p95))
+            .unwrap_or_default()
+    ));
+    if let Some(e) = &s.first_error {
+        out.push_str(&format!("first failure: {e}\n"));
+    }
+    if s.stalls.is_empty() {
+        out.push_str(&format!(
+            "no stall: while requests were in flight, a token came at least every {} s\n",
+            s.stall_after_s
+        ));
+    }
+    for st in &s.stalls {
+        out.push_str(&format!(
+            "STALL {}–{} ({:.0} s): {} request{} in flight and no token{}\n",
+            clock(st.start_s),
+            clock(st.end_s),
+            st.duration_s,
+            st.in_flight,
+            if st.in_flight == 1 { "" } else { "s" },
+            if st.ongoing_at_end {
+                ", still stalled when the soak ended"
+            } else {
+                ""
+            }
+        ));
+    }
+    out.push_str(&format!("saved: {}\n", o.saved.display()));
+    if let Some(c) = &o.comparison {
+        out.push_str(&format!(
+            "\nagainst the run of {} ({}):\n",
+            c.earlier_started_at,
+            compare_file
+                .map(|p| p.display().to_string())
+                .unwrap_or_default()
+        ));
+        for n in &c.notes {
+            out.push_str(&format!("note: {n}\n"));
+        }
     }
     out
 }

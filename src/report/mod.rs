@@ -1,6 +1,8 @@
 //! Reads what tools printed and turns it into results and verdicts: the nccl-tests parser,
 //! perftest's parser and twin-pair verdicts, bandwidth verdicts, tables and JSON. Parsers are
-//! pure functions of text; nothing here runs a process, opens a socket or writes a file.
+//! pure functions of text, pictures ([`plot`]) pure functions of results to SVG text; nothing
+//! here runs a process, opens a socket or writes a file.
 
 pub mod nccl;
 pub mod perftest;
+pub mod plot;
