@@ -51,11 +51,12 @@ const STALL: RGBColor = RGBColor(214, 39, 40);
 
 const FONT: &str = "sans-serif";
 
-/// One curve: its label, its points, dashed or not.
+/// One curve: its label, its points, dashed or not, a dot at each point or not.
 struct Curve {
     label: String,
     color: RGBColor,
     dashed: bool,
+    markers: bool,
     points: Vec<(f64, f64)>,
 }
 
@@ -96,10 +97,23 @@ fn padded(lo: f64, hi: f64, pad: f64) -> Range<f64> {
     }
 }
 
-/// The top of a y axis that starts at 0.
-fn top(values: impl Iterator<Item = f64>) -> f64 {
+/// The top of a y axis that starts at 0, with room above the highest point for the legend's
+/// `entries` lines (it sits in the upper left corner).
+fn top(values: impl Iterator<Item = f64>, entries: usize) -> f64 {
     let max = values.filter(|v| v.is_finite()).fold(0.0, f64::max);
-    if max > 0.0 { max * 1.15 } else { 1.0 }
+    let room = 1.1 + 0.07 * entries as f64;
+    if max > 0.0 { max * room } else { 1.0 }
+}
+
+/// Y ticks: whole numbers once the axis goes past 20.
+fn y_label(top: f64) -> impl Fn(&f64) -> String {
+    move |v: &f64| {
+        if top > 20.0 {
+            format!("{v:.0}")
+        } else {
+            format!("{v:.1}")
+        }
+    }
 }
 
 /// How one chart looks.
@@ -136,6 +150,7 @@ fn chart(
         .x_labels(axes.x_ticks)
         .y_labels(8)
         .x_label_formatter(axes.x_label)
+        .y_label_formatter(&y_label(axes.y.end))
         .max_light_lines(1)
         .light_line_style(RGBColor(240, 240, 240))
         .label_style((FONT, 14))
@@ -187,6 +202,9 @@ fn chart(
         drawn
             .label(&curve.label)
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], style));
+        if !curve.markers {
+            continue;
+        }
         let color = curve.color;
         c.draw_series(
             curve
@@ -252,6 +270,7 @@ pub fn nccl(analyses: &[Analysis]) -> Result<String, PlotError> {
                 label,
                 color: SERIES[curves.len() % SERIES.len()],
                 dashed: false,
+                markers: true,
                 points,
             });
             if let Some(e) = &t.verdict.expectation
@@ -287,7 +306,7 @@ pub fn nccl(analyses: &[Analysis]) -> Result<String, PlotError> {
         x_desc: "message size (log2)",
         y_desc: "bus bandwidth (GB/s)",
         x: padded(lo, hi, 0.5),
-        y: 0.0..top(ys),
+        y: 0.0..top(ys, curves.len() + references.len()),
         x_label: &size_label,
         x_ticks: ((span / 2.0).ceil() as usize + 1).clamp(2, 16),
     };
@@ -322,6 +341,7 @@ fn sweep_charts(now: &BenchReport, earlier: Option<&BenchReport>) -> Result<Stri
             label: label.clone(),
             color,
             dashed,
+            markers: true,
             points: r
                 .levels
                 .iter()
@@ -334,6 +354,7 @@ fn sweep_charts(now: &BenchReport, earlier: Option<&BenchReport>) -> Result<Stri
                 label: format!("{label}, TTFT {name}"),
                 color: if pick == 0 { color } else { lighter(color) },
                 dashed: dashed || pick == 1,
+                markers: true,
                 points: r
                     .levels
                     .iter()
@@ -368,7 +389,10 @@ fn sweep_charts(now: &BenchReport, earlier: Option<&BenchReport>) -> Result<Stri
         x_desc: "requests in flight (log2)",
         y_desc: "output tokens/s",
         x: x.clone(),
-        y: 0.0..top(tps.iter().flat_map(|c| c.points.iter().map(|p| p.1))),
+        y: 0.0..top(
+            tps.iter().flat_map(|c| c.points.iter().map(|p| p.1)),
+            tps.len(),
+        ),
         x_label: &count_label,
         x_ticks: ticks,
     };
@@ -377,7 +401,10 @@ fn sweep_charts(now: &BenchReport, earlier: Option<&BenchReport>) -> Result<Stri
         x_desc: "requests in flight (log2)",
         y_desc: "TTFT (ms)",
         x,
-        y: 0.0..top(ttft.iter().flat_map(|c| c.points.iter().map(|p| p.1))),
+        y: 0.0..top(
+            ttft.iter().flat_map(|c| c.points.iter().map(|p| p.1)),
+            ttft.len(),
+        ),
         x_label: &count_label,
         x_ticks: ticks,
     };
@@ -405,6 +432,7 @@ fn soak_chart(
         label: format!("{}, {} streams", run_label(now, "now"), soak.concurrency),
         color: NOW,
         dashed: false,
+        markers: false,
         points: steps(soak),
     }];
     if let Some((r, s)) = earlier {
@@ -412,6 +440,7 @@ fn soak_chart(
             label: format!("{}, {} streams", run_label(r, "earlier"), s.concurrency),
             color: EARLIER,
             dashed: true,
+            markers: false,
             points: steps(s),
         });
     }
@@ -436,7 +465,10 @@ fn soak_chart(
         x_desc: "time since the start (m:ss)",
         y_desc: "output tokens/s",
         x: 0.0..end.max(1.0),
-        y: 0.0..top(curves.iter().flat_map(|c| c.points.iter().map(|p| p.1))),
+        y: 0.0..top(
+            curves.iter().flat_map(|c| c.points.iter().map(|p| p.1)),
+            curves.len() + usize::from(!shaded.is_empty()),
+        ),
         x_label: &time_label,
         x_ticks: 10,
     };
