@@ -327,6 +327,51 @@ pub async fn run(
 mod tests {
     use super::*;
 
+    fn soak_request(levels: Vec<u32>) -> BenchRequest {
+        BenchRequest {
+            target: Target::Url(BaseUrl::of("127.0.0.1", 8000)),
+            model: None,
+            api: Api::Completions,
+            levels,
+            prompt_tokens: 8,
+            output_tokens: 8,
+            requests: None,
+            timeout: Duration::from_secs(30),
+            warmup: true,
+            api_key: None,
+            save_to: None,
+            compare: None,
+            expect: None,
+            soak: Some(SoakSpec {
+                duration: Duration::from_secs(60),
+                settings: soak::SoakSettings {
+                    window_s: 10.0,
+                    stall_after_s: 20.0,
+                },
+            }),
+        }
+    }
+
+    #[test]
+    fn a_soak_keeps_one_number_of_streams_busy_and_refuses_what_belongs_to_a_sweep() {
+        assert!(validate(&soak_request(vec![8])).is_ok());
+        let mut r = soak_request(vec![1, 4]);
+        r.requests = Some(10);
+        if let Some(s) = r.soak.as_mut() {
+            s.duration = Duration::ZERO;
+            s.settings.stall_after_s = 0.0;
+        }
+        let e = validate(&r).unwrap_err().to_string();
+        for want in [
+            "give one --concurrency N, not 1,4",
+            "--soak needs a duration",
+            "--stall-after must be at least 1 second",
+            "leave out one of them",
+        ] {
+            assert!(e.contains(want), "no {want:?} in {e}");
+        }
+    }
+
     #[test]
     fn the_sweep_runs_the_default_levels_and_every_level_a_profile_expects() {
         assert_eq!(sweep_levels(&[], None), vec![1, 4, 16, 32]);

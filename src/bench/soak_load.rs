@@ -6,6 +6,7 @@
 //! closed (a progress line each). Effects: the clients' requests and the clock; the figures
 //! and the stalls are `bench::soak`'s.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
@@ -54,12 +55,15 @@ pub async fn soak(
     reporter: &dyn Reporter,
     cancel: &CancellationToken,
 ) -> Result<SoakReport, BenchError> {
-    let request = |seed: u64| {
-        let p = prompt(opts.seed ^ seed, opts.prompt_tokens);
-        serde_json::to_vec(&body(opts.api, &opts.model, &p, opts.output_tokens)).unwrap_or_default()
-    };
     if opts.warmup {
-        warm_up(client, opts.api, request(u64::MAX), reporter, cancel).await?;
+        warm_up(
+            client,
+            opts.api,
+            request_body(opts, u64::MAX),
+            reporter,
+            cancel,
+        )
+        .await?;
     }
     let step = reporter.step(&format!(
         "soak: {} streams for {} ({} prompt + {} output tokens each; a stall is {}s with requests in flight and no token)",
@@ -73,51 +77,16 @@ pub async fn soak(
     let epoch = Instant::now();
     let (tx, mut rx) = mpsc::unbounded_channel();
     let mut streams = JoinSet::new();
+    let shared = Arc::new(opts.clone());
     for k in 0..u64::from(opts.concurrency) {
-        let (client, stop, tx) = (client.clone(), stop.clone(), tx.clone());
-        let api = opts.api;
-        let make = {
-            let (seed, words, model, output) = (
-                opts.seed,
-                opts.prompt_tokens,
-                opts.model.clone(),
-                opts.output_tokens,
-            );
-            move |i: u64| {
-                let p = prompt(seed ^ ((k << 40) | i), words);
-                serde_json::to_vec(&body(api, &model, &p, output)).unwrap_or_default()
-            }
-        };
-        streams.spawn(async move {
-            let mut conn = None;
-            let mut i = 0u64;
-            while !stop.is_cancelled() {
-                let b = make(i);
-                i += 1;
-                let _ = tx.send(Event::Sent(epoch.elapsed().as_secs_f64()));
-                let tokens = tx.clone();
-                let s = client
-                    .stream_observed(&mut conn, api, b, epoch, &stop, &mut |t| {
-                        let _ = tokens.send(Event::Token(t));
-                    })
-                    .await;
-                let how = match s.error {
-                    None => Finish::Ok {
-                        ttft_s: s.tokens.first().map(|t| t - s.sent),
-                    },
-                    Some(_) if stop.is_cancelled() => Finish::Cut,
-                    Some(e) => Finish::Failed(e),
-                };
-                let failed = matches!(how, Finish::Failed(_));
-                let _ = tx.send(Event::Done(s.done, how));
-                if failed {
-                    tokio::select! {
-                        _ = tokio::time::sleep(AFTER_FAILURE) => {}
-                        _ = stop.cancelled() => {}
-                    }
-                }
-            }
-        });
+        streams.spawn(keep_busy(
+            client.clone(),
+            shared.clone(),
+            k,
+            epoch,
+            stop.clone(),
+            tx.clone(),
+        ));
     }
     drop(tx);
     let mut meter = SoakMeter::new(opts.settings);
@@ -185,6 +154,51 @@ pub async fn soak(
         )),
     }
     Ok(report)
+}
+
+/// The body of stream `k`'s request `i` (`u64::MAX`: the warm-up): no two prompts alike.
+fn request_body(opts: &SoakOptions, seed: u64) -> Vec<u8> {
+    let p = prompt(opts.seed ^ seed, opts.prompt_tokens);
+    serde_json::to_vec(&body(opts.api, &opts.model, &p, opts.output_tokens)).unwrap_or_default()
+}
+
+/// One stream: its next request as soon as the last ended, until `stop`; every event to `tx`.
+async fn keep_busy(
+    client: Client,
+    opts: Arc<SoakOptions>,
+    k: u64,
+    epoch: Instant,
+    stop: CancellationToken,
+    tx: mpsc::UnboundedSender<Event>,
+) {
+    let mut conn = None;
+    let mut i = 0u64;
+    while !stop.is_cancelled() {
+        let b = request_body(&opts, (k << 40) | i);
+        i += 1;
+        let _ = tx.send(Event::Sent(epoch.elapsed().as_secs_f64()));
+        let tokens = tx.clone();
+        let s = client
+            .stream_observed(&mut conn, opts.api, b, epoch, &stop, &mut |t| {
+                let _ = tokens.send(Event::Token(t));
+            })
+            .await;
+        let how = match s.error {
+            None => Finish::Ok {
+                ttft_s: s.tokens.first().map(|t| t - s.sent),
+            },
+            Some(_) if stop.is_cancelled() => Finish::Cut,
+            Some(e) => Finish::Failed(e),
+        };
+        let failed = matches!(how, Finish::Failed(_));
+        let _ = tx.send(Event::Done(s.done, how));
+        if failed {
+            tokio::select! {
+                _ = tokio::time::sleep(AFTER_FAILURE) => {}
+                _ = stop.cancelled() => {}
+            }
+        }
+    }
 }
 
 /// One event into the meter. Once the soak has ended, requests cut by the end stay in flight

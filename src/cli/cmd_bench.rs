@@ -182,13 +182,7 @@ pub async fn run(args: BenchArgs, ctx: &Context) -> CmdResult {
         .clone()
         .unwrap_or_else(default_profiles_dir);
     let expect = expectations(&args, &dir, ctx)?;
-    let soak = args.soak.map(|duration| SoakSpec {
-        duration,
-        settings: SoakSettings {
-            window_s: args.window.unwrap_or(bench::DEFAULT_SOAK_WINDOW_S) as f64,
-            stall_after_s: args.stall_after.unwrap_or(bench::DEFAULT_STALL_AFTER_S) as f64,
-        },
-    });
+    let soak = soak_spec(&args);
     let expected = expect.as_ref().map(|(_, e)| e);
     // A job of this user's: OPENAI_API_KEY, else the key `--api-key auto` keeps. A --url may
     // be any server: only OPENAI_API_KEY goes there.
@@ -310,6 +304,17 @@ pub async fn run(args: BenchArgs, ctx: &Context) -> CmdResult {
         Outcome::Failed
     } else {
         Outcome::Success
+    })
+}
+
+/// `--soak DURATION` with its `--window` and `--stall-after`.
+fn soak_spec(args: &BenchArgs) -> Option<SoakSpec> {
+    args.soak.map(|duration| SoakSpec {
+        duration,
+        settings: SoakSettings {
+            window_s: args.window.unwrap_or(bench::DEFAULT_SOAK_WINDOW_S) as f64,
+            stall_after_s: args.stall_after.unwrap_or(bench::DEFAULT_STALL_AFTER_S) as f64,
+        },
     })
 }
 
@@ -695,4 +700,23 @@ fn join(levels: &[u32]) -> String {
         .map(|l| l.to_string())
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn soak_durations_read_as_people_write_them() {
+        let secs = |s: &str| parse_duration(s).map(|d| d.as_secs());
+        assert_eq!(secs("90"), Ok(90));
+        assert_eq!(secs("90s"), Ok(90));
+        assert_eq!(secs("30m"), Ok(1800));
+        assert_eq!(secs("2h"), Ok(7200));
+        assert_eq!(secs("1h30m15s"), Ok(5415));
+        for bad in ["", "m", "30x", "30m5", "1.5h", "-5m"] {
+            let e = parse_duration(bad).unwrap_err();
+            assert!(e.contains("like 90s, 30m, 2h or 1h30m"), "{bad:?}: {e}");
+        }
+    }
 }
