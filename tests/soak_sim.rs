@@ -5,7 +5,8 @@
 //! by the job's name, and the worker's container frozen with `docker pause` part-way. The head
 //! keeps answering `/health` 200 and its `/metrics` still lists the requests running, while no
 //! token comes: the soak names the stall with its span and exits 1; once the worker is
-//! unpaused, tokens flow again.
+//! unpaused, tokens flow again. The job is started with `--speculative-config` passed through,
+//! so `/metrics` also carries vLLM's speculative-decoding counters.
 
 mod hub_standin;
 mod sim_serving;
@@ -110,6 +111,9 @@ fn a_paused_worker_wedges_generation_while_health_answers_and_the_soak_names_the
             "memlock=8388608",
             "--ulimit",
             "nofile=16384",
+            "--",
+            "--speculative-config",
+            r#"{"method":"ngram","num_speculative_tokens":3}"#,
         ],
         &[("HF_ENDPOINT", hub.url.as_str())],
         None,
@@ -196,5 +200,24 @@ fn a_paused_worker_wedges_generation_while_health_answers_and_the_soak_names_the
     for w in [&windows[0], &windows[windows.len() - 1]] {
         assert!(w["tokens"].as_u64().unwrap() > 0, "{w}");
     }
+    // Speculative decoding was configured (passed through to the engine): its counters are
+    // there, per draft position, and they counted.
+    let (_, page) = curl(&net, "/metrics");
+    for name in [
+        "vllm:spec_decode_num_drafts_total",
+        "vllm:spec_decode_num_draft_tokens_total",
+        "vllm:spec_decode_num_accepted_tokens_total",
+    ] {
+        assert!(
+            gauge(&page, name).is_some_and(|v| v > 0.0),
+            "{name} in:\n{page}"
+        );
+    }
+    assert!(
+        page.contains(&format!(
+            "vllm:spec_decode_num_accepted_tokens_per_pos_total{{engine=\"0\",model_name=\"{MODEL}\",position=\"2\"}}"
+        )),
+        "{page}"
+    );
     remove_job(&net, job);
 }
