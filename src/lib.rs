@@ -37,5 +37,6 @@ pub mod report;
 pub mod resolve;
 pub mod runtime;
 pub mod ssh;
+pub mod supervise;
 pub mod text;
 pub mod workload;

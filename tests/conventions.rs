@@ -75,6 +75,8 @@ fn the_pure_core_imports_no_effects() {
         "bench/request.rs",
         "bench/measure.rs",
         "bench/compare.rs",
+        "bench/soak.rs",
+        "supervise/unit.rs",
     ];
     let forbidden = [
         "tokio",

@@ -1,20 +1,24 @@
 //! How `bench`'s result is shown as text: a table per run with what its figures rest on
-//! (who counted the tokens, failures), the change against an earlier run, and how the run
-//! stands against a launch profile's expected figures. Pure.
+//! (who counted the tokens, failures), a soak's windows and stalls, the change against an
+//! earlier run, and how the run stands against a launch profile's expected figures. Pure.
 
 use comfy_table::{Table, presets::UTF8_BORDERS_ONLY};
 
 use super::BenchOutcome;
 use super::compare::{Comparison, ExpectReport, Figure};
 use super::measure::{BenchReport, TokenCount};
+use super::soak::{SoakReport, clock};
 
 fn ms(v: Option<f64>) -> String {
     v.map(|v| format!("{v:.1}")).unwrap_or_else(|| "-".into())
 }
 
-/// The run's table, then the comparisons (`compare_file`: where the earlier run was read).
+/// The run's table, then the comparisons.
 pub fn text(o: &BenchOutcome, compare_file: Option<&std::path::Path>) -> String {
     let r = &o.report;
+    if let Some(s) = &r.soak {
+        return soak_text(o, s, compare_file);
+    }
     let mut out = format!(
         "{} at {}{}: {} prompt + {} output tokens per request ({} API)\n",
         r.model,
@@ -46,6 +50,122 @@ pub fn text(o: &BenchOutcome, compare_file: Option<&std::path::Path>) -> String 
     if let Some(e) = &o.expectations {
         out.push('\n');
         out.push_str(&expectations_text(e));
+    }
+    out
+}
+
+/// Rows of the soak's table at most; longer runs show several windows per row.
+const SOAK_ROWS: usize = 30;
+
+/// A soak: what ran, its windows (merged to at most [`SOAK_ROWS`] rows), every stall, the
+/// totals, where it was saved, and the change against an earlier run.
+fn soak_text(o: &BenchOutcome, s: &SoakReport, compare_file: Option<&std::path::Path>) -> String {
+    let r = &o.report;
+    let mut out = format!(
+        "{} at {}{}: soak of {} with {} streams of {} prompt + {} output tokens ({} API)\n",
+        r.model,
+        r.url,
+        r.job
+            .as_ref()
+            .map(|j| format!(" (job {j})"))
+            .unwrap_or_default(),
+        clock(s.duration_s),
+        s.concurrency,
+        r.prompt_tokens,
+        r.output_tokens,
+        r.api
+    );
+    let mut t = Table::new();
+    t.load_style(UTF8_BORDERS_ONLY);
+    t.set_header(vec![
+        "TIME",
+        "OUTPUT TOK/S",
+        "REQUESTS",
+        "FAILED",
+        "IN FLIGHT (MAX)",
+        "",
+    ]);
+    let per_row = s.windows.len().div_ceil(SOAK_ROWS).max(1);
+    for group in s.windows.chunks(per_row) {
+        let (Some(first), Some(last)) = (group.first(), group.last()) else {
+            continue;
+        };
+        let tokens: u64 = group.iter().map(|w| w.tokens).sum();
+        let span = last.end_s - first.start_s;
+        let stalled = s
+            .stalls
+            .iter()
+            .any(|st| st.start_s < last.end_s && st.end_s > first.start_s);
+        t.add_row(vec![
+            format!("{}–{}", clock(first.start_s), clock(last.end_s)),
+            format!(
+                "{:.1}",
+                if span > 0.0 {
+                    tokens as f64 / span
+                } else {
+                    0.0
+                }
+            ),
+            group.iter().map(|w| w.requests).sum::<u32>().to_string(),
+            group.iter().map(|w| w.failed).sum::<u32>().to_string(),
+            group
+                .iter()
+                .map(|w| w.in_flight_max)
+                .max()
+                .unwrap_or(0)
+                .to_string(),
+            if stalled { "STALL" } else { "" }.to_string(),
+        ]);
+    }
+    out.push_str(&t.to_string());
+    out.push('\n');
+    out.push_str(&format!(
+        "{:.1} output tok/s over {} (text chunks counted); {} requests finished, {} failed, {} cut at the end{}\n",
+        s.output_tokens_per_s,
+        clock(s.elapsed_s),
+        s.requests,
+        s.failed,
+        s.unfinished,
+        s.ttft_ms
+            .map(|p| format!("; TTFT p50 {:.0} ms, p95 {:.0} ms", p.p50, p.p95))
+            .unwrap_or_default()
+    ));
+    if let Some(e) = &s.first_error {
+        out.push_str(&format!("first failure: {e}\n"));
+    }
+    if s.stalls.is_empty() {
+        out.push_str(&format!(
+            "no stall: while requests were in flight, a token came at least every {} s\n",
+            s.stall_after_s
+        ));
+    }
+    for st in &s.stalls {
+        out.push_str(&format!(
+            "STALL {}–{} ({:.0} s): {} request{} in flight and no token{}\n",
+            clock(st.start_s),
+            clock(st.end_s),
+            st.duration_s,
+            st.in_flight,
+            if st.in_flight == 1 { "" } else { "s" },
+            if st.ongoing_at_end {
+                ", still stalled when the soak ended"
+            } else {
+                ""
+            }
+        ));
+    }
+    out.push_str(&format!("saved: {}\n", o.saved.display()));
+    if let Some(c) = &o.comparison {
+        out.push_str(&format!(
+            "\nagainst the run of {} ({}):\n",
+            c.earlier_started_at,
+            compare_file
+                .map(|p| p.display().to_string())
+                .unwrap_or_default()
+        ));
+        for n in &c.notes {
+            out.push_str(&format!("note: {n}\n"));
+        }
     }
     out
 }

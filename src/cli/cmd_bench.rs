@@ -1,7 +1,8 @@
 //! `spark-launch bench`: flags into a `bench::BenchRequest`, one call to `bench::run`, and the
-//! result rendered — a table per run, the change against `--compare FILE`, and how the run
-//! stands against a launch profile's expected figures. Exit 1 when a request failed or an
-//! expected figure was missed by more than 10%.
+//! result rendered — a table per run (or a soak's windows and stalls), the change against
+//! `--compare FILE`, how the run stands against a launch profile's expected figures, and
+//! `--plot FILE.svg` written. Exit 1 when a request failed, a soak stalled, or an expected
+//! figure was missed by more than 10%.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -12,8 +13,9 @@ use super::{CmdError, CmdResult, Context, Invalid, Outcome, print_json, print_ou
 use crate::bench::client::BearerKey;
 use crate::bench::compare::Expectations;
 use crate::bench::request::{Api, BaseUrl};
+use crate::bench::soak::{SoakSettings, clock};
 use crate::bench::{
-    self, BenchError, BenchRequest, DEFAULT_OUTPUT_TOKENS, DEFAULT_PROMPT_TOKENS, Target,
+    self, BenchError, BenchRequest, DEFAULT_OUTPUT_TOKENS, DEFAULT_PROMPT_TOKENS, SoakSpec, Target,
 };
 use crate::plan::JobName;
 use crate::profile;
@@ -63,6 +65,26 @@ pub struct BenchArgs {
     #[arg(long)]
     pub no_warmup: bool,
 
+    /// A soak instead of a sweep: keep --concurrency N streams (one number; default 8) busy
+    /// for this long (90s, 30m, 2h, 1h30m) and report output tokens/s per window, errors and
+    /// every stall. Exit 1 on a stall.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, conflicts_with = "requests")]
+    pub soak: Option<Duration>,
+
+    /// With --soak: no token for this many seconds while requests are in flight is a stall
+    /// [default: 20].
+    #[arg(long, value_name = "SECONDS", requires = "soak")]
+    pub stall_after: Option<u64>,
+
+    /// With --soak: seconds per window of the tokens/s series [default: 10].
+    #[arg(long, value_name = "SECONDS", requires = "soak")]
+    pub window: Option<u64>,
+
+    /// Also draw the run as an SVG picture: tokens/s and TTFT by concurrency (a soak: tokens/s
+    /// over time, stalls shaded); with --compare both runs.
+    #[arg(long, value_name = "FILE.svg", value_parser = super::cmd_report::plot_path)]
+    pub plot: Option<PathBuf>,
+
     /// Save the result here [default: $XDG_STATE_HOME/spark-launch/bench/NAME-TIME.json].
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
@@ -108,6 +130,41 @@ impl From<ApiFlag> for Api {
 
 const API_KEY_VAR: &str = "OPENAI_API_KEY";
 
+/// `--soak DURATION`: `90` or `90s`, `30m`, `2h`, `1h30m`, `1h30m15s`.
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    let text = s.trim();
+    let bad = || format!("expected a duration like 90s, 30m, 2h or 1h30m, got {s:?}");
+    if text.is_empty() {
+        return Err(bad());
+    }
+    if let Ok(secs) = text.parse::<u64>() {
+        return Ok(Duration::from_secs(secs));
+    }
+    let (mut total, mut digits) = (0u64, String::new());
+    for c in text.chars() {
+        if c.is_ascii_digit() {
+            digits.push(c);
+            continue;
+        }
+        let unit = match c {
+            'h' => 3600,
+            'm' => 60,
+            's' => 1,
+            _ => return Err(bad()),
+        };
+        let n: u64 = digits.parse().map_err(|_| bad())?;
+        total = n
+            .checked_mul(unit)
+            .and_then(|v| total.checked_add(v))
+            .ok_or_else(bad)?;
+        digits.clear();
+    }
+    if !digits.is_empty() {
+        return Err(bad());
+    }
+    Ok(Duration::from_secs(total))
+}
+
 /// `spark-launch bench`.
 pub async fn run(args: BenchArgs, ctx: &Context) -> CmdResult {
     if args.target.uses_snapshots() {
@@ -121,6 +178,7 @@ pub async fn run(args: BenchArgs, ctx: &Context) -> CmdResult {
         .clone()
         .unwrap_or_else(default_profiles_dir);
     let expect = expectations(&args, &dir, ctx)?;
+    let soak = soak_spec(&args);
     let expected = expect.as_ref().map(|(_, e)| e);
     // A job of this user's: OPENAI_API_KEY, else the key `--api-key auto` keeps. A --url may
     // be any server: only OPENAI_API_KEY goes there.
@@ -135,7 +193,11 @@ pub async fn run(args: BenchArgs, ctx: &Context) -> CmdResult {
         target,
         model: args.model.clone(),
         api: args.api.into(),
-        levels: bench::sweep_levels(&args.concurrency, expected),
+        levels: if soak.is_some() && args.concurrency.is_empty() {
+            vec![bench::DEFAULT_SOAK_CONCURRENCY]
+        } else {
+            bench::sweep_levels(&args.concurrency, expected)
+        },
         prompt_tokens: args
             .prompt_tokens
             .or(expected.and_then(|e| e.prompt_tokens))
@@ -151,6 +213,7 @@ pub async fn run(args: BenchArgs, ctx: &Context) -> CmdResult {
         save_to: args.out.clone(),
         compare: args.compare.clone(),
         expect: expect.clone(),
+        soak,
     };
     let (reporter, cancel) = (ctx.reporter.clone(), ctx.cancel.clone());
     let outcome = match (&args.url, &args.job) {
@@ -210,17 +273,46 @@ pub async fn run(args: BenchArgs, ctx: &Context) -> CmdResult {
         },
         e => e.into(),
     })?;
+    if let Some(path) = &args.plot {
+        let svg = crate::report::plot::bench(&outcome.report, outcome.earlier.as_ref());
+        super::cmd_report::write_plot(path, svg, ctx)?;
+    }
     if ctx.json {
         print_json(&outcome)?;
     } else {
         print_out(&bench::render::text(&outcome, args.compare.as_deref()));
     }
-    let failed =
-        outcome.report.failed() > 0 || outcome.expectations.as_ref().is_some_and(|e| !e.passed());
+    if let Some(s) = outcome.report.soak.as_ref()
+        && ctx.cancel.is_cancelled()
+    {
+        return Err(CmdError {
+            code: 130,
+            error: anyhow::anyhow!(
+                "interrupted: the soak ran {} of {}; what it measured is saved in {}",
+                clock(s.elapsed_s),
+                clock(s.duration_s),
+                outcome.saved.display()
+            ),
+        });
+    }
+    let failed = outcome.report.failed() > 0
+        || outcome.report.soak.as_ref().is_some_and(|s| s.failed())
+        || outcome.expectations.as_ref().is_some_and(|e| !e.passed());
     Ok(if failed {
         Outcome::Failed
     } else {
         Outcome::Success
+    })
+}
+
+/// `--soak DURATION` with its `--window` and `--stall-after`.
+fn soak_spec(args: &BenchArgs) -> Option<SoakSpec> {
+    args.soak.map(|duration| SoakSpec {
+        duration,
+        settings: SoakSettings {
+            window_s: args.window.unwrap_or(bench::DEFAULT_SOAK_WINDOW_S) as f64,
+            stall_after_s: args.stall_after.unwrap_or(bench::DEFAULT_STALL_AFTER_S) as f64,
+        },
     })
 }
 
@@ -246,6 +338,10 @@ fn expectations(
     let Some(job) = &args.job else {
         return Ok(None);
     };
+    if args.soak.is_some() {
+        // A profile's figures are per level of a sweep: a soak is not judged against them.
+        return Ok(None);
+    }
     let found = profile::catalogue(profile::files::user_profiles(dir).0)
         .into_iter()
         .find(|l| l.profile.name == job.as_str());
@@ -257,4 +353,23 @@ fn expectations(
         ));
         Some((l.profile.name, e))
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn soak_durations_read_as_people_write_them() {
+        let secs = |s: &str| parse_duration(s).map(|d| d.as_secs());
+        assert_eq!(secs("90"), Ok(90));
+        assert_eq!(secs("90s"), Ok(90));
+        assert_eq!(secs("30m"), Ok(1800));
+        assert_eq!(secs("2h"), Ok(7200));
+        assert_eq!(secs("1h30m15s"), Ok(5415));
+        for bad in ["", "m", "30x", "30m5", "1.5h", "-5m"] {
+            let e = parse_duration(bad).unwrap_err();
+            assert!(e.contains("like 90s, 30m, 2h or 1h30m"), "{bad:?}: {e}");
+        }
+    }
 }

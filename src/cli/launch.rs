@@ -17,6 +17,8 @@ use crate::workload::serve::ServePlan;
 pub struct Extras {
     /// `nccl-test --save-log FILE`: the driver's raw output, also written there.
     pub save_log: Option<PathBuf>,
+    /// `nccl-test --plot FILE.svg`: the bus bandwidth curves, drawn there.
+    pub plot: Option<PathBuf>,
 }
 
 /// Runs one launching command and renders what it did.
@@ -43,6 +45,10 @@ pub async fn run(l: LaunchCommand, extras: Extras, ctx: &Context) -> CmdResult {
                 std::fs::write(path, &log).map_err(|e| {
                     anyhow::anyhow!("cannot write the log to {}: {e}", path.display())
                 })?;
+            }
+            if let (Some(path), NcclVerdict::Measured(a)) = (&extras.plot, &verdict) {
+                let svg = crate::report::plot::nccl(std::slice::from_ref(a));
+                super::cmd_report::write_plot(path, svg, ctx)?;
             }
             if json {
                 print_json(&verdict)?;
