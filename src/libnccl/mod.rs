@@ -7,6 +7,7 @@
 //! Reading them from an image or a node is `runtime::libnccl`'s and `apply::nccl`'s job.
 
 pub mod check;
+pub mod elf;
 pub mod loader;
 pub mod version;
 
