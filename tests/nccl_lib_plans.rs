@@ -102,11 +102,13 @@ fn image_read(version: &str) -> ImageRead {
                     version.split('+').next().unwrap()
                 )),
                 via: Via::LdSoCache,
+                by: None,
                 machine: Machine::Arm64,
                 version: parse_build_string(version),
             }),
-            skipped: vec![],
+            ..Resolution::default()
         },
+        ld_preload: None,
     }
 }
 

@@ -476,11 +476,13 @@ mod tests {
                     path: "/usr/lib/aarch64-linux-gnu/libnccl.so.2".into(),
                     file: None,
                     via: Via::LdSoCache,
+                    by: None,
                     machine: Machine::Arm64,
                     version: crate::libnccl::version::parse_build_string(v),
                 }),
-                skipped: vec![],
+                ..Resolution::default()
             },
+            ld_preload: None,
         })
     }
 
