@@ -1,7 +1,9 @@
 //! The NCCL part of a launch plan: what each node's container will load (from the pre-plan
 //! lookup, or "not yet known"), `--nccl-from IMAGE|PATH` (the library mounted read-only at
-//! `/opt/spark-launch/nccl` and put first on `LD_LIBRARY_PATH`, the image's own path kept
-//! behind it), the steps that stage it and check it once the images are on the nodes, and the
+//! `/opt/spark-launch/nccl`, preloaded with `LD_PRELOAD` — an RPATH such as PyTorch's comes
+//! before `LD_LIBRARY_PATH`, a preload before both — and put first on `LD_LIBRARY_PATH`, the
+//! image's own values kept behind), the steps that stage it and check it once the images are
+//! on the nodes, and the
 //! refusals `libnccl::check` gives (an old NCCL on a ring, different releases, a `--nccl-from`
 //! the loader would not take).
 //!
@@ -224,13 +226,18 @@ pub fn plan(
                     read_only: true,
                     kind,
                 });
-                let (own_path, machine) = match read {
+                let (own_path, own_preload, machine) = match read {
                     Some(ImageRead::Read {
                         ld_library_path,
+                        ld_preload,
                         machine,
                         ..
-                    }) => (Some(ld_library_path.clone()), *machine),
-                    _ => (None, None),
+                    }) => (
+                        Some(ld_library_path.clone()),
+                        Some(ld_preload.clone()),
+                        *machine,
+                    ),
+                    _ => (None, None, None),
                 };
                 let base = match (spec.env.get("LD_LIBRARY_PATH"), own_path) {
                     (Some(given), _) => Some(Some(given.clone())),
@@ -241,11 +248,23 @@ pub fn plan(
                     _ => MOUNT_DIR.to_string(),
                 };
                 spec.env.insert("LD_LIBRARY_PATH".into(), value);
-                if base.is_none() {
+                // Preloaded, so that it wins over an RPATH too (PyTorch's, to its own wheel).
+                let preload_base = match (spec.env.get("LD_PRELOAD"), own_preload) {
+                    (Some(given), _) => Some(Some(given.clone())),
+                    (None, known) => known,
+                };
+                let lib = format!("{MOUNT_DIR}/{}", crate::libnccl::SONAME);
+                let preload = match &preload_base {
+                    Some(Some(b)) if !b.trim().is_empty() => format!("{lib}:{b}"),
+                    _ => lib,
+                };
+                spec.env.insert("LD_PRELOAD".into(), preload);
+                if base.is_none() || preload_base.is_none() {
                     match reads {
                         None => {
                             let note = format!(
-                                "LD_LIBRARY_PATH={MOUNT_DIR}: a live launch keeps {}'s own LD_LIBRARY_PATH behind it, read from the image on the nodes",
+                                "LD_PRELOAD={MOUNT_DIR}/{} and LD_LIBRARY_PATH={MOUNT_DIR}: a live launch keeps {}'s own values behind them, read from the image on the nodes",
+                                crate::libnccl::SONAME,
                                 spec.image
                             );
                             if !notes.contains(&note) {
@@ -255,7 +274,7 @@ pub fn plan(
                         Some(_) => problems.push(NcclProblem {
                             nodes: vec![node.clone()],
                             problem: format!(
-                                "{node}: {} is on no node yet, so its own LD_LIBRARY_PATH cannot be kept behind --nccl-from",
+                                "{node}: {} is on no node yet, so its own LD_LIBRARY_PATH and LD_PRELOAD cannot be kept behind --nccl-from",
                                 spec.image
                             ),
                             fix: format!(
