@@ -179,6 +179,9 @@ struct StatusRow {
     #[serde(flatten)]
     entry: JobEntry,
     uptime_s: Option<i64>,
+    /// The NCCL the container loads (`apply::nccl::in_containers`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    nccl: Option<crate::libnccl::Loads>,
 }
 
 #[derive(Debug, Serialize)]
@@ -212,17 +215,23 @@ pub async fn status(args: StatusArgs, ctx: &Context) -> CmdResult {
     let resolved = live(&args.target, &args.engines, Purpose::Observe("status"), ctx).await?;
     let cluster = runtime(&resolved)?;
     let found = jobs::find(&cluster, args.job.as_ref()).await;
+    let nccl = crate::apply::nccl::in_containers(&cluster, &found.entries, 0).await;
     resolved.close().await;
     let order = cluster.names();
     let rows: Vec<StatusRow> = found
         .entries
         .into_iter()
-        .map(|entry| {
+        .zip(nccl)
+        .map(|(entry, nccl)| {
             let uptime_s = match (entry.state.as_str(), entry.started_at) {
                 ("running", Some(t)) => Some((now() - t).max(0)),
                 _ => None,
             };
-            StatusRow { entry, uptime_s }
+            StatusRow {
+                entry,
+                uptime_s,
+                nccl,
+            }
         })
         .collect();
     for (node, e) in &found.failed {
@@ -262,6 +271,13 @@ pub async fn status(args: StatusArgs, ctx: &Context) -> CmdResult {
             ]);
         }
         print_out(&table.to_string());
+        let nccl: Vec<String> = rows
+            .iter()
+            .filter_map(|r| Some(format!("  {}  {}", r.entry.name, r.nccl.as_ref()?)))
+            .collect();
+        if !nccl.is_empty() {
+            print_out(&format!("NCCL the containers load:\n{}", nccl.join("\n")));
+        }
     }
     Ok(if found.failed.is_empty() {
         Outcome::Success
