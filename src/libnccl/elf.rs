@@ -105,13 +105,13 @@ impl Window {
         if self.complete() {
             return;
         }
-        let next = self.start + self.data.len() as u64;
-        let end = at + bytes.len() as u64;
+        let next = self.start.saturating_add(self.data.len() as u64);
+        let end = at.saturating_add(bytes.len() as u64);
         if next < at || next >= end {
             return;
         }
         let from = (next - at) as usize;
-        let upto = (self.start + self.want).min(end);
+        let upto = self.start.saturating_add(self.want).min(end);
         let to = (upto - at) as usize;
         self.data.extend_from_slice(&bytes[from..to]);
     }
@@ -244,7 +244,7 @@ impl DynamicReader {
         }
         let (pos, kept) = (self.pos, self.prefix.len() as u64);
         let missed = self.stage.windows().iter().any(|w| {
-            let next = w.start + w.data.len() as u64;
+            let next = w.start.saturating_add(w.data.len() as u64);
             !w.complete() && next < pos && next >= kept
         });
         if !missed {
@@ -353,7 +353,7 @@ fn dynamic(loads: &[(u64, u64, u64)], data: &[u8]) -> Result<Stage, DynamicError
     let base = loads
         .iter()
         .find(|(_, vaddr, filesz)| addr >= *vaddr && addr - vaddr < *filesz)
-        .map(|(offset, vaddr, _)| addr - vaddr + offset)
+        .and_then(|(offset, vaddr, _)| (addr - vaddr).checked_add(*offset))
         .ok_or_else(|| {
             DynamicError::Malformed(format!(
                 "the string table at {addr:#x} is in no loaded segment"
@@ -366,7 +366,10 @@ fn dynamic(loads: &[(u64, u64, u64)], data: &[u8]) -> Result<Stage, DynamicError
                 "a string at {off} past the string table's {size} bytes"
             )));
         }
-        windows.push(Window::new(base + off, (size - off).min(STRING_MAX), true));
+        let start = base.checked_add(off).ok_or_else(|| {
+            DynamicError::Malformed(format!("a string at {off} past the end of any file"))
+        })?;
+        windows.push(Window::new(start, (size - off).min(STRING_MAX), true));
     }
     Ok(Stage::Strings { entries, windows })
 }
@@ -505,6 +508,19 @@ mod tests {
             )
             .0,
             Err(DynamicError::Elf(ElfError::NotElf))
+        );
+        // Headers that point past the end of any file end as a short file, never a panic.
+        let mut far = synth(300, 900, 1200);
+        far[32..40].copy_from_slice(&(u64::MAX - 8).to_le_bytes());
+        assert_eq!(
+            stream(&far, 100).0,
+            Err(DynamicError::Truncated("program headers"))
+        );
+        let mut far = synth(300, 900, 1200);
+        far[120 + 8..120 + 16].copy_from_slice(&(u64::MAX - 20).to_le_bytes());
+        assert_eq!(
+            stream(&far, 100).0,
+            Err(DynamicError::Truncated("dynamic segment"))
         );
         let mut big_endian = synth(300, 900, 1200);
         big_endian[5] = 2;
