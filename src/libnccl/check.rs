@@ -264,75 +264,7 @@ pub fn judge(nodes: &[NodeNccl], rule: &Rule) -> LibraryVerdict {
         ));
     }
     for x in nodes {
-        let n = &x.node;
-        match &x.loads {
-            Loads::Missing { skipped, python } => v.notes.push(format!(
-                "{n}: {} has no libnccl.so.2 on its loader's path{}{}",
-                x.image,
-                skipped_text(skipped),
-                python
-                    .as_ref()
-                    .map(|p| format!("; {p}"))
-                    .unwrap_or_default()
-            )),
-            Loads::Known {
-                lib,
-                origin,
-                skipped,
-                otherwise,
-            } => {
-                if let Some(o) = otherwise
-                    && o.path != lib.path
-                    && *origin == LibraryOrigin::Image
-                {
-                    v.notes.push(format!(
-                        "{n}: the loader's own search finds {} ({}, {}), but {} loads its own through its {}: that is the NCCL the engine runs",
-                        o.path,
-                        o.version.as_ref().map(|v| format!("NCCL {v}")).unwrap_or_else(|| "no NCCL version string".into()),
-                        o.why(),
-                        lib.by.as_deref().unwrap_or("a library"),
-                        lib.via
-                    ));
-                }
-                if lib.version.is_none() {
-                    v.warnings.push(format!(
-                        "{n}: {} holds no NCCL version string: it is not an NCCL build spark-launch can judge",
-                        lib.path
-                    ));
-                }
-                if !skipped.is_empty() {
-                    v.notes
-                        .push(format!("{n}: the loader skips{}", skipped_text(skipped)));
-                }
-                if let (Some(given), LibraryOrigin::Image) = (&rule.nccl_from, origin) {
-                    let why = if lib.via == Via::Preload {
-                        format!(
-                            "the image preloads {} (LD_PRELOAD or /etc/ld.so.preload), which comes before any search path",
-                            lib.path
-                        )
-                    } else {
-                        skipped
-                            .first()
-                            .map(|s| format!("the loader skips it: {}", s.why))
-                            .unwrap_or_else(|| "another copy comes first".to_string())
-                    };
-                    v.problems.push(NcclProblem {
-                        nodes: vec![n.clone()],
-                        problem: format!(
-                            "{n}: --nccl-from {given} would not be what the container loads: {why}; it would load NCCL {} from {}",
-                            lib.version.as_ref().map(|v| v.to_string()).unwrap_or_else(|| "?".into()),
-                            lib.path
-                        ),
-                        fix: if lib.via == Via::Preload {
-                            "if LD_PRELOAD names it, unset it for this job (`--env LD_PRELOAD=`); if /etc/ld.so.preload does, use an image without that file".to_string()
-                        } else {
-                            format!("give --nccl-from a library built for the nodes' CPU ({build} for their architecture)")
-                        },
-                    });
-                }
-            }
-            Loads::NotYetKnown { .. } => {}
-        }
+        node_findings(x, rule, &build, &mut v);
     }
     // The same release everywhere.
     let mut by_version: BTreeMap<NcclVersion, Vec<&NodeName>> = BTreeMap::new();
@@ -423,6 +355,81 @@ pub fn judge(nodes: &[NodeNccl], rule: &Rule) -> LibraryVerdict {
         }
     }
     v
+}
+
+/// One node's own notes and problems: no NCCL found (and what was looked at), a copy torch
+/// loads that the loader's own search would not name, a file without NCCL's version, skipped
+/// candidates, and a `--nccl-from` the container would not load.
+fn node_findings(x: &NodeNccl, rule: &Rule, build: &str, v: &mut LibraryVerdict) {
+    let n = &x.node;
+    match &x.loads {
+        Loads::Missing { skipped, python } => v.notes.push(format!(
+            "{n}: {} has no libnccl.so.2 on its loader's path{}{}",
+            x.image,
+            skipped_text(skipped),
+            python
+                .as_ref()
+                .map(|p| format!("; {p}"))
+                .unwrap_or_default()
+        )),
+        Loads::Known {
+            lib,
+            origin,
+            skipped,
+            otherwise,
+        } => {
+            if let Some(o) = otherwise
+                && o.path != lib.path
+                && *origin == LibraryOrigin::Image
+            {
+                v.notes.push(format!(
+                    "{n}: the loader's own search finds {} ({}, {}), but {} loads its own through its {}: that is the NCCL the engine runs",
+                    o.path,
+                    o.version.as_ref().map(|v| format!("NCCL {v}")).unwrap_or_else(|| "no NCCL version string".into()),
+                    o.why(),
+                    lib.by.as_deref().unwrap_or("a library"),
+                    lib.via
+                ));
+            }
+            if lib.version.is_none() {
+                v.warnings.push(format!(
+                    "{n}: {} holds no NCCL version string: it is not an NCCL build spark-launch can judge",
+                    lib.path
+                ));
+            }
+            if !skipped.is_empty() {
+                v.notes
+                    .push(format!("{n}: the loader skips{}", skipped_text(skipped)));
+            }
+            if let (Some(given), LibraryOrigin::Image) = (&rule.nccl_from, origin) {
+                let why = if lib.via == Via::Preload {
+                    format!(
+                        "the image preloads {} (LD_PRELOAD or /etc/ld.so.preload), which comes before any search path",
+                        lib.path
+                    )
+                } else {
+                    skipped
+                        .first()
+                        .map(|s| format!("the loader skips it: {}", s.why))
+                        .unwrap_or_else(|| "another copy comes first".to_string())
+                };
+                v.problems.push(NcclProblem {
+                    nodes: vec![n.clone()],
+                    problem: format!(
+                        "{n}: --nccl-from {given} would not be what the container loads: {why}; it would load NCCL {} from {}",
+                        lib.version.as_ref().map(|v| v.to_string()).unwrap_or_else(|| "?".into()),
+                        lib.path
+                    ),
+                    fix: if lib.via == Via::Preload {
+                        "if LD_PRELOAD names it, unset it for this job (`--env LD_PRELOAD=`); if /etc/ld.so.preload does, use an image without that file".to_string()
+                    } else {
+                        format!("give --nccl-from a library built for the nodes' CPU ({build} for their architecture)")
+                    },
+                });
+            }
+        }
+        Loads::NotYetKnown { .. } => {}
+    }
 }
 
 fn skipped_text(skipped: &[Skipped]) -> String {

@@ -22,7 +22,7 @@ use crate::libnccl::{
     FromLib, FromRead, ImageRead, LibraryVerdict, Loads, MOUNT_DIR, NodeNccl, Rule, judge,
 };
 use crate::node::NodeName;
-use crate::plan::spec::{Mount, MountKind};
+use crate::plan::spec::{ContainerSpec, Mount, MountKind};
 use crate::plan::{CheckNccl, EnsureImage, JobPlan, Launch, RuntimeKind, StageNccl, Step};
 
 /// `--nccl-from`: the `libnccl.so.2` of an image (the one its own loader resolves; an
@@ -172,7 +172,79 @@ fn from_lib<'a>(
     }
 }
 
-/// Adds the NCCL part to `job`: with `--nccl-from`, the mount and `LD_LIBRARY_PATH` in every
+/// With `--nccl-from`: the container's `LD_LIBRARY_PATH` and `LD_PRELOAD` with the mounted
+/// library first and the image's own values behind (a note when a dry run cannot know them, a
+/// problem when a live launch cannot); the image's CPU, when read.
+fn loader_vars(
+    spec: &mut ContainerSpec,
+    read: Option<&ImageRead>,
+    reads: Option<&NcclReads>,
+    node: &NodeName,
+    notes: &mut Vec<String>,
+    problems: &mut Vec<NcclProblem>,
+) -> Option<crate::libnccl::loader::Machine> {
+    let (own_path, own_preload, machine) = match read {
+        Some(ImageRead::Read {
+            ld_library_path,
+            ld_preload,
+            machine,
+            ..
+        }) => (
+            Some(ld_library_path.clone()),
+            Some(ld_preload.clone()),
+            *machine,
+        ),
+        _ => (None, None, None),
+    };
+    let base = match (spec.env.get("LD_LIBRARY_PATH"), own_path) {
+        (Some(given), _) => Some(Some(given.clone())),
+        (None, known) => known,
+    };
+    let value = match &base {
+        Some(Some(b)) if !b.is_empty() => format!("{MOUNT_DIR}:{b}"),
+        _ => MOUNT_DIR.to_string(),
+    };
+    spec.env.insert("LD_LIBRARY_PATH".into(), value);
+    // Preloaded, so that it wins over an RPATH too (PyTorch's, to its own wheel).
+    let preload_base = match (spec.env.get("LD_PRELOAD"), own_preload) {
+        (Some(given), _) => Some(Some(given.clone())),
+        (None, known) => known,
+    };
+    let lib = format!("{MOUNT_DIR}/{}", crate::libnccl::SONAME);
+    let preload = match &preload_base {
+        Some(Some(b)) if !b.trim().is_empty() => format!("{lib}:{b}"),
+        _ => lib,
+    };
+    spec.env.insert("LD_PRELOAD".into(), preload);
+    if base.is_none() || preload_base.is_none() {
+        match reads {
+            None => {
+                let note = format!(
+                    "LD_PRELOAD={MOUNT_DIR}/{} and LD_LIBRARY_PATH={MOUNT_DIR}: a live launch keeps {}'s own values behind them, read from the image on the nodes",
+                    crate::libnccl::SONAME,
+                    spec.image
+                );
+                if !notes.contains(&note) {
+                    notes.push(note);
+                }
+            }
+            Some(_) => problems.push(NcclProblem {
+                nodes: vec![node.clone()],
+                problem: format!(
+                    "{node}: {} is on no node yet, so its own LD_LIBRARY_PATH and LD_PRELOAD cannot be kept behind --nccl-from",
+                    spec.image
+                ),
+                fix: format!(
+                    "put the image on the head first (`docker pull {}` there), then launch again: spark-launch pushes it to the others",
+                    spec.image
+                ),
+            }),
+        }
+    }
+    machine
+}
+
+/// Adds the NCCL part to `job`: with `--nccl-from`, the mount, `LD_PRELOAD` and `LD_LIBRARY_PATH` in every
 /// container and the staging steps; the CheckNccl step (Docker jobs) after the images are
 /// ensured; and the plan's NCCL section. Every problem refuses the launch.
 pub fn plan(
@@ -226,64 +298,7 @@ pub fn plan(
                     read_only: true,
                     kind,
                 });
-                let (own_path, own_preload, machine) = match read {
-                    Some(ImageRead::Read {
-                        ld_library_path,
-                        ld_preload,
-                        machine,
-                        ..
-                    }) => (
-                        Some(ld_library_path.clone()),
-                        Some(ld_preload.clone()),
-                        *machine,
-                    ),
-                    _ => (None, None, None),
-                };
-                let base = match (spec.env.get("LD_LIBRARY_PATH"), own_path) {
-                    (Some(given), _) => Some(Some(given.clone())),
-                    (None, known) => known,
-                };
-                let value = match &base {
-                    Some(Some(b)) if !b.is_empty() => format!("{MOUNT_DIR}:{b}"),
-                    _ => MOUNT_DIR.to_string(),
-                };
-                spec.env.insert("LD_LIBRARY_PATH".into(), value);
-                // Preloaded, so that it wins over an RPATH too (PyTorch's, to its own wheel).
-                let preload_base = match (spec.env.get("LD_PRELOAD"), own_preload) {
-                    (Some(given), _) => Some(Some(given.clone())),
-                    (None, known) => known,
-                };
-                let lib = format!("{MOUNT_DIR}/{}", crate::libnccl::SONAME);
-                let preload = match &preload_base {
-                    Some(Some(b)) if !b.trim().is_empty() => format!("{lib}:{b}"),
-                    _ => lib,
-                };
-                spec.env.insert("LD_PRELOAD".into(), preload);
-                if base.is_none() || preload_base.is_none() {
-                    match reads {
-                        None => {
-                            let note = format!(
-                                "LD_PRELOAD={MOUNT_DIR}/{} and LD_LIBRARY_PATH={MOUNT_DIR}: a live launch keeps {}'s own values behind them, read from the image on the nodes",
-                                crate::libnccl::SONAME,
-                                spec.image
-                            );
-                            if !notes.contains(&note) {
-                                notes.push(note);
-                            }
-                        }
-                        Some(_) => problems.push(NcclProblem {
-                            nodes: vec![node.clone()],
-                            problem: format!(
-                                "{node}: {} is on no node yet, so its own LD_LIBRARY_PATH and LD_PRELOAD cannot be kept behind --nccl-from",
-                                spec.image
-                            ),
-                            fix: format!(
-                                "put the image on the head first (`docker pull {}` there), then launch again: spark-launch pushes it to the others",
-                                spec.image
-                            ),
-                        }),
-                    }
-                }
+                let machine = loader_vars(spec, read, reads, &node, &mut notes, &mut problems);
                 match (reads.map(|r| from_lib(r, &node, from)), read) {
                     (Some(Ok(lib)), Some(ImageRead::Read { resolution, .. })) => {
                         crate::libnccl::check::with_nccl_from(resolution, lib, machine)
