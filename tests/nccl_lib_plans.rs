@@ -111,11 +111,13 @@ fn image_read(version: &str) -> ImageRead {
                     version.split('+').next().unwrap()
                 )),
                 via: Via::LdSoCache,
+                by: None,
                 machine: Machine::Arm64,
                 version: parse_build_string(version),
             }),
-            skipped: vec![],
+            ..Resolution::default()
         },
+        ld_preload: None,
     }
 }
 
@@ -196,6 +198,8 @@ fn the_triangle_with_nccl_from_loads_2_30_7_first_and_keeps_the_images_own_path_
             c.env["LD_LIBRARY_PATH"],
             format!("/opt/spark-launch/nccl:{IMAGE_PATH}")
         );
+        // Preloaded too: an RPATH (PyTorch's) comes before LD_LIBRARY_PATH, a preload before both.
+        assert_eq!(c.env["LD_PRELOAD"], "/opt/spark-launch/nccl/libnccl.so.2");
         let m = c
             .mounts
             .iter()

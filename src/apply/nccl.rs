@@ -1,6 +1,7 @@
 //! The NCCL a job's containers load, read on live nodes: the pre-plan lookup (every node's
-//! image, once per image digest; `--nccl-from`'s library) and the reads the executor's
-//! CheckNccl and StageNccl phases and doctor's `cluster.image-nccl` make.
+//! image, once per image digest; `--nccl-from`'s library), the reads the executor's
+//! CheckNccl and StageNccl phases and doctor's `cluster.image-nccl` make, and what the
+//! containers of running jobs load (`status`).
 //!
 //! An image's answer depends only on its content and the loader variables the job sets, so it
 //! is read on one node per image ID and cached in
@@ -19,8 +20,8 @@ use crate::runtime::libnccl::{self, ImageLoader, LoaderProbe};
 use crate::runtime::{Cluster, RuntimeError};
 use crate::workload::nccl_lib::{NcclFrom, NcclReads};
 
-/// Bumped when what is cached changes meaning.
-const CACHE_SCHEMA: &str = "libnccl-1";
+/// Bumped when what is cached changes meaning (2: torch's RPATH is followed).
+const CACHE_SCHEMA: &str = "libnccl-2";
 
 /// `$XDG_CACHE_HOME/spark-launch/libnccl` (`~/.cache/...`).
 fn cache_dir() -> Option<PathBuf> {
@@ -34,14 +35,23 @@ fn cache_dir() -> Option<PathBuf> {
         .map(|d| d.join("spark-launch").join("libnccl"))
 }
 
-fn cache_key(id: &str, probe: &LoaderProbe) -> String {
+/// The key of what a container of `image` loads with `probe`'s loader variables: the image ID
+/// and every variable that decides it, as the container sees them (the probe's over the
+/// image's), so that a job's running container finds what its launch read.
+fn cache_key(image: &ImageLoader, probe: &LoaderProbe) -> String {
     let mut h = Sha256::new();
-    for part in [
-        CACHE_SCHEMA,
-        id,
-        probe.ld_library_path.as_deref().unwrap_or("\u{0}"),
-        probe.ld_preload.as_deref().unwrap_or("\u{0}"),
-    ] {
+    let effective = |job: &Option<String>, own: &Option<String>| job.clone().or(own.clone());
+    let parts = [
+        Some(CACHE_SCHEMA.to_string()),
+        Some(image.id.clone()),
+        effective(&probe.ld_library_path, &image.ld_library_path),
+        effective(&probe.ld_preload, &image.ld_preload),
+        image.python.path.clone(),
+        image.python.pythonpath.clone(),
+        image.python.home.clone(),
+    ];
+    for part in parts {
+        let part = part.unwrap_or_else(|| "\u{0}".to_string());
         h.update(part.as_bytes());
         h.update([0xff]);
     }
@@ -92,7 +102,7 @@ async fn read_inner(
     let Some(image) = libnccl::image_loader(engine, &probe.image).await? else {
         return Ok(ImageRead::NotOnNode);
     };
-    let key = probe.mounts.is_empty().then(|| cache_key(&image.id, probe));
+    let key = probe.mounts.is_empty().then(|| cache_key(&image, probe));
     if let Some(hit) = key.as_deref().and_then(cached) {
         return Ok(hit);
     }
@@ -102,6 +112,7 @@ async fn read_inner(
         machine: image.machine,
         ld_library_path: image.ld_library_path.clone(),
         resolution,
+        ld_preload: image.ld_preload.clone(),
     };
     if let Some(k) = &key {
         store(k, &read);
@@ -140,7 +151,7 @@ pub async fn read_images(
                 );
             }
             Ok(Some(image)) => {
-                let key = cache_key(&image.id, &probes[&node]);
+                let key = cache_key(&image, &probes[&node]);
                 readers.entry(key.clone()).or_insert_with(|| node.clone());
                 waiting.push((node, key));
             }
@@ -325,4 +336,110 @@ pub async fn stage_on(
         ))
     })?;
     libnccl::stage_volume(engine, &loader, image, &source, volume, cancel).await
+}
+
+/// What the containers of running jobs load (`status`), read in each container as it is (its
+/// own variables and mounts); the answer for each of `entries`, `None` for host processes and
+/// containers that are gone. Cached as the launch's reads are (a container without an NCCL
+/// mount, by its image ID and variables), so a job whose launch read its image costs no read.
+pub async fn in_containers(
+    cluster: &Cluster,
+    entries: &[crate::runtime::JobEntry],
+    concurrency: usize,
+) -> Vec<Option<Loads>> {
+    use crate::plan::RuntimeKind;
+    let nodes: Vec<NodeName> = {
+        let mut n: Vec<NodeName> = entries
+            .iter()
+            .filter(|e| e.runtime == RuntimeKind::Docker)
+            .map(|e| e.node.clone())
+            .collect();
+        n.sort();
+        n.dedup();
+        n
+    };
+    let read = for_each_node(nodes, concurrency, |node| async move {
+        let engine = cluster.node(&node)?.engine().await?;
+        let mut out = BTreeMap::new();
+        for e in entries.iter().filter(|e| e.node == node) {
+            if e.runtime != RuntimeKind::Docker || e.job == libnccl::PROBE_JOB {
+                continue;
+            }
+            let loads = match container_loads(engine, &e.name).await {
+                Ok(Some(l)) => l,
+                Ok(None) => continue,
+                Err(err) => Loads::NotYetKnown {
+                    why: format!("reading it failed: {err}"),
+                },
+            };
+            out.insert(e.name.clone(), loads);
+        }
+        Ok::<_, RuntimeError>(out)
+    })
+    .await;
+    let mut by_name: BTreeMap<(NodeName, String), Loads> = BTreeMap::new();
+    for (node, r) in read {
+        if let Ok(m) = r {
+            for (name, l) in m {
+                by_name.insert((node.clone(), name), l);
+            }
+        }
+    }
+    entries
+        .iter()
+        .map(|e| by_name.remove(&(e.node.clone(), e.name.clone())))
+        .collect()
+}
+
+/// One container's NCCL: the launch's read of its image with the same variables when cached
+/// (what the process found at its start), else read in the container and cached by its ID.
+async fn container_loads(
+    engine: &crate::runtime::engine::Engine,
+    name: &str,
+) -> Result<Option<Loads>, RuntimeError> {
+    let Some((image, container_id, mounted)) = libnccl::container_loader(engine, name).await?
+    else {
+        return Ok(None);
+    };
+    let by_image = (!mounted).then(|| cache_key(&image, &LoaderProbe::default()));
+    let by_container = cache_key(
+        &ImageLoader {
+            id: format!("container {container_id}"),
+            ..image.clone()
+        },
+        &LoaderProbe::default(),
+    );
+    let hit = by_image
+        .as_deref()
+        .and_then(cached)
+        .or_else(|| cached(&by_container));
+    let resolution = match hit {
+        Some(ImageRead::Read { resolution, .. }) => resolution,
+        _ => {
+            let r = libnccl::resolve_container(engine, name, &image).await?;
+            store(
+                &by_container,
+                &ImageRead::Read {
+                    id: image.id.clone(),
+                    machine: image.machine,
+                    ld_library_path: image.ld_library_path.clone(),
+                    resolution: r.clone(),
+                    ld_preload: image.ld_preload.clone(),
+                },
+            );
+            r
+        }
+    };
+    let from_mount = resolution
+        .loads
+        .as_ref()
+        .is_some_and(|f| f.path.starts_with(&format!("{MOUNT_DIR}/")));
+    Ok(Some(Loads::from_resolution(
+        resolution,
+        if from_mount {
+            LibraryOrigin::NcclFrom
+        } else {
+            LibraryOrigin::Image
+        },
+    )))
 }

@@ -142,7 +142,8 @@ fn image_digest(inputs: &Inputs) -> Evaluation {
 }
 
 /// `cluster.image-nccl`: what a container of `--image` loads for `libnccl.so.2` on every node
-/// (its loader's order: preload, `LD_LIBRARY_PATH`, `ld.so.cache`, system folders; the version
+/// (its loader's order: preload, the RPATH of torch's `libtorch_cuda.so` when the image's
+/// Python has PyTorch's wheels, `LD_LIBRARY_PATH`, `ld.so.cache`, system folders; the version
 /// string inside the library), judged as a launch judges it. A node where it could not be read
 /// yet (the image is not there) gets a note, never a failure.
 fn image_nccl(inputs: &Inputs) -> Evaluation {
@@ -202,6 +203,17 @@ fn image_nccl(inputs: &Inputs) -> Evaluation {
                 "ranks must load one NCCL release, and a switchless ring (one subnet per cable) needs NCCL_IB_SUBNET_AWARE_ROUTING: without it the job hangs at its first collective",
                 Fix::text(p.fix.clone()),
             ));
+        }
+    }
+    // A node's own notes (torch loads a copy the loader's own search would not name; no
+    // libnccl.so.2 at all, and what was looked at).
+    for text in &verdict.notes {
+        if let Some(x) = nodes
+            .iter()
+            .find(|x| text.starts_with(&format!("{}: ", x.node)))
+        {
+            let own = text.trim_start_matches(&format!("{}: ", x.node));
+            e.note(&x.node, own.to_string());
         }
     }
     for w in &verdict.warnings {
@@ -476,11 +488,13 @@ mod tests {
                     path: "/usr/lib/aarch64-linux-gnu/libnccl.so.2".into(),
                     file: None,
                     via: Via::LdSoCache,
+                    by: None,
                     machine: Machine::Arm64,
                     version: crate::libnccl::version::parse_build_string(v),
                 }),
-                skipped: vec![],
+                ..Resolution::default()
             },
+            ld_preload: None,
         })
     }
 
@@ -521,6 +535,62 @@ mod tests {
             e.notes[1].text.starts_with("not yet known"),
             "{:?}",
             e.notes
+        );
+    }
+
+    #[test]
+    fn image_nccl_names_torchs_own_copy_and_what_the_loaders_search_alone_finds() {
+        use crate::libnccl::loader::{Found, Machine, Resolution, Via};
+        let sp = "/usr/local/lib/python3.12/dist-packages";
+        let torch = || {
+            Some(crate::libnccl::ImageRead::Read {
+                id: "sha256:id".into(),
+                machine: Some(Machine::Arm64),
+                ld_library_path: None,
+                resolution: Resolution {
+                    loads: Some(Found {
+                        path: format!("{sp}/nvidia/nccl/lib/libnccl.so.2"),
+                        file: None,
+                        via: Via::Rpath,
+                        by: Some(format!("{sp}/torch/lib/libtorch_cuda.so")),
+                        machine: Machine::Arm64,
+                        version: crate::libnccl::version::parse_build_string("2.28.9+cuda13.0"),
+                    }),
+                    otherwise: Some(Box::new(Found {
+                        path: "/lib/aarch64-linux-gnu/libnccl.so.2".into(),
+                        file: None,
+                        via: Via::LdSoCache,
+                        by: None,
+                        machine: Machine::Arm64,
+                        version: crate::libnccl::version::parse_build_string("2.28.3+cuda13.0"),
+                    })),
+                    ..Resolution::default()
+                },
+                ld_preload: None,
+            })
+        };
+        let obs = live_pair(|_| Observations {
+            nccl: torch(),
+            ..Default::default()
+        });
+        let e = live_eval("cluster.image-nccl", &pair(), &opts(), &obs);
+        assert!(e.findings.is_empty(), "{e:?}");
+        let a: Vec<&str> = e
+            .notes
+            .iter()
+            .filter(|n| n.node.as_str() == "spark-a")
+            .map(|n| n.text.as_str())
+            .collect();
+        assert_eq!(
+            a,
+            vec![
+                format!(
+                    "NCCL 2.28.9+cuda13.0 from {sp}/nvidia/nccl/lib/libnccl.so.2 (RPATH of {sp}/torch/lib/libtorch_cuda.so)"
+                ),
+                format!(
+                    "the loader's own search finds /lib/aarch64-linux-gnu/libnccl.so.2 (NCCL 2.28.3+cuda13.0, ld.so.cache), but {sp}/torch/lib/libtorch_cuda.so loads its own through its RPATH: that is the NCCL the engine runs"
+                ),
+            ]
         );
     }
 

@@ -13,6 +13,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use super::loader::{Found, Machine, Resolution, Skipped, Via};
+use super::python::PythonSeen;
 use super::version::{LibVersion, NcclVersion, RING_MIN};
 use crate::node::NodeName;
 
@@ -40,11 +41,18 @@ pub enum Loads {
         origin: LibraryOrigin,
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         skipped: Vec<Skipped>,
+        /// What the loader's own search would take instead, when torch's RPATH or RUNPATH
+        /// changes the answer.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        otherwise: Option<Box<Found>>,
     },
-    /// The loader finds no `libnccl.so.2` (the engine may bring its own through an RPATH).
+    /// The loader finds no `libnccl.so.2`.
     Missing {
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         skipped: Vec<Skipped>,
+        /// What was seen of the engine's Python and torch.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        python: Option<Box<PythonSeen>>,
     },
     /// Not read, and why.
     NotYetKnown { why: String },
@@ -58,8 +66,12 @@ impl Loads {
                 lib,
                 origin,
                 skipped: r.skipped,
+                otherwise: r.otherwise,
             },
-            None => Loads::Missing { skipped: r.skipped },
+            None => Loads::Missing {
+                skipped: r.skipped,
+                python: r.python,
+            },
         }
     }
 
@@ -84,7 +96,7 @@ impl fmt::Display for Loads {
                 if let Some(file) = &lib.file {
                     write!(f, " → {file}")?;
                 }
-                write!(f, " ({}", lib.via)?;
+                write!(f, " ({}", lib.why())?;
                 if *origin == LibraryOrigin::NcclFrom {
                     write!(f, ", --nccl-from")?;
                 }
@@ -105,9 +117,10 @@ pub struct FromLib {
     pub source: String,
 }
 
-/// What a container with `--nccl-from` loads: the mounted library, first on `LD_LIBRARY_PATH`,
-/// unless the image preloads an NCCL of its own (a preload comes before any search) or the
-/// library is built for another CPU (the loader skips it and goes on to the image's).
+/// What a container with `--nccl-from` loads: the mounted library, preloaded (`LD_PRELOAD`, so
+/// that it comes before any RPATH, torch's included) and first on `LD_LIBRARY_PATH`, unless
+/// the image preloads an NCCL of its own (two NCCLs in one process) or the library is built
+/// for another CPU (the loader ignores the preload and goes on to the image's).
 pub fn with_nccl_from(image: &Resolution, from: &FromLib, arch: Option<Machine>) -> Loads {
     let preloaded = image.loads.as_ref().is_some_and(|f| f.via == Via::Preload);
     let mounted = format!("{MOUNT_DIR}/libnccl.so.2");
@@ -131,26 +144,33 @@ pub fn with_nccl_from(image: &Resolution, from: &FromLib, arch: Option<Machine>)
         lib: Found {
             path: mounted,
             file: None,
-            via: Via::LdLibraryPath,
+            via: Via::Preload,
+            by: None,
             machine: from.machine,
             version: from.version.clone(),
         },
         origin: LibraryOrigin::NcclFrom,
         skipped: Vec::new(),
+        otherwise: None,
     }
 }
 
 /// What reading an image on one node gave (the pre-plan lookup).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "state", rename_all = "kebab-case")]
+// One value per node, matched by every reader: boxing the read would buy nothing.
+#[allow(clippy::large_enum_variant)]
 pub enum ImageRead {
-    /// Read on the node: the image's ID, CPU, own `LD_LIBRARY_PATH`, and what its loader
-    /// resolves with the job's loader variables.
+    /// Read on the node: the image's ID, CPU, own `LD_LIBRARY_PATH` and `LD_PRELOAD`, and what
+    /// its loader resolves with the job's loader variables.
     Read {
         id: String,
         machine: Option<Machine>,
         ld_library_path: Option<String>,
         resolution: Resolution,
+        /// The image's own `LD_PRELOAD` (kept behind `--nccl-from`'s).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        ld_preload: Option<String>,
     },
     /// The image is not on this node (yet).
     NotOnNode,
@@ -244,51 +264,7 @@ pub fn judge(nodes: &[NodeNccl], rule: &Rule) -> LibraryVerdict {
         ));
     }
     for x in nodes {
-        let n = &x.node;
-        match &x.loads {
-            Loads::Missing { skipped } => v.notes.push(format!(
-                "{n}: {} has no libnccl.so.2 on its loader's path{}; an engine that brings its own through an RPATH (PyTorch's pip wheels) is not seen here",
-                x.image,
-                skipped_text(skipped)
-            )),
-            Loads::Known {
-                lib, origin, skipped, ..
-            } => {
-                if lib.version.is_none() {
-                    v.warnings.push(format!(
-                        "{n}: {} holds no NCCL version string: it is not an NCCL build spark-launch can judge",
-                        lib.path
-                    ));
-                }
-                if !skipped.is_empty() {
-                    v.notes.push(format!("{n}: the loader skips{}", skipped_text(skipped)));
-                }
-                if let (Some(given), LibraryOrigin::Image) = (&rule.nccl_from, origin) {
-                    let why = if lib.via == Via::Preload {
-                        format!("the image preloads {} (LD_PRELOAD or /etc/ld.so.preload), which comes before any search path", lib.path)
-                    } else {
-                        skipped
-                            .first()
-                            .map(|s| format!("the loader skips it: {}", s.why))
-                            .unwrap_or_else(|| "another copy comes first".to_string())
-                    };
-                    v.problems.push(NcclProblem {
-                        nodes: vec![n.clone()],
-                        problem: format!(
-                            "{n}: --nccl-from {given} would not be what the container loads: {why}; it would load NCCL {} from {}",
-                            lib.version.as_ref().map(|v| v.to_string()).unwrap_or_else(|| "?".into()),
-                            lib.path
-                        ),
-                        fix: if lib.via == Via::Preload {
-                            "if LD_PRELOAD names it, unset it for this job (`--env LD_PRELOAD=`); if /etc/ld.so.preload does, use an image without that file".to_string()
-                        } else {
-                            format!("give --nccl-from a library built for the nodes' CPU ({build} for their architecture)")
-                        },
-                    });
-                }
-            }
-            Loads::NotYetKnown { .. } => {}
-        }
+        node_findings(x, rule, &build, &mut v);
     }
     // The same release everywhere.
     let mut by_version: BTreeMap<NcclVersion, Vec<&NodeName>> = BTreeMap::new();
@@ -381,6 +357,81 @@ pub fn judge(nodes: &[NodeNccl], rule: &Rule) -> LibraryVerdict {
     v
 }
 
+/// One node's own notes and problems: no NCCL found (and what was looked at), a copy torch
+/// loads that the loader's own search would not name, a file without NCCL's version, skipped
+/// candidates, and a `--nccl-from` the container would not load.
+fn node_findings(x: &NodeNccl, rule: &Rule, build: &str, v: &mut LibraryVerdict) {
+    let n = &x.node;
+    match &x.loads {
+        Loads::Missing { skipped, python } => v.notes.push(format!(
+            "{n}: {} has no libnccl.so.2 on its loader's path{}{}",
+            x.image,
+            skipped_text(skipped),
+            python
+                .as_ref()
+                .map(|p| format!("; {p}"))
+                .unwrap_or_default()
+        )),
+        Loads::Known {
+            lib,
+            origin,
+            skipped,
+            otherwise,
+        } => {
+            if let Some(o) = otherwise
+                && o.path != lib.path
+                && *origin == LibraryOrigin::Image
+            {
+                v.notes.push(format!(
+                    "{n}: the loader's own search finds {} ({}, {}), but {} loads its own through its {}: that is the NCCL the engine runs",
+                    o.path,
+                    o.version.as_ref().map(|v| format!("NCCL {v}")).unwrap_or_else(|| "no NCCL version string".into()),
+                    o.why(),
+                    lib.by.as_deref().unwrap_or("a library"),
+                    lib.via
+                ));
+            }
+            if lib.version.is_none() {
+                v.warnings.push(format!(
+                    "{n}: {} holds no NCCL version string: it is not an NCCL build spark-launch can judge",
+                    lib.path
+                ));
+            }
+            if !skipped.is_empty() {
+                v.notes
+                    .push(format!("{n}: the loader skips{}", skipped_text(skipped)));
+            }
+            if let (Some(given), LibraryOrigin::Image) = (&rule.nccl_from, origin) {
+                let why = if lib.via == Via::Preload {
+                    format!(
+                        "the image preloads {} (LD_PRELOAD or /etc/ld.so.preload), which comes before any search path",
+                        lib.path
+                    )
+                } else {
+                    skipped
+                        .first()
+                        .map(|s| format!("the loader skips it: {}", s.why))
+                        .unwrap_or_else(|| "another copy comes first".to_string())
+                };
+                v.problems.push(NcclProblem {
+                    nodes: vec![n.clone()],
+                    problem: format!(
+                        "{n}: --nccl-from {given} would not be what the container loads: {why}; it would load NCCL {} from {}",
+                        lib.version.as_ref().map(|v| v.to_string()).unwrap_or_else(|| "?".into()),
+                        lib.path
+                    ),
+                    fix: if lib.via == Via::Preload {
+                        "if LD_PRELOAD names it, unset it for this job (`--env LD_PRELOAD=`); if /etc/ld.so.preload does, use an image without that file".to_string()
+                    } else {
+                        format!("give --nccl-from a library built for the nodes' CPU ({build} for their architecture)")
+                    },
+                });
+            }
+        }
+        Loads::NotYetKnown { .. } => {}
+    }
+}
+
 fn skipped_text(skipped: &[Skipped]) -> String {
     if skipped.is_empty() {
         return String::new();
@@ -409,11 +460,13 @@ mod tests {
                     path: "/usr/lib/x86_64-linux-gnu/libnccl.so.2".into(),
                     file: None,
                     via: Via::LdSoCache,
+                    by: None,
                     machine: Machine::Arm64,
                     version: parse_build_string(v),
                 },
                 origin,
                 skipped: vec![],
+                otherwise: None,
             },
         }
     }
@@ -511,16 +564,70 @@ mod tests {
     }
 
     #[test]
+    fn torchs_own_copy_is_judged_and_a_note_names_what_the_loaders_search_alone_finds() {
+        // As seen on a GPU machine: the cache names 2.28.3, torch maps its wheel's 2.28.9.
+        let torch = Found {
+            path: "/sp/nvidia/nccl/lib/libnccl.so.2".into(),
+            file: None,
+            via: Via::Rpath,
+            by: Some("/sp/torch/lib/libtorch_cuda.so".into()),
+            machine: Machine::Arm64,
+            version: parse_build_string("2.28.9+cuda13.0"),
+        };
+        let system = Found {
+            path: "/lib/aarch64-linux-gnu/libnccl.so.2".into(),
+            via: Via::LdSoCache,
+            by: None,
+            version: parse_build_string("2.28.3+cuda13.0"),
+            ..torch.clone()
+        };
+        let loads = Loads::from_resolution(
+            Resolution {
+                loads: Some(torch),
+                otherwise: Some(Box::new(system)),
+                ..Resolution::default()
+            },
+            LibraryOrigin::Image,
+        );
+        assert_eq!(
+            loads.to_string(),
+            "NCCL 2.28.9+cuda13.0 from /sp/nvidia/nccl/lib/libnccl.so.2 (RPATH of /sp/torch/lib/libtorch_cuda.so)"
+        );
+        let n = nodes(&[(
+            "a",
+            NodeNccl {
+                node: NodeName::new("a").unwrap(),
+                image: "img".into(),
+                loads,
+            },
+        )]);
+        let v = judge(&n, &ring());
+        assert!(
+            v.problems[0]
+                .problem
+                .starts_with("a would load NCCL 2.28.9+cuda13.0 on this switchless ring"),
+            "{v:?}"
+        );
+        assert_eq!(
+            v.notes,
+            vec![
+                "a: the loader's own search finds /lib/aarch64-linux-gnu/libnccl.so.2 (NCCL 2.28.3+cuda13.0, ld.so.cache), but /sp/torch/lib/libtorch_cuda.so loads its own through its RPATH: that is the NCCL the engine runs"
+            ]
+        );
+    }
+
+    #[test]
     fn nccl_from_wins_unless_the_image_preloads_nccl_or_the_library_is_for_another_cpu() {
         let image = Resolution {
             loads: Some(Found {
                 path: "/usr/lib/aarch64-linux-gnu/libnccl.so.2".into(),
                 file: None,
                 via: Via::LdSoCache,
+                by: None,
                 machine: Machine::Arm64,
                 version: parse_build_string("2.28.9+cuda12.9"),
             }),
-            skipped: vec![],
+            ..Resolution::default()
         };
         let from = FromLib {
             machine: Machine::Arm64,
@@ -530,7 +637,7 @@ mod tests {
         let l = with_nccl_from(&image, &from, Some(Machine::Arm64));
         assert_eq!(
             l.to_string(),
-            "NCCL 2.30.7+cuda13.3 from /opt/spark-launch/nccl/libnccl.so.2 (LD_LIBRARY_PATH, --nccl-from)"
+            "NCCL 2.30.7+cuda13.3 from /opt/spark-launch/nccl/libnccl.so.2 (preloaded, --nccl-from)"
         );
         let wrong = with_nccl_from(
             &image,

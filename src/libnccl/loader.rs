@@ -5,15 +5,20 @@
 //! folders (Debian/Ubuntu's: `/lib/<triplet>`, `/usr/lib/<triplet>`, `/lib`, `/usr/lib`). A
 //! file of another ELF class or machine is skipped, as the loader skips it.
 //!
-//! What this cannot see: a library that reaches NCCL through an RPATH of its own (PyTorch's pip
-//! wheels find `nvidia/nccl/lib` that way) resolves before `LD_LIBRARY_PATH`; the lookup names
-//! the copy the plain search finds. Pure: the caller reads the files (the image's cache, the
-//! first bytes of each candidate) and hands them in.
+//! A library that asks for NCCL with an RPATH of its own (PyTorch's `libtorch_cuda.so` from
+//! the pip wheels: `$ORIGIN/../../nvidia/nccl/lib`) changes the order as glibc's
+//! `_dl_map_object` does: an NCCL already loaded (a preload) is taken whatever the path; then
+//! the requester's `DT_RPATH` (only when it has no `DT_RUNPATH`), then `LD_LIBRARY_PATH`, then
+//! its `DT_RUNPATH`, then the cache and the system folders ([`candidates_for`]; `$ORIGIN` is
+//! the requester's folder). Not modelled: the RPATHs of the libraries that loaded the
+//! requester (torch's carry the same list) and the `glibc-hwcaps` subfolders. Pure: the caller
+//! reads the files (the image's cache, the first bytes of each candidate) and hands them in.
 
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+use super::python::{PythonSeen, Requester};
 use super::version::LibVersion;
 
 /// The name every NCCL 2 library is loaded by.
@@ -205,7 +210,11 @@ pub fn parse_ld_cache(b: &[u8]) -> Result<Vec<CacheEntry>, LdCacheError> {
 pub enum Via {
     /// `LD_PRELOAD` or `/etc/ld.so.preload`: loaded before anything else asks for NCCL.
     Preload,
+    /// The `DT_RPATH` of the library that asks for NCCL: before `LD_LIBRARY_PATH`.
+    Rpath,
     LdLibraryPath,
+    /// The `DT_RUNPATH` of the library that asks for NCCL: after `LD_LIBRARY_PATH`.
+    Runpath,
     LdSoCache,
     SystemDir,
 }
@@ -214,7 +223,9 @@ impl fmt::Display for Via {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             Via::Preload => "preloaded",
+            Via::Rpath => "RPATH",
             Via::LdLibraryPath => "LD_LIBRARY_PATH",
+            Via::Runpath => "RUNPATH",
             Via::LdSoCache => "ld.so.cache",
             Via::SystemDir => "a system folder",
         })
@@ -243,12 +254,57 @@ fn is_nccl_name(name: &str) -> bool {
         .is_some_and(|b| b.starts_with("libnccl.so"))
 }
 
-/// Every path the loader tries for `libnccl.so.2`, in its order, without duplicates.
+/// Every path the loader tries for a `dlopen("libnccl.so.2")` from a library without an RPATH,
+/// in its order, without duplicates.
 pub fn candidates(
     env: &LoaderEnv,
     cache: &[CacheEntry],
     machine: Option<Machine>,
 ) -> Vec<Candidate> {
+    candidates_for(env, cache, machine, None)
+}
+
+/// The folders of an RPATH or RUNPATH list, `$ORIGIN` (or `${ORIGIN}`) replaced by the folder
+/// of `object` and `..` folded; entries the loader would take relative to the working folder,
+/// or with other tokens (`$LIB`, `$PLATFORM`), are left out.
+pub fn expand_origin(list: &str, object: &str) -> Vec<String> {
+    let origin = object.rsplit_once('/').map(|(d, _)| d).unwrap_or("");
+    list.split(':')
+        .map(|d| d.replace("${ORIGIN}", origin).replace("$ORIGIN", origin))
+        .filter(|d| d.starts_with('/') && !d.contains('$'))
+        .map(|d| {
+            let mut parts: Vec<&str> = Vec::new();
+            for p in d.split('/') {
+                match p {
+                    "" | "." => {}
+                    ".." => {
+                        parts.pop();
+                    }
+                    p => parts.push(p),
+                }
+            }
+            format!("/{}", parts.join("/"))
+        })
+        .collect()
+}
+
+/// Every path the loader tries for `libnccl.so.2` when `requester` asks for it (its
+/// `DT_NEEDED`), in glibc's order: preloads, the requester's RPATH (when it has no RUNPATH),
+/// `LD_LIBRARY_PATH`, its RUNPATH, the cache, the system folders.
+pub fn candidates_for(
+    env: &LoaderEnv,
+    cache: &[CacheEntry],
+    machine: Option<Machine>,
+    requester: Option<&Requester>,
+) -> Vec<Candidate> {
+    let (rpath, runpath) = match requester {
+        Some(r) => match (&r.runpath, &r.rpath) {
+            (Some(run), _) => (Vec::new(), expand_origin(run, &r.object)),
+            (None, Some(rp)) => (expand_origin(rp, &r.object), Vec::new()),
+            (None, None) => (Vec::new(), Vec::new()),
+        },
+        None => (Vec::new(), Vec::new()),
+    };
     let mut out: Vec<Candidate> = Vec::new();
     let mut push = |path: String, via: Via| {
         if !out.iter().any(|c| c.path == path) {
@@ -316,8 +372,14 @@ pub fn candidates(
             }
         }
     }
+    for d in &rpath {
+        push(join(d, SONAME), Via::Rpath);
+    }
     for d in &lib_dirs {
         push(join(d, SONAME), Via::LdLibraryPath);
+    }
+    for d in &runpath {
+        push(join(d, SONAME), Via::Runpath);
     }
     for p in cache_paths(SONAME) {
         push(p, Via::LdSoCache);
@@ -337,9 +399,22 @@ pub struct Found {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub file: Option<String>,
     pub via: Via,
+    /// The library whose RPATH or RUNPATH led here (`via` says which).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by: Option<String>,
     pub machine: Machine,
     /// NCCL's build string in it; `None` when the file carries none (not an NCCL build).
     pub version: Option<LibVersion>,
+}
+
+impl Found {
+    /// Why the loader takes it: `ld.so.cache`, `RPATH of /…/torch/lib/libtorch_cuda.so`.
+    pub fn why(&self) -> String {
+        match (&self.by, self.via) {
+            (Some(by), Via::Rpath | Via::Runpath) => format!("{} of {by}", self.via),
+            _ => self.via.to_string(),
+        }
+    }
 }
 
 /// A candidate the loader would skip.
@@ -356,6 +431,14 @@ pub struct Resolution {
     pub loads: Option<Found>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub skipped: Vec<Skipped>,
+    /// What was seen of the engine's Python and torch (`None`: not looked at, as when a
+    /// preload comes first).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub python: Option<Box<PythonSeen>>,
+    /// What the loader's own search (without the requester's RPATH or RUNPATH) takes, when
+    /// that differs from `loads`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub otherwise: Option<Box<Found>>,
 }
 
 #[cfg(test)]
@@ -406,6 +489,92 @@ mod tests {
                 ("/usr/lib/libnccl.so.2", Via::SystemDir),
             ]
         );
+    }
+
+    /// torch 2.11.0's RPATH (its wheel's `torch/lib/*.so`, read from PyPI), in a Debian
+    /// site folder.
+    fn torch(rpath: bool) -> Requester {
+        let list = "$ORIGIN/../../nvidia/cudnn/lib:$ORIGIN/../../nvidia/nvshmem/lib:$ORIGIN/../../nvidia/nccl/lib:$ORIGIN/../../nvidia/cusparselt/lib:$ORIGIN/../../nvidia/cu13/lib:$ORIGIN";
+        Requester {
+            object: "/usr/local/lib/python3.12/dist-packages/torch/lib/libtorch_cuda.so".into(),
+            rpath: rpath.then(|| list.to_string()),
+            runpath: (!rpath).then(|| list.to_string()),
+        }
+    }
+
+    #[test]
+    fn torchs_rpath_comes_before_ld_library_path_and_a_runpath_after_it() {
+        let cache = vec![entry("/lib/x86_64-linux-gnu/libnccl.so.2", 0x0303)];
+        let e = env(None, Some("/usr/local/cuda/lib64"));
+        let order = |r: &Requester| -> Vec<(String, Via)> {
+            candidates_for(&e, &cache, Some(Machine::Amd64), Some(r))
+                .into_iter()
+                .map(|c| (c.path, c.via))
+                .take(4)
+                .collect()
+        };
+        let sp = "/usr/local/lib/python3.12/dist-packages";
+        let rpath = order(&torch(true));
+        assert_eq!(
+            rpath,
+            vec![
+                (format!("{sp}/nvidia/cudnn/lib/libnccl.so.2"), Via::Rpath),
+                (format!("{sp}/nvidia/nvshmem/lib/libnccl.so.2"), Via::Rpath),
+                (format!("{sp}/nvidia/nccl/lib/libnccl.so.2"), Via::Rpath),
+                (
+                    format!("{sp}/nvidia/cusparselt/lib/libnccl.so.2"),
+                    Via::Rpath
+                ),
+            ]
+        );
+        let all = candidates_for(&e, &cache, Some(Machine::Amd64), Some(&torch(true)));
+        let at = |p: &str| all.iter().position(|c| c.path == p).unwrap();
+        assert!(
+            at(&format!("{sp}/torch/lib/libnccl.so.2")) < at("/usr/local/cuda/lib64/libnccl.so.2")
+        );
+        assert!(
+            at("/usr/local/cuda/lib64/libnccl.so.2") < at("/lib/x86_64-linux-gnu/libnccl.so.2")
+        );
+        let runpath = order(&torch(false));
+        assert_eq!(
+            runpath[..2],
+            [
+                (
+                    "/usr/local/cuda/lib64/libnccl.so.2".to_string(),
+                    Via::LdLibraryPath
+                ),
+                (format!("{sp}/nvidia/cudnn/lib/libnccl.so.2"), Via::Runpath),
+            ]
+        );
+        // A preload comes first whatever asks.
+        let pre = candidates_for(
+            &env(Some("/opt/spark-launch/nccl/libnccl.so.2"), None),
+            &cache,
+            Some(Machine::Amd64),
+            Some(&torch(true)),
+        );
+        assert_eq!(pre[0].via, Via::Preload);
+        assert_eq!(pre[1].via, Via::Rpath);
+    }
+
+    #[test]
+    fn origin_is_the_requesters_folder_and_other_tokens_are_left_out() {
+        assert_eq!(
+            expand_origin(
+                "${ORIGIN}/../lib:$ORIGIN:relative:$LIB/x:/abs/./y/",
+                "/sp/torch/lib/libtorch_cuda.so"
+            ),
+            vec!["/sp/torch/lib", "/sp/torch/lib", "/abs/y"]
+        );
+        let f = Found {
+            path: "/sp/nvidia/nccl/lib/libnccl.so.2".into(),
+            file: None,
+            via: Via::Rpath,
+            by: Some("/sp/torch/lib/libtorch_cuda.so".into()),
+            machine: Machine::Amd64,
+            version: None,
+        };
+        assert_eq!(f.why(), "RPATH of /sp/torch/lib/libtorch_cuda.so");
     }
 
     #[test]

@@ -3,11 +3,17 @@
 //! judgement plans, the executor and doctor share (`check`: one release everywhere, ≥ 2.30.7
 //! on a switchless ring, `--nccl-from` first on the loader path).
 //!
+//! What the engine's PyTorch loads is part of it: `python` finds `torch` in an image the way
+//! its Python would, and `elf` reads its `libtorch_cuda.so`'s RPATH, which comes before
+//! `LD_LIBRARY_PATH`.
+//!
 //! Pure: the bytes of a library, an image's `ld.so.cache` and environment in; decisions out.
 //! Reading them from an image or a node is `runtime::libnccl`'s and `apply::nccl`'s job.
 
 pub mod check;
+pub mod elf;
 pub mod loader;
+pub mod python;
 pub mod version;
 
 pub use check::{

@@ -5,6 +5,14 @@
 //! is streamed until its ELF header and NCCL's build string are read — a few MiB of a file of
 //! hundreds, then the stream is dropped. The container is removed in every case.
 //!
+//! The engine's PyTorch is looked for the same way, unless a preloaded NCCL comes first: the
+//! first `python3` on the image's `PATH` and its site folders (`libnccl::python`) are looked
+//! at with the archive API's stat (no file is read but a `pyvenv.cfg`), and the first
+//! `torch/lib/libtorch_cuda.so` found is streamed to its dynamic section (`libnccl::elf`; in a
+//! wheel the section is near the end, so most of the file goes by, once per image ID). Its
+//! RPATH then orders the candidates (`libnccl::loader::candidates_for`). A running job's
+//! container is read the same way, in place (`resolve_container`, for `status`).
+//!
 //! Also: the same read of a library on the node itself (`--nccl-from PATH`, through the node's
 //! shell), and filling the named volume `--nccl-from IMAGE` mounts (a short container copies the
 //! image's `libnccl.so.2` into it). Effects only; what to judge is `libnccl::check`'s.
@@ -14,7 +22,8 @@ use std::time::Duration;
 
 use bollard::query_parameters::DownloadFromContainerOptionsBuilder;
 use bytes::Bytes;
-use futures::{Stream, StreamExt};
+use futures::StreamExt;
+use futures::stream::BoxStream;
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio_util::io::StreamReader;
 use tokio_util::sync::CancellationToken;
@@ -22,7 +31,11 @@ use tokio_util::sync::CancellationToken;
 use super::engine::Engine;
 use super::error::{RuntimeError, describe_bollard, status_of};
 use super::shell::NodeShell;
-use crate::libnccl::loader::{self, Candidate, Found, LoaderEnv, Machine, Resolution, Skipped};
+use crate::libnccl::elf::{Dynamic, DynamicReader, Feed};
+use crate::libnccl::loader::{
+    self, Candidate, Found, LoaderEnv, Machine, Resolution, Skipped, Via,
+};
+use crate::libnccl::python::{self, Interpreter, PythonEnv, PythonSeen, Torch};
 use crate::libnccl::version::Scanner;
 use crate::node::{NodeName, Role};
 use crate::plan::spec::{ContainerSpec, JobName, Mount, MountKind};
@@ -48,7 +61,7 @@ pub struct LoaderProbe {
     pub mounts: Vec<Mount>,
 }
 
-/// What one image says about itself, for the loader.
+/// What one image says about itself, for the loader (and where its Python looks).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ImageLoader {
     /// The image ID (the digest of its config): the cache key.
@@ -56,6 +69,22 @@ pub struct ImageLoader {
     pub machine: Option<Machine>,
     pub ld_library_path: Option<String>,
     pub ld_preload: Option<String>,
+    /// `PATH`, `PYTHONPATH`, `HOME`.
+    pub python: PythonEnv,
+}
+
+/// The value of `key` in a `KEY=value` environment list.
+fn env_var(env: &[String], key: &str) -> Option<String> {
+    env.iter()
+        .find_map(|e| e.strip_prefix(key)?.strip_prefix('=').map(str::to_string))
+}
+
+fn python_env(env: &[String]) -> PythonEnv {
+    PythonEnv {
+        path: env_var(env, "PATH"),
+        pythonpath: env_var(env, "PYTHONPATH"),
+        home: env_var(env, "HOME"),
+    }
 }
 
 /// The image's ID, architecture and loader variables; `None` when the engine does not have it.
@@ -69,16 +98,51 @@ pub async fn image_loader(
         Err(e) => return Err(RuntimeError::api(format!("inspect image {image}"), e)),
     };
     let env: Vec<String> = i.config.and_then(|c| c.env).unwrap_or_default();
-    let var = |k: &str| {
-        env.iter()
-            .find_map(|e| e.strip_prefix(&format!("{k}=")).map(str::to_string))
-    };
     Ok(Some(ImageLoader {
         id: i.id.unwrap_or_default(),
         machine: i.architecture.as_deref().and_then(Machine::from_arch),
-        ld_library_path: var("LD_LIBRARY_PATH"),
-        ld_preload: var("LD_PRELOAD"),
+        ld_library_path: env_var(&env, "LD_LIBRARY_PATH"),
+        ld_preload: env_var(&env, "LD_PRELOAD"),
+        python: python_env(&env),
     }))
+}
+
+/// What an existing container (a running job's) says of itself for the loader: an
+/// [`ImageLoader`] of its image ID with the container's own variables, its container ID, and
+/// whether an NCCL folder is mounted into it (`--nccl-from`). `None` when it is gone.
+pub async fn container_loader(
+    engine: &Engine,
+    container: &str,
+) -> Result<Option<(ImageLoader, String, bool)>, RuntimeError> {
+    let Some(c) = engine.inspect(container).await? else {
+        return Ok(None);
+    };
+    let env: Vec<String> = c.config.and_then(|c| c.env).unwrap_or_default();
+    let id = c.image.unwrap_or_default();
+    let machine = image_loader(engine, &id).await?.and_then(|i| i.machine);
+    let mounted = c.mounts.unwrap_or_default().iter().any(|m| {
+        m.destination
+            .as_deref()
+            .is_some_and(|d| d.trim_end_matches('/') == crate::libnccl::MOUNT_DIR)
+    });
+    let loader = ImageLoader {
+        id,
+        machine,
+        ld_library_path: env_var(&env, "LD_LIBRARY_PATH"),
+        ld_preload: env_var(&env, "LD_PRELOAD"),
+        python: python_env(&env),
+    };
+    Ok(Some((loader, c.id.unwrap_or_default(), mounted)))
+}
+
+/// What an existing container loads, read in place (its files, its variables as
+/// [`container_loader`] gave them).
+pub async fn resolve_container(
+    engine: &Engine,
+    container: &str,
+    loader: &ImageLoader,
+) -> Result<Resolution, RuntimeError> {
+    resolve_in(engine, container, &LoaderProbe::default(), loader).await
 }
 
 fn unique_name(node: &NodeName) -> String {
@@ -137,27 +201,218 @@ async fn resolve_in(
             .or(image.ld_library_path.clone()),
     };
     let mut out = Resolution::default();
-    for Candidate { path, via } in loader::candidates(&env, &cache, image.machine) {
-        match read_lib(engine, container, &path, image.machine).await? {
+    // A preloaded NCCL is taken whatever asks for it: torch's RPATH does not matter then.
+    let (preloads, plain): (Vec<Candidate>, Vec<Candidate>) =
+        loader::candidates(&env, &cache, image.machine)
+            .into_iter()
+            .partition(|c| c.via == Via::Preload);
+    out.loads = first_lib(engine, container, &preloads, image, &mut out.skipped).await?;
+    if out.loads.is_some() {
+        return Ok(out);
+    }
+    let seen = find_torch(engine, container, &image.python, image.machine).await?;
+    let requester = seen.torch.as_ref().and_then(Torch::requester);
+    out.python = Some(Box::new(seen));
+    let Some(requester) = requester else {
+        out.loads = first_lib(engine, container, &plain, image, &mut out.skipped).await?;
+        return Ok(out);
+    };
+    let ordered: Vec<Candidate> =
+        loader::candidates_for(&env, &cache, image.machine, Some(&requester))
+            .into_iter()
+            .filter(|c| c.via != Via::Preload)
+            .collect();
+    out.loads = first_lib(engine, container, &ordered, image, &mut out.skipped).await?;
+    if let Some(f) = &mut out.loads
+        && matches!(f.via, Via::Rpath | Via::Runpath)
+    {
+        f.by = Some(requester.object.clone());
+        // What the loader's own search would take: the answer that leaves torch out.
+        let mut ignored = Vec::new();
+        out.otherwise = first_lib(engine, container, &plain, image, &mut ignored)
+            .await?
+            .filter(|o| o.path != f.path)
+            .map(Box::new);
+    }
+    Ok(out)
+}
+
+/// The first of `candidates` the loader takes (read), noting the ones it skips.
+async fn first_lib(
+    engine: &Engine,
+    container: &str,
+    candidates: &[Candidate],
+    image: &ImageLoader,
+    skipped: &mut Vec<Skipped>,
+) -> Result<Option<Found>, RuntimeError> {
+    for Candidate { path, via } in candidates {
+        match read_lib(engine, container, path, image.machine).await? {
             LibRead::Absent => {}
-            LibRead::Skip(why) => out.skipped.push(Skipped { path, why }),
+            LibRead::Skip(why) => skipped.push(Skipped {
+                path: path.clone(),
+                why,
+            }),
             LibRead::Lib {
                 path: real,
                 machine,
                 version,
             } => {
-                out.loads = Some(Found {
-                    file: (real != path).then_some(real),
-                    path,
-                    via,
+                return Ok(Some(Found {
+                    file: (real != *path).then_some(real),
+                    path: path.clone(),
+                    via: *via,
+                    by: None,
                     machine,
                     version,
-                });
-                break;
+                }));
             }
         }
     }
-    Ok(out)
+    Ok(None)
+}
+
+/// One path of the container as the archive API's stat says (nothing is read): whether it is a
+/// folder, and where it leads when a link (the engine resolves the whole chain).
+struct PathStat {
+    dir: bool,
+    link: Option<String>,
+}
+
+async fn stat(
+    engine: &Engine,
+    container: &str,
+    path: &str,
+) -> Result<Option<PathStat>, RuntimeError> {
+    let options = bollard::query_parameters::ContainerArchiveInfoOptionsBuilder::new()
+        .path(path)
+        .build();
+    match engine
+        .docker()
+        .get_container_archive_info(container, Some(options))
+        .await
+    {
+        Ok(s) => Ok(Some(PathStat {
+            // Go's os.ModeDir.
+            dir: s.file_mode & (1 << 31) != 0,
+            link: (!s.link_target.is_empty()).then_some(s.link_target),
+        })),
+        Err(e) if status_of(&e) == Some(404) => Ok(None),
+        Err(e) => Err(RuntimeError::api(format!("stat {path} in {container}"), e)),
+    }
+}
+
+fn join(dir: &str, name: &str) -> String {
+    format!("{}/{name}", dir.trim_end_matches('/'))
+}
+
+/// Finds the `torch` an `import torch` of the image's `python3` gets (`libnccl::python`) and
+/// reads its CUDA library's dynamic section.
+async fn find_torch(
+    engine: &Engine,
+    container: &str,
+    env: &PythonEnv,
+    machine: Option<Machine>,
+) -> Result<PythonSeen, RuntimeError> {
+    let mut seen = PythonSeen::default();
+    let names = python::interpreters(env.path.as_deref());
+    let mut found = None;
+    for p in &names {
+        if let Some(st) = stat(engine, container, p).await?
+            && !st.dir
+        {
+            found = Some(Interpreter {
+                path: p.clone(),
+                file: st.link,
+                ..Interpreter::default()
+            });
+            break;
+        }
+    }
+    let Some(mut i) = found else {
+        seen.searched = names;
+        return Ok(seen);
+    };
+    i.version = python::version_of(&[i.file.as_deref().unwrap_or(""), &i.path]);
+    for root in python::venv_roots(&i.path) {
+        if let Some(cfg) = read_small(engine, container, &join(&root, "pyvenv.cfg")).await? {
+            i.venv = Some(python::parse_pyvenv(&root, &String::from_utf8_lossy(&cfg)));
+            break;
+        }
+    }
+    let dirs = i.site_dirs(env);
+    seen.interpreter = Some(i);
+    for d in dirs {
+        seen.searched.push(d.clone());
+        if stat(engine, container, &join(&d, python::TORCH_INIT))
+            .await?
+            .is_none()
+        {
+            continue;
+        }
+        let lib = join(&d, python::TORCH_CUDA);
+        let mut torch = Torch {
+            package: join(&d, "torch"),
+            cuda_lib: None,
+            dynamic: None,
+            error: None,
+        };
+        if stat(engine, container, &lib).await?.is_some() {
+            match read_dynamic(engine, container, &lib, machine).await? {
+                Ok(dynamic) => torch.dynamic = Some(dynamic),
+                Err(why) => torch.error = Some(why),
+            }
+            torch.cuda_lib = Some(lib);
+        }
+        seen.torch = Some(torch);
+        break;
+    }
+    Ok(seen)
+}
+
+/// The dynamic section of a library in the container (links followed), streamed once, or
+/// again when its strings lie behind the stream; `Err` says why it is not readable.
+async fn read_dynamic(
+    engine: &Engine,
+    container: &str,
+    path: &str,
+    want: Option<Machine>,
+) -> Result<Result<Dynamic, String>, RuntimeError> {
+    let mut reader = DynamicReader::new();
+    let mut buf = vec![0u8; 256 * 1024];
+    'pass: loop {
+        let mut body = match open_file(engine, container, path).await? {
+            Opened::File { body, .. } => body,
+            Opened::Absent => return Ok(Err("not found".into())),
+            Opened::NotFile(why) => return Ok(Err(why)),
+        };
+        loop {
+            let n = body
+                .read(&mut buf)
+                .await
+                .map_err(|e| RuntimeError::Other(format!("read {path} in {container}: {e}")))?;
+            let fed = if n == 0 {
+                reader.finish().map(Feed::Done)
+            } else {
+                reader.feed(&buf[..n])
+            };
+            match fed {
+                Ok(Feed::More) => {}
+                Ok(Feed::Again) => {
+                    reader.again();
+                    continue 'pass;
+                }
+                Ok(Feed::Done(d)) => {
+                    return Ok(match (reader.machine(), want) {
+                        (Some(m), Some(w)) if m != w => {
+                            Err(format!("built for {m}, the container is {w}"))
+                        }
+                        _ => Ok(d),
+                    });
+                }
+                Err(e) => return Ok(Err(e.to_string())),
+            }
+        }
+    }
 }
 
 enum LibRead {
@@ -297,7 +552,7 @@ async fn archive(
     engine: &Engine,
     container: &str,
     path: &str,
-) -> Result<Option<impl Stream<Item = std::io::Result<Bytes>> + Unpin + use<>>, RuntimeError> {
+) -> Result<Option<BoxStream<'static, std::io::Result<Bytes>>>, RuntimeError> {
     let options = DownloadFromContainerOptionsBuilder::new()
         .path(path)
         .build();
@@ -370,6 +625,45 @@ fn link_target(path: &str, target: &str) -> String {
     format!("/{}", parts.join("/"))
 }
 
+/// A file of the container opened through the archive API, links followed.
+enum Opened {
+    Absent,
+    /// Not a regular file, or a chain of links too long.
+    NotFile(String),
+    File {
+        /// Where the links led.
+        path: String,
+        body: tokio::io::Take<StreamReader<BoxStream<'static, std::io::Result<Bytes>>, Bytes>>,
+    },
+}
+
+async fn open_file(engine: &Engine, container: &str, path: &str) -> Result<Opened, RuntimeError> {
+    let mut at = path.to_string();
+    for _ in 0..MAX_LINKS {
+        let Some(s) = archive(engine, container, &at).await? else {
+            return Ok(Opened::Absent);
+        };
+        let mut r = StreamReader::new(s);
+        let err = |e: String| RuntimeError::Other(format!("read {at} in {container}: {e}"));
+        let Some(e) = first_entry(&mut r).await.map_err(err)? else {
+            return Ok(Opened::Absent);
+        };
+        match e.kind {
+            b'2' => at = link_target(&at, &e.link),
+            b'0' | 0 | b'7' => {
+                return Ok(Opened::File {
+                    path: at,
+                    body: r.take(e.size),
+                });
+            }
+            _ => return Ok(Opened::NotFile("not a file".to_string())),
+        }
+    }
+    Ok(Opened::NotFile(format!(
+        "more than {MAX_LINKS} symbolic links"
+    )))
+}
+
 /// Reads a candidate: absent, skipped (not ELF, another machine), or the library with its
 /// build string (read until found, then the stream is dropped).
 async fn read_lib(
@@ -378,42 +672,24 @@ async fn read_lib(
     path: &str,
     want: Option<Machine>,
 ) -> Result<LibRead, RuntimeError> {
-    let mut at = path.to_string();
-    for _ in 0..MAX_LINKS {
-        let Some(s) = archive(engine, container, &at).await? else {
-            return Ok(LibRead::Absent);
-        };
-        let mut r = StreamReader::new(s);
-        let err = |e: String| RuntimeError::Other(format!("read {at} in {container}: {e}"));
-        let Some(e) = first_entry(&mut r).await.map_err(err)? else {
-            return Ok(LibRead::Absent);
-        };
-        match e.kind {
-            b'2' => {
-                at = link_target(&at, &e.link);
-                continue;
-            }
-            b'0' | 0 | b'7' => {}
-            _ => return Ok(LibRead::Skip("not a file".to_string())),
-        }
-        let body = (&mut r).take(e.size);
-        return scan_lib(body, want)
-            .await
-            .map(|r| match r {
-                LibRead::Lib {
-                    machine, version, ..
-                } => LibRead::Lib {
-                    path: at.clone(),
-                    machine,
-                    version,
-                },
-                other => other,
-            })
-            .map_err(|x| err(x.to_string()));
-    }
-    Ok(LibRead::Skip(format!(
-        "more than {MAX_LINKS} symbolic links"
-    )))
+    let (at, body) = match open_file(engine, container, path).await? {
+        Opened::Absent => return Ok(LibRead::Absent),
+        Opened::NotFile(why) => return Ok(LibRead::Skip(why)),
+        Opened::File { path, body } => (path, body),
+    };
+    scan_lib(body, want)
+        .await
+        .map(|r| match r {
+            LibRead::Lib {
+                machine, version, ..
+            } => LibRead::Lib {
+                path: at.clone(),
+                machine,
+                version,
+            },
+            other => other,
+        })
+        .map_err(|x| RuntimeError::Other(format!("read {at} in {container}: {x}")))
 }
 
 /// The ELF header and NCCL's build string of a library read from `r`.

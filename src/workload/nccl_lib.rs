@@ -1,9 +1,11 @@
 //! The NCCL part of a launch plan: what each node's container will load (from the pre-plan
 //! lookup, or "not yet known"), `--nccl-from IMAGE|PATH` (the library mounted read-only at
-//! `/opt/spark-launch/nccl` and put first on `LD_LIBRARY_PATH`, the image's own path kept
-//! behind it), the steps that stage it and check it once the images are on the nodes (placed
-//! by the planners, right after their images), and the refusals `libnccl::check` gives (an old NCCL on a ring, different releases, a `--nccl-from`
-//! the loader would not take).
+//! `/opt/spark-launch/nccl`, preloaded with `LD_PRELOAD` — an RPATH such as PyTorch's comes
+//! before `LD_LIBRARY_PATH`, a preload before both — and put first on `LD_LIBRARY_PATH`, the
+//! image's own values kept behind), the steps that stage it and check it once the images are on
+//! the nodes (placed by the planners, right after their images), and the refusals
+//! `libnccl::check` gives (an old NCCL on a ring, different releases, a `--nccl-from` the loader
+//! would not take).
 //!
 //! Pure: the job's nodes, the request and what was read in; the nodes' mounts, the steps and
 //! the NCCL section out.
@@ -21,7 +23,7 @@ use crate::libnccl::{
     FromLib, FromRead, ImageRead, LibraryVerdict, Loads, MOUNT_DIR, NodeNccl, Rule, judge,
 };
 use crate::node::NodeName;
-use crate::plan::spec::{Mount, MountKind};
+use crate::plan::spec::{ContainerSpec, Mount, MountKind};
 use crate::plan::{Launch, NodePlan, RuntimeKind, Step};
 use crate::workload::nccl_build;
 use crate::workload::steps;
@@ -204,6 +206,78 @@ fn from_lib<'a>(
     }
 }
 
+/// With `--nccl-from`: the container's `LD_LIBRARY_PATH` and `LD_PRELOAD` with the mounted
+/// library first and the image's own values behind (a note when a dry run cannot know them, a
+/// problem when a live launch cannot); the image's CPU, when read.
+fn loader_vars(
+    spec: &mut ContainerSpec,
+    read: Option<&ImageRead>,
+    reads: Option<&NcclReads>,
+    node: &NodeName,
+    notes: &mut Vec<String>,
+    problems: &mut Vec<NcclProblem>,
+) -> Option<crate::libnccl::loader::Machine> {
+    let (own_path, own_preload, machine) = match read {
+        Some(ImageRead::Read {
+            ld_library_path,
+            ld_preload,
+            machine,
+            ..
+        }) => (
+            Some(ld_library_path.clone()),
+            Some(ld_preload.clone()),
+            *machine,
+        ),
+        _ => (None, None, None),
+    };
+    let base = match (spec.env.get("LD_LIBRARY_PATH"), own_path) {
+        (Some(given), _) => Some(Some(given.clone())),
+        (None, known) => known,
+    };
+    let value = match &base {
+        Some(Some(b)) if !b.is_empty() => format!("{MOUNT_DIR}:{b}"),
+        _ => MOUNT_DIR.to_string(),
+    };
+    spec.env.insert("LD_LIBRARY_PATH".into(), value);
+    // Preloaded, so that it wins over an RPATH too (PyTorch's, to its own wheel).
+    let preload_base = match (spec.env.get("LD_PRELOAD"), own_preload) {
+        (Some(given), _) => Some(Some(given.clone())),
+        (None, known) => known,
+    };
+    let lib = format!("{MOUNT_DIR}/{}", crate::libnccl::SONAME);
+    let preload = match &preload_base {
+        Some(Some(b)) if !b.trim().is_empty() => format!("{lib}:{b}"),
+        _ => lib,
+    };
+    spec.env.insert("LD_PRELOAD".into(), preload);
+    if base.is_none() || preload_base.is_none() {
+        match reads {
+            None => {
+                let note = format!(
+                    "LD_PRELOAD={MOUNT_DIR}/{} and LD_LIBRARY_PATH={MOUNT_DIR}: a live launch keeps {}'s own values behind them, read from the image on the nodes",
+                    crate::libnccl::SONAME,
+                    spec.image
+                );
+                if !notes.contains(&note) {
+                    notes.push(note);
+                }
+            }
+            Some(_) => problems.push(NcclProblem {
+                nodes: vec![node.clone()],
+                problem: format!(
+                    "{node}: {} is on no node yet, so its own LD_LIBRARY_PATH and LD_PRELOAD cannot be kept behind --nccl-from",
+                    spec.image
+                ),
+                fix: format!(
+                    "put the image on the head first (`docker pull {}` there), then launch again: spark-launch pushes it to the others",
+                    spec.image
+                ),
+            }),
+        }
+    }
+    machine
+}
+
 /// The NCCL steps of a Docker job whose containers run on `nodes`, for the planner to place
 /// right after its images are ensured: with `--nccl-from IMAGE`, that image on every node and
 /// its library staged into the volume; then the check of what every container will load.
@@ -224,7 +298,8 @@ pub fn steps(nodes: &[NodeName], nccl_from: Option<&NcclFrom>, rule: &Rule) -> V
     out
 }
 
-/// The NCCL part of a job's nodes: with `--nccl-from`, the mount and `LD_LIBRARY_PATH` in
+/// The NCCL part of a job's nodes: with `--nccl-from`, the mount, `LD_PRELOAD` and
+/// `LD_LIBRARY_PATH` in
 /// every container; and the plan's NCCL section. Every problem refuses the launch. The steps
 /// are [`steps`]'s.
 pub fn section(
@@ -273,47 +348,7 @@ pub fn section(
                     read_only: true,
                     kind,
                 });
-                let (own_path, machine) = match read {
-                    Some(ImageRead::Read {
-                        ld_library_path,
-                        machine,
-                        ..
-                    }) => (Some(ld_library_path.clone()), *machine),
-                    _ => (None, None),
-                };
-                let base = match (spec.env.get("LD_LIBRARY_PATH"), own_path) {
-                    (Some(given), _) => Some(Some(given.clone())),
-                    (None, known) => known,
-                };
-                let value = match &base {
-                    Some(Some(b)) if !b.is_empty() => format!("{MOUNT_DIR}:{b}"),
-                    _ => MOUNT_DIR.to_string(),
-                };
-                spec.env.insert("LD_LIBRARY_PATH".into(), value);
-                if base.is_none() {
-                    match reads {
-                        None => {
-                            let note = format!(
-                                "LD_LIBRARY_PATH={MOUNT_DIR}: a live launch keeps {}'s own LD_LIBRARY_PATH behind it, read from the image on the nodes",
-                                spec.image
-                            );
-                            if !notes.contains(&note) {
-                                notes.push(note);
-                            }
-                        }
-                        Some(_) => problems.push(NcclProblem {
-                            nodes: vec![node.clone()],
-                            problem: format!(
-                                "{node}: {} is on no node yet, so its own LD_LIBRARY_PATH cannot be kept behind --nccl-from",
-                                spec.image
-                            ),
-                            fix: format!(
-                                "put the image on the head first (`docker pull {}` there), then launch again: spark-launch pushes it to the others",
-                                spec.image
-                            ),
-                        }),
-                    }
-                }
+                let machine = loader_vars(spec, read, reads, &node, &mut notes, &mut problems);
                 match (reads.map(|r| from_lib(r, &node, from)), read) {
                     (Some(Ok(lib)), Some(ImageRead::Read { resolution, .. })) => {
                         crate::libnccl::check::with_nccl_from(resolution, lib, machine)

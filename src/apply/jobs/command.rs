@@ -55,6 +55,9 @@ pub struct StatusRow {
     #[serde(flatten)]
     pub entry: JobEntry,
     pub uptime_s: Option<i64>,
+    /// The NCCL the container loads (`apply::nccl::in_containers`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nccl: Option<crate::libnccl::Loads>,
 }
 
 /// What runs where.
@@ -163,22 +166,28 @@ pub async fn status(
     reporter: &Arc<dyn Reporter>,
 ) -> Result<StatusReport, JobsError> {
     let resolved = live(&req.selection, Purpose::Observe("status"), reporter).await?;
-    let (nodes, found) = resolved
+    let (nodes, found, nccl) = resolved
         .scope(async |resolved| {
             let cluster = resolved.runtime()?;
             let found = find(&cluster, req.job.as_ref()).await;
-            Ok::<_, JobsError>((cluster.names(), found))
+            let nccl = crate::apply::nccl::in_containers(&cluster, &found.entries, 0).await;
+            Ok::<_, JobsError>((cluster.names(), found, nccl))
         })
         .await?;
     let rows = found
         .entries
         .into_iter()
-        .map(|entry| {
+        .zip(nccl)
+        .map(|(entry, nccl)| {
             let uptime_s = match (entry.state.as_str(), entry.started_at) {
                 ("running", Some(t)) => Some((now() - t).max(0)),
                 _ => None,
             };
-            StatusRow { entry, uptime_s }
+            StatusRow {
+                entry,
+                uptime_s,
+                nccl,
+            }
         })
         .collect();
     warn_failed(&found.failed, reporter);

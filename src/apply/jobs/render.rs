@@ -70,7 +70,16 @@ impl Shown for StatusReport {
                 join(&e.ports),
             ]);
         }
-        table.to_string()
+        let mut out = table.to_string();
+        let nccl: Vec<String> = self
+            .rows
+            .iter()
+            .filter_map(|r| Some(format!("  {}  {}", r.entry.name, r.nccl.as_ref()?)))
+            .collect();
+        if !nccl.is_empty() {
+            out.push_str(&format!("\nNCCL the containers load:\n{}", nccl.join("\n")));
+        }
+        out
     }
 
     fn ending(&self) -> Ending {

@@ -160,7 +160,7 @@ mkdir -p /etc/spark-launch
 printf '%s\n' "$SL_HOSTFILE" > /etc/spark-launch/hostfile
 printf '%s\n' "$SL_LLM_API_OPTIONS" > /etc/spark-launch/extra-llm-api-options.yaml
 printf '%s\n' "$SL_WAIT_SSH" > /etc/spark-launch/sl-wait-ssh
-export LD_LIBRARY_PATH="${LD_LIBRARY_PATH-}"
+export LD_LIBRARY_PATH="${LD_LIBRARY_PATH-}" LD_PRELOAD="${LD_PRELOAD-}"
 sh /etc/spark-launch/sl-wait-ssh "$SL_SSH_WAIT" $SL_WORKERS || { echo "spark-launch: ERROR the workers' sshd did not answer" >&2; exit 3; }
 exec "$@"
 "#;
@@ -449,6 +449,9 @@ fn mpirun(
             "PATH".to_string(),
             "-x".to_string(),
             "LD_LIBRARY_PATH".to_string(),
+            // --nccl-from's preload: ranks started over SSH do not see the container's.
+            "-x".to_string(),
+            "LD_PRELOAD".to_string(),
         ]);
         for (k, v) in rank_env(&spec.env) {
             argv.extend(["-x".to_string(), format!("{k}={v}")]);
