@@ -42,7 +42,7 @@ impl SshNode {
             cause: "no SSH session".to_string(),
         };
         let session = self.handle.session().ok_or_else(no_session)?;
-        let line = crate::ssh::quote::join(&["bash", "-c", script]).map_err(|e| ShellError {
+        let line = crate::quote::join(&["bash", "-c", script]).map_err(|e| ShellError {
             node: self.handle.name().clone(),
             via: self.via(),
             cause: format!("the script cannot be quoted: {e}"),

@@ -42,7 +42,6 @@ mod handle;
 mod options;
 mod pool;
 pub mod probe;
-pub mod quote;
 mod runtime_dir;
 mod session;
 pub mod trust;

@@ -17,7 +17,7 @@ use super::askpass::Askpass;
 use super::error::{ConnectFailure, Dest, SshError, stderr_tail};
 use super::exec::{Output, RunOptions, run_child};
 use super::options::SshOptions;
-use super::quote;
+use crate::quote;
 
 /// A live, multiplexed connection to one node.
 #[derive(Debug)]
