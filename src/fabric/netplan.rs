@@ -233,40 +233,107 @@ fn matching(m: &yaml_serde::Value, facts: &NodeFacts) -> Vec<String> {
 
 /// Shell-style glob with `*`, `?` and `[...]` sets, as netplan's `match: name:` uses.
 pub fn glob(pattern: &str, text: &str) -> bool {
-    fn go(p: &[char], t: &[char]) -> bool {
-        match p.first() {
-            None => t.is_empty(),
-            Some('*') => (0..=t.len()).any(|k| go(&p[1..], &t[k..])),
-            Some('?') => !t.is_empty() && go(&p[1..], &t[1..]),
-            Some('[') => {
-                let Some(close) = p.iter().position(|c| *c == ']') else {
-                    return t.first() == Some(&'[') && go(&p[1..], &t[1..]);
-                };
-                let Some(c) = t.first() else { return false };
-                let set = &p[1..close];
-                let (negate, set) = match set.first() {
-                    Some('!') | Some('^') => (true, &set[1..]),
-                    _ => (false, set),
-                };
-                let mut hit = false;
-                let mut i = 0;
-                while i < set.len() {
-                    if i + 2 < set.len() && set[i + 1] == '-' {
-                        hit |= set[i] <= *c && *c <= set[i + 2];
-                        i += 3;
-                    } else {
-                        hit |= set[i] == *c;
-                        i += 1;
-                    }
-                }
-                hit != negate && go(&p[close + 1..], &t[1..])
+    glob_counted(pattern, text, &mut 0)
+}
+
+/// One part of a glob; each but `Star` matches exactly one character.
+#[derive(Debug, PartialEq)]
+enum Glob {
+    Char(char),
+    Any,
+    Star,
+    /// `[...]`: ranges (`a-z`) and single characters (`c` as `c-c`); `!` or `^` negates.
+    Set {
+        negate: bool,
+        items: Vec<(char, char)>,
+    },
+}
+
+impl Glob {
+    fn matches(&self, c: char) -> bool {
+        match self {
+            Glob::Char(x) => *x == c,
+            Glob::Any => true,
+            Glob::Star => false,
+            Glob::Set { negate, items } => {
+                items.iter().any(|(lo, hi)| *lo <= c && c <= *hi) != *negate
             }
-            Some(c) => t.first() == Some(c) && go(&p[1..], &t[1..]),
         }
     }
+}
+
+/// The pattern as parts: `[` without a closing `]` is itself; a set ends at the first `]`.
+fn glob_parts(pattern: &str) -> Vec<Glob> {
     let p: Vec<char> = pattern.chars().collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < p.len() {
+        match p[i] {
+            '*' => out.push(Glob::Star),
+            '?' => out.push(Glob::Any),
+            '[' => {
+                if let Some(len) = p[i + 1..].iter().position(|c| *c == ']') {
+                    let mut set = &p[i + 1..i + 1 + len];
+                    let negate = matches!(set.first(), Some('!') | Some('^'));
+                    if negate {
+                        set = &set[1..];
+                    }
+                    let mut items = Vec::new();
+                    let mut k = 0;
+                    while k < set.len() {
+                        if k + 2 < set.len() && set[k + 1] == '-' {
+                            items.push((set[k], set[k + 2]));
+                            k += 3;
+                        } else {
+                            items.push((set[k], set[k]));
+                            k += 1;
+                        }
+                    }
+                    out.push(Glob::Set { negate, items });
+                    i += len + 2;
+                    continue;
+                }
+                out.push(Glob::Char('['));
+            }
+            c => out.push(Glob::Char(c)),
+        }
+        i += 1;
+    }
+    out
+}
+
+/// [`glob`], counting in `steps` the characters of `text` compared. One pass with one resume
+/// point (the last `*`): when a later part fails, the last `*` takes one character more and
+/// matching goes on from there, never trying every split of the name among the stars. At most
+/// (name length + 1) × (parts + 1) steps, whatever the stars (the recursive matcher before it
+/// tried them all: 14 stars on a 40-character name never ended).
+fn glob_counted(pattern: &str, text: &str, steps: &mut u64) -> bool {
+    let parts = glob_parts(pattern);
     let t: Vec<char> = text.chars().collect();
-    go(&p, &t)
+    let (mut p, mut i) = (0, 0);
+    let mut resume: Option<(usize, usize)> = None;
+    while i < t.len() {
+        *steps += 1;
+        match parts.get(p) {
+            Some(Glob::Star) => {
+                resume = Some((p, i));
+                p += 1;
+            }
+            Some(g) if g.matches(t[i]) => {
+                p += 1;
+                i += 1;
+            }
+            _ => match resume {
+                Some((star, from)) => {
+                    resume = Some((star, from + 1));
+                    p = star + 1;
+                    i = from + 1;
+                }
+                None => return false,
+            },
+        }
+    }
+    parts[p..].iter().all(|g| *g == Glob::Star)
 }
 
 #[cfg(test)]
@@ -402,5 +469,37 @@ mod tests {
         assert!(glob("en[pP]*", "enP2p1s0f1np1"));
         assert!(!glob("eth*", "enp1s0f1np1"));
         assert!(glob("[!w]*", "enp1"));
+        assert!(glob("*", "") && glob("**", "x") && !glob("?", ""));
+        assert!(glob("*np1", "enp1s0f1np1") && !glob("*np0", "enp1s0f1np1"));
+        assert!(glob("e*1*1", "enp1s0f1np1") && !glob("e*1*2", "enp1s0f1np1"));
+        assert!(glob("[a-z]*[0-9]", "enp1") && !glob("[^e]*", "enp1"));
+        assert!(
+            glob("[x", "[x") && !glob("[x", "x"),
+            "an unclosed [ is itself"
+        );
+    }
+
+    #[test]
+    fn a_glob_of_many_stars_takes_steps_bounded_by_name_times_pattern() {
+        // The hostile `match: name:` of issue 24: 14 stars on a 40-character name, which the
+        // recursive matcher never finished, and a 4,096-character one.
+        let name = "a".repeat(40);
+        let pattern = format!("{}b", "a*".repeat(14));
+        for (pattern, name) in [
+            (pattern, name),
+            (format!("{}b", "*a".repeat(2048)), "a".repeat(4096)),
+        ] {
+            let mut steps = 0;
+            assert!(!glob_counted(&pattern, &name, &mut steps));
+            let bound = (name.len() as u64 + 1) * (glob_parts(&pattern).len() as u64 + 1);
+            assert!(steps <= bound, "{steps} steps > {bound}");
+            let mut steps = 0;
+            assert!(glob_counted(
+                &pattern[..pattern.len() - 1],
+                &name,
+                &mut steps
+            ));
+            assert!(steps <= bound, "{steps} steps > {bound}");
+        }
     }
 }
