@@ -14,7 +14,9 @@
 //! - Rings: `NCCL_IB_SUBNET_AWARE_ROUTING=1`, `NCCL_NET_PLUGIN=none`, `NCCL_IB_MERGE_NICS=0`,
 //!   and `NCCL_ALGO=Ring` from four nodes.
 //! - Refused (exit 2): twins on one subnet, no ACTIVE RDMA device, no address the head can
-//!   reach. Warned: MTU differing across a link, a twin that is down, unused ACTIVE devices.
+//!   reach, addresses not recorded (probed without `ip`). Warned: MTU differing across a link,
+//!   a twin that is down, unused ACTIVE devices, routes not recorded, fields of `ip`'s JSON that
+//!   did not parse.
 
 pub mod refusal;
 pub mod topology;
@@ -27,7 +29,7 @@ use serde::ser::{SerializeMap, SerializeStruct};
 use serde::{Serialize, Serializer};
 
 use crate::node::{NodeName, Role};
-use crate::probe::facts::{IbDevice, LinkLayer, NetIf, NodeFacts, Subnet};
+use crate::probe::facts::{IbDevice, IpRecorded, LinkLayer, NetIf, NodeFacts, Subnet};
 
 pub use refusal::{Refusal, Violation, ViolationKind};
 pub use topology::Topology;
@@ -135,6 +137,27 @@ pub fn derive(nodes: &[NodeInput]) -> Result<ClusterEnv, Refusal> {
         if !node.facts.rdma_devices.iter().any(|d| d.is_active()) {
             violations.push(no_active_rdma(node));
         }
+        let ip = node.facts.ip_recorded;
+        if let (false, Some(problem)) = (ip.addresses, ip.missing()) {
+            violations.push(Violation {
+                node: node.name.clone(),
+                kind: ViolationKind::AddressesNotRecorded,
+                problem,
+                fix: IpRecorded::FIX.to_string(),
+            });
+        } else if let Some(problem) = ip.missing() {
+            warnings[i].push(format!(
+                "{problem}: the management interface (default route) is unknown"
+            ));
+        }
+        // Fields of `ip`'s JSON that did not parse: the rest of their entry is used.
+        warnings[i].extend(
+            node.facts
+                .unparsed
+                .iter()
+                .filter(|u| u.in_ip_json())
+                .map(|u| format!("snapshot: {u}")),
+        );
     }
 
     violations.extend(duplicate_addresses(nodes, &addrs));
@@ -151,6 +174,11 @@ pub fn derive(nodes: &[NodeInput]) -> Result<ClusterEnv, Refusal> {
         .collect();
 
     let controls = control_planes(nodes, &addrs, &shape, &map, &mut warnings, &mut violations);
+    // Addresses not recorded on a node make every reachability verdict unknown: that refusal
+    // says why, and none is made up.
+    if nodes.iter().any(|n| !n.facts.ip_recorded.addresses) {
+        violations.retain(|v| v.kind != ViolationKind::Unreachable);
+    }
 
     if !violations.is_empty() {
         return Err(Refusal { violations });

@@ -19,6 +19,8 @@ pub enum ViolationKind {
     Unreachable,
     /// Two nodes share a fabric address.
     DuplicateAddress,
+    /// The node's addresses were not recorded (probed without `ip`): nothing can be derived.
+    AddressesNotRecorded,
 }
 
 /// One refused fact about one node.

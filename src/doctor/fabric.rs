@@ -14,7 +14,7 @@ use super::{Check, Inputs};
 use crate::derive::topology::{FabricAddr, SubnetMap, Topology, fabric_addrs};
 use crate::derive::{NodeInput, ViolationKind, twins};
 use crate::node::NodeName;
-use crate::probe::facts::{IbDevice, LinkLayer, NetIf, NodeFacts, RouteFacts, Subnet};
+use crate::probe::facts::{IbDevice, IpRecorded, LinkLayer, NetIf, NodeFacts, RouteFacts, Subnet};
 use crate::text::shell_word as sh;
 
 const fn info(id: &'static str, needs: CheckNeeds, title: &'static str) -> CheckInfo {
@@ -124,6 +124,40 @@ pub const CHECKS: &[Check] = &[
         run: interfaces,
     },
 ];
+
+/// The checks that judge IPv4 addresses or routes: on a node whose addresses were not recorded
+/// (probed without `ip`) they have nothing to judge, and skip it saying so.
+pub const READS_ADDRESSES: &[&str] = &[
+    "fabric.twins-used",
+    "fabric.twins-same-subnet",
+    "fabric.duplicate-address",
+    "fabric.subnet-overlap",
+    "fabric.control-plane",
+    "fabric.mtu-mismatch",
+    "fabric.roce-gid",
+    "fabric.cabling-ports",
+    "fabric.ring-wiring",
+    "fabric.ring-direction",
+];
+
+/// Replaces whatever `e` says about a node whose addresses were not recorded by a skip naming
+/// why (unknown is never judged as "none").
+pub fn skip_unrecorded_addresses(inputs: &Inputs, e: &mut Evaluation) {
+    for n in inputs.nodes {
+        let Some(why) = n
+            .facts
+            .ip_recorded
+            .missing()
+            .filter(|_| !n.facts.ip_recorded.addresses)
+        else {
+            continue;
+        };
+        e.findings.retain(|f| f.node != n.name);
+        e.notes.retain(|x| x.node != n.name);
+        e.skipped.retain(|(x, _)| x != &n.name);
+        e.skip(&n.name, format!("{why}; fix: {}", IpRecorded::FIX));
+    }
+}
 
 /// Wraps derive's violations of one kind as FAIL findings.
 fn violations(inputs: &Inputs, kind: ViolationKind, why: &str) -> Evaluation {
@@ -953,6 +987,19 @@ fn interfaces(inputs: &Inputs) -> Evaluation {
             e.note(&node.name, "no RDMA devices");
         } else {
             e.note(&node.name, parts.join("; "));
+        }
+        if let Some(why) = f.ip_recorded.missing() {
+            e.note(&node.name, format!("{why}; fix: {}", IpRecorded::FIX));
+        }
+        for u in f.unparsed.iter().filter(|u| u.in_ip_json()) {
+            e.push(Finding::warn(
+                &node.name,
+                u.to_string(),
+                "what an unreadable field said (an address, a route) is unknown to every check and to the derived environment",
+                Fix::text(
+                    "capture the node again (`spark-launch probe --capture DIR`); if `ip -j addr` / `ip -j route` print this on the node itself, report it with the capture",
+                ),
+            ));
         }
     }
     if layouts.len() > 1

@@ -366,6 +366,7 @@ mod tests {
                     .collect(),
             ),
             unparsed: Vec::new(),
+            ip_recorded: Default::default(),
         }
     }
 
