@@ -217,10 +217,11 @@ pub fn plan(
         );
     }
     warn_down_twins(nodes, &nets, &mut warnings);
-    let plans = nodes
+    let plans: Vec<NodeFabricPlan> = nodes
         .iter()
         .map(|n| node_plan(n, nodes, &nets, &kept, &assigned, opts, &mut warnings))
         .collect();
+    refuse_unmatchable(nodes, &plans)?;
     Ok(FabricPlan {
         topology,
         links: assigned.links,
@@ -283,6 +284,42 @@ fn refuse_management(nodes: &[NodeInput], nets: &[Net]) -> Result<(), PlanError>
         }
     }
     Ok(())
+}
+
+/// An interface whose name networkd would unquote (`'cx5'`) is matched by its MAC; without a
+/// recorded MAC no line of netplan names it safely.
+fn refuse_unmatchable(nodes: &[NodeInput], plans: &[NodeFabricPlan]) -> Result<(), PlanError> {
+    let mut problems = Vec::new();
+    for p in plans.iter().filter(|p| p.has_changes()) {
+        let Some(n) = nodes.iter().find(|n| n.name == p.name) else {
+            continue;
+        };
+        for i in &p.ifaces {
+            let mac = n.facts.interface(i).and_then(|f| f.mac.clone());
+            let c = netplan::IfaceConfig {
+                iface: i.clone(),
+                address: None,
+                link_local_ipv4: false,
+                mtu: 0,
+                mac,
+            };
+            if c.needs_mac() && c.mac.is_none() {
+                problems.push(CablingProblem {
+                    problem: format!(
+                        "{}:{} has a quote or backslash in its name, which networkd reads as quoting, and its MAC is not recorded: netplan cannot name it safely",
+                        p.name,
+                        crate::text::shell_word(i.as_str())
+                    ),
+                    fix: "capture the node again (`spark-launch probe --capture DIR` records each interface's MAC), or rename the interface (a udev rule or netplan `set-name`)".to_string(),
+                });
+            }
+        }
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(PlanError::Refused(FabricRefusal { problems }))
+    }
 }
 
 /// Per net, its subnet and addresses when they are already consistent and clear of everything
@@ -537,6 +574,7 @@ fn node_plan(
             address: node_addrs.get(i).copied(),
             link_local_ipv4: assigned.link_local_ends.contains(&end(i)),
             mtu: opts.mtu,
+            mac: n.facts.interface(i).and_then(|f| f.mac.clone()),
         })
         .collect();
     let conflicts = netplan::conflicts(&n.name, &n.facts, &ifaces);

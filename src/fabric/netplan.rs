@@ -26,9 +26,24 @@ pub struct IfaceConfig {
     /// `link-local: [ ipv4 ]` (NVIDIA's first playbook) instead of a static address.
     pub link_local_ipv4: bool,
     pub mtu: u32,
+    /// Its MAC, when recorded: how a name networkd would unquote (`'cx5'`) is matched.
+    pub mac: Option<String>,
 }
 
-/// The whole file for one node.
+impl IfaceConfig {
+    /// True when the name holds a character networkd reads as quoting or escaping in `Name=`
+    /// (`'`, `"`, `\`): such an interface is matched by its MAC, never by name.
+    pub fn needs_mac(&self) -> bool {
+        self.iface.as_str().contains(['\'', '"', '\\'])
+    }
+}
+
+/// The whole file for one node. Every interface name goes through the YAML serializer, so a
+/// kernel-legal name YAML would read otherwise (`&cx5`, `'cx5'`, `true`) stays that name; a name
+/// with glob characters (`*cx5`, `[cx5]`), which netplan refuses as an id, gets an id of its own
+/// and `match: name:` with each glob character bracketed (`[*]cx5`), so it matches that one
+/// interface and no other; a name with a quote or backslash, which networkd would unquote, is
+/// matched by its MAC ([`IfaceConfig::needs_mac`]; the plan refuses one without a MAC).
 pub fn render(node: &NodeName, ifaces: &[IfaceConfig]) -> String {
     let mut out = String::new();
     out.push_str(&format!(
@@ -36,8 +51,31 @@ pub fn render(node: &NodeName, ifaces: &[IfaceConfig]) -> String {
     ));
     out.push_str("# spark-launch owns this file; `spark-launch fabric rollback` removes it.\n");
     out.push_str("network:\n  version: 2\n  ethernets:\n");
+    let mut ids = 0;
+    let mut next_id = || loop {
+        let id = format!("spark-launch-{ids}");
+        ids += 1;
+        if !ifaces.iter().any(|i| i.iface.as_str() == id) {
+            break id;
+        }
+    };
     for c in ifaces {
-        out.push_str(&format!("    {}:\n", c.iface));
+        let name = c.iface.as_str();
+        if let (true, Some(mac)) = (c.needs_mac(), &c.mac) {
+            out.push_str(&format!("    {}:\n", yaml_scalar(&next_id())));
+            out.push_str(&format!(
+                "      match:\n        macaddress: {}\n",
+                yaml_scalar(mac)
+            ));
+        } else if name.contains(GLOB_CHARS) {
+            out.push_str(&format!("    {}:\n", yaml_scalar(&next_id())));
+            out.push_str(&format!(
+                "      match:\n        name: {}\n",
+                yaml_scalar(&glob_literal(name))
+            ));
+        } else {
+            out.push_str(&format!("    {}:\n", yaml_scalar(name)));
+        }
         out.push_str("      dhcp4: false\n      dhcp6: false\n");
         if c.link_local_ipv4 {
             out.push_str("      link-local: [ ipv4 ]\n");
@@ -48,6 +86,33 @@ pub fn render(node: &NodeName, ifaces: &[IfaceConfig]) -> String {
         out.push_str(&format!("      mtu: {}\n", c.mtu));
     }
     out
+}
+
+/// What a netplan id may not hold ("must not use globbing") and a `match: name:` reads as a
+/// glob.
+const GLOB_CHARS: [char; 3] = ['*', '?', '['];
+
+/// `s` as one YAML scalar, written by the serializer: plain where YAML reads it back as this
+/// string, quoted otherwise.
+fn yaml_scalar(s: &str) -> String {
+    match yaml_serde::to_string(s) {
+        Ok(t) => t.trim_end_matches('\n').to_string(),
+        // Serializing a string does not fail; single quotes are always valid YAML.
+        Err(_) => format!("'{}'", s.replace('\'', "''")),
+    }
+}
+
+/// A glob that matches exactly `name`: each glob character in brackets (`*cx5` → `[*]cx5`).
+fn glob_literal(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            if GLOB_CHARS.contains(&c) {
+                format!("[{c}]")
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
 }
 
 /// Another netplan file that configures interfaces this plan configures.
@@ -391,12 +456,14 @@ mod tests {
                     }),
                     link_local_ipv4: false,
                     mtu: 9000,
+                    mac: None,
                 },
                 IfaceConfig {
                     iface: NetIf::new("enP2p1s0f1np1"),
                     address: None,
                     link_local_ipv4: true,
                     mtu: 9000,
+                    mac: None,
                 },
             ],
         );
@@ -461,6 +528,52 @@ mod tests {
         let mut f = facts(&[]);
         f.netplan = None;
         assert!(conflicts(&name(), &f, &planned()).unknown[0].contains("was not recorded"));
+    }
+
+    #[test]
+    fn interface_names_yaml_would_misread_are_quoted_by_the_serializer() {
+        let names = [
+            "enp1s0f1np1",
+            "&cx5",
+            "'cx5'",
+            "true",
+            "#cx5",
+            "*cx5",
+            "[cx5]",
+            "cx?5",
+        ];
+        let mac = |k: usize| format!("02:00:00:00:00:{k:02x}");
+        let ifaces: Vec<IfaceConfig> = names
+            .iter()
+            .enumerate()
+            .map(|(k, n)| IfaceConfig {
+                iface: NetIf::new(*n),
+                address: None,
+                link_local_ipv4: false,
+                mtu: 9000,
+                mac: Some(mac(k)),
+            })
+            .collect();
+        let text = render(&NodeName::new("spark").unwrap(), &ifaces);
+        assert!(
+            text.contains("\n    enp1s0f1np1:\n"),
+            "plain names stay plain:\n{text}"
+        );
+        let doc: yaml_serde::Value = yaml_serde::from_str(&text).unwrap();
+        let eth = doc["network"]["ethernets"].as_mapping().unwrap();
+        for (k, n) in names.into_iter().enumerate() {
+            let found = eth.iter().any(|(id, conf)| match conf.get("match") {
+                Some(m) if m.get("macaddress").is_some() => {
+                    ifaces[k].needs_mac() && m["macaddress"].as_str() == Some(mac(k).as_str())
+                }
+                Some(m) => {
+                    let g = m["name"].as_str().unwrap_or_default();
+                    glob(g, n) && names.iter().all(|o| o == &n || !glob(g, o))
+                }
+                None => id.as_str() == Some(n),
+            });
+            assert!(found, "{n} is configured, and only it:\n{text}");
+        }
     }
 
     #[test]
