@@ -991,6 +991,13 @@ fn interfaces(inputs: &Inputs) -> Evaluation {
         if let Some(why) = f.ip_recorded.missing() {
             e.note(&node.name, format!("{why}; fix: {}", IpRecorded::FIX));
         }
+        let named = violations(
+            inputs,
+            ViolationKind::UnusableName,
+            "a device named in NCCL_IB_HCA or NCCL_SOCKET_IFNAME that NCCL reads as list syntax, or that no text can name, selects other devices or none",
+        );
+        e.findings
+            .extend(named.findings.into_iter().filter(|x| x.node == node.name));
         for u in f.unparsed.iter().filter(|u| u.in_ip_json()) {
             e.push(Finding::warn(
                 &node.name,
