@@ -215,7 +215,8 @@ async fn launch_on(
             super::job_ssh::generate(job.as_str()).await?
         });
     }
-    let planned = plan(&l.request, &nodes, &looked_up)?;
+    let mut planned = plan(&l.request, &nodes, &looked_up)?;
+    planned.mark_secrets(&l.options.secret_env);
     if l.dry_run {
         return Ok(Launched::Planned(planned));
     }
