@@ -12,7 +12,8 @@
 #            same snapshots (what the issue compared it with).
 #   glob     N 40-character interface names and a netplan file matching `name:` with 14 stars,
 #            planned with `spark-launch fabric plan` (before: one such name never finished);
-#            baseline: Python's fnmatch on the same names.
+#            baseline: the same plan of the same snapshot without that file (so the ratio is
+#            what the glob adds; Python's fnmatch on the names is printed too).
 #
 #   bench/linear_parsers.sh               # SIZES="10000 100000 200000" REPS=3
 #   BIN=path/to/spark-launch              # default: target/release/spark-launch (built if missing)
@@ -98,6 +99,10 @@ elif kind in ("overlap", "glob"):
         with open(os.path.join(root, "names"), "w") as f:
             f.write("\n".join("a" * 30 + "%010d" % i for i in range(n)))
 PY
+	if [ "$1" = glob ]; then
+		cp -r "$3/spark-8c04" "$3/plain-8c04"
+		rm "$3/plain-8c04/etc/netplan/60-hostile.yaml"
+	fi
 }
 
 snaps() { # KIND DIR
@@ -117,15 +122,19 @@ base() { # KIND DIR
 	case $1 in
 	ping) awk '/ bytes from / { a = $4; sub(/%.*/, "", a); sub(/:$/, "", a); if (!seen[a]++) n++ } END { print n }' "$2/spark-8c04/links/enp1s0f1np1/ping" ;;
 	overlap) "$BIN" --no-progress env $(snaps "$1" "$2") ;;
-	glob) python3 -c 'import fnmatch, sys; print(len(fnmatch.filter(open(sys.argv[1]).read().split(), sys.argv[2])))' "$2/names" "$(printf 'a*%.0s' $(seq 14))b" ;;
+	glob) "$BIN" --no-progress fabric plan --json --snapshot "spark-8c04=$2/plain-8c04" --snapshot "spark-3f21=$2/spark-3f21" ;;
 	esac
+}
+
+fnmatch() { # DIR: Python's fnmatch of the same glob on the same names, for reference
+	python3 -c 'import fnmatch, sys; print(len(fnmatch.filter(open(sys.argv[1]).read().split(), sys.argv[2])))' "$1/names" "$(printf 'a*%.0s' $(seq 14))b"
 }
 
 what() {
 	case $1 in
 	ping) echo "lines of ping (spark-launch probe --root over awk's dedup)" ;;
 	overlap) echo "interfaces (spark-launch doctor over spark-launch env)" ;;
-	glob) echo "interfaces against a 14-star netplan glob (spark-launch fabric plan over python's fnmatch)" ;;
+	glob) echo "interfaces against a 14-star netplan glob (spark-launch fabric plan with the glob over without it)" ;;
 	esac
 }
 
@@ -154,7 +163,9 @@ for kind in $ONLY; do
 		done
 		OURS[$kind-$n]=$(printf '%s\n' "${o[@]}" | median)
 		BASE[$kind-$n]=$(printf '%s\n' "${b[@]}" | median)
-		printf '%-8s %10s %10s %10s\n' "$kind" "$n" "${OURS[$kind-$n]}" "${BASE[$kind-$n]}"
+		extra=
+		[ "$kind" = glob ] && extra="(python fnmatch: $(ms fnmatch "$dir") ms)"
+		printf '%-8s %10s %10s %10s %s\n' "$kind" "$n" "${OURS[$kind-$n]}" "${BASE[$kind-$n]}" "$extra"
 		rm -rf "$dir"
 	done
 done
