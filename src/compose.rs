@@ -231,25 +231,25 @@ fn needs_job_ssh(plan: &crate::workload::serve::ServePlan) -> bool {
 /// The README beside the compose files: what to do around `docker compose up`, in the plan's
 /// order, each step with how to do it by hand.
 pub fn readme(plan: &crate::workload::serve::ServePlan, profile: &str) -> String {
-    use crate::plan::Step;
+    use crate::plan::{EnsureImage, StageModel, StageNccl, Start, Step, WaitServing};
     let mut s = format!(
         "# {profile}: compose files\n\nOne file per node, with the containers `spark-launch up {profile}` starts. \
 The steps spark-launch would run, in order, and how to do each by hand:\n\n"
     );
     for (i, step) in plan.job.steps.iter().enumerate() {
         let how = match step {
-            Step::StageModel {
+            Step::StageModel(StageModel {
                 model, copy: true, ..
-            } => format!(
+            }) => format!(
                 "`spark-launch model pull {model}` (or have the same files in every node's Hugging Face cache)"
             ),
-            Step::EnsureImage { image, .. } => {
+            Step::EnsureImage(EnsureImage { image, .. }) => {
                 // Paste-ready commands: every foreign word quoted where a shell would not take
                 // it as one word (the image is also checked when the profile is read).
                 let image = crate::text::shell_word(image);
                 format!("`docker pull {image}` on every node, or `spark-launch image push {image}`")
             }
-            Step::Start { nodes } if needs_job_ssh(plan) => format!(
+            Step::Start(Start { nodes }) if needs_job_ssh(plan) => format!(
                 "the containers reach each other over SSH with keys of this job only: once, here, \
 `mkdir -m 700 {d} && ssh-keygen -q -t ed25519 -N '' -f {d}/id_ed25519 && ssh-keygen -q -t ed25519 -N '' -f {d}/ssh_host_ed25519_key`; \
 copy `{d}/` beside every node's compose file with the `.pub` files (of the private keys the head needs both, the others only `ssh_host_ed25519_key`; keep them 0600); \
@@ -264,7 +264,7 @@ then `docker compose -f NODE.compose.yaml up -d` ({})",
                 c = crate::workload::job_ssh::ENV_CLIENT_PUBLIC,
                 h = crate::workload::job_ssh::ENV_HOST_PUBLIC,
             ),
-            Step::Start { nodes } => format!(
+            Step::Start(Start { nodes }) => format!(
                 "on each node: `docker compose -f NODE.compose.yaml up -d` ({})",
                 nodes
                     .iter()
@@ -272,11 +272,11 @@ then `docker compose -f NODE.compose.yaml up -d` ({})",
                     .collect::<Vec<_>>()
                     .join(", ")
             ),
-            Step::StageNccl { image, volume, .. } => format!(
+            Step::StageNccl(StageNccl { image, volume, .. }) => format!(
                 "on each node: `docker volume create {volume}`, then copy the libnccl.so.2 that {image}'s loader finds (in `nccl-build` images /opt/nccl/lib/libnccl.so.2) into it: `docker run --rm -v {volume}:/sl-nccl --entrypoint cp {image} -L /opt/nccl/lib/libnccl.so.2 /sl-nccl/libnccl.so.2`"
             ),
-            Step::CheckNccl { .. } => "on each node: `docker run --rm --entrypoint sh IMAGE -c 'echo $LD_LIBRARY_PATH; ldconfig -p | grep libnccl'` shows where the loader looks; `grep -a -o -m1 'NCCL version [0-9.]*' FILE` the release each file holds".to_string(),
-            Step::WaitServing { url, .. } => format!(
+            Step::CheckNccl(_) => "on each node: `docker run --rm --entrypoint sh IMAGE -c 'echo $LD_LIBRARY_PATH; ldconfig -p | grep libnccl'` shows where the loader looks; `grep -a -o -m1 'NCCL version [0-9.]*' FILE` the release each file holds".to_string(),
+            Step::WaitServing(WaitServing { url, .. }) => format!(
                 "on the head: `docker logs -f {}` until `curl {}/health` answers",
                 crate::text::shell_word(&plan.job.job.container_name(&plan.nodes[0])),
                 crate::text::shell_word(url)

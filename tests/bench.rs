@@ -3,16 +3,21 @@
 //! many run at once). The figures bench measures must give that rate back within a tolerance;
 //! the result file is private, `--compare` shows the change against an earlier run, a
 //! profile's `expect:` figures are judged, and the API key reaches the server without ever
-//! showing.
+//! showing. A soak (`--soak`) gives the rate back per window, and names the stall when the
+//! server stops sending tokens for a while (its `paused` switch) with requests in flight.
+//! `--plot` pictures are rendered by the real `rsvg-convert` and checked not blank.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
+
+mod picture;
 
 /// How the stand-in streams.
 #[derive(Clone, Copy)]
@@ -25,6 +30,8 @@ struct Standin {
     url: String,
     /// Every completion request body received.
     bodies: Arc<Mutex<Vec<Value>>>,
+    /// While set, no stream gets its next token (a wedged server: it still accepts requests).
+    paused: Arc<AtomicBool>,
     _rt: tokio::runtime::Runtime,
 }
 
@@ -40,17 +47,20 @@ fn standin(rate: Rate, key: Option<&'static str>) -> Standin {
     let listener = rt.block_on(TcpListener::bind("127.0.0.1:0")).unwrap();
     let port = listener.local_addr().unwrap().port();
     let b = bodies.clone();
+    let paused = Arc::new(AtomicBool::new(false));
+    let p = paused.clone();
     rt.spawn(async move {
         loop {
             let Ok((stream, _)) = listener.accept().await else {
                 return;
             };
-            tokio::spawn(connection(stream, rate, key, b.clone()));
+            tokio::spawn(connection(stream, rate, key, b.clone(), p.clone()));
         }
     });
     Standin {
         url: format!("http://127.0.0.1:{port}/v1"),
         bodies,
+        paused,
         _rt: rt,
     }
 }
@@ -61,6 +71,7 @@ async fn connection(
     rate: Rate,
     key: Option<&'static str>,
     bodies: Arc<Mutex<Vec<Value>>>,
+    paused: Arc<AtomicBool>,
 ) {
     let _ = stream.set_nodelay(true);
     let (r, mut w) = stream.into_split();
@@ -136,9 +147,16 @@ async fn connection(
             let event = format!("data: {data}\n\n");
             format!("{:x}\r\n{event}\r\n", event.len())
         };
+        // Time spent paused moves the rest of the stream's schedule.
+        let mut held = Duration::ZERO;
         for i in 0..n {
             // An absolute schedule: timer overshoot does not add up over the stream.
-            tokio::time::sleep_until(start + rate.ttft + rate.itl * i as u32).await;
+            tokio::time::sleep_until(start + held + rate.ttft + rate.itl * i as u32).await;
+            let since = tokio::time::Instant::now();
+            while paused.load(Ordering::Relaxed) {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            held += since.elapsed();
             let c = chunk(format!(r#"{{"choices":[{{"index":0,"text":" t{i}"}}]}}"#));
             if w.write_all(c.as_bytes()).await.is_err() {
                 return;
@@ -529,4 +547,212 @@ fn what_cannot_be_measured_is_said_plainly() {
         "{}",
         text(&out)
     );
+}
+
+#[test]
+fn a_soak_keeps_its_streams_busy_and_gives_back_the_rate_in_every_window() {
+    let rate = Rate {
+        ttft: Duration::from_millis(20),
+        itl: Duration::from_millis(10),
+    };
+    let s = standin(rate, None);
+    let home = tempfile::tempdir().unwrap();
+    let svg = home.path().join("soak.svg");
+    let out = bench(
+        home.path(),
+        &[
+            "--url",
+            &s.url,
+            "--soak",
+            "6s",
+            "--window",
+            "2",
+            "--concurrency",
+            "4",
+            "--prompt-tokens",
+            "8",
+            "--output-tokens",
+            "16",
+            "--plot",
+            svg.to_str().unwrap(),
+            "--json",
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let v = json(&out);
+    let report = &v["report"];
+    assert_eq!(report["levels"], serde_json::json!([]));
+    let soak = &report["soak"];
+    assert_eq!(soak["concurrency"], 4);
+    assert_eq!(soak["duration_s"].as_f64(), Some(6.0));
+    assert_eq!(soak["stalls"], serde_json::json!([]));
+    assert_eq!(soak["failed"], 0);
+    // Four streams, each 16 tokens per TTFT + 15 × ITL.
+    let per_request = rate.ttft.as_secs_f64() + 15.0 * rate.itl.as_secs_f64();
+    let known = 4.0 * 16.0 / per_request;
+    let windows = soak["windows"].as_array().unwrap();
+    assert_eq!(windows.len(), 3, "{soak}");
+    for w in windows {
+        let tps = w["tokens_per_s"].as_f64().unwrap();
+        assert!(
+            within(tps, known, 0.2),
+            "{tps} tok/s, the server streams {known:.1}: {w}"
+        );
+        assert_eq!(w["in_flight_max"], 4, "{w}");
+    }
+    assert!(soak["requests"].as_u64().unwrap() >= 100, "{soak}");
+    // Saved like a sweep, and drawn.
+    let saved = std::fs::read_to_string(v["saved"].as_str().unwrap()).unwrap();
+    assert_eq!(serde_json::from_str::<Value>(&saved).unwrap(), *report);
+    let p = picture::render(&svg);
+    p.assert_not_blank();
+    p.assert_drawn("the tokens/s series", picture::NOW, 300);
+    assert_eq!(p.count(picture::STALL_SHADE, 6), 0, "no stall, no shading");
+}
+
+#[test]
+fn a_server_that_stops_sending_tokens_is_a_stall_named_with_its_span_and_the_soak_exits_one() {
+    let s = standin(
+        Rate {
+            ttft: Duration::from_millis(20),
+            itl: Duration::from_millis(10),
+        },
+        None,
+    );
+    let home = tempfile::tempdir().unwrap();
+    let svg = home.path().join("stall.svg");
+    // The server stops generating from about 2 s to 6 s into the soak (after the warm-up).
+    let paused = s.paused.clone();
+    let switch = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(2300));
+        paused.store(true, Ordering::Relaxed);
+        std::thread::sleep(Duration::from_secs(4));
+        paused.store(false, Ordering::Relaxed);
+    });
+    let out = bench(
+        home.path(),
+        &[
+            "--url",
+            &s.url,
+            "--soak",
+            "9",
+            "--window",
+            "1",
+            "--stall-after",
+            "2",
+            "--concurrency",
+            "3",
+            "--prompt-tokens",
+            "8",
+            "--output-tokens",
+            "16",
+            "--plot",
+            svg.to_str().unwrap(),
+        ],
+        None,
+    );
+    switch.join().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stall = stdout
+        .lines()
+        .find(|l| l.starts_with("STALL "))
+        .unwrap_or_else(|| panic!("no STALL line in:\n{stdout}"));
+    assert!(
+        stall.ends_with("3 requests in flight and no token"),
+        "{stall}"
+    );
+    // Noticed while it lasted, not only at the end.
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("stall: no token since") && stderr.contains("with 3 requests in flight"),
+        "{stderr}"
+    );
+    // The span, from the saved result: about 4 s, after about 2 s.
+    let saved = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("saved: "))
+        .unwrap();
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(saved).unwrap()).unwrap();
+    let stalls = report["soak"]["stalls"].as_array().unwrap();
+    assert_eq!(stalls.len(), 1, "{stalls:?}");
+    let (start, duration) = (
+        stalls[0]["start_s"].as_f64().unwrap(),
+        stalls[0]["duration_s"].as_f64().unwrap(),
+    );
+    assert!((1.0..3.0).contains(&start), "{}", stalls[0]);
+    assert!((3.0..5.0).contains(&duration), "{}", stalls[0]);
+    assert_eq!(stalls[0]["ongoing_at_end"], false);
+    // Tokens came again after it: the last windows are not empty.
+    let last = report["soak"]["windows"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    assert!(last["tokens"].as_u64().unwrap() > 0, "{last}");
+    let p = picture::render(&svg);
+    p.assert_not_blank();
+    p.assert_drawn("the stall's shading", picture::STALL_SHADE, 2000);
+}
+
+#[test]
+fn compare_with_plot_draws_both_runs_side_by_side() {
+    let fast = standin(
+        Rate {
+            ttft: Duration::from_millis(10),
+            itl: Duration::from_millis(5),
+        },
+        None,
+    );
+    let slow = standin(
+        Rate {
+            ttft: Duration::from_millis(30),
+            itl: Duration::from_millis(10),
+        },
+        None,
+    );
+    let home = tempfile::tempdir().unwrap();
+    let earlier = home.path().join("fast.json");
+    let svg = home.path().join("compare.svg");
+    let common = [
+        "--concurrency",
+        "1,2,4",
+        "--prompt-tokens",
+        "8",
+        "--output-tokens",
+        "8",
+        "--requests",
+        "8",
+        "--no-warmup",
+    ];
+    let mut args = vec!["--url", &fast.url, "--out", earlier.to_str().unwrap()];
+    args.extend(common);
+    let out = bench(home.path(), &args, None);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let mut args = vec![
+        "--url",
+        &slow.url,
+        "--compare",
+        earlier.to_str().unwrap(),
+        "--plot",
+        svg.to_str().unwrap(),
+    ];
+    args.extend(common);
+    let out = bench(home.path(), &args, None);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let doc = std::fs::read_to_string(&svg).unwrap();
+    for label in [
+        "output tokens/s by concurrency",
+        "time to first token by concurrency",
+        "now: standin/known-rate",
+        "earlier: standin/known-rate",
+    ] {
+        assert!(doc.contains(label), "no {label:?} in the SVG");
+    }
+    let p = picture::render(&svg);
+    p.assert_not_blank();
+    p.assert_drawn("this run", picture::NOW, 300);
+    p.assert_drawn("the earlier run", picture::EARLIER, 300);
 }

@@ -171,6 +171,72 @@ fn the_same_node_twice_is_refused() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("node name spark is given twice"));
 }
 
+#[test]
+fn a_folder_of_snapshots_given_as_one_is_refused_once_naming_the_node_folders_inside() {
+    // Issue 24 item 20: the error was said twice and did not name the node folders.
+    let cluster = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/seed-001-two-sparks-both-twins")
+        .display()
+        .to_string();
+    let out = run(&["env".into(), "--snapshot".into(), format!("a={cluster}")]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("it holds spark, spark2"), "{err}");
+    assert!(
+        err.contains(&format!(
+            "--snapshot spark={cluster}/spark --snapshot spark2={cluster}/spark2"
+        )),
+        "{err}"
+    );
+    // A folder that holds no snapshot at all: the reader's reason, said once.
+    let empty = tempfile::tempdir().unwrap();
+    let out = run(&[
+        "env".into(),
+        "--snapshot".into(),
+        format!("a={}", empty.path().display()),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.matches("has no `hostname` file").count(), 1, "{err}");
+}
+
+#[test]
+fn a_commands_help_lists_the_global_flags_under_their_own_heading() {
+    // Issue 24 item 20: `--help` of a command mixed the global flags into its own.
+    let out = run(&["env".into(), "--help".into()]);
+    assert!(out.status.success());
+    let help = String::from_utf8_lossy(&out.stdout);
+    let (own, global) = help
+        .split_once("Global options:")
+        .unwrap_or_else(|| panic!("no global heading: {help}"));
+    // The long flags a section defines (its lines that start with a flag).
+    let defined = |section: &str| -> Vec<String> {
+        section
+            .lines()
+            .map(str::trim_start)
+            .filter(|l| l.starts_with('-'))
+            .flat_map(|l| l.split([' ', ',']))
+            .filter(|w| w.starts_with("--"))
+            .map(|w| w.trim_end_matches("...").to_string())
+            .collect()
+    };
+    let (own, global) = (defined(own), defined(global));
+    for flag in [
+        "--json",
+        "--verbose",
+        "--quiet",
+        "--no-progress",
+        "--cluster",
+    ] {
+        assert!(global.iter().any(|f| f == flag), "{flag}: {global:?}");
+        assert!(
+            !own.iter().any(|f| f == flag),
+            "{flag} among env's own: {own:?}"
+        );
+    }
+    assert!(own.iter().any(|f| f == "--snapshot"), "{own:?}");
+}
+
 /// A copy of the bundled `seed-001-two-sparks-both-twins` with `old` renamed to `new` (raw
 /// bytes) on the head `spark`: in every path and every file that names it.
 fn renamed(old: &str, new: &[u8]) -> (tempfile::TempDir, Vec<String>) {

@@ -69,11 +69,14 @@ fn the_pure_core_imports_no_effects() {
         "doctor",
         "model",
         "profile",
+        "recipe",
         "compose.rs",
         "libnccl",
         "bench/request.rs",
         "bench/measure.rs",
         "bench/compare.rs",
+        "bench/soak.rs",
+        "supervise/unit.rs",
     ];
     let forbidden = [
         "tokio",
@@ -127,6 +130,30 @@ fn fan_out_over_nodes_happens_only_in_the_one_helper() {
     assert!(
         offenders.is_empty(),
         "use node::for_each_node instead: {offenders:#?}"
+    );
+}
+
+#[test]
+fn the_executors_phases_fan_out_only_through_the_apply_contexts_helper() {
+    // `ApplyContext::each_node` (and `on_every_node` on top of it) is where the executor fans
+    // out, with `--concurrency`: a phase never calls `for_each_node` itself.
+    let mut offenders = Vec::new();
+    for p in rust_files(&src().join("apply/phases")) {
+        let text = std::fs::read_to_string(&p).unwrap_or_default();
+        for line in code_lines(&text) {
+            if line.contains("for_each_node") {
+                offenders.push(format!("{}: {}", p.display(), line.trim()));
+            }
+        }
+    }
+    let context = std::fs::read_to_string(src().join("apply/context.rs")).unwrap_or_default();
+    let calls = code_lines(&context)
+        .filter(|l| l.contains("for_each_node("))
+        .count();
+    assert_eq!(calls, 1, "apply/context.rs fans out once, in each_node");
+    assert!(
+        offenders.is_empty(),
+        "use ctx.each_node / ctx.on_every_node instead: {offenders:#?}"
     );
 }
 
@@ -264,6 +291,71 @@ fn every_public_type_name_is_used_once_across_the_crate() {
     assert!(
         twice.is_empty(),
         "public type names defined more than once (rename one for what it is): {twice:#?}"
+    );
+}
+
+#[test]
+fn nothing_outside_the_engine_seam_names_one_engine() {
+    // STYLE.md §13: everything that differs by engine lives in `workload/engines/` (one file
+    // per engine, registered in its mod.rs); the rest of the crate asks the seam. Only the
+    // engines' own CLI subcommands (`cli/cmd_serve.rs`) name an engine, to build its request.
+    // Naming one elsewhere is a `match` the compiler will not extend for the next engine.
+    let mut offenders = Vec::new();
+    for p in rust_files(&src()) {
+        let rel = p.strip_prefix(src()).unwrap_or(&p).to_path_buf();
+        if rel.starts_with("workload/engines") || rel == Path::new("cli/cmd_serve.rs") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&p).unwrap_or_default();
+        let body = text.split("#[cfg(test)]").next().unwrap_or("");
+        for line in code_lines(body) {
+            let names_variant = line.match_indices("EngineKind::").any(|(i, m)| {
+                line[i + m.len()..]
+                    .chars()
+                    .next()
+                    .is_some_and(|c| c.is_ascii_uppercase())
+                    && !line[i + m.len()..].starts_with("ALL")
+            });
+            let reaches_in = ["engines::vllm", "engines::trtllm", "engines::{"]
+                .iter()
+                .any(|m| line.contains(m) && (line.contains("vllm") || line.contains("trtllm")));
+            if names_variant || reaches_in {
+                offenders.push(format!("{}: {}", p.display(), line.trim()));
+            }
+        }
+    }
+    assert!(
+        offenders.is_empty(),
+        "ask the engine seam (workload::engines::ServingEngine) instead: {offenders:#?}"
+    );
+}
+
+#[test]
+fn the_readme_opens_with_two_commands_that_work_as_written_in_a_root_shell() {
+    // Issue 24 item 20: `sudo scripts/test-all` failed in a root shell without sudo, and
+    // `cargo install --path .` without `--locked` built newer crates than Cargo.lock pins.
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let start = readme.find("```sh\n").expect("a sh block at the top") + "```sh\n".len();
+    let block = &readme[start..start + readme[start..].find("```").unwrap()];
+    let lines: Vec<&str> = block.lines().collect();
+    assert_eq!(lines.len(), 2, "{block}");
+    assert!(
+        lines[0].starts_with("cargo install --locked --path . && spark-launch "),
+        "{}",
+        lines[0]
+    );
+    assert_eq!(lines[1], "scripts/test-all");
+    use std::os::unix::fs::PermissionsExt as _;
+    let script = root.join(lines[1]);
+    let mode = std::fs::metadata(&script).unwrap().permissions().mode();
+    assert_ne!(mode & 0o111, 0, "{} is not executable", script.display());
+    // Elsewhere than in a root shell it stops and says how to run it.
+    let text = std::fs::read_to_string(&script).unwrap();
+    assert!(text.contains("\"$(id -u)\" != 0"), "no root check");
+    assert!(
+        text.contains("(sudo scripts/test-all)"),
+        "no non-root message"
     );
 }
 

@@ -46,6 +46,30 @@ impl Cluster {
         }
     }
 
+    /// A node whose `PATH` has every program of `/usr/bin` and `/bin` but Python's: its copies
+    /// receive through the shell loop.
+    fn node_without_python(&self, name: &str) -> StageNode {
+        let bin = self.root.join(format!("{name}-bin"));
+        std::fs::create_dir_all(&bin).unwrap();
+        for dir in ["/usr/bin", "/bin"] {
+            for e in std::fs::read_dir(dir).unwrap().flatten() {
+                let to = bin.join(e.file_name());
+                if !e.file_name().to_string_lossy().starts_with("python") && !to.exists() {
+                    std::os::unix::fs::symlink(e.path(), to).unwrap();
+                }
+            }
+        }
+        let home = self.root.join(name);
+        std::fs::create_dir_all(home.join("cache")).unwrap();
+        let shell = LocalShell::new(NodeName::new(name).unwrap())
+            .with_env("XDG_CACHE_HOME", home.join("cache").to_str().unwrap())
+            .with_env("PATH", bin.to_str().unwrap());
+        StageNode {
+            shell: Arc::new(shell),
+            hf_home: home.join("hf").to_str().unwrap().to_string(),
+        }
+    }
+
     fn repo_dir(&self, name: &str, repo: &str) -> PathBuf {
         self.root
             .join(name)
@@ -380,4 +404,65 @@ impl spark_launch::progress::Reporter for CancelAfter {
     fn node_line(&self, _node: &NodeName, _message: &str) {}
     fn warn(&self, _message: &str) {}
     fn end_step(&self, _title: &str, _ok: bool, _detail: Option<&str>) {}
+}
+
+#[tokio::test]
+async fn a_link_planted_in_a_shared_cache_is_refused_by_name_and_what_it_points_to_is_untouched() {
+    // Issue 24 item 1: `FILE.sl-partial -> /victim` in a shared cache had the victim's first
+    // bytes overwritten, and the error then said the file was "discarded".
+    let repo = tiny_repo("spark-test/tiny", 300_000);
+    let hub = HubStandin::start(vec![repo.clone()]).await;
+    let c = Cluster::new();
+    let victim = c.root.join("victim");
+    std::fs::write(&victim, b"precious").unwrap();
+    let weights = repo.files.iter().find(|f| f.lfs).unwrap().blob();
+    let partial = |node: &str| {
+        c.repo_dir(node, &repo.id)
+            .join("blobs")
+            .join(format!("{weights}.sl-partial"))
+    };
+    let plant = |node: &str| {
+        std::fs::create_dir_all(partial(node).parent().unwrap()).unwrap();
+        std::os::unix::fs::symlink(&victim, partial(node)).unwrap();
+    };
+    let refused = format!("refused blobs/{weights}.sl-partial: it is a symbolic link");
+
+    // The head's download (HTTP ranges, `fetch_stream`).
+    plant("head");
+    let mut spec = spec_for(&hub, &c, &repo.id, None, &[]).await.unwrap();
+    let err = stage(&spec, Arc::new(NullReporter)).await.unwrap_err();
+    let text = err.to_string();
+    assert!(matches!(err, StageError::Fetch { .. }), "{text}");
+    assert!(text.contains(&refused), "{text}");
+    assert!(text.contains("remove it and run again"), "{text}");
+    assert!(
+        !text.contains("discarded") && !text.contains("resume"),
+        "{text}"
+    );
+    assert_eq!(std::fs::read(&victim).unwrap(), b"precious");
+
+    // Gone, the head downloads; then the copies: Python's receiver on w1, the shell loop on w2.
+    std::fs::remove_file(partial("head")).unwrap();
+    stage(&spec, Arc::new(NullReporter)).await.unwrap();
+    plant("w1");
+    plant("w2");
+    spec.workers = vec![
+        (c.node("w1"), HeadAccess::Local),
+        (c.node_without_python("w2"), HeadAccess::Local),
+    ];
+    let err = stage(&spec, Arc::new(NullReporter)).await.unwrap_err();
+    let text = err.to_string();
+    assert!(matches!(err, StageError::Workers(_)), "{text}");
+    for w in ["w1", "w2"] {
+        assert!(
+            text.contains(&format!("{w}: fetching blobs/{weights} failed: {refused}")),
+            "{text}"
+        );
+        assert!(
+            partial(w).is_symlink(),
+            "{w}: the link itself is left for its owner"
+        );
+    }
+    assert!(!text.contains("discarded"), "{text}");
+    assert_eq!(std::fs::read(&victim).unwrap(), b"precious");
 }

@@ -14,21 +14,22 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
 
+use spark_launch::derive::NodeInput;
 use spark_launch::libnccl::loader::{Found, Machine, Resolution, Via};
 use spark_launch::libnccl::version::parse_build_string;
 use spark_launch::libnccl::{FromLib, FromRead, ImageRead, Loads};
 use spark_launch::model::ModelSource;
-use spark_launch::node::{NodeName, Role};
-use spark_launch::plan::{JobName, Launch, Step};
+use spark_launch::node::NodeName;
+use spark_launch::plan::{CheckNccl, JobName, Launch, Step};
 use spark_launch::probe::read_snapshot_dir;
+use spark_launch::workload::engines::vllm::{self, DEFAULT_IMAGE as VLLM_IMAGE};
+use spark_launch::workload::engines::{DEFAULT_READY_TIMEOUT_S, EngineKind, EngineOptions};
 use spark_launch::workload::launch::{
-    LaunchPlan, LaunchRefusal, LaunchRequest, Lookups, NcclTestRequest, PlanNode, ServeEngine,
-    ServeRequest, plan,
+    LaunchPlan, LaunchRefusal, LaunchRequest, Lookups, NcclTestRequest, Planned, ServeRequest,
 };
 use spark_launch::workload::nccl_lib::NcclReads;
 use spark_launch::workload::nccl_test::NcclTestOptions;
-use spark_launch::workload::serve::{DEFAULT_READY_TIMEOUT_S, ServeOptions, VLLM_IMAGE};
-use spark_launch::workload::vllm::{self, VllmMode, VllmOptions};
+use spark_launch::workload::serve::ServeOptions;
 
 const COMMIT: &str = "7ae557604adf67be50417f59c2c2f167def9a775";
 const BUILD: &str = "spark-launch/nccl-tests:nccl-v2.30.7-1-sm121-arm64";
@@ -40,46 +41,54 @@ fn root(name: &str) -> std::path::PathBuf {
         .join(name)
 }
 
-fn nodes(name: &str) -> Vec<PlanNode> {
+fn nodes(name: &str) -> Vec<NodeInput> {
     std::fs::read_to_string(root(name).join("nodes"))
         .unwrap()
         .lines()
         .filter(|l| !l.trim().is_empty())
-        .enumerate()
-        .map(|(i, n)| PlanNode {
+        .map(|n| NodeInput {
             name: NodeName::new(n.trim()).unwrap(),
-            role: if i == 0 { Role::Head } else { Role::Worker },
-            facts: Some(read_snapshot_dir(&root(name).join(n.trim())).unwrap()),
+            facts: read_snapshot_dir(&root(name).join(n.trim())).unwrap(),
         })
         .collect()
 }
 
+/// The one planner, on these nodes (their names and facts).
+fn plan(
+    request: &LaunchRequest,
+    nodes: &[NodeInput],
+    lookups: &Lookups,
+) -> Result<Planned, LaunchRefusal> {
+    let names: Vec<NodeName> = nodes.iter().map(|n| n.name.clone()).collect();
+    spark_launch::workload::launch::plan(request, &names, nodes, lookups)
+}
+
 fn serve(tp: u32, from: Option<&str>, allow_old: bool) -> LaunchRequest {
     LaunchRequest::Serve(Box::new(ServeRequest {
-        engine: ServeEngine::Vllm(VllmOptions {
-            serve: ServeOptions {
-                job: JobName::new("ring").unwrap(),
-                model: ModelSource::parse("Qwen/Qwen2.5-0.5B-Instruct", Some(COMMIT)).unwrap(),
-                image: VLLM_IMAGE.to_string(),
-                port: 8000,
-                tp,
-                pp: 1,
-                gpus_per_node: 1,
-                engine_args: vec![],
-                env: BTreeMap::new(),
-                paths: BTreeMap::new(),
-                ulimits: vec![],
-                gpus: None,
-                ready_timeout_s: DEFAULT_READY_TIMEOUT_S,
-                stage_model: true,
-                allow_tcp: false,
-                bind: Default::default(),
-                api_key: None,
-            },
-            mode: VllmMode::Native {
-                master_port: vllm::DEFAULT_MASTER_PORT,
-            },
-        }),
+        engine: EngineKind::Vllm,
+        serve: ServeOptions {
+            job: JobName::new("ring").unwrap(),
+            model: ModelSource::parse("Qwen/Qwen2.5-0.5B-Instruct", Some(COMMIT)).unwrap(),
+            image: VLLM_IMAGE.to_string(),
+            port: 8000,
+            tp,
+            pp: 1,
+            gpus_per_node: 1,
+            engine_args: vec![],
+            env: BTreeMap::new(),
+            paths: BTreeMap::new(),
+            ulimits: vec![],
+            gpus: None,
+            ready_timeout_s: DEFAULT_READY_TIMEOUT_S,
+            stage_model: true,
+            allow_tcp: false,
+            bind: Default::default(),
+            api_key: None,
+        },
+        tuning: EngineOptions {
+            rendezvous_port: Some(vllm::DEFAULT_MASTER_PORT),
+            ..EngineOptions::default()
+        },
         gpus_per_node_given: true,
         hf_home: None,
         nccl_from: from.map(|f| f.parse().unwrap()),
@@ -110,7 +119,7 @@ fn image_read(version: &str) -> ImageRead {
     }
 }
 
-fn lookups(nodes: &[PlanNode], image: &str, version: &str, from: bool) -> Lookups {
+fn lookups(nodes: &[NodeInput], image: &str, version: &str, from: bool) -> Lookups {
     let mut reads = NcclReads::default();
     for n in nodes {
         reads
@@ -280,7 +289,7 @@ fn nccl_test_on_the_four_node_ring_refuses_an_old_image_with_nccl_build_as_the_f
         t.plan
             .steps
             .iter()
-            .any(|s| matches!(s, Step::CheckNccl { rule, .. } if rule.ring))
+            .any(|s| matches!(s, Step::CheckNccl(CheckNccl { rule, .. }) if rule.ring))
     );
 }
 

@@ -51,6 +51,7 @@ fn plan_for(name: &str, runtime: RuntimeKind) -> NcclTestPlan {
         Some(cluster.topology),
         &opts,
         &JobSshKeys::placeholder(),
+        Vec::new(),
     )
     .expect("a plan")
 }
@@ -130,7 +131,7 @@ fn every_rank_gets_its_own_nodes_hca_names_never_the_heads() {
         .plan
         .steps
         .iter()
-        .filter(|s| matches!(s, Step::EnsureImage { .. }))
+        .filter(|s| matches!(s, Step::EnsureImage(_)))
         .collect();
     assert_eq!(ensures.len(), 2);
 }
@@ -209,6 +210,27 @@ fn dry_run_json_from_snapshots_prints_the_whole_plan_and_nothing_else() {
         steps,
         vec!["ensure-image", "check-nccl", "start", "wait-exit", "stop"]
     );
+}
+
+#[test]
+fn the_dry_run_shows_what_each_worker_runs_never_an_empty_command() {
+    // Issue 24 item 20: the worker's `command` printed empty; it runs the image's entrypoint,
+    // which starts the sshd the head's mpirun reaches it through.
+    let mut args: Vec<String> = ["nccl-test", "--dry-run"].map(String::from).to_vec();
+    args.extend(snapshot_args("seed-001-two-sparks-both-twins"));
+    let out = spark_launch(&args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let worker = &text[text.find("spark2 (worker): container").expect("the worker")..];
+    assert!(
+        worker.contains("  entry    /usr/local/bin/sl-entrypoint\n  command  (none: the entrypoint runs alone)\n"),
+        "{worker}"
+    );
+    assert!(!text.lines().any(|l| l.trim_end() == "command"), "{text}");
 }
 
 #[test]

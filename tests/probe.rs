@@ -315,6 +315,68 @@ fn a_snapshot_given_as_a_file_is_named_as_not_a_folder() {
     assert!(!err.contains("does not exist"), "{err}");
 }
 
+#[test]
+fn a_busy_read_only_command_ends_at_once_on_the_first_signal_and_names_no_launch() {
+    // Issue 24 item 8: `probe` and `env` busy probing ignored the first SIGTERM/Ctrl-C, and
+    // the second said "check with `spark-launch status`". Here the machine's `ip` is a
+    // stand-in that says it started, then takes 20 s (a slow or hung `ip`).
+    use nix::sys::signal::{Signal, kill};
+    // `--hosts` naming this machine: `env` probes it locally, without SSH.
+    let me = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+    let me = me.trim();
+    for (args, signal) in [
+        (&["probe"][..], Signal::SIGTERM),
+        (&["env", "--json", "--hosts", me][..], Signal::SIGINT),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let busy = dir.path().join("busy");
+        let ip = dir.path().join("ip");
+        std::fs::write(&ip, "#!/bin/sh\n: > \"$SL_BUSY\"\nexec sleep 20\n").unwrap();
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(&ip, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let path = format!(
+            "{}:{}",
+            dir.path().display(),
+            std::env::var("PATH").unwrap()
+        );
+        let child = Command::new(bin())
+            .args(args)
+            .env("PATH", path)
+            .env("SL_BUSY", &busy)
+            .env("XDG_CONFIG_HOME", dir.path().join("config"))
+            .env_remove("SPARK_LAUNCH_CLUSTER")
+            .env("SPARK_LAUNCH_NO_PROGRESS", "1")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let started = std::time::Instant::now();
+        while !busy.exists() {
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(20),
+                "{args:?} never ran ip"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+        let signalled = std::time::Instant::now();
+        kill(pid, signal).unwrap();
+        let out = child.wait_with_output().unwrap();
+        let took = signalled.elapsed();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            took < std::time::Duration::from_secs(3),
+            "{args:?} took {took:?} after {signal}: {err}"
+        );
+        assert_eq!(out.status.code(), Some(130), "{args:?}: {err}");
+        assert!(err.contains("interrupted"), "{args:?}: {err}");
+        assert!(
+            !err.contains("status") && !err.contains("clean-up"),
+            "{args:?}: {err}"
+        );
+    }
+}
+
 /// A folder of links to this machine's tools, `ip` left out: the PATH of a minimal GPU VM image
 /// (issue 24, item 10).
 fn path_without_ip() -> tempfile::TempDir {

@@ -13,7 +13,8 @@ use spark_launch::apply::{ApplyErrorKind, ApplyOptions, PhaseError, execute};
 use spark_launch::node::{NodeName, Role};
 use spark_launch::plan::spec::{LABEL_JOB, LABEL_NODE, LABEL_ROLE, Mount};
 use spark_launch::plan::{
-    ContainerSpec, Gpus, JobName, JobPlan, Launch, NodePlan, RuntimeKind, Step,
+    ContainerSpec, EnsureImage, Exec, Gpus, JobName, JobPlan, Launch, NodePlan, RuntimeKind, Start,
+    Step, Stop, WriteFile,
 };
 use spark_launch::progress::{NullReporter, RecordingReporter};
 use spark_launch::runtime::{Cluster, Engine, EngineEndpoint, NodeTarget, RuntimeError};
@@ -72,20 +73,20 @@ async fn a_one_node_job_starts_takes_a_file_runs_a_command_and_is_stopped() {
             launch: Launch::Container(spec),
         }],
         steps: vec![
-            Step::EnsureImage {
+            Step::EnsureImage(EnsureImage {
                 image: image.clone(),
                 nodes: vec![n.clone()],
-            },
-            Step::Start {
+            }),
+            Step::Start(Start {
                 nodes: vec![n.clone()],
-            },
-            Step::WriteFile {
+            }),
+            Step::WriteFile(WriteFile {
                 node: n.clone(),
                 path: "/etc/spark/hostfile".into(),
                 content: "solo slots=1\n".into(),
                 mode: 0o644,
-            },
-            Step::Exec {
+            }),
+            Step::Exec(Exec {
                 node: n.clone(),
                 command: vec![
                     "sh".into(),
@@ -95,8 +96,8 @@ async fn a_one_node_job_starts_takes_a_file_runs_a_command_and_is_stopped() {
                 env: BTreeMap::from([("GREETING".to_string(), "hello".to_string())]),
                 capture: Some("out".into()),
                 timeout_s: 30,
-            },
-            Step::Stop,
+            }),
+            Step::Stop(Stop),
         ],
     };
     let cluster = one_node_cluster(&n);
@@ -299,9 +300,9 @@ async fn a_gpu_request_on_an_engine_without_gpu_support_is_refused_and_leaves_no
             role: Role::Head,
             launch: Launch::Container(spec),
         }],
-        steps: vec![Step::Start {
+        steps: vec![Step::Start(Start {
             nodes: vec![n.clone()],
-        }],
+        })],
     };
     let cluster = one_node_cluster(&n);
     let err = execute(

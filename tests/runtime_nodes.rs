@@ -879,7 +879,8 @@ fn plan_on(
 ) -> (spark_launch::plan::JobPlan, spark_launch::runtime::Cluster) {
     use spark_launch::node::{NodeName, Role};
     use spark_launch::plan::{
-        ContainerSpec, Gpus, JobName, JobPlan, Launch, NodePlan, RuntimeKind, Step,
+        ContainerSpec, EnsureImage, Gpus, JobName, JobPlan, Launch, NodePlan, RuntimeKind, Start,
+        Step,
     };
     use spark_launch::runtime::{Cluster, EngineEndpoint, NodeTarget};
     let job = JobName::new(job).unwrap();
@@ -913,11 +914,11 @@ fn plan_on(
         runtime: RuntimeKind::Docker,
         nodes: parts,
         steps: vec![
-            Step::EnsureImage {
+            Step::EnsureImage(EnsureImage {
                 image: IMAGE.into(),
                 nodes: names.clone(),
-            },
-            Step::Start { nodes: names },
+            }),
+            Step::Start(Start { nodes: names }),
         ],
     };
     (plan, Cluster::new(targets))

@@ -10,12 +10,13 @@ use spark_launch::model::ModelSource;
 use spark_launch::node::NodeName;
 use spark_launch::plan::{JobName, Launch, Step};
 use spark_launch::probe::read_snapshot_dir;
-use spark_launch::workload::job_ssh::{self, JobSshKeys};
-use spark_launch::workload::serve::{
-    DEFAULT_READY_TIMEOUT_S, ServeOptions, TRTLLM_IMAGE, VLLM_IMAGE,
+use spark_launch::workload::engines::{
+    DEFAULT_READY_TIMEOUT_S, EngineKind, EngineOptions, ray, trtllm, vllm,
 };
-use spark_launch::workload::trtllm::{self, LlmApiOptions, TrtllmOptions};
-use spark_launch::workload::vllm::{self, VllmMode, VllmOptions};
+use spark_launch::workload::job_ssh::{self, JobSshKeys};
+use spark_launch::workload::launch::LaunchRefusal;
+use spark_launch::workload::serve::{ServeOptions, ServePlan};
+use spark_launch::workload::skeleton::{self, ServeInput};
 
 fn fixture(name: &str) -> Vec<NodeInput> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -56,35 +57,75 @@ fn serve(tp: u32, image: &str) -> ServeOptions {
     }
 }
 
-fn vllm_opts(tp: u32, mode: VllmMode) -> VllmOptions {
-    VllmOptions {
-        serve: serve(tp, VLLM_IMAGE),
-        mode,
+/// The shared serving options and the engine's own.
+struct Opts {
+    serve: ServeOptions,
+    tuning: EngineOptions,
+}
+
+fn vllm_opts(tp: u32, tuning: EngineOptions) -> Opts {
+    Opts {
+        serve: serve(tp, vllm::DEFAULT_IMAGE),
+        tuning,
     }
 }
 
-fn native() -> VllmMode {
-    VllmMode::Native {
-        master_port: vllm::DEFAULT_MASTER_PORT,
+fn native() -> EngineOptions {
+    EngineOptions {
+        rendezvous_port: Some(vllm::DEFAULT_MASTER_PORT),
+        ..EngineOptions::default()
     }
 }
 
-fn trt_opts(tp: u32) -> TrtllmOptions {
-    let mut s = serve(tp, TRTLLM_IMAGE);
+fn trt_opts(tp: u32) -> Opts {
+    let mut s = serve(tp, trtllm::DEFAULT_IMAGE);
     s.port = trtllm::DEFAULT_PORT;
     s.engine_args = vec![];
-    TrtllmOptions {
+    Opts {
         serve: s,
-        ssh_port: trtllm::DEFAULT_SSH_PORT,
-        llm_api: LlmApiOptions::default(),
-        max_batch_size: Some(4),
-        max_num_tokens: Some(32768),
+        tuning: EngineOptions {
+            ssh_port: Some(trtllm::DEFAULT_SSH_PORT),
+            max_batch_size: Some(4),
+            max_num_tokens: Some(32768),
+            ..EngineOptions::default()
+        },
     }
+}
+
+/// The engine's plan alone (no launch: no copy routes, no NCCL), as the engine planners
+/// returned it.
+fn plan_alone(
+    engine: EngineKind,
+    o: &Opts,
+    nodes: &[NodeInput],
+    keys: &JobSshKeys,
+) -> Result<ServePlan, LaunchRefusal> {
+    skeleton::plan(&ServeInput {
+        engine,
+        opts: &o.serve,
+        tuning: &o.tuning,
+        nodes,
+        keys,
+        launch: None,
+    })
+    .map(|s| s.plan)
+}
+
+fn vllm_plan(o: &Opts, nodes: &[NodeInput]) -> Result<ServePlan, LaunchRefusal> {
+    plan_alone(EngineKind::Vllm, o, nodes, &JobSshKeys::placeholder())
+}
+
+fn trtllm_plan(
+    o: &Opts,
+    nodes: &[NodeInput],
+    keys: &JobSshKeys,
+) -> Result<ServePlan, LaunchRefusal> {
+    plan_alone(EngineKind::Trtllm, o, nodes, keys)
 }
 
 #[test]
 fn vllm_native_on_two_sparks_runs_serve_on_both_with_ranks_and_a_headless_worker() {
-    let plan = vllm::plan(
+    let plan = vllm_plan(
         &vllm_opts(2, native()),
         &fixture("seed-001-two-sparks-both-twins"),
     )
@@ -108,11 +149,13 @@ fn vllm_native_on_two_sparks_runs_serve_on_both_with_ranks_and_a_headless_worker
 
 #[test]
 fn vllm_with_ray_waits_for_every_node_at_its_intended_address() {
-    let plan = vllm::plan(
+    let plan = vllm_plan(
         &vllm_opts(
             2,
-            VllmMode::Ray {
-                ray_port: vllm::DEFAULT_RAY_PORT,
+            EngineOptions {
+                ray: true,
+                ray_port: Some(ray::DEFAULT_PORT),
+                ..EngineOptions::default()
             },
         ),
         &fixture("seed-001-two-sparks-both-twins"),
@@ -136,7 +179,7 @@ fn vllm_with_ray_waits_for_every_node_at_its_intended_address() {
 
 #[test]
 fn trtllm_on_two_sparks_runs_mpirun_from_the_head_over_sshd_on_2233() {
-    let plan = trtllm::plan(
+    let plan = trtllm_plan(
         &trt_opts(2),
         &fixture("seed-001-two-sparks-both-twins"),
         &JobSshKeys::placeholder(),
@@ -208,7 +251,7 @@ fn trtllm_on_two_sparks_runs_mpirun_from_the_head_over_sshd_on_2233() {
 
 #[test]
 fn a_spark_and_a_workstation_each_get_their_own_interface_names() {
-    let plan = vllm::plan(
+    let plan = vllm_plan(
         &vllm_opts(2, native()),
         &fixture("seed-004-spark-and-workstation"),
     )
@@ -218,13 +261,13 @@ fn a_spark_and_a_workstation_each_get_their_own_interface_names() {
 
 #[test]
 fn the_triangle_serves_on_the_management_network_with_subnet_aware_routing() {
-    let plan = vllm::plan(&vllm_opts(3, native()), &fixture("seed-003-triangle")).unwrap();
+    let plan = vllm_plan(&vllm_opts(3, native()), &fixture("seed-003-triangle")).unwrap();
     insta::assert_yaml_snapshot!(plan);
 }
 
 #[test]
 fn trtllm_on_link_local_sparks() {
-    let plan = trtllm::plan(
+    let plan = trtllm_plan(
         &trt_opts(2),
         &fixture("seed-002-link-local"),
         &JobSshKeys::placeholder(),
@@ -235,7 +278,7 @@ fn trtllm_on_link_local_sparks() {
 
 #[test]
 fn tp_2_on_three_switched_sparks_uses_the_first_two_and_says_so() {
-    let plan = vllm::plan(&vllm_opts(2, native()), &fixture("switch-3-sparks")).unwrap();
+    let plan = vllm_plan(&vllm_opts(2, native()), &fixture("switch-3-sparks")).unwrap();
     assert_eq!(plan.nodes.len(), 2);
     assert_eq!(plan.unused.len(), 1);
     assert!(
@@ -250,10 +293,10 @@ fn tp_2_on_three_switched_sparks_uses_the_first_two_and_says_so() {
 fn a_shape_that_does_not_fit_and_a_broken_fabric_are_refused_together() {
     let mut o = vllm_opts(4, native());
     o.serve.engine_args = vec!["--tensor-parallel-size".into(), "4".into()];
-    let e = vllm::plan(&o, &fixture("seed-001-two-sparks-both-twins")).unwrap_err();
+    let e = vllm_plan(&o, &fixture("seed-001-two-sparks-both-twins")).unwrap_err();
     insta::assert_snapshot!(e.to_string());
 
-    let e = vllm::plan(&vllm_opts(2, native()), &fixture("broken-twins-one-subnet")).unwrap_err();
+    let e = vllm_plan(&vllm_opts(2, native()), &fixture("broken-twins-one-subnet")).unwrap_err();
     assert!(e.to_string().contains("one subnet"), "{e}");
 }
 
@@ -264,7 +307,7 @@ fn a_user_variable_replaces_the_derived_one_and_the_plan_says_so() {
         .env
         .insert("NCCL_IB_HCA".into(), "rocep1s0f1".into());
     o.serve.env.insert("NCCL_DEBUG".into(), "INFO".into());
-    let plan = vllm::plan(&o, &fixture("seed-001-two-sparks-both-twins")).unwrap();
+    let plan = vllm_plan(&o, &fixture("seed-001-two-sparks-both-twins")).unwrap();
     let Launch::Container(c) = &plan.job.nodes[0].launch else {
         panic!()
     };
@@ -279,14 +322,14 @@ fn a_user_variable_replaces_the_derived_one_and_the_plan_says_so() {
 
 #[test]
 fn a_printed_plan_survives_a_json_round_trip_with_its_secrets_still_set() {
-    let plan = trtllm::plan(
+    let plan = trtllm_plan(
         &trt_opts(2),
         &fixture("seed-001-two-sparks-both-twins"),
         &JobSshKeys::placeholder(),
     )
     .unwrap();
     let text = serde_json::to_string(&plan).unwrap();
-    let back: spark_launch::workload::serve::ServePlan = serde_json::from_str(&text).unwrap();
+    let back: ServePlan = serde_json::from_str(&text).unwrap();
     // What was printed reads back and prints the same; the keys it held were never printed.
     assert_eq!(serde_json::to_string(&back).unwrap(), text);
     assert_eq!(plan.job.steps, back.job.steps);
@@ -300,7 +343,7 @@ async fn no_half_of_the_jobs_real_ssh_keys_appears_in_a_printed_plan() {
     let keys = spark_launch::apply::job_ssh::generate("smoke")
         .await
         .expect("ssh-keygen makes the job's keys");
-    let plan = trtllm::plan(
+    let plan = trtllm_plan(
         &trt_opts(2),
         &fixture("seed-001-two-sparks-both-twins"),
         &keys,
@@ -342,19 +385,19 @@ async fn no_half_of_the_jobs_real_ssh_keys_appears_in_a_printed_plan() {
 
 fn step_name(s: &Step) -> &'static str {
     match s {
-        Step::EnsureImage { .. } => "ensure-image",
-        Step::Start { .. } => "start",
-        Step::WriteFile { .. } => "write-file",
-        Step::Exec { .. } => "exec",
-        Step::WaitHttp { .. } => "wait-http",
-        Step::CheckPorts { .. } => "check-ports",
-        Step::CheckReachable { .. } => "check-reachable",
-        Step::StageModel { .. } => "stage-model",
-        Step::WaitRay { .. } => "wait-ray",
-        Step::WaitServing { .. } => "wait-serving",
-        Step::WaitExit { .. } => "wait-exit",
-        Step::StageNccl { .. } => "stage-nccl",
-        Step::CheckNccl { .. } => "check-nccl",
-        Step::Stop => "stop",
+        Step::EnsureImage(_) => "ensure-image",
+        Step::Start(_) => "start",
+        Step::WriteFile(_) => "write-file",
+        Step::Exec(_) => "exec",
+        Step::WaitHttp(_) => "wait-http",
+        Step::CheckPorts(_) => "check-ports",
+        Step::CheckReachable(_) => "check-reachable",
+        Step::StageModel(_) => "stage-model",
+        Step::WaitRay(_) => "wait-ray",
+        Step::WaitServing(_) => "wait-serving",
+        Step::WaitExit(_) => "wait-exit",
+        Step::StageNccl(_) => "stage-nccl",
+        Step::CheckNccl(_) => "check-nccl",
+        Step::Stop(_) => "stop",
     }
 }

@@ -249,7 +249,7 @@ fn vllm_on_ray_starts_once_ray_lists_both_nodes_at_their_fabric_addresses() {
 fn ray_names_a_worker_that_joined_from_another_interface() {
     use spark_launch::node::NodeName;
     use spark_launch::plan::RayMember;
-    use spark_launch::workload::vllm::{RAY_QUERY_PY, RayState, ray_state};
+    use spark_launch::workload::engines::ray::{QUERY_PY as RAY_QUERY_PY, RayState, ray_state};
     let net = SimNet::builder(2).services("sshd,dockerd").tag("i").up();
     let image = format!("{}{STANDIN_RAY_TAG}", net.prefix());
     standin_on_every_node(&net, &image, WithRay::Yes);

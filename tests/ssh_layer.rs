@@ -333,3 +333,54 @@ fn a_changed_host_key_is_refused_and_names_the_fix() {
     );
     assert!(f.to_string().contains("ssh-keygen -R node2"), "{f}");
 }
+
+#[test]
+fn under_stock_sshd_limits_connections_made_at_once_and_sessions_past_max_sessions_all_succeed() {
+    // Issue 24 item 9: OpenSSH's own MaxStartups 10:30:100 turns away some of many connections
+    // made at once (`kex_exchange_identification`), and MaxSessions 10 refuses the 11th
+    // session on one connection. These nodes keep both defaults.
+    let net = SimNet::builder(2)
+        .services("sshd")
+        .stock_sshd()
+        .tag("x")
+        .up();
+    let keys = Keys::new(&net, &[2]);
+    let t = target(&net, 2);
+    in_node(&net, 1, async || {
+        // 30 pools connecting at once: 30 commands started together.
+        let pools = futures::future::join_all(
+            (0..30).map(|_| Pool::connect(std::slice::from_ref(&t), keys.options())),
+        )
+        .await;
+        let failed: Vec<String> = pools
+            .iter()
+            .filter_map(|p| p.as_ref().err().map(|e| e.to_string()))
+            .collect();
+        for p in pools.iter().flatten() {
+            p.close().await;
+        }
+        assert!(
+            failed.is_empty(),
+            "{} of 30 failed: {failed:#?}",
+            failed.len()
+        );
+
+        // 24 sessions at once on one node: more than one connection carries them.
+        let pool = Pool::connect(std::slice::from_ref(&t), keys.options())
+            .await
+            .unwrap();
+        let node = &pool.handles()[0];
+        let runs = futures::future::join_all((0..24).map(|i| {
+            let i = i.to_string();
+            async move { node.run(&["sh", "-c", "sleep 1; echo \"$0\"", &i]).await }
+        }))
+        .await;
+        for (i, r) in runs.into_iter().enumerate() {
+            match r {
+                Ok(out) => assert_eq!(out.stdout_text(), format!("{i}\n")),
+                Err(e) => panic!("session {i}: {e}"),
+            }
+        }
+        pool.close().await;
+    });
+}

@@ -282,3 +282,76 @@ fn in_a_ring_the_node_opposite_the_head_copies_through_a_node_between_them() {
         "{report}"
     );
 }
+
+#[test]
+fn under_stock_sshd_limits_many_commands_at_once_and_24_streams_per_node_all_get_through() {
+    // Issue 24 item 9: with OpenSSH's own MaxStartups (10:30:100) some of 20 commands started
+    // at once failed with `kex_exchange_identification`, and `model pull --streams 24` failed
+    // with "Session open refused by peer" (more than MaxSessions 10 on one connection). The
+    // other tests raise both limits; these nodes keep sshd's defaults.
+    let net = SimNet::builder(3)
+        .services("sshd")
+        .stock_sshd()
+        .tag("k")
+        .up();
+    trust_all(&net);
+    let h = hosts(&net);
+
+    // 20 commands at once, each connecting to nodes 2 and 3 (node 1 runs them: local).
+    let outs: Vec<std::process::Output> = std::thread::scope(|s| {
+        let runs: Vec<_> = (0..20)
+            .map(|_| s.spawn(|| net.spark_launch(1, &["env", "--hosts", &h, "--json"])))
+            .collect();
+        runs.into_iter().map(|r| r.join().unwrap()).collect()
+    });
+    let failed: Vec<String> = outs
+        .iter()
+        .filter(|o| !o.status.success())
+        .map(describe)
+        .collect();
+    assert!(
+        failed.is_empty(),
+        "{} of 20 failed: {failed:#?}",
+        failed.len()
+    );
+
+    // 30 files over 24 streams per worker: 24 sessions at once on each worker's connection,
+    // and 48 connections at once from the workers to the head.
+    let repo = FakeRepo {
+        id: "spark-test/wide".into(),
+        commit: "3a5c0ffee0ddba11c0ffee0ddba11c0ffee0dd00".into(),
+        gated: false,
+        token: None,
+        files: (0..30)
+            .map(|i| hub_standin::FakeFile {
+                path: format!("shard-{i:02}.safetensors"),
+                content: hub_standin::bytes(i, 64 * 1024 + i as usize),
+                lfs: true,
+            })
+            .collect(),
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let netns = PathBuf::from("/var/run/netns").join(format!("{}n1", net.prefix()));
+    let hub = rt.block_on(HubStandin::start_in_netns(vec![repo.clone()], &netns));
+    let total: u64 = repo.files.iter().map(|f| f.content.len() as u64).sum();
+    let args = [
+        "model",
+        "pull",
+        &repo.id,
+        "--hosts",
+        &h,
+        "--json",
+        "--streams",
+        "24",
+    ];
+    let out = net.spark_launch_with(1, &args, &[("HF_ENDPOINT", hub.url.as_str())], None);
+    assert!(out.status.success(), "{}", describe(&out));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(fetched(&report), vec![total, total, total], "{report}");
+    for i in 2..=3 {
+        assert_layout(&repo_dir(&net, i, &repo.id), &repo);
+    }
+}

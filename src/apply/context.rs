@@ -1,9 +1,12 @@
 //! What every phase of one apply shares: the plan, the nodes, the options, the reporter and
-//! the Ctrl-C token ([`ApplyContext`]), what Exec/WaitExit steps captured, and the few helpers
-//! several phases use (a node's shell, which containers stopped, the first error line of every
-//! node's log, stopping the job). Effects only through the runtime; decides nothing.
+//! the Ctrl-C token ([`ApplyContext`]), the one fan-out over the plan's nodes
+//! ([`ApplyContext::each_node`], with `--concurrency`), what Exec/WaitExit steps captured, and
+//! the few helpers several phases use (a node's shell, which containers stopped, the first
+//! error line of every node's log, stopping the job). Effects only through the runtime;
+//! decides nothing.
 
 use std::collections::BTreeMap;
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -111,6 +114,42 @@ impl<'a> ApplyContext<'a> {
             .node(node)
             .map_err(|e| PhaseError::node(node, e))
     }
+
+    /// The one fan-out of the executor (STYLE rule 7): runs `f` with each node's runtime on
+    /// every one of `nodes`, at most `--concurrency` at once, waits for all of them and returns
+    /// every node's result in the order given; one node's failure stops no other. A node the
+    /// cluster lacks is that node's error. Phases that judge the results themselves use this;
+    /// the others [`on_every_node`](Self::on_every_node).
+    pub async fn each_node<T, F, Fut>(
+        &self,
+        nodes: impl IntoIterator<Item = NodeName>,
+        f: F,
+    ) -> Vec<(NodeName, Result<T, RuntimeError>)>
+    where
+        F: Fn(NodeName, &'a NodeRuntime) -> Fut,
+        Fut: Future<Output = Result<T, RuntimeError>>,
+    {
+        let cluster = self.cluster;
+        for_each_node(nodes, self.options.concurrency, |node| {
+            let work = cluster.node(&node).map(|handle| f(node, handle));
+            async move { work?.await }
+        })
+        .await
+    }
+
+    /// [`each_node`](Self::each_node) as a phase's outcome: every node's value, or one error
+    /// listing every node that failed (`Cancelled` when Ctrl-C is all that went wrong).
+    pub async fn on_every_node<T, F, Fut>(
+        &self,
+        nodes: impl IntoIterator<Item = NodeName>,
+        f: F,
+    ) -> Result<Vec<(NodeName, T)>, PhaseError>
+    where
+        F: Fn(NodeName, &'a NodeRuntime) -> Fut,
+        Fut: Future<Output = Result<T, RuntimeError>>,
+    {
+        failures(self.each_node(nodes, f).await)
+    }
 }
 
 /// Every node's failure of a phase, or `Cancelled` when Ctrl-C is all that went wrong.
@@ -129,15 +168,15 @@ pub fn failures<T>(
     })
 }
 
+/// Stops and removes the job on every node of the plan; every node that failed is reported.
 pub async fn stop_job(ctx: &ApplyContext<'_>, grace: Duration) -> Result<(), PhaseError> {
     let job = &ctx.plan.job;
     let runtime = Some(ctx.plan.runtime);
-    let results = for_each_node(
-        ctx.plan.node_names(),
-        ctx.options.concurrency,
-        |node| async move { ctx.cluster.node(&node)?.stop_job(job, runtime, grace).await },
-    )
-    .await;
+    let results = ctx
+        .each_node(ctx.plan.node_names(), |_, handle| {
+            handle.stop_job(job, runtime, grace)
+        })
+        .await;
     all_ok(results).map(|_| ()).map_err(PhaseError::Nodes)
 }
 
@@ -207,25 +246,21 @@ impl JobLook {
 
 /// Looks at the job on every node of the plan at once.
 pub async fn look_at_job(ctx: &ApplyContext<'_>) -> JobLook {
-    let results = for_each_node(
-        ctx.plan.node_names(),
-        ctx.options.concurrency,
-        |node| async move {
-            let handle = ctx.cluster.node(&node)?;
+    let results = ctx
+        .each_node(ctx.plan.node_names(), |node, handle| async move {
             let name = ctx.plan.job.container_name(&node);
             let entries = handle
                 .jobs(Some(&ctx.plan.job), Some(ctx.plan.runtime))
                 .await?;
-            Ok::<_, RuntimeError>(match entries.iter().find(|e| e.name == name) {
+            Ok(match entries.iter().find(|e| e.name == name) {
                 Some(e) if e.state != "running" => {
                     Some((e.state.clone(), e.exit_code.unwrap_or(-1)))
                 }
                 Some(_) => None,
                 None => Some(("gone".to_string(), -1)),
             })
-        },
-    )
-    .await;
+        })
+        .await;
     let mut look = JobLook::default();
     for (node, r) in results {
         match r {
@@ -241,25 +276,134 @@ pub async fn look_at_job(ctx: &ApplyContext<'_>) -> JobLook {
     look
 }
 
-/// The first error line of every node's log, for a failure report.
+/// The first error line of every node's log, for a failure report (a node the cluster lacks
+/// is left out; one whose log cannot be read has no error line).
 pub async fn first_errors(ctx: &ApplyContext<'_>) -> Vec<String> {
-    let mut out = Vec::new();
-    for node in ctx.plan.node_names() {
-        let Ok(handle) = ctx.cluster.node(&node) else {
-            continue;
-        };
-        let name = ctx.plan.job.container_name(&node);
-        let mut text = Vec::new();
-        if let Ok(mut s) = handle.logs(ctx.plan.runtime, &name, false, false).await {
-            while let Some(Ok(chunk)) = s.next().await {
-                text.extend_from_slice(&chunk);
+    let logs = ctx
+        .each_node(ctx.plan.node_names(), |node, handle| async move {
+            let name = ctx.plan.job.container_name(&node);
+            let mut text = Vec::new();
+            if let Ok(mut s) = handle.logs(ctx.plan.runtime, &name, false, false).await {
+                while let Some(Ok(chunk)) = s.next().await {
+                    text.extend_from_slice(&chunk);
+                }
             }
-        }
-        let log = String::from_utf8_lossy(&text);
-        out.push(match first_error(&log) {
-            Some(line) => format!("{node}: {line}"),
-            None => format!("{node}: (no error line in its log)"),
-        });
+            Ok(String::from_utf8_lossy(&text).into_owned())
+        })
+        .await;
+    logs.into_iter()
+        .filter_map(|(node, log)| {
+            let log = log.ok()?;
+            Some(match first_error(&log) {
+                Some(line) => format!("{node}: {line}"),
+                None => format!("{node}: (no error line in its log)"),
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::*;
+    use crate::node::Role;
+    use crate::plan::{JobName, RuntimeKind};
+    use crate::progress::RecordingReporter;
+    use crate::runtime::NodeTarget;
+
+    fn n(s: &str) -> NodeName {
+        NodeName::new(s).unwrap()
     }
-    out
+
+    /// An empty host-runtime plan over nodes a, b and c (this machine under three names;
+    /// nothing here touches them).
+    fn parts() -> (JobPlan, Cluster) {
+        let plan = JobPlan {
+            job: JobName::new("fan").unwrap(),
+            workload: "run".into(),
+            runtime: RuntimeKind::Host,
+            nodes: Vec::new(),
+            steps: Vec::new(),
+        };
+        let cluster = Cluster::new(
+            ["a", "b", "c"]
+                .iter()
+                .map(|x| NodeTarget::local(n(x), Role::Worker))
+                .collect(),
+        );
+        (plan, cluster)
+    }
+
+    #[tokio::test]
+    async fn every_node_runs_and_every_failed_node_is_reported_together() {
+        let (plan, cluster) = parts();
+        let options = ApplyOptions {
+            concurrency: 1,
+            ..ApplyOptions::default()
+        };
+        let ctx = ApplyContext::new(
+            &plan,
+            &cluster,
+            &options,
+            RecordingReporter::new(),
+            CancellationToken::new(),
+        );
+        let ran = AtomicUsize::new(0);
+        let err = ctx
+            .on_every_node([n("a"), n("b"), n("ghost"), n("c")], |node, _| {
+                ran.fetch_add(1, Ordering::SeqCst);
+                async move {
+                    if node.as_str() == "b" {
+                        Err(RuntimeError::Other("broke".into()))
+                    } else {
+                        Ok(node)
+                    }
+                }
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(
+            ran.load(Ordering::SeqCst),
+            3,
+            "a, b and c ran; ghost is no node"
+        );
+        let text = err.to_string();
+        assert!(text.starts_with("failed on 2 of 4 nodes:"), "{text}");
+        assert!(text.contains("\n  b: broke"), "{text}");
+        assert!(text.contains("\n  ghost: no node named ghost"), "{text}");
+    }
+
+    #[tokio::test]
+    async fn ctrl_c_alone_is_an_interrupt_not_a_list_of_failed_nodes() {
+        let (plan, cluster) = parts();
+        let options = ApplyOptions::default();
+        let ctx = ApplyContext::new(
+            &plan,
+            &cluster,
+            &options,
+            RecordingReporter::new(),
+            CancellationToken::new(),
+        );
+        let got = ctx
+            .on_every_node(cluster.names(), |_, _| async {
+                Err::<(), _>(RuntimeError::Cancelled {
+                    what: "start".into(),
+                })
+            })
+            .await;
+        assert!(matches!(got, Err(PhaseError::Cancelled)), "{got:?}");
+        let each = ctx
+            .each_node(cluster.names(), |node, _| async move { Ok(node) })
+            .await;
+        let order: Vec<String> = each
+            .into_iter()
+            .map(|(_, r)| r.unwrap().to_string())
+            .collect();
+        assert_eq!(
+            order,
+            vec!["a", "b", "c"],
+            "results come back in the order given"
+        );
+    }
 }

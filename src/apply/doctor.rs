@@ -1,17 +1,116 @@
-//! doctor's live side: its gather script (planned and parsed by the pure `doctor::live`) run on
-//! every reachable node at once through the node's shell. A node whose script cannot run is a
-//! result for that node, never a failure of the whole check.
+//! `spark-launch doctor` as one call ([`run`]): the logs of a last run read and analysed, the
+//! nodes resolved (a node that cannot be reached is a finding, not an error), the live
+//! observations gathered, and the judgement (`doctor::run`) returned as a `doctor::Report`.
+//! With only `--log`, no machine is touched.
+//!
+//! The live side is [`gather`]: doctor's script (planned and parsed by the pure
+//! `doctor::live`) run on every reachable node at once through the node's shell. A node whose
+//! script cannot run is a result for that node, never a failure of the whole check.
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::doctor::Options;
+use crate::derive::derive;
 use crate::doctor::live::{self, GatherPlan, Observations, PeerLogin};
+use crate::doctor::{self, CheckSelection, Inputs, Options, Report};
+use crate::input::InputError;
 use crate::node::{NodeName, for_each_node};
 use crate::progress::Reporter;
-use crate::resolve::ResolvedCluster;
+use crate::resolve::{self, Fallback, Needs, Purpose, ResolveError, ResolvedCluster, Selection};
 use crate::runtime::shell::run_within;
+
+/// `doctor`, as the CLI parsed it.
+#[derive(Clone, Debug)]
+pub struct DoctorRequest {
+    pub selection: Selection,
+    /// What the checks look for (image, model, ports).
+    pub options: Options,
+    /// `--check` / `--skip`.
+    pub checks: CheckSelection,
+    /// Logs of a last run to analyse; alone (no `--snapshot`), no machine is touched.
+    pub logs: Vec<PathBuf>,
+}
+
+/// Why doctor could not check. [`DoctorError::exit_code`] maps it.
+#[derive(Debug, thiserror::Error)]
+pub enum DoctorError {
+    #[error("no check matches {unknown}; checks are: {known}")]
+    UnknownChecks { unknown: String, known: String },
+    #[error("cannot read the log: {0}")]
+    Log(InputError),
+    #[error(transparent)]
+    Resolve(#[from] ResolveError),
+}
+
+impl DoctorError {
+    /// 2 for the user's input, 1 for nodes that could not be resolved.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            DoctorError::Resolve(e) if !e.is_invalid_input() => 1,
+            _ => 2,
+        }
+    }
+}
+
+/// Runs doctor (see the module docs).
+pub async fn run(req: &DoctorRequest, reporter: &Arc<dyn Reporter>) -> Result<Report, DoctorError> {
+    let unknown = req.checks.unknown();
+    if !unknown.is_empty() {
+        let ids: Vec<&str> = doctor::checks().iter().map(|c| c.info.id).collect();
+        return Err(DoctorError::UnknownChecks {
+            unknown: unknown.join(", "),
+            known: ids.join(", "),
+        });
+    }
+    let mut logs = Vec::new();
+    for p in &req.logs {
+        let text =
+            crate::input::read_text(p, crate::input::MAX_LOG_BYTES).map_err(DoctorError::Log)?;
+        logs.push(doctor::logs::analyse(&p.display().to_string(), &text));
+    }
+    let logs_only = !req.logs.is_empty() && req.selection.snapshots.is_empty();
+    let mut report = if logs_only {
+        Report {
+            nodes: Vec::new(),
+            summary: Default::default(),
+            checks: Vec::new(),
+            logs: Vec::new(),
+        }
+    } else {
+        let needs = Needs::facts(Purpose::Plan)
+            .with_fallback(Fallback::ThisMachineWarn)
+            .with_unreachable(resolve::Unreachable::Report);
+        let cluster = resolve::resolve(&req.selection, needs, reporter).await?;
+        for w in &cluster.warnings {
+            reporter.warn(w);
+        }
+        cluster
+            .scope(async |cluster| {
+                let live = if cluster.snapshots {
+                    None
+                } else {
+                    Some(gather(cluster, &req.options, reporter).await)
+                };
+                let nodes = cluster.inputs();
+                let derived = derive(&nodes);
+                doctor::run(
+                    &Inputs {
+                        nodes: &nodes,
+                        derived: &derived,
+                        options: &req.options,
+                        live: live.as_ref(),
+                        unreachable: &cluster.unreachable,
+                    },
+                    &req.checks,
+                )
+            })
+            .await
+    };
+    report.logs = logs;
+    Ok(report)
+}
 
 /// How long one node's gather script may run (pings and SSH attempts have their own short
 /// timeouts; this only stops a hung node from hanging doctor).

@@ -1,6 +1,8 @@
 //! The executor: runs a `JobPlan` on its nodes as a named list of phases, built in one readable
 //! function ([`phases_for`]): connect, check the job name is free, then one phase per plan
-//! step (each phase in its own file under `phases/`, sharing `context::ApplyContext`). Workloads (nccl-test, vllm, trtllm, `run`) build the plan; this only carries it out.
+//! step (each step's payload is its phase, implemented in its own file under `phases/`,
+//! sharing `context::ApplyContext`). Workloads (nccl-test, vllm, trtllm, `run`) build the
+//! plan; this only carries it out.
 //!
 //! ```ignore
 //! let cluster = Cluster::new(targets);                 // runtime::NodeTarget per node
@@ -13,16 +15,12 @@
 //! `ApplyOptions::keep`. Captures are returned in both cases.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
 use super::context::{ApplyContext, ApplyOptions, Captures};
 use super::phase::{Phase, PhaseError, PhaseFailure, Runner};
-use super::phases::{
-    CheckNccl, CheckPorts, CheckReachable, Connect, EnsureImage, Exec, NameFree, StageModel,
-    StageNccl, Start, Stop, WaitExit, WaitHttp, WaitRay, WaitServing, WriteFile,
-};
+use super::phases::{Connect, NameFree};
 use crate::plan::{JobPlan, Step};
 use crate::progress::Reporter;
 use crate::runtime::Cluster;
@@ -153,120 +151,29 @@ pub async fn execute(
 }
 
 /// The phases for `plan`, in order: connect to its nodes, make sure the job name is free
-/// (when the plan starts anything), then one phase per step. One exhaustive match: a new step
-/// kind does not compile until it has its phase.
+/// (when the plan starts anything), then one phase per step: each step's payload is its own
+/// phase. One exhaustive match: a new step kind does not compile until it has its phase.
 pub fn phases_for<'a>(plan: &JobPlan) -> Vec<Box<dyn Phase<ApplyContext<'a>> + 'a>> {
     let mut phases: Vec<Box<dyn Phase<ApplyContext<'a>> + 'a>> = vec![Box::new(Connect)];
-    if plan.steps.iter().any(|s| matches!(s, Step::Start { .. })) {
+    if plan.steps.iter().any(|s| matches!(s, Step::Start(_))) {
         phases.push(Box::new(NameFree));
     }
     for step in &plan.steps {
         phases.push(match step.clone() {
-            Step::EnsureImage { image, nodes } => Box::new(EnsureImage { image, nodes }),
-            Step::Start { nodes } => Box::new(Start { nodes }),
-            Step::WriteFile {
-                node,
-                path,
-                content,
-                mode,
-            } => Box::new(WriteFile {
-                node,
-                path,
-                content,
-                mode,
-            }),
-            Step::Exec {
-                node,
-                command,
-                env,
-                capture,
-                timeout_s,
-            } => Box::new(Exec {
-                node,
-                command,
-                env,
-                capture,
-                timeout: Duration::from_secs(timeout_s),
-            }),
-            Step::WaitHttp {
-                node,
-                url,
-                timeout_s,
-            } => Box::new(WaitHttp {
-                node,
-                url,
-                timeout: Duration::from_secs(timeout_s),
-            }),
-            Step::WaitExit {
-                node,
-                capture,
-                timeout_s,
-                allow_failure,
-            } => Box::new(WaitExit {
-                node,
-                capture,
-                timeout: Duration::from_secs(timeout_s),
-                allow_failure,
-            }),
-            Step::CheckPorts { ports } => Box::new(CheckPorts { ports }),
-            Step::CheckReachable {
-                to,
-                addr,
-                port,
-                from,
-            } => Box::new(CheckReachable {
-                to,
-                addr,
-                port,
-                from,
-            }),
-            Step::StageModel {
-                model,
-                nodes,
-                copy,
-                listing,
-                routes,
-            } => Box::new(StageModel {
-                model,
-                nodes,
-                copy,
-                listing,
-                routes,
-            }),
-            Step::WaitRay {
-                node,
-                expect,
-                timeout_s,
-            } => Box::new(WaitRay {
-                node,
-                expect,
-                timeout: Duration::from_secs(timeout_s),
-            }),
-            Step::WaitServing {
-                node,
-                url,
-                model,
-                timeout_s,
-                api_key,
-                ..
-            } => Box::new(WaitServing {
-                node,
-                url,
-                model,
-                timeout: Duration::from_secs(timeout_s),
-                api_key,
-            }),
-            Step::StageNccl {
-                image,
-                volume,
-                nodes,
-            } => Box::new(StageNccl {
-                image,
-                volume,
-                nodes,
-            }),
-            Step::CheckNccl { nodes, rule } => Box::new(CheckNccl { nodes, rule }),
-            Step::Stop => Box::new(Stop),
+            Step::EnsureImage(s) => Box::new(s),
+            Step::Start(s) => Box::new(s),
+            Step::WriteFile(s) => Box::new(s),
+            Step::Exec(s) => Box::new(s),
+            Step::WaitHttp(s) => Box::new(s),
+            Step::WaitExit(s) => Box::new(s),
+            Step::CheckPorts(s) => Box::new(s),
+            Step::CheckReachable(s) => Box::new(s),
+            Step::StageModel(s) => Box::new(s),
+            Step::WaitRay(s) => Box::new(s),
+            Step::WaitServing(s) => Box::new(s),
+            Step::StageNccl(s) => Box::new(s),
+            Step::CheckNccl(s) => Box::new(s),
+            Step::Stop(s) => Box::new(s),
         });
     }
     phases
@@ -288,7 +195,9 @@ mod tests {
 
     use super::*;
     use crate::node::{NodeName, Role};
-    use crate::plan::{JobName, Launch, NodePlan, ProcessSpec, RuntimeKind};
+    use crate::plan::{
+        JobName, Launch, NodePlan, ProcessSpec, RuntimeKind, Start, Stop, WaitExit, WaitServing,
+    };
     use crate::progress::RecordingReporter;
     use crate::runtime::shell::{LocalShell, NodeShell, ShellError, ShellOutput};
     use crate::runtime::{NodeTarget, Reach, RemoteNode};
@@ -424,16 +333,16 @@ mod tests {
                 })
                 .collect(),
             steps: vec![
-                Step::Start {
+                Step::Start(Start {
                     nodes: names.clone(),
-                },
-                Step::WaitExit {
+                }),
+                Step::WaitExit(WaitExit {
                     node: n("a"),
                     capture: Some("out".into()),
                     timeout_s: 30,
                     allow_failure: false,
-                },
-                Step::Stop,
+                }),
+                Step::Stop(Stop),
             ],
         }
     }
@@ -533,18 +442,18 @@ mod tests {
             }
         }
         p.steps = vec![
-            Step::Start {
+            Step::Start(Start {
                 nodes: p.node_names(),
-            },
-            Step::WaitServing {
+            }),
+            Step::WaitServing(WaitServing {
                 node: n("a"),
                 url: format!("http://127.0.0.1:{port}"),
                 model: "m".into(),
                 engine: "vllm".into(),
                 timeout_s: 30,
                 api_key: None,
-            },
-            Step::Stop,
+            }),
+            Step::Stop(Stop),
         ];
         let applied = execute(
             &p,

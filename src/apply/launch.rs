@@ -22,13 +22,13 @@ use super::context::ApplyOptions;
 use super::executor::{ApplyError, execute};
 use super::lookup::{LookupError, lookups, nccl};
 use super::serving::{AttachError, attach_then_stop};
+use crate::derive::NodeInput;
 use crate::plan::JobPlan;
 use crate::progress::Reporter;
 use crate::resolve::{self, Needs, Purpose, ResolveError, ResolvedCluster, Selection};
+use crate::runtime::Cluster;
 use crate::workload::job_ssh::JobSshKeys;
-use crate::workload::launch::{
-    LaunchPlan, LaunchRefusal, LaunchRequest, Lookups, PlanNode, Planned, plan,
-};
+use crate::workload::launch::{LaunchPlan, LaunchRefusal, LaunchRequest, Lookups, Planned, plan};
 use crate::workload::nccl_build::BuildPlan;
 use crate::workload::nccl_test::{CAPTURE, NcclTestPlan, NcclVerdict};
 use crate::workload::serve::ServePlan;
@@ -137,26 +137,22 @@ pub async fn launch(
     for w in &cluster.warnings {
         reporter.warn(w);
     }
-    let result = launch_on(l, &cluster, reporter, cancel, on_ready).await;
-    cluster.close().await;
-    result
+    cluster
+        .scope(async |cluster| launch_on(l, cluster, reporter, cancel, on_ready).await)
+        .await
 }
 
-async fn launch_on(
+/// What the plan needs from live nodes and from here before planning: each node's `$HOME` and
+/// the Hub's answer (or, on snapshots, the model's shape from here), each image's NCCL, the
+/// API key, the job's own SSH identity.
+async fn look_up(
     l: &LaunchCommand,
     cluster: &ResolvedCluster,
+    live: Option<&Cluster>,
+    facts: &[NodeInput],
     reporter: &Arc<dyn Reporter>,
     cancel: &CancellationToken,
-    on_ready: OnReady<'_>,
-) -> Result<Launched, LaunchError> {
-    if cancel.is_cancelled() {
-        return Err(LaunchError::Interrupted("resolving the nodes"));
-    }
-    let live = if cluster.snapshots {
-        None
-    } else {
-        Some(cluster.runtime()?)
-    };
+) -> Result<Lookups, LaunchError> {
     let mut looked_up = if l.request.needs_lookups() && !cluster.snapshots {
         let shells = cluster
             .nodes
@@ -180,17 +176,8 @@ async fn launch_on(
         }
         none
     };
-    let nodes: Vec<PlanNode> = cluster
-        .nodes
-        .iter()
-        .map(|n| PlanNode {
-            name: n.name.clone(),
-            role: n.role,
-            facts: n.facts.clone(),
-        })
-        .collect();
-    if let Some(runtime) = &live {
-        let (asks, from) = l.request.nccl_asks(&nodes);
+    if let Some(runtime) = live {
+        let (asks, from) = l.request.nccl_asks(facts);
         if !asks.is_empty() {
             looked_up.nccl = Some(tokio::select! {
                 r = nccl(runtime, &asks, from, l.options.concurrency, reporter) => r,
@@ -215,7 +202,29 @@ async fn launch_on(
             super::job_ssh::generate(job.as_str()).await?
         });
     }
-    let mut planned = plan(&l.request, &nodes, &looked_up)?;
+    Ok(looked_up)
+}
+
+async fn launch_on(
+    l: &LaunchCommand,
+    cluster: &ResolvedCluster,
+    reporter: &Arc<dyn Reporter>,
+    cancel: &CancellationToken,
+    on_ready: OnReady<'_>,
+) -> Result<Launched, LaunchError> {
+    if cancel.is_cancelled() {
+        return Err(LaunchError::Interrupted("resolving the nodes"));
+    }
+    let live = if cluster.snapshots {
+        None
+    } else {
+        Some(cluster.runtime()?)
+    };
+    // The facts shape planning reads (one conversion, `ResolvedCluster::inputs`).
+    let names = cluster.names();
+    let facts = cluster.inputs();
+    let looked_up = look_up(l, cluster, live.as_ref(), &facts, reporter, cancel).await?;
+    let mut planned = plan(&l.request, &names, &facts, &looked_up)?;
     planned.mark_secrets(&l.options.secret_env);
     if l.dry_run {
         return Ok(Launched::Planned(planned));

@@ -708,6 +708,9 @@ fn fetch_error(
     message: &str,
 ) -> StageError {
     let fix = match source {
+        // A link or a foreign file in the model folder, left untouched: the message says what
+        // to remove, and running again alone would not help.
+        _ if message.starts_with("refused ") => String::new(),
         Source::Http { .. } if message.contains("401") || message.contains("403") => {
             "; fix: check HF_TOKEN and that its account was granted access".to_string()
         }

@@ -147,12 +147,27 @@ impl Client {
         epoch: Instant,
         cancel: &CancellationToken,
     ) -> Sample {
+        self.stream_observed(conn, api, body, epoch, cancel, &mut |_| {})
+            .await
+    }
+
+    /// [`Client::stream`], also telling `on_token` the time of every chunk of text as it
+    /// arrives (a soak watches for stalls while a request is still in flight).
+    pub async fn stream_observed(
+        &self,
+        conn: &mut Option<Connection>,
+        api: Api,
+        body: Vec<u8>,
+        epoch: Instant,
+        cancel: &CancellationToken,
+        on_token: &mut (dyn FnMut(f64) + Send),
+    ) -> Sample {
         let mut sample = Sample {
             sent: epoch.elapsed().as_secs_f64(),
             ..Sample::default()
         };
         let result = tokio::select! {
-            r = tokio::time::timeout(self.timeout, self.stream_inner(conn, api, body, epoch, &mut sample)) => match r {
+            r = tokio::time::timeout(self.timeout, self.stream_inner(conn, api, body, epoch, &mut sample, on_token)) => match r {
                 Ok(r) => r,
                 Err(_) => Err(format!("no end of the stream within {}s", self.timeout.as_secs())),
             },
@@ -173,6 +188,7 @@ impl Client {
         body: Vec<u8>,
         epoch: Instant,
         sample: &mut Sample,
+        on_token: &mut (dyn FnMut(f64) + Send),
     ) -> Result<(), String> {
         if let Some(c) = conn.as_mut()
             && c.sender.ready().await.is_err()
@@ -211,6 +227,7 @@ impl Client {
                     Event::Chunk { text, usage } => {
                         if text {
                             sample.tokens.push(now);
+                            on_token(now);
                         }
                         if usage.is_some() {
                             sample.usage = usage;

@@ -139,6 +139,7 @@ pub fn compare(earlier: &BenchReport, now: &BenchReport) -> Comparison {
             now.api
         ));
     }
+    notes.extend(soak_notes(earlier, now));
     let mut levels = Vec::new();
     let mut only_now = Vec::new();
     for l in &now.levels {
@@ -180,6 +181,45 @@ pub fn compare(earlier: &BenchReport, now: &BenchReport) -> Comparison {
         levels,
         only_earlier,
         only_now,
+    }
+}
+
+/// Soak runs compare as a whole (their windows are moments in time, not levels): the
+/// throughput over the run and the stalls; a soak against a sweep has nothing to match.
+fn soak_notes(earlier: &BenchReport, now: &BenchReport) -> Vec<String> {
+    match (&earlier.soak, &now.soak) {
+        (None, None) => Vec::new(),
+        (Some(e), Some(n)) => {
+            let pct = change_pct(e.output_tokens_per_s, n.output_tokens_per_s)
+                .map(|p| format!(" ({p:+.1}%)"))
+                .unwrap_or_default();
+            let mut out = vec![format!(
+                "soak: {:.1} output tok/s with {} streams then, {:.1}{pct} with {} now; stalls {} then, {} now; failed requests {} then, {} now",
+                e.output_tokens_per_s,
+                e.concurrency,
+                n.output_tokens_per_s,
+                n.concurrency,
+                e.stalls.len(),
+                n.stalls.len(),
+                e.failed,
+                n.failed
+            )];
+            if e.concurrency != n.concurrency {
+                out.push(format!(
+                    "the soaks differ: {} streams then, {} now: throughput is not like for like",
+                    e.concurrency, n.concurrency
+                ));
+            }
+            out
+        }
+        (Some(_), None) => vec![
+            "the earlier run was a soak and this one a sweep: there are no figures to set side by side"
+                .to_string(),
+        ],
+        (None, Some(_)) => vec![
+            "the earlier run was a sweep and this one a soak: there are no figures to set side by side"
+                .to_string(),
+        ],
     }
 }
 
@@ -434,6 +474,7 @@ mod tests {
             prompt_tokens: 512,
             output_tokens: 128,
             levels,
+            soak: None,
         }
     }
 

@@ -91,7 +91,12 @@ pub struct BenchReport {
     pub prompt_tokens: u32,
     /// Tokens asked for per request.
     pub output_tokens: u32,
+    /// A sweep's levels (none for a soak).
     pub levels: Vec<LevelResult>,
+    /// A soak run (`--soak`): its windows and stalls. Absent for a sweep (and in files of
+    /// runs before soaks existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub soak: Option<super::soak::SoakReport>,
 }
 
 impl BenchReport {
@@ -101,9 +106,10 @@ impl BenchReport {
         self.levels.iter().find(|l| l.concurrency == concurrency)
     }
 
-    /// Requests that failed, over all levels.
+    /// Requests that failed, over all levels (or the soak).
     pub fn failed(&self) -> u32 {
-        self.levels.iter().map(|l| l.failed).sum()
+        self.levels.iter().map(|l| l.failed).sum::<u32>()
+            + self.soak.as_ref().map_or(0, |s| s.failed)
     }
 }
 

@@ -4,16 +4,25 @@
 //! first token and inter-token latency (p50/p95) — saved as a result file, compared with an
 //! earlier run and with the figures a launch profile expects.
 //!
+//! A soak (`--soak DURATION`) instead keeps N streams busy for a long time and reports the
+//! tokens/s per window of time, the errors, and every stall (requests in flight, no token for
+//! `--stall-after` seconds: a wedged group).
+//!
 //! Pure: [`request`] (URLs, prompts, request bodies, the stream's events), [`measure`] (the
-//! statistics and the report), [`compare`] (against an earlier run or a profile). Effects:
-//! [`client`] (HTTP), [`sweep`] (the levels, their clients at once), [`locate`] (a job's
-//! endpoint, by labels), [`store`] (result files). [`run`] ties them together for the CLI.
+//! statistics and the report), [`soak`] (windows and stalls from a soak's events),
+//! [`compare`] (against an earlier run or a profile), [`render`] (the result as text).
+//! Effects: [`client`] (HTTP), [`sweep`] (the levels, their clients at once), [`soak_load`]
+//! (the soak's streams and clock), [`locate`] (a job's endpoint, by labels), [`store`] (result
+//! files). [`run`] ties them together for the CLI.
 
 pub mod client;
 pub mod compare;
 pub mod locate;
 pub mod measure;
+pub mod render;
 pub mod request;
+pub mod soak;
+pub mod soak_load;
 pub mod store;
 pub mod sweep;
 
@@ -87,7 +96,23 @@ pub struct BenchRequest {
     pub compare: Option<PathBuf>,
     /// A profile's name and its expected figures.
     pub expect: Option<(String, Expectations)>,
+    /// A soak instead of a sweep: `levels` then holds its one concurrency.
+    pub soak: Option<SoakSpec>,
 }
+
+/// How long a soak runs and how it is judged.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SoakSpec {
+    pub duration: Duration,
+    pub settings: soak::SoakSettings,
+}
+
+/// The default `--stall-after`: no token for this long with requests in flight is a stall.
+pub const DEFAULT_STALL_AFTER_S: u64 = 20;
+/// The default `--window` of a soak's tokens/s series.
+pub const DEFAULT_SOAK_WINDOW_S: u64 = 10;
+/// Streams a soak keeps busy when `--concurrency` is not given.
+pub const DEFAULT_SOAK_CONCURRENCY: u32 = 8;
 
 /// What a benchmark found.
 #[derive(Debug, serde::Serialize)]
@@ -97,6 +122,9 @@ pub struct BenchOutcome {
     pub saved: PathBuf,
     pub comparison: Option<Comparison>,
     pub expectations: Option<ExpectReport>,
+    /// The run compared with (`--compare`), for a picture of both.
+    #[serde(skip)]
+    pub earlier: Option<BenchReport>,
 }
 
 /// The concurrency levels run by default.
@@ -135,6 +163,39 @@ fn validate(req: &BenchRequest) -> Result<(), BenchError> {
     }
     if req.timeout.is_zero() {
         problems.push("--timeout must be at least 1 second".to_string());
+    }
+    if let Some(soak) = &req.soak {
+        if req.levels.len() > 1 {
+            problems.push(format!(
+                "a soak keeps one number of streams busy: give one --concurrency N, not {}",
+                req.levels
+                    .iter()
+                    .map(u32::to_string)
+                    .collect::<Vec<_>>()
+                    .join(",")
+            ));
+        }
+        if soak.duration.is_zero() {
+            problems.push("--soak needs a duration of at least 1 second (e.g. 30m)".to_string());
+        }
+        if soak.settings.stall_after_s.is_nan() || soak.settings.stall_after_s < 1.0 {
+            problems.push("--stall-after must be at least 1 second".to_string());
+        }
+        if soak.settings.window_s.is_nan() || soak.settings.window_s < 1.0 {
+            problems.push("--window must be at least 1 second".to_string());
+        }
+        if req.requests.is_some() {
+            problems.push(
+                "--requests counts a sweep's requests; a soak runs for its duration: leave out one of them"
+                    .to_string(),
+            );
+        }
+        if req.expect.is_some() {
+            problems.push(
+                "a profile's expect: figures are per level of a sweep; a soak is not judged against them: leave out --profile"
+                    .to_string(),
+            );
+        }
     }
     if problems.is_empty() {
         Ok(())
@@ -208,7 +269,31 @@ pub async fn run(
         warmup: req.warmup,
         seed: (now.as_nanos() as u64) ^ (u64::from(std::process::id()) << 32),
     };
-    let levels = sweep::sweep(&client, &opts, reporter.as_ref(), &cancel).await?;
+    let (levels, soak) = match req.soak {
+        None => (
+            sweep::sweep(&client, &opts, reporter.as_ref(), &cancel).await?,
+            None,
+        ),
+        Some(spec) => {
+            let soak_opts = soak_load::SoakOptions {
+                model: opts.model.clone(),
+                api: opts.api,
+                concurrency: opts
+                    .levels
+                    .first()
+                    .copied()
+                    .unwrap_or(DEFAULT_SOAK_CONCURRENCY),
+                prompt_tokens: opts.prompt_tokens,
+                output_tokens: opts.output_tokens,
+                duration: spec.duration,
+                settings: spec.settings,
+                warmup: opts.warmup,
+                seed: opts.seed,
+            };
+            let r = soak_load::soak(&client, &soak_opts, reporter.as_ref(), &cancel).await?;
+            (Vec::new(), Some(r))
+        }
+    };
     let report = BenchReport {
         version: BenchReport::VERSION,
         started_at,
@@ -219,13 +304,14 @@ pub async fn run(
         prompt_tokens: opts.prompt_tokens,
         output_tokens: opts.output_tokens,
         levels,
+        soak,
     };
     let saved = req.save_to.unwrap_or_else(|| {
         let label = job.unwrap_or_else(|| base.authority());
         store::default_path(&store::state_dir(), &label, &report.started_at)
     });
     store::save(&report, &saved)?;
-    let comparison = earlier.map(|e| compare::compare(&e, &report));
+    let comparison = earlier.as_ref().map(|e| compare::compare(e, &report));
     let expectations = req
         .expect
         .map(|(profile, e)| compare::check(&profile, &e, &report));
@@ -234,12 +320,58 @@ pub async fn run(
         saved,
         comparison,
         expectations,
+        earlier,
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn soak_request(levels: Vec<u32>) -> BenchRequest {
+        BenchRequest {
+            target: Target::Url(BaseUrl::of("127.0.0.1", 8000)),
+            model: None,
+            api: Api::Completions,
+            levels,
+            prompt_tokens: 8,
+            output_tokens: 8,
+            requests: None,
+            timeout: Duration::from_secs(30),
+            warmup: true,
+            api_key: None,
+            save_to: None,
+            compare: None,
+            expect: None,
+            soak: Some(SoakSpec {
+                duration: Duration::from_secs(60),
+                settings: soak::SoakSettings {
+                    window_s: 10.0,
+                    stall_after_s: 20.0,
+                },
+            }),
+        }
+    }
+
+    #[test]
+    fn a_soak_keeps_one_number_of_streams_busy_and_refuses_what_belongs_to_a_sweep() {
+        assert!(validate(&soak_request(vec![8])).is_ok());
+        let mut r = soak_request(vec![1, 4]);
+        r.requests = Some(10);
+        if let Some(s) = r.soak.as_mut() {
+            s.duration = Duration::ZERO;
+            s.settings.stall_after_s = 0.0;
+        }
+        let e = validate(&r).unwrap_err().to_string();
+        for want in [
+            "give one --concurrency N, not 1,4",
+            "--soak needs a duration",
+            "--stall-after must be at least 1 second",
+            "leave out one of them",
+        ] {
+            assert!(e.contains(want), "no {want:?} in {e}");
+        }
+    }
 
     #[test]
     fn the_sweep_runs_the_default_levels_and_every_level_a_profile_expects() {

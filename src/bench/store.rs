@@ -110,6 +110,7 @@ mod tests {
             prompt_tokens: 8,
             output_tokens: 8,
             levels: vec![],
+            soak: None,
         }
     }
 

@@ -42,23 +42,14 @@ pub async fn sweep(
 ) -> Result<Vec<LevelResult>, BenchError> {
     let opts = Arc::new(opts.clone());
     if opts.warmup {
-        let step = reporter.step("warm up: 1 request, not counted");
-        let mut conn = None;
-        let b = request_body(&opts, u64::MAX);
-        let s = client
-            .stream(&mut conn, opts.api, b, Instant::now(), cancel)
-            .await;
-        if cancel.is_cancelled() {
-            return Err(BenchError::Interrupted);
-        }
-        if let Some(e) = s.error {
-            step.fail(&e);
-            return Err(BenchError::Server {
-                url: client.base.to_string(),
-                message: format!("the warm-up request failed: {e}"),
-            });
-        }
-        step.ok();
+        warm_up(
+            client,
+            opts.api,
+            request_body(&opts, u64::MAX),
+            reporter,
+            cancel,
+        )
+        .await?;
     }
     let mut out = Vec::new();
     for (li, &level) in opts.levels.iter().enumerate() {
@@ -92,6 +83,34 @@ pub async fn sweep(
         out.push(r);
     }
     Ok(out)
+}
+
+/// One request before the measuring starts, not counted (a fresh server compiles and warms
+/// up); its failure stops the benchmark with the server's answer.
+pub async fn warm_up(
+    client: &Client,
+    api: Api,
+    body: Vec<u8>,
+    reporter: &dyn Reporter,
+    cancel: &CancellationToken,
+) -> Result<(), BenchError> {
+    let step = reporter.step("warm up: 1 request, not counted");
+    let mut conn = None;
+    let s = client
+        .stream(&mut conn, api, body, Instant::now(), cancel)
+        .await;
+    if cancel.is_cancelled() {
+        return Err(BenchError::Interrupted);
+    }
+    if let Some(e) = s.error {
+        step.fail(&e);
+        return Err(BenchError::Server {
+            url: client.base.to_string(),
+            message: format!("the warm-up request failed: {e}"),
+        });
+    }
+    step.ok();
+    Ok(())
 }
 
 fn request_body(opts: &SweepOptions, index: u64) -> Vec<u8> {

@@ -1,23 +1,21 @@
 //! `spark-launch bench`: flags into a `bench::BenchRequest`, one call to `bench::run`, and the
-//! result rendered — a table per run, the change against `--compare FILE`, and how the run
-//! stands against a launch profile's expected figures. Exit 1 when a request failed or an
-//! expected figure was missed by more than 10%.
+//! result rendered — a table per run (or a soak's windows and stalls), the change against
+//! `--compare FILE`, how the run stands against a launch profile's expected figures, and
+//! `--plot FILE.svg` written. Exit 1 when a request failed, a soak stalled, or an expected
+//! figure was missed by more than 10%.
 
 use std::path::PathBuf;
 use std::time::Duration;
-
-use comfy_table::{Table, presets::UTF8_BORDERS_ONLY};
 
 use super::args::{EngineFlags, NodeFlags};
 use super::cmd_profiles::{default_profiles_dir, load};
 use super::{CmdError, CmdResult, Context, Invalid, Outcome, print_json, print_out};
 use crate::bench::client::BearerKey;
-use crate::bench::compare::{Comparison, ExpectReport, Expectations, Figure};
-use crate::bench::measure::{BenchReport, TokenCount};
+use crate::bench::compare::Expectations;
 use crate::bench::request::{Api, BaseUrl};
+use crate::bench::soak::{SoakSettings, clock};
 use crate::bench::{
-    self, BenchError, BenchOutcome, BenchRequest, DEFAULT_OUTPUT_TOKENS, DEFAULT_PROMPT_TOKENS,
-    Target,
+    self, BenchError, BenchRequest, DEFAULT_OUTPUT_TOKENS, DEFAULT_PROMPT_TOKENS, SoakSpec, Target,
 };
 use crate::plan::JobName;
 use crate::profile;
@@ -67,6 +65,26 @@ pub struct BenchArgs {
     #[arg(long)]
     pub no_warmup: bool,
 
+    /// A soak instead of a sweep: keep --concurrency N streams (one number; default 8) busy
+    /// for this long (90s, 30m, 2h, 1h30m) and report output tokens/s per window, errors and
+    /// every stall. Exit 1 on a stall.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, conflicts_with = "requests")]
+    pub soak: Option<Duration>,
+
+    /// With --soak: no token for this many seconds while requests are in flight is a stall
+    /// [default: 20].
+    #[arg(long, value_name = "SECONDS", requires = "soak")]
+    pub stall_after: Option<u64>,
+
+    /// With --soak: seconds per window of the tokens/s series [default: 10].
+    #[arg(long, value_name = "SECONDS", requires = "soak")]
+    pub window: Option<u64>,
+
+    /// Also draw the run as an SVG picture: tokens/s and TTFT by concurrency (a soak: tokens/s
+    /// over time, stalls shaded); with --compare both runs.
+    #[arg(long, value_name = "FILE.svg", value_parser = super::cmd_report::plot_path)]
+    pub plot: Option<PathBuf>,
+
     /// Save the result here [default: $XDG_STATE_HOME/spark-launch/bench/NAME-TIME.json].
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
@@ -112,6 +130,41 @@ impl From<ApiFlag> for Api {
 
 const API_KEY_VAR: &str = "OPENAI_API_KEY";
 
+/// `--soak DURATION`: `90` or `90s`, `30m`, `2h`, `1h30m`, `1h30m15s`.
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    let text = s.trim();
+    let bad = || format!("expected a duration like 90s, 30m, 2h or 1h30m, got {s:?}");
+    if text.is_empty() {
+        return Err(bad());
+    }
+    if let Ok(secs) = text.parse::<u64>() {
+        return Ok(Duration::from_secs(secs));
+    }
+    let (mut total, mut digits) = (0u64, String::new());
+    for c in text.chars() {
+        if c.is_ascii_digit() {
+            digits.push(c);
+            continue;
+        }
+        let unit = match c {
+            'h' => 3600,
+            'm' => 60,
+            's' => 1,
+            _ => return Err(bad()),
+        };
+        let n: u64 = digits.parse().map_err(|_| bad())?;
+        total = n
+            .checked_mul(unit)
+            .and_then(|v| total.checked_add(v))
+            .ok_or_else(bad)?;
+        digits.clear();
+    }
+    if !digits.is_empty() {
+        return Err(bad());
+    }
+    Ok(Duration::from_secs(total))
+}
+
 /// `spark-launch bench`.
 pub async fn run(args: BenchArgs, ctx: &Context) -> CmdResult {
     if args.target.uses_snapshots() {
@@ -125,6 +178,7 @@ pub async fn run(args: BenchArgs, ctx: &Context) -> CmdResult {
         .clone()
         .unwrap_or_else(default_profiles_dir);
     let expect = expectations(&args, &dir, ctx)?;
+    let soak = soak_spec(&args);
     let expected = expect.as_ref().map(|(_, e)| e);
     // A job of this user's: OPENAI_API_KEY, else the key `--api-key auto` keeps. A --url may
     // be any server: only OPENAI_API_KEY goes there.
@@ -135,52 +189,15 @@ pub async fn run(args: BenchArgs, ctx: &Context) -> CmdResult {
         crate::apply::api_key::key_for_job(from_env, &crate::apply::api_key::auto_key_file())
             .invalid()?
     };
-    let mut resolved = None;
-    let target = match (&args.url, &args.job) {
-        (Some(url), _) => {
-            if !args.target.hosts.is_empty()
-                || !args.target.nodes.is_empty()
-                || !args.engines.engines.is_empty()
-            {
-                return Err(anyhow::anyhow!(
-                    "--url names the server itself: leave out --hosts, --nodes and --engine"
-                ))
-                .invalid();
-            }
-            Target::Url(BaseUrl::parse(url).map_err(anyhow::Error::msg).invalid()?)
-        }
-        (None, Some(job)) => {
-            let mut selection = args.target.selection(ctx);
-            selection.engines = args.engines.engines.clone();
-            let nodes = resolve::resolve(
-                &selection,
-                Needs::links(Purpose::Observe("bench")),
-                &ctx.reporter,
-            )
-            .await
-            .map_err(super::resolve_error)?;
-            let addresses = nodes
-                .configured
-                .iter()
-                .filter_map(|n| Some((n.name.clone(), n.addresses.first()?.clone())))
-                .collect();
-            let cluster = nodes.runtime().map_err(super::resolve_error)?;
-            resolved = Some(nodes);
-            Target::Job {
-                cluster,
-                job: job.clone(),
-                addresses,
-            }
-        }
-        (None, None) => {
-            return Err(anyhow::anyhow!("name a job, or give --url")).invalid();
-        }
-    };
-    let request = BenchRequest {
+    let request = |target| BenchRequest {
         target,
         model: args.model.clone(),
         api: args.api.into(),
-        levels: bench::sweep_levels(&args.concurrency, expected),
+        levels: if soak.is_some() && args.concurrency.is_empty() {
+            vec![bench::DEFAULT_SOAK_CONCURRENCY]
+        } else {
+            bench::sweep_levels(&args.concurrency, expected)
+        },
         prompt_tokens: args
             .prompt_tokens
             .or(expected.and_then(|e| e.prompt_tokens))
@@ -195,12 +212,56 @@ pub async fn run(args: BenchArgs, ctx: &Context) -> CmdResult {
         api_key: key.as_ref().and_then(|k| BearerKey::new(k.expose())),
         save_to: args.out.clone(),
         compare: args.compare.clone(),
-        expect,
+        expect: expect.clone(),
+        soak,
     };
-    let outcome = bench::run(request, ctx.reporter.clone(), ctx.cancel.clone()).await;
-    if let Some(nodes) = resolved {
-        nodes.close().await;
-    }
+    let (reporter, cancel) = (ctx.reporter.clone(), ctx.cancel.clone());
+    let outcome = match (&args.url, &args.job) {
+        (Some(url), _) => {
+            if !args.target.hosts.is_empty()
+                || !args.target.nodes.is_empty()
+                || !args.engines.engines.is_empty()
+            {
+                return Err(anyhow::anyhow!(
+                    "--url names the server itself: leave out --hosts, --nodes and --engine"
+                ))
+                .invalid();
+            }
+            let url = BaseUrl::parse(url).map_err(anyhow::Error::msg).invalid()?;
+            bench::run(request(Target::Url(url)), reporter, cancel).await
+        }
+        (None, Some(job)) => {
+            let mut selection = args.target.selection(ctx);
+            selection.engines = args.engines.engines.clone();
+            let nodes = resolve::resolve(
+                &selection,
+                Needs::links(Purpose::Observe("bench")),
+                &ctx.reporter,
+            )
+            .await
+            .map_err(super::resolve_error)?;
+            // The job's nodes stay connected while it is measured, and close after.
+            nodes
+                .scope(async |nodes| {
+                    let addresses = nodes
+                        .configured
+                        .iter()
+                        .filter_map(|n| Some((n.name.clone(), n.addresses.first()?.clone())))
+                        .collect();
+                    let cluster = nodes.runtime().map_err(super::resolve_error)?;
+                    let target = Target::Job {
+                        cluster,
+                        job: job.clone(),
+                        addresses,
+                    };
+                    Ok::<_, CmdError>(bench::run(request(target), reporter, cancel).await)
+                })
+                .await?
+        }
+        (None, None) => {
+            return Err(anyhow::anyhow!("name a job, or give --url")).invalid();
+        }
+    };
     let outcome = outcome.map_err(|e| match e {
         BenchError::Invalid(_) => CmdError {
             code: 2,
@@ -212,17 +273,46 @@ pub async fn run(args: BenchArgs, ctx: &Context) -> CmdResult {
         },
         e => e.into(),
     })?;
+    if let Some(path) = &args.plot {
+        let svg = crate::report::plot::bench(&outcome.report, outcome.earlier.as_ref());
+        super::cmd_report::write_plot(path, svg, ctx)?;
+    }
     if ctx.json {
         print_json(&outcome)?;
     } else {
-        print_out(&render(&outcome, args.compare.as_deref()));
+        print_out(&bench::render::text(&outcome, args.compare.as_deref()));
     }
-    let failed =
-        outcome.report.failed() > 0 || outcome.expectations.as_ref().is_some_and(|e| !e.passed());
+    if let Some(s) = outcome.report.soak.as_ref()
+        && ctx.cancel.is_cancelled()
+    {
+        return Err(CmdError {
+            code: 130,
+            error: anyhow::anyhow!(
+                "interrupted: the soak ran {} of {}; what it measured is saved in {}",
+                clock(s.elapsed_s),
+                clock(s.duration_s),
+                outcome.saved.display()
+            ),
+        });
+    }
+    let failed = outcome.report.failed() > 0
+        || outcome.report.soak.as_ref().is_some_and(|s| s.failed())
+        || outcome.expectations.as_ref().is_some_and(|e| !e.passed());
     Ok(if failed {
         Outcome::Failed
     } else {
         Outcome::Success
+    })
+}
+
+/// `--soak DURATION` with its `--window` and `--stall-after`.
+fn soak_spec(args: &BenchArgs) -> Option<SoakSpec> {
+    args.soak.map(|duration| SoakSpec {
+        duration,
+        settings: SoakSettings {
+            window_s: args.window.unwrap_or(bench::DEFAULT_SOAK_WINDOW_S) as f64,
+            stall_after_s: args.stall_after.unwrap_or(bench::DEFAULT_STALL_AFTER_S) as f64,
+        },
     })
 }
 
@@ -248,6 +338,10 @@ fn expectations(
     let Some(job) = &args.job else {
         return Ok(None);
     };
+    if args.soak.is_some() {
+        // A profile's figures are per level of a sweep: a soak is not judged against them.
+        return Ok(None);
+    }
     let found = profile::catalogue(profile::files::user_profiles(dir).0)
         .into_iter()
         .find(|l| l.profile.name == job.as_str());
@@ -261,228 +355,21 @@ fn expectations(
     }))
 }
 
-fn ms(v: Option<f64>) -> String {
-    v.map(|v| format!("{v:.1}")).unwrap_or_else(|| "-".into())
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-/// The run's table, then the comparisons.
-fn render(o: &BenchOutcome, compare_file: Option<&std::path::Path>) -> String {
-    let r = &o.report;
-    let mut out = format!(
-        "{} at {}{}: {} prompt + {} output tokens per request ({} API)\n",
-        r.model,
-        r.url,
-        r.job
-            .as_ref()
-            .map(|j| format!(" (job {j})"))
-            .unwrap_or_default(),
-        r.prompt_tokens,
-        r.output_tokens,
-        r.api
-    );
-    out.push_str(&report_table(r));
-    out.push('\n');
-    for line in notes(r) {
-        out.push_str(&line);
-        out.push('\n');
-    }
-    out.push_str(&format!("saved: {}\n", o.saved.display()));
-    if let Some(c) = &o.comparison {
-        out.push('\n');
-        out.push_str(&comparison_text(
-            c,
-            compare_file
-                .map(|p| p.display().to_string())
-                .unwrap_or_default(),
-        ));
-    }
-    if let Some(e) = &o.expectations {
-        out.push('\n');
-        out.push_str(&expectations_text(e));
-    }
-    out
-}
-
-fn report_table(r: &BenchReport) -> String {
-    let mut t = Table::new();
-    t.load_style(UTF8_BORDERS_ONLY);
-    t.set_header(vec![
-        "CONCURRENCY",
-        "REQUESTS",
-        "OUTPUT TOK/S",
-        "REQ/S",
-        "TTFT P50 ms",
-        "TTFT P95 ms",
-        "ITL P50 ms",
-        "ITL P95 ms",
-    ]);
-    for l in &r.levels {
-        t.add_row(vec![
-            l.concurrency.to_string(),
-            if l.failed == 0 {
-                l.requests.to_string()
-            } else {
-                format!("{} ({} FAILED)", l.requests, l.failed)
-            },
-            format!("{:.1}", l.output_tokens_per_s),
-            format!("{:.2}", l.requests_per_s),
-            ms(l.ttft_ms.map(|p| p.p50)),
-            ms(l.ttft_ms.map(|p| p.p95)),
-            ms(l.itl_ms.map(|p| p.p50)),
-            ms(l.itl_ms.map(|p| p.p95)),
-        ]);
-    }
-    t.to_string()
-}
-
-/// What the figures rest on: who counted the tokens, failures.
-fn notes(r: &BenchReport) -> Vec<String> {
-    let mut out = Vec::new();
-    let ok: Vec<_> = r.levels.iter().filter(|l| l.requests > 0).collect();
-    if ok.iter().all(|l| l.tokens_counted_by == TokenCount::Usage) {
-        let prompts: Vec<f64> = ok.iter().filter_map(|l| l.mean_prompt_tokens).collect();
-        let outputs: Vec<f64> = ok.iter().map(|l| l.mean_output_tokens).collect();
-        if let (Some(p), Some(o)) = (prompts.first(), outputs.first()) {
-            out.push(format!(
-                "tokens as the server counted them: {p:.0} prompt, {o:.0} output per request"
-            ));
-        }
-        if let Some(o) = outputs
-            .iter()
-            .find(|o| (**o - f64::from(r.output_tokens)).abs() >= 0.5)
-        {
-            out.push(format!(
-                "note: the server generated {o:.1} tokens per request, not the {} asked (it may ignore min_tokens / ignore_eos): tokens/s counts what it generated",
-                r.output_tokens
-            ));
-        }
-    } else {
-        out.push(
-            "the server reported no token usage: output tokens are the text chunks counted (usually one token each)"
-                .to_string(),
-        );
-    }
-    for l in &r.levels {
-        if let Some(e) = &l.first_error {
-            out.push(format!(
-                "concurrency {}: {} of {} requests failed, first: {e}",
-                l.concurrency,
-                l.failed,
-                l.failed + l.requests
-            ));
+    #[test]
+    fn soak_durations_read_as_people_write_them() {
+        let secs = |s: &str| parse_duration(s).map(|d| d.as_secs());
+        assert_eq!(secs("90"), Ok(90));
+        assert_eq!(secs("90s"), Ok(90));
+        assert_eq!(secs("30m"), Ok(1800));
+        assert_eq!(secs("2h"), Ok(7200));
+        assert_eq!(secs("1h30m15s"), Ok(5415));
+        for bad in ["", "m", "30x", "30m5", "1.5h", "-5m"] {
+            let e = parse_duration(bad).unwrap_err();
+            assert!(e.contains("like 90s, 30m, 2h or 1h30m"), "{bad:?}: {e}");
         }
     }
-    out
-}
-
-fn comparison_text(c: &Comparison, file: String) -> String {
-    let mut out = format!(
-        "change against the run of {} ({file}); throughput higher is better, latency lower:\n",
-        c.earlier_started_at
-    );
-    let mut t = Table::new();
-    t.load_style(UTF8_BORDERS_ONLY);
-    let mut header = vec!["CONCURRENCY".to_string()];
-    header.extend(
-        Figure::ALL
-            .iter()
-            .map(|f| f.to_string().to_uppercase().replace(" MS", " ms")),
-    );
-    t.set_header(header);
-    for l in &c.levels {
-        let mut row = vec![l.concurrency.to_string()];
-        for f in Figure::ALL {
-            row.push(match l.changes.iter().find(|ch| ch.figure == f) {
-                None => "-".to_string(),
-                Some(ch) => {
-                    let value = if f == Figure::RequestsPerS {
-                        format!("{:.2}", ch.after)
-                    } else {
-                        format!("{:.1}", ch.after)
-                    };
-                    match ch.change_pct {
-                        // A change that shows as 0.0% is no change worth a word.
-                        Some(p) if ch.better || p.abs() < 0.05 => format!("{value} ({p:+.1}%)"),
-                        Some(p) => format!("{value} ({p:+.1}% worse)"),
-                        None => value,
-                    }
-                }
-            });
-        }
-        t.add_row(row);
-    }
-    out.push_str(&t.to_string());
-    out.push('\n');
-    for n in &c.notes {
-        out.push_str(&format!("note: {n}\n"));
-    }
-    if !c.only_earlier.is_empty() {
-        out.push_str(&format!(
-            "only the earlier run measured concurrency {}\n",
-            join(&c.only_earlier)
-        ));
-    }
-    if !c.only_now.is_empty() {
-        out.push_str(&format!(
-            "only this run measured concurrency {}\n",
-            join(&c.only_now)
-        ));
-    }
-    out
-}
-
-fn expectations_text(e: &ExpectReport) -> String {
-    let mut out = format!(
-        "against the figures profile {} expects (near: within 10%):\n",
-        e.profile
-    );
-    let mut t = Table::new();
-    t.load_style(UTF8_BORDERS_ONLY);
-    t.set_header(vec![
-        "CONCURRENCY",
-        "FIGURE",
-        "EXPECTED",
-        "MEASURED",
-        "CHANGE",
-        "VERDICT",
-    ]);
-    for c in &e.checks {
-        t.add_row(vec![
-            c.concurrency.to_string(),
-            c.figure.to_string(),
-            format!(
-                "{}{:.1}",
-                if c.figure.higher_is_better() {
-                    "≥ "
-                } else {
-                    "≤ "
-                },
-                c.expected
-            ),
-            ms(c.measured),
-            c.change_pct
-                .map(|p| format!("{p:+.1}%"))
-                .unwrap_or_else(|| "-".into()),
-            c.verdict.to_string(),
-        ]);
-    }
-    out.push_str(&t.to_string());
-    out.push('\n');
-    for n in &e.notes {
-        out.push_str(&format!("note: {n}\n"));
-    }
-    out.push_str(if e.passed() {
-        "every expected figure is met or within 10%\n"
-    } else {
-        "below expectations: a figure is worse than the profile expects by more than 10%\n"
-    });
-    out
-}
-
-fn join(levels: &[u32]) -> String {
-    levels
-        .iter()
-        .map(|l| l.to_string())
-        .collect::<Vec<_>>()
-        .join(", ")
 }

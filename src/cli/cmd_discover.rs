@@ -4,14 +4,12 @@
 
 use std::time::Duration;
 
-use comfy_table::{Table, presets::UTF8_BORDERS_ONLY};
-
 use super::load_inventory;
 use super::{CmdError, CmdResult, Context, Invalid, Outcome, print_json, print_out};
-use crate::discover::{self, BrowseOptions, DiscoveredNode, InterfaceError};
+use crate::discover::{self, BrowseOptions, DiscoveredNode, InterfaceError, render};
 use crate::inventory::{Added, save_edited};
 use crate::node::NodeName;
-use crate::probe::facts::{NetIf, NodeFacts};
+use crate::probe::facts::NetIf;
 
 #[derive(Debug, clap::Args)]
 pub struct DiscoverArgs {
@@ -95,9 +93,11 @@ pub async fn run(args: DiscoverArgs, ctx: &Context) -> CmdResult {
         if ctx.json {
             print_json(&nodes)?;
         }
-        return Err(
-            anyhow::anyhow!("{}", nothing_found(&choice.interfaces, &local, heard.took)).into(),
-        );
+        return Err(anyhow::anyhow!(
+            "{}",
+            render::nothing_found(&choice.interfaces, &local, heard.took)
+        )
+        .into());
     }
     step.ok_with(&format!(
         "{} node{} in {:.1}s",
@@ -108,60 +108,12 @@ pub async fn run(args: DiscoverArgs, ctx: &Context) -> CmdResult {
     if ctx.json {
         print_json(&nodes)?;
     } else {
-        print_out(&table(&nodes));
+        print_out(&render::table(&nodes));
     }
     if args.save {
         save_nodes(&nodes, ctx)?;
     }
     Ok(Outcome::Success)
-}
-
-/// The message for "no peer answered": what was browsed, and what usually causes it.
-fn nothing_found(interfaces: &[NetIf], local: &NodeFacts, took: Duration) -> String {
-    let browsed: Vec<String> = interfaces
-        .iter()
-        .map(|i| {
-            let addrs: Vec<String> = local
-                .interface(i)
-                .map(|f| f.ipv4.iter().map(|a| a.to_string()).collect())
-                .unwrap_or_default();
-            if addrs.is_empty() {
-                i.to_string()
-            } else {
-                format!("{i} ({})", addrs.join(", "))
-            }
-        })
-        .collect();
-    format!(
-        "no other node answered mDNS (_ssh._tcp) on {} within {:.1}s\nlikely causes:\n  - the QSFP cable is unplugged or the link is down: check `ip -br link` on both nodes\n  - avahi-daemon is not running on the other nodes: `sudo systemctl enable --now avahi-daemon`\n  - a firewall drops mDNS (UDP port 5353) on the fabric interfaces\n  - the peers are on another interface: try --all-interfaces, or --interface IF\nwithout mDNS, name the nodes yourself: `spark-launch nodes add HOST` or `--hosts a,b`",
-        browsed.join(", "),
-        took.as_secs_f64()
-    )
-}
-
-fn table(nodes: &[DiscoveredNode]) -> String {
-    let mut t = Table::new();
-    t.load_style(UTF8_BORDERS_ONLY);
-    t.set_header(vec!["node", "address", "seen on", ""]);
-    for n in nodes {
-        let ips: Vec<String> = n.addresses.iter().map(|a| a.ip.to_string()).collect();
-        let ifs: Vec<String> = n
-            .addresses
-            .iter()
-            .map(|a| a.interface.to_string())
-            .collect();
-        t.add_row(vec![
-            n.name.clone(),
-            ips.join("\n"),
-            ifs.join("\n"),
-            if n.local {
-                "this machine".to_string()
-            } else {
-                String::new()
-            },
-        ]);
-    }
-    t.to_string()
 }
 
 fn save_nodes(nodes: &[DiscoveredNode], ctx: &Context) -> Result<(), CmdError> {

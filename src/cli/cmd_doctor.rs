@@ -1,21 +1,16 @@
 //! `spark-launch doctor`: every known way a multi-node setup silently goes wrong, checked on
 //! every node, each problem with its fix.
 //!
-//! Flags and rendering: the nodes come from the resolve stage (a node that cannot be reached
-//! is a finding, not an error), the live observations from `apply::doctor::gather`, the
-//! judgement from `doctor::run`. `--log FILE` adds the last-run analysers; with only `--log`,
-//! no machine is touched.
+//! Flags and glue: one `apply::doctor::run` call (the nodes, the live observations, the
+//! judgement of `doctor::run`; `--log FILE` adds the last-run analysers, and with only
+//! `--log` no machine is touched), its report rendered by `doctor::render`.
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use super::args::NodeFlags;
-use super::{CmdError, CmdResult, Context, Invalid, Outcome, print_json, print_out};
-use crate::derive::{NodeInput, derive};
-use crate::doctor::live::Observations;
-use crate::doctor::{self, CheckSelection, Inputs, ModelRef, Options, PortScope, PortUse, Report};
-use crate::node::NodeName;
-use crate::resolve::{self, Fallback, Needs, Purpose, Unreachable};
+use super::{CmdResult, Context, Outcome, coded, print_json, print_out};
+use crate::apply::doctor::{self as check, DoctorRequest};
+use crate::doctor::{self, CheckSelection, ModelRef, Options, PortScope, PortUse};
 
 #[derive(Debug, clap::Args)]
 pub struct DoctorArgs {
@@ -49,27 +44,13 @@ pub struct DoctorArgs {
     #[arg(long = "skip", value_name = "ID")]
     pub skip: Vec<String>,
 
-    /// Another TCP port that must be free on the head (beyond 8000, 8355, 29500, 6379, and
-    /// 2233 on every node); repeatable.
+    /// Another TCP port that must be free on the head (beyond the ports the serving engines
+    /// bind: 8000, 29501, 6379 and 8355 on the head, 2233 on every node); repeatable.
     #[arg(long = "port", value_name = "PORT", value_parser = crate::workload::limits::parse_port)]
     pub ports: Vec<u16>,
 }
 
 pub async fn run(args: DoctorArgs, ctx: &Context) -> CmdResult {
-    let selection = CheckSelection {
-        only: args.only.clone(),
-        skip: args.skip.clone(),
-    };
-    let unknown = selection.unknown();
-    if !unknown.is_empty() {
-        let ids: Vec<&str> = doctor::checks().iter().map(|c| c.info.id).collect();
-        return Err(anyhow::anyhow!(
-            "no check matches {}; checks are: {}",
-            unknown.join(", "),
-            ids.join(", ")
-        ))
-        .invalid();
-    }
     let mut options = Options {
         image: args.image.clone(),
         model: args.model.clone(),
@@ -82,39 +63,18 @@ pub async fn run(args: DoctorArgs, ctx: &Context) -> CmdResult {
             PortScope::Head,
         ));
     }
-
-    let logs = read_logs(&args.logs)?;
-    let logs_only = !args.logs.is_empty() && !args.target.uses_snapshots();
-
-    let mut report = if logs_only {
-        empty_report()
-    } else {
-        let needs = Needs::facts(Purpose::Plan)
-            .with_fallback(Fallback::ThisMachineWarn)
-            .with_unreachable(Unreachable::Report);
-        let cluster = resolve::resolve(&args.target.selection(ctx), needs, &ctx.reporter)
-            .await
-            .map_err(super::resolve_error)?;
-        for w in &cluster.warnings {
-            ctx.reporter.warn(w);
-        }
-        let live = if cluster.snapshots {
-            None
-        } else {
-            Some(crate::apply::doctor::gather(&cluster, &options, &ctx.reporter).await)
-        };
-        let report = judge(
-            &cluster.inputs(),
-            &options,
-            live.as_ref(),
-            &cluster.unreachable,
-            &selection,
-        );
-        cluster.close().await;
-        report
+    let request = DoctorRequest {
+        selection: args.target.selection(ctx),
+        options,
+        checks: CheckSelection {
+            only: args.only,
+            skip: args.skip,
+        },
+        logs: args.logs,
     };
-    report.logs = logs;
-
+    let report = check::run(&request, &ctx.reporter)
+        .await
+        .map_err(|e| coded(e.exit_code(), e))?;
     if ctx.json {
         print_json(&report)?;
     } else if args.fix_hints_only {
@@ -127,44 +87,4 @@ pub async fn run(args: DoctorArgs, ctx: &Context) -> CmdResult {
     } else {
         Outcome::Success
     })
-}
-
-fn empty_report() -> Report {
-    Report {
-        nodes: Vec::new(),
-        summary: Default::default(),
-        checks: Vec::new(),
-        logs: Vec::new(),
-    }
-}
-
-fn read_logs(paths: &[PathBuf]) -> Result<Vec<doctor::logs::LogReport>, CmdError> {
-    let mut out = Vec::new();
-    for p in paths {
-        let text = crate::input::read_text(p, crate::input::MAX_LOG_BYTES)
-            .map_err(|e| anyhow::anyhow!("cannot read the log: {e}"))
-            .invalid()?;
-        out.push(doctor::logs::analyse(&p.display().to_string(), &text));
-    }
-    Ok(out)
-}
-
-fn judge(
-    nodes: &[NodeInput],
-    options: &Options,
-    live: Option<&BTreeMap<NodeName, Result<Observations, String>>>,
-    unreachable: &[(NodeName, String)],
-    selection: &CheckSelection,
-) -> Report {
-    let derived = derive(nodes);
-    doctor::run(
-        &Inputs {
-            nodes,
-            derived: &derived,
-            options,
-            live,
-            unreachable,
-        },
-        selection,
-    )
 }

@@ -90,16 +90,13 @@ pub async fn run(args: EnvArgs, ctx: &Context) -> CmdResult {
 async fn inputs(args: &EnvArgs, ctx: &Context) -> Result<Vec<NodeInput>, CmdError> {
     let mut selection = args.target.selection(ctx);
     selection.root = args.root.clone();
-    let cluster = crate::resolve::resolve(
+    crate::resolve::inputs(
         &selection,
         crate::resolve::Needs::facts(crate::resolve::Purpose::Plan),
         &ctx.reporter,
     )
     .await
-    .map_err(super::resolve_error)?;
-    let nodes = cluster.inputs();
-    cluster.close().await;
-    Ok(nodes)
+    .map_err(super::resolve_error)
 }
 
 fn text(cluster: &ClusterEnv, nodes: &[&NodeEnv]) -> String {

@@ -145,6 +145,11 @@ pub struct NcclTestArgs {
     #[arg(long, value_name = "FILE")]
     pub save_log: Option<std::path::PathBuf>,
 
+    /// Also draw bus bandwidth against message size (log2) as an SVG picture, the figure the
+    /// fabric must reach as a dashed line.
+    #[arg(long, value_name = "FILE.svg", value_parser = super::cmd_report::plot_path, conflicts_with = "launch_check")]
+    pub plot: Option<std::path::PathBuf>,
+
     /// How long the whole test may run, in seconds.
     #[arg(long, default_value_t = 1800, value_name = "SECONDS", value_parser = crate::workload::limits::parse_seconds)]
     pub timeout: u64,
@@ -244,6 +249,7 @@ fn test_launch(
     };
     let extras = super::launch::Extras {
         save_log: args.save_log,
+        plot: args.plot,
     };
     (launch, extras)
 }

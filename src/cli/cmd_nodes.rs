@@ -2,12 +2,10 @@
 //! `nodes probe` (probe every node over SSH and cache its fabric facts in the file). Every
 //! change edits only the lines of the nodes concerned (`inventory::edit`).
 
-use comfy_table::{Table, presets::UTF8_BORDERS_ONLY};
-
 use super::args::NodeFlags;
 use super::load_inventory;
 use super::{CmdResult, Context, Invalid, Outcome, print_json, print_out};
-use crate::inventory::{Added, HostSpec, Inventory, NodeConfig, save_edited};
+use crate::inventory::{Added, HostSpec, NodeConfig, save_edited};
 use crate::node::{NodeName, Role};
 
 #[derive(Debug, clap::Args)]
@@ -65,51 +63,8 @@ fn list(ctx: &Context) -> CmdResult {
         ));
         return Ok(Outcome::Success);
     }
-    print_out(&table(&inv));
+    print_out(&inv.table());
     Ok(Outcome::Success)
-}
-
-/// The listing: one row per node, head first.
-pub fn table(inv: &Inventory) -> String {
-    let mut t = Table::new();
-    t.load_style(UTF8_BORDERS_ONLY);
-    t.set_header(vec![
-        "node",
-        "role",
-        "addresses",
-        "user",
-        "port",
-        "fabric (cached)",
-    ]);
-    let head = inv.head().map(|h| h.name.clone());
-    for n in inv.ordered() {
-        let role = if Some(&n.name) == head.as_ref() {
-            Role::Head
-        } else {
-            Role::Worker
-        };
-        let fabric = n
-            .fabric
-            .as_ref()
-            .map(|f| {
-                f.interfaces
-                    .iter()
-                    .filter(|i| i.active)
-                    .map(|i| format!("{} ({})", i.name, i.rdma_device))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            })
-            .unwrap_or_else(|| "-".into());
-        t.add_row(vec![
-            n.name.to_string(),
-            role.to_string(),
-            n.addresses.join(", "),
-            n.user.clone().unwrap_or_else(|| "(yours)".into()),
-            n.port.to_string(),
-            fabric,
-        ]);
-    }
-    t.to_string()
 }
 
 fn add(a: AddArgs, ctx: &Context) -> CmdResult {
@@ -182,15 +137,13 @@ async fn probe(target: NodeFlags, ctx: &Context) -> CmdResult {
         ))
         .invalid();
     }
-    let cluster = crate::resolve::resolve(
+    let nodes = crate::resolve::inputs(
         &target.selection(ctx),
         crate::resolve::Needs::facts(crate::resolve::Purpose::Act),
         &ctx.reporter,
     )
     .await
     .map_err(super::resolve_error)?;
-    let nodes = cluster.inputs();
-    cluster.close().await;
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs())
@@ -202,7 +155,7 @@ async fn probe(target: NodeFlags, ctx: &Context) -> CmdResult {
     if ctx.json {
         print_json(&inv.nodes)?;
     } else {
-        print_out(&table(&inv));
+        print_out(&inv.table());
     }
     Ok(Outcome::Success)
 }

@@ -13,7 +13,7 @@ use super::{CmdError, CmdResult, Context, Invalid, Outcome, print_json, print_ou
 use crate::model::ModelSource;
 use crate::profile::files::{FindError, find, user_profiles};
 use crate::profile::fit::{Fit, capacity, fit};
-use crate::profile::{self, Loaded, ProfileEngine, ProfileOrigin, SetArg};
+use crate::profile::{self, Loaded, ProfileKind, ProfileOrigin, SetArg};
 use crate::resolve::{self, Needs, Purpose};
 
 #[derive(Debug, clap::Args)]
@@ -72,7 +72,7 @@ pub async fn up(args: UpArgs, ctx: &Context) -> CmdResult {
 #[derive(serde::Serialize)]
 struct Row<'a> {
     name: &'a str,
-    engine: ProfileEngine,
+    engine: ProfileKind,
     model: Option<ModelSource>,
     tp: u32,
     pp: u32,
@@ -101,12 +101,8 @@ pub async fn list(args: ListArgs, ctx: &Context) -> CmdResult {
         || ctx.cluster_file.is_file();
     let caps = if check {
         let selection = args.target.selection(ctx);
-        match resolve::resolve(&selection, Needs::facts(Purpose::Plan), &ctx.reporter).await {
-            Ok(cluster) => {
-                let caps: Vec<_> = cluster.inputs().iter().map(capacity).collect();
-                cluster.close().await;
-                Some(caps)
-            }
+        match resolve::inputs(&selection, Needs::facts(Purpose::Plan), &ctx.reporter).await {
+            Ok(nodes) => Some(nodes.iter().map(capacity).collect::<Vec<_>>()),
             Err(e) => {
                 ctx.reporter.warn(&format!(
                     "cannot check which profiles fit this cluster: {e}"
@@ -170,7 +166,7 @@ pub async fn list(args: ListArgs, ctx: &Context) -> CmdResult {
                 .as_ref()
                 .map(|m| m.to_string())
                 .unwrap_or_else(|| "-".into()),
-            if r.engine == ProfileEngine::NcclTest {
+            if r.engine.serving().is_none() {
                 "-".into()
             } else {
                 format!("{}×{}", r.tp, r.pp)

@@ -1,7 +1,9 @@
 //! `spark-launch report nccl FILE...`: the nccl-tests parser, transport check and verdict of
-//! `nccl-test`, applied to saved logs (users paste theirs; support tickets). Exit 0 when every
-//! log passed or was only measured, 1 when any failed or stops before its closing lines (a
-//! truncated log is incomplete, never measured), 2 when a file cannot be read.
+//! `nccl-test`, applied to saved logs (users paste theirs; support tickets), and with
+//! `--plot FILE.svg` the bus bandwidth curves drawn. Exit 0 when every log passed or was only
+//! measured, 1 when any failed or stops before its closing lines (a truncated log is
+//! incomplete, never measured), 2 when a file cannot be read. Also the `--plot` flag's
+//! checks and file writing, shared by `bench` and `nccl-test`.
 
 use std::path::PathBuf;
 
@@ -40,6 +42,45 @@ pub struct NcclArgs {
     /// the `NCCL_IB_HCA` each log shows is checked.
     #[arg(long = "expect-hca", value_name = "HOST=DEVS", value_parser = parse_expect)]
     pub expect_hca: Vec<(String, Vec<String>)>,
+
+    /// Also draw bus bandwidth against message size (log2) as an SVG picture, one curve per
+    /// test, the figure the fabric must reach as a dashed line.
+    #[arg(long, value_name = "FILE.svg", value_parser = plot_path)]
+    pub plot: Option<PathBuf>,
+}
+
+/// `--plot FILE.svg`: the picture is SVG, so the name must say so.
+pub(crate) fn plot_path(s: &str) -> Result<PathBuf, String> {
+    let p = PathBuf::from(s);
+    let svg = p
+        .extension()
+        .and_then(|e| e.to_str())
+        .is_some_and(|e| e.eq_ignore_ascii_case("svg"));
+    if !svg {
+        return Err(format!(
+            "{s:?}: the picture is written as SVG; give a file name ending in .svg (convert it with e.g. `rsvg-convert -o plot.png plot.svg`)"
+        ));
+    }
+    Ok(p)
+}
+
+/// Writes a picture rendered by `report::plot`. Results with nothing to draw (a run that
+/// failed before measuring) are a warning: the verdict still follows, and decides the exit.
+pub(crate) fn write_plot(
+    path: &std::path::Path,
+    svg: Result<String, crate::report::plot::PlotError>,
+    ctx: &Context,
+) -> anyhow::Result<()> {
+    match svg {
+        Ok(svg) => std::fs::write(path, svg)
+            .map_err(|e| anyhow::anyhow!("cannot write the picture to {}: {e}", path.display())),
+        Err(e @ crate::report::plot::PlotError::Empty(_)) => {
+            ctx.reporter
+                .warn(&format!("no picture written to {}: {e}", path.display()));
+            Ok(())
+        }
+        Err(e) => Err(e.into()),
+    }
 }
 
 fn parse_topology(s: &str) -> Result<Topology, String> {
@@ -95,6 +136,9 @@ fn nccl_logs(args: NcclArgs, ctx: &Context) -> CmdResult {
         analyses.push(a);
     }
     let status = nccl::overall(analyses.iter().map(|a| a.status));
+    if let Some(path) = &args.plot {
+        write_plot(path, crate::report::plot::nccl(&analyses), ctx)?;
+    }
     if ctx.json {
         #[derive(serde::Serialize)]
         struct Out<'a> {

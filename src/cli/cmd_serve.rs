@@ -1,7 +1,8 @@
-//! `spark-launch vllm` and `trtllm`: tensor-parallel serving across nodes. Flags only: they
-//! become a serving request (`workload::launch::ServeRequest`) and go through the one launch
-//! (`cli::launch::run`): resolve, look up, plan, print (`--dry-run`) or run and wait until it
-//! serves.
+//! `spark-launch vllm` and `trtllm`: tensor-parallel serving across nodes, one subcommand per
+//! engine of the seam (`workload::engines`). Flags only: they become a serving request
+//! (`workload::launch::ServeRequest`, the engine's defaults from the seam) and go through the
+//! one launch (`cli::launch::run`): resolve, look up, plan, print (`--dry-run`) or run and wait
+//! until it serves.
 
 use std::collections::BTreeMap;
 
@@ -13,12 +14,11 @@ use crate::plan::JobName;
 use crate::plan::spec::EnvVar;
 use crate::profile::request::Overrides;
 use crate::workload::endpoint::{ApiKeyAsk, Bind};
-use crate::workload::launch::{LaunchRequest, ServeEngine, ServeRequest};
+use crate::workload::engines::{EngineKind, EngineOptions, ray, trtllm, vllm};
+use crate::workload::launch::{LaunchRequest, ServeRequest};
 use crate::workload::limits;
 use crate::workload::nccl_lib::NcclFrom;
-use crate::workload::serve::{DEFAULT_READY_TIMEOUT_S, ServeOptions, TRTLLM_IMAGE, VLLM_IMAGE};
-use crate::workload::trtllm::{self, LlmApiOptions, TrtllmOptions};
-use crate::workload::vllm::{self, VllmMode, VllmOptions};
+use crate::workload::serve::ServeOptions;
 
 /// Flags every serving launch takes (`vllm`, `trtllm`, `up`).
 #[derive(Debug, Clone, clap::Args)]
@@ -163,7 +163,7 @@ pub struct VllmArgs {
     pub master_port: u16,
 
     /// The Ray head's port.
-    #[arg(long, default_value_t = vllm::DEFAULT_RAY_PORT, value_name = "PORT", value_parser = limits::parse_port)]
+    #[arg(long, default_value_t = ray::DEFAULT_PORT, value_name = "PORT", value_parser = limits::parse_port)]
     pub ray_port: u16,
 
     #[command(flatten)]
@@ -230,105 +230,110 @@ pub fn default_job(engine: &str, model: &ModelSource) -> JobName {
         .unwrap_or_else(|_| JobName::serve())
 }
 
-/// The serving options from the model arguments and the flags.
+/// The serving options from the model arguments and the flags, over the engine's defaults.
 fn serve_options(
-    engine: &str,
+    engine: EngineKind,
     m: &ModelArgs,
     flags: &ServeFlags,
-    default_image: &str,
-    default_port: u16,
     extra: &[String],
 ) -> Result<ServeOptions, super::CmdError> {
     let model = ModelSource::parse(&m.model, m.revision.as_deref()).invalid()?;
     let job = flags
         .job
         .clone()
-        .unwrap_or_else(|| default_job(engine, &model));
-    Ok(ServeOptions {
-        job,
-        model,
-        image: m.image.clone().unwrap_or_else(|| default_image.to_string()),
-        port: m.port.unwrap_or(default_port),
-        tp: m.tp,
-        pp: m.pp,
-        gpus_per_node: flags.gpus_per_node.unwrap_or(1),
-        engine_args: extra.to_vec(),
-        env: flags
-            .env
-            .iter()
-            .map(|e| (e.key.clone(), e.value.clone()))
-            .collect::<BTreeMap<_, _>>(),
-        paths: BTreeMap::new(),
-        ulimits: flags.container.ulimits.clone(),
-        gpus: flags.container.gpus,
-        ready_timeout_s: flags.timeout.unwrap_or(DEFAULT_READY_TIMEOUT_S),
-        stage_model: !flags.no_stage,
-        allow_tcp: flags.allow_tcp,
-        bind: flags.bind.unwrap_or_default(),
-        api_key: None,
-    })
+        .unwrap_or_else(|| default_job(engine.as_str(), &model));
+    let mut o = ServeOptions::new(engine, job, model);
+    if let Some(image) = &m.image {
+        o.image = image.clone();
+    }
+    if let Some(port) = m.port {
+        o.port = port;
+    }
+    if let Some(t) = flags.timeout {
+        o.ready_timeout_s = t;
+    }
+    o.tp = m.tp;
+    o.pp = m.pp;
+    o.gpus_per_node = flags.gpus_per_node.unwrap_or(1);
+    o.engine_args = extra.to_vec();
+    o.env = flags
+        .env
+        .iter()
+        .map(|e| (e.key.clone(), e.value.clone()))
+        .collect::<BTreeMap<_, _>>();
+    o.ulimits = flags.container.ulimits.clone();
+    o.gpus = flags.container.gpus;
+    o.stage_model = !flags.no_stage;
+    o.allow_tcp = flags.allow_tcp;
+    o.bind = flags.bind.unwrap_or_default();
+    Ok(o)
 }
 
-fn request(engine: ServeEngine, flags: &ServeFlags) -> LaunchRequest {
-    LaunchRequest::Serve(Box::new(ServeRequest {
+/// The launch of `engine` with its options.
+fn request(
+    engine: EngineKind,
+    m: &ModelArgs,
+    flags: &ServeFlags,
+    extra: &[String],
+    tuning: EngineOptions,
+) -> Result<LaunchRequest, super::CmdError> {
+    Ok(LaunchRequest::Serve(Box::new(ServeRequest {
         engine,
+        serve: serve_options(engine, m, flags, extra)?,
+        tuning,
         gpus_per_node_given: flags.gpus_per_node.is_some(),
         hf_home: flags.hf_home.clone(),
         nccl_from: flags.nccl_from.clone(),
         allow_old_nccl: flags.allow_old_nccl,
         api_key: flags.api_key.clone(),
-    }))
+    })))
 }
 
-pub async fn vllm(args: VllmArgs, ctx: &Context) -> CmdResult {
-    let serve = serve_options(
-        "vllm",
-        &args.model,
-        &args.serve,
-        VLLM_IMAGE,
-        vllm::DEFAULT_PORT,
-        &args.extra,
-    )?;
-    let mode = if args.ray {
-        VllmMode::Ray {
-            ray_port: args.ray_port,
-        }
-    } else {
-        VllmMode::Native {
-            master_port: args.master_port,
-        }
+/// The serving subcommands, one per engine.
+#[derive(Debug, clap::Subcommand)]
+pub enum ServeCommand {
+    /// Tensor-parallel vLLM across nodes; waits until it serves.
+    Vllm(VllmArgs),
+    /// Tensor-parallel TensorRT-LLM across nodes (mpirun inside containers).
+    Trtllm(TrtllmArgs),
+}
+
+pub async fn run(command: ServeCommand, ctx: &Context) -> CmdResult {
+    let (req, flags) = match &command {
+        ServeCommand::Vllm(a) => (
+            request(
+                EngineKind::Vllm,
+                &a.model,
+                &a.serve,
+                &a.extra,
+                EngineOptions {
+                    ray: a.ray,
+                    rendezvous_port: Some(a.master_port),
+                    ray_port: Some(a.ray_port),
+                    ..EngineOptions::default()
+                },
+            )?,
+            &a.serve,
+        ),
+        ServeCommand::Trtllm(a) => (
+            request(
+                EngineKind::Trtllm,
+                &a.model,
+                &a.serve,
+                &a.extra,
+                EngineOptions {
+                    ssh_port: Some(a.ssh_port),
+                    memory_fraction: a.kv_cache_fraction,
+                    cuda_graph_padding: a.no_cuda_graph_padding.then_some(false),
+                    max_batch_size: a.max_batch_size,
+                    max_num_tokens: a.max_num_tokens,
+                    ..EngineOptions::default()
+                },
+            )?,
+            &a.serve,
+        ),
     };
-    let req = request(ServeEngine::Vllm(VllmOptions { serve, mode }), &args.serve);
-    super::launch::run(args.serve.launch(req, ctx), Default::default(), ctx).await
-}
-
-pub async fn trtllm(args: TrtllmArgs, ctx: &Context) -> CmdResult {
-    let serve = serve_options(
-        "trtllm",
-        &args.model,
-        &args.serve,
-        TRTLLM_IMAGE,
-        trtllm::DEFAULT_PORT,
-        &args.extra,
-    )?;
-    let mut llm_api = LlmApiOptions::default();
-    if let Some(f) = args.kv_cache_fraction {
-        llm_api.kv_cache_free_gpu_memory_fraction = f;
-    }
-    if args.no_cuda_graph_padding {
-        llm_api.cuda_graph_padding = false;
-    }
-    let req = request(
-        ServeEngine::Trtllm(TrtllmOptions {
-            serve,
-            ssh_port: args.ssh_port,
-            llm_api,
-            max_batch_size: args.max_batch_size,
-            max_num_tokens: args.max_num_tokens,
-        }),
-        &args.serve,
-    );
-    super::launch::run(args.serve.launch(req, ctx), Default::default(), ctx).await
+    super::launch::run(flags.launch(req, ctx), Default::default(), ctx).await
 }
 
 #[cfg(test)]

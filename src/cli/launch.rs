@@ -17,6 +17,8 @@ use crate::workload::serve::ServePlan;
 pub struct Extras {
     /// `nccl-test --save-log FILE`: the driver's raw output, also written there.
     pub save_log: Option<PathBuf>,
+    /// `nccl-test --plot FILE.svg`: the bus bandwidth curves, drawn there.
+    pub plot: Option<PathBuf>,
 }
 
 /// Runs one launching command and renders what it did.
@@ -44,12 +46,16 @@ pub async fn run(l: LaunchCommand, extras: Extras, ctx: &Context) -> CmdResult {
                     anyhow::anyhow!("cannot write the log to {}: {e}", path.display())
                 })?;
             }
+            if let (Some(path), NcclVerdict::Measured(a)) = (&extras.plot, &verdict) {
+                let svg = crate::report::plot::nccl(std::slice::from_ref(a));
+                super::cmd_report::write_plot(path, svg, ctx)?;
+            }
             if json {
                 print_json(&verdict)?;
             } else {
                 print_out(&match &verdict {
                     NcclVerdict::Measured(a) => crate::report::nccl::render::text(a),
-                    NcclVerdict::LaunchCheck(c) => launch_check_text(c),
+                    NcclVerdict::LaunchCheck(c) => render::launch_check(c),
                 });
             }
             Ok(if verdict.failed() {
@@ -83,18 +89,7 @@ fn still_running(job: &JobPlan, ctx: &Context) -> CmdResult {
     }
     Err(CmdError {
         code: 130,
-        error: anyhow::anyhow!(
-            "interrupted after job {} had fully started: it keeps running on {} ({}); stop it with `spark-launch stop {}`",
-            job.job,
-            render::names(&job.node_names()),
-            render::names(
-                &job.node_names()
-                    .iter()
-                    .map(|n| job.job.container_name(n))
-                    .collect::<Vec<_>>()
-            ),
-            job.job
-        ),
+        error: anyhow::Error::msg(render::still_running(job)),
     })
 }
 
@@ -113,27 +108,9 @@ fn print_planned(p: &Planned, ctx: &Context) -> Result<(), CmdError> {
 
 fn print_started(plan: &JobPlan, ctx: &Context) -> Result<(), CmdError> {
     if ctx.json {
-        let names: Vec<serde_json::Value> = plan
-            .nodes
-            .iter()
-            .map(|n| {
-                serde_json::json!({
-                    "node": n.node,
-                    "name": plan.job.container_name(&n.node),
-                })
-            })
-            .collect();
-        return print_json(&serde_json::json!({ "job": plan.job, "started": names, "plan": plan }));
+        return print_json(&render::started_json(plan));
     }
-    print_out(&format!(
-        "job {} runs on {} node{}: `spark-launch status {}`, `spark-launch logs {}`, `spark-launch stop {}`",
-        plan.job,
-        plan.nodes.len(),
-        if plan.nodes.len() == 1 { "" } else { "s" },
-        plan.job,
-        plan.job,
-        plan.job
-    ));
+    print_out(&render::started(plan));
     Ok(())
 }
 
@@ -181,38 +158,6 @@ fn print_ready(plan: &ServePlan, json: bool) -> Result<(), CmdError> {
         ));
     }
     Ok(())
-}
-
-fn launch_check_text(check: &crate::report::nccl::launch::LaunchCheck) -> String {
-    let mut out = String::new();
-    for n in &check.nodes {
-        let mark = if n.answered >= n.expected {
-            "✓"
-        } else {
-            "✗"
-        };
-        out.push_str(&format!(
-            "{mark} {} ({}): {} of {} rank{} answered\n",
-            n.node,
-            n.hostname,
-            n.answered,
-            n.expected,
-            if n.expected == 1 { "" } else { "s" }
-        ));
-    }
-    for u in &check.unexpected {
-        out.push_str(&format!("? an unexpected host answered: {u}\n"));
-    }
-    match &check.cause {
-        None => out.push_str("✓ mpirun reaches every node through the job's launch path\n"),
-        Some(c) => {
-            out.push_str(&format!("✗ FAILED: {}\n", c.problem));
-            if let Some(f) = &c.fix {
-                out.push_str(&format!("  fix: {f}\n"));
-            }
-        }
-    }
-    out
 }
 
 /// A failed launch as a command error with its exit code; a serving refusal is also printed as

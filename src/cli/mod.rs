@@ -25,8 +25,10 @@ mod cmd_report;
 mod cmd_serve;
 mod cmd_trust;
 pub mod launch;
-pub mod render;
 pub mod ui;
+
+/// The plan renderer, where the launching commands (and the plan tests) have always found it.
+pub use crate::workload::render;
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -36,29 +38,33 @@ use std::sync::Arc;
 use clap::{Parser, Subcommand};
 
 use crate::progress::Reporter;
+use crate::report::shown::{Ending, Shown};
+
+/// The heading of the flags every command takes, apart from each command's own in `--help`.
+const GLOBAL: &str = "Global options";
 
 /// Turn a few GPU boxes joined by RoCE cables into one inference cluster, with one command.
 #[derive(Debug, Parser)]
 #[command(name = "spark-launch", version, about, long_about = None)]
 pub struct Cli {
     /// Print results as JSON on stdout (progress still goes to stderr, unless silenced).
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = GLOBAL)]
     pub json: bool,
 
     /// More detail in logs (-v info, -vv debug, -vvv trace). Progress bars are hidden.
-    #[arg(short, long, global = true, action = clap::ArgAction::Count, conflicts_with = "quiet")]
+    #[arg(short, long, global = true, action = clap::ArgAction::Count, conflicts_with = "quiet", help_heading = GLOBAL)]
     pub verbose: u8,
 
     /// Only results and warnings; no progress.
-    #[arg(short, long, global = true)]
+    #[arg(short, long, global = true, help_heading = GLOBAL)]
     pub quiet: bool,
 
     /// No progress bars or status lines (also: SPARK_LAUNCH_NO_PROGRESS=1).
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = GLOBAL)]
     pub no_progress: bool,
 
     /// The cluster file [default: $XDG_CONFIG_HOME/spark-launch/cluster.yaml].
-    #[arg(long, global = true, value_name = "FILE", env = "SPARK_LAUNCH_CLUSTER")]
+    #[arg(long, global = true, value_name = "FILE", env = "SPARK_LAUNCH_CLUSTER", help_heading = GLOBAL)]
     pub cluster: Option<PathBuf>,
 
     #[command(subcommand)]
@@ -85,10 +91,9 @@ pub enum Command {
     NcclBuild(cmd_nccl::BuildArgs),
     /// Containers on every node, nccl-tests across them, a verdict.
     NcclTest(cmd_nccl::NcclTestArgs),
-    /// Tensor-parallel vLLM across nodes; waits until it serves.
-    Vllm(cmd_serve::VllmArgs),
-    /// Tensor-parallel TensorRT-LLM across nodes (mpirun inside containers).
-    Trtllm(cmd_serve::TrtllmArgs),
+    /// One subcommand per serving engine (`vllm`, `trtllm`).
+    #[command(flatten)]
+    Serve(cmd_serve::ServeCommand),
     /// Run a whole demo from a launch profile.
     Up(cmd_profiles::UpArgs),
     /// List launch profiles and whether this cluster can run them.
@@ -205,6 +210,11 @@ pub fn main() -> ExitCode {
     let result = runtime.block_on(run(cli));
     // Flush stdout; a closed pipe (`| head`) is not an error.
     let _ = std::io::stdout().flush();
+    if matches!(&result, Err(e) if e.code == 130) {
+        // Interrupted: a blocking task still running (a local probe waiting on a slow `ip`)
+        // must not hold the exit, as dropping the runtime would until it ends.
+        runtime.shutdown_background();
+    }
     match result {
         Ok(Outcome::Success) => ExitCode::SUCCESS,
         Ok(Outcome::Failed) => ExitCode::from(1),
@@ -234,20 +244,27 @@ fn print_error(e: &anyhow::Error) {
 
 async fn run(cli: Cli) -> CmdResult {
     let reporter = ui::reporter(cli.quiet || cli.json, cli.no_progress, cli.verbose);
-    // Commands that clean up after Ctrl-C watch the token themselves; the others simply end.
-    let cleans_up = matches!(
-        cli.command,
+    // Commands that clean up after Ctrl-C watch the token themselves; those that only read
+    // end at once; the others stop where they next wait.
+    let on_signal = match cli.command {
         Command::Run(_)
-            | Command::NcclTest(_)
-            | Command::NcclBuild(_)
-            | Command::Vllm(_)
-            | Command::Trtllm(_)
-            | Command::Up(_)
-            | Command::Logs(_)
-            | Command::Image(_)
-            | Command::Bench(_)
-    );
-    let cancel = ui::cancel_on_signals(reporter.clone(), cleans_up);
+        | Command::NcclTest(_)
+        | Command::NcclBuild(_)
+        | Command::Serve(_)
+        | Command::Up(_) => ui::OnSignal::CleanUp { starts_jobs: true },
+        Command::Logs(_) | Command::Image(_) | Command::Bench(_) => {
+            ui::OnSignal::CleanUp { starts_jobs: false }
+        }
+        Command::Probe(_)
+        | Command::Env(_)
+        | Command::Profiles(_)
+        | Command::Status(_)
+        | Command::Report(_)
+        | Command::Completions(_) => ui::OnSignal::Exit,
+        _ => ui::OnSignal::Stop,
+    };
+    let cleans_up = matches!(on_signal, ui::OnSignal::CleanUp { .. });
+    let cancel = ui::cancel_on_signals(reporter.clone(), on_signal);
     let ctx = Context {
         json: cli.json,
         verbose: cli.verbose,
@@ -279,8 +296,7 @@ async fn dispatch(command: Command, ctx: &Context) -> CmdResult {
         Command::Doctor(a) => cmd_doctor::run(a, ctx).await,
         Command::NcclBuild(a) => cmd_nccl::build(a, ctx).await,
         Command::NcclTest(a) => cmd_nccl::test(a, ctx).await,
-        Command::Vllm(a) => cmd_serve::vllm(a, ctx).await,
-        Command::Trtllm(a) => cmd_serve::trtllm(a, ctx).await,
+        Command::Serve(c) => cmd_serve::run(c, ctx).await,
         Command::Up(a) => cmd_profiles::up(a, ctx).await,
         Command::Profiles(a) => cmd_profiles::list(a, ctx).await,
         Command::Compose(a) => cmd_compose::run(a, ctx).await,
@@ -328,13 +344,31 @@ pub(crate) fn load_inventory(
     }
 }
 
+/// A library error as a command error, with the exit code the library gives it.
+pub(crate) fn coded(code: u8, e: impl Into<anyhow::Error>) -> CmdError {
+    CmdError {
+        code,
+        error: e.into(),
+    }
+}
+
+/// Shows a library result (`--json`: its JSON; else its text) and ends as the result says.
+pub(crate) fn show(result: &dyn Shown, ctx: &Context) -> CmdResult {
+    if ctx.json {
+        print_raw(&result.json()?);
+    } else {
+        print_out(&result.text());
+    }
+    match result.ending() {
+        Ending::Ok => Ok(Outcome::Success),
+        Ending::Failed => Ok(Outcome::Failed),
+        Ending::Error { code, message } => Err(coded(code, anyhow::Error::msg(message))),
+    }
+}
+
 /// Prints a value as pretty JSON on stdout, followed by a newline.
 pub(crate) fn print_json<T: serde::Serialize>(value: &T) -> Result<(), CmdError> {
-    let text = serde_json::to_string_pretty(value)?;
-    let mut out = std::io::stdout().lock();
-    if writeln!(out, "{text}").is_err() {
-        // stdout closed (e.g. piped into `head`): nothing more to say.
-    }
+    print_raw(&serde_json::to_string_pretty(value)?);
     Ok(())
 }
 

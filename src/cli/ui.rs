@@ -42,11 +42,41 @@ pub fn reporter(quiet: bool, no_progress: bool, verbose: u8) -> Arc<dyn Reporter
     }
 }
 
-/// A token fired by Ctrl-C, SIGTERM or SIGHUP, installed once when the command starts. A
-/// command that `cleans_up` is told to stop and clean up; a second signal quits at once.
+/// How long a read-only command may take to end by itself after a signal before it is ended.
+const EXIT_GRACE: Duration = Duration::from_millis(200);
+
+/// What a command does on Ctrl-C, SIGTERM or SIGHUP.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OnSignal {
+    /// It only reads: the first signal ends it at once (exit 130), even in the middle of
+    /// synchronous work that would not notice a token.
+    Exit,
+    /// It changes things but has nothing of its own to undo: it stops where it next waits; a
+    /// second signal quits at once.
+    Stop,
+    /// It watches the token to stop and clean up; a second signal quits without clean-up
+    /// (`starts_jobs`: what it started may still run, and `spark-launch status` shows it).
+    CleanUp { starts_jobs: bool },
+}
+
+impl OnSignal {
+    /// What the second signal prints before quitting (the first quits at once for `Exit`).
+    fn quitting(self) -> &'static str {
+        match self {
+            OnSignal::Exit | OnSignal::Stop => "quitting at once",
+            OnSignal::CleanUp { starts_jobs: false } => "quitting without clean-up",
+            OnSignal::CleanUp { starts_jobs: true } => {
+                "quitting without clean-up: check with `spark-launch status`"
+            }
+        }
+    }
+}
+
+/// A token fired by Ctrl-C, SIGTERM or SIGHUP, installed once when the command starts; what
+/// else a signal does is `on`'s to say (see [`OnSignal`]).
 pub fn cancel_on_signals(
     reporter: Arc<dyn Reporter>,
-    cleans_up: bool,
+    on: OnSignal,
 ) -> tokio_util::sync::CancellationToken {
     let token = tokio_util::sync::CancellationToken::new();
     let t = token.clone();
@@ -64,15 +94,27 @@ pub fn cancel_on_signals(
             _ = term.recv() => {}
             _ = hup.recv() => {}
         }
-        if cleans_up {
-            reporter.warn("interrupted (Ctrl-C again to quit at once, without clean-up)");
+        match on {
+            // A command that waits ends at once with the token (its connections closed by
+            // their owners); one busy with synchronous work would not notice it, so this task
+            // (on a worker thread) ends the process after a moment.
+            OnSignal::Exit => {
+                t.cancel();
+                tokio::time::sleep(EXIT_GRACE).await;
+                eprintln!("error: interrupted");
+                std::process::exit(130);
+            }
+            OnSignal::CleanUp { .. } => {
+                reporter.warn("interrupted (Ctrl-C again to quit at once, without clean-up)");
+                t.cancel();
+            }
+            OnSignal::Stop => t.cancel(),
         }
-        t.cancel();
         tokio::select! {
             _ = int.recv() => {}
             _ = term.recv() => {}
         }
-        eprintln!("quitting without clean-up: check with `spark-launch status`");
+        eprintln!("{}", on.quitting());
         std::process::exit(130);
     });
     token

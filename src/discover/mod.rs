@@ -1,7 +1,7 @@
 //! Finds the other boxes on the fast link by browsing mDNS for `_ssh._tcp` (what DGX OS's
 //! avahi-daemon publishes), on fabric interfaces only. An effect at the edge: `browse` listens
 //! and reports what answered; which interfaces to use (`fabric`) and how answers become one row
-//! per node (`group`) are pure and decided elsewhere.
+//! per node (`group`) and how they read (`render`) are pure and decided elsewhere.
 //!
 //! Browsing returns as soon as answers settle: after the first answer, it stops once no new
 //! node or address has arrived for a short quiet window (mDNS responders answer a query within
@@ -15,6 +15,7 @@
 pub mod dns;
 pub mod fabric;
 pub mod group;
+pub mod render;
 
 use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
 use std::time::{Duration, Instant};

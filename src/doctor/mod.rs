@@ -34,6 +34,7 @@ pub use live::{ModelRef, Observations};
 
 use crate::derive::{ClusterEnv, NodeInput, Refusal};
 use crate::node::NodeName;
+use crate::workload::engines::{self, EngineKind, EngineOptions, EnginePort, PortOn};
 
 /// Where a port must be free.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -45,10 +46,12 @@ pub enum PortScope {
     Every,
 }
 
-/// A TCP port a workload needs free.
+/// A TCP port (or a range of them) a workload needs free.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct PortUse {
     pub port: u16,
+    /// `port` for one port; the end of a range the workload picks ports from (Ray's workers).
+    pub last: u16,
     pub what: String,
     pub scope: PortScope,
 }
@@ -57,25 +60,46 @@ impl PortUse {
     pub fn new(port: u16, what: &str, scope: PortScope) -> PortUse {
         PortUse {
             port,
+            last: port,
             what: what.to_string(),
             scope,
         }
     }
+
+    /// An engine's port as doctor checks it.
+    fn of(p: &EnginePort) -> PortUse {
+        PortUse {
+            port: p.first,
+            last: p.last,
+            what: p.what.to_string(),
+            scope: match p.on {
+                PortOn::Head => PortScope::Head,
+                PortOn::Every => PortScope::Every,
+            },
+        }
+    }
 }
 
-/// The ports spark-launch's workloads use by default.
+/// The ports the serving engines bind in their multi-node modes with default options (the
+/// engine seam's `default_ports`): what doctor checks when not told which launch comes.
 pub fn default_ports() -> Vec<PortUse> {
-    vec![
-        PortUse::new(8000, "vLLM API server", PortScope::Head),
-        PortUse::new(8355, "TensorRT-LLM API server", PortScope::Head),
-        PortUse::new(
-            29500,
-            "torch.distributed rendezvous (MASTER_PORT)",
-            PortScope::Head,
-        ),
-        PortUse::new(6379, "Ray GCS", PortScope::Head),
-        PortUse::new(2233, "container sshd (mpirun)", PortScope::Every),
-    ]
+    engines::default_ports().iter().map(PortUse::of).collect()
+}
+
+/// The ports one serving launch binds on `nodes` nodes (`engine` with `tuning`, its API on
+/// `api`), ranges included: the same list its plan's CheckPorts and CheckReachable come from.
+pub fn serving_ports(
+    engine: EngineKind,
+    tuning: &EngineOptions,
+    api: u16,
+    nodes: usize,
+) -> Vec<PortUse> {
+    engine
+        .engine()
+        .ports(tuning, api, nodes)
+        .iter()
+        .map(PortUse::of)
+        .collect()
 }
 
 /// What the user asked doctor to look at, beyond the nodes.

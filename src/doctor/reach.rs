@@ -264,7 +264,9 @@ fn ports(inputs: &Inputs) -> Evaluation {
             if p.scope == PortScope::Head && Some(&node.name) != head {
                 continue;
             }
-            if listening.contains(&p.port) {
+            if p.last > p.port {
+                range_taken(&mut e, &node.name, p, listening);
+            } else if listening.contains(&p.port) {
                 e.push(Finding::fail(
                     &node.name,
                     format!("port {} ({}) is already in use", p.port, p.what),
@@ -281,6 +283,43 @@ fn ports(inputs: &Inputs) -> Evaluation {
         }
     }
     e
+}
+
+/// Ports taken inside a range a workload picks from (Ray's workers): a warning, since the
+/// workload takes the others, but a worker handed a taken one fails to start.
+fn range_taken(
+    e: &mut Evaluation,
+    node: &crate::node::NodeName,
+    p: &super::PortUse,
+    listening: &std::collections::BTreeSet<u16>,
+) {
+    let taken: Vec<String> = listening
+        .range(p.port..=p.last)
+        .map(|x| x.to_string())
+        .collect();
+    if taken.is_empty() {
+        return;
+    }
+    e.push(Finding::warn(
+        node,
+        format!(
+            "port{} {} of the {} ({}–{}) {} already in use",
+            if taken.len() == 1 { "" } else { "s" },
+            taken.join(", "),
+            p.what,
+            p.port,
+            p.last,
+            if taken.len() == 1 { "is" } else { "are" }
+        ),
+        "the workload hands ports of this range to its processes; one handed a taken port fails to start",
+        Fix::run(
+            "find what listens there and move it out of the range, or stop it",
+            [format!(
+                "sudo ss -ltnp '( sport >= :{} and sport <= :{} )'",
+                p.port, p.last
+            )],
+        ),
+    ));
 }
 
 #[cfg(test)]
@@ -384,6 +423,47 @@ mod tests {
         assert_eq!(
             e.findings[1].fix.commands,
             vec!["sudo ss -ltnp 'sport = :2233'"]
+        );
+    }
+
+    #[test]
+    fn the_rendezvous_vllm_really_binds_is_checked_not_29500() {
+        let (nodes, live) = three(|n, o| {
+            if n.as_str() == "a" {
+                o.listening.as_mut().unwrap().extend([29500, 29501]);
+            }
+        });
+        let e = live_eval("reach.ports", &nodes, &Options::default(), &live);
+        let problems: Vec<&str> = e.findings.iter().map(|f| f.problem.as_str()).collect();
+        assert_eq!(
+            problems,
+            vec![
+                "port 29501 (torch.distributed rendezvous (vLLM --master-port)) is already in use"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_taken_port_in_ray_s_worker_range_is_a_warning_on_that_node() {
+        use crate::workload::engines::{EngineKind, EngineOptions};
+        let ray = EngineOptions {
+            ray: true,
+            ..EngineOptions::default()
+        };
+        let options = Options {
+            ports: crate::doctor::serving_ports(EngineKind::Vllm, &ray, 8000, 3),
+            ..Options::default()
+        };
+        let (nodes, live) = three(|n, o| {
+            if n.as_str() == "b" {
+                o.listening.as_mut().unwrap().extend([10500, 10501, 20000]);
+            }
+        });
+        let e = live_eval("reach.ports", &nodes, &options, &live);
+        assert_eq!(verdicts(&e), vec![("b".into(), Severity::Warn)]);
+        assert_eq!(
+            e.findings[0].problem,
+            "ports 10500, 10501 of the Ray worker ports (10002–19999) are already in use"
         );
     }
 }

@@ -5,12 +5,14 @@
 //! - `file`: load (validated, errors with `file:line`), save (atomic), the YAML shape.
 //! - `edit`: a change to the nodes as a change to those nodes' lines only (comments kept).
 //! - `hosts`: `--hosts a,b,c` entries (`[NAME=][user@]host[:port]`) as node configs.
+//! - `table`: the nodes as `spark-launch nodes` lists them.
 //! - this module: the `Inventory` operations (add, remove, merge discovered nodes, select a
 //!   subset, head first). Pure: the only I/O is in `file`.
 
 pub mod edit;
 pub mod file;
 pub mod hosts;
+pub mod table;
 
 use std::net::Ipv4Addr;
 

@@ -17,6 +17,13 @@
 //!   `err<TAB>path<TAB>offset<TAB>message`.
 //! - [`finalize`]: checks each fetched file's hash, renames it into place (or discards it and
 //!   prints `bad`), then writes symlinks and small text files.
+//!
+//! What they write lies under the model folder, reached without following a link: every
+//! folder is entered one part at a time and every file opened with `O_NOFOLLOW` (`BENEATH`
+//! here, the same rules in `copy_receiver.py`); a planted link, a hard-linked partial file or
+//! a path out of the folder is refused with an `err` line and left untouched. A finished file
+//! is flushed to disk before it is renamed into place, its folder after, and only then
+//! recorded in the hash cache (which lets the next scan skip hashing it).
 
 use std::fmt::Write as _;
 
@@ -69,6 +76,58 @@ pub fn verify_cache_expr(dir: &str) -> String {
 const PRELUDE: &str = r#"set -u
 set -o pipefail
 export LC_ALL=C
+"#;
+
+/// What a refusal to write through a link says (`copy_receiver.py` gets it as an argument).
+pub const LINKS_FIX: &str =
+    "spark-launch writes nothing through a link in the model folder: remove it and run again";
+
+/// The shell's way of writing under the model folder without following a link (the same rules
+/// as `copy_receiver.py`): `beneath PATH` enters the folder of PATH below `$DP` (the model
+/// folder's physical path) one part at a time, creating what is missing, refusing a part that
+/// is a link or not a folder (checked again with `pwd -P` after each step, so a link swapped
+/// in between is caught before anything is created in it), and sets `NAME` to PATH's last
+/// part; on refusal `WHY` says why. `plain PATH SUFFIX` makes `$NAME$SUFFIX` exist as a plain
+/// file with no other name, created with `O_NOFOLLOW` (`dd oflag=nofollow`), or prints an `err`
+/// line and exits. Every later write goes through `dd oflag=nofollow` too. Needs `D`, `DP`, `E`
+/// and `LINKS`.
+const BENEATH: &str = r#"beneath() { # beneath PATH
+  WHY= NAME=
+  cd -- "$DP" || { WHY="cannot enter $D"; return 1; }
+  local rest=$1 part done=
+  case "/$rest/" in */../*|*/./*|*//*) WHY="refused $1: not a plain path inside $D"; return 1 ;; esac
+  while [ "${rest#*/}" != "$rest" ]; do
+    part=${rest%%/*} rest=${rest#*/} done=$done${done:+/}$part
+    if [ -L "$part" ]; then WHY="refused $done in $D: it is a symbolic link; $LINKS"; return 1; fi
+    if [ -e "$part" ] && [ ! -d "$part" ]; then WHY="refused $done in $D: it is not a folder; $LINKS"; return 1; fi
+    [ -d "$part" ] || mkdir -- "$part" 2>/dev/null || [ -d "$part" ] || {
+      WHY="cannot create $done in $D (not writable by $(id -un)?)"; return 1; }
+    if ! cd -P -- "$part" 2>/dev/null || [ "$(pwd -P)" != "$DP/$done" ]; then
+      WHY="refused $done in $D: it is a symbolic link; $LINKS"; return 1
+    fi
+  done
+  NAME=$rest
+}
+refuse() { # refuse PATH OFFSET WHAT: a problem on this node, printed as an `err` line
+  printf 'err\t%s\t%s\t%s\n' "$1" "$2" "$3"
+  exit 1
+}
+errof() { # the system's reason in a dd/mv error file: the text after its last ': '
+  tail -n 1 "$1" 2>/dev/null | sed 's/.*: //'
+}
+plain() { # plain PATH SUFFIX
+  local f=$NAME$2
+  [ -L "$f" ] && refuse "$1" 0 "refused $1$2: it is a symbolic link; $LINKS"
+  dd of="$f" oflag=nofollow conv=notrunc count=0 status=none </dev/null 2>"$E.w" ||
+    refuse "$1" 0 "cannot write $1$2: $(errof "$E.w")"
+  local what
+  what=$(stat -c '%F %h' -- "$f")
+  case "$what" in
+    "regular file 1"|"regular empty file 1") ;;
+    "regular file "*|"regular empty file "*) refuse "$1" 0 "refused $1$2: it is a file with ${what##* } names (hard links); $LINKS" ;;
+    *) refuse "$1" 0 "refused $1$2: it is not a plain file; $LINKS" ;;
+  esac
+}
 "#;
 
 /// Lists `dir` (see `manifest::parse_scan`). A missing folder lists as empty. `jobs` hashes
@@ -168,21 +227,24 @@ get() { "${SSH[@]}" "dd if=$(q "$ROOT/$3") bs=4M iflag=skip_bytes,count_bytes sk
     }
     let _ = writeln!(s, "P={}", quote(PARTIAL));
     let _ = writeln!(s, "JR={}", quote(JOURNAL));
+    let _ = writeln!(s, "LINKS={}", quote(LINKS_FIX));
+    s.push_str(BENEATH);
     s.push_str(
         r#"H=$(umask 077; mktemp) || exit 1
 E=$(mktemp) || exit 1
-trap 'rm -f "$H" "$E"' EXIT
+trap 'rm -f "$H" "$E" "$E.w"' EXIT
 IFS= read -r hdr || hdr=
 [ -n "$hdr" ] && printf '%s\n' "$hdr" > "$H"
 cd "$D" 2>/dev/null || mkdir -p "$D" 2>/dev/null && cd "$D" || {
   printf 'err\t-\t0\tcannot create or enter %s (not writable by %s?)\n' "$D" "$(id -un)"; exit 1; }
+DP=$(pwd -P)
 while IFS='	' read -r off len path src; do
-  dir=$(dirname -- "$path")
-  mkdir -p -- "$dir" 2>/dev/null || { printf 'err\t%s\t%s\tcannot create %s in %s (not writable by %s?)\n' "$path" "$off" "$dir" "$D" "$(id -un)"; exit 1; }
+  beneath "$path" || refuse "$path" "$off" "$WHY"
+  plain "$path" "$P"
   ok=
   for try in 1 2 3; do
     # </dev/null: ssh would otherwise read (and swallow) the remaining task lines.
-    if get "$off" "$len" "$src" </dev/null 2>"$E" | dd of="$path$P" bs=4M oflag=seek_bytes seek="$off" conv=notrunc 2>>"$E"; then
+    if get "$off" "$len" "$src" </dev/null 2>"$E" | dd of="$NAME$P" bs=4M oflag=seek_bytes,nofollow seek="$off" conv=notrunc 2>>"$E"; then
       got=$(tail -n1 "$E" | cut -d' ' -f1)
       if [ "$got" = "$len" ]; then ok=1; break; fi
       echo "got $got of $len bytes" >> "$E"
@@ -195,7 +257,9 @@ while IFS='	' read -r off len path src; do
     printf 'err\t%s\t%s\t%s\n' "$path" "$off" "$msg"
     exit 1
   fi
-  printf '%s %s\n' "$off" "$len" >> "$path$JR"
+  plain "$path" "$JR"
+  printf '%s %s\n' "$off" "$len" | dd of="$NAME$JR" oflag=append,nofollow conv=notrunc status=none 2>"$E.w" ||
+    refuse "$path" "$off" "cannot record the range in $path$JR: $(errof "$E.w")"
   printf 'ok\t%s\t%s\n' "$len" "$path"
 done
 exit 0
@@ -208,6 +272,30 @@ exit 0
 /// `none`.
 pub const CPU_AES: &str =
     "if grep -qw aes /proc/cpuinfo 2>/dev/null; then echo aes; else echo none; fi";
+
+/// How a copy stream reaches the head (`SSH` options, `HOST`): a connection of its own (no
+/// master shared between streams: parallel streams are parallel TCP connections, each with its
+/// own cipher state on its own core), set up first as this stream's own master and tried
+/// again, with pauses doubling from 250 ms, while the head's sshd turns new connections away
+/// before the handshake (`MaxStartups`: every stream of every worker starts at once); the
+/// bytes then go through it. The last try's error stays in `$T/connect.err`.
+const COPY_CONNECT: &str = r#"q() { printf "'%s'" "$(printf '%s' "$1" | sed "s/'/'\\\\''/g")"; }
+connect() {
+  local try=1
+  until "${SSH[@]}" -o ControlMaster=yes -o ControlPersist=30 -o "ControlPath=$T/m" -T -- "$HOST" true \
+      </dev/null >/dev/null 2>"$T/connect.err"; do
+    grep -q exchange_identification "$T/connect.err" || return 1
+    if [ "$try" -ge 6 ]; then
+      echo "the head's sshd turned the connection away $try times: raise its MaxStartups (10:30:100 by default) or lower --streams" >> "$T/connect.err"
+      return 1
+    fi
+    sleep "$(awk -v t="$try" -v r="$RANDOM" 'BEGIN { p = 0.25 * 2 ^ (t - 1); if (p > 4) p = 4; print p * (1 + r / 65536) }')"
+    try=$((try + 1))
+  done
+}
+disconnect() { "${SSH[@]}" -o "ControlPath=$T/m" -O exit -- "$HOST" >/dev/null 2>&1 || :; }
+send() { "${SSH[@]}" -o ControlMaster=no -o "ControlPath=$T/m" -T -- "$HOST" "bash -c $(q "$SENDER")"; }
+"#;
 
 /// The program that hashes a stream on a node: OpenSSL's (SHA extensions: about 4× coreutils'
 /// `sha256sum` here) when installed, else `sha256sum`. Prints the hex digest first.
@@ -256,29 +344,24 @@ pub fn copy_stream(dest: &str, source: &Source) -> String {
     };
     let _ = writeln!(s, "SENDER={}", quote(&copy_sender(root)));
     let _ = writeln!(s, "RECEIVER={}", quote(COPY_RECEIVER));
+    let _ = writeln!(s, "LINKS={}", quote(LINKS_FIX));
+    s.push_str(BENEATH);
     match source {
         Source::Ssh { args, .. } => {
-            let args: Vec<String> = args.iter().map(|a| quote(a)).collect();
-            // Its own TCP connection (no shared master): parallel streams use parallel
-            // connections, each with its own cipher state on its own core.
-            let _ = writeln!(
-                s,
-                "SSH=(ssh -o ControlMaster=no -o ControlPath=none {})",
-                args.join(" ")
-            );
-            s.push_str(
-                r#"q() { printf "'%s'" "$(printf '%s' "$1" | sed "s/'/'\\\\''/g")"; }
-send() { "${SSH[@]}" "bash -c $(q "$SENDER")"; }
-"#,
-            );
+            // The last argument is the destination; the options go before it.
+            let (host, opts) = args.split_last().map_or(("", &[][..]), |(h, o)| (h, o));
+            let opts: Vec<String> = opts.iter().map(|a| quote(a)).collect();
+            let _ = writeln!(s, "SSH=(ssh {})", opts.join(" "));
+            let _ = writeln!(s, "HOST={}", quote(host));
+            s.push_str(COPY_CONNECT);
         }
         Source::Local { .. } | Source::Http { .. } => {
-            s.push_str("send() { bash -c \"$SENDER\"; }\n");
+            s.push_str("connect() { :; }\ndisconnect() { :; }\nsend() { bash -c \"$SENDER\"; }\n");
         }
     }
     s.push_str(
         r#"T=$(mktemp -d) || exit 1
-trap 'rm -rf "$T"' EXIT
+trap 'disconnect; rm -rf "$T"' EXIT
 E=$T/err
 IFS= read -r _hdr || :
 cat > "$T/in"
@@ -287,56 +370,62 @@ mkdir -p "$D" 2>/dev/null && cd "$D" || {
 mkdir -p "$(dirname "$C")" 2>/dev/null || :
 # What the sender must send, in order: every range marked `send`.
 awk -F '\t' '$1 == "file" { src = $5 } $1 == "range" && $4 == "send" { print $2 "\t" $3 "\t" src }' "$T/in" > "$T/send"
+connect || {
+  printf 'err\t-\t0\tssh to the head failed: %s\n' "$(tail -n 3 "$T/connect.err" | tr '\n\t' '  ')"; exit 1; }
 exec 3< <(send < "$T/send" 2>"$T/sender.err")
 if python3 -c 'import sys; sys.exit(sys.version_info < (3, 7))' 2>/dev/null; then
   # One process reads, hashes and writes each chunk (copy_receiver.py); the loop below is the
   # same receiver for nodes without Python, at about twice the CPU per byte.
-  python3 -c "$RECEIVER" "$T/sender.err" "$C" "$P" "$JR" "$D" < "$T/in"
+  python3 -c "$RECEIVER" "$T/sender.err" "$C" "$P" "$JR" "$D" "$LINKS" < "$T/in"
   exit
 fi
-fail() { # fail PATH OFFSET WHAT
+fail() { # fail PATH OFFSET WHAT: with the sender's last words
   msg=$(tail -n 3 "$T/sender.err" 2>/dev/null | tr '\n\t' '  ')
   printf 'err\t%s\t%s\t%s%s\n' "$1" "$2" "$3" "${msg:+: $msg}"
   exit 1
 }
+DP=$(pwd -P)
 status=0
 while IFS='	' read -r kind a b c d; do
   case "$kind" in
     file)
       size=$a want=$b path=$c
-      mkdir -p -- "$(dirname -- "$path")" 2>/dev/null || fail "$path" 0 "cannot create $(dirname -- "$path") in $D (not writable by $(id -un)?)"
-      [ -e "$path$P" ] || : > "$path$P"
+      beneath "$path" || refuse "$path" 0 "$WHY"
+      plain "$path" "$P"
       rm -f "$T/sum"
       exec 4> >(hasher > "$T/sum")
       hp=$! ;;
     range)
       off=$a len=$b
       if [ "$c" = keep ]; then
-        dd if="$path$P" bs=4M iflag=skip_bytes,count_bytes skip="$off" count="$len" status=none >&4 || fail "$path" "$off" "cannot read back $path$P"
+        dd if="$NAME$P" bs=4M iflag=nofollow,skip_bytes,count_bytes skip="$off" count="$len" status=none >&4 || fail "$path" "$off" "cannot read back $path$P"
         continue
       fi
-      if [ "$(stat -c %s -- "$path$P")" = "$off" ]; then
-        # In order (the usual case): append, one process fewer on every byte.
-        dd bs=4M iflag=fullblock,count_bytes count="$len" <&3 2>"$E" | tee -a -- "$path$P" >&4 || fail "$path" "$off" "cannot write $path$P"
-      else
-        dd bs=4M iflag=fullblock,count_bytes count="$len" <&3 2>"$E" | tee /dev/fd/4 | dd of="$path$P" bs=4M oflag=seek_bytes seek="$off" conv=notrunc status=none || fail "$path" "$off" "cannot write $path$P"
-      fi
+      dd bs=4M iflag=fullblock,count_bytes count="$len" <&3 2>"$E" | tee /dev/fd/4 |
+        dd of="$NAME$P" bs=4M oflag=seek_bytes,nofollow seek="$off" conv=notrunc status=none 2>"$E.w" || {
+        [ -s "$E.w" ] && refuse "$path" "$off" "cannot write $path$P: $(errof "$E.w")"
+        fail "$path" "$off" "cannot write $path$P"; }
       got=$(tail -n1 "$E" | cut -d' ' -f1)
       [ "$got" = "$len" ] || fail "$path" "$off" "the stream ended after $got of $len bytes"
-      printf '%s %s\n' "$off" "$len" >> "$path$JR"
+      plain "$path" "$JR"
+      printf '%s %s\n' "$off" "$len" | dd of="$NAME$JR" oflag=append,nofollow conv=notrunc status=none 2>"$E.w" ||
+        refuse "$path" "$off" "cannot record the range in $path$JR: $(errof "$E.w")"
       printf 'ok\t%s\t%s\n' "$len" "$path" ;;
     end)
       exec 4>&-
       wait "$hp" 2>/dev/null || :
       for _ in 1 2 3 4 5 6 7 8 9 10; do [ -s "$T/sum" ] && break; sleep 0.1; done
       got=$(cut -c1-64 "$T/sum" 2>/dev/null)
-      have=$(stat -c %s -- "$path$P")
+      have=$(stat -c %s -- "$NAME$P")
       if [ "$got" = "$want" ] && [ "$have" = "$size" ]; then
-        mv -f -- "$path$P" "$path" && rm -f -- "$path$JR"
-        printf '%s\t%s\t%s\t-\t%s\n' "$size" "$(find "$path" -maxdepth 0 -printf '%T@')" "$got" "$path" >> "$C" 2>/dev/null || :
+        # On disk before it has its name, its name on disk before the cache vouches for it.
+        { sync -- "$NAME$P" && mv -fT -- "$NAME$P" "$NAME" && sync -- .; } 2>"$E.w" ||
+          refuse "$path" 0 "cannot put $path in place: $(errof "$E.w")"
+        rm -f -- "$NAME$JR"
+        { printf '%s\t%s\t%s\t-\t%s\n' "$size" "$(find "./$NAME" -maxdepth 0 -printf '%T@')" "$got" "$path" >> "$C" && sync -- "$C"; } 2>/dev/null || :
         printf 'done\t%s\n' "$path"
       else
-        rm -f -- "$path$P" "$path$JR"
+        rm -f -- "$NAME$P" "$NAME$JR"
         printf 'bad\t%s\t%s (%s bytes)\n' "$path" "$got" "$have"
         status=1
       fi ;;
@@ -429,38 +518,51 @@ pub fn finalize(dest: &str) -> String {
     let _ = writeln!(s, "C={}", verify_cache_expr(dest));
     let _ = writeln!(s, "P={}", quote(PARTIAL));
     let _ = writeln!(s, "JR={}", quote(JOURNAL));
+    let _ = writeln!(s, "LINKS={}", quote(LINKS_FIX));
+    s.push_str(BENEATH);
     s.push_str(
         r#"mkdir -p "$D" && cd "$D" || { echo "cannot enter $D" >&2; exit 1; }
+DP=$(pwd -P)
+E=$(mktemp) || exit 1
+trap 'rm -f "$E" "$E.w"' EXIT
 mkdir -p "$(dirname "$C")" 2>/dev/null || :
 status=0
 while IFS='	' read -r kind a b c path; do
+  # A refusal goes to stderr (the caller shows it) and the other entries still go ahead.
+  beneath "$path" || { echo "$WHY" >&2; status=1; continue; }
   case "$kind" in
     file)
-      mkdir -p -- "$(dirname -- "$path")"
-      [ -e "$path$P" ] || : > "$path$P"
+      if [ -L "$NAME$P" ]; then echo "refused $path$P: it is a symbolic link; $LINKS" >&2; status=1; continue; fi
+      dd of="$NAME$P" oflag=nofollow conv=notrunc count=0 status=none </dev/null || { status=1; continue; }
       if [ "$a" = sha256 ]; then
-        got=$(sha256sum < "$path$P" | cut -d' ' -f1)
+        got=$(dd if="$NAME$P" bs=4M iflag=nofollow status=none | sha256sum | cut -d' ' -f1)
       else
-        got=$( { printf 'blob %s\0' "$c"; cat -- "$path$P"; } | sha1sum | cut -d' ' -f1)
+        got=$( { printf 'blob %s\0' "$c"; dd if="$NAME$P" bs=4M iflag=nofollow status=none; } | sha1sum | cut -d' ' -f1)
       fi
-      size=$(stat -c %s -- "$path$P")
+      size=$(stat -c %s -- "$NAME$P")
       if [ "$got" = "$b" ] && [ "$size" = "$c" ]; then
-        mv -f -- "$path$P" "$path" && rm -f -- "$path$JR"
+        # On disk before it has its name, its name on disk before the cache vouches for it.
+        if ! { sync -- "$NAME$P" && mv -fT -- "$NAME$P" "$NAME" && sync -- .; }; then
+          echo "cannot put $path in place" >&2; status=1; continue
+        fi
+        rm -f -- "$NAME$JR"
         sha=$got
-        [ "$a" = sha256 ] || sha=$(sha256sum < "$path" | cut -d' ' -f1)
+        [ "$a" = sha256 ] || sha=$(sha256sum < "$NAME" | cut -d' ' -f1)
         git=-
         [ "$a" = sha256 ] || git=$got
-        printf '%s\t%s\t%s\t%s\t%s\n' "$size" "$(find "$path" -maxdepth 0 -printf '%T@')" "$sha" "$git" "$path" >> "$C" 2>/dev/null || :
+        { printf '%s\t%s\t%s\t%s\t%s\n' "$size" "$(find "./$NAME" -maxdepth 0 -printf '%T@')" "$sha" "$git" "$path" >> "$C" && sync -- "$C"; } 2>/dev/null || :
         printf 'done\t%s\n' "$path"
       else
-        rm -f -- "$path$P" "$path$JR"
+        rm -f -- "$NAME$P" "$NAME$JR"
         printf 'bad\t%s\t%s (%s bytes)\n' "$path" "$got" "$size"
         status=1
       fi ;;
     link)
-      mkdir -p -- "$(dirname -- "$path")" && ln -sfn -- "$a" "$path" || status=1 ;;
+      # -T: an existing folder of that name is an error, never entered.
+      ln -sfnT -- "$a" "$NAME" || status=1 ;;
     text)
-      mkdir -p -- "$(dirname -- "$path")" && printf '%s' "$a" > "$path" || status=1 ;;
+      # Replaced, never written through: a link of that name is removed first.
+      { rm -f -- "$NAME" && printf '%s' "$a" | dd of="$NAME" conv=excl oflag=nofollow status=none; } || status=1 ;;
   esac
 done
 exit $status
@@ -727,5 +829,379 @@ mod tests {
         );
         assert!(s.contains("-H @\"$H\""));
         assert!(!s.contains("Bearer"));
+    }
+
+    /// Runs `script` with bash (PATH `path`, the hash cache under `cache`, more variables in
+    /// `env`) on `input`; returns its stdout, its stderr and whether it succeeded.
+    fn run_script(
+        script: &str,
+        path: &str,
+        cache: &std::path::Path,
+        env: &[(&str, &str)],
+        input: &str,
+    ) -> (String, String, bool) {
+        let mut child = std::process::Command::new("/bin/bash")
+            .args(["-c", script])
+            .env("PATH", path)
+            .env("XDG_CACHE_HOME", cache)
+            .envs(env.iter().copied())
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        use std::io::Write as _;
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(input.as_bytes()).unwrap();
+        drop(stdin);
+        let out = child.wait_with_output().unwrap();
+        (
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+            out.status.success(),
+        )
+    }
+
+    /// One file `path` of `bytes`, every byte still to send.
+    fn whole(path: &str, bytes: &[u8]) -> FetchFile {
+        FetchFile {
+            path: path.into(),
+            source: "w.bin".into(),
+            size: bytes.len() as u64,
+            check: ContentHash::Sha256(sha256_hex(bytes)),
+            ranges: vec![Range {
+                offset: 0,
+                len: bytes.len() as u64,
+            }],
+            resumed: 0,
+        }
+    }
+
+    /// What a planted link or foreign file in the model folder does to each writer.
+    enum Plant {
+        /// `<path>.sl-partial -> victim` (an existing file).
+        PartialToVictim,
+        /// `<path>.sl-partial -> <a file that does not exist yet>`.
+        PartialToNothing,
+        /// `<path>.sl-ranges -> victim`.
+        JournalToVictim,
+        /// `sub -> a folder outside` for the path `sub/w.bin`.
+        FolderOutside,
+        /// `<path>.sl-partial` is another name of the victim.
+        SecondName,
+    }
+
+    #[test]
+    fn a_link_planted_in_the_model_folder_is_never_written_through_by_either_receiver_or_the_fetch()
+    {
+        let src = tempfile::tempdir().unwrap();
+        let data: Vec<u8> = (0..200_000u32).map(|i| (i * 13) as u8).collect();
+        std::fs::write(src.path().join("w.bin"), &data).unwrap();
+        let no_python = tempfile::tempdir().unwrap();
+        let shell_path = path_without_python(no_python.path());
+        let python_path = std::env::var("PATH").unwrap();
+        let source = Source::Local {
+            root: src.path().display().to_string(),
+        };
+        let cases = [
+            (
+                Plant::PartialToVictim,
+                "w.bin",
+                "refused w.bin.sl-partial: it is a symbolic link",
+            ),
+            (
+                Plant::PartialToNothing,
+                "w.bin",
+                "refused w.bin.sl-partial: it is a symbolic link",
+            ),
+            (
+                Plant::JournalToVictim,
+                "w.bin",
+                "refused w.bin.sl-ranges: it is a symbolic link",
+            ),
+            (Plant::FolderOutside, "sub/w.bin", "refused sub in "),
+            (
+                Plant::SecondName,
+                "w.bin",
+                "refused w.bin.sl-partial: it is a file with 2 names",
+            ),
+        ];
+        for (plant, path, said) in cases {
+            for writer in ["python receiver", "shell receiver", "fetch"] {
+                let dest = tempfile::tempdir().unwrap();
+                let outside = tempfile::tempdir_in(dest.path()).unwrap();
+                let model = dest.path().join("model");
+                std::fs::create_dir(&model).unwrap();
+                let victim = outside.path().join("victim");
+                std::fs::write(&victim, b"precious").unwrap();
+                let missing = outside.path().join("not-yet");
+                match plant {
+                    Plant::PartialToVictim => {
+                        std::os::unix::fs::symlink(&victim, model.join("w.bin.sl-partial"))
+                    }
+                    Plant::PartialToNothing => {
+                        std::os::unix::fs::symlink(&missing, model.join("w.bin.sl-partial"))
+                    }
+                    Plant::JournalToVictim => {
+                        std::os::unix::fs::symlink(&victim, model.join("w.bin.sl-ranges"))
+                    }
+                    Plant::FolderOutside => {
+                        std::os::unix::fs::symlink(outside.path(), model.join("sub"))
+                    }
+                    Plant::SecondName => {
+                        std::fs::hard_link(&victim, model.join("w.bin.sl-partial"))
+                    }
+                }
+                .unwrap();
+                let dir = model.display().to_string();
+                let (script, input, path_var) = match writer {
+                    "fetch" => (
+                        fetch_stream(&dir, &source),
+                        stream_input(
+                            None,
+                            &[Task {
+                                path: path.into(),
+                                source: "w.bin".into(),
+                                range: Range {
+                                    offset: 0,
+                                    len: data.len() as u64,
+                                },
+                            }],
+                        ),
+                        &python_path,
+                    ),
+                    receiver => (
+                        copy_stream(&dir, &source),
+                        copy_input(&[whole(path, &data)]),
+                        if receiver == "python receiver" {
+                            &python_path
+                        } else {
+                            &shell_path
+                        },
+                    ),
+                };
+                let (out, err, ok) =
+                    run_script(&script, path_var, &dest.path().join(".cache"), &[], &input);
+                let case = format!("{writer}, {path}: {out}{err}");
+                assert!(!ok, "{case}");
+                assert!(
+                    out.starts_with(&format!("err\t{path}\t0\t{said}")),
+                    "{case}"
+                );
+                assert!(out.contains(LINKS_FIX), "{case}");
+                assert!(!err.contains("Traceback"), "{case}");
+                assert_eq!(std::fs::read(&victim).unwrap(), b"precious", "{case}");
+                assert!(!missing.exists(), "{case}");
+                let beside: Vec<_> = std::fs::read_dir(outside.path())
+                    .unwrap()
+                    .flatten()
+                    .map(|e| e.file_name())
+                    .collect();
+                assert_eq!(beside, vec![std::ffi::OsString::from("victim")], "{case}");
+                assert!(!model.join(path).exists(), "{case}");
+            }
+        }
+    }
+
+    #[test]
+    fn finalizing_never_writes_through_a_link_planted_in_the_model_folder() {
+        let dest = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let victim = outside.path().join("victim");
+        std::fs::write(&victim, b"precious").unwrap();
+        let model = dest.path().join("model");
+        std::fs::create_dir_all(model.join("refs")).unwrap();
+        std::os::unix::fs::symlink(&victim, model.join("w.bin.sl-partial")).unwrap();
+        std::os::unix::fs::symlink(&victim, model.join("refs/main")).unwrap();
+        std::os::unix::fs::symlink(outside.path(), model.join("snapshots")).unwrap();
+        let plan = StagePlan {
+            fetch: vec![whole("w.bin", b"precious")],
+            links: [("snapshots/abc/w.bin".into(), "../../w.bin".into())].into(),
+            texts: [("refs/main".into(), "abc".into())].into(),
+            ..StagePlan::default()
+        };
+        let (out, err, ok) = run_script(
+            &finalize(&model.display().to_string()),
+            &std::env::var("PATH").unwrap(),
+            &dest.path().join(".cache"),
+            &[],
+            &finalize_input(&plan),
+        );
+        assert!(!ok, "{out}{err}");
+        assert!(
+            err.contains("refused w.bin.sl-partial: it is a symbolic link"),
+            "{err}"
+        );
+        assert!(err.contains("refused snapshots in "), "{err}");
+        assert_eq!(std::fs::read(&victim).unwrap(), b"precious");
+        assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 1);
+        // The text replaced the link, it did not write through it.
+        assert_eq!(
+            std::fs::read_to_string(model.join("refs/main")).unwrap(),
+            "abc"
+        );
+        assert!(!model.join("refs/main").is_symlink());
+    }
+
+    /// A folder of shims that record, in `$SL_TRACE`, every `sync` (with the paths it was
+    /// given, resolved) and `mv` (its last two arguments) the scripts run, then run the real
+    /// programs; and a `sitecustomize` that does the same for Python's `os.fsync` and
+    /// `os.replace`.
+    fn tracing_shims(dir: &std::path::Path) {
+        let real = |p: &str| {
+            let out = std::process::Command::new("sh")
+                .args(["-c", &format!("command -v {p}")])
+                .output()
+                .unwrap();
+            String::from_utf8_lossy(&out.stdout).trim().to_string()
+        };
+        let shims = [
+            (
+                "sync",
+                format!(
+                    "#!/bin/bash\nfor a; do case \"$a\" in -*) ;; *) echo \"fsync $(readlink -f -- \"$a\")\" ;; esac; done >> \"$SL_TRACE\"\nexec {} \"$@\"\n",
+                    real("sync")
+                ),
+            ),
+            (
+                "mv",
+                format!(
+                    "#!/bin/bash\necho \"rename ${{@: -2:1}} ${{@: -1}}\" >> \"$SL_TRACE\"\nexec {} \"$@\"\n",
+                    real("mv")
+                ),
+            ),
+            (
+                "sitecustomize.py",
+                r#"import os
+_fsync, _replace = os.fsync, os.replace
+def _log(line):
+    with open(os.environ["SL_TRACE"], "a") as f:
+        f.write(line + "\n")
+def fsync(fd):
+    _log("fsync " + os.readlink(f"/proc/self/fd/{fd}"))
+    return _fsync(fd)
+def replace(a, b, **kw):
+    _log(f"rename {a} {b}")
+    return _replace(a, b, **kw)
+os.fsync, os.replace = fsync, replace
+"#
+                .to_string(),
+            ),
+        ];
+        for (name, text) in shims {
+            std::fs::write(dir.join(name), text).unwrap();
+            use std::os::unix::fs::PermissionsExt as _;
+            std::fs::set_permissions(dir.join(name), std::fs::Permissions::from_mode(0o755))
+                .unwrap();
+        }
+    }
+
+    #[test]
+    fn a_finished_file_is_on_disk_before_its_rename_and_its_name_before_the_hash_cache_line() {
+        // What is proven: the order of the calls the receivers make (fsync of the file, the
+        // rename, fsync of its folder, then the cache line and its fsync), traced through
+        // shims of `sync`, `mv` and Python's `os`; not what a disk keeps across a power loss.
+        let src = tempfile::tempdir().unwrap();
+        let data: Vec<u8> = (0..300_000u32).map(|i| (i * 7) as u8).collect();
+        std::fs::write(src.path().join("w.bin"), &data).unwrap();
+        let shims = tempfile::tempdir().unwrap();
+        tracing_shims(shims.path());
+        let no_python = tempfile::tempdir().unwrap();
+        let shell_path = format!(
+            "{}:{}",
+            shims.path().display(),
+            path_without_python(no_python.path())
+        );
+        let python_path = format!(
+            "{}:{}",
+            shims.path().display(),
+            std::env::var("PATH").unwrap()
+        );
+        let source = Source::Local {
+            root: src.path().display().to_string(),
+        };
+        for (writer, path) in [("python", &python_path), ("shell", &shell_path)] {
+            let dest = tempfile::tempdir().unwrap();
+            let model = dest.path().join("model");
+            let trace = dest.path().join("trace");
+            let cache = dest.path().join(".cache");
+            let (out, err, ok) = run_script(
+                &copy_stream(&model.display().to_string(), &source),
+                path,
+                &cache,
+                &[
+                    ("SL_TRACE", trace.to_str().unwrap()),
+                    ("PYTHONPATH", shims.path().to_str().unwrap()),
+                ],
+                &copy_input(&[whole("w.bin", &data)]),
+            );
+            assert!(ok, "{writer}: {out}{err}");
+            assert_eq!(out, "ok\t300000\tw.bin\ndone\tw.bin\n", "{writer}: {err}");
+            let model = model.canonicalize().unwrap();
+            let cache_file = std::fs::read_dir(cache.join("spark-launch/verified"))
+                .unwrap()
+                .flatten()
+                .next()
+                .unwrap()
+                .path()
+                .canonicalize()
+                .unwrap();
+            assert_eq!(
+                std::fs::read_to_string(&trace).unwrap(),
+                format!(
+                    "fsync {m}/w.bin.sl-partial\nrename w.bin.sl-partial w.bin\nfsync {m}\nfsync {c}\n",
+                    m = model.display(),
+                    c = cache_file.display()
+                ),
+                "{writer}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_full_disk_while_journaling_a_range_is_an_err_line_from_either_receiver() {
+        // A real 1 MiB tmpfs (root: a private mount namespace of the script's own, gone with
+        // it): the file's 1 MiB fills it exactly, so the journal's first line is what finds
+        // the disk full.
+        let src = tempfile::tempdir().unwrap();
+        let data: Vec<u8> = (0..1024 * 1024u32).map(|i| (i * 5 + i / 7) as u8).collect();
+        std::fs::write(src.path().join("w.bin"), &data).unwrap();
+        let no_python = tempfile::tempdir().unwrap();
+        let shell_path = path_without_python(no_python.path());
+        let python_path = std::env::var("PATH").unwrap();
+        assert!(
+            nix::unistd::geteuid().is_root(),
+            "this test mounts a tmpfs: run it as root (scripts/test-all does)"
+        );
+        for (writer, path) in [("python", &python_path), ("shell", &shell_path)] {
+            let dest = tempfile::tempdir().unwrap();
+            let model = dest.path().join("model");
+            std::fs::create_dir(&model).unwrap();
+            let script = copy_stream(
+                &model.display().to_string(),
+                &Source::Local {
+                    root: src.path().display().to_string(),
+                },
+            );
+            let mounted = format!(
+                "mount -t tmpfs -o size=1m sl-enospc {} || exit 97\nexec /bin/bash -c {}",
+                quote(&model.display().to_string()),
+                quote(&script)
+            );
+            let unshare = format!("exec unshare --mount /bin/bash -c {}", quote(&mounted));
+            let (out, err, _) = run_script(
+                &unshare,
+                path,
+                &dest.path().join(".cache"),
+                &[],
+                &copy_input(&[whole("w.bin", &data)]),
+            );
+            assert_eq!(
+                out,
+                "err\tw.bin\t0\tcannot record the range in w.bin.sl-ranges: No space left on device\n",
+                "{writer}: {err}"
+            );
+            assert!(!err.contains("Traceback"), "{writer}: {err}");
+        }
     }
 }

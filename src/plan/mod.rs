@@ -7,7 +7,12 @@ pub mod job;
 pub mod layers;
 pub mod secret;
 pub mod spec;
+pub mod step;
 
 pub use image::{ImageFacts, PushAction, TargetFacts, push_actions};
-pub use job::{JobPlan, Launch, NodePlan, NodePorts, ProcessSpec, RayMember, RuntimeKind, Step};
+pub use job::{JobPlan, Launch, NodePlan, ProcessSpec, RuntimeKind};
 pub use spec::{ContainerSpec, Gpus, JobName, Ulimit};
+pub use step::{
+    CheckNccl, CheckPorts, CheckReachable, EnsureImage, Exec, NodePorts, RayMember, StageModel,
+    StageNccl, Start, Step, StepPayload, Stop, WaitExit, WaitHttp, WaitRay, WaitServing, WriteFile,
+};

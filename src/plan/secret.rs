@@ -106,8 +106,8 @@ pub fn mark(job: &mut super::JobPlan, names: &[String]) {
         });
     }
     for step in &mut job.steps {
-        if let super::Step::Exec { env, .. } = step {
-            envs.push(env);
+        if let super::Step::Exec(exec) = step {
+            envs.push(&mut exec.env);
         }
     }
     for env in envs {

@@ -33,12 +33,15 @@ pub enum ProbeError {
     NotAFolder(String),
     #[error("snapshot {path}: refusing to read {}", .refused.join("; "))]
     Refused { path: String, refused: Vec<String> },
-    #[error("snapshot {path}: {source}")]
-    Read {
-        path: String,
-        #[source]
-        source: ReadError,
-    },
+    /// Said once: the reader's reason is part of this text, not a cause printed again.
+    #[error("snapshot {path}: {problem}")]
+    Read { path: String, problem: ReadError },
+    #[error(
+        "{path} is a folder of snapshots, not one: it holds {}; give each as its own --snapshot NAME=DIR ({})",
+        .nodes.join(", "),
+        .nodes.iter().map(|n| format!("--snapshot {n}={path}/{n}")).collect::<Vec<_>>().join(" ")
+    )]
+    FolderOfSnapshots { path: String, nodes: Vec<String> },
     #[error(transparent)]
     Live(#[from] live::LiveError),
 }
@@ -54,6 +57,12 @@ pub fn read_snapshot_dir(dir: &Path) -> Result<NodeFacts, ProbeError> {
     if !dir.is_dir() {
         return Err(ProbeError::NotAFolder(shown));
     }
+    if !dir.join("hostname").exists() {
+        let nodes = snapshots_inside(dir);
+        if !nodes.is_empty() {
+            return Err(ProbeError::FolderOfSnapshots { path: shown, nodes });
+        }
+    }
     let tree = DirTree::new(dir);
     let facts = read_facts(&tree);
     let refused = tree.refusals();
@@ -63,8 +72,24 @@ pub fn read_snapshot_dir(dir: &Path) -> Result<NodeFacts, ProbeError> {
             refused,
         });
     }
-    facts.map_err(|source| ProbeError::Read {
+    facts.map_err(|problem| ProbeError::Read {
         path: shown,
-        source,
+        problem,
     })
+}
+
+/// The folders directly inside `dir` that are snapshots (they hold a `hostname` file), sorted:
+/// what a user who named the folder of a whole cluster's snapshots meant.
+fn snapshots_inside(dir: &Path) -> Vec<String> {
+    let mut nodes: Vec<String> = std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .flatten()
+                .filter(|e| e.path().join("hostname").is_file())
+                .map(|e| crate::text::printable(&e.file_name().to_string_lossy()).into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    nodes.sort();
+    nodes
 }

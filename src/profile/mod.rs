@@ -23,39 +23,74 @@ use serde::{Deserialize, Serialize};
 
 use crate::bench::compare::Expectations;
 use crate::model::{ModelSource, RepoId, Revision};
-use crate::workload::serve::{EngineKind, Problem};
-use crate::workload::{limits, trtllm, vllm};
+use crate::workload::engines::EngineKind;
+use crate::workload::limits;
+use crate::workload::serve::Problem;
 
-/// Which launcher a profile drives.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum ProfileEngine {
-    Vllm,
-    Trtllm,
+/// What a profile drives: a serving engine (`vllm`, `trtllm`: the seam's names), or
+/// `nccl-test`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProfileKind {
+    Serve(EngineKind),
     NcclTest,
 }
 
-impl ProfileEngine {
+impl ProfileKind {
+    const NCCL_TEST: &'static str = "nccl-test";
+
     pub fn as_str(self) -> &'static str {
         match self {
-            ProfileEngine::Vllm => "vllm",
-            ProfileEngine::Trtllm => "trtllm",
-            ProfileEngine::NcclTest => "nccl-test",
+            ProfileKind::Serve(e) => e.as_str(),
+            ProfileKind::NcclTest => Self::NCCL_TEST,
         }
     }
 
+    /// The serving engine, for a serving profile.
     pub fn serving(self) -> Option<EngineKind> {
         match self {
-            ProfileEngine::Vllm => Some(EngineKind::Vllm),
-            ProfileEngine::Trtllm => Some(EngineKind::Trtllm),
-            ProfileEngine::NcclTest => None,
+            ProfileKind::Serve(e) => Some(e),
+            ProfileKind::NcclTest => None,
         }
+    }
+
+    /// Every kind a profile may name, as written.
+    fn names() -> Vec<&'static str> {
+        let mut names: Vec<&str> = EngineKind::ALL.iter().map(|e| e.as_str()).collect();
+        names.push(Self::NCCL_TEST);
+        names
     }
 }
 
-impl fmt::Display for ProfileEngine {
+impl fmt::Display for ProfileKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for ProfileKind {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for ProfileKind {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        if text == Self::NCCL_TEST {
+            return Ok(ProfileKind::NcclTest);
+        }
+        text.parse::<EngineKind>()
+            .map(ProfileKind::Serve)
+            .map_err(|_| {
+                serde::de::Error::custom(format!(
+                    "unknown variant `{text}`, expected one of {}",
+                    ProfileKind::names()
+                        .iter()
+                        .map(|n| format!("`{n}`"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ))
+            })
     }
 }
 
@@ -111,7 +146,7 @@ pub struct NcclSection {
 pub struct Profile {
     pub name: String,
     pub description: String,
-    pub engine: ProfileEngine,
+    pub engine: ProfileKind,
     pub image: Option<String>,
     pub model: Option<ProfileModel>,
     #[serde(default = "one")]
@@ -377,7 +412,7 @@ fn field_type_errors(text: &str) -> Vec<(String, String)> {
         let Some(key) = k.as_str() else { continue };
         let result = match key {
             "name" | "description" => check::<String>(v),
-            "engine" => check::<ProfileEngine>(v),
+            "engine" => check::<ProfileKind>(v),
             "image" => check::<Option<String>>(v),
             "model" => check::<Option<ProfileModel>>(v),
             "tp" | "pp" | "nodes" | "gpus_per_node" => check::<u32>(v),
@@ -469,8 +504,61 @@ fn as_text(v: yaml_serde::Value) -> yaml_serde::Value {
 
 /// Semantic checks: `(field path, message)` for every problem.
 pub fn validate(p: &Profile, stem: Option<&str>) -> Vec<(String, String)> {
-    let mut out = Vec::new();
-    let mut push = |f: &str, m: String| out.push((f.to_string(), m));
+    let mut out = Problems::default();
+    check_name(p, stem, &mut out);
+    if let Some(image) = &p.image
+        && let Err(e) = crate::plan::spec::check_image(image)
+    {
+        out.push("image", e);
+    }
+    if p.description.trim().is_empty() {
+        out.push(
+            "description",
+            "say in one line what this profile shows".into(),
+        );
+    }
+    check_shape(p, &mut out);
+    if let Some(m) = p.memory_gib
+        && !(m > 0.0 && m.is_finite())
+    {
+        out.push("memory_gib", format!("{m} is not a positive number of GiB"));
+    }
+    check_model(p, &mut out);
+    check_sections(p, &mut out);
+    for k in p.env.keys() {
+        let ok = k.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+            && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !ok {
+            out.push(&format!("env.{k}"), "is not a valid variable name".into());
+        }
+    }
+    let ports = [
+        ("ports.api", p.ports.api),
+        ("ports.rendezvous", p.ports.rendezvous),
+        ("ports.ray", p.ports.ray),
+        ("ports.ssh", p.ports.ssh),
+    ];
+    for (f, v) in ports {
+        if v == Some(0) {
+            out.push(f, "0 is not a port".into());
+        }
+    }
+    check_engine_args(p, &mut out);
+    check_expect_and_ops(p, &mut out);
+    out.0
+}
+
+/// `(field path, message)` pairs, in the order found.
+#[derive(Default)]
+struct Problems(Vec<(String, String)>);
+
+impl Problems {
+    fn push(&mut self, field: &str, message: String) {
+        self.0.push((field.to_string(), message));
+    }
+}
+
+fn check_name(p: &Profile, stem: Option<&str>, out: &mut Problems) {
     let name_ok = !p.name.is_empty()
         && p.name.len() <= 40
         && p.name.starts_with(|c: char| c.is_ascii_lowercase())
@@ -478,7 +566,7 @@ pub fn validate(p: &Profile, stem: Option<&str>) -> Vec<(String, String)> {
             .chars()
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
     if !name_ok {
-        push(
+        out.push(
             "name",
             format!(
                 "{:?} must be lowercase letters, digits and '-', starting with a letter, at most 40 characters (it names the job)",
@@ -489,7 +577,7 @@ pub fn validate(p: &Profile, stem: Option<&str>) -> Vec<(String, String)> {
     if let Some(stem) = stem
         && stem != p.name
     {
-        push(
+        out.push(
             "name",
             format!(
                 "{:?} differs from the file name {stem}.yaml; make them equal",
@@ -497,17 +585,10 @@ pub fn validate(p: &Profile, stem: Option<&str>) -> Vec<(String, String)> {
             ),
         );
     }
-    if let Some(image) = &p.image
-        && let Err(e) = crate::plan::spec::check_image(image)
-    {
-        push("image", e);
-    }
-    if p.description.trim().is_empty() {
-        push(
-            "description",
-            "say in one line what this profile shows".into(),
-        );
-    }
+}
+
+/// The counts within their limits, and a serving shape that fills its nodes exactly.
+fn check_shape(p: &Profile, out: &mut Problems) {
     let counts = [
         ("tp", p.tp, limits::MAX_TP),
         ("pp", p.pp, limits::MAX_PP),
@@ -518,19 +599,19 @@ pub fn validate(p: &Profile, stem: Option<&str>) -> Vec<(String, String)> {
     for (field, value, max) in counts {
         if let Err(e) = limits::count(field, u64::from(value), u64::from(max)) {
             counts_ok = false;
-            push(
+            out.push(
                 field,
                 e.trim_start_matches(&format!("{field} {value}: "))
                     .to_string(),
             );
         }
     }
-    if p.engine != ProfileEngine::NcclTest && counts_ok {
+    if p.engine.serving().is_some() && counts_ok {
         // Both products fit a u64 (u32 × u32): compared, never wrapped.
         let world = u64::from(p.tp) * u64::from(p.pp);
         let have = u64::from(p.nodes) * u64::from(p.gpus_per_node);
         if world != have {
-            push(
+            out.push(
                 "tp",
                 format!(
                     "tp × pp = {} × {} = {world} GPUs, but nodes × gpus_per_node = {} × {} = {have}; make them equal",
@@ -539,62 +620,104 @@ pub fn validate(p: &Profile, stem: Option<&str>) -> Vec<(String, String)> {
             );
         }
     }
-    if let Some(m) = p.memory_gib
-        && !(m > 0.0 && m.is_finite())
-    {
-        push("memory_gib", format!("{m} is not a positive number of GiB"));
+}
+
+/// A serving profile names its model once (a Hub repo or a folder), an nccl-test one none.
+fn check_model(p: &Profile, out: &mut Problems) {
+    let serving = p.engine.serving().is_some();
+    let Some(m) = &p.model else {
+        if serving {
+            out.push(
+                "engine",
+                format!(
+                    "a {} profile needs a model (model: {{id: ORG/NAME, revision: main}})",
+                    p.engine
+                ),
+            );
+        }
+        return;
+    };
+    if !serving {
+        out.push("model", "nccl-test profiles run no model; remove it".into());
+        return;
     }
-    match (p.engine, &p.model) {
-        (ProfileEngine::NcclTest, Some(_)) => push("model", "nccl-test profiles run no model; remove it".into()),
-        (ProfileEngine::Vllm | ProfileEngine::Trtllm, None) => push("engine", format!("a {} profile needs a model (model: {{id: ORG/NAME, revision: main}})", p.engine)),
-        (_, Some(m)) => match (&m.id, &m.path) {
-            (Some(id), None) => {
-                if let Err(e) = RepoId::new(id.clone()) {
-                    push("model.id", e.to_string());
-                }
-                if let Some(r) = &m.revision
-                    && let Err(e) = Revision::new(r.clone())
-                {
-                    push("model.revision", e.to_string());
-                }
+    match (&m.id, &m.path) {
+        (Some(id), None) => {
+            if let Err(e) = RepoId::new(id.clone()) {
+                out.push("model.id", e.to_string());
             }
-            (None, Some(path)) => {
-                if let Err(e) = ModelSource::parse(path, None) {
-                    push("model.path", e.to_string());
-                }
-                if m.revision.is_some() {
-                    push("model.revision", "applies to Hub models (model.id), not to a folder".into());
-                }
+            if let Some(r) = &m.revision
+                && let Err(e) = Revision::new(r.clone())
+            {
+                out.push("model.revision", e.to_string());
             }
-            (Some(_), Some(_)) => push("model", "give either id (a Hub repo) or path (a folder on the head), not both".into()),
-            (None, None) => push("model", "give id (a Hub repo, e.g. Qwen/Qwen2.5-0.5B-Instruct) or path (a folder on the head)".into()),
-        },
-        (ProfileEngine::NcclTest, None) => {}
+        }
+        (None, Some(path)) => {
+            if let Err(e) = ModelSource::parse(path, None) {
+                out.push("model.path", e.to_string());
+            }
+            if m.revision.is_some() {
+                out.push(
+                    "model.revision",
+                    "applies to Hub models (model.id), not to a folder".into(),
+                );
+            }
+        }
+        (Some(_), Some(_)) => out.push(
+            "model",
+            "give either id (a Hub repo) or path (a folder on the head), not both".into(),
+        ),
+        (None, None) => out.push(
+            "model",
+            "give id (a Hub repo, e.g. Qwen/Qwen2.5-0.5B-Instruct) or path (a folder on the head)"
+                .into(),
+        ),
     }
-    if p.ray && p.engine != ProfileEngine::Vllm {
-        push("ray", "only vLLM profiles can use Ray".into());
-    }
-    if p.trtllm.is_some() && p.engine != ProfileEngine::Trtllm {
-        push(
-            "trtllm",
-            format!(
-                "this section is for trtllm profiles; this one runs {}",
-                p.engine
-            ),
+}
+
+/// Knobs only some kinds take: Ray (engines that can run over it), an engine's own section
+/// (`trtllm:`), `nccl_from` (serving), `nccl_test:` (nccl-test).
+fn check_sections(p: &Profile, out: &mut Problems) {
+    let engine = p.engine.serving().map(|e| e.engine());
+    if p.ray && !engine.is_some_and(|e| e.ray()) {
+        let with_ray: Vec<&str> = EngineKind::ALL
+            .iter()
+            .map(|e| e.engine())
+            .filter(|e| e.ray())
+            .map(|e| e.title())
+            .collect();
+        out.push(
+            "ray",
+            format!("only {} profiles can use Ray", with_ray.join(" or ")),
         );
     }
-    if let Some(f) = &p.nccl_from {
-        if p.engine == ProfileEngine::NcclTest {
-            push(
-                "nccl_from",
-                "only serving profiles (vllm, trtllm) take it: nccl-test runs the NCCL its image was built with (`spark-launch nccl-build --nccl-ref REF`)".into(),
+    let sections = [("trtllm", p.trtllm.is_some())];
+    for (section, given) in sections {
+        if given && engine.and_then(|e| e.profile_section()) != Some(section) {
+            out.push(
+                section,
+                format!(
+                    "this section is for {section} profiles; this one runs {}",
+                    p.engine
+                ),
             );
-        } else if let Err(e) = f.parse::<crate::workload::nccl_lib::NcclFrom>() {
-            push("nccl_from", e);
         }
     }
-    if p.nccl_test.is_some() && p.engine != ProfileEngine::NcclTest {
-        push(
+    if let Some(f) = &p.nccl_from {
+        if engine.is_none() {
+            out.push(
+                "nccl_from",
+                format!(
+                    "only serving profiles ({}) take it: nccl-test runs the NCCL its image was built with (`spark-launch nccl-build --nccl-ref REF`)",
+                    EngineKind::ALL.map(|e| e.as_str()).join(", ")
+                ),
+            );
+        } else if let Err(e) = f.parse::<crate::workload::nccl_lib::NcclFrom>() {
+            out.push("nccl_from", e);
+        }
+    }
+    if p.nccl_test.is_some() && engine.is_some() {
+        out.push(
             "nccl_test",
             format!(
                 "this section is for nccl-test profiles; this one runs {}",
@@ -606,39 +729,20 @@ pub fn validate(p: &Profile, stem: Option<&str>) -> Vec<(String, String)> {
         && let Some(f) = t.kv_cache_fraction
         && !(f > 0.0 && f <= 1.0)
     {
-        push("trtllm.kv_cache_fraction", format!("{f} is outside (0, 1]"));
+        out.push("trtllm.kv_cache_fraction", format!("{f} is outside (0, 1]"));
     }
-    for k in p.env.keys() {
-        let ok = k.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
-            && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-        if !ok {
-            push(&format!("env.{k}"), "is not a valid variable name".into());
-        }
-    }
-    let ports = [
-        ("ports.api", p.ports.api),
-        ("ports.rendezvous", p.ports.rendezvous),
-        ("ports.ray", p.ports.ray),
-        ("ports.ssh", p.ports.ssh),
-    ];
-    for (f, v) in ports {
-        if v == Some(0) {
-            push(f, "0 is not a port".into());
-        }
-    }
-    let reserved = match p.engine {
-        ProfileEngine::Vllm => vllm::reserved_args(&p.engine_args),
-        ProfileEngine::Trtllm => trtllm::reserved_args(&p.engine_args),
-        ProfileEngine::NcclTest => {
-            if p.engine_args.is_empty() {
-                Vec::new()
-            } else {
-                vec![Problem {
-                    problem: "nccl-test profiles take no engine_args".into(),
-                    fix: "use the nccl_test section".into(),
-                }]
-            }
-        }
+}
+
+/// Extra arguments the engine's seam refuses (flags spark-launch sets itself), each at its
+/// index; nccl-test profiles take none.
+fn check_engine_args(p: &Profile, out: &mut Problems) {
+    let reserved = match p.engine.serving() {
+        Some(e) => e.engine().reserved_args(&p.engine_args),
+        None if p.engine_args.is_empty() => Vec::new(),
+        None => vec![Problem {
+            problem: "nccl-test profiles take no engine_args".into(),
+            fix: "use the nccl_test section".into(),
+        }],
     };
     for problem in reserved {
         let idx = p
@@ -646,35 +750,37 @@ pub fn validate(p: &Profile, stem: Option<&str>) -> Vec<(String, String)> {
             .iter()
             .position(|a| problem.problem.contains(a.as_str()))
             .unwrap_or(0);
-        push(
+        out.push(
             &format!("engine_args[{idx}]"),
             format!("{}; {}", problem.problem, problem.fix),
         );
     }
+}
+
+/// Expected figures (serving profiles only) and nccl-tests operation names.
+fn check_expect_and_ops(p: &Profile, out: &mut Problems) {
+    let serving = p.engine.serving().is_some();
     if let Some(e) = &p.expect {
-        if p.engine == ProfileEngine::NcclTest {
-            push(
+        if !serving {
+            out.push(
                 "expect",
                 "holds serving figures for `spark-launch bench`; an nccl-test profile serves nothing".into(),
             );
         }
         for (field, message) in e.validate() {
-            push(&format!("expect.{field}"), message);
+            out.push(&format!("expect.{field}"), message);
         }
     }
-    if p.engine == ProfileEngine::NcclTest
-        && let Some(n) = &p.nccl_test
-    {
+    if !serving && let Some(n) = &p.nccl_test {
         for (i, op) in n.ops.iter().enumerate() {
             if op.is_empty() || !op.chars().all(|c| c.is_ascii_lowercase() || c == '_') {
-                push(
+                out.push(
                     &format!("nccl_test.ops[{i}]"),
                     format!("{op:?} is not an nccl-tests operation (all_gather, all_reduce, ...)"),
                 );
             }
         }
     }
-    out
 }
 
 impl Profile {

@@ -7,15 +7,12 @@ use super::Profile;
 use crate::plan::JobName;
 use crate::plan::spec::EnvVar;
 use crate::workload::endpoint::{ApiKeyAsk, Bind};
-use crate::workload::launch::{LaunchRequest, NcclTestRequest, ServeEngine, ServeRequest};
+use crate::workload::engines::EngineOptions;
+use crate::workload::launch::{LaunchRequest, NcclTestRequest, ServeRequest};
 use crate::workload::nccl_lib::NcclFrom;
 use crate::workload::nccl_test::{NcclOp, NcclTestOptions, parse_bytes};
 use crate::workload::run::ContainerOverrides;
-use crate::workload::serve::{
-    DEFAULT_READY_TIMEOUT_S, EngineKind, ServeOptions, TRTLLM_IMAGE, VLLM_IMAGE,
-};
-use crate::workload::trtllm::{self, LlmApiOptions, TrtllmOptions};
-use crate::workload::vllm::{self, VllmMode, VllmOptions};
+use crate::workload::serve::ServeOptions;
 
 /// What the launching flags set over a profile (or over a `vllm`/`trtllm` command line).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -84,79 +81,36 @@ impl Profile {
         let model = self
             .model_source()
             .ok_or_else(|| err("model", "a serving profile needs a model".into()))?;
-        let (default_image, default_port) = match engine {
-            EngineKind::Vllm => (VLLM_IMAGE, vllm::DEFAULT_PORT),
-            EngineKind::Trtllm => (TRTLLM_IMAGE, trtllm::DEFAULT_PORT),
-        };
-        let serve = ServeOptions {
-            job,
-            model,
-            image: self
-                .image
-                .clone()
-                .unwrap_or_else(|| default_image.to_string()),
-            port: self.ports.api.unwrap_or(default_port),
-            tp: self.tp,
-            pp: self.pp,
-            // The profile's shape holds: its gpus_per_node, not the drivers' count.
-            gpus_per_node: self.gpus_per_node,
-            engine_args: self.engine_args.clone(),
-            env,
-            paths: BTreeMap::new(),
-            ulimits: o.container.ulimits.clone(),
-            gpus: o.container.gpus,
-            ready_timeout_s: o
-                .ready_timeout_s
-                .or(self.ready_timeout_s)
-                .unwrap_or(DEFAULT_READY_TIMEOUT_S),
-            stage_model: !o.no_stage,
-            allow_tcp: o.allow_tcp,
-            bind: match (o.bind, &self.bind) {
-                (Some(b), _) => b,
-                (None, Some(text)) => text.parse().map_err(|e| err("bind", e))?,
-                (None, None) => Bind::All,
-            },
-            api_key: None,
+        // The engine's defaults (`ServeOptions::new`), then the profile's fields, then `o`.
+        let mut serve = ServeOptions::new(engine, job, model);
+        if let Some(image) = &self.image {
+            serve.image = image.clone();
+        }
+        if let Some(port) = self.ports.api {
+            serve.port = port;
+        }
+        if let Some(t) = o.ready_timeout_s.or(self.ready_timeout_s) {
+            serve.ready_timeout_s = t;
+        }
+        serve.tp = self.tp;
+        serve.pp = self.pp;
+        // The profile's shape holds: its gpus_per_node, not the drivers' count.
+        serve.gpus_per_node = self.gpus_per_node;
+        serve.engine_args = self.engine_args.clone();
+        serve.env = env;
+        serve.ulimits = o.container.ulimits.clone();
+        serve.gpus = o.container.gpus;
+        serve.stage_model = !o.no_stage;
+        serve.allow_tcp = o.allow_tcp;
+        serve.bind = match (o.bind, &self.bind) {
+            (Some(b), _) => b,
+            (None, Some(text)) => text.parse().map_err(|e| err("bind", e))?,
+            (None, None) => Bind::All,
         };
         let api_key = match (&o.api_key, &self.api_key) {
             (Some(k), _) => Some(k.clone()),
             (None, Some(text)) => Some(profile_key(text).map_err(|e| err("api_key", e))?),
             (None, None) => None,
-        };
-        let engine = match engine {
-            EngineKind::Vllm => ServeEngine::Vllm(VllmOptions {
-                serve,
-                mode: if self.ray {
-                    VllmMode::Ray {
-                        ray_port: self.ports.ray.unwrap_or(vllm::DEFAULT_RAY_PORT),
-                    }
-                } else {
-                    VllmMode::Native {
-                        master_port: self.ports.rendezvous.unwrap_or(vllm::DEFAULT_MASTER_PORT),
-                    }
-                },
-            }),
-            EngineKind::Trtllm => {
-                let t = self.trtllm.clone().unwrap_or_default();
-                let mut llm_api = LlmApiOptions::default();
-                if let Some(f) = t.kv_cache_fraction {
-                    llm_api.kv_cache_free_gpu_memory_fraction = f;
-                }
-                if let Some(c) = t.cuda_graph_padding {
-                    llm_api.cuda_graph_padding = c;
-                }
-                if let Some(d) = t.disable_overlap_scheduler {
-                    llm_api.disable_overlap_scheduler = d;
-                }
-                llm_api.extra = t.options.clone();
-                ServeEngine::Trtllm(TrtllmOptions {
-                    serve,
-                    ssh_port: self.ports.ssh.unwrap_or(trtllm::DEFAULT_SSH_PORT),
-                    llm_api,
-                    max_batch_size: t.max_batch_size,
-                    max_num_tokens: t.max_num_tokens,
-                })
-            }
         };
         let nccl_from = match (&o.nccl_from, &self.nccl_from) {
             (Some(f), _) => Some(f.clone()),
@@ -165,12 +119,32 @@ impl Profile {
         };
         Ok(LaunchRequest::Serve(Box::new(ServeRequest {
             engine,
+            serve,
+            tuning: self.tuning(),
             gpus_per_node_given: true,
             hf_home: o.hf_home.clone(),
             nccl_from,
             allow_old_nccl: o.allow_old_nccl,
             api_key,
         })))
+    }
+
+    /// What the profile asks of its engine: Ray, the ports, its `trtllm:` section. Each engine
+    /// reads what it has a use for; validation refused knobs of another engine.
+    fn tuning(&self) -> EngineOptions {
+        let t = self.trtllm.clone().unwrap_or_default();
+        EngineOptions {
+            ray: self.ray,
+            rendezvous_port: self.ports.rendezvous,
+            ray_port: self.ports.ray,
+            ssh_port: self.ports.ssh,
+            memory_fraction: t.kv_cache_fraction,
+            cuda_graph_padding: t.cuda_graph_padding,
+            disable_overlap_scheduler: t.disable_overlap_scheduler,
+            max_batch_size: t.max_batch_size,
+            max_num_tokens: t.max_num_tokens,
+            config: t.options,
+        }
     }
 
     /// An nccl-test profile as `nccl-test`'s request.

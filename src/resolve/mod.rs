@@ -107,7 +107,10 @@ impl Needs {
     }
 }
 
-/// One node of the resolved cluster.
+/// One node of the resolved cluster: its three shapes side by side (STYLE.md): what the user
+/// wrote (`config`), what probe saw (`facts`) and the live link (`target`). Planning reads the
+/// facts through [`ResolvedCluster::inputs`] (derive's `NodeInput`), the one conversion on the
+/// launch path; the executor reads the targets through [`ResolvedCluster::runtime`].
 #[derive(Clone, Debug)]
 pub struct ResolvedNode {
     pub name: NodeName,
@@ -174,12 +177,29 @@ impl ResolvedCluster {
         self.pool.as_ref()
     }
 
-    /// Closes the SSH connections (masters and forwards).
-    pub async fn close(self) {
-        if let Some(pool) = self.pool {
+    /// Runs `work` on the cluster, then closes its SSH connections (masters and forwards)
+    /// whatever `work` returned: an early return or `?` inside it included. The cluster is
+    /// owned here, so nothing can use it after the close. Should the future be dropped before
+    /// it ends (Ctrl-C on a read-only command, a panic), every SSH master still ends: a
+    /// `Session` runs `ssh -O exit` when it is dropped.
+    pub async fn scope<T>(self, work: impl AsyncFnOnce(&ResolvedCluster) -> T) -> T {
+        let out = work(&self).await;
+        if let Some(pool) = &self.pool {
             pool.close().await;
         }
+        out
     }
+}
+
+/// The facts of the selected nodes, head first, with the connections closed again: for the
+/// commands that only plan or record (`env`, `nodes probe`, the fit of `profiles`).
+pub async fn inputs(
+    selection: &Selection,
+    needs: Needs,
+    reporter: &Arc<dyn Reporter>,
+) -> Result<Vec<NodeInput>, ResolveError> {
+    let cluster = resolve(selection, needs, reporter).await?;
+    Ok(cluster.scope(async |c| c.inputs()).await)
 }
 
 /// Why the nodes of a command could not be resolved. [`ResolveError::is_invalid_input`] tells
@@ -346,45 +366,16 @@ pub async fn resolve(
     let mut facts: Vec<(NodeName, Option<NodeFacts>)> =
         pool.names().into_iter().map(|n| (n, None)).collect();
     if needs.facts {
-        let n = facts.len();
-        let step = reporter.step(&format!("probe {n} node{}", if n == 1 { "" } else { "s" }));
-        let local = &local;
-        let pool_ref = &pool;
-        let results = for_each_node(pool.names(), pool.limit, |name| async move {
-            let handle = pool_ref
-                .get(&name)
-                .map_err(|e| ProbeFailure(e.to_string()))?;
-            if handle.is_local() {
-                Ok(local.clone())
-            } else {
-                crate::ssh::probe::probe(handle)
-                    .await
-                    .map_err(|e| ProbeFailure(e.to_string()))
+        match probe_all(&pool, &local, needs.unreachable, reporter).await {
+            Ok((probed, failed)) => {
+                facts = probed;
+                unreachable.extend(failed);
             }
-        })
-        .await;
-        let total = results.len();
-        let mut failed = Vec::new();
-        facts.clear();
-        for (name, r) in results {
-            match r {
-                Ok(f) => facts.push((name, Some(f))),
-                Err(e) => failed.push((name, e)),
+            Err(e) => {
+                pool.close().await;
+                return Err(e);
             }
         }
-        if !failed.is_empty() {
-            match needs.unreachable {
-                Unreachable::Fail => {
-                    step.fail("");
-                    pool.close().await;
-                    return Err(ResolveError::Probe(NodeFailures { total, failed }));
-                }
-                Unreachable::Report => {
-                    unreachable.extend(failed.into_iter().map(|(n, e)| (n, e.to_string())))
-                }
-            }
-        }
-        step.ok();
     }
     // The cluster's order (head first) for both lists.
     let order = |n: &NodeName| configured.iter().position(|c| &c.name == n);
@@ -424,6 +415,52 @@ pub async fn resolve(
         pool: Some(pool),
     })
 }
+
+/// The facts of every node of `pool` (this machine's are `local`, already read), probed at
+/// once. A node that cannot be probed fails them all ([`Unreachable::Fail`]) or is returned
+/// beside the others' facts, with why ([`Unreachable::Report`]).
+async fn probe_all(
+    pool: &Pool,
+    local: &NodeFacts,
+    on_failure: Unreachable,
+    reporter: &Arc<dyn Reporter>,
+) -> Result<FactsAndFailures, ResolveError> {
+    let n = pool.names().len();
+    let step = reporter.step(&format!("probe {n} node{}", if n == 1 { "" } else { "s" }));
+    let results = for_each_node(pool.names(), pool.limit, |name| async move {
+        let handle = pool.get(&name).map_err(|e| ProbeFailure(e.to_string()))?;
+        if handle.is_local() {
+            Ok(local.clone())
+        } else {
+            crate::ssh::probe::probe(handle)
+                .await
+                .map_err(|e| ProbeFailure(e.to_string()))
+        }
+    })
+    .await;
+    let total = results.len();
+    let mut facts = Vec::new();
+    let mut failed = Vec::new();
+    for (name, r) in results {
+        match r {
+            Ok(f) => facts.push((name, Some(f))),
+            Err(e) => failed.push((name, e)),
+        }
+    }
+    if !failed.is_empty() && on_failure == Unreachable::Fail {
+        step.fail("");
+        return Err(ResolveError::Probe(NodeFailures { total, failed }));
+    }
+    step.ok();
+    let failed = failed
+        .into_iter()
+        .map(|(n, e)| (n, e.to_string()))
+        .collect();
+    Ok((facts, failed))
+}
+
+/// The nodes probed (their facts, if asked for) and those that could not be, with why.
+type FactsAndFailures = (Vec<(NodeName, Option<NodeFacts>)>, Vec<(NodeName, String)>);
 
 /// How to reach each configured node over SSH; the node that is this machine is marked local.
 fn targets_of(configured: &[NodeConfig], local: &NodeFacts) -> Vec<SshTarget> {

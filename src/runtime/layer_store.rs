@@ -19,7 +19,10 @@
 //! `<id>/diff` folders (overlay2, fuse-overlayfs), this process can read the engine's root
 //! folder (root, or a rootless engine's own folder), the image's config in the store hashes to
 //! the image ID, every wanted layer's recorded diff ID is the image's, and every file the
-//! record names lies inside its layer folder with the recorded size. Anything else (the
+//! record names lies inside its layer folder with the recorded size, reached without following
+//! a link: each folder is opened relative to its parent with `O_NOFOLLOW`, then the file (a
+//! layer may hold `lnk -> /etc` beside a record naming `lnk/passwd`: read naively, that would
+//! stream this machine's file), so a path through a link is refused too. Anything else (the
 //! containerd image store, an engine on another machine, no permission) is an
 //! [`LayerStoreError`] and the caller exports through the engine as before. The receiving
 //! engine checks each layer's digest on load, and `apply::images` checks the loaded image's
@@ -241,7 +244,62 @@ struct SplitEntry {
 /// What a record asks for next.
 enum Piece<'a> {
     Raw(Vec<u8>),
-    File { path: &'a Path, size: u64 },
+    /// A file's bytes: `file` was opened without following a link (see [`open_beneath`]).
+    File {
+        path: &'a Path,
+        file: File,
+        size: u64,
+    },
+}
+
+/// Opens the file `rel` (plain components only) of the layer folder `dir` without following a
+/// link anywhere below `dir`: every folder is opened relative to its parent with `O_NOFOLLOW |
+/// O_DIRECTORY`, then the file with `O_NOFOLLOW` (and `O_NONBLOCK`, so a FIFO cannot hang the
+/// read); it must be a regular file. A refusal is a [`LayerStoreError::Mismatch`] naming the
+/// part that is a link, and the caller exports through the engine instead.
+fn open_beneath(dir: &Path, rel: &Path) -> Result<File, LayerStoreError> {
+    use nix::errno::Errno;
+    use nix::fcntl::{OFlag, openat};
+    use nix::sys::stat::Mode;
+    use std::os::fd::OwnedFd;
+
+    let parts: Vec<&OsStr> = rel
+        .components()
+        .filter_map(|c| match c {
+            Component::Normal(p) => Some(p),
+            _ => None,
+        })
+        .collect();
+    let Some((name, folders)) = parts.split_last() else {
+        return Err(mismatch(&dir.join(rel), "names no file"));
+    };
+    let refused = |upto: usize, e: Errno| {
+        let shown: PathBuf = parts[..=upto].iter().collect();
+        let path = dir.join(&shown);
+        match e {
+            Errno::ELOOP | Errno::ENOTDIR => mismatch(
+                &path,
+                "is a link (or not a folder): a layer's files are read without following links",
+            ),
+            e => LayerStoreError::Read {
+                path,
+                source: e.into(),
+            },
+        }
+    };
+    let mut at: OwnedFd = File::open(dir).map_err(read_err(dir))?.into();
+    let folder = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+    for (i, part) in folders.iter().enumerate() {
+        at = openat(&at, *part, folder, Mode::empty()).map_err(|e| refused(i, e))?;
+    }
+    let file = OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC;
+    let fd = openat(&at, *name, file, Mode::empty()).map_err(|e| refused(folders.len(), e))?;
+    let file = File::from(fd);
+    let path = dir.join(rel);
+    if !file.metadata().map_err(read_err(&path))?.is_file() {
+        return Err(mismatch(&path, "is not a regular file"));
+    }
+    Ok(file)
 }
 
 /// Walks the record `split` of the layer folder `dir`, checking every file it names, and
@@ -289,8 +347,8 @@ fn replay(
                     ));
                 }
                 let path = dir.join(rel);
-                let meta = std::fs::symlink_metadata(&path).map_err(read_err(&path))?;
-                if !meta.is_file() || meta.len() != entry.size {
+                let file = open_beneath(dir, rel)?;
+                if file.metadata().map_err(read_err(&path))?.len() != entry.size {
                     return Err(mismatch(
                         &path,
                         format!("is not the {}-byte file the layer recorded", entry.size),
@@ -299,6 +357,7 @@ fn replay(
                 total += entry.size;
                 sink(Piece::File {
                     path: &path,
+                    file,
                     size: entry.size,
                 })?;
             }
@@ -379,8 +438,11 @@ impl Archive {
                     let mut read = vec![0u8; CHUNK];
                     let sent = replay(split, dir, &mut |piece| match piece {
                         Piece::Raw(raw) => out.put(&raw),
-                        Piece::File { path, size } => {
-                            let mut f = File::open(path).map_err(read_err(path))?;
+                        Piece::File {
+                            path,
+                            file: mut f,
+                            size,
+                        } => {
                             let mut left = size;
                             while left > 0 {
                                 let want = left.min(CHUNK as u64) as usize;
@@ -516,7 +578,9 @@ mod tests {
             &mut |piece| {
                 match piece {
                     Piece::Raw(raw) => out.extend_from_slice(&raw),
-                    Piece::File { path, .. } => out.extend(std::fs::read(path).unwrap()),
+                    Piece::File { mut file, .. } => {
+                        file.read_to_end(&mut out).unwrap();
+                    }
                 }
                 Ok(())
             },
@@ -542,6 +606,90 @@ mod tests {
         std::fs::write(dir.path().join("diff/x/a"), b"changed").unwrap();
         let err = replayed(dir.path()).unwrap_err().to_string();
         assert!(err.contains("is not the 12-byte file"), "{err}");
+    }
+
+    /// Replaces the layer folder's `x` with `x -> <a folder outside the layer>` holding a file
+    /// `a` of the recorded size (a layer may carry such a link): what reading `x/a` naively
+    /// would stream instead of the layer's file.
+    fn plant_outside_link(layer: &Path) -> tempfile::TempDir {
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("a"), b"host secret!").unwrap();
+        std::fs::remove_dir_all(layer.join("diff/x")).unwrap();
+        std::os::unix::fs::symlink(outside.path(), layer.join("diff/x")).unwrap();
+        outside
+    }
+
+    #[test]
+    fn a_record_naming_a_file_through_a_link_in_its_layer_is_refused_without_reading_it() {
+        let (dir, _) = layer("x/a");
+        let _outside = plant_outside_link(dir.path());
+        let err = replayed(dir.path()).unwrap_err();
+        assert!(matches!(err, LayerStoreError::Mismatch { .. }), "{err}");
+        let text = err.to_string();
+        assert!(text.contains("diff/x: is a link"), "{text}");
+        // The last part a link too: refused the same way.
+        let (dir, _) = layer("x/a");
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("a"), b"host secret!").unwrap();
+        std::fs::remove_file(dir.path().join("diff/x/a")).unwrap();
+        std::os::unix::fs::symlink(outside.path().join("a"), dir.path().join("diff/x/a")).unwrap();
+        let text = replayed(dir.path()).unwrap_err().to_string();
+        assert!(text.contains("diff/x/a: is a link"), "{text}");
+    }
+
+    /// A classic store under a temporary root holding one image of the one layer `layer()`
+    /// makes (its record naming `x/a`); returns the root, the image and the layer folder.
+    fn store() -> (tempfile::TempDir, ImageFacts, PathBuf) {
+        let root = tempfile::tempdir().unwrap();
+        let (dir, tar) = layer("x/a");
+        let diff_id = format!("sha256:{}", sha256_hex(&tar));
+        let config = serde_json::json!({"rootfs": {"type": "layers", "diff_ids": [diff_id]}});
+        let config = config.to_string().into_bytes();
+        let content = root.path().join("image/overlay2/imagedb/content/sha256");
+        std::fs::create_dir_all(&content).unwrap();
+        std::fs::write(content.join(sha256_hex(&config)), &config).unwrap();
+        let chain = chain_ids(std::slice::from_ref(&diff_id));
+        let record = root
+            .path()
+            .join("image/overlay2/layerdb/sha256")
+            .join(sha256_hex_of(&chain[0]).unwrap());
+        std::fs::create_dir_all(&record).unwrap();
+        std::fs::write(record.join("diff"), &diff_id).unwrap();
+        std::fs::write(record.join("cache-id"), "c0ffee").unwrap();
+        std::fs::rename(
+            dir.path().join("tar-split.json.gz"),
+            record.join("tar-split.json.gz"),
+        )
+        .unwrap();
+        let layer = root.path().join("overlay2/c0ffee");
+        std::fs::create_dir_all(&layer).unwrap();
+        std::fs::rename(dir.path().join("diff"), layer.join("diff")).unwrap();
+        let image = ImageFacts {
+            reference: "sl-test:v1".into(),
+            id: format!("sha256:{}", sha256_hex(&config)),
+            content: String::new(),
+            arch: "arm64".into(),
+            os: "linux".into(),
+            size: tar.len() as u64,
+            layers: vec![diff_id],
+        };
+        (root, image, layer)
+    }
+
+    #[test]
+    fn a_layer_that_reaches_outside_through_a_link_is_not_read_so_the_push_exports_instead() {
+        // `apply::images::read_source` exports through the engine whenever `archive` errs: the
+        // refusal has to come here, before the first byte, not from the receiving engine.
+        let (root, image, layer) = store();
+        let mut features = crate::runtime::features::sample(&[], &[]);
+        features.root_dir = root.path().display().to_string();
+        let store = LayerStore::of(&features).unwrap();
+        let wanted = BTreeSet::from([0]);
+        let archive = store.archive(&image, &wanted).unwrap();
+        assert!(archive.bytes() > 0);
+        let _outside = plant_outside_link(&layer);
+        let err = store.archive(&image, &wanted).err().unwrap().to_string();
+        assert!(err.contains("overlay2/c0ffee/diff/x: is a link"), "{err}");
     }
 
     #[test]

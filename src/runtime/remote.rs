@@ -16,7 +16,7 @@ use tokio::sync::mpsc::UnboundedSender;
 use super::shell::{NodeShell, ShellError, ShellOutput, run_command, stream_command};
 use super::target::RemoteNode;
 use crate::node::NodeName;
-use crate::ssh::{ConnectFailure, Forward, NodeHandle};
+use crate::ssh::{ConnectFailure, Forward, NodeHandle, Slot};
 
 /// A remote node reached through its SSH session. Forwards stay open as long as this does.
 #[derive(Debug)]
@@ -33,24 +33,34 @@ impl SshNode {
         }
     }
 
-    /// `ssh -S master … -- HOST 'bash -c SCRIPT'` through the node's session; `None` for a
+    /// `ssh -S master … -- HOST 'bash -c SCRIPT'` through one of the node's masters, with the
+    /// session slot it holds (`ssh::Slot`: keep it until the command ends); an error for a
     /// handle without a session (this machine).
-    fn command(&self, script: &str) -> Result<tokio::process::Command, ShellError> {
-        let no_session = || ShellError {
-            node: self.handle.name().clone(),
-            via: self.via(),
-            cause: "no SSH session".to_string(),
-        };
-        let session = self.handle.session().ok_or_else(no_session)?;
-        let line = crate::quote::join(&["bash", "-c", script]).map_err(|e| ShellError {
-            node: self.handle.name().clone(),
-            via: self.via(),
-            cause: format!("the script cannot be quoted: {e}"),
-        })?;
-        let mut cmd = tokio::process::Command::new(session.program_path());
-        cmd.args(session.client_args())
-            .args(["--", &session.dest().host, &line]);
-        Ok(cmd)
+    fn command(
+        handle: &Arc<NodeHandle>,
+        via: String,
+        script: &str,
+    ) -> impl std::future::Future<Output = Result<(tokio::process::Command, Slot), ShellError>> + use<>
+    {
+        let handle = handle.clone();
+        let script = script.to_string();
+        async move {
+            let fail = |cause: String| ShellError {
+                node: handle.name().clone(),
+                via: via.clone(),
+                cause,
+            };
+            let session = handle
+                .session()
+                .ok_or_else(|| fail("no SSH session".to_string()))?;
+            let line = crate::quote::join(&["bash", "-c", &script])
+                .map_err(|e| fail(format!("the script cannot be quoted: {e}")))?;
+            let slot = session.slot().await;
+            let mut cmd = tokio::process::Command::new(session.program_path());
+            cmd.args(slot.client_args())
+                .args(["--", &session.dest().host, &line]);
+            Ok((cmd, slot))
+        }
     }
 }
 
@@ -73,8 +83,10 @@ impl NodeShell for SshNode {
         lines: Option<UnboundedSender<String>>,
     ) -> BoxFuture<'a, Result<ShellOutput, ShellError>> {
         Box::pin(async move {
-            let cmd = self.command(script)?;
-            let out = run_command(self.handle.name(), self.via(), cmd, stdin, lines).await?;
+            let (cmd, slot) = Self::command(&self.handle, self.via(), script).await?;
+            let out = run_command(self.handle.name(), self.via(), cmd, stdin, lines).await;
+            drop(slot);
+            let out = out?;
             // 255 is ssh's own failure; a script may exit 255 too, so only a failure ssh
             // itself describes counts as one.
             if out.status == 255 {
@@ -92,10 +104,19 @@ impl NodeShell for SshNode {
     }
 
     fn stream(&self, script: &str) -> BoxStream<'static, Result<Bytes, ShellError>> {
-        match self.command(script) {
-            Ok(cmd) => stream_command(self.handle.name().clone(), self.via(), cmd),
-            Err(e) => futures::stream::once(futures::future::ready(Err(e))).boxed(),
-        }
+        let node = self.handle.name().clone();
+        let via = self.via();
+        futures::stream::once(Self::command(&self.handle, via.clone(), script))
+            .flat_map(move |made| match made {
+                // The slot lives as long as the stream does.
+                Ok((cmd, slot)) => stream_command(node.clone(), via.clone(), cmd)
+                    .inspect(move |_| {
+                        let _ = &slot;
+                    })
+                    .boxed(),
+                Err(e) => futures::stream::once(futures::future::ready(Err(e))).boxed(),
+            })
+            .boxed()
     }
 }
 

@@ -25,6 +25,11 @@ pub enum ConnectFailure {
     Unresolved,
     /// The password was needed but no way to ask for it was given.
     PasswordNeeded,
+    /// sshd closed the connection before the handshake (`kex_exchange_identification`): it
+    /// turns new connections away while too many are unauthenticated (`MaxStartups`).
+    Dropped,
+    /// sshd refused one more session on a connection (`MaxSessions`).
+    SessionsRefused,
     /// Anything else; the detail says what ssh printed.
     Other,
 }
@@ -42,6 +47,14 @@ impl ConnectFailure {
         } else if s.contains("permission denied") || s.contains("too many authentication failures")
         {
             ConnectFailure::AuthFailed
+        } else if s.contains("session open refused by peer")
+            || s.contains("administratively prohibited")
+        {
+            ConnectFailure::SessionsRefused
+        } else if s.contains("exchange_identification") {
+            // `kex_exchange_identification: read: Connection reset by peer` or `…: Connection
+            // closed by remote host` (OpenSSH < 8.2: `ssh_exchange_identification`).
+            ConnectFailure::Dropped
         } else if s.contains("connection refused") {
             ConnectFailure::Refused
         } else if s.contains("timed out") {
@@ -213,10 +226,21 @@ fn connect_text(failure: &ConnectFailure, node: &NodeName, dest: &Dest, detail: 
         ConnectFailure::PasswordNeeded => {
             "the node asks for a password: run in a terminal, or pass --password-stdin".to_string()
         }
+        ConnectFailure::Dropped => format!(
+            "sshd closed the connection before the handshake: it turns new connections away while too many are still unauthenticated (its MaxStartups, 10:30:100 by default); fix: raise it on {node} (e.g. `MaxStartups 100:30:200` in /etc/ssh/sshd_config, then `sudo systemctl reload ssh`), or run fewer spark-launch commands at once"
+        ),
+        ConnectFailure::SessionsRefused => format!(
+            "sshd refused another session on the connection: more at once than its MaxSessions (10 by default; spark-launch keeps to {} per connection); fix: raise MaxSessions on {node} (/etc/ssh/sshd_config, then `sudo systemctl reload ssh`), or lower --streams",
+            super::session::SESSIONS_PER_MASTER
+        ),
         ConnectFailure::Other => "connection failed".to_string(),
     };
     let detail = detail.trim();
-    if detail.is_empty() || *failure != ConnectFailure::Other {
+    let shows_detail = matches!(
+        failure,
+        ConnectFailure::Other | ConnectFailure::Dropped | ConnectFailure::SessionsRefused
+    );
+    if detail.is_empty() || !shows_detail {
         text
     } else {
         format!("{text}: {detail}")
@@ -281,9 +305,18 @@ mod tests {
             ConnectFailure::Unresolved
         );
         assert_eq!(
-            c("kex_exchange_identification: read"),
-            ConnectFailure::Other
+            c("kex_exchange_identification: read: Connection reset by peer"),
+            ConnectFailure::Dropped
         );
+        assert_eq!(
+            c("kex_exchange_identification: Connection closed by remote host"),
+            ConnectFailure::Dropped
+        );
+        assert_eq!(
+            c("mux_client_request_session: session request failed: Session open refused by peer"),
+            ConnectFailure::SessionsRefused
+        );
+        assert_eq!(c("something else"), ConnectFailure::Other);
     }
 
     #[test]
@@ -306,6 +339,40 @@ mod tests {
             e.reason()
                 .starts_with("ssh nvidia@169.254.100.2: connection refused")
         );
+    }
+
+    #[test]
+    fn connections_sshd_turns_away_name_the_setting_to_raise_and_the_node() {
+        let dest = Dest {
+            host: "169.254.100.2".into(),
+            user: None,
+            port: 22,
+        };
+        let node = NodeName::new("spark-2").unwrap();
+        let e = SshError::Connect {
+            node: node.clone(),
+            dest: dest.clone(),
+            failure: ConnectFailure::Dropped,
+            detail: "6 tries over 9.1s; ssh said: kex_exchange_identification: read: Connection reset by peer".into(),
+        };
+        let text = e.to_string();
+        assert!(
+            text.starts_with(
+                "spark-2: ssh 169.254.100.2: sshd closed the connection before the handshake"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("MaxStartups 100:30:200"), "{text}");
+        assert!(text.contains("raise it on spark-2"), "{text}");
+        assert!(text.ends_with(": 6 tries over 9.1s; ssh said: kex_exchange_identification: read: Connection reset by peer"), "{text}");
+        let e = SshError::Connect {
+            node,
+            dest,
+            failure: ConnectFailure::SessionsRefused,
+            detail: String::new(),
+        };
+        assert!(e.to_string().contains("MaxSessions"), "{e}");
+        assert!(!ConnectFailure::Dropped.is_final());
     }
 
     #[test]

@@ -22,7 +22,7 @@ static FORWARDS: AtomicUsize = AtomicUsize::new(0);
 #[derive(Debug)]
 enum Link {
     Local,
-    Remote(Session),
+    Remote(Box<Session>),
 }
 
 /// The live link to one node (STYLE rule 3: never serialised, never part of a plan).
@@ -47,7 +47,7 @@ impl NodeHandle {
     pub fn remote(session: Session, dir: RuntimeDir) -> NodeHandle {
         NodeHandle {
             name: session.node().clone(),
-            link: Link::Remote(session),
+            link: Link::Remote(Box::new(session)),
             dir,
         }
     }
@@ -166,20 +166,21 @@ impl NodeHandle {
                 message: e.to_string(),
             })?
         );
-        let mut recv = match &self.link {
+        let (mut recv, _slot) = match &self.link {
             Link::Local => {
                 let mut c = Command::new("sh");
                 c.arg("-c").arg(&unpack);
-                c
+                (c, None)
             }
             Link::Remote(s) => {
+                let slot = s.slot().await;
                 let mut c = Command::new(s.program_path());
-                c.args(s.client_args()).args([
+                c.args(slot.client_args()).args([
                     "--",
                     &s.dest().host,
                     &quote::join(&["sh", "-c", &unpack]).unwrap_or_default(),
                 ]);
-                c
+                (c, Some(slot))
             }
         };
         recv.stdin(pipe)

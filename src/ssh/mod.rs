@@ -30,6 +30,10 @@
 //! `local`: its commands run here, without SSH. Close a pool with `close().await` when done
 //! (dropping it also closes every master, blocking briefly).
 //!
+//! sshd's limits are kept by the session (`session`): a connection dropped before the
+//! handshake (`MaxStartups`) is tried again with backoff, and at most `SESSIONS_PER_MASTER`
+//! sessions run through one master (`MaxSessions`), more masters opening when needed.
+//!
 //! Every connection pins the host key by node name (`HostKeyAlias`), so changing link-local
 //! addresses never break `known_hosts`; prefers AES-GCM; runs in `BatchMode` (no prompt can
 //! hang a command) except the first contact of `trust`, which may hand a password to ssh
@@ -42,6 +46,7 @@ mod handle;
 mod options;
 mod pool;
 pub mod probe;
+pub mod prompt;
 mod runtime_dir;
 mod session;
 pub mod trust;
@@ -53,4 +58,4 @@ pub use handle::{Forward, NodeHandle};
 pub use options::{CIPHERS, SshOptions, bulk_ciphers};
 pub use pool::{Pool, PoolError, SshTarget};
 pub use runtime_dir::RuntimeDir;
-pub use session::Session;
+pub use session::{CONNECT_ATTEMPTS, MAX_MASTERS, SESSIONS_PER_MASTER, Session, Slot};

@@ -219,6 +219,14 @@ impl Pool {
         })
         .await;
     }
+
+    /// Runs `work` on the pool, then closes every master whatever `work` returned: the pool
+    /// is owned here, so nothing uses it after the close.
+    pub async fn scope<T>(mut self, work: impl AsyncFnOnce(&mut Pool) -> T) -> T {
+        let out = work(&mut self).await;
+        self.close().await;
+        out
+    }
 }
 
 /// Connecting a pool failed.

@@ -5,10 +5,10 @@
 //!   control-plane address on the cluster's fabric (derive's choice), `ADDR` on an address the
 //!   head's facts list (or loopback); anything else is refused before anything starts.
 //! - The key is resolved before planning (`apply::api_key`: `auto` is generated once and kept in
-//!   a 0600 file in the config folder) and reaches vLLM as `VLLM_API_KEY` in the head's
-//!   environment, never on a command line; every plan printout shows `<set>`. TensorRT-LLM's
-//!   `trtllm-serve` has no API-key option: a key asked for a trtllm job is refused rather than
-//!   silently not enforced.
+//!   a 0600 file in the config folder) and reaches the engine where its seam says
+//!   (`engines::ApiKeySupport`: vLLM's `VLLM_API_KEY` in the head's environment), never on a
+//!   command line; every plan printout shows `<set>`. An engine that cannot enforce a key
+//!   (TensorRT-LLM's `trtllm-serve`) refuses one rather than silently not enforcing it.
 //!
 //! Pure: facts and options in, an address, a refusal or a warning out.
 
@@ -21,8 +21,6 @@ use super::serve::Problem;
 use crate::derive::{NodeEnv, NodeInput};
 use crate::plan::secret::Secret;
 
-/// The environment variable vLLM reads its API key from.
-pub const VLLM_API_KEY: &str = "VLLM_API_KEY";
 /// The variable the printed `curl` takes the key from.
 pub const CLIENT_KEY_VAR: &str = "SPARK_LAUNCH_API_KEY";
 
@@ -161,14 +159,6 @@ pub fn open_warning(bind: Bind, key: bool, head: &str, port: u16) -> Option<Stri
             "the API on {head}:{port} listens on every interface with no API key: anyone who reaches {head} can use it (fix: --api-key auto, or --bind fabric)"
         )
     })
-}
-
-/// The refusal of an API key for TensorRT-LLM.
-pub fn trtllm_key_problem() -> Problem {
-    Problem {
-        problem: "--api-key: TensorRT-LLM's trtllm-serve has no API-key option, so spark-launch cannot make it enforce one".into(),
-        fix: "drop --api-key and keep the API private with --bind fabric (or an address only trusted clients reach), or serve with vllm, which enforces the key".into(),
-    }
 }
 
 #[cfg(test)]

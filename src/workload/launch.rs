@@ -15,16 +15,15 @@ use crate::derive::{self, NodeInput};
 use crate::model::hub::Resolved;
 use crate::model::shape::ShapeLookup;
 use crate::node::{NodeName, Role};
-use crate::probe::NodeFacts;
 
+use super::engines::{EngineKind, EngineOptions};
 use super::job_ssh::JobSshKeys;
 use super::nccl_build::{self, BuildOptions, BuildPlan, BuildPlanError};
 use super::nccl_lib::{self, NcclFrom, NcclReads};
 use super::nccl_test::{self, NcclTestError, NcclTestOptions, NcclTestPlan};
 use super::run::{self, ContainerOverrides, RunRefusal, RunRequest};
 use super::serve::{NodePaths, ServeOptions, ServePlan, ServeRefusal};
-use super::trtllm::{self, TrtllmOptions};
-use super::vllm::{self, VllmOptions};
+use super::skeleton::{self, LaunchPart, ServeInput};
 
 /// `nccl-test` as asked.
 #[derive(Clone, Debug, PartialEq)]
@@ -37,17 +36,14 @@ pub struct NcclTestRequest {
     pub allow_old_nccl: bool,
 }
 
-/// A serving engine's options.
-#[derive(Clone, Debug, PartialEq)]
-pub enum ServeEngine {
-    Vllm(VllmOptions),
-    Trtllm(TrtllmOptions),
-}
-
 /// `vllm`/`trtllm` (or a serving profile) as asked.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ServeRequest {
-    pub engine: ServeEngine,
+    pub engine: EngineKind,
+    /// What every engine takes (defaults filled in: `ServeOptions::new`).
+    pub serve: ServeOptions,
+    /// What this engine takes beyond them (`--ray`, `--ssh-port`, the LLM-API options...).
+    pub tuning: EngineOptions,
     /// `--gpus-per-node` was given (else the drivers' count is used when every node agrees).
     pub gpus_per_node_given: bool,
     /// `--hf-home`: the cache on every node instead of `~/.cache/huggingface`.
@@ -59,22 +55,6 @@ pub struct ServeRequest {
     /// `--api-key` (or a profile's `api_key`), resolved into [`Lookups::api_key`] before
     /// planning.
     pub api_key: Option<super::endpoint::ApiKeyAsk>,
-}
-
-impl ServeRequest {
-    pub fn serve(&self) -> &ServeOptions {
-        match &self.engine {
-            ServeEngine::Vllm(o) => &o.serve,
-            ServeEngine::Trtllm(o) => &o.serve,
-        }
-    }
-
-    fn serve_mut(&mut self) -> &mut ServeOptions {
-        match &mut self.engine {
-            ServeEngine::Vllm(o) => &mut o.serve,
-            ServeEngine::Trtllm(o) => &mut o.serve,
-        }
-    }
 }
 
 /// One launching command, as asked.
@@ -101,7 +81,7 @@ impl LaunchRequest {
     /// variables the job sets), and `--nccl-from`. Empty for jobs without containers.
     pub fn nccl_asks(
         &self,
-        nodes: &[PlanNode],
+        nodes: &[NodeInput],
     ) -> (BTreeMap<NodeName, nccl_lib::ImageAsk>, Option<&NcclFrom>) {
         let ask = |image: String, env: &BTreeMap<String, String>| nccl_lib::ImageAsk {
             image,
@@ -112,7 +92,7 @@ impl LaunchRequest {
             LaunchRequest::Serve(s) => (
                 nodes
                     .iter()
-                    .map(|n| (n.name.clone(), ask(s.serve().image.clone(), &s.serve().env)))
+                    .map(|n| (n.name.clone(), ask(s.serve.image.clone(), &s.serve.env)))
                     .collect(),
                 s.nccl_from.as_ref(),
             ),
@@ -124,7 +104,7 @@ impl LaunchRequest {
                             let image = match &t.options.image {
                                 Some(i) => i.clone(),
                                 None => {
-                                    let arch = n.facts.as_ref()?.arch.as_deref()?;
+                                    let arch = n.facts.arch.as_deref()?;
                                     nccl_build::default_image(nccl_build::CpuArch::from_uname(
                                         arch,
                                     )?)
@@ -144,9 +124,7 @@ impl LaunchRequest {
     /// containers): the pre-plan step then makes the job's own SSH identity.
     pub fn mpi_in_containers(&self) -> Option<&crate::plan::JobName> {
         match self {
-            LaunchRequest::Serve(s) if matches!(s.engine, ServeEngine::Trtllm(_)) => {
-                Some(&s.serve().job)
-            }
+            LaunchRequest::Serve(s) if s.engine.engine().job_ssh() => Some(&s.serve.job),
             LaunchRequest::NcclTest(t) if t.options.runtime == crate::plan::RuntimeKind::Docker => {
                 Some(&t.options.job)
             }
@@ -157,7 +135,7 @@ impl LaunchRequest {
     /// The model a serving request resolves on the Hub before planning.
     pub fn model(&self) -> Option<&crate::model::ModelSource> {
         match self {
-            LaunchRequest::Serve(s) => Some(&s.serve().model),
+            LaunchRequest::Serve(s) => Some(&s.serve.model),
             _ => None,
         }
     }
@@ -181,15 +159,6 @@ pub struct Lookups {
     /// The job's own SSH identity for MPI between containers, generated for this launch
     /// (`None`: a plan made without the pre-plan step uses [`JobSshKeys::placeholder`]).
     pub job_ssh: Option<JobSshKeys>,
-}
-
-/// One node as planning sees it.
-#[derive(Clone, Debug)]
-pub struct PlanNode {
-    pub name: NodeName,
-    pub role: Role,
-    /// `None` when the request needs no facts (`run`).
-    pub facts: Option<NodeFacts>,
 }
 
 /// The one plan of a launching command: what `--dry-run` prints (as before, per workload) and
@@ -267,65 +236,35 @@ fn nccl_text(problems: &[crate::libnccl::check::NcclProblem]) -> String {
     out
 }
 
-/// The rule a job's NCCL is judged by: a ring when derive says so; the image `nccl-build`
-/// makes for the head's architecture named in the fixes.
-fn nccl_rule(
-    ring: bool,
-    allow_old: bool,
-    nccl_from: Option<&NcclFrom>,
-    serving: bool,
-    head: Option<&NodeInput>,
-) -> crate::libnccl::Rule {
-    crate::libnccl::Rule {
-        ring,
-        allow_old,
-        nccl_from: nccl_from.map(|f| f.to_string()),
-        serving,
-        build_image: head
-            .and_then(|h| h.facts.arch.as_deref())
-            .and_then(nccl_build::CpuArch::from_uname)
-            .map(nccl_build::default_image),
-    }
-}
-
-/// The ring's cabling direction (`fabric::cabling::ring_direction`) as plan warnings.
-fn direction_warnings(inputs: &[NodeInput]) -> Vec<String> {
-    crate::fabric::cabling::link_map(inputs, &[])
-        .map(|m| crate::fabric::cabling::ring_direction(inputs, &m))
-        .unwrap_or_default()
-        .into_iter()
-        .map(|(_, p)| format!("{} (fix: {})", p.problem, p.fix))
-        .collect()
-}
-
-/// Plans `request` on `nodes` (head first), with what the pre-plan step looked up.
+/// Plans `request` on the resolved nodes `names` (head first) with what probe saw on them
+/// (`facts`, head first; empty for a request that needs none: `run`) and what the pre-plan
+/// step looked up.
 pub fn plan(
     request: &LaunchRequest,
-    nodes: &[PlanNode],
+    names: &[NodeName],
+    facts: &[NodeInput],
     lookups: &Lookups,
 ) -> Result<Planned, LaunchRefusal> {
     match request {
         LaunchRequest::Run(r) => {
-            let names: Vec<(NodeName, Role)> =
-                nodes.iter().map(|n| (n.name.clone(), n.role)).collect();
+            let names: Vec<(NodeName, Role)> = names
+                .iter()
+                .enumerate()
+                .map(|(i, n)| (n.clone(), if i == 0 { Role::Head } else { Role::Worker }))
+                .collect();
             Ok(Planned {
                 plan: LaunchPlan::Run(run::plan(r, &names)?),
                 warnings: Vec::new(),
             })
         }
         LaunchRequest::NcclBuild(opts) => {
-            let archs: Vec<(NodeName, Option<String>)> = nodes
+            let archs: Vec<(NodeName, Option<String>)> = facts
                 .iter()
-                .map(|n| {
-                    (
-                        n.name.clone(),
-                        n.facts.as_ref().and_then(|f| f.arch.clone()),
-                    )
-                })
+                .map(|n| (n.name.clone(), n.facts.arch.clone()))
                 .collect();
-            let inputs = inputs(nodes);
-            let ring = inputs.len() >= 3
-                && derive::derive(&inputs)
+            // The one derive of this request: only the ring matters here.
+            let ring = facts.len() >= 3
+                && derive::derive(facts)
                     .map(|c| c.topology == derive::topology::Topology::Ring)
                     .unwrap_or(false);
             let notes = nccl_build::ring_check(opts, ring)?;
@@ -336,21 +275,9 @@ pub fn plan(
                 warnings: Vec::new(),
             })
         }
-        LaunchRequest::NcclTest(r) => plan_nccl_test(r, &inputs(nodes), lookups),
-        LaunchRequest::Serve(r) => plan_serve(r, &inputs(nodes), lookups),
+        LaunchRequest::NcclTest(r) => plan_nccl_test(r, facts, lookups),
+        LaunchRequest::Serve(r) => plan_serve(r, facts, lookups),
     }
-}
-
-fn inputs(nodes: &[PlanNode]) -> Vec<NodeInput> {
-    nodes
-        .iter()
-        .filter_map(|n| {
-            n.facts.as_ref().map(|f| NodeInput {
-                name: n.name.clone(),
-                facts: f.clone(),
-            })
-        })
-        .collect()
 }
 
 /// The job's SSH identity the pre-plan step generated, or the dry run's placeholder.
@@ -393,20 +320,28 @@ fn plan_nccl_test(
     }
     let nodes = nccl_test::test_nodes(inputs, cluster.as_ref(), r.gpus_per_node);
     let keys = job_keys(lookups);
-    let mut plan = nccl_test::plan(
-        &nodes,
-        cluster.as_ref().map(|c| c.topology),
-        &r.options,
-        &keys,
-    )?;
+    let topology = cluster.as_ref().map(|c| c.topology);
+    let ring = topology == Some(derive::topology::Topology::Ring);
+    let rule = nccl_lib::rule(ring, r.allow_old_nccl, None, false, inputs.first());
+    let in_containers: Vec<NodeName> = if r.options.runtime == crate::plan::RuntimeKind::Docker {
+        nodes.iter().map(|n| n.name.clone()).collect()
+    } else {
+        Vec::new()
+    };
+    let nccl_steps = nccl_lib::steps(&in_containers, None, &rule);
+    let mut plan = nccl_test::plan(&nodes, topology, &r.options, &keys, nccl_steps)?;
     r.overrides.apply(&mut plan.plan);
-    let ring = plan.topology == Some(derive::topology::Topology::Ring);
     if ring {
-        warnings.extend(direction_warnings(inputs));
+        warnings.extend(nccl_lib::direction_warnings(inputs));
     }
-    let rule = nccl_rule(ring, r.allow_old_nccl, None, false, inputs.first());
-    let nccl = nccl_lib::plan(&mut plan.plan, None, rule, lookups.nccl.as_ref())
-        .map_err(LaunchRefusal::Nccl)?;
+    let nccl = nccl_lib::section(
+        &mut plan.plan.nodes,
+        plan.plan.runtime,
+        None,
+        rule,
+        lookups.nccl.as_ref(),
+    )
+    .map_err(LaunchRefusal::Nccl)?;
     warnings.extend(nccl.warnings.iter().cloned());
     plan.nccl = Some(nccl);
     Ok(Planned {
@@ -415,92 +350,72 @@ fn plan_nccl_test(
     })
 }
 
-fn plan_serve(
-    r: &ServeRequest,
-    inputs: &[NodeInput],
-    lookups: &Lookups,
-) -> Result<Planned, LaunchRefusal> {
-    let mut r = r.clone();
+/// The request's options with the GPUs per node the drivers list (unless given).
+fn resolved_options(r: &ServeRequest, inputs: &[NodeInput]) -> Result<ServeOptions, LaunchRefusal> {
+    let mut o = r.serve.clone();
     if !r.gpus_per_node_given {
         match super::serve::gpus_from_facts(inputs) {
-            Ok(Some(n)) => r.serve_mut().gpus_per_node = n,
+            Ok(Some(n)) => o.gpus_per_node = n,
             Ok(None) => {}
             Err(p) => return Err(ServeRefusal { problems: vec![p] }.into()),
         }
     }
-    let shape_warning = check_shape(r.serve(), &lookups.shape)?;
+    Ok(o)
+}
+
+/// The rest of the input, after the shape was checked: the API key, the paths, the commit.
+fn looked_up_options(
+    r: &ServeRequest,
+    mut o: ServeOptions,
+    inputs: &[NodeInput],
+    lookups: &Lookups,
+) -> Result<ServeOptions, LaunchRefusal> {
     if r.api_key.is_some() {
         let key = lookups.api_key.clone().ok_or_else(|| {
             LaunchRefusal::Input("--api-key was not resolved before planning".into())
         })?;
-        r.serve_mut().api_key = Some(key);
+        o.api_key = Some(key);
     }
-    let names: Vec<NodeName> = inputs.iter().map(|n| n.name.clone()).collect();
-    let mut paths = BTreeMap::new();
-    for n in &names {
+    for n in inputs {
         let mut p = NodePaths::default();
-        if let Some(home) = lookups.homes.get(n) {
+        if let Some(home) = lookups.homes.get(&n.name) {
             p.hf_home = format!("{home}/.cache/huggingface");
         }
         if let Some(h) = &r.hf_home {
             p.hf_home = h.clone();
         }
-        paths.insert(n.clone(), p);
+        o.paths.insert(n.name.clone(), p);
     }
-    r.serve_mut().paths = paths;
     if let Some(resolved) = &lookups.model {
-        r.serve_mut().model = resolved.source();
+        o.model = resolved.source();
     }
-    let mut plan = match &r.engine {
-        ServeEngine::Vllm(o) => vllm::plan(o, inputs)?,
-        ServeEngine::Trtllm(o) => trtllm::plan(o, inputs, &job_keys(lookups))?,
-    };
-    let served: Vec<NodeInput> = inputs
-        .iter()
-        .filter(|n| plan.nodes.contains(&n.name))
-        .cloned()
-        .collect();
-    for step in &mut plan.job.steps {
-        if let crate::plan::Step::StageModel {
-            listing, routes, ..
-        } = step
-        {
-            listing.clone_from(&lookups.model);
-            *routes = crate::model::route::copy_routes(&served)
-                .into_iter()
-                .filter(|(_, r)| *r != crate::model::route::CopyRoute::Control)
-                .collect();
-        }
-    }
-    let mut warnings: Vec<String> = plan
-        .warnings
-        .iter()
-        .flat_map(|(node, ws)| ws.iter().map(move |w| format!("{node}: {w}")))
-        .collect();
-    let ring = derive::derive(&served)
-        .map(|c| c.topology == derive::topology::Topology::Ring)
-        .unwrap_or(false);
-    if ring {
-        warnings.extend(direction_warnings(&served));
-    }
-    let rule = nccl_rule(
-        ring,
-        r.allow_old_nccl,
-        r.nccl_from.as_ref(),
-        true,
-        served.first(),
-    );
-    let nccl = nccl_lib::plan(
-        &mut plan.job,
-        r.nccl_from.as_ref(),
-        rule,
-        lookups.nccl.as_ref(),
-    )
-    .map_err(LaunchRefusal::Nccl)?;
-    warnings.extend(nccl.warnings.iter().cloned());
+    Ok(o)
+}
+
+fn plan_serve(
+    r: &ServeRequest,
+    inputs: &[NodeInput],
+    lookups: &Lookups,
+) -> Result<Planned, LaunchRefusal> {
+    let o = resolved_options(r, inputs)?;
+    let shape_warning = check_shape(&o, &lookups.shape)?;
+    let o = looked_up_options(r, o, inputs, lookups)?;
+    let keys = job_keys(lookups);
+    let skeleton::Served { plan, mut warnings } = skeleton::plan(&ServeInput {
+        engine: r.engine,
+        opts: &o,
+        tuning: &r.tuning,
+        nodes: inputs,
+        keys: &keys,
+        launch: Some(LaunchPart {
+            listing: lookups.model.as_ref(),
+            nccl_from: r.nccl_from.as_ref(),
+            allow_old_nccl: r.allow_old_nccl,
+            reads: lookups.nccl.as_ref(),
+        }),
+    })?;
     warnings.extend(shape_warning);
     if let Some(head) = plan.nodes.first() {
-        let o = r.serve();
         warnings.extend(super::endpoint::open_warning(
             o.bind,
             o.api_key.is_some(),
@@ -508,8 +423,6 @@ fn plan_serve(
             o.port,
         ));
     }
-    plan.notes.extend(nccl.notes.iter().cloned());
-    plan.nccl = Some(nccl);
     Ok(Planned {
         plan: LaunchPlan::Serve(Box::new(plan)),
         warnings,

@@ -1,8 +1,11 @@
-//! Workloads (run, nccl-test, nccl-build, vllm, trtllm): each turns the user's options and
-//! the derived per-node environment into a plan; `launch` is the one entry that turns any
-//! launching request into its one plan. Pure: no network, no Docker, no files.
+//! Workloads (run, nccl-test, nccl-build, serving): each turns the user's options and the
+//! derived per-node environment into a plan; `launch` is the one entry that turns any
+//! launching request into its one plan, and `render` shows it as text (`--dry-run`). Serving
+//! engines sit behind one seam (`engines`, one file each); `skeleton` makes every serving plan
+//! in one pass. Pure: no network, no Docker, no files.
 
 pub mod endpoint;
+pub mod engines;
 pub mod job_ssh;
 pub mod launch;
 pub mod limits;
@@ -11,7 +14,8 @@ pub mod nccl_lib;
 pub mod nccl_test;
 pub mod rdma;
 pub mod readiness;
+pub mod render;
 pub mod run;
 pub mod serve;
-pub mod trtllm;
-pub mod vllm;
+pub mod skeleton;
+pub mod steps;

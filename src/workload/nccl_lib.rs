@@ -1,12 +1,12 @@
 //! The NCCL part of a launch plan: what each node's container will load (from the pre-plan
 //! lookup, or "not yet known"), `--nccl-from IMAGE|PATH` (the library mounted read-only at
 //! `/opt/spark-launch/nccl` and put first on `LD_LIBRARY_PATH`, the image's own path kept
-//! behind it), the steps that stage it and check it once the images are on the nodes, and the
-//! refusals `libnccl::check` gives (an old NCCL on a ring, different releases, a `--nccl-from`
+//! behind it), the steps that stage it and check it once the images are on the nodes (placed
+//! by the planners, right after their images), and the refusals `libnccl::check` gives (an old NCCL on a ring, different releases, a `--nccl-from`
 //! the loader would not take).
 //!
-//! Pure: the job plan, the request and what was read in; the changed plan and its NCCL section
-//! out.
+//! Pure: the job's nodes, the request and what was read in; the nodes' mounts, the steps and
+//! the NCCL section out.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -15,13 +15,16 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use crate::derive::NodeInput;
 use crate::libnccl::check::NcclProblem;
 use crate::libnccl::{
     FromLib, FromRead, ImageRead, LibraryVerdict, Loads, MOUNT_DIR, NodeNccl, Rule, judge,
 };
 use crate::node::NodeName;
 use crate::plan::spec::{Mount, MountKind};
-use crate::plan::{JobPlan, Launch, RuntimeKind, Step};
+use crate::plan::{Launch, NodePlan, RuntimeKind, Step};
+use crate::workload::nccl_build;
+use crate::workload::steps;
 
 /// `--nccl-from`: the `libnccl.so.2` of an image (the one its own loader resolves; an
 /// `nccl-build` image), or a folder on every node holding `libnccl.so.2`.
@@ -115,6 +118,37 @@ pub struct NcclPlan {
     pub notes: Vec<String>,
 }
 
+/// The rule a job's NCCL is judged by: a ring when derive says so; the image `nccl-build`
+/// makes for the head's architecture named in the fixes.
+pub fn rule(
+    ring: bool,
+    allow_old: bool,
+    nccl_from: Option<&NcclFrom>,
+    serving: bool,
+    head: Option<&NodeInput>,
+) -> Rule {
+    Rule {
+        ring,
+        allow_old,
+        nccl_from: nccl_from.map(|f| f.to_string()),
+        serving,
+        build_image: head
+            .and_then(|h| h.facts.arch.as_deref())
+            .and_then(nccl_build::CpuArch::from_uname)
+            .map(nccl_build::default_image),
+    }
+}
+
+/// The ring's cabling direction (`fabric::cabling::ring_direction`) as plan warnings.
+pub fn direction_warnings(inputs: &[NodeInput]) -> Vec<String> {
+    crate::fabric::cabling::link_map(inputs, &[])
+        .map(|m| crate::fabric::cabling::ring_direction(inputs, &m))
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(_, p)| format!("{} (fix: {})", p.problem, p.fix))
+        .collect()
+}
+
 /// Why the reads say nothing for a node.
 fn unknown(reads: Option<&NcclReads>, node: &NodeName, image: &str) -> Loads {
     Loads::NotYetKnown {
@@ -170,11 +204,32 @@ fn from_lib<'a>(
     }
 }
 
-/// Adds the NCCL part to `job`: with `--nccl-from`, the mount and `LD_LIBRARY_PATH` in every
-/// container and the staging steps; the CheckNccl step (Docker jobs) after the images are
-/// ensured; and the plan's NCCL section. Every problem refuses the launch.
-pub fn plan(
-    job: &mut JobPlan,
+/// The NCCL steps of a Docker job whose containers run on `nodes`, for the planner to place
+/// right after its images are ensured: with `--nccl-from IMAGE`, that image on every node and
+/// its library staged into the volume; then the check of what every container will load.
+pub fn steps(nodes: &[NodeName], nccl_from: Option<&NcclFrom>, rule: &Rule) -> Vec<Step> {
+    let mut out = Vec::new();
+    if nodes.is_empty() {
+        return out;
+    }
+    if let Some(NcclFrom::Image(image)) = nccl_from {
+        out.push(steps::ensure_image(image.clone(), nodes.to_vec()));
+        out.push(steps::stage_nccl(
+            image.clone(),
+            volume_name(image),
+            nodes.to_vec(),
+        ));
+    }
+    out.push(steps::check_nccl(nodes.to_vec(), rule.clone()));
+    out
+}
+
+/// The NCCL part of a job's nodes: with `--nccl-from`, the mount and `LD_LIBRARY_PATH` in
+/// every container; and the plan's NCCL section. Every problem refuses the launch. The steps
+/// are [`steps`]'s.
+pub fn section(
+    job_nodes: &mut [NodePlan],
+    runtime: RuntimeKind,
     nccl_from: Option<&NcclFrom>,
     rule: Rule,
     reads: Option<&NcclReads>,
@@ -182,19 +237,13 @@ pub fn plan(
     let mut problems = Vec::new();
     let mut notes = Vec::new();
     let mut nodes = Vec::new();
-    if job.runtime != RuntimeKind::Docker {
+    if runtime != RuntimeKind::Docker {
         notes.push(
             "--runtime host: each node's own NCCL is used; spark-launch reads NCCL only in images"
                 .to_string(),
         );
     }
-    let served: Vec<NodeName> = job
-        .nodes
-        .iter()
-        .filter(|n| matches!(n.launch, Launch::Container(_)))
-        .map(|n| n.node.clone())
-        .collect();
-    for n in &mut job.nodes {
+    for n in job_nodes.iter_mut() {
         let Launch::Container(spec) = &mut n.launch else {
             continue;
         };
@@ -292,31 +341,6 @@ pub fn plan(
             image: spec.image.clone(),
             loads,
         });
-    }
-    if job.runtime == RuntimeKind::Docker && !served.is_empty() {
-        let at = job
-            .steps
-            .iter()
-            .rposition(|s| matches!(s, Step::EnsureImage { .. }))
-            .map(|i| i + 1)
-            .unwrap_or(0);
-        let mut add = Vec::new();
-        if let Some(NcclFrom::Image(image)) = nccl_from {
-            add.push(Step::EnsureImage {
-                image: image.clone(),
-                nodes: served.clone(),
-            });
-            add.push(Step::StageNccl {
-                image: image.clone(),
-                volume: volume_name(image),
-                nodes: served.clone(),
-            });
-        }
-        add.push(Step::CheckNccl {
-            nodes: served.clone(),
-            rule: rule.clone(),
-        });
-        job.steps.splice(at..at, add);
     }
     let LibraryVerdict {
         problems: judged,

@@ -25,7 +25,8 @@ use crate::derive::{ClusterEnv, NodeInput, Topology};
 use crate::node::{NodeName, Role};
 use crate::plan::spec::{LABEL_JOB, LABEL_NODE, LABEL_ROLE};
 use crate::plan::{
-    ContainerSpec, JobName, JobPlan, Launch, NodePlan, ProcessSpec, RuntimeKind, Step, Ulimit,
+    ContainerSpec, EnsureImage, JobName, JobPlan, Launch, NodePlan, ProcessSpec, RuntimeKind,
+    Start, Step, Stop, Ulimit, WaitExit,
 };
 use crate::probe::facts::Subnet;
 use crate::workload::job_ssh::JobSshKeys;
@@ -34,6 +35,9 @@ use crate::workload::rdma::{IB_DISABLE, NoVerbs, rdma_access};
 
 /// The port of the sshd inside the nccl-tests containers (the node's own sshd keeps 22).
 pub const SSHD_PORT: u16 = 2233;
+/// The image's entrypoint (images/nccl-tests/Dockerfile): starts the job's sshd, then runs the
+/// command, or with none waits.
+pub const ENTRYPOINT: &str = "/usr/local/bin/sl-entrypoint";
 /// Where the image keeps the `*_perf` binaries.
 pub const IMAGE_TESTS_DIR: &str = "/opt/nccl-tests/build";
 /// The hostfile inside the head's container.
@@ -463,11 +467,13 @@ pub fn test_nodes(
 }
 
 /// Builds the whole plan; across containers, they use the job's own SSH identity `keys`.
+/// `nccl` (the NCCL steps of `nccl_lib::steps`) runs once the images are on the nodes.
 pub fn plan(
     nodes: &[TestNode],
     topology: Option<Topology>,
     opts: &NcclTestOptions,
     keys: &JobSshKeys,
+    nccl: Vec<Step>,
 ) -> Result<NcclTestPlan, NcclTestError> {
     validate(nodes, opts)?;
     let multi = nodes.len() > 1;
@@ -533,22 +539,23 @@ pub fn plan(
         }
         let mut steps: Vec<Step> = images
             .into_iter()
-            .map(|(image, nodes)| Step::EnsureImage { image, nodes })
+            .map(|(image, nodes)| Step::EnsureImage(EnsureImage { image, nodes }))
             .collect();
-        steps.push(Step::Start {
+        steps.extend(nccl);
+        steps.push(Step::Start(Start {
             nodes: nodes.iter().map(|n| n.name.clone()).collect(),
-        });
+        }));
         steps.push(wait_exit(&head.name, opts.timeout_s));
-        steps.push(Step::Stop);
+        steps.push(Step::Stop(Stop));
         (node_plans, steps)
     } else {
         let process = process(&opts.job, head, driver_cmd);
         let steps = vec![
-            Step::Start {
+            Step::Start(Start {
                 nodes: vec![head.name.clone()],
-            },
+            }),
             wait_exit(&head.name, opts.timeout_s),
-            Step::Stop,
+            Step::Stop(Stop),
         ];
         (
             vec![NodePlan {
@@ -632,13 +639,13 @@ fn image_for(n: &TestNode, opts: &NcclTestOptions) -> Result<String, NcclTestErr
 }
 
 fn wait_exit(head: &NodeName, timeout_s: u64) -> Step {
-    Step::WaitExit {
+    Step::WaitExit(WaitExit {
         node: head.clone(),
         capture: Some(CAPTURE.to_string()),
         timeout_s,
         // A failed test is a verdict, read from the capture; the job still stops cleanly.
         allow_failure: true,
-    }
+    })
 }
 
 fn validate(nodes: &[TestNode], opts: &NcclTestOptions) -> Result<(), NcclTestError> {
@@ -850,6 +857,11 @@ fn container(
     }
     if n.role == Role::Head {
         spec.command = driver.to_vec();
+    } else if multi {
+        // The image's own entrypoint, named so the plan shows what a worker runs: with no
+        // command, sl-entrypoint starts sshd on SL_SSHD_LISTEN:SL_SSHD_PORT for the head's
+        // mpirun (which starts the ranks through it) and waits for `spark-launch stop`.
+        spec.entrypoint = Some(vec![ENTRYPOINT.to_string()]);
     }
     spec
 }
@@ -915,7 +927,14 @@ mod tests {
             devices: vec!["rocep1s0f0".into()],
             seen: "is missing".into(),
         });
-        let err = plan(&nodes, None, &opts(), &JobSshKeys::placeholder()).unwrap_err();
+        let err = plan(
+            &nodes,
+            None,
+            &opts(),
+            &JobSshKeys::placeholder(),
+            Vec::new(),
+        )
+        .unwrap_err();
         let text = err.to_string();
         assert!(
             text.contains("spark-b: RDMA device rocep1s0f0 is ACTIVE"),
@@ -924,7 +943,7 @@ mod tests {
         assert!(text.contains("sudo modprobe ib_uverbs"), "{text}");
         let mut o = opts();
         o.allow_tcp = true;
-        let p = plan(&nodes, None, &o, &JobSshKeys::placeholder()).unwrap();
+        let p = plan(&nodes, None, &o, &JobSshKeys::placeholder(), Vec::new()).unwrap();
         assert!(p.notes[0].contains("NCCL will use TCP sockets on every node"));
         for part in &p.plan.nodes {
             let Launch::Container(c) = &part.launch else {
@@ -1000,6 +1019,7 @@ mod tests {
             Some(Topology::Direct),
             &opts(),
             &JobSshKeys::placeholder(),
+            Vec::new(),
         )
         .unwrap();
         let titles: Vec<&str> = p
@@ -1007,10 +1027,10 @@ mod tests {
             .steps
             .iter()
             .map(|s| match s {
-                Step::EnsureImage { .. } => "ensure-image",
-                Step::Start { .. } => "start",
-                Step::WaitExit { .. } => "wait-exit",
-                Step::Stop => "stop",
+                Step::EnsureImage(_) => "ensure-image",
+                Step::Start(_) => "start",
+                Step::WaitExit(_) => "wait-exit",
+                Step::Stop(_) => "stop",
                 _ => "other",
             })
             .collect();
@@ -1024,6 +1044,9 @@ mod tests {
         assert_eq!(head.command[0], "sh");
         assert!(head.command[2].contains("sl-wait-ssh 120 192.168.177.12"));
         assert!(worker.command.is_empty());
+        // What the worker runs is in the plan: the entrypoint, which starts its sshd.
+        assert_eq!(worker.entrypoint, Some(vec![ENTRYPOINT.to_string()]));
+        assert_eq!(head.entrypoint, None);
         assert_eq!(worker.env["SL_SSHD_LISTEN"], "192.168.177.12");
         assert_eq!(
             worker.env["SL_PEERS"],
@@ -1058,7 +1081,7 @@ mod tests {
         let mut o = opts();
         o.runtime = RuntimeKind::Host;
         o.as_root = false;
-        let p = plan(&pair(), None, &o, &JobSshKeys::placeholder()).unwrap();
+        let p = plan(&pair(), None, &o, &JobSshKeys::placeholder(), Vec::new()).unwrap();
         assert_eq!(p.plan.nodes.len(), 1);
         assert!(matches!(p.plan.nodes[0].launch, Launch::Process(_)));
         assert!(!p.driver.contains("sl-wait-ssh"));
@@ -1073,18 +1096,30 @@ mod tests {
         o.min_bytes = 1 << 30;
         o.max_bytes = 8;
         assert!(matches!(
-            plan(&pair(), None, &o, &JobSshKeys::placeholder()),
+            plan(&pair(), None, &o, &JobSshKeys::placeholder(), Vec::new()),
             Err(NcclTestError::SizeOrder { .. })
         ));
         let mut nodes = pair();
         nodes[1].addr = nodes[0].addr.clone();
         assert!(matches!(
-            plan(&nodes, None, &opts(), &JobSshKeys::placeholder()),
+            plan(
+                &nodes,
+                None,
+                &opts(),
+                &JobSshKeys::placeholder(),
+                Vec::new()
+            ),
             Err(NcclTestError::SameAddress(..))
         ));
         nodes[1].addr.clear();
         assert!(matches!(
-            plan(&nodes, None, &opts(), &JobSshKeys::placeholder()),
+            plan(
+                &nodes,
+                None,
+                &opts(),
+                &JobSshKeys::placeholder(),
+                Vec::new()
+            ),
             Err(NcclTestError::NoAddress { .. })
         ));
     }
@@ -1093,7 +1128,7 @@ mod tests {
     fn the_launch_check_runs_hostname_through_the_same_contexts() {
         let mut o = opts();
         o.launch_check = true;
-        let p = plan(&pair(), None, &o, &JobSshKeys::placeholder()).unwrap();
+        let p = plan(&pair(), None, &o, &JobSshKeys::placeholder(), Vec::new()).unwrap();
         assert_eq!(p.runs.len(), 1);
         assert_eq!(p.runs[0].op, None);
         let argv = &p.runs[0].argv;
@@ -1104,7 +1139,14 @@ mod tests {
 
     #[test]
     fn the_driver_marks_every_exit_status_and_fails_when_any_run_failed() {
-        let p = plan(&pair(), None, &opts(), &JobSshKeys::placeholder()).unwrap();
+        let p = plan(
+            &pair(),
+            None,
+            &opts(),
+            &JobSshKeys::placeholder(),
+            Vec::new(),
+        )
+        .unwrap();
         assert_eq!(p.driver.matches(EXIT_MARKER).count(), 2);
         assert!(p.driver.ends_with("exit $status\n"));
         assert!(

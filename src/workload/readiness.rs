@@ -2,9 +2,11 @@
 //! the executor observes — head log lines, `/health` and `/v1/models` answers, containers that
 //! exit — and the time (a number of milliseconds, so tests drive it with a fake clock).
 //!
-//! - Ready: `/health` answered 200 and `/v1/models` lists the model.
+//! - Ready: the engine's health path (`/health`) answered 200 and its models path
+//!   (`/v1/models`) lists the model.
 //! - Progress: the latest phase read from the head's log (loading weights 45%, compiling,
-//!   capturing CUDA graphs, Ray 1/2 nodes, ...), with the time spent.
+//!   capturing CUDA graphs, Ray 1/2 nodes, ...), with the time spent. Which lines announce
+//!   what is the engine's to say (`engines::ReadySignals`).
 //! - Failed: the deadline passed (naming the last phase and the last answer seen), or a
 //!   container exited, or the API serves another model. The first error line of each node's
 //!   log comes with it (see [`first_error`]).
@@ -17,6 +19,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use crate::node::NodeName;
+use crate::workload::engines::{EngineKind, ReadySignals};
 
 /// Something the executor saw.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -90,6 +93,7 @@ pub enum ReadyVerdict {
 /// The state of one readiness wait.
 #[derive(Clone, Debug)]
 pub struct Readiness {
+    signals: &'static ReadySignals,
     model: String,
     started_ms: u64,
     timeout_ms: u64,
@@ -101,8 +105,15 @@ pub struct Readiness {
 }
 
 impl Readiness {
-    pub fn new(model: &str, started_ms: u64, timeout_s: u64) -> Self {
+    /// A wait for `model` on an engine that shows progress and readiness as `signals` say.
+    pub fn new(
+        signals: &'static ReadySignals,
+        model: &str,
+        started_ms: u64,
+        timeout_s: u64,
+    ) -> Self {
         Readiness {
+            signals,
             model: model.to_string(),
             started_ms,
             timeout_ms: timeout_s.saturating_mul(1000),
@@ -121,7 +132,7 @@ impl Readiness {
     pub fn observe(&mut self, obs: Observation) {
         match obs {
             Observation::Log { line, .. } => {
-                if let Some(p) = phase_of(&line) {
+                if let Some(p) = phase_of(self.signals, &line) {
                     self.phase = p;
                 }
             }
@@ -207,44 +218,25 @@ pub fn duration(ms: u64) -> String {
     crate::progress::human_duration(std::time::Duration::from_millis(ms))
 }
 
-/// The phase a log line announces, if any (vLLM, TensorRT-LLM and spark-launch's own lines).
-pub fn phase_of(line: &str) -> Option<String> {
+/// The phase a log line announces, if any: spark-launch's own lines, then the engine's
+/// (`signals.progress`, from the seam).
+pub fn phase_of(signals: &ReadySignals, line: &str) -> Option<String> {
     let l = line.trim();
     if let Some(rest) = l.split("spark-launch: ").nth(1) {
         return Some(rest.trim().to_string());
     }
     let lower = l.to_ascii_lowercase();
-    if lower.contains("loading safetensors checkpoint shards") {
-        return Some(format!("loading weights{}", percent(l)));
-    }
-    if lower.contains("model loading took") {
-        return Some("weights loaded".to_string());
-    }
-    if lower.contains("loading weights") || lower.contains("loading model") {
-        return Some("loading weights".to_string());
-    }
-    if lower.contains("capturing cuda graph") {
-        return Some(format!("capturing CUDA graphs{}", percent(l)));
-    }
-    if lower.contains("torch.compile")
-        || lower.contains("compiling a graph")
-        || lower.contains("compiling graph")
-    {
-        return Some("compiling graphs".to_string());
-    }
-    if lower.contains("kv cache") && (lower.contains("size") || lower.contains("memory")) {
-        return Some("allocating the KV cache".to_string());
-    }
-    if lower.contains("uvicorn running on")
-        || lower.contains("application startup complete")
-        || lower.contains("starting vllm api server")
-    {
-        return Some("API server starting".to_string());
-    }
-    if lower.contains("init_distributed_environment") || lower.contains("world_size=") {
-        return Some("joining the distributed group".to_string());
-    }
-    None
+    signals
+        .progress
+        .iter()
+        .find(|p| p.matches(&lower))
+        .map(|p| {
+            if p.percent {
+                format!("{}{}", p.phase, percent(l))
+            } else {
+                p.phase.to_string()
+            }
+        })
 }
 
 /// ` 45%` for the first percentage in a line (tqdm bars print `45%|████`), or nothing.
@@ -263,7 +255,9 @@ fn percent(line: &str) -> String {
 }
 
 /// The first line of a log that reports an error, made readable: `ERROR` log lines, Python
-/// exceptions (`FooError: ...`), NCCL failures, CUDA out-of-memory, spark-launch's own.
+/// exceptions (`FooError: ...`), NCCL failures, CUDA out-of-memory, spark-launch's own, and
+/// what any engine's seam names fatal. Read on the logs of any job (nccl-tests too), so every
+/// engine's markers count.
 pub fn first_error(log: &str) -> Option<String> {
     log.lines().map(str::trim).find(|l| is_error(l)).map(|l| {
         let mut s: String = l.chars().take(300).collect();
@@ -293,6 +287,12 @@ fn is_error(l: &str) -> bool {
     {
         return true;
     }
+    if EngineKind::ALL
+        .iter()
+        .any(|e| e.engine().ready().fatal.iter().any(|f| lower.contains(f)))
+    {
+        return true;
+    }
     // `RuntimeError: ...`, `torch.OutOfMemoryError: ...` at the start of a line.
     let head = l.split(':').next().unwrap_or("");
     (head.ends_with("Error") || head.ends_with("Exception"))
@@ -310,6 +310,7 @@ pub fn first_errors(logs: &[(NodeName, String)]) -> BTreeMap<NodeName, Option<St
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::workload::engines::GENERIC_SIGNALS;
 
     fn head() -> NodeName {
         NodeName::new("spark").unwrap()
@@ -320,7 +321,7 @@ mod tests {
 
     #[test]
     fn ready_needs_a_healthy_api_that_lists_the_model() {
-        let mut r = Readiness::new("Qwen/Qwen2.5-0.5B-Instruct", 0, 60);
+        let mut r = Readiness::new(&GENERIC_SIGNALS, "Qwen/Qwen2.5-0.5B-Instruct", 0, 60);
         r.observe(Observation::Health(Err("connection refused".into())));
         assert!(matches!(r.verdict(1_000), ReadyVerdict::Waiting(_)));
         r.observe(Observation::Health(Ok(200)));
@@ -336,7 +337,7 @@ mod tests {
 
     #[test]
     fn the_progress_line_follows_the_head_log_with_the_time_spent() {
-        let mut r = Readiness::new("m", 0, 1200);
+        let mut r = Readiness::new(&GENERIC_SIGNALS, "m", 0, 1200);
         for line in [
             "INFO 05-02 10:00:01 [api_server.py:1] vLLM API server version 0.19.0",
             "Loading safetensors checkpoint shards:  45% Completed | 9/20 [00:31<00:38,  3.51s/it]",
@@ -362,7 +363,7 @@ mod tests {
 
     #[test]
     fn the_deadline_is_an_error_naming_the_last_phase_and_answer() {
-        let mut r = Readiness::new("m", 10_000, 20 * 60);
+        let mut r = Readiness::new(&GENERIC_SIGNALS, "m", 10_000, 20 * 60);
         r.observe(Observation::Log {
             node: head(),
             line: "spark-launch: ray: 1/2 nodes: 10.0.0.1 (1 GPU)".into(),
@@ -384,7 +385,7 @@ mod tests {
 
     #[test]
     fn an_exited_container_fails_at_once() {
-        let mut r = Readiness::new("m", 0, 600);
+        let mut r = Readiness::new(&GENERIC_SIGNALS, "m", 0, 600);
         r.observe(Observation::Exited {
             node: NodeName::new("spark2").unwrap(),
             code: 1,
@@ -397,7 +398,7 @@ mod tests {
 
     #[test]
     fn another_model_on_the_port_is_not_ours() {
-        let mut r = Readiness::new("org/other", 0, 600);
+        let mut r = Readiness::new(&GENERIC_SIGNALS, "org/other", 0, 600);
         r.observe(Observation::Health(Ok(200)));
         r.observe(Observation::Models(Ok((200, MODELS.into()))));
         assert!(matches!(
@@ -405,6 +406,7 @@ mod tests {
             ReadyVerdict::Failed(NotReady::WrongModel { .. })
         ));
         let mut r = Readiness::new(
+            &GENERIC_SIGNALS,
             "/root/.cache/huggingface/hub/models--o--m/snapshots/abc",
             0,
             600,

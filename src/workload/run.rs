@@ -8,7 +8,8 @@ use serde::{Deserialize, Serialize};
 use crate::node::{NodeName, Role};
 use crate::plan::spec::{Device, LABEL_PORTS, Mount};
 use crate::plan::{
-    ContainerSpec, Gpus, JobName, JobPlan, Launch, NodePlan, ProcessSpec, RuntimeKind, Step, Ulimit,
+    ContainerSpec, EnsureImage, Gpus, JobName, JobPlan, Launch, NodePlan, ProcessSpec, RuntimeKind,
+    Start, Step, Ulimit,
 };
 
 /// `--gpus` and `--ulimit` of the launching commands, applied to every container of a plan.
@@ -140,10 +141,10 @@ pub fn start_steps(plan: &JobPlan) -> Vec<Step> {
                 .filter(|p| matches!(&p.launch, Launch::Container(c) if c.image == image))
                 .map(|p| p.node.clone())
                 .collect();
-            steps.push(Step::EnsureImage { image, nodes: on });
+            steps.push(Step::EnsureImage(EnsureImage { image, nodes: on }));
         }
     }
-    steps.push(Step::Start { nodes });
+    steps.push(Step::Start(Start { nodes }));
     steps
 }
 

@@ -1,9 +1,10 @@
-//! What vLLM and TensorRT-LLM serving share: the resolved options, which nodes serve
+//! What every serving engine shares: the resolved options, which nodes serve
 //! (tensor × pipeline parallel = nodes × GPUs per node), the GPU container every node runs
 //! (derived env, the Hugging Face cache, RDMA devices and limits), where the API will answer,
 //! and the refusals collected before anything starts.
 //!
-//! Pure: options and facts in, a [`ServePlan`] or a [`ServeRefusal`] out.
+//! Pure: options and facts in, the pieces of a [`ServePlan`] or a [`ServeRefusal`] out (the
+//! plan itself is `workload::skeleton`'s).
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -16,44 +17,12 @@ use crate::model::ModelSource;
 use crate::node::{NodeName, Role};
 use crate::plan::spec::Mount;
 use crate::plan::{ContainerSpec, Gpus, JobName, JobPlan, Ulimit};
+use crate::workload::engines::EngineKind;
 use crate::workload::limits;
 use crate::workload::rdma::{RdmaAccess, rdma_access};
 
-/// The vLLM image used unless `--image` says otherwise: NVIDIA's NGC build (multi-arch, arm64
-/// for DGX Spark), pinned so that a plan means the same thing tomorrow.
-pub const VLLM_IMAGE: &str = "nvcr.io/nvidia/vllm:26.04-py3";
-/// The TensorRT-LLM image used unless `--image` says otherwise (NGC release, pinned).
-pub const TRTLLM_IMAGE: &str = "nvcr.io/nvidia/tensorrt-llm/release:1.2.1";
-
 pub const LABEL_WORKLOAD: &str = "dev.spark-launch.workload";
 pub const LABEL_MODEL: &str = "dev.spark-launch.model";
-
-/// Twenty minutes: loading 70B-class weights and compiling CUDA graphs takes long on first
-/// start.
-pub const DEFAULT_READY_TIMEOUT_S: u64 = 20 * 60;
-
-/// A serving engine.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum EngineKind {
-    Vllm,
-    Trtllm,
-}
-
-impl EngineKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            EngineKind::Vllm => "vllm",
-            EngineKind::Trtllm => "trtllm",
-        }
-    }
-}
-
-impl fmt::Display for EngineKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
 
 /// Where things live on one node. Live runs resolve `~` to the node's home before planning;
 /// a dry run on snapshots keeps `~/…` (the home of the user spark-launch connects as).
@@ -104,6 +73,32 @@ pub struct ServeOptions {
 }
 
 impl ServeOptions {
+    /// `engine` serving `model` as the job `job`, everything else at its default: the engine's
+    /// image, API port and readiness timeout; tp 1, pp 1, one GPU per node, the weights staged,
+    /// the API on every interface with no key.
+    pub fn new(engine: EngineKind, job: JobName, model: ModelSource) -> ServeOptions {
+        let e = engine.engine();
+        ServeOptions {
+            job,
+            model,
+            image: e.default_image().to_string(),
+            port: e.default_port(),
+            tp: 1,
+            pp: 1,
+            gpus_per_node: 1,
+            engine_args: Vec::new(),
+            env: BTreeMap::new(),
+            paths: BTreeMap::new(),
+            ulimits: Vec::new(),
+            gpus: None,
+            ready_timeout_s: e.defaults().ready_timeout_s,
+            stage_model: true,
+            allow_tcp: false,
+            bind: super::endpoint::Bind::All,
+            api_key: None,
+        }
+    }
+
     pub fn paths_of(&self, node: &NodeName) -> NodePaths {
         self.paths.get(node).cloned().unwrap_or_default()
     }
@@ -127,7 +122,8 @@ pub struct Endpoint {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ServePlan {
     pub engine: EngineKind,
-    /// `native` or `ray` for vLLM, `mpi` for TensorRT-LLM.
+    /// How the ranks find each other (`engines::MultiNode`): `native` or `ray` for vLLM,
+    /// `single` or `mpi` for TensorRT-LLM.
     pub mode: String,
     pub model: ModelSource,
     /// The name the API lists at `/v1/models`.
@@ -150,8 +146,8 @@ pub struct ServePlan {
     /// The API key clients send (shown as `<set>`, with the file that holds it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api_key: Option<super::endpoint::ApiKey>,
-    /// The NCCL each container loads (set by `workload::launch`; `None` from the engine
-    /// planners alone).
+    /// The NCCL each container loads (`None` for the engine's plan alone, planned without a
+    /// launch: `workload::skeleton`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nccl: Option<super::nccl_lib::NcclPlan>,
 }

@@ -15,6 +15,8 @@
 pub mod docker;
 /// Bundled snapshot fixtures, copied and edited (issue 12).
 pub mod fixtures;
+/// SGLang's own argument parser over the pinned wheel (issue 22).
+pub mod sglang;
 /// The stand-in scripts: real NCCL wheels, image builders (issue 17).
 pub mod standin;
 
@@ -64,6 +66,7 @@ pub struct Builder {
     fabric_addr: bool,
     admin: bool,
     cold: bool,
+    stock_sshd: bool,
 }
 
 impl Builder {
@@ -111,6 +114,13 @@ impl Builder {
         self
     }
 
+    /// sshd with OpenSSH's own MaxStartups (10:30:100) and MaxSessions (10), as on a real
+    /// node, instead of the raised limits every other test runs with (`--sshd-limits stock`).
+    pub fn stock_sshd(mut self) -> Self {
+        self.stock_sshd = true;
+        self
+    }
+
     /// Brings the nodes up; panics with simnet's message when that fails.
     pub fn up(self) -> SimNet {
         let n = COUNTER.fetch_add(1, Ordering::SeqCst);
@@ -136,6 +146,9 @@ impl Builder {
         }
         if self.admin {
             args.push("--admin".into());
+        }
+        if self.stock_sshd {
+            args.extend(["--sshd-limits".to_string(), "stock".to_string()]);
         }
         if !self.mgmt_only.is_empty() {
             args.push("--mgmt-only".into());
@@ -192,6 +205,7 @@ impl SimNet {
             fabric_addr: true,
             admin: false,
             cold: false,
+            stock_sshd: false,
         }
     }
 

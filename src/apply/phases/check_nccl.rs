@@ -11,15 +11,10 @@ use futures::future::BoxFuture;
 
 use crate::apply::context::ApplyContext;
 use crate::apply::phase::{Phase, PhaseError};
-use crate::libnccl::{Loads, MOUNT_DIR, NodeNccl, Rule, judge};
-use crate::node::{NodeName, for_each_node};
-use crate::plan::{Launch, Step};
+use crate::libnccl::{Loads, MOUNT_DIR, NodeNccl, judge};
+use crate::node::NodeName;
+use crate::plan::{CheckNccl, Launch, StepPayload};
 use crate::runtime::libnccl::LoaderProbe;
-
-pub struct CheckNccl {
-    pub nodes: Vec<NodeName>,
-    pub rule: Rule,
-}
 
 /// What the probe container of `node`'s part is made of.
 fn probe_of(ctx: &ApplyContext<'_>, node: &NodeName) -> Option<LoaderProbe> {
@@ -41,23 +36,17 @@ fn probe_of(ctx: &ApplyContext<'_>, node: &NodeName) -> Option<LoaderProbe> {
 
 impl<'a> Phase<ApplyContext<'a>> for CheckNccl {
     fn title(&self) -> String {
-        Step::CheckNccl {
-            nodes: self.nodes.clone(),
-            rule: self.rule.clone(),
-        }
-        .title()
+        StepPayload::title(self)
     }
     fn run<'b>(
         &'b self,
         ctx: &'b ApplyContext<'a>,
     ) -> BoxFuture<'b, Result<Option<String>, PhaseError>> {
         Box::pin(async move {
-            let results = for_each_node(
-                self.nodes.iter().cloned(),
-                ctx.options.concurrency,
-                |node| async move {
+            let results = ctx
+                .each_node(self.nodes.clone(), |node, _| async move {
                     let Some(probe) = probe_of(ctx, &node) else {
-                        return Ok::<_, std::convert::Infallible>(None);
+                        return Ok(None);
                     };
                     let loads = crate::apply::nccl::loads_on(ctx.cluster, &node, &probe).await;
                     Ok(Some(NodeNccl {
@@ -65,9 +54,8 @@ impl<'a> Phase<ApplyContext<'a>> for CheckNccl {
                         image: probe.image,
                         loads,
                     }))
-                },
-            )
-            .await;
+                })
+                .await;
             if ctx.cancel.is_cancelled() {
                 return Err(PhaseError::Cancelled);
             }

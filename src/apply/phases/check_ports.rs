@@ -8,8 +8,8 @@ use futures::future::BoxFuture;
 use crate::apply::context::{ApplyContext, shell_error, shell_for};
 use crate::apply::phase::{Phase, PhaseError};
 use crate::node::NodeName;
-use crate::node::fanout::{NodeFailures, for_each_node};
-use crate::plan::{NodePorts, Step};
+use crate::node::fanout::NodeFailures;
+use crate::plan::{CheckPorts, StepPayload};
 use crate::runtime::RuntimeError;
 
 /// The ports that listen on this node (IPv4 and IPv6), from `/proc/net/tcp*`.
@@ -31,17 +31,9 @@ pub fn busy_ports(wanted: &[u16], listening: &str) -> Vec<u16> {
         .collect()
 }
 
-/// `CheckPorts`: nothing listens yet on the ports the job will open.
-pub struct CheckPorts {
-    pub ports: Vec<NodePorts>,
-}
-
 impl<'a> Phase<ApplyContext<'a>> for CheckPorts {
     fn title(&self) -> String {
-        Step::CheckPorts {
-            ports: self.ports.clone(),
-        }
-        .title()
+        StepPayload::title(self)
     }
     fn should_run(&self, _ctx: &ApplyContext<'a>) -> bool {
         !self.ports.is_empty()
@@ -52,22 +44,23 @@ impl<'a> Phase<ApplyContext<'a>> for CheckPorts {
     ) -> BoxFuture<'b, Result<Option<String>, PhaseError>> {
         Box::pin(async move {
             let nodes: Vec<NodeName> = self.ports.iter().map(|p| p.node.clone()).collect();
-            let results = for_each_node(nodes, ctx.options.concurrency, |node| async move {
-                let handle = ctx.cluster.node(&node)?;
-                let shell = shell_for(handle).map_err(|e| RuntimeError::Other(e.to_string()))?;
-                let out = shell
-                    .run(LISTENING_SH, Vec::new(), None)
-                    .await
-                    .map_err(shell_error)?;
-                let wanted = self
-                    .ports
-                    .iter()
-                    .find(|p| p.node == node)
-                    .map(|p| p.ports.clone())
-                    .unwrap_or_default();
-                Ok::<_, RuntimeError>(busy_ports(&wanted, &out.stdout))
-            })
-            .await;
+            let results = ctx
+                .each_node(nodes, |node, handle| async move {
+                    let shell =
+                        shell_for(handle).map_err(|e| RuntimeError::Other(e.to_string()))?;
+                    let out = shell
+                        .run(LISTENING_SH, Vec::new(), None)
+                        .await
+                        .map_err(shell_error)?;
+                    let wanted = self
+                        .ports
+                        .iter()
+                        .find(|p| p.node == node)
+                        .map(|p| p.ports.clone())
+                        .unwrap_or_default();
+                    Ok(busy_ports(&wanted, &out.stdout))
+                })
+                .await;
             let mut busy = Vec::new();
             let mut failed = Vec::new();
             let total = results.len();

@@ -7,9 +7,8 @@ use futures::future::BoxFuture;
 
 use crate::apply::context::{ApplyContext, shell_error, shell_for};
 use crate::apply::phase::{Phase, PhaseError};
-use crate::node::NodeName;
-use crate::node::fanout::{NodeFailures, for_each_node};
-use crate::plan::Step;
+use crate::node::fanout::NodeFailures;
+use crate::plan::{CheckReachable, StepPayload};
 use crate::runtime::RuntimeError;
 
 /// A short-lived listener on `addr:port`: accepts `want` connections or gives up after
@@ -55,24 +54,9 @@ exit 1
     )
 }
 
-/// `CheckReachable`: every `from` node opens a TCP connection to `addr:port` on `to`, where a
-/// short-lived listener stands in for the service.
-pub struct CheckReachable {
-    pub to: NodeName,
-    pub addr: std::net::Ipv4Addr,
-    pub port: u16,
-    pub from: Vec<NodeName>,
-}
-
 impl<'a> Phase<ApplyContext<'a>> for CheckReachable {
     fn title(&self) -> String {
-        Step::CheckReachable {
-            to: self.to.clone(),
-            addr: self.addr,
-            port: self.port,
-            from: self.from.clone(),
-        }
-        .title()
+        StepPayload::title(self)
     }
     fn run<'b>(
         &'b self,
@@ -88,12 +72,12 @@ impl<'a> Phase<ApplyContext<'a>> for CheckReachable {
             let connects = async {
                 // Give the listener a moment; the connectors retry for 20 s anyway.
                 tokio::time::sleep(Duration::from_millis(300)).await;
-                for_each_node(self.from.clone(), ctx.options.concurrency, |node| {
+                ctx.each_node(self.from.clone(), |node, handle| {
                     let script = connect_script.clone();
                     let addr = addr.clone();
                     async move {
-                        let shell = shell_for(ctx.cluster.node(&node)?)
-                            .map_err(|e| RuntimeError::Other(e.to_string()))?;
+                        let shell =
+                            shell_for(handle).map_err(|e| RuntimeError::Other(e.to_string()))?;
                         let out = shell.run(&script, Vec::new(), None).await.map_err(shell_error)?;
                         if out.success() {
                             Ok(())

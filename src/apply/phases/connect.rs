@@ -3,9 +3,8 @@
 
 use futures::future::BoxFuture;
 
-use crate::apply::context::{ApplyContext, failures};
+use crate::apply::context::ApplyContext;
 use crate::apply::phase::{Phase, PhaseError};
-use crate::node::fanout::for_each_node;
 use crate::plan::RuntimeKind;
 
 /// Reach every node of the plan: its engine (Docker) or its shell (host runtime).
@@ -21,25 +20,22 @@ impl<'a> Phase<ApplyContext<'a>> for Connect {
     ) -> BoxFuture<'b, Result<Option<String>, PhaseError>> {
         Box::pin(async move {
             let nodes = ctx.plan.node_names();
-            let results =
-                for_each_node(nodes.clone(), ctx.options.concurrency, |node| async move {
-                    let handle = ctx.cluster.node(&node)?;
-                    match ctx.plan.runtime {
-                        RuntimeKind::Docker => handle.engine().await.map(|e| {
-                            format!(
-                                "Docker {} ({})",
-                                e.features().server_version,
-                                e.features().arch
-                            )
-                        }),
-                        RuntimeKind::Host => handle
-                            .jobs(None, Some(RuntimeKind::Host))
-                            .await
-                            .map(|_| "shell".to_string()),
-                    }
-                })
-                .await;
-            failures(results)?;
+            ctx.on_every_node(nodes.clone(), |_, handle| async move {
+                match ctx.plan.runtime {
+                    RuntimeKind::Docker => handle.engine().await.map(|e| {
+                        format!(
+                            "Docker {} ({})",
+                            e.features().server_version,
+                            e.features().arch
+                        )
+                    }),
+                    RuntimeKind::Host => handle
+                        .jobs(None, Some(RuntimeKind::Host))
+                        .await
+                        .map(|_| "shell".to_string()),
+                }
+            })
+            .await?;
             Ok(Some(format!(
                 "{} node{}",
                 nodes.len(),

@@ -6,23 +6,13 @@ use futures::future::BoxFuture;
 use crate::apply::context::ApplyContext;
 use crate::apply::images::{EnsureError, PushError, ensure_image};
 use crate::apply::phase::{Phase, PhaseError};
-use crate::node::NodeName;
 use crate::node::fanout::NodeFailures;
-use crate::plan::{RuntimeKind, Step};
+use crate::plan::{EnsureImage, RuntimeKind, StepPayload};
 use crate::runtime::RuntimeError;
-
-pub struct EnsureImage {
-    pub image: String,
-    pub nodes: Vec<NodeName>,
-}
 
 impl<'a> Phase<ApplyContext<'a>> for EnsureImage {
     fn title(&self) -> String {
-        Step::EnsureImage {
-            image: self.image.clone(),
-            nodes: self.nodes.clone(),
-        }
-        .title()
+        StepPayload::title(self)
     }
     fn should_run(&self, ctx: &ApplyContext<'a>) -> bool {
         ctx.plan.runtime == RuntimeKind::Docker

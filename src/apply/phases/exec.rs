@@ -1,35 +1,18 @@
 //! Exec: a command inside the node's container (or on the node), its output kept under the plan's
 //! capture name.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
 
 use crate::apply::context::{ApplyContext, Capture};
 use crate::apply::phase::{Phase, PhaseError};
-use crate::node::NodeName;
-use crate::plan::Step;
+use crate::plan::{Exec, StepPayload};
 use crate::runtime::RuntimeError;
-
-pub struct Exec {
-    pub node: NodeName,
-    pub command: Vec<String>,
-    pub env: BTreeMap<String, String>,
-    pub capture: Option<String>,
-    pub timeout: Duration,
-}
 
 impl<'a> Phase<ApplyContext<'a>> for Exec {
     fn title(&self) -> String {
-        Step::Exec {
-            node: self.node.clone(),
-            command: self.command.clone(),
-            env: BTreeMap::new(),
-            capture: None,
-            timeout_s: 0,
-        }
-        .title()
+        StepPayload::title(self)
     }
     fn run<'b>(
         &'b self,
@@ -43,7 +26,7 @@ impl<'a> Phase<ApplyContext<'a>> for Exec {
                     &ctx.name_on(&self.node),
                     &self.command,
                     &self.env,
-                    self.timeout,
+                    Duration::from_secs(self.timeout_s),
                     &ctx.cancel,
                 )
                 .await

@@ -1,6 +1,8 @@
-//! The executor's phases, one per file (kind's actions): each is a step of a plan carried out
-//! on the nodes, with one status line, and an optional clean-up. `executor::phases_for` builds
-//! the list from a plan; `context::ApplyContext` is what they share.
+//! The executor's phases, one per file (kind's actions): each file makes one `plan::Step`
+//! payload a [`Phase`](crate::apply::phase::Phase) (`impl Phase<ApplyContext> for plan::Start`),
+//! carried out on the nodes with one status line and an optional clean-up; `Connect` and
+//! `NameFree` are the two phases no step names. `executor::phases_for` builds the list from a
+//! plan; `context::ApplyContext` is what they share.
 
 mod check_nccl;
 mod check_ports;
@@ -19,19 +21,5 @@ mod wait_ray;
 mod wait_serving;
 mod write_file;
 
-pub use check_nccl::CheckNccl;
-pub use check_ports::CheckPorts;
-pub use check_reachable::CheckReachable;
 pub use connect::Connect;
-pub use ensure_image::EnsureImage;
-pub use exec::Exec;
 pub use name_free::NameFree;
-pub use stage_model::StageModel;
-pub use stage_nccl::StageNccl;
-pub use start::Start;
-pub use stop::Stop;
-pub use wait_exit::WaitExit;
-pub use wait_http::WaitHttp;
-pub use wait_ray::WaitRay;
-pub use wait_serving::WaitServing;
-pub use write_file::WriteFile;

@@ -3,12 +3,9 @@
 
 use futures::future::BoxFuture;
 
-use crate::apply::context::{ApplyContext, failures};
+use crate::apply::context::ApplyContext;
 use crate::apply::phase::{Phase, PhaseError};
-use crate::node::NodeName;
-use crate::node::fanout::for_each_node;
 use crate::plan::RuntimeKind;
-use crate::runtime::RuntimeError;
 
 /// Refuse to start a job whose name is taken on any node (STYLE: validate before effects).
 pub struct NameFree;
@@ -23,9 +20,8 @@ impl<'a> Phase<ApplyContext<'a>> for NameFree {
     ) -> BoxFuture<'b, Result<Option<String>, PhaseError>> {
         Box::pin(async move {
             let job = &ctx.plan.job;
-            let nodes: Vec<NodeName> = ctx.cluster.names();
-            let results = for_each_node(nodes, ctx.options.concurrency, |node| async move {
-                let handle = ctx.cluster.node(&node)?;
+            let found = ctx
+                .on_every_node(ctx.cluster.names(), |node, handle| async move {
                 let mut taken: Vec<String> = Vec::new();
                 // The plan's runtime: a container and a process never share a name.
                 let runtime = Some(ctx.plan.runtime);
@@ -52,10 +48,9 @@ impl<'a> Phase<ApplyContext<'a>> for NameFree {
                         }
                     }
                 }
-                Ok::<_, RuntimeError>(taken)
+                Ok(taken)
             })
-            .await;
-            let found = failures(results)?;
+            .await?;
             let taken: Vec<String> = found
                 .into_iter()
                 .filter(|(_, t)| !t.is_empty())

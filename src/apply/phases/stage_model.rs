@@ -6,23 +6,10 @@ use futures::future::BoxFuture;
 use crate::apply::context::{ApplyContext, shell_error, shell_for};
 use crate::apply::phase::{Phase, PhaseError};
 use crate::apply::stage::{self, StageNode, StageOptions, StageSpec};
+use crate::model::CONTAINER_HF_HOME;
 use crate::model::hub::HubError;
-use crate::model::{CONTAINER_HF_HOME, ModelSource};
 use crate::node::NodeName;
-use crate::plan::{Launch, Step};
-
-/// `StageModel`: the weights on every node (see `apply::stage`); with `copy` false, only the
-/// check that they are there.
-pub struct StageModel {
-    pub model: ModelSource,
-    pub nodes: Vec<NodeName>,
-    pub copy: bool,
-    /// The Hub's answer, looked up before planning; `None`: look it up here (a local folder
-    /// needs none).
-    pub listing: Option<crate::model::hub::Resolved>,
-    /// How each worker reaches the head (a relay in a ring); others use the control plane.
-    pub routes: std::collections::BTreeMap<NodeName, crate::model::route::CopyRoute>,
-}
+use crate::plan::{Launch, StageModel, StepPayload};
 
 /// The node's Hugging Face cache: the source of the mount the plan puts at `HF_HOME`.
 pub fn hf_home_of(ctx: &ApplyContext<'_>, node: &NodeName) -> Option<String> {
@@ -49,14 +36,7 @@ pub fn control_addr(ctx: &ApplyContext<'_>, node: &NodeName) -> Option<String> {
 
 impl<'a> Phase<ApplyContext<'a>> for StageModel {
     fn title(&self) -> String {
-        Step::StageModel {
-            model: self.model.clone(),
-            nodes: self.nodes.clone(),
-            copy: self.copy,
-            listing: None,
-            routes: Default::default(),
-        }
-        .title()
+        StepPayload::title(self)
     }
     fn run<'b>(
         &'b self,
@@ -66,95 +46,10 @@ impl<'a> Phase<ApplyContext<'a>> for StageModel {
             let Some(head) = self.nodes.first() else {
                 return Ok(None);
             };
-            let mut nodes = Vec::new();
-            for n in &self.nodes {
-                let shell = shell_for(ctx.node(n)?)?;
-                let mut hf_home = hf_home_of(ctx, n).ok_or_else(|| {
-                    PhaseError::Other(format!("{n}: the plan mounts no Hugging Face cache"))
-                })?;
-                if let Some(rest) = hf_home.strip_prefix("~/") {
-                    let out = shell
-                        .run("printf '%s' \"$HOME\"", Vec::new(), None)
-                        .await
-                        .map_err(|e| PhaseError::node(n, shell_error(e)))?;
-                    hf_home = format!("{}/{rest}", out.stdout.trim());
-                }
-                nodes.push(StageNode { shell, hf_home });
-            }
-            let token = stage::hf_token();
-            let endpoint = stage::hf_endpoint();
-            let looked_up = match &self.listing {
-                Some(listing) => Ok(Some(listing.clone())),
-                None => {
-                    stage::resolve_on_head(
-                        nodes[0].shell.clone(),
-                        &endpoint,
-                        &self.model,
-                        token.clone(),
-                    )
-                    .await
-                }
-            };
-            let resolved = match looked_up {
-                Ok(r) => r,
-                Err(
-                    e @ (HubError::GatedNoToken { .. }
-                    | HubError::NoAccess { .. }
-                    | HubError::NotFound { .. }
-                    | HubError::NoRevision { .. }),
-                ) => return Err(PhaseError::Refused(e.to_string())),
-                Err(e) => return Err(PhaseError::Other(e.to_string())),
-            };
-            let addr = control_addr(ctx, head).unwrap_or_else(|| head.to_string());
-            let head_node = nodes.remove(0);
-            let spec = StageSpec {
-                model: resolved
-                    .as_ref()
-                    .map(|r| r.source())
-                    .unwrap_or_else(|| self.model.clone()),
-                resolved,
-                endpoint,
-                token,
-                head: head_node,
-                workers: nodes
-                    .into_iter()
-                    .map(|n| {
-                        let route = self
-                            .routes
-                            .get(n.name())
-                            .cloned()
-                            .unwrap_or(crate::model::route::CopyRoute::Control);
-                        (n, stage::head_access(head, &route, &addr))
-                    })
-                    .collect(),
-                options: StageOptions::default(),
-            };
+            let nodes = stage_nodes(ctx, &self.nodes).await?;
+            let spec = spec_of(self, ctx, head, nodes).await?;
             if !self.copy {
-                let lacks = tokio::select! {
-                    r = stage::verify(&spec) => r.map_err(|e| PhaseError::Other(e.to_string()))?,
-                    _ = ctx.cancel.cancelled() => return Err(PhaseError::Cancelled),
-                };
-                let short: Vec<String> = lacks
-                    .iter()
-                    .filter(|l| !l.missing.is_empty())
-                    .map(|l| {
-                        format!(
-                            "{}: {} missing or different in {} (e.g. {})",
-                            l.node,
-                            l.missing.len(),
-                            l.dir,
-                            l.missing[0]
-                        )
-                    })
-                    .collect();
-                if short.is_empty() {
-                    return Ok(Some("on every node".to_string()));
-                }
-                return Err(PhaseError::Refused(format!(
-                    "--no-stage, but the model is not complete on every node:\n  {}\nfix: `spark-launch model pull {}`, or run without --no-stage",
-                    short.join("\n  "),
-                    self.model
-                )));
+                return check_only(self, ctx, &spec).await;
             }
             let run = stage::stage(&spec, ctx.reporter.clone());
             let reports = tokio::select! {
@@ -169,4 +64,119 @@ impl<'a> Phase<ApplyContext<'a>> for StageModel {
             }))
         })
     }
+}
+
+/// Each node's shell and Hugging Face cache folder (a `~/` in the plan resolved on the node).
+async fn stage_nodes(
+    ctx: &ApplyContext<'_>,
+    names: &[NodeName],
+) -> Result<Vec<StageNode>, PhaseError> {
+    let mut nodes = Vec::new();
+    for n in names {
+        let shell = shell_for(ctx.node(n)?)?;
+        let mut hf_home = hf_home_of(ctx, n).ok_or_else(|| {
+            PhaseError::Other(format!("{n}: the plan mounts no Hugging Face cache"))
+        })?;
+        if let Some(rest) = hf_home.strip_prefix("~/") {
+            let out = shell
+                .run("printf '%s' \"$HOME\"", Vec::new(), None)
+                .await
+                .map_err(|e| PhaseError::node(n, shell_error(e)))?;
+            hf_home = format!("{}/{rest}", out.stdout.trim());
+        }
+        nodes.push(StageNode { shell, hf_home });
+    }
+    Ok(nodes)
+}
+
+/// What to stage where: the model at the commit the plan's listing names (or as the Hub
+/// answers the head now, when the plan has none), the head (`nodes[0]`) and how each worker
+/// reaches it.
+async fn spec_of(
+    step: &StageModel,
+    ctx: &ApplyContext<'_>,
+    head: &NodeName,
+    mut nodes: Vec<StageNode>,
+) -> Result<StageSpec, PhaseError> {
+    let token = stage::hf_token();
+    let endpoint = stage::hf_endpoint();
+    let looked_up = match &step.listing {
+        Some(listing) => Ok(Some(listing.clone())),
+        None => {
+            stage::resolve_on_head(
+                nodes[0].shell.clone(),
+                &endpoint,
+                &step.model,
+                token.clone(),
+            )
+            .await
+        }
+    };
+    let resolved = match looked_up {
+        Ok(r) => r,
+        Err(
+            e @ (HubError::GatedNoToken { .. }
+            | HubError::NoAccess { .. }
+            | HubError::NotFound { .. }
+            | HubError::NoRevision { .. }),
+        ) => return Err(PhaseError::Refused(e.to_string())),
+        Err(e) => return Err(PhaseError::Other(e.to_string())),
+    };
+    let addr = control_addr(ctx, head).unwrap_or_else(|| head.to_string());
+    let head_node = nodes.remove(0);
+    Ok(StageSpec {
+        model: resolved
+            .as_ref()
+            .map(|r| r.source())
+            .unwrap_or_else(|| step.model.clone()),
+        resolved,
+        endpoint,
+        token,
+        head: head_node,
+        workers: nodes
+            .into_iter()
+            .map(|n| {
+                let route = step
+                    .routes
+                    .get(n.name())
+                    .cloned()
+                    .unwrap_or(crate::model::route::CopyRoute::Control);
+                (n, stage::head_access(head, &route, &addr))
+            })
+            .collect(),
+        options: StageOptions::default(),
+    })
+}
+
+/// `--no-stage`: the model must already be complete on every node; refused if not.
+async fn check_only(
+    step: &StageModel,
+    ctx: &ApplyContext<'_>,
+    spec: &StageSpec,
+) -> Result<Option<String>, PhaseError> {
+    let lacks = tokio::select! {
+        r = stage::verify(spec) => r.map_err(|e| PhaseError::Other(e.to_string()))?,
+        _ = ctx.cancel.cancelled() => return Err(PhaseError::Cancelled),
+    };
+    let short: Vec<String> = lacks
+        .iter()
+        .filter(|l| !l.missing.is_empty())
+        .map(|l| {
+            format!(
+                "{}: {} missing or different in {} (e.g. {})",
+                l.node,
+                l.missing.len(),
+                l.dir,
+                l.missing[0]
+            )
+        })
+        .collect();
+    if short.is_empty() {
+        return Ok(Some("on every node".to_string()));
+    }
+    Err(PhaseError::Refused(format!(
+        "--no-stage, but the model is not complete on every node:\n  {}\nfix: `spark-launch model pull {}`, or run without --no-stage",
+        short.join("\n  "),
+        step.model
+    )))
 }

@@ -4,47 +4,26 @@
 
 use futures::future::BoxFuture;
 
-use crate::apply::context::{ApplyContext, failures};
+use crate::apply::context::ApplyContext;
 use crate::apply::phase::{Phase, PhaseError};
-use crate::node::{NodeName, for_each_node};
-use crate::plan::Step;
-
-pub struct StageNccl {
-    pub image: String,
-    pub volume: String,
-    pub nodes: Vec<NodeName>,
-}
+use crate::plan::{StageNccl, StepPayload};
 
 impl<'a> Phase<ApplyContext<'a>> for StageNccl {
     fn title(&self) -> String {
-        Step::StageNccl {
-            image: self.image.clone(),
-            volume: self.volume.clone(),
-            nodes: self.nodes.clone(),
-        }
-        .title()
+        StepPayload::title(self)
     }
     fn run<'b>(
         &'b self,
         ctx: &'b ApplyContext<'a>,
     ) -> BoxFuture<'b, Result<Option<String>, PhaseError>> {
         Box::pin(async move {
-            let results = for_each_node(
-                self.nodes.iter().cloned(),
-                ctx.options.concurrency,
-                |node| async move {
-                    crate::apply::nccl::stage_on(
-                        ctx.cluster,
-                        &node,
-                        &self.image,
-                        &self.volume,
-                        &ctx.cancel,
-                    )
-                    .await
-                },
-            )
-            .await;
-            let done = failures(results)?;
+            let done = ctx
+                .on_every_node(self.nodes.clone(), |node, _| async move {
+                    let (image, volume) = (&self.image, &self.volume);
+                    crate::apply::nccl::stage_on(ctx.cluster, &node, image, volume, &ctx.cancel)
+                        .await
+                })
+                .await?;
             let filled: Vec<&str> = done
                 .iter()
                 .filter(|(_, f)| *f)

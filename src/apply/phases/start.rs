@@ -5,45 +5,31 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 
-use crate::apply::context::{ApplyContext, failures, stop_job};
+use crate::apply::context::{ApplyContext, stop_job};
 use crate::apply::phase::{Phase, PhaseError};
-use crate::node::NodeName;
-use crate::node::fanout::for_each_node;
-use crate::plan::Step;
+use crate::plan::{Start, StepPayload};
 use crate::runtime::RuntimeError;
 
 /// Start the job's container (or process) on the nodes, all at once. Clean-up stops and
 /// removes the job on every node of the plan, found by its labels, so a half-finished start
 /// (or one cut short by Ctrl-C) leaves nothing.
-pub struct Start {
-    pub nodes: Vec<NodeName>,
-}
-
 impl<'a> Phase<ApplyContext<'a>> for Start {
     fn title(&self) -> String {
-        Step::Start {
-            nodes: self.nodes.clone(),
-        }
-        .title()
+        StepPayload::title(self)
     }
     fn run<'b>(
         &'b self,
         ctx: &'b ApplyContext<'a>,
     ) -> BoxFuture<'b, Result<Option<String>, PhaseError>> {
         Box::pin(async move {
-            let results = for_each_node(
-                self.nodes.clone(),
-                ctx.options.concurrency,
-                |node| async move {
-                    let part = ctx
-                        .plan
-                        .node(&node)
-                        .ok_or_else(|| RuntimeError::Other("no part in the plan".to_string()))?;
-                    ctx.cluster.node(&node)?.start(part, &ctx.cancel).await
-                },
-            )
-            .await;
-            failures(results)?;
+            ctx.on_every_node(self.nodes.clone(), |node, handle| async move {
+                let part = ctx
+                    .plan
+                    .node(&node)
+                    .ok_or_else(|| RuntimeError::Other("no part in the plan".to_string()))?;
+                handle.start(part, &ctx.cancel).await
+            })
+            .await?;
             Ok(None)
         })
     }

@@ -4,12 +4,11 @@ use futures::future::BoxFuture;
 
 use crate::apply::context::{ApplyContext, stop_job};
 use crate::apply::phase::{Phase, PhaseError};
-
-pub struct Stop;
+use crate::plan::{StepPayload, Stop};
 
 impl<'a> Phase<ApplyContext<'a>> for Stop {
     fn title(&self) -> String {
-        "Stop the job".to_string()
+        StepPayload::title(self)
     }
     fn run<'b>(
         &'b self,

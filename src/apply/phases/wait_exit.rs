@@ -6,19 +6,12 @@ use futures::future::BoxFuture;
 
 use crate::apply::context::{ApplyContext, Capture};
 use crate::apply::phase::{Phase, PhaseError};
-use crate::node::NodeName;
+use crate::plan::{StepPayload, WaitExit};
 use crate::runtime::RuntimeError;
-
-pub struct WaitExit {
-    pub node: NodeName,
-    pub capture: Option<String>,
-    pub timeout: Duration,
-    pub allow_failure: bool,
-}
 
 impl<'a> Phase<ApplyContext<'a>> for WaitExit {
     fn title(&self) -> String {
-        format!("Wait for the job to finish on {}", self.node)
+        StepPayload::title(self)
     }
     fn run<'b>(
         &'b self,
@@ -28,7 +21,12 @@ impl<'a> Phase<ApplyContext<'a>> for WaitExit {
             let handle = ctx.node(&self.node)?;
             let name = ctx.name_on(&self.node);
             let code = handle
-                .wait_exit(ctx.plan.runtime, &name, self.timeout, &ctx.cancel)
+                .wait_exit(
+                    ctx.plan.runtime,
+                    &name,
+                    Duration::from_secs(self.timeout_s),
+                    &ctx.cancel,
+                )
                 .await
                 .map_err(|e| PhaseError::node(&self.node, e))?;
             if let Some(cap) = &self.capture {

@@ -7,20 +7,14 @@ use futures::future::BoxFuture;
 
 use crate::apply::context::ApplyContext;
 use crate::apply::phase::{Phase, PhaseError};
-use crate::node::NodeName;
+use crate::plan::{StepPayload, WaitHttp};
 use crate::runtime::RuntimeError;
 use crate::runtime::http::{HttpAnswer, HttpUrl, get};
 use crate::runtime::wait::{self, Probe};
 
-pub struct WaitHttp {
-    pub node: NodeName,
-    pub url: String,
-    pub timeout: Duration,
-}
-
 impl<'a> Phase<ApplyContext<'a>> for WaitHttp {
     fn title(&self) -> String {
-        format!("Wait for {} on {}", self.url, self.node)
+        StepPayload::title(self)
     }
     fn run<'b>(
         &'b self,
@@ -32,7 +26,8 @@ impl<'a> Phase<ApplyContext<'a>> for WaitHttp {
             let handle = ctx.node(&self.node)?;
             let name = ctx.name_on(&self.node);
             let runtime = ctx.plan.runtime;
-            wait::until(&self.url, self.timeout, Duration::from_secs(2), &ctx.cancel, || async {
+            let timeout = Duration::from_secs(self.timeout_s);
+            wait::until(&self.url, timeout, Duration::from_secs(2), &ctx.cancel, || async {
                 // A job that died will never answer: stop waiting at once.
                 let entries = handle
                     .jobs(Some(&ctx.plan.job), Some(runtime))

@@ -8,32 +8,19 @@ use futures::future::BoxFuture;
 
 use crate::apply::context::{ApplyContext, Ended, first_errors, look_at_job};
 use crate::apply::phase::{Phase, PhaseError};
-use crate::node::NodeName;
-use crate::plan::{RayMember, Step};
+use crate::plan::{StepPayload, WaitRay};
 use crate::runtime::RuntimeError;
 use crate::runtime::wait::{self, Probe};
-use crate::workload::vllm::{RAY_QUERY_PY, RayState, ray_state};
+use crate::workload::engines::ray::{QUERY_PY, RayState, ray_state};
 
 /// How often Ray's node table is read.
 const POLL: Duration = Duration::from_secs(3);
 /// How long one read may take.
 const QUERY_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// `WaitRay`: Ray's node table, seen from the head's container, lists every intended member.
-pub struct WaitRay {
-    pub node: NodeName,
-    pub expect: Vec<RayMember>,
-    pub timeout: Duration,
-}
-
 impl<'a> Phase<ApplyContext<'a>> for WaitRay {
     fn title(&self) -> String {
-        Step::WaitRay {
-            node: self.node.clone(),
-            expect: self.expect.clone(),
-            timeout_s: self.timeout.as_secs(),
-        }
-        .title()
+        StepPayload::title(self)
     }
     fn run<'b>(
         &'b self,
@@ -45,11 +32,12 @@ impl<'a> Phase<ApplyContext<'a>> for WaitRay {
             let query = vec![
                 "python3".to_string(),
                 "-c".to_string(),
-                RAY_QUERY_PY.to_string(),
+                QUERY_PY.to_string(),
             ];
             let shown = Mutex::new(String::new());
             let what = format!("Ray on {} to list every node", self.node);
-            let waited = wait::until(&what, self.timeout, POLL, &ctx.cancel, || async {
+            let timeout = Duration::from_secs(self.timeout_s);
+            let waited = wait::until(&what, timeout, POLL, &ctx.cancel, || async {
                 let look = look_at_job(ctx).await;
                 if !look.ended.is_empty() {
                     return Probe::Abort(RuntimeError::Other(Ended::list(&look.ended)));

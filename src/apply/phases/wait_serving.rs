@@ -10,9 +10,10 @@ use futures::future::BoxFuture;
 use crate::apply::context::{ApplyContext, first_errors, look_at_job, shell_for};
 use crate::apply::phase::{Phase, PhaseError};
 use crate::model::script::quote;
-use crate::node::NodeName;
+use crate::plan::{StepPayload, WaitServing};
 use crate::runtime::RuntimeError;
 use crate::runtime::wait::{self, Probe};
+use crate::workload::engines::ReadySignals;
 use crate::workload::readiness::{Observation, Readiness, ReadyVerdict};
 
 /// How often the API is polled (and the containers looked at).
@@ -26,12 +27,14 @@ struct Watch {
     shown_at: u64,
 }
 
-/// `curl` of `/health` and `/v1/models` on the node: prints `health CODE`, then `models CODE`
-/// and the body. `/v1/models` is asked with the header lines on stdin (the API key's
-/// `Authorization`, or an empty line), written to a 0600 file for `curl -H @FILE`: the key is
-/// never on a command line.
-pub fn poll_script(url: &str) -> String {
-    let u = quote(url.trim_end_matches('/'));
+/// `curl` of the engine's health and models paths (`/health`, `/v1/models`) on the node:
+/// prints `health CODE`, then `models CODE` and the body. The models path is asked with the
+/// header lines on stdin (the API key's `Authorization`, or an empty line), written to a 0600
+/// file for `curl -H @FILE`: the key is never on a command line.
+pub fn poll_script(url: &str, signals: &ReadySignals) -> String {
+    let base = url.trim_end_matches('/');
+    let health = quote(&format!("{base}{}", signals.health_path));
+    let models = quote(&format!("{base}{}", signals.models_path));
     format!(
         r#"command -v curl >/dev/null || {{ echo "curl is not installed on this node" >&2; exit 127; }}
 T=$(umask 077; mktemp -d) || exit 1
@@ -39,8 +42,8 @@ trap 'rm -rf "$T"' EXIT
 IFS= read -r hdr || hdr=
 : > "$T/h"
 [ -n "$hdr" ] && printf '%s\n' "$hdr" > "$T/h"
-printf 'health %s\n' "$(curl -s -o /dev/null -w '%{{http_code}}' --max-time 5 {u}/health)"
-b=$(curl -s --max-time 5 -H @"$T/h" -w '\n%{{http_code}}' {u}/v1/models)
+printf 'health %s\n' "$(curl -s -o /dev/null -w '%{{http_code}}' --max-time 5 {health})"
+b=$(curl -s --max-time 5 -H @"$T/h" -w '\n%{{http_code}}' {models})
 printf 'models %s\n' "${{b##*$'\n'}}"
 printf '%s\n' "${{b%$'\n'*}}"
 "#
@@ -70,18 +73,9 @@ pub fn poll_observations(out: &str) -> Vec<Observation> {
     obs
 }
 
-/// `WaitServing`: readiness, with the head's log followed for progress.
-pub struct WaitServing {
-    pub node: NodeName,
-    pub url: String,
-    pub model: String,
-    pub timeout: Duration,
-    pub api_key: Option<crate::plan::secret::Secret>,
-}
-
 impl<'a> Phase<ApplyContext<'a>> for WaitServing {
     fn title(&self) -> String {
-        format!("Wait until {} serves {}", self.url, self.model)
+        StepPayload::title(self)
     }
     fn run<'b>(
         &'b self,
@@ -110,15 +104,17 @@ impl<'a> Phase<ApplyContext<'a>> for WaitServing {
                     }
                 }
             });
+            // The engine's signals, by the engine's name the step carries.
+            let signals = ReadySignals::of_workload(&self.engine);
             let started = Instant::now();
             let now = || started.elapsed().as_millis() as u64;
             let watch = Mutex::new(Watch {
-                readiness: Readiness::new(&self.model, 0, self.timeout.as_secs()),
+                readiness: Readiness::new(signals, &self.model, 0, self.timeout_s),
                 lines: rx,
                 shown: String::new(),
                 shown_at: 0,
             });
-            let script = poll_script(&self.url);
+            let script = poll_script(&self.url, signals);
             let header = match &self.api_key {
                 Some(k) => format!("Authorization: Bearer {}\n", k.expose()).into_bytes(),
                 None => b"\n".to_vec(),
@@ -126,7 +122,7 @@ impl<'a> Phase<ApplyContext<'a>> for WaitServing {
             let what = format!("{} to serve {}", self.url, self.model);
             // The readiness verdict ends the wait at the timeout, with what it saw; the wait's
             // own deadline, a little later, only bounds a probe that hangs.
-            let deadline = self.timeout + Duration::from_secs(30);
+            let deadline = Duration::from_secs(self.timeout_s) + Duration::from_secs(30);
             let waited = wait::until(&what, deadline, POLL, &ctx.cancel, || async {
                 let look = look_at_job(ctx).await;
                 let polled = shell.run(&script, header.clone(), None).await;
@@ -206,6 +202,7 @@ impl<'a> Phase<ApplyContext<'a>> for WaitServing {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::node::NodeName;
     use crate::runtime::shell::{LocalShell, NodeShell};
 
     #[test]
@@ -253,7 +250,10 @@ mod tests {
         let shell = LocalShell::new(NodeName::new("local").unwrap());
         let out = shell
             .run(
-                &poll_script(&format!("http://127.0.0.1:{port}")),
+                &poll_script(
+                    &format!("http://127.0.0.1:{port}"),
+                    &crate::workload::engines::GENERIC_SIGNALS,
+                ),
                 Vec::new(),
                 None,
             )

@@ -4,18 +4,11 @@ use futures::future::BoxFuture;
 
 use crate::apply::context::ApplyContext;
 use crate::apply::phase::{Phase, PhaseError};
-use crate::node::NodeName;
-
-pub struct WriteFile {
-    pub node: NodeName,
-    pub path: String,
-    pub content: String,
-    pub mode: u32,
-}
+use crate::plan::{StepPayload, WriteFile};
 
 impl<'a> Phase<ApplyContext<'a>> for WriteFile {
     fn title(&self) -> String {
-        format!("Write {} on {}", self.path, self.node)
+        StepPayload::title(self)
     }
     fn run<'b>(
         &'b self,

@@ -4,7 +4,7 @@
 //! host keys in spark-launch's own known-hosts file; then `hostname` is run from every node to
 //! every other node. No private key ever leaves its node.
 //!
-//! The caller connects the pool (first contact may use a password, see `cli::cmd_trust`);
+//! The caller connects the pool (first contact may use a password, see `apply::trust`);
 //! [`establish`] then reads every node, plans (`plan`, pure), writes only what is missing, and
 //! verifies. A node that fails at any step is reported with its reason and left out of the
 //! following steps; the others carry on.
@@ -77,43 +77,80 @@ pub async fn establish(
     reporter: &Arc<dyn Reporter>,
     dry_run: bool,
 ) -> TrustReport {
+    let run = Establish {
+        pool,
+        targets,
+        reporter,
+        dry_run,
+    };
     let mut report = TrustReport::default();
     let names: Vec<NodeName> = pool.names();
-
-    // 1. Read what is there.
-    let step = reporter.step(&format!(
-        "read keys and ssh configs on {} nodes",
-        names.len()
-    ));
-    let read = for_each_node(names.clone(), pool.limit, |n| async move {
-        gather(pool.get(&n)?).await
-    })
-    .await;
-    let mut states: Vec<NodeState> = Vec::new();
-    for (n, r) in read {
-        match r {
-            Ok(s) => states.push(s),
-            Err(e) => report.failed.push((n, e.reason())),
-        }
-    }
-    end(step, &report.failed, states.len());
-
-    // 2. Give every node that has none its own key.
-    let missing: Vec<NodeName> = states
+    let mut states = run.read(&names, &mut report).await;
+    run.give_keys(&mut states, &mut report).await;
+    let host_keys = run.scan_host_keys(&mut states, &mut report).await;
+    let plans = run.plan_and_write(&states, &host_keys, &mut report).await;
+    report.nodes = names
         .iter()
-        .filter(|s| s.public_key.is_none())
-        .map(|s| s.name.clone())
+        .filter(|n| states.iter().any(|s| &s.name == *n))
+        .cloned()
         .collect();
-    if !missing.is_empty() && dry_run {
-        for s in states.iter_mut().filter(|s| s.public_key.is_none()) {
-            s.public_key = Some(format!(
-                "ssh-ed25519 (the-new-key-of-{}) spark-launch@{}",
-                s.name, s.name
-            ));
-            report.generated.push(s.name.clone());
+    run.verify(&plans, &mut report).await;
+    report
+}
+
+/// One `establish` run: its steps, in order, each leaving out the nodes that failed before.
+struct Establish<'a> {
+    pool: &'a Pool,
+    targets: &'a [SshTarget],
+    reporter: &'a Arc<dyn Reporter>,
+    dry_run: bool,
+}
+
+impl Establish<'_> {
+    /// Step 1: read what is there.
+    async fn read(&self, names: &[NodeName], report: &mut TrustReport) -> Vec<NodeState> {
+        let pool = self.pool;
+        let step = self.reporter.step(&format!(
+            "read keys and ssh configs on {} nodes",
+            names.len()
+        ));
+        let read = for_each_node(names.to_vec(), pool.limit, |n| async move {
+            gather(pool.get(&n)?).await
+        })
+        .await;
+        let mut states: Vec<NodeState> = Vec::new();
+        for (n, r) in read {
+            match r {
+                Ok(s) => states.push(s),
+                Err(e) => report.failed.push((n, e.reason())),
+            }
         }
-    } else if !missing.is_empty() {
-        let step = reporter.step(&format!(
+        end(step, &report.failed, states.len());
+        states
+    }
+
+    /// Step 2: give every node that has none its own key (a dry run: a placeholder).
+    async fn give_keys(&self, states: &mut Vec<NodeState>, report: &mut TrustReport) {
+        let pool = self.pool;
+        let missing: Vec<NodeName> = states
+            .iter()
+            .filter(|s| s.public_key.is_none())
+            .map(|s| s.name.clone())
+            .collect();
+        if missing.is_empty() {
+            return;
+        }
+        if self.dry_run {
+            for s in states.iter_mut().filter(|s| s.public_key.is_none()) {
+                s.public_key = Some(format!(
+                    "ssh-ed25519 (the-new-key-of-{}) spark-launch@{}",
+                    s.name, s.name
+                ));
+                report.generated.push(s.name.clone());
+            }
+            return;
+        }
+        let step = self.reporter.step(&format!(
             "create an ed25519 key on {}",
             missing
                 .iter()
@@ -143,143 +180,160 @@ pub async fn establish(
         report.failed.extend(bad);
     }
 
-    // 3. Every node's host keys, as its sshd serves them.
-    let step = reporter.step("read host keys (ssh-keyscan)");
-    let scanned = for_each_node(
-        states.iter().map(|s| s.name.clone()),
-        pool.limit,
-        |n| async move {
-            let t = targets
-                .iter()
-                .find(|t| t.name == n)
-                .ok_or_else(|| format!("{n} is not a target"))?;
-            keyscan(t).await
-        },
-    )
-    .await;
-    let mut host_keys: BTreeMap<NodeName, Vec<String>> = BTreeMap::new();
-    let mut bad = Vec::new();
-    let learned = pool
-        .learned_hosts()
-        .and_then(|p| std::fs::read_to_string(p).ok())
-        .unwrap_or_default();
-    for (n, r) in scanned {
-        match r.and_then(|keys| check_learned(&n, &keys, &learned).map(|_| keys)) {
-            Ok(keys) => {
-                host_keys.insert(n, keys);
-            }
-            Err(e) => bad.push((n, e)),
-        }
-    }
-    states.retain(|s| !bad.iter().any(|(n, _)| *n == s.name));
-    end(step, &bad, states.len());
-    report.failed.extend(bad);
-
-    // 4. Plan (pure), then write only what is missing.
-    let entries: Vec<HostEntry> = targets
-        .iter()
-        .filter(|t| states.iter().any(|s| s.name == t.name))
-        .map(|t| HostEntry {
-            name: t.name.clone(),
-            addresses: t.addresses.clone(),
-            user: t.user.clone(),
-            port: t.port,
-        })
-        .collect();
-    let mut plans: Vec<NodeTrustPlan> = Vec::new();
-    for (n, p) in plan::plan(&states, &entries, &host_keys) {
-        match p {
-            Ok(p) => plans.push(p),
-            Err(e) => report.failed.push((n, e.to_string())),
-        }
-    }
-    let todo: Vec<&NodeTrustPlan> = plans.iter().filter(|p| !p.is_noop()).collect();
-    if !todo.is_empty() && !dry_run {
-        let step = reporter.step(&format!(
-            "write keys, Host entries and host keys on {} node{}",
-            todo.len(),
-            if todo.len() == 1 { "" } else { "s" }
-        ));
-        let plans_ref = &plans;
-        let applied = for_each_node(
-            todo.iter().map(|p| p.name.clone()),
-            pool.limit,
+    /// Step 3: every node's host keys, as its sshd serves them (and as first contact accepted).
+    async fn scan_host_keys(
+        &self,
+        states: &mut Vec<NodeState>,
+        report: &mut TrustReport,
+    ) -> BTreeMap<NodeName, Vec<String>> {
+        let targets = self.targets;
+        let step = self.reporter.step("read host keys (ssh-keyscan)");
+        let scanned = for_each_node(
+            states.iter().map(|s| s.name.clone()),
+            self.pool.limit,
             |n| async move {
-                let p = plans_ref
+                let t = targets
                     .iter()
-                    .find(|p| p.name == n)
-                    .ok_or_else(|| format!("no plan for {n}"))?;
-                apply(pool.get(&n).map_err(|e| e.reason())?, p).await
+                    .find(|t| t.name == n)
+                    .ok_or_else(|| format!("{n} is not a target"))?;
+                keyscan(t).await
             },
         )
         .await;
+        let mut host_keys: BTreeMap<NodeName, Vec<String>> = BTreeMap::new();
         let mut bad = Vec::new();
-        for (n, r) in applied {
-            if let Err(e) = r {
-                bad.push((n, e));
+        let learned = self
+            .pool
+            .learned_hosts()
+            .and_then(|p| std::fs::read_to_string(p).ok())
+            .unwrap_or_default();
+        for (n, r) in scanned {
+            match r.and_then(|keys| check_learned(&n, &keys, &learned).map(|_| keys)) {
+                Ok(keys) => {
+                    host_keys.insert(n, keys);
+                }
+                Err(e) => bad.push((n, e)),
             }
         }
-        end(step, &bad, todo.len() - bad.len());
+        states.retain(|s| !bad.iter().any(|(n, _)| *n == s.name));
+        end(step, &bad, states.len());
         report.failed.extend(bad);
-    }
-    for p in &plans {
-        let mut c = Vec::new();
-        if report.generated.contains(&p.name) {
-            c.push(if dry_run {
-                "would create its key ~/.ssh/id_ed25519".to_string()
-            } else {
-                "created its key ~/.ssh/id_ed25519".to_string()
-            });
-        }
-        c.extend(p.summary());
-        report.changes.push((p.name.clone(), c));
+        host_keys
     }
 
-    // 5. Verify: hostname from every node to every other node, through the new entries.
-    let ok_nodes: Vec<NodeName> = plans
-        .iter()
-        .map(|p| p.name.clone())
-        .filter(|n| !report.failed.iter().any(|(f, _)| f == n))
-        .collect();
-    report.nodes = names
-        .iter()
-        .filter(|n| states.iter().any(|s| &s.name == *n))
-        .cloned()
-        .collect();
-    let step = reporter.step(&format!(
-        "verify ssh between every pair of {} nodes",
-        ok_nodes.len()
-    ));
-    let ok_ref = &ok_nodes;
-    let rows = for_each_node(ok_nodes.clone(), pool.limit, |from| async move {
-        let h = pool.get(&from).map_err(|e| e.reason())?;
-        let mut row = Vec::new();
-        for to in ok_ref.iter().filter(|t| **t != from) {
-            row.push(TrustPairResult {
-                from: from.clone(),
-                to: to.clone(),
-                outcome: ssh_hostname(h, to).await,
-            });
+    /// Step 4: plan (pure), then write only what is missing (nothing on a dry run); records
+    /// what changed, or would, per node.
+    async fn plan_and_write(
+        &self,
+        states: &[NodeState],
+        host_keys: &BTreeMap<NodeName, Vec<String>>,
+        report: &mut TrustReport,
+    ) -> Vec<NodeTrustPlan> {
+        let pool = self.pool;
+        let entries: Vec<HostEntry> = self
+            .targets
+            .iter()
+            .filter(|t| states.iter().any(|s| s.name == t.name))
+            .map(|t| HostEntry {
+                name: t.name.clone(),
+                addresses: t.addresses.clone(),
+                user: t.user.clone(),
+                port: t.port,
+            })
+            .collect();
+        let mut plans: Vec<NodeTrustPlan> = Vec::new();
+        for (n, p) in plan::plan(states, &entries, host_keys) {
+            match p {
+                Ok(p) => plans.push(p),
+                Err(e) => report.failed.push((n, e.to_string())),
+            }
         }
-        Ok::<_, String>(row)
-    })
-    .await;
-    for (n, r) in rows {
-        match r {
-            Ok(row) => report.matrix.extend(row),
-            Err(e) => report.failed.push((n, e)),
+        let todo: Vec<&NodeTrustPlan> = plans.iter().filter(|p| !p.is_noop()).collect();
+        if !todo.is_empty() && !self.dry_run {
+            let step = self.reporter.step(&format!(
+                "write keys, Host entries and host keys on {} node{}",
+                todo.len(),
+                if todo.len() == 1 { "" } else { "s" }
+            ));
+            let plans_ref = &plans;
+            let applied = for_each_node(
+                todo.iter().map(|p| p.name.clone()),
+                pool.limit,
+                |n| async move {
+                    let p = plans_ref
+                        .iter()
+                        .find(|p| p.name == n)
+                        .ok_or_else(|| format!("no plan for {n}"))?;
+                    apply(pool.get(&n).map_err(|e| e.reason())?, p).await
+                },
+            )
+            .await;
+            let mut bad = Vec::new();
+            for (n, r) in applied {
+                if let Err(e) = r {
+                    bad.push((n, e));
+                }
+            }
+            end(step, &bad, todo.len() - bad.len());
+            report.failed.extend(bad);
         }
+        for p in &plans {
+            let mut c = Vec::new();
+            if report.generated.contains(&p.name) {
+                c.push(if self.dry_run {
+                    "would create its key ~/.ssh/id_ed25519".to_string()
+                } else {
+                    "created its key ~/.ssh/id_ed25519".to_string()
+                });
+            }
+            c.extend(p.summary());
+            report.changes.push((p.name.clone(), c));
+        }
+        plans
     }
-    let bad_pairs = report.matrix.iter().filter(|p| p.outcome.is_err()).count();
-    if bad_pairs == 0 {
-        step.ok_with(&format!("{} pairs", report.matrix.len()));
-    } else {
-        step.fail(&format!(
-            "{bad_pairs} of {} pairs failed",
-            report.matrix.len()
+
+    /// Step 5: verify, `hostname` from every node to every other node, through the new entries.
+    async fn verify(&self, plans: &[NodeTrustPlan], report: &mut TrustReport) {
+        let pool = self.pool;
+        let ok_nodes: Vec<NodeName> = plans
+            .iter()
+            .map(|p| p.name.clone())
+            .filter(|n| !report.failed.iter().any(|(f, _)| f == n))
+            .collect();
+        let step = self.reporter.step(&format!(
+            "verify ssh between every pair of {} nodes",
+            ok_nodes.len()
         ));
+        let ok_ref = &ok_nodes;
+        let rows = for_each_node(ok_nodes.clone(), pool.limit, |from| async move {
+            let h = pool.get(&from).map_err(|e| e.reason())?;
+            let mut row = Vec::new();
+            for to in ok_ref.iter().filter(|t| **t != from) {
+                row.push(TrustPairResult {
+                    from: from.clone(),
+                    to: to.clone(),
+                    outcome: ssh_hostname(h, to).await,
+                });
+            }
+            Ok::<_, String>(row)
+        })
+        .await;
+        for (n, r) in rows {
+            match r {
+                Ok(row) => report.matrix.extend(row),
+                Err(e) => report.failed.push((n, e)),
+            }
+        }
+        let bad_pairs = report.matrix.iter().filter(|p| p.outcome.is_err()).count();
+        if bad_pairs == 0 {
+            step.ok_with(&format!("{} pairs", report.matrix.len()));
+        } else {
+            step.fail(&format!(
+                "{bad_pairs} of {} pairs failed",
+                report.matrix.len()
+            ));
+        }
     }
-    report
 }
 
 fn end(step: crate::progress::ProgressStep, bad: &[(NodeName, String)], ok: usize) {

@@ -1,7 +1,11 @@
-//! `model pull` carried out: each node's `$HOME` looked up, the model resolved on the Hub from
-//! the head, then `stage::stage` — the head downloads once, every worker copies from it over
-//! its route (directly, or relayed through the node between them in a ring). Effects only; the
-//! plan is `model::pull`'s.
+//! `model pull` as one call ([`run`]): the nodes resolved, the plan (`model::pull`), then
+//! either the plan handed back (`--dry-run`) or the pull carried out — each node's `$HOME`
+//! looked up, the model resolved on the Hub from the head, then `stage::stage`: the head
+//! downloads once, every worker copies from it over its route (directly, or relayed through
+//! the node between them in a ring). The connections close on every exit path
+//! (`ResolvedCluster::scope`). `render`: how the result is shown.
+
+mod render;
 
 use std::sync::Arc;
 
@@ -10,11 +14,54 @@ use serde::Serialize;
 use super::lookup::{LookupError, lookups};
 use super::stage::{self, NodeStaged, StageError, StageNode, StageOptions, StageSpec};
 use crate::model::ModelSource;
-use crate::model::pull::{PullPlan, PullRequest};
+use crate::model::pull::{PullPlan, PullRequest, plan};
 use crate::model::route::CopyRoute;
 use crate::node::NodeName;
 use crate::progress::Reporter;
-use crate::resolve::ResolvedCluster;
+use crate::resolve::{self, Needs, Purpose, ResolveError, ResolvedCluster, Selection};
+
+/// `model pull`, as the CLI parsed it.
+#[derive(Clone, Debug)]
+pub struct PullCommand {
+    pub request: PullRequest,
+    pub selection: Selection,
+    /// Say what would be staged where, and touch nothing.
+    pub dry_run: bool,
+}
+
+/// What `model pull` did, or would do.
+#[derive(Debug)]
+pub enum PullReport {
+    /// `--dry-run`: where the weights come from and go.
+    Planned(PullPlan),
+    Pulled(Pulled),
+}
+
+/// Runs `model pull` (see the module docs).
+pub async fn run(
+    command: &PullCommand,
+    reporter: &Arc<dyn Reporter>,
+) -> Result<PullReport, PullError> {
+    let purpose = if command.dry_run {
+        Purpose::Plan
+    } else {
+        Purpose::Act
+    };
+    let cluster = resolve::resolve(&command.selection, Needs::facts(purpose), reporter).await?;
+    cluster
+        .scope(async |cluster| {
+            let req = &command.request;
+            let plan =
+                plan(req, &cluster.inputs(), &stage::hf_endpoint()).ok_or(PullError::NoNodes)?;
+            if command.dry_run {
+                return Ok(PullReport::Planned(plan));
+            }
+            Ok(PullReport::Pulled(
+                pull(req, &plan, cluster, reporter).await?,
+            ))
+        })
+        .await
+}
 
 /// What a pull did.
 #[derive(Debug, Serialize)]
@@ -24,9 +71,13 @@ pub struct Pulled {
     pub routes: Vec<(NodeName, CopyRoute)>,
 }
 
-/// Why a pull failed.
+/// Why a pull failed. [`PullError::exit_code`] maps it.
 #[derive(Debug, thiserror::Error)]
 pub enum PullError {
+    #[error(transparent)]
+    Resolve(#[from] ResolveError),
+    #[error("no nodes to pull to")]
+    NoNodes,
     #[error(transparent)]
     Lookup(#[from] LookupError),
     #[error(transparent)]
@@ -35,8 +86,20 @@ pub enum PullError {
     Nodes(String),
 }
 
+impl PullError {
+    /// 2 for the user's input (the nodes, a model the Hub refuses), else 1.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            PullError::Resolve(e) if e.is_invalid_input() => 2,
+            PullError::NoNodes => 2,
+            PullError::Lookup(l) if l.is_refusal() => 2,
+            _ => 1,
+        }
+    }
+}
+
 /// Stages `plan`'s model on every node of `cluster`.
-pub async fn pull(
+async fn pull(
     req: &PullRequest,
     plan: &PullPlan,
     cluster: &ResolvedCluster,

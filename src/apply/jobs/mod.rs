@@ -2,6 +2,17 @@
 //! (`status`), their logs (`logs`, merged by time or followed), and stopping them (`stop`),
 //! on every node at once, never touching what spark-launch did not label. Every node's
 //! failure is kept beside the others' results.
+//!
+//! `command`: the commands as one call each ([`status`], [`logs`], [`stop`]: request in,
+//! report out); `render`: how their reports are shown.
+
+mod command;
+mod render;
+
+pub use command::{
+    JobsError, LogSink, LogsReport, LogsRequest, StatusReport, StatusRequest, StatusRow,
+    StopReport, StopRequest, WouldStop, logs, status, stop,
+};
 
 use std::time::Duration;
 
@@ -54,7 +65,7 @@ pub struct Stopped {
 
 /// Stops and removes `job` (every labelled job when `None`) on every node: SIGTERM, then
 /// SIGKILL after `grace`. Returns what was removed per node and the nodes that failed.
-pub async fn stop(
+pub async fn stop_jobs(
     cluster: &Cluster,
     job: Option<&JobName>,
     grace: Duration,
@@ -103,7 +114,10 @@ pub struct LogLine {
 
 /// The whole log of every entry, merged in time order (container lines carry Docker's
 /// timestamps; a node's own order is kept for equal or missing ones).
-pub async fn logs(cluster: &Cluster, entries: &[JobEntry]) -> Result<Vec<LogLine>, RuntimeError> {
+pub async fn read_logs(
+    cluster: &Cluster,
+    entries: &[JobEntry],
+) -> Result<Vec<LogLine>, RuntimeError> {
     let read = for_each_node(
         entries.iter().map(|e| e.node.clone()).collect::<Vec<_>>(),
         0,

@@ -1,7 +1,8 @@
 //! The one plan renderer: any launch plan as text for `--dry-run` (a workload header, then per
 //! node its container or process, then the numbered steps as `plan::Step::describe` words
-//! them), and the few result lines every launching command shares. JSON needs no renderer: the
-//! plan value is printed as is.
+//! them), and the few result lines every launching command shares (a job started, still
+//! running after Ctrl-C, a launch check). JSON needs no renderer: the plan value is printed as
+//! is.
 
 use crate::plan::spec::{IpcMode, NetworkMode};
 use crate::plan::{Gpus, JobPlan, Launch};
@@ -62,7 +63,12 @@ fn job_body(job: &JobPlan) -> String {
                 if let Some(e) = &c.entrypoint {
                     out.push_str(&format!("  entry    {}\n", argv(e)));
                 }
-                out.push_str(&format!("  command  {}\n", argv(&c.command)));
+                if c.command.is_empty() {
+                    // Never an empty line: what runs is the entrypoint's alone.
+                    out.push_str("  command  (none: the entrypoint runs alone)\n");
+                } else {
+                    out.push_str(&format!("  command  {}\n", argv(&c.command)));
+                }
                 for (k, v) in &crate::plan::secret::masked_env(&c.env) {
                     out.push_str(&format!("  env      {k}={}\n", value(v)));
                 }
@@ -289,4 +295,82 @@ fn build(plan: &BuildPlan) -> String {
         out.push_str(&format!("note: {n}\n"));
     }
     out
+}
+
+/// `nccl-test --launch-check`'s result: which ranks of which node answered, and what failed.
+pub fn launch_check(check: &crate::report::nccl::launch::LaunchCheck) -> String {
+    let mut out = String::new();
+    for n in &check.nodes {
+        let mark = if n.answered >= n.expected {
+            "✓"
+        } else {
+            "✗"
+        };
+        out.push_str(&format!(
+            "{mark} {} ({}): {} of {} rank{} answered\n",
+            n.node,
+            n.hostname,
+            n.answered,
+            n.expected,
+            if n.expected == 1 { "" } else { "s" }
+        ));
+    }
+    for u in &check.unexpected {
+        out.push_str(&format!("? an unexpected host answered: {u}\n"));
+    }
+    match &check.cause {
+        None => out.push_str("✓ mpirun reaches every node through the job's launch path\n"),
+        Some(c) => {
+            out.push_str(&format!("✗ FAILED: {}\n", c.problem));
+            if let Some(f) = &c.fix {
+                out.push_str(&format!("  fix: {f}\n"));
+            }
+        }
+    }
+    out
+}
+
+/// A job `run` started (detached): where it runs and how to look at it or stop it.
+pub fn started(plan: &JobPlan) -> String {
+    format!(
+        "job {} runs on {} node{}: `spark-launch status {}`, `spark-launch logs {}`, `spark-launch stop {}`",
+        plan.job,
+        plan.nodes.len(),
+        if plan.nodes.len() == 1 { "" } else { "s" },
+        plan.job,
+        plan.job,
+        plan.job
+    )
+}
+
+/// [`started`] for `--json`: the job, each node's container or process name, the plan.
+pub fn started_json(plan: &JobPlan) -> serde_json::Value {
+    let names: Vec<serde_json::Value> = plan
+        .nodes
+        .iter()
+        .map(|n| {
+            serde_json::json!({
+                "node": n.node,
+                "name": plan.job.container_name(&n.node),
+            })
+        })
+        .collect();
+    serde_json::json!({ "job": plan.job, "started": names, "plan": plan })
+}
+
+/// A detached job that was fully started when Ctrl-C came: what keeps running, and how to
+/// stop it.
+pub fn still_running(job: &JobPlan) -> String {
+    format!(
+        "interrupted after job {} had fully started: it keeps running on {} ({}); stop it with `spark-launch stop {}`",
+        job.job,
+        names(&job.node_names()),
+        names(
+            &job.node_names()
+                .iter()
+                .map(|n| job.job.container_name(n))
+                .collect::<Vec<_>>()
+        ),
+        job.job
+    )
 }

@@ -9,6 +9,14 @@
 //! feeding that target's `docker load` over its (local or SSH-forwarded) engine socket, all at
 //! once. Memory stays constant (a few MiB per target), nothing is written to disk, and a slow
 //! node only slows the push (backpressure), never grows a buffer.
+//!
+//! `command`: `image push` as one call ([`push`]: request in, [`ImagePushReport`] out);
+//! `render`: how its report is shown.
+
+mod command;
+mod render;
+
+pub use command::{ImagePushError, ImagePushReport, ImagePushRequest, push};
 
 use std::collections::{BTreeSet, HashMap};
 use std::pin::Pin;
@@ -160,6 +168,16 @@ pub enum PushError {
     Nowhere { image: String, nodes: String },
     #[error("cannot look at the target nodes: {0}")]
     Targets(NodeFailures<RuntimeError>),
+}
+
+impl PushError {
+    /// The image is not where it must be: the user's to fix.
+    pub fn is_missing_image(&self) -> bool {
+        matches!(
+            self,
+            PushError::NotOnSource { .. } | PushError::Nowhere { .. }
+        )
+    }
 }
 
 /// Pushes `reference` from the engine of `source` to `targets` (skipping nodes that already

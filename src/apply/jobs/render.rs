@@ -1,0 +1,180 @@
+//! How `status` and `stop` are shown: the jobs table (or that there are none), what was
+//! removed or would be, as text or JSON, and how each ends (a node that could not be asked is
+//! exit 1). Pure.
+
+use std::time::Duration;
+
+use comfy_table::{Table, presets::UTF8_BORDERS_ONLY};
+use serde::Serialize;
+
+use super::command::{StatusReport, StopReport};
+use crate::node::{NodeName, join};
+use crate::plan::RuntimeKind;
+use crate::plan::spec::LABEL_JOB;
+use crate::progress::human_duration;
+use crate::report::shown::{Ending, Shown};
+use crate::runtime::RuntimeError;
+
+/// A node that could not be asked, for `--json`.
+#[derive(Debug, Serialize)]
+struct Unreachable {
+    node: NodeName,
+    error: String,
+}
+
+fn unreachable(failed: &[(NodeName, RuntimeError)]) -> Vec<Unreachable> {
+    failed
+        .iter()
+        .map(|(node, e)| Unreachable {
+            node: node.clone(),
+            error: e.to_string(),
+        })
+        .collect()
+}
+
+impl Shown for StatusReport {
+    fn json(&self) -> serde_json::Result<String> {
+        serde_json::to_string_pretty(
+            &serde_json::json!({ "jobs": self.rows, "unreachable": unreachable(&self.failed) }),
+        )
+    }
+
+    fn text(&self) -> String {
+        if self.rows.is_empty() {
+            return match &self.job {
+                Some(j) => format!("no job named {j} on {}", join(&self.nodes)),
+                None => format!("no spark-launch jobs on {}", join(&self.nodes)),
+            };
+        }
+        let mut table = Table::new();
+        table.load_style(UTF8_BORDERS_ONLY);
+        table.set_header(vec![
+            "JOB", "NODE", "RUNTIME", "STATE", "IMAGE", "UPTIME", "PORTS",
+        ]);
+        for r in &self.rows {
+            let e = &r.entry;
+            let state = match (e.state.as_str(), e.exit_code) {
+                ("running", _) => "running".to_string(),
+                (s, Some(c)) => format!("{s} ({c})"),
+                (s, None) => s.to_string(),
+            };
+            table.add_row(vec![
+                e.job.clone(),
+                e.node.to_string(),
+                e.runtime.to_string(),
+                state,
+                e.image.clone(),
+                r.uptime_s
+                    .map(|s| human_duration(Duration::from_secs(s.unsigned_abs())))
+                    .unwrap_or_else(|| "-".to_string()),
+                join(&e.ports),
+            ]);
+        }
+        table.to_string()
+    }
+
+    fn ending(&self) -> Ending {
+        if self.failed.is_empty() {
+            Ending::Ok
+        } else {
+            Ending::Failed
+        }
+    }
+}
+
+impl Shown for StopReport {
+    fn json(&self) -> serde_json::Result<String> {
+        serde_json::to_string_pretty(&match self {
+            StopReport::Planned {
+                label,
+                grace_s,
+                nodes,
+                failed,
+            } => serde_json::json!({
+                "dry_run": true,
+                "label": label,
+                "grace_s": grace_s,
+                "nodes": nodes,
+                "unreachable": unreachable(failed),
+            }),
+            StopReport::Stopped {
+                stopped, failed, ..
+            } => serde_json::json!({
+                "stopped": stopped,
+                "failed": unreachable(failed),
+                "label": LABEL_JOB,
+            }),
+        })
+    }
+
+    fn text(&self) -> String {
+        match self {
+            StopReport::Planned {
+                label,
+                grace_s,
+                nodes,
+                ..
+            } => {
+                let mut out = format!(
+                    "stop (dry run): SIGTERM, then SIGKILL after {grace_s}s, then remove; only what carries {label}\n"
+                );
+                for w in nodes {
+                    match &w.looks_for {
+                        Some(l) => out.push_str(&format!("  {}: {l}\n", w.node)),
+                        None if w.found.is_empty() => {
+                            out.push_str(&format!("  {}: nothing to stop\n", w.node))
+                        }
+                        None => {
+                            for e in &w.found {
+                                let what = match e.runtime {
+                                    RuntimeKind::Docker => "container",
+                                    RuntimeKind::Host => "process",
+                                };
+                                out.push_str(&format!(
+                                    "  {}: would stop and remove {what} {} ({})\n",
+                                    w.node, e.name, e.state
+                                ));
+                            }
+                        }
+                    }
+                }
+                out.trim_end().to_string()
+            }
+            StopReport::Stopped {
+                job,
+                nodes,
+                stopped,
+                ..
+            } => {
+                let count: usize = stopped.iter().map(|s| s.removed.len()).sum();
+                if count == 0 {
+                    return match job {
+                        Some(j) => format!("nothing to stop: no job named {j} on {}", join(nodes)),
+                        None => format!("nothing to stop on {}", join(nodes)),
+                    };
+                }
+                let mut lines = Vec::new();
+                for s in stopped {
+                    for name in &s.removed {
+                        lines.push(format!("{}: removed {name}", s.node));
+                    }
+                }
+                lines.join("\n")
+            }
+        }
+    }
+
+    fn ending(&self) -> Ending {
+        match self {
+            StopReport::Planned { failed, .. } if !failed.is_empty() => Ending::Failed,
+            StopReport::Stopped { failed, .. } if !failed.is_empty() => Ending::Error {
+                code: 1,
+                message: format!(
+                    "stop failed on {}: what could be stopped elsewhere was",
+                    join(&failed.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>())
+                ),
+            },
+            _ => Ending::Ok,
+        }
+    }
+}

@@ -1,0 +1,218 @@
+//! Reading an engine command line: which engine its first words start (`vllm serve`,
+//! `sglang serve`, `python3 -m sglang.launch_server`, `trtllm-serve`, …), and the values
+//! spark-launch plans from — the model, its revision, tensor/pipeline/data parallel sizes, a
+//! Ray executor — as the engine's own parser would read them (the last occurrence wins;
+//! `--flag value` and `--flag=value`; vLLM's `_` spellings). Also takes an `--api-key` out of
+//! the words, so no key stays in an argv. Pure.
+
+use super::runtime::RecipeEngine;
+
+/// The engine a command starts, and the index of its first argument.
+pub fn program(argv: &[String]) -> Option<(RecipeEngine, usize)> {
+    let base = |w: &str| w.rsplit('/').next().unwrap_or(w).to_string();
+    let first = base(argv.first()?);
+    let word = |i: usize| argv.get(i).map(String::as_str);
+    let python = first == "python" || first.starts_with("python3");
+    match (first.as_str(), word(1), word(2)) {
+        ("vllm", Some("serve"), _) => Some((RecipeEngine::Vllm, 2)),
+        (_, Some("-m"), Some("vllm.entrypoints.openai.api_server")) if python => {
+            Some((RecipeEngine::Vllm, 3))
+        }
+        ("sglang", Some("serve"), _) => Some((RecipeEngine::Sglang, 2)),
+        (_, Some("-m"), Some("sglang.launch_server")) if python => Some((RecipeEngine::Sglang, 3)),
+        ("trtllm-serve", Some("serve"), _) => Some((RecipeEngine::Trtllm, 2)),
+        ("trtllm-serve", _, _) => Some((RecipeEngine::Trtllm, 1)),
+        _ => None,
+    }
+}
+
+/// Flag spellings per engine for one setting.
+struct Spellings {
+    vllm: &'static [&'static str],
+    sglang: &'static [&'static str],
+    trtllm: &'static [&'static str],
+}
+
+impl Spellings {
+    fn for_engine(&self, engine: RecipeEngine) -> &'static [&'static str] {
+        match engine {
+            RecipeEngine::Vllm => self.vllm,
+            RecipeEngine::Sglang => self.sglang,
+            RecipeEngine::Trtllm => self.trtllm,
+        }
+    }
+}
+
+const TP: Spellings = Spellings {
+    vllm: &["-tp", "--tensor-parallel-size"],
+    sglang: &["--tp-size", "--tensor-parallel-size", "--tp"],
+    trtllm: &["--tp_size"],
+};
+const PP: Spellings = Spellings {
+    vllm: &["-pp", "--pipeline-parallel-size"],
+    sglang: &["--pp-size", "--pipeline-parallel-size", "--pp"],
+    trtllm: &["--pp_size"],
+};
+const DP: Spellings = Spellings {
+    vllm: &["-dp", "--data-parallel-size"],
+    sglang: &["--dp-size", "--data-parallel-size", "--dp"],
+    trtllm: &[],
+};
+const MODEL_FLAG: Spellings = Spellings {
+    vllm: &["--model"],
+    sglang: &["--model-path", "--model"],
+    trtllm: &[],
+};
+const REVISION: Spellings = Spellings {
+    vllm: &["--revision"],
+    sglang: &["--revision"],
+    trtllm: &[],
+};
+
+/// A flag compared as the engine compares it: vLLM accepts `_` for `-` in long flags.
+fn same_flag(engine: RecipeEngine, word: &str, flag: &str) -> bool {
+    if engine == RecipeEngine::Vllm && word.starts_with("--") {
+        word.replace('_', "-") == flag
+    } else {
+        word == flag
+    }
+}
+
+/// The last value given to any of `flags` (`--f v` or `--f=v`), with the word index.
+fn last_value(engine: RecipeEngine, args: &[String], flags: &[&str]) -> Option<(usize, String)> {
+    let mut found = None;
+    let mut i = 0;
+    while i < args.len() {
+        let w = &args[i];
+        let (name, inline) = match w.split_once('=') {
+            Some((n, v)) if n.starts_with('-') => (n, Some(v)),
+            _ => (w.as_str(), None),
+        };
+        if flags.iter().any(|f| same_flag(engine, name, f)) {
+            match inline {
+                Some(v) => found = Some((i, v.to_string())),
+                None => {
+                    if let Some(v) = args.get(i + 1) {
+                        found = Some((i, v.clone()));
+                        i += 1;
+                    }
+                }
+            }
+        }
+        i += 1;
+    }
+    found
+}
+
+/// What the planner needs from an engine line.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LineFacts {
+    pub model: Option<String>,
+    pub revision: Option<String>,
+    /// Each as written (`Some("2")`); the caller turns them into counts.
+    pub tp: Option<String>,
+    pub pp: Option<String>,
+    pub dp: Option<String>,
+    /// vLLM's `--distributed-executor-backend ray`.
+    pub ray: bool,
+}
+
+/// Reads the facts of a line whose engine starts at `args_start`.
+pub fn facts(engine: RecipeEngine, argv: &[String], args_start: usize) -> LineFacts {
+    let args = argv.get(args_start..).unwrap_or(&[]);
+    let value = |s: &Spellings| last_value(engine, args, s.for_engine(engine)).map(|(_, v)| v);
+    let positional = match engine {
+        RecipeEngine::Vllm | RecipeEngine::Trtllm => {
+            args.first().filter(|a| !a.starts_with('-')).cloned()
+        }
+        RecipeEngine::Sglang => None,
+    };
+    let ray = engine == RecipeEngine::Vllm
+        && last_value(engine, args, &["--distributed-executor-backend"])
+            .is_some_and(|(_, v)| v == "ray");
+    LineFacts {
+        model: value(&MODEL_FLAG).or(positional),
+        revision: value(&REVISION),
+        tp: value(&TP),
+        pp: value(&PP),
+        dp: value(&DP),
+        ray,
+    }
+}
+
+/// Takes every `--api-key` (and its value) out of `argv`; returns the last value.
+pub fn take_api_key(argv: &mut Vec<String>) -> Option<String> {
+    let mut key = None;
+    let mut out = Vec::with_capacity(argv.len());
+    let mut words = std::mem::take(argv).into_iter();
+    while let Some(w) = words.next() {
+        if w == "--api-key" {
+            key = words.next().or(key);
+        } else if let Some(v) = w.strip_prefix("--api-key=") {
+            key = Some(v.to_string());
+        } else {
+            out.push(w);
+        }
+    }
+    *argv = out;
+    key
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn w(text: &str) -> Vec<String> {
+        text.split_whitespace().map(str::to_string).collect()
+    }
+
+    #[test]
+    fn the_program_names_the_engine() {
+        assert_eq!(program(&w("vllm serve m")), Some((RecipeEngine::Vllm, 2)));
+        assert_eq!(
+            program(&w(
+                "/usr/bin/python3.12 -m sglang.launch_server --model-path m"
+            )),
+            Some((RecipeEngine::Sglang, 3))
+        );
+        assert_eq!(
+            program(&w("sglang serve --model-path m")),
+            Some((RecipeEngine::Sglang, 2))
+        );
+        assert_eq!(
+            program(&w("trtllm-serve m --tp_size 2")),
+            Some((RecipeEngine::Trtllm, 1))
+        );
+        assert_eq!(program(&w("python3 server.py")), None);
+    }
+
+    #[test]
+    fn vllm_facts_take_the_last_value_in_any_spelling() {
+        let argv = w(
+            "vllm serve org/m -tp 1 --tensor_parallel_size=2 --pipeline-parallel-size 2 --revision abc --distributed-executor-backend=ray",
+        );
+        let f = facts(RecipeEngine::Vllm, &argv, 2);
+        assert_eq!(f.model.as_deref(), Some("org/m"));
+        assert_eq!(f.tp.as_deref(), Some("2"));
+        assert_eq!(f.pp.as_deref(), Some("2"));
+        assert_eq!(f.revision.as_deref(), Some("abc"));
+        assert!(f.ray);
+    }
+
+    #[test]
+    fn sglang_facts_read_its_own_spellings() {
+        let argv = w("python3 -m sglang.launch_server --model-path org/m --tp 2 --dp-size 2");
+        let f = facts(RecipeEngine::Sglang, &argv, 3);
+        assert_eq!(f.model.as_deref(), Some("org/m"));
+        assert_eq!(f.tp.as_deref(), Some("2"));
+        assert_eq!(f.dp.as_deref(), Some("2"));
+        assert!(!f.ray);
+    }
+
+    #[test]
+    fn an_api_key_is_taken_out_of_the_words() {
+        let mut argv = w("vllm serve m --api-key sk-1 --port 1 --api-key=sk-2");
+        assert_eq!(take_api_key(&mut argv).as_deref(), Some("sk-2"));
+        assert_eq!(argv, w("vllm serve m --port 1"));
+    }
+}

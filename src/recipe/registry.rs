@@ -1,0 +1,253 @@
+//! A local clone of a recipe registry: its layout and finding a recipe in it by name. A
+//! sparkrun registry (spark-arena/recipe-registry) says its layout in `.sparkrun/registry.yaml`
+//! — `registries:`, each with a `name`, a `recipes` folder (recipe files, searched
+//! recursively), an optional `mods` folder and `visible` — and a recipe's name is its file
+//! name without `.yaml`; `@NAME/recipe` picks one sub-registry. A folder without that file is
+//! read as an eugr checkout (`recipes/` and `mods/`) or, lacking `recipes/`, as one folder of
+//! recipe files. Pure: walking the folders is the loader's.
+
+use std::path::{Component, Path, PathBuf};
+
+use serde::Serialize;
+use yaml_serde::Value;
+
+/// One recipe collection inside a registry clone.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct SubRegistry {
+    pub name: String,
+    /// Folder of recipe files.
+    pub recipes: PathBuf,
+    /// Folder of shared mods.
+    pub mods: Option<PathBuf>,
+    /// `visible: false` sub-registries are found by name but listed as hidden.
+    pub visible: bool,
+}
+
+/// A registry clone's layout.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct RecipeRegistry {
+    pub root: PathBuf,
+    /// Whether `.sparkrun/registry.yaml` described it.
+    pub manifest: bool,
+    pub subs: Vec<SubRegistry>,
+}
+
+/// Where a registry says its layout.
+pub const MANIFEST: &str = ".sparkrun/registry.yaml";
+
+impl RecipeRegistry {
+    /// The layout a manifest describes.
+    pub fn from_manifest(root: &Path, text: &str) -> Result<RecipeRegistry, String> {
+        let doc: Value =
+            yaml_serde::from_str(text).map_err(|e| format!("{MANIFEST}: not valid YAML: {e}"))?;
+        let entries = doc
+            .get("registries")
+            .and_then(Value::as_sequence)
+            .ok_or_else(|| format!("{MANIFEST}: no `registries:` list"))?;
+        let mut subs = Vec::new();
+        for (i, e) in entries.iter().enumerate() {
+            let text = |keys: &[&str]| {
+                keys.iter()
+                    .find_map(|k| e.get(*k).and_then(Value::as_str))
+                    .map(str::to_string)
+            };
+            let name = text(&["name"])
+                .ok_or_else(|| format!("{MANIFEST}: registries[{i}] has no name"))?;
+            let recipes = text(&["recipes", "subpath"]).unwrap_or_else(|| "recipes".into());
+            let mods = text(&["mods", "mods_subpath"]).filter(|m| !m.is_empty());
+            subs.push(SubRegistry {
+                recipes: inside(root, &recipes)
+                    .map_err(|why| format!("{MANIFEST}: registries[{i}].recipes: {why}"))?,
+                mods: mods
+                    .map(|m| inside(root, &m))
+                    .transpose()
+                    .map_err(|why| format!("{MANIFEST}: registries[{i}].mods: {why}"))?,
+                visible: e.get("visible").and_then(Value::as_bool).unwrap_or(true),
+                name,
+            });
+        }
+        Ok(RecipeRegistry {
+            root: root.to_path_buf(),
+            manifest: true,
+            subs,
+        })
+    }
+
+    /// The layout of a folder without a manifest: an eugr checkout when it has `recipes/`,
+    /// else the folder itself holds the recipes.
+    pub fn without_manifest(root: &Path, has_recipes_dir: bool) -> RecipeRegistry {
+        let recipes = if has_recipes_dir {
+            root.join("recipes")
+        } else {
+            root.to_path_buf()
+        };
+        RecipeRegistry {
+            root: root.to_path_buf(),
+            manifest: false,
+            subs: vec![SubRegistry {
+                name: root
+                    .file_name()
+                    .and_then(|n| n.to_str())
+                    .unwrap_or("recipes")
+                    .to_string(),
+                recipes,
+                mods: Some(root.join("mods")),
+                visible: true,
+            }],
+        }
+    }
+
+    /// A sub-registry by name.
+    pub fn sub(&self, name: &str) -> Option<&SubRegistry> {
+        self.subs.iter().find(|s| s.name == name)
+    }
+}
+
+/// A manifest path, kept inside the clone.
+fn inside(root: &Path, rel: &str) -> Result<PathBuf, String> {
+    let p = Path::new(rel);
+    if p.is_absolute() || p.components().any(|c| c == Component::ParentDir) {
+        return Err(format!("{rel:?} is not a folder inside the registry"));
+    }
+    Ok(root.join(p))
+}
+
+/// A recipe file found in a registry.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct RegistryFile {
+    /// The sub-registry it is in.
+    pub sub: String,
+    /// The file name without `.yaml`/`.yml`.
+    pub name: String,
+    pub path: PathBuf,
+}
+
+/// Why a name finds no single recipe.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RegistryLookupError {
+    #[error("no recipe {wanted:?} in {root} ({count} recipes){}", if near.is_empty() { String::new() } else { format!("; similar: {}", near.join(", ")) })]
+    NotFound {
+        wanted: String,
+        root: String,
+        count: usize,
+        near: Vec<String>,
+    },
+    #[error("{wanted:?} names {} recipes: {}; pick one as @REGISTRY/NAME", found.len(), found.join(", "))]
+    Ambiguous { wanted: String, found: Vec<String> },
+}
+
+/// The recipe `wanted` names (`NAME`, `NAME.yaml`, `@SUB/NAME`) among `files`.
+pub fn lookup<'f>(
+    files: &'f [RegistryFile],
+    registry: &RecipeRegistry,
+    wanted: &str,
+) -> Result<&'f RegistryFile, RegistryLookupError> {
+    let bare = wanted.trim_end_matches(".yaml").trim_end_matches(".yml");
+    let (sub, name) = match bare.strip_prefix('@').and_then(|s| s.split_once('/')) {
+        Some((sub, name)) => (Some(sub), name),
+        None => (None, bare),
+    };
+    let hits: Vec<&RegistryFile> = files
+        .iter()
+        .filter(|f| f.name == name && sub.is_none_or(|s| s == f.sub))
+        .collect();
+    match hits.as_slice() {
+        [one] => Ok(one),
+        [] => {
+            let mut near: Vec<String> = files
+                .iter()
+                .filter(|f| f.name.contains(name) || name.contains(&f.name))
+                .map(|f| format!("@{}/{}", f.sub, f.name))
+                .collect();
+            near.truncate(5);
+            Err(RegistryLookupError::NotFound {
+                wanted: wanted.to_string(),
+                root: registry.root.display().to_string(),
+                count: files.len(),
+                near,
+            })
+        }
+        many => Err(RegistryLookupError::Ambiguous {
+            wanted: wanted.to_string(),
+            found: many
+                .iter()
+                .map(|f| format!("@{}/{} ({})", f.sub, f.name, f.path.display()))
+                .collect(),
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MANIFEST_TEXT: &str = "registries:
+  - name: official
+    recipes: official-recipes
+    mods: official-mods
+  - name: experimental
+    recipes: experimental-recipes
+    visible: false
+";
+
+    fn file(sub: &str, name: &str) -> RegistryFile {
+        RegistryFile {
+            sub: sub.into(),
+            name: name.into(),
+            path: PathBuf::from(format!("/r/{sub}/{name}.yaml")),
+        }
+    }
+
+    #[test]
+    fn a_manifest_names_each_sub_registry_and_its_folders() {
+        let reg = RecipeRegistry::from_manifest(Path::new("/r"), MANIFEST_TEXT).unwrap();
+        assert_eq!(reg.subs.len(), 2);
+        assert_eq!(reg.subs[0].recipes, PathBuf::from("/r/official-recipes"));
+        assert_eq!(reg.subs[0].mods, Some(PathBuf::from("/r/official-mods")));
+        assert_eq!(reg.subs[1].mods, None);
+        assert!(!reg.subs[1].visible);
+    }
+
+    #[test]
+    fn a_manifest_may_not_point_outside_the_clone() {
+        let e = RecipeRegistry::from_manifest(
+            Path::new("/r"),
+            "registries:\n  - name: x\n    recipes: ../etc\n",
+        )
+        .unwrap_err();
+        assert!(e.contains("not a folder inside the registry"), "{e}");
+    }
+
+    #[test]
+    fn a_folder_without_manifest_is_an_eugr_checkout_or_a_folder_of_recipes() {
+        let eugr = RecipeRegistry::without_manifest(Path::new("/clone"), true);
+        assert_eq!(eugr.subs[0].recipes, PathBuf::from("/clone/recipes"));
+        assert_eq!(eugr.subs[0].mods, Some(PathBuf::from("/clone/mods")));
+        let flat = RecipeRegistry::without_manifest(Path::new("/mine"), false);
+        assert_eq!(flat.subs[0].recipes, PathBuf::from("/mine"));
+    }
+
+    #[test]
+    fn a_recipe_is_found_by_name_or_scoped_name_and_ambiguity_is_named() {
+        let reg = RecipeRegistry::from_manifest(Path::new("/r"), MANIFEST_TEXT).unwrap();
+        let files = [
+            file("official", "qwen-a"),
+            file("experimental", "qwen-a"),
+            file("official", "glm"),
+        ];
+        assert_eq!(lookup(&files, &reg, "glm.yaml").unwrap().sub, "official");
+        assert_eq!(
+            lookup(&files, &reg, "@experimental/qwen-a").unwrap().sub,
+            "experimental"
+        );
+        assert!(matches!(
+            lookup(&files, &reg, "qwen-a"),
+            Err(RegistryLookupError::Ambiguous { .. })
+        ));
+        let e = lookup(&files, &reg, "qwen").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "no recipe \"qwen\" in /r (3 recipes); similar: @official/qwen-a, @experimental/qwen-a"
+        );
+    }
+}

@@ -1,0 +1,211 @@
+//! The job's shape from a recipe: tensor and pipeline parallel sizes as the engine line says
+//! them (else `defaults.tensor_parallel`/`pipeline_parallel`, else 1), and the nodes they
+//! fill: tp × pp ÷ GPUs per node, which must come out whole and agree with the recipe's
+//! `min_nodes`/`max_nodes`. Data parallelism is not planned; a size above 1 is warned about.
+//! Pure.
+
+use std::collections::BTreeMap;
+
+use yaml_serde::Value;
+
+use super::engine_line::LineFacts;
+use super::error::{RecipeError, RecipeWarning};
+use super::launch::NodeBounds;
+use super::pyvalue::python_str;
+use crate::workload::limits;
+
+/// tp, pp and the nodes they fill.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct JobShape {
+    pub tp: u32,
+    pub pp: u32,
+    pub nodes: u32,
+}
+
+/// Reads the shape; errors name the field they come from.
+pub fn shape(
+    file: &str,
+    facts: &LineFacts,
+    config: &BTreeMap<String, Value>,
+    gpus_per_node: u32,
+    bounds: NodeBounds,
+) -> Result<(JobShape, Vec<RecipeWarning>), Vec<RecipeError>> {
+    let mut errors = Vec::new();
+    let mut warnings = Vec::new();
+    let mut size = |from_line: &Option<String>, key: &str, what: &str, max: u32| {
+        let (text, field) = match from_line {
+            Some(t) => (t.clone(), "command".to_string()),
+            None => match config.get(key).filter(|v| !v.is_null()) {
+                Some(v) => (python_str(v), format!("defaults.{key}")),
+                None => return 1,
+            },
+        };
+        match text
+            .trim()
+            .parse::<u64>()
+            .map_err(|_| format!("{what} {text:?} is not a whole number"))
+            .and_then(|n| limits::count(what, n, u64::from(max)))
+        {
+            Ok(n) => n,
+            Err(e) => {
+                errors.push(RecipeError::new(file, field, e));
+                1
+            }
+        }
+    };
+    let tp = size(
+        &facts.tp,
+        "tensor_parallel",
+        "tensor parallel",
+        limits::MAX_TP,
+    );
+    let pp = size(
+        &facts.pp,
+        "pipeline_parallel",
+        "pipeline parallel",
+        limits::MAX_PP,
+    );
+    let dp = size(
+        &facts.dp,
+        "data_parallel",
+        "data parallel",
+        limits::MAX_NODES,
+    );
+    if dp > 1 {
+        warnings.push(RecipeWarning::new(
+            "data_parallel",
+            format!(
+                "{dp} replicas are not planned: spark-launch sizes the job as tp × pp = {} GPUs",
+                u64::from(tp) * u64::from(pp)
+            ),
+        ));
+    }
+    if !errors.is_empty() {
+        return Err(errors);
+    }
+    let world = limits::world(tp, pp).map_err(|e| vec![RecipeError::new(file, "", e)])?;
+    let per_node = u64::from(gpus_per_node.max(1));
+    if world > per_node && world % per_node != 0 {
+        return Err(vec![RecipeError::new(
+            file,
+            "",
+            format!("tp × pp = {tp} × {pp} = {world} GPUs does not fill whole nodes of {per_node} GPUs"),
+        )
+        .fix("set tensor_parallel so that tp × pp is a multiple of the GPUs per node")]);
+    }
+    let nodes = u32::try_from(world.div_ceil(per_node)).unwrap_or(u32::MAX);
+    let too_few = nodes < bounds.min;
+    let too_many = bounds.max.is_some_and(|m| nodes > m);
+    if too_few || too_many {
+        let range = match bounds.max {
+            Some(m) if m == bounds.min => format!("exactly {m}"),
+            Some(m) => format!("{} to {m}", bounds.min),
+            None => format!("at least {}", bounds.min),
+        };
+        return Err(vec![RecipeError::new(
+            file,
+            if too_few { "min_nodes" } else { "max_nodes" },
+            format!("tp × pp = {tp} × {pp} fills {nodes} node{} but the recipe runs on {range} nodes", if nodes == 1 { "" } else { "s" }),
+        )
+        .fix("set tensor_parallel to match (--set tensor_parallel=N)")]);
+    }
+    Ok((JobShape { tp, pp, nodes }, warnings))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(text: &str) -> BTreeMap<String, Value> {
+        yaml_serde::from_str(text).unwrap()
+    }
+
+    const ANY: NodeBounds = NodeBounds { min: 1, max: None };
+
+    #[test]
+    fn the_engine_line_wins_over_defaults() {
+        let facts = LineFacts {
+            tp: Some("2".into()),
+            ..LineFacts::default()
+        };
+        let (s, _) = shape(
+            "r",
+            &facts,
+            &config("{tensor_parallel: 4, pipeline_parallel: 2}"),
+            1,
+            ANY,
+        )
+        .unwrap();
+        assert_eq!(
+            s,
+            JobShape {
+                tp: 2,
+                pp: 2,
+                nodes: 4
+            }
+        );
+    }
+
+    #[test]
+    fn nodes_are_tp_times_pp_over_gpus_per_node() {
+        let facts = LineFacts::default();
+        let (s, _) = shape("r", &facts, &config("{tensor_parallel: 8}"), 4, ANY).unwrap();
+        assert_eq!(s.nodes, 2);
+        let e = shape("r", &facts, &config("{tensor_parallel: 6}"), 4, ANY).unwrap_err();
+        assert!(
+            e[0].problem.contains("does not fill whole nodes of 4 GPUs"),
+            "{}",
+            e[0]
+        );
+    }
+
+    #[test]
+    fn a_shape_outside_min_and_max_nodes_is_refused() {
+        let facts = LineFacts::default();
+        let e = shape(
+            "r",
+            &facts,
+            &config("{tensor_parallel: 1}"),
+            1,
+            NodeBounds { min: 2, max: None },
+        )
+        .unwrap_err();
+        assert_eq!(
+            e[0].to_string(),
+            "r: min_nodes: tp × pp = 1 × 1 fills 1 node but the recipe runs on at least 2 nodes; set tensor_parallel to match (--set tensor_parallel=N)"
+        );
+        let e = shape(
+            "r",
+            &facts,
+            &config("{tensor_parallel: 2}"),
+            1,
+            NodeBounds {
+                min: 1,
+                max: Some(1),
+            },
+        )
+        .unwrap_err();
+        assert_eq!(e[0].field, "max_nodes");
+    }
+
+    #[test]
+    fn a_size_that_is_not_a_number_names_where_it_came_from() {
+        let facts = LineFacts {
+            tp: Some("{tp}".into()),
+            ..LineFacts::default()
+        };
+        let e = shape("r", &facts, &config("{pipeline_parallel: zero}"), 1, ANY).unwrap_err();
+        let fields: Vec<_> = e.iter().map(|e| e.field.as_str()).collect();
+        assert_eq!(fields, ["command", "defaults.pipeline_parallel"]);
+    }
+
+    #[test]
+    fn data_parallel_above_one_is_warned_about() {
+        let facts = LineFacts {
+            dp: Some("2".into()),
+            ..LineFacts::default()
+        };
+        let (_, w) = shape("r", &facts, &config("{}"), 1, ANY).unwrap();
+        assert_eq!(w[0].field, "data_parallel");
+    }
+}

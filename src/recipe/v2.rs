@@ -1,0 +1,775 @@
+//! Format v2: sparkrun's recipes (spark-arena/recipe-registry and community registries;
+//! `recipe_version: "2"`; `model`, `model_revision`, `runtime`, `container`, `min_nodes`,
+//! `max_nodes`, `defaults`, `env`, `command`, `mods`, `executor_config`,
+//! `min_sparkrun_version`), read as sparkrun reads them: the command's `{key}` placeholders
+//! substituted until stable from `defaults` (+ `--set`), `{model}` and `{model_revision}`; no
+//! command means the runtime's flag table builds one; `env` templates rendered per node.
+//! DocFields that change what runs and are not done here (`pre_exec`, `include`, `overrides`, …)
+//! refuse the recipe by name; fields that only follow serving (`post_exec`, …) are warned
+//! about; unknown fields refuse a recipe that asks for a newer sparkrun. Pure.
+
+use std::collections::BTreeMap;
+
+use yaml_serde::Value;
+
+use super::doc::{DocFields, RecipeDoc};
+use super::engine_line::{self, LineFacts};
+use super::env::{self, RecipeEnv, valid_name};
+use super::error::{RecipeError, RecipeErrors, RecipeWarning};
+use super::flags::{self, FlagInput};
+use super::launch::{CommandSource, NodeBounds, RecipeLaunch};
+use super::mods::RecipeMod;
+use super::pyvalue::python_str;
+use super::runtime::{self, RecipeEngine, RuntimeChoice};
+use super::{RecipeFormat, RecipeInput, common, sets, shape, substitute, words};
+use crate::plan::secret::Secret;
+
+/// A v2 recipe as written.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RecipeV2 {
+    pub file: String,
+    pub text: String,
+    pub name: String,
+    pub description: String,
+    pub model: String,
+    pub model_revision: Option<String>,
+    pub runtime: String,
+    pub container: Option<String>,
+    pub bounds: NodeBounds,
+    pub defaults: BTreeMap<String, Value>,
+    pub env: BTreeMap<String, Value>,
+    pub command: Option<String>,
+    pub mods: Vec<String>,
+    pub executor_config: BTreeMap<String, Value>,
+    pub min_sparkrun_version: Option<String>,
+    pub warnings: Vec<RecipeWarning>,
+}
+
+/// DocFields read here.
+const FIELDS: [&str; 22] = [
+    "recipe_version",
+    "sparkrun_version",
+    "name",
+    "description",
+    "model",
+    "model_revision",
+    "runtime",
+    "runtime_version",
+    "mode",
+    "min_nodes",
+    "max_nodes",
+    "solo_only",
+    "cluster_only",
+    "container",
+    "defaults",
+    "env",
+    "command",
+    "mods",
+    "executor_config",
+    "metadata",
+    "benchmark",
+    "min_sparkrun_version",
+];
+
+/// DocFields that change what runs and that spark-launch does not do: the recipe is refused.
+const REFUSED: [(&str, &str); 6] = [
+    (
+        "pre_exec",
+        "commands run in every container before the engine are not supported yet; put them in a mod's run.sh (mods:)",
+    ),
+    (
+        "include",
+        "recipes built from other recipes are not supported yet; write the fields out",
+    ),
+    (
+        "overrides",
+        "conditional overrides are not supported yet; write the fields out",
+    ),
+    (
+        "containers",
+        "a different image per node is not supported yet; give one container:",
+    ),
+    (
+        "distribution_config",
+        "sparkrun's distribution settings are not supported; spark-launch stages the model and image itself",
+    ),
+    (
+        "runtime_config",
+        "runtime-specific settings are not supported yet; put engine flags in defaults or command",
+    ),
+];
+
+/// DocFields that do not change what serves: warned about, not applied.
+const NOT_APPLIED: [(&str, &str); 6] = [
+    (
+        "post_exec",
+        "commands after the server is ready are not run by spark-launch",
+    ),
+    (
+        "post_commands",
+        "commands on this machine after the server is ready are not run by spark-launch",
+    ),
+    (
+        "stop_after_post",
+        "not applied: spark-launch runs no post hooks",
+    ),
+    (
+        "builder",
+        "spark-launch builds no image: the container must exist on a node or be given with --image",
+    ),
+    (
+        "builder_config",
+        "spark-launch builds no image: the container must exist on a node or be given with --image",
+    ),
+    (
+        "build_args",
+        "spark-launch builds no image: the container must exist on a node or be given with --image",
+    ),
+];
+
+/// Reads a v2 recipe's fields; every problem at once.
+pub(super) fn parse(doc: &RecipeDoc, stem: &str) -> Result<RecipeV2, RecipeErrors> {
+    let mut f = DocFields::new(doc);
+    let name = f.text("name").unwrap_or_else(|| stem.to_string());
+    let description = f.text("description").unwrap_or_default();
+    let model = f.text("model");
+    let model_revision = f.text("model_revision");
+    let runtime = f.text("runtime").unwrap_or_default();
+    let container = f.text("container");
+    let mode = f.text("mode").unwrap_or_else(|| "auto".into());
+    let min_nodes = f.count("min_nodes").unwrap_or(1);
+    let max_nodes = f.count("max_nodes");
+    let solo_only = f.flag("solo_only").unwrap_or(false);
+    let cluster_only = f.flag("cluster_only").unwrap_or(false);
+    let defaults = common::text_keyed(&mut f, doc, "defaults");
+    let env = common::text_keyed(&mut f, doc, "env");
+    let command = f.text("command").filter(|c| !c.trim().is_empty());
+    let mods = f.texts("mods");
+    let executor_config = common::text_keyed(&mut f, doc, "executor_config");
+    let min_version = f.text("min_sparkrun_version");
+    let mut errors = std::mem::take(&mut f.errors);
+    let mut warnings = Vec::new();
+    if model.is_none() {
+        errors.push(doc.error(
+            "model",
+            "missing; a v2 recipe names its model (model: ORG/NAME)",
+        ));
+    }
+    if container.is_none() {
+        warnings.push(RecipeWarning::new(
+            "container",
+            "none given: spark-launch's default image for the engine applies (sparkrun would use its own)",
+        ));
+    }
+    if let Some(v) = &min_version
+        && !version_like(v)
+    {
+        errors.push(doc.error(
+            "min_sparkrun_version",
+            format!("{v:?} is not a version such as \"0.4.0\" (not a version range)"),
+        ));
+    }
+    let bounds = match bounds(&mode, min_nodes, max_nodes, solo_only, cluster_only) {
+        Ok(b) => b,
+        Err((field, why)) => {
+            errors.push(doc.error(field, why));
+            NodeBounds { min: 1, max: None }
+        }
+    };
+    for k in env.keys() {
+        if !valid_name(k) {
+            errors.push(doc.error(&format!("env.{k}"), "is not a valid variable name"));
+        }
+    }
+    field_rules(doc, min_version.as_deref(), &mut errors, &mut warnings);
+    warnings.extend(common::yaml11_words(doc, &defaults, "defaults"));
+    if !executor_config.is_empty() {
+        warnings.push(RecipeWarning::new(
+            "executor_config",
+            format!(
+                "{} not applied: spark-launch sets the container options itself (host network and IPC, GPUs, RDMA devices, memlock)",
+                executor_config.keys().cloned().collect::<Vec<_>>().join(", ")
+            ),
+        ));
+    }
+    if !errors.is_empty() {
+        return Err(RecipeErrors(errors));
+    }
+    Ok(RecipeV2 {
+        file: doc.file.to_string(),
+        text: doc.text.to_string(),
+        name,
+        description,
+        model: model.unwrap_or_default(),
+        model_revision,
+        runtime,
+        container,
+        bounds,
+        defaults,
+        env,
+        command,
+        mods,
+        executor_config,
+        min_sparkrun_version: min_version,
+        warnings,
+    })
+}
+
+/// Refused, not-applied and unknown fields.
+fn field_rules(
+    doc: &RecipeDoc,
+    min_version: Option<&str>,
+    errors: &mut Vec<RecipeError>,
+    warnings: &mut Vec<RecipeWarning>,
+) {
+    for key in doc.keys() {
+        if FIELDS.contains(&key.as_str()) {
+            continue;
+        }
+        if let Some((_, why)) = REFUSED.iter().find(|(k, _)| *k == key) {
+            errors.push(doc.error(&key, *why));
+        } else if let Some((_, why)) = NOT_APPLIED.iter().find(|(k, _)| *k == key) {
+            warnings.push(RecipeWarning::new(key, *why));
+        } else if let Some(v) = min_version {
+            errors.push(doc.error(
+                &key,
+                format!("not a field spark-launch knows; the recipe asks for sparkrun {v} or newer, whose feature this may be — not supported yet"),
+            ));
+        } else {
+            warnings.push(RecipeWarning::new(
+                key,
+                "not a sparkrun recipe field spark-launch knows; ignored",
+            ));
+        }
+    }
+}
+
+/// A version such as `0.4.0` (no ranges, no wildcards).
+fn version_like(v: &str) -> bool {
+    v.starts_with(|c: char| c.is_ascii_digit())
+        && v.chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '+' || c == '-')
+}
+
+/// `mode`, `min_nodes`/`max_nodes` and the `solo_only`/`cluster_only` shorthands, as sparkrun
+/// combines them.
+fn bounds(
+    mode: &str,
+    min: u32,
+    max: Option<u32>,
+    solo_only: bool,
+    cluster_only: bool,
+) -> Result<NodeBounds, (&'static str, String)> {
+    let (mut min, mut max) = (min, max);
+    match mode {
+        "auto" | "cluster" => {}
+        "solo" => (min, max) = (1, Some(1)),
+        other => return Err(("mode", format!("{other:?} is not auto, solo or cluster"))),
+    }
+    if cluster_only {
+        min = min.max(2);
+    }
+    if solo_only {
+        max = Some(1);
+    }
+    if let Some(m) = max
+        && m < min
+    {
+        return Err((
+            "max_nodes",
+            format!("max_nodes {m} is below min_nodes {min}"),
+        ));
+    }
+    Ok(NodeBounds { min, max })
+}
+
+impl RecipeV2 {
+    fn error(&self, field: &str, problem: impl Into<String>) -> RecipeError {
+        common::located(&self.file, &self.text, field, problem)
+    }
+
+    /// The launch this recipe asks for, with `--set` applied and its mods resolved.
+    pub fn build(
+        &self,
+        input: &RecipeInput,
+        mods: Vec<RecipeMod>,
+    ) -> Result<RecipeLaunch, RecipeErrors> {
+        let mut warnings = self.warnings.clone();
+        let choice = runtime::resolve(&self.runtime, self.command.as_deref()).map_err(|e| {
+            let field = if self.runtime.is_empty() {
+                "command"
+            } else {
+                "runtime"
+            };
+            self.error(field, e.to_string())
+        })?;
+        let config = sets::apply(&self.file, &self.defaults, &input.sets).map_err(RecipeErrors)?;
+        let chain = self.chain(&config);
+        let line = match &self.command {
+            Some(command) => self.words_of_command(command, &chain, choice)?,
+            None => self.words_of_table(&config, input, choice)?,
+        };
+        let EngineWords {
+            mut argv,
+            facts,
+            source,
+            assignments,
+            expansions,
+            table_warnings,
+        } = line;
+        warnings.extend(table_warnings);
+        let api_key = engine_line::take_api_key(&mut argv);
+        let shape_facts = if source == CommandSource::Recipe {
+            facts.clone()
+        } else {
+            LineFacts::default()
+        };
+        let (shape, shape_warnings) = shape::shape(
+            &self.file,
+            &shape_facts,
+            &config,
+            input.gpus_per_node,
+            self.bounds,
+        )
+        .map_err(|es| RecipeErrors(es.into_iter().map(|e| self.relocate(e)).collect()))?;
+        warnings.extend(shape_warnings);
+        warnings.extend(common::expansion_warnings(&expansions));
+        let ray = self.ray(choice, &facts, &config, &mut warnings);
+        if let Some(line_model) = &facts.model
+            && *line_model != self.model
+            && !line_model.contains('{')
+        {
+            warnings.push(RecipeWarning::new(
+                "model",
+                format!("{} differs from the model the command serves ({line_model}); spark-launch stages {}", self.model, self.model),
+            ));
+        }
+        let revision = self.model_revision.clone().or(facts.revision.clone());
+        common::check_model(
+            &self.file,
+            &self.text,
+            "model",
+            &self.model,
+            revision.as_deref(),
+        )?;
+        let mut env = self.env(&chain, &input.user_env, &mut warnings)?;
+        common::command_assignments(&assignments, &mut env, &mut warnings);
+        let image = match &self.container {
+            Some(c) => Some(common::image(&self.file, &self.text, c)?),
+            None => None,
+        };
+        Ok(RecipeLaunch {
+            file: self.file.clone(),
+            format: RecipeFormat::V2,
+            name: self.name.clone(),
+            engine: choice.engine,
+            image,
+            model: self.model.clone(),
+            model_revision: revision,
+            tp: shape.tp,
+            pp: shape.pp,
+            gpus_per_node: input.gpus_per_node.max(1),
+            nodes: shape.nodes,
+            node_bounds: self.bounds,
+            argv,
+            command: source,
+            env,
+            mods,
+            ray,
+            api_key: api_key.and_then(Secret::new),
+            executor_config: self.executor_config.clone(),
+            min_sparkrun_version: self.min_sparkrun_version.clone(),
+            warnings,
+        })
+    }
+
+    /// The config chain the command and env templates read: `defaults` + `--set`, `model`
+    /// (unless `defaults` has one) and `model_revision`.
+    fn chain(&self, config: &BTreeMap<String, Value>) -> BTreeMap<String, Value> {
+        let mut chain = config.clone();
+        chain
+            .entry("model".into())
+            .or_insert_with(|| Value::String(self.model.clone()));
+        if let Some(rev) = &self.model_revision {
+            chain
+                .entry("model_revision".into())
+                .or_insert_with(|| Value::String(rev.clone()));
+        }
+        chain
+    }
+
+    fn words_of_command(
+        &self,
+        command: &str,
+        chain: &BTreeMap<String, Value>,
+        choice: RuntimeChoice,
+    ) -> Result<EngineWords, RecipeErrors> {
+        let rendered =
+            substitute::render(command, chain).map_err(|e| self.error("command", e.to_string()))?;
+        let words = words::split(&rendered).map_err(|e| self.error("command", e.to_string()))?;
+        let Some((engine, start)) = engine_line::program(&words.argv) else {
+            return Err(self
+                .error("command", format!("`{}` starts no engine spark-launch runs", first_words(&words.argv)))
+                .fix("the command must start with vllm serve, sglang serve, python3 -m sglang.launch_server or trtllm-serve")
+                .into());
+        };
+        if engine != choice.engine {
+            return Err(self
+                .error(
+                    "command",
+                    format!(
+                        "runs {engine}, but the recipe's runtime is {}",
+                        choice.engine
+                    ),
+                )
+                .into());
+        }
+        let facts = engine_line::facts(engine, &words.argv, start);
+        Ok(EngineWords {
+            argv: words.argv,
+            facts,
+            source: CommandSource::Recipe,
+            assignments: words.assignments,
+            expansions: words.expansions,
+            table_warnings: Vec::new(),
+        })
+    }
+
+    fn words_of_table(
+        &self,
+        config: &BTreeMap<String, Value>,
+        input: &RecipeInput,
+        choice: RuntimeChoice,
+    ) -> Result<EngineWords, RecipeErrors> {
+        let (shape, _) = shape::shape(
+            &self.file,
+            &LineFacts::default(),
+            config,
+            input.gpus_per_node,
+            self.bounds,
+        )
+        .map_err(|es| RecipeErrors(es.into_iter().map(|e| self.relocate(e)).collect()))?;
+        let generated = flags::generate(&FlagInput {
+            engine: choice.engine,
+            config,
+            model: &self.model,
+            model_revision: self.model_revision.as_deref(),
+            nodes: shape.nodes,
+        });
+        let Some(generated) = generated else {
+            return Err(self
+                .error(
+                    "command",
+                    format!(
+                        "missing; spark-launch has no flag table for {}",
+                        choice.engine
+                    ),
+                )
+                .fix("write the engine command out in command:")
+                .into());
+        };
+        let g = generated.map_err(|e| {
+            self.error(
+                "defaults",
+                format!("the generated command does not split: {e}"),
+            )
+        })?;
+        Ok(EngineWords {
+            argv: g.argv,
+            facts: LineFacts::default(),
+            source: CommandSource::FlagTable,
+            assignments: Vec::new(),
+            expansions: Vec::new(),
+            table_warnings: g.warnings,
+        })
+    }
+
+    /// Ray for vLLM: the runtime's word if it has one, else the recipe's
+    /// (`distributed_executor_backend: ray` or the flag in the command).
+    fn ray(
+        &self,
+        choice: RuntimeChoice,
+        facts: &LineFacts,
+        config: &BTreeMap<String, Value>,
+        warnings: &mut Vec<RecipeWarning>,
+    ) -> bool {
+        if choice.engine != RecipeEngine::Vllm {
+            return false;
+        }
+        let asked = facts.ray
+            || config
+                .get("distributed_executor_backend")
+                .is_some_and(|v| python_str(v).eq_ignore_ascii_case("ray"));
+        match choice.ray {
+            Some(false) if asked => {
+                warnings.push(RecipeWarning::new(
+                    "runtime",
+                    "vllm-distributed runs no Ray, but the recipe asks for the Ray executor; spark-launch follows the runtime",
+                ));
+                false
+            }
+            Some(r) => r,
+            None => asked,
+        }
+    }
+
+    fn env(
+        &self,
+        chain: &BTreeMap<String, Value>,
+        user_env: &BTreeMap<String, String>,
+        warnings: &mut Vec<RecipeWarning>,
+    ) -> Result<RecipeEnv, RecipeErrors> {
+        let mut out = RecipeEnv::default();
+        let mut errors = Vec::new();
+        for (k, raw) in &self.env {
+            let field = format!("env.{k}");
+            match env::read_v2(k, raw, chain, user_env) {
+                Ok(read) => {
+                    for var in read.unset {
+                        warnings.push(RecipeWarning::new(
+                            field.clone(),
+                            format!(
+                                "${var} is not set in your environment; passed as the text ${var}"
+                            ),
+                        ));
+                    }
+                    out.0.insert(k.clone(), read.value);
+                }
+                Err(why) => errors.push(self.error(&field, why)),
+            }
+        }
+        if errors.is_empty() {
+            Ok(out)
+        } else {
+            Err(RecipeErrors(errors))
+        }
+    }
+
+    fn relocate(&self, e: RecipeError) -> RecipeError {
+        let line = common::line(&self.text, &e.field);
+        RecipeError { line, ..e }
+    }
+}
+
+/// The engine's words and what was read from them.
+struct EngineWords {
+    argv: Vec<String>,
+    facts: LineFacts,
+    source: CommandSource,
+    assignments: Vec<(String, String)>,
+    expansions: Vec<String>,
+    table_warnings: Vec<RecipeWarning>,
+}
+
+fn first_words(argv: &[String]) -> String {
+    argv.iter().take(4).cloned().collect::<Vec<_>>().join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::recipe::{Recipe, RecipeNode, parse as parse_recipe};
+
+    const RECIPE: &str = r#"recipe_version: "2"
+model: org/demo
+model_revision: 0123456789abcdef0123456789abcdef01234567
+runtime: sglang
+container: lmsysorg/sglang:v0.5.9-cu130
+min_nodes: 2
+defaults:
+  port: 30000
+  tensor_parallel: 2
+  mem: 0.8
+  base: "http://127.0.0.1:{port}"
+env:
+  SGLANG_RANK_NOTE: "rank {launch.node_rank} of {launch.num_nodes} on {launch.node_host}"
+  PORT_COPY: "{config.port}"
+  HF_TOKEN: "$HF_TOKEN"
+  JSON: '{"a": {"b": 1}}'
+command: |
+  python3 -m sglang.launch_server --model-path {model} \
+    --revision {model_revision} --tp-size {tensor_parallel} \
+    --mem-fraction-static {mem} --port {port} --api-key sk-demo \
+    --served-model-name {unknown_key}
+"#;
+
+    fn v2(text: &str) -> RecipeV2 {
+        match parse_recipe("demo.yaml", "demo", text) {
+            Ok(Recipe::V2(r)) => r,
+            other => panic!("not a v2 recipe: {other:?}"),
+        }
+    }
+
+    fn input() -> RecipeInput {
+        RecipeInput {
+            user_env: [("HF_TOKEN".to_string(), "hf_secret".to_string())].into(),
+            gpus_per_node: 1,
+            ..RecipeInput::default()
+        }
+    }
+
+    #[test]
+    fn a_v2_command_is_substituted_until_stable_and_unknown_names_stay() {
+        let l = v2(RECIPE).build(&input(), vec![]).unwrap();
+        assert_eq!(l.engine, RecipeEngine::Sglang);
+        assert_eq!(
+            l.argv,
+            [
+                "python3",
+                "-m",
+                "sglang.launch_server",
+                "--model-path",
+                "org/demo",
+                "--revision",
+                "0123456789abcdef0123456789abcdef01234567",
+                "--tp-size",
+                "2",
+                "--mem-fraction-static",
+                "0.8",
+                "--port",
+                "30000",
+                "--served-model-name",
+                "{unknown_key}"
+            ]
+        );
+        assert_eq!(l.api_key.as_ref().map(|k| k.expose()), Some("sk-demo"));
+        assert_eq!((l.tp, l.nodes), (2, 2));
+        assert_eq!(l.command, CommandSource::Recipe);
+    }
+
+    #[test]
+    fn a_v2_env_template_is_rendered_per_node() {
+        let l = v2(RECIPE).build(&input(), vec![]).unwrap();
+        let node = |rank: u32, host: &str| RecipeNode {
+            num_nodes: 2,
+            node_rank: rank,
+            node_host: host.into(),
+            ..RecipeNode::default()
+        };
+        let head = l.env.render(&node(0, "169.254.1.1")).unwrap();
+        let worker = l.env.render(&node(1, "169.254.1.2")).unwrap();
+        assert_eq!(head["SGLANG_RANK_NOTE"], "rank 0 of 2 on 169.254.1.1");
+        assert_eq!(worker["SGLANG_RANK_NOTE"], "rank 1 of 2 on 169.254.1.2");
+        assert_eq!(worker["PORT_COPY"], "30000");
+        assert_eq!(worker["HF_TOKEN"], "hf_secret");
+        assert_eq!(worker["JSON"], "{\"a\": {\"b\": 1}}");
+        let shown = serde_json::to_value(&l.env).unwrap();
+        assert_eq!(shown["HF_TOKEN"], "<set>");
+        assert_eq!(
+            shown["SGLANG_RANK_NOTE"],
+            "rank {launch.node_rank} of {launch.num_nodes} on {launch.node_host}"
+        );
+    }
+
+    #[test]
+    fn a_v2_recipe_without_command_gets_the_flag_table_command() {
+        let text = "recipe_version: \"2\"\nmodel: org/demo\nruntime: vllm\ncontainer: img:1\ndefaults:\n  tensor_parallel: 2\n  port: 8000\n  distributed_executor_backend: ray\n  expert_parallel: 2\n";
+        let l = v2(text).build(&input(), vec![]).unwrap();
+        assert_eq!(l.command, CommandSource::FlagTable);
+        assert_eq!(
+            l.argv,
+            ["vllm", "serve", "org/demo", "-tp", "2", "--port", "8000"]
+        );
+        assert!(l.ray, "distributed_executor_backend: ray means Ray");
+        assert!(
+            l.warnings
+                .iter()
+                .any(|w| w.field == "defaults.expert_parallel")
+        );
+    }
+
+    #[test]
+    fn unsupported_runtimes_are_refused_naming_the_runtime() {
+        for runtime in ["llama-cpp", "atlas", "mystery"] {
+            let text = format!(
+                "recipe_version: \"2\"\nmodel: org/demo\nruntime: {runtime}\ncontainer: c\n"
+            );
+            let e = v2(&text).build(&input(), vec![]).unwrap_err();
+            assert_eq!(e.0[0].field, "runtime");
+            assert_eq!(e.0[0].line, Some(3));
+            assert!(e.0[0].problem.contains(&format!("{runtime:?}")), "{e}");
+        }
+    }
+
+    #[test]
+    fn a_command_for_another_engine_than_the_runtime_is_refused() {
+        let text = "recipe_version: \"2\"\nmodel: org/demo\nruntime: sglang\ncommand: vllm serve {model}\n";
+        let e = v2(text).build(&input(), vec![]).unwrap_err();
+        assert_eq!(
+            e.0[0].problem,
+            "runs vllm, but the recipe's runtime is sglang"
+        );
+    }
+
+    #[test]
+    fn pre_exec_is_refused_and_post_hooks_are_warned_about() {
+        let text = "recipe_version: \"2\"\nmodel: org/demo\npre_exec:\n  - pip install x\npost_exec:\n  - echo hi\n";
+        let Err(e) = parse_recipe("r.yaml", "r", text) else {
+            panic!("pre_exec accepted")
+        };
+        assert_eq!(e.0[0].field, "pre_exec");
+        assert_eq!(e.0[0].line, Some(3));
+        let ok = "recipe_version: \"2\"\nmodel: org/demo\npost_exec:\n  - echo hi\n";
+        assert!(v2(ok).warnings.iter().any(|w| w.field == "post_exec"));
+    }
+
+    #[test]
+    fn an_unknown_field_refuses_a_recipe_that_asks_for_a_newer_sparkrun() {
+        let text = "recipe_version: \"2\"\nmodel: org/demo\nmin_sparkrun_version: \"0.4.0\"\nreadiness:\n  inference: x\n";
+        let Err(e) = parse_recipe("r.yaml", "r", text) else {
+            panic!("accepted")
+        };
+        assert_eq!(e.0[0].field, "readiness");
+        assert!(e.0[0].problem.contains("sparkrun 0.4.0 or newer"), "{e}");
+        let plain = "recipe_version: \"2\"\nmodel: org/demo\nreadiness: x\n";
+        assert!(v2(plain).warnings.iter().any(|w| w.field == "readiness"));
+        let range = "recipe_version: \"2\"\nmodel: org/demo\nmin_sparkrun_version: \">=0.4\"\n";
+        assert!(parse_recipe("r.yaml", "r", range).is_err());
+    }
+
+    #[test]
+    fn node_bounds_follow_sparkrun_and_contradictions_are_named() {
+        let text = "recipe_version: \"2\"\nmodel: org/demo\nmin_nodes: 3\nmax_nodes: 2\n";
+        let Err(e) = parse_recipe("r.yaml", "r", text) else {
+            panic!("accepted")
+        };
+        assert_eq!(
+            e.0[0].to_string(),
+            "r.yaml:4: max_nodes: max_nodes 2 is below min_nodes 3"
+        );
+        assert_eq!(
+            bounds("solo", 2, None, false, false).unwrap(),
+            NodeBounds {
+                min: 1,
+                max: Some(1)
+            }
+        );
+        assert_eq!(
+            bounds("auto", 1, None, false, true).unwrap(),
+            NodeBounds { min: 2, max: None }
+        );
+    }
+
+    #[test]
+    fn a_cycle_in_defaults_is_refused_at_the_command() {
+        let text = "recipe_version: \"2\"\nmodel: org/demo\ndefaults:\n  a: \"{b}\"\n  b: \"{a}\"\ncommand: vllm serve {model} --x {a}\n";
+        let e = v2(text).build(&input(), vec![]).unwrap_err();
+        assert_eq!(e.0[0].field, "command");
+        assert!(e.0[0].problem.contains("a cycle among {a}, {b}"), "{e}");
+    }
+
+    #[test]
+    fn an_unset_user_variable_is_said_and_kept_as_written() {
+        let text = "recipe_version: \"2\"\nmodel: org/demo\ncommand: vllm serve {model}\nenv:\n  X: \"$NOT_SET_HERE\"\n";
+        let l = v2(text).build(&input(), vec![]).unwrap();
+        assert!(
+            l.warnings
+                .iter()
+                .any(|w| w.field == "env.X" && w.message.contains("$NOT_SET_HERE"))
+        );
+        assert_eq!(
+            l.env.render(&RecipeNode::default()).unwrap()["X"],
+            "$NOT_SET_HERE"
+        );
+    }
+}

@@ -1,0 +1,484 @@
+//! The engine seam: everything that differs between serving engines, behind one trait
+//! ([`ServingEngine`]), one file per engine, registered here once.
+//!
+//! [`EngineKind`] is the one list of engines in the crate (what a profile's `engine:`, a plan's
+//! `engine` and a container's workload label name); [`EngineKind::engine`] is its registration.
+//! An engine says its name, default image and API port, the ports it binds (API, rendezvous,
+//! Ray, the containers' sshd; [`EnginePort`]), whether and how it enforces an API key, how
+//! readiness and progress show ([`ReadySignals`]), how its ranks find each other across nodes
+//! ([`MultiNode`]), its defaults, the flags it sets itself, and — given the containers the
+//! shared serving plan built — the per-rank commands and the waits of its own.
+//!
+//! The serving plan (`workload::skeleton`), the CLI, profiles, doctor's port list, readiness and
+//! the executor's waits ask here; nothing outside this folder matches on an engine
+//! (`tests/conventions.rs` checks).
+//!
+//! Adding an engine: a file here implementing [`ServingEngine`], its variant in [`EngineKind`]
+//! with its line in [`EngineKind::engine`] and [`EngineKind::ALL`], and its CLI subcommand.
+//!
+//! Pure: options and facts in, containers and steps out.
+
+pub mod ray;
+pub mod trtllm;
+pub mod vllm;
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::derive::{ClusterEnv, NodeInput};
+use crate::plan::{ContainerSpec, Step};
+use crate::workload::job_ssh::JobSshKeys;
+use crate::workload::serve::{Problem, ServeOptions};
+
+/// A serving engine: the one enum of engines in the crate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EngineKind {
+    Vllm,
+    Trtllm,
+}
+
+impl EngineKind {
+    /// Every engine, in the order help texts and doctor list them.
+    pub const ALL: [EngineKind; 2] = [EngineKind::Vllm, EngineKind::Trtllm];
+
+    /// The engine's implementation: the registration.
+    pub fn engine(self) -> &'static dyn ServingEngine {
+        match self {
+            EngineKind::Vllm => &vllm::Vllm,
+            EngineKind::Trtllm => &trtllm::Trtllm,
+        }
+    }
+
+    /// `vllm`, `trtllm`: the CLI subcommand, the profile's `engine:`, the workload label.
+    pub fn as_str(self) -> &'static str {
+        self.engine().name()
+    }
+}
+
+impl fmt::Display for EngineKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for EngineKind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        EngineKind::ALL
+            .into_iter()
+            .find(|e| e.as_str() == s)
+            .ok_or_else(|| {
+                format!(
+                    "unknown engine {s:?}: one of {}",
+                    EngineKind::ALL.map(|e| e.as_str()).join(", ")
+                )
+            })
+    }
+}
+
+/// Twenty minutes: loading 70B-class weights and compiling CUDA graphs takes long on first
+/// start.
+pub const DEFAULT_READY_TIMEOUT_S: u64 = 20 * 60;
+
+/// What every engine falls back to unless told otherwise.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct EngineDefaults {
+    /// How long the API may take to answer after the start.
+    pub ready_timeout_s: u64,
+    /// The share of GPU memory the engine takes for weights and KV cache, when spark-launch
+    /// sets one (`None`: the engine's own default, not passed).
+    pub memory_fraction: Option<f64>,
+}
+
+/// Where an engine's port is bound.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PortOn {
+    /// Only the head listens (the API, the rendezvous, Ray's GCS).
+    Head,
+    /// Every serving node listens (the containers' sshd, Ray's workers).
+    Every,
+}
+
+/// Who must reach a port before the group can form (checked before anything starts).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PortReach {
+    /// Clients only (the API): nothing to check between nodes.
+    Clients,
+    /// Every worker connects to the head there (a rendezvous, Ray's GCS).
+    WorkersToHead,
+    /// The head connects to every worker there (mpirun over the containers' sshd).
+    HeadToWorkers,
+}
+
+/// A TCP port (or a range of them) an engine binds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EnginePort {
+    /// Short role name for refusals: `API`, `rendezvous`, `Ray`, `ssh`.
+    pub name: &'static str,
+    /// What binds it, for doctor's findings: `vLLM API server`.
+    pub what: &'static str,
+    pub first: u16,
+    /// `first` for one port; the end of a range the engine picks from (Ray's workers).
+    pub last: u16,
+    pub on: PortOn,
+    pub reach: PortReach,
+}
+
+impl EnginePort {
+    /// One port.
+    pub fn one(
+        name: &'static str,
+        what: &'static str,
+        port: u16,
+        on: PortOn,
+        reach: PortReach,
+    ) -> Self {
+        EnginePort {
+            name,
+            what,
+            first: port,
+            last: port,
+            on,
+            reach,
+        }
+    }
+
+    /// The API port on the head, reached by clients.
+    pub fn api(what: &'static str, port: u16) -> Self {
+        EnginePort::one("API", what, port, PortOn::Head, PortReach::Clients)
+    }
+
+    /// A range the engine picks ports from at run time: doctor looks at it, the plan's
+    /// CheckPorts (which names single ports) does not.
+    pub fn range(what: &'static str, first: u16, last: u16, on: PortOn) -> Self {
+        EnginePort {
+            name: what,
+            what,
+            first,
+            last,
+            on,
+            reach: PortReach::Clients,
+        }
+    }
+
+    /// The port, when this is one port rather than a range.
+    pub fn single(&self) -> Option<u16> {
+        (self.first == self.last).then_some(self.first)
+    }
+}
+
+/// How an engine takes an API key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ApiKeySupport {
+    /// From this variable in the head's environment (never on a command line).
+    Env(&'static str),
+    /// The engine cannot enforce one: a key asked for is refused, with this fix.
+    Refused {
+        problem: &'static str,
+        fix: &'static str,
+    },
+}
+
+/// One progress phase read from a log line: every `all` and one of `any` appear in the line
+/// (lowercased); `percent` adds the line's first percentage (` 45%`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LogPhase {
+    pub all: &'static [&'static str],
+    pub any: &'static [&'static str],
+    pub phase: &'static str,
+    pub percent: bool,
+}
+
+impl LogPhase {
+    pub const fn any(any: &'static [&'static str], phase: &'static str) -> Self {
+        LogPhase {
+            all: &[],
+            any,
+            phase,
+            percent: false,
+        }
+    }
+
+    /// Whether `lower` (a lowercased log line) announces this phase.
+    pub fn matches(&self, lower: &str) -> bool {
+        self.all.iter().all(|w| lower.contains(w)) && self.any.iter().any(|w| lower.contains(w))
+    }
+}
+
+/// Log phases shared by the PyTorch-based engines, for their [`ReadySignals::progress`] lists.
+pub mod phases {
+    use super::LogPhase;
+
+    pub const SHARDS: LogPhase = LogPhase {
+        all: &[],
+        any: &["loading safetensors checkpoint shards"],
+        phase: "loading weights",
+        percent: true,
+    };
+    pub const LOADED: LogPhase = LogPhase::any(&["model loading took"], "weights loaded");
+    pub const LOADING: LogPhase =
+        LogPhase::any(&["loading weights", "loading model"], "loading weights");
+    pub const CUDA_GRAPHS: LogPhase = LogPhase {
+        all: &[],
+        any: &["capturing cuda graph"],
+        phase: "capturing CUDA graphs",
+        percent: true,
+    };
+    pub const COMPILING: LogPhase = LogPhase::any(
+        &["torch.compile", "compiling a graph", "compiling graph"],
+        "compiling graphs",
+    );
+    pub const KV_CACHE: LogPhase = LogPhase {
+        all: &["kv cache"],
+        any: &["size", "memory"],
+        phase: "allocating the KV cache",
+        percent: false,
+    };
+    /// What uvicorn (every OpenAI-compatible server here) prints when the API comes up.
+    pub const UVICORN: [&str; 2] = ["uvicorn running on", "application startup complete"];
+    pub const API_STARTING: &str = "API server starting";
+    pub const DISTRIBUTED: LogPhase = LogPhase::any(
+        &["init_distributed_environment", "world_size="],
+        "joining the distributed group",
+    );
+}
+
+/// How an engine shows that it serves, and what it is doing meanwhile.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReadySignals {
+    /// Answers 200 once the engine is up (`/health`).
+    pub health_path: &'static str,
+    /// Lists the served models, OpenAI style (`/v1/models`).
+    pub models_path: &'static str,
+    /// Log phases, first match wins (spark-launch's own `spark-launch: …` lines come first,
+    /// for every engine).
+    pub progress: &'static [LogPhase],
+    /// Lowercased text of log lines that mean the start failed, beyond the markers every log
+    /// is read for (`ERROR`, exceptions, CUDA out of memory, NCCL errors).
+    pub fatal: &'static [&'static str],
+}
+
+/// The signals of a job whose workload label names no engine: every engine's phases.
+pub static GENERIC_SIGNALS: ReadySignals = ReadySignals {
+    health_path: "/health",
+    models_path: "/v1/models",
+    progress: &vllm::PROGRESS,
+    fatal: &[],
+};
+
+impl ReadySignals {
+    /// The signals of the engine a job's workload label names.
+    pub fn of_workload(workload: &str) -> &'static ReadySignals {
+        workload
+            .parse::<EngineKind>()
+            .map(|e| e.engine().ready())
+            .unwrap_or(&GENERIC_SIGNALS)
+    }
+}
+
+/// How an engine's ranks find each other across nodes; the plan's `mode`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MultiNode {
+    /// One node, nothing between nodes.
+    Single,
+    /// Every node runs the engine with its rank and the head's rendezvous address.
+    Native,
+    /// A Ray cluster: the head runs the engine, the others join Ray.
+    Ray,
+    /// The head runs `mpirun` over SSH into the other containers.
+    Mpi,
+}
+
+impl MultiNode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MultiNode::Single => "single",
+            MultiNode::Native => "native",
+            MultiNode::Ray => "ray",
+            MultiNode::Mpi => "mpi",
+        }
+    }
+}
+
+/// In which order a group's nodes start (and, for a supervisor, restart).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StartOrder {
+    /// Every node's container at once; the ranks wait for each other (a rendezvous, Ray's
+    /// join loop, the head's wait for every sshd).
+    Together,
+}
+
+/// What a request asks of its engine beyond the shared serving options. Engine-neutral: each
+/// engine reads the fields it has a use for (`--ray` is vLLM's, the sshd port and the LLM-API
+/// options TensorRT-LLM's); `None` is the engine's default.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct EngineOptions {
+    /// Run the ranks over Ray instead of the engine's native multi-node mode.
+    pub ray: bool,
+    /// The rendezvous port on the head (vLLM's `--master-port`).
+    pub rendezvous_port: Option<u16>,
+    /// Ray's GCS port on the head.
+    pub ray_port: Option<u16>,
+    /// The port of the sshd in every container (MPI between nodes).
+    pub ssh_port: Option<u16>,
+    /// The share of GPU memory for the KV cache (TensorRT-LLM's
+    /// `kv_cache_config.free_gpu_memory_fraction`).
+    pub memory_fraction: Option<f64>,
+    pub cuda_graph_padding: Option<bool>,
+    pub disable_overlap_scheduler: Option<bool>,
+    pub max_batch_size: Option<u32>,
+    pub max_num_tokens: Option<u32>,
+    /// More keys for the engine's options file, merged over what spark-launch writes.
+    pub config: BTreeMap<String, yaml_serde::Value>,
+}
+
+/// Everything an engine needs to write its ranks: the decisions are made already.
+pub struct RankInput<'a> {
+    pub opts: &'a ServeOptions,
+    pub tuning: &'a EngineOptions,
+    /// The serving nodes' facts, head first.
+    pub nodes: &'a [NodeInput],
+    /// Their derived environment (`env.nodes[i]` is `nodes[i]`'s).
+    pub env: &'a ClusterEnv,
+    /// The address the API binds on the head (`0.0.0.0` for every interface).
+    pub host: &'a str,
+    /// The name `/v1/models` lists.
+    pub served: &'a str,
+    /// The model inside the containers.
+    pub model_path: &'a str,
+    /// The job's own SSH identity, for engines that run MPI between containers.
+    pub keys: &'a JobSshKeys,
+}
+
+/// An engine's part of a plan: every node's container with its command, and the waits of its
+/// own between the start and the API's readiness (Ray's membership).
+pub struct EngineRanks {
+    /// One per serving node, in the input's order.
+    pub containers: Vec<ContainerSpec>,
+    pub waits: Vec<Step>,
+}
+
+/// One serving engine. Every method is pure; see the module docs for who asks what.
+pub trait ServingEngine: Sync {
+    /// `vllm`: the subcommand, the profile's `engine:`, the workload label.
+    fn name(&self) -> &'static str;
+    /// `vLLM`: how messages name it.
+    fn title(&self) -> &'static str;
+    /// The image used unless `--image` says otherwise.
+    fn default_image(&self) -> &'static str;
+    /// The API port on the head unless `--port` says otherwise.
+    fn default_port(&self) -> u16;
+    fn defaults(&self) -> EngineDefaults {
+        EngineDefaults {
+            ready_timeout_s: DEFAULT_READY_TIMEOUT_S,
+            memory_fraction: None,
+        }
+    }
+    fn api_key(&self) -> ApiKeySupport;
+    fn ready(&self) -> &'static ReadySignals;
+    /// Whether it can run its ranks over Ray (`--ray`, a profile's `ray: true`).
+    fn ray(&self) -> bool {
+        false
+    }
+    /// The profile section of its own knobs (`trtllm:`), if it reads one.
+    fn profile_section(&self) -> Option<&'static str> {
+        None
+    }
+    /// Whether it runs MPI between containers over SSH: the launch then makes the job's own
+    /// SSH identity before planning.
+    fn job_ssh(&self) -> bool {
+        false
+    }
+    fn start_order(&self) -> StartOrder {
+        StartOrder::Together
+    }
+    /// How `nodes` nodes run one replica with these options.
+    fn multi_node(&self, tuning: &EngineOptions, nodes: usize) -> MultiNode;
+    /// The ports it binds on `nodes` nodes, the API (`api`) first.
+    fn ports(&self, tuning: &EngineOptions, api: u16, nodes: usize) -> Vec<EnginePort>;
+    /// Refusals of its options (a fraction outside (0, 1]).
+    fn problems(&self, _tuning: &EngineOptions) -> Vec<Problem> {
+        Vec::new()
+    }
+    /// Refusals of extra arguments that repeat what spark-launch sets itself.
+    fn reserved_args(&self, args: &[String]) -> Vec<Problem>;
+    /// Writes every rank's command into `containers` (one per serving node, head first, each
+    /// already carrying the derived environment, the cache, the devices and the labels).
+    fn ranks(&self, input: &RankInput<'_>, containers: Vec<ContainerSpec>) -> EngineRanks;
+}
+
+/// The ports of every engine in each of its multi-node modes with default options, first
+/// mention of a port kept: what doctor checks when it is not told which launch is coming.
+/// Ranges are left out: a port taken inside one only matters when that mode runs.
+pub fn default_ports() -> Vec<EnginePort> {
+    let mut out: Vec<EnginePort> = Vec::new();
+    for kind in EngineKind::ALL {
+        let e = kind.engine();
+        let mut modes = vec![EngineOptions::default()];
+        if e.ray() {
+            modes.push(EngineOptions {
+                ray: true,
+                ..EngineOptions::default()
+            });
+        }
+        for tuning in &modes {
+            for p in e.ports(tuning, e.default_port(), 2) {
+                if p.single().is_some() && !out.iter().any(|o| o.first == p.first) {
+                    out.push(p);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Problems for flags in `args` that spark-launch sets itself: `reserved` lists them, `fix`
+/// says what to use instead of one (by its name after [`normal`]).
+pub fn reserved(
+    args: &[String],
+    reserved: &[&str],
+    normal: fn(&str) -> String,
+    fix: fn(&str, &str) -> String,
+) -> Vec<Problem> {
+    args.iter()
+        .filter_map(|a| {
+            let flag = normal(a.split('=').next().unwrap_or(a));
+            reserved.contains(&flag.as_str()).then(|| Problem {
+                problem: format!("extra argument {a} is set by spark-launch itself"),
+                fix: fix(&flag, a),
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_engine_is_named_once_and_parses_back() {
+        for e in EngineKind::ALL {
+            assert_eq!(e.as_str().parse::<EngineKind>(), Ok(e));
+            assert_eq!(e.engine().name(), e.to_string());
+        }
+        assert!("sglang".parse::<EngineKind>().is_err());
+    }
+
+    #[test]
+    fn doctor_s_default_ports_are_every_engine_s_in_each_mode_with_the_planned_rendezvous() {
+        let ports: Vec<(u16, &str)> = default_ports().iter().map(|p| (p.first, p.what)).collect();
+        assert_eq!(
+            ports,
+            vec![
+                (8000, "vLLM API server"),
+                (29501, "torch.distributed rendezvous (vLLM --master-port)"),
+                (6379, "Ray GCS"),
+                (8355, "TensorRT-LLM API server"),
+                (2233, "container sshd (mpirun)"),
+            ]
+        );
+    }
+}

@@ -1,0 +1,372 @@
+//! vLLM across nodes: the per-rank commands of `spark-launch vllm`.
+//!
+//! - **native** (default, no Ray): every node runs `vllm serve` with `--nnodes`,
+//!   `--node-rank`, `--master-addr`/`--master-port` (the head's control-plane address from
+//!   derive) and the multiprocessing backend; workers run `--headless`, the head serves the API.
+//! - **ray**: the head container starts a Ray head and waits (inside the container) until Ray
+//!   lists every node alive, with its GPUs, at the address derive chose for it
+//!   (`VLLM_HOST_IP`/`RAY_NODE_IP_ADDRESS`); only then it runs `vllm serve
+//!   --distributed-executor-backend ray`. Worker containers join the Ray head and block.
+//!   spark-launch watches the same membership from outside (`WaitRay`) to say which node is
+//!   missing or joined from the wrong address.
+//!
+//! Scripts end with `exec "$@"`: the engine's arguments travel as the container's argv, never
+//! re-quoted, so `-- extra args` reach vLLM verbatim. The API key reaches vLLM as
+//! `VLLM_API_KEY` in the head's environment.
+//!
+//! Pure: the decided plan in, the ranks' commands out.
+
+use super::{
+    ApiKeySupport, EngineOptions, EnginePort, EngineRanks, LogPhase, MultiNode, PortOn, PortReach,
+    RankInput, ReadySignals, ServingEngine, phases, ray,
+};
+use crate::node::Role;
+use crate::plan::{ContainerSpec, RayMember};
+use crate::workload::serve::Problem;
+use crate::workload::steps;
+
+/// The image used unless `--image` says otherwise: NVIDIA's NGC build (multi-arch, arm64
+/// for DGX Spark), pinned so that a plan means the same thing tomorrow.
+pub const DEFAULT_IMAGE: &str = "nvcr.io/nvidia/vllm:26.04-py3";
+pub const DEFAULT_PORT: u16 = 8000;
+/// vLLM's own default rendezvous port for the multiprocessing backend.
+pub const DEFAULT_MASTER_PORT: u16 = 29501;
+/// The environment variable vLLM reads its API key from.
+pub const API_KEY_VAR: &str = "VLLM_API_KEY";
+
+/// How vLLM's ranks find each other.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum VllmMode {
+    Native { master_port: u16 },
+    Ray { ray_port: u16 },
+}
+
+impl VllmMode {
+    /// The mode the request's options ask for.
+    pub fn of(t: &EngineOptions) -> VllmMode {
+        if t.ray {
+            VllmMode::Ray {
+                ray_port: t.ray_port.unwrap_or(ray::DEFAULT_PORT),
+            }
+        } else {
+            VllmMode::Native {
+                master_port: t.rendezvous_port.unwrap_or(DEFAULT_MASTER_PORT),
+            }
+        }
+    }
+}
+
+/// vLLM's progress lines (and every engine's, which are a subset: see `GENERIC_SIGNALS`).
+pub(super) static PROGRESS: [LogPhase; 8] = [
+    phases::SHARDS,
+    phases::LOADED,
+    phases::LOADING,
+    phases::CUDA_GRAPHS,
+    phases::COMPILING,
+    phases::KV_CACHE,
+    LogPhase::any(
+        &[
+            phases::UVICORN[0],
+            phases::UVICORN[1],
+            "starting vllm api server",
+        ],
+        phases::API_STARTING,
+    ),
+    phases::DISTRIBUTED,
+];
+
+static READY: ReadySignals = ReadySignals {
+    health_path: "/health",
+    models_path: "/v1/models",
+    progress: &PROGRESS,
+    fatal: &[],
+};
+
+/// The head container's script in Ray mode. `$SL_RAY_EXPECT` holds the expected members.
+const RAY_HEAD_SH: &str = r#"set -eu
+echo "spark-launch: starting the Ray head on $VLLM_HOST_IP:$SL_RAY_PORT"
+ray start --head --port="$SL_RAY_PORT" --node-ip-address="$VLLM_HOST_IP" --num-gpus="$SL_GPUS" --disable-usage-stats
+python3 - <<'PY'
+import json, os, sys, time
+import ray
+want = json.loads(os.environ["SL_RAY_EXPECT"])
+deadline = time.time() + float(os.environ.get("SL_RAY_TIMEOUT", "600"))
+ray.init(address="auto", logging_level="ERROR")
+last = None
+while True:
+    seen = {n.get("NodeManagerAddress"): float(n.get("Resources", {}).get("GPU", 0))
+            for n in ray.nodes() if n.get("Alive")}
+    missing = [w for w in want if seen.get(w["ip"], -1) < w["gpus"]]
+    state = sorted(seen.items())
+    if state != last:
+        print("spark-launch: ray: %d/%d nodes: %s" % (len(want) - len(missing), len(want),
+              ", ".join("%s (%g GPU)" % kv for kv in state)), flush=True)
+        last = state
+    if not missing:
+        print("spark-launch: ray: cluster complete", flush=True)
+        break
+    if time.time() > deadline:
+        print("spark-launch: ray: ERROR missing %s" % ", ".join("%s at %s" % (w["node"], w["ip"]) for w in missing), flush=True)
+        sys.exit(1)
+    time.sleep(2)
+PY
+exec "$@"
+"#;
+
+/// A worker container's script in Ray mode: join the head (retrying while it starts), block.
+const RAY_WORKER_SH: &str = r#"set -u
+for i in $(seq 1 150); do
+  ray start --block --address="$SL_RAY_HEAD" --node-ip-address="$VLLM_HOST_IP" --num-gpus="$SL_GPUS" --disable-usage-stats && exit 0
+  ray stop --force >/dev/null 2>&1 || true
+  sleep 2
+done
+echo "spark-launch: ERROR could not join the Ray head at $SL_RAY_HEAD" >&2
+exit 1
+"#;
+
+/// `spark-launch vllm`.
+pub struct Vllm;
+
+impl ServingEngine for Vllm {
+    fn name(&self) -> &'static str {
+        "vllm"
+    }
+    fn title(&self) -> &'static str {
+        "vLLM"
+    }
+    fn default_image(&self) -> &'static str {
+        DEFAULT_IMAGE
+    }
+    fn default_port(&self) -> u16 {
+        DEFAULT_PORT
+    }
+    fn api_key(&self) -> ApiKeySupport {
+        ApiKeySupport::Env(API_KEY_VAR)
+    }
+    fn ready(&self) -> &'static ReadySignals {
+        &READY
+    }
+    fn ray(&self) -> bool {
+        true
+    }
+    fn multi_node(&self, tuning: &EngineOptions, _nodes: usize) -> MultiNode {
+        match VllmMode::of(tuning) {
+            VllmMode::Native { .. } => MultiNode::Native,
+            VllmMode::Ray { .. } => MultiNode::Ray,
+        }
+    }
+    fn ports(&self, tuning: &EngineOptions, api: u16, nodes: usize) -> Vec<EnginePort> {
+        let mut ports = vec![EnginePort::api("vLLM API server", api)];
+        match VllmMode::of(tuning) {
+            VllmMode::Native { master_port } if nodes > 1 => ports.push(EnginePort::one(
+                "rendezvous",
+                "torch.distributed rendezvous (vLLM --master-port)",
+                master_port,
+                PortOn::Head,
+                PortReach::WorkersToHead,
+            )),
+            VllmMode::Native { .. } => {}
+            // The Ray head listens even alone: vLLM's Ray backend connects to it.
+            VllmMode::Ray { ray_port } => {
+                ports.push(EnginePort::one(
+                    "Ray",
+                    "Ray GCS",
+                    ray_port,
+                    PortOn::Head,
+                    PortReach::WorkersToHead,
+                ));
+                let (first, last) = ray::WORKER_PORTS;
+                ports.push(EnginePort::range(
+                    "Ray worker ports",
+                    first,
+                    last,
+                    PortOn::Every,
+                ));
+            }
+        }
+        ports
+    }
+    fn reserved_args(&self, args: &[String]) -> Vec<Problem> {
+        reserved_args(args)
+    }
+    fn ranks(&self, input: &RankInput<'_>, containers: Vec<ContainerSpec>) -> EngineRanks {
+        match VllmMode::of(input.tuning) {
+            VllmMode::Native { master_port } => native(input, containers, master_port),
+            VllmMode::Ray { ray_port } => over_ray(input, containers, ray_port),
+        }
+    }
+}
+
+/// `vllm serve MODEL` with the shape, and on the head where the API listens.
+fn serve_args(input: &RankInput<'_>, head: bool) -> Vec<String> {
+    let o = input.opts;
+    let mut args = vec![
+        "vllm".to_string(),
+        "serve".to_string(),
+        input.model_path.to_string(),
+        "--served-model-name".to_string(),
+        input.served.to_string(),
+        "--tensor-parallel-size".to_string(),
+        o.tp.to_string(),
+        "--pipeline-parallel-size".to_string(),
+        o.pp.to_string(),
+    ];
+    if head {
+        args.extend([
+            "--host".into(),
+            input.host.to_string(),
+            "--port".into(),
+            o.port.to_string(),
+        ]);
+    }
+    args
+}
+
+/// Every node runs `vllm serve` with its rank; workers headless.
+fn native(
+    input: &RankInput<'_>,
+    mut containers: Vec<ContainerSpec>,
+    master_port: u16,
+) -> EngineRanks {
+    let n = input.env.nodes.len();
+    let head_addr = input.env.nodes[0].control.addr;
+    for (rank, (env, spec)) in input.env.nodes.iter().zip(&mut containers).enumerate() {
+        let head = env.role == Role::Head;
+        let mut args = serve_args(input, head);
+        if n > 1 {
+            args.extend([
+                "--distributed-executor-backend".to_string(),
+                "mp".to_string(),
+                "--nnodes".to_string(),
+                n.to_string(),
+                "--node-rank".to_string(),
+                rank.to_string(),
+                "--master-addr".to_string(),
+                head_addr.to_string(),
+                "--master-port".to_string(),
+                master_port.to_string(),
+            ]);
+            if !head {
+                args.push("--headless".to_string());
+            }
+        }
+        args.extend(input.opts.engine_args.iter().cloned());
+        spec.command = args;
+    }
+    EngineRanks {
+        containers,
+        waits: Vec::new(),
+    }
+}
+
+/// The head starts Ray, waits for every member, then serves; the others join Ray.
+fn over_ray(
+    input: &RankInput<'_>,
+    mut containers: Vec<ContainerSpec>,
+    ray_port: u16,
+) -> EngineRanks {
+    let o = input.opts;
+    let head_addr = input.env.nodes[0].control.addr;
+    let members: Vec<RayMember> = input
+        .env
+        .nodes
+        .iter()
+        .map(|env| RayMember {
+            node: env.name.clone(),
+            ip: env.control.addr,
+            gpus: o.gpus_per_node,
+        })
+        .collect();
+    for (env, spec) in input.env.nodes.iter().zip(&mut containers) {
+        spec.env
+            .insert("SL_GPUS".into(), o.gpus_per_node.to_string());
+        if env.role == Role::Head {
+            let mut args = serve_args(input, true);
+            args.extend([
+                "--distributed-executor-backend".to_string(),
+                "ray".to_string(),
+            ]);
+            args.extend(o.engine_args.iter().cloned());
+            spec.env.insert("SL_RAY_PORT".into(), ray_port.to_string());
+            spec.env
+                .insert("SL_RAY_TIMEOUT".into(), ray::JOIN_TIMEOUT_S.to_string());
+            spec.env.insert(
+                "SL_RAY_EXPECT".into(),
+                serde_json::to_string(&members).unwrap_or_default(),
+            );
+            let mut command = vec![
+                "bash".to_string(),
+                "-c".to_string(),
+                RAY_HEAD_SH.to_string(),
+                "spark-launch-ray-head".to_string(),
+            ];
+            command.extend(args);
+            spec.command = command;
+        } else {
+            spec.env
+                .insert("SL_RAY_HEAD".into(), format!("{head_addr}:{ray_port}"));
+            spec.command = vec![
+                "bash".to_string(),
+                "-c".to_string(),
+                RAY_WORKER_SH.to_string(),
+                "spark-launch-ray-worker".to_string(),
+            ];
+        }
+    }
+    let head = input.env.nodes[0].name.clone();
+    EngineRanks {
+        containers,
+        waits: vec![steps::wait_ray(head, members, ray::JOIN_TIMEOUT_S)],
+    }
+}
+
+/// Flags spark-launch sets itself; passing them again in `-- extra args` would contradict the
+/// plan (vLLM takes the last one silently).
+const RESERVED: [&str; 11] = [
+    "--api-key",
+    "--tensor-parallel-size",
+    "--pipeline-parallel-size",
+    "--nnodes",
+    "--node-rank",
+    "--master-addr",
+    "--master-port",
+    "--headless",
+    "--distributed-executor-backend",
+    "--port",
+    "--served-model-name",
+];
+
+/// Problems for flags in `args` that spark-launch sets itself.
+pub fn reserved_args(args: &[String]) -> Vec<Problem> {
+    super::reserved(
+        args,
+        &RESERVED,
+        |flag| flag.replace('_', "-"),
+        |flag, arg| match flag {
+            "--tensor-parallel-size" => "use --tp".to_string(),
+            "--pipeline-parallel-size" => "use --pp".to_string(),
+            "--port" => "use --port before `--`".to_string(),
+            "--distributed-executor-backend" => "use --ray for the Ray backend".to_string(),
+            _ => format!(
+                "remove {}: spark-launch derives it per node",
+                arg.split('=').next().unwrap_or(arg)
+            ),
+        },
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_spark_launch_sets_are_refused_in_extra_args() {
+        let p = reserved_args(&[
+            "--max-model-len".into(),
+            "4096".into(),
+            "--tensor_parallel_size=4".into(),
+        ]);
+        assert_eq!(p.len(), 1);
+        assert_eq!(p[0].fix, "use --tp");
+    }
+}

@@ -1,0 +1,344 @@
+//! The serving plan in one pass. Every engine's job has the same skeleton, built here once:
+//!
+//! ```text
+//! CheckPorts ─► CheckReachable* ─► EnsureImage ─► [NCCL: EnsureImage StageNccl] CheckNccl
+//!   ─► StageModel ─► Start ─► the engine's waits (WaitRay) ─► WaitServing
+//! ```
+//!
+//! The input is complete before the first step is written ([`ServeInput`]: the resolved
+//! options, the nodes' facts, the job's SSH keys and what the launch looked up); the nodes are
+//! selected and derived once (the topology comes with that derive), and the engine
+//! ([`ServingEngine`]) supplies only what differs: its ports, its refusals, each rank's
+//! command, its own waits and its mode.
+//!
+//! Pure: the input in, the plan (or every reason to refuse it) out.
+
+use std::collections::BTreeMap;
+
+use super::endpoint::bind_addr;
+use super::engines::{
+    ApiKeySupport, EngineKind, EngineOptions, EnginePort, PortOn, PortReach, RankInput,
+    ServingEngine, StartOrder,
+};
+use super::job_ssh::JobSshKeys;
+use super::launch::LaunchRefusal;
+use super::nccl_lib::{self, NcclFrom, NcclPlan, NcclReads};
+use super::serve::{
+    self, Problem, Selected, ServeOptions, ServePlan, ServeRefusal, container, distinct_ports,
+    endpoint, path_notes, select,
+};
+use super::steps;
+use crate::derive::{NodeEnv, NodeInput, topology::Topology};
+use crate::model::hub::Resolved;
+use crate::model::route::{CopyRoute, copy_routes};
+use crate::node::NodeName;
+use crate::plan::{ContainerSpec, JobPlan, Launch, NodePlan, NodePorts, RuntimeKind, Step};
+
+/// Everything one serving plan is made from.
+pub struct ServeInput<'a> {
+    pub engine: EngineKind,
+    /// Resolved: the paths, the model's commit, the API key and the GPUs per node are known.
+    pub opts: &'a ServeOptions,
+    pub tuning: &'a EngineOptions,
+    /// Every node of the cluster, head first (the first that fit `tp × pp` serve).
+    pub nodes: &'a [NodeInput],
+    /// The job's own SSH identity (MPI between containers).
+    pub keys: &'a JobSshKeys,
+    /// What the launch adds; `None`: the engine's plan alone (no copy routes, no NCCL).
+    pub launch: Option<LaunchPart<'a>>,
+}
+
+/// What a launch adds to the engine's plan: the Hub's listing for the staging (with the copy
+/// routes over the fabric), and the NCCL every container will load.
+#[derive(Clone, Copy, Default)]
+pub struct LaunchPart<'a> {
+    /// The Hub's answer for a Hub model (`None`: a folder, or a dry run on snapshots).
+    pub listing: Option<&'a Resolved>,
+    pub nccl_from: Option<&'a NcclFrom>,
+    pub allow_old_nccl: bool,
+    /// What the pre-plan lookup read (`None`: a dry run on snapshots).
+    pub reads: Option<&'a NcclReads>,
+}
+
+/// A serving plan and what the user should read before it runs.
+pub struct Served {
+    pub plan: ServePlan,
+    /// Derive's warnings (by node), the ring's cabling, the NCCL's.
+    pub warnings: Vec<String>,
+}
+
+/// Plans the serving job of `input` (see the module docs).
+pub fn plan(input: &ServeInput<'_>) -> Result<Served, LaunchRefusal> {
+    let engine = input.engine.engine();
+    let o = input.opts;
+    let sel = select(input.nodes, o, refusals(engine, input))?;
+    let head_env = &sel.env.nodes[0];
+    let bound = bind_addr(o.bind, &sel.inputs[0], head_env)
+        .map_err(|p| ServeRefusal { problems: vec![p] })?;
+    let (host, local_url) = serve::listen(bound, o.port);
+    let served = o.model.served_name();
+    let used: Vec<NodeName> = sel.inputs.iter().map(|i| i.name.clone()).collect();
+    let mut notes = unused_note(o, &sel, input.nodes.len());
+    let (mut nodes, waits) = ranks(input, &sel, bound, &host, &served, &mut notes);
+    let launch = launched(input.launch.as_ref(), &sel, &mut nodes)?;
+    let ports = engine.ports(input.tuning, o.port, used.len());
+    let mut steps = port_steps(&ports, &sel.env.nodes);
+    steps.push(steps::ensure_image(o.image.clone(), used.clone()));
+    steps.extend(launch.nccl_steps);
+    steps.push(steps::stage_model(
+        o.model.clone(),
+        used.clone(),
+        o.stage_model,
+        launch.listing,
+        launch.routes,
+    ));
+    steps.extend(start_steps(engine.start_order(), &used));
+    steps.extend(waits);
+    steps.push(steps::wait_serving(
+        used[0].clone(),
+        local_url,
+        served.clone(),
+        engine.name().to_string(),
+        o.ready_timeout_s,
+        o.api_key.as_ref().map(|k| k.key.clone()),
+    ));
+    path_notes(o, &used, &sel.assumed, &mut notes);
+    let mut warnings = node_warnings(&sel);
+    warnings.extend(launch.warnings);
+    if let Some(n) = &launch.nccl {
+        notes.extend(n.notes.iter().cloned());
+    }
+    let plan = ServePlan {
+        engine: input.engine,
+        mode: engine
+            .multi_node(input.tuning, used.len())
+            .as_str()
+            .to_string(),
+        model: o.model.clone(),
+        served_name: served,
+        tp: o.tp,
+        pp: o.pp,
+        endpoint: endpoint(&sel.inputs[0], head_env, o.port, bound),
+        nodes: used,
+        unused: sel.unused.clone(),
+        notes,
+        warnings: serve::warnings(&sel.env),
+        sockets: sel.rdma.sockets.clone(),
+        job: JobPlan {
+            job: o.job.clone(),
+            workload: engine.name().to_string(),
+            runtime: RuntimeKind::Docker,
+            nodes,
+            steps,
+        },
+        api_key: o.api_key.clone(),
+        nccl: launch.nccl,
+    };
+    Ok(Served { plan, warnings })
+}
+
+/// Every node's container (the derived environment, the cache, the devices, the labels; the
+/// head's bind label and API key), then each rank's command and the engine's own waits.
+fn ranks(
+    input: &ServeInput<'_>,
+    sel: &Selected,
+    bound: Option<std::net::Ipv4Addr>,
+    host: &str,
+    served: &str,
+    notes: &mut Vec<String>,
+) -> (Vec<NodePlan>, Vec<Step>) {
+    let engine = input.engine.engine();
+    let o = input.opts;
+    let mut base = Vec::new();
+    for (rank, env) in sel.env.nodes.iter().enumerate() {
+        let mut spec = container(o, input.engine, env, &sel.rdma, notes);
+        if rank == 0 {
+            serve::label_bind(&mut spec, bound);
+            api_key_env(engine, o, &mut spec);
+        }
+        base.push(spec);
+    }
+    let ranks = engine.ranks(
+        &RankInput {
+            opts: o,
+            tuning: input.tuning,
+            nodes: &sel.inputs,
+            env: &sel.env,
+            host,
+            served,
+            model_path: &o.model.container_path(),
+            keys: input.keys,
+        },
+        base,
+    );
+    let nodes = sel
+        .env
+        .nodes
+        .iter()
+        .zip(ranks.containers)
+        .map(|(env, spec)| NodePlan {
+            node: env.name.clone(),
+            role: env.role,
+            launch: Launch::Container(spec),
+        })
+        .collect();
+    (nodes, ranks.waits)
+}
+
+/// Every reason the engine gives not to start, before any node is looked at: two roles on one
+/// port (checked for the multi-node layout whatever the node count: a port given twice is a
+/// mistake either way), its own options, flags it sets itself, an API key it cannot enforce.
+fn refusals(engine: &dyn ServingEngine, input: &ServeInput<'_>) -> Vec<Problem> {
+    let o = input.opts;
+    let named: Vec<(&str, u16)> = engine
+        .ports(input.tuning, o.port, 2)
+        .iter()
+        .filter_map(|p| p.single().map(|port| (p.name, port)))
+        .collect();
+    let mut out = distinct_ports(&named);
+    out.extend(engine.problems(input.tuning));
+    out.extend(engine.reserved_args(&o.engine_args));
+    if let (Some(_), ApiKeySupport::Refused { problem, fix }) = (&o.api_key, engine.api_key()) {
+        out.push(Problem {
+            problem: problem.to_string(),
+            fix: fix.to_string(),
+        });
+    }
+    out
+}
+
+/// The key the engine enforces, where it reads it: never on a command line, `<set>` in every
+/// printout of the plan.
+fn api_key_env(engine: &dyn ServingEngine, o: &ServeOptions, head: &mut ContainerSpec) {
+    if let (Some(k), ApiKeySupport::Env(var)) = (&o.api_key, engine.api_key()) {
+        head.env.insert(var.to_string(), k.key.expose().to_string());
+    }
+}
+
+/// The note naming the nodes a smaller job leaves idle.
+fn unused_note(o: &ServeOptions, sel: &Selected, cluster: usize) -> Vec<String> {
+    if sel.unused.is_empty() {
+        return Vec::new();
+    }
+    let used: Vec<NodeName> = sel.inputs.iter().map(|i| i.name.clone()).collect();
+    vec![format!(
+        "tp × pp = {} GPUs use {} of the cluster's {} nodes ({}); {} stay{} idle",
+        o.world(),
+        used.len(),
+        cluster,
+        crate::node::join(&used),
+        crate::node::join(&sel.unused),
+        if sel.unused.len() == 1 { "s" } else { "" }
+    )]
+}
+
+/// CheckPorts for every single port the engine binds, where it binds it, then a
+/// CheckReachable for each connection the group needs between nodes.
+fn port_steps(ports: &[EnginePort], env: &[NodeEnv]) -> Vec<Step> {
+    let Some(head) = env.first() else {
+        return Vec::new();
+    };
+    let workers: Vec<NodeName> = env[1..].iter().map(|e| e.name.clone()).collect();
+    let free: Vec<NodePorts> = env
+        .iter()
+        .enumerate()
+        .map(|(i, e)| NodePorts {
+            node: e.name.clone(),
+            ports: ports
+                .iter()
+                .filter(|p| i == 0 || p.on == PortOn::Every)
+                .filter_map(EnginePort::single)
+                .collect(),
+        })
+        .filter(|p| !p.ports.is_empty())
+        .collect();
+    let mut out = vec![steps::check_ports(free)];
+    for p in ports {
+        let Some(port) = p.single() else { continue };
+        match p.reach {
+            PortReach::WorkersToHead if !workers.is_empty() => out.push(steps::check_reachable(
+                head.name.clone(),
+                head.control.addr,
+                port,
+                workers.clone(),
+            )),
+            PortReach::HeadToWorkers => {
+                for w in &env[1..] {
+                    out.push(steps::check_reachable(
+                        w.name.clone(),
+                        w.control.addr,
+                        port,
+                        vec![head.name.clone()],
+                    ));
+                }
+            }
+            PortReach::WorkersToHead | PortReach::Clients => {}
+        }
+    }
+    out
+}
+
+/// The start, in the engine's order.
+fn start_steps(order: StartOrder, nodes: &[NodeName]) -> Vec<Step> {
+    match order {
+        StartOrder::Together => vec![steps::start(nodes.to_vec())],
+    }
+}
+
+/// Derive's warnings as lines, by node.
+fn node_warnings(sel: &Selected) -> Vec<String> {
+    serve::warnings(&sel.env)
+        .iter()
+        .flat_map(|(node, ws)| ws.iter().map(move |w| format!("{node}: {w}")))
+        .collect()
+}
+
+/// The launch's part of the plan, decided: the NCCL steps and section, the staging's listing
+/// and routes, the warnings they bring.
+#[derive(Default)]
+struct FromLaunch {
+    nccl_steps: Vec<Step>,
+    nccl: Option<NcclPlan>,
+    listing: Option<Resolved>,
+    routes: BTreeMap<NodeName, CopyRoute>,
+    warnings: Vec<String>,
+}
+
+/// With a launch: the copy routes over the fabric, the ring's cabling warnings, the NCCL
+/// mounts in `nodes`' containers, its steps and section (or its refusal).
+fn launched(
+    launch: Option<&LaunchPart<'_>>,
+    sel: &Selected,
+    nodes: &mut [NodePlan],
+) -> Result<FromLaunch, LaunchRefusal> {
+    let Some(l) = launch else {
+        return Ok(FromLaunch::default());
+    };
+    let mut warnings = Vec::new();
+    let ring = sel.env.topology == Topology::Ring;
+    if ring {
+        warnings.extend(nccl_lib::direction_warnings(&sel.inputs));
+    }
+    let rule = nccl_lib::rule(
+        ring,
+        l.allow_old_nccl,
+        l.nccl_from,
+        true,
+        sel.inputs.first(),
+    );
+    let names: Vec<NodeName> = nodes.iter().map(|n| n.node.clone()).collect();
+    let nccl_steps = nccl_lib::steps(&names, l.nccl_from, &rule);
+    let nccl = nccl_lib::section(nodes, RuntimeKind::Docker, l.nccl_from, rule, l.reads)
+        .map_err(LaunchRefusal::Nccl)?;
+    warnings.extend(nccl.warnings.iter().cloned());
+    Ok(FromLaunch {
+        nccl_steps,
+        nccl: Some(nccl),
+        listing: l.listing.cloned(),
+        routes: copy_routes(&sel.inputs)
+            .into_iter()
+            .filter(|(_, r)| *r != CopyRoute::Control)
+            .collect(),
+        warnings,
+    })
+}
