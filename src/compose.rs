@@ -15,7 +15,7 @@
 use yaml_serde::{Mapping, Sequence, Value};
 
 use crate::node::{NodeName, Role};
-use crate::plan::secret::is_secret_name;
+use crate::plan::secret::is_secret_in;
 use crate::plan::spec::{IpcMode, NetworkMode};
 use crate::plan::{ContainerSpec, Gpus, JobPlan, Launch};
 
@@ -66,7 +66,7 @@ pub fn service(spec: &ContainerSpec) -> Value {
         for (k, v) in &spec.env {
             // A secret never lands in a generated file: compose takes it from the
             // environment of whoever runs it, and refuses to start without it.
-            let v = if is_secret_name(k) {
+            let v = if is_secret_in(&spec.env, k) {
                 format!("${{{k}:?export {k} before docker compose up}}")
             } else {
                 escape(v)

@@ -32,6 +32,7 @@ pub mod plan;
 pub mod probe;
 pub mod profile;
 pub mod progress;
+pub mod quote;
 pub mod recipe;
 pub mod report;
 pub mod resolve;

@@ -8,6 +8,8 @@
 
 use std::borrow::Cow;
 
+use crate::quote::Style;
+
 /// The longest foreign value kept, in characters; the rest is cut with `…`.
 pub const MAX_VALUE: usize = 4096;
 
@@ -57,16 +59,15 @@ pub fn printable_lines(s: &str) -> Cow<'_, str> {
 /// characters no shell treats specially, else quoted (and its control characters escaped), so
 /// `eth0;reboot` from a hostile snapshot stays an interface name in a fix command.
 pub fn shell_word(s: &str) -> Cow<'_, str> {
-    let plain = !s.is_empty()
-        && s.chars().all(|c| {
-            c.is_ascii_alphanumeric()
-                || matches!(c, '.' | '_' | '@' | '+' | '%' | ':' | '/' | '=' | ',' | '-')
-        });
-    if plain {
-        return Cow::Borrowed(s);
+    match printable(s) {
+        // `printable` shows a NUL as `\u{0}`, so what is quoted holds none.
+        Cow::Borrowed(p) => crate::quote::quote(p, Style::Plain).unwrap_or(Cow::Borrowed(p)),
+        Cow::Owned(p) => Cow::Owned(
+            crate::quote::quote(&p, Style::Plain)
+                .map(Cow::into_owned)
+                .unwrap_or(p),
+        ),
     }
-    let p = printable(s);
-    Cow::Owned(format!("'{}'", p.replace('\'', "'\\''")))
 }
 
 #[cfg(test)]

@@ -236,3 +236,100 @@ fn a_commands_help_lists_the_global_flags_under_their_own_heading() {
     }
     assert!(own.iter().any(|f| f == "--snapshot"), "{own:?}");
 }
+
+/// A copy of the bundled `seed-001-two-sparks-both-twins` with `old` renamed to `new` (raw
+/// bytes) on the head `spark`: in every path and every file that names it.
+fn renamed(old: &str, new: &[u8]) -> (tempfile::TempDir, Vec<String>) {
+    use std::os::unix::ffi::{OsStrExt, OsStringExt};
+    let tmp = tempfile::tempdir().unwrap();
+    let src =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/seed-001-two-sparks-both-twins");
+    assert!(
+        Command::new("cp")
+            .arg("-a")
+            .arg(&src)
+            .arg(tmp.path().join("pair"))
+            .status()
+            .unwrap()
+            .success()
+    );
+    let replace = |bytes: &[u8]| -> Vec<u8> {
+        let mut out = Vec::new();
+        let mut i = 0;
+        while i < bytes.len() {
+            if bytes[i..].starts_with(old.as_bytes()) {
+                out.extend_from_slice(new);
+                i += old.len();
+            } else {
+                out.push(bytes[i]);
+                i += 1;
+            }
+        }
+        out
+    };
+    // Deepest first, so a folder is renamed after what is inside it.
+    let mut stack = vec![tmp.path().join("pair/spark")];
+    let mut all = Vec::new();
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() && !p.is_symlink() {
+                stack.push(p.clone());
+            }
+            all.push(p);
+        }
+    }
+    all.sort_by_key(|p| std::cmp::Reverse(p.components().count()));
+    for p in all {
+        if p.is_file() && !p.is_symlink() {
+            let b = std::fs::read(&p).unwrap();
+            std::fs::write(&p, replace(&b)).unwrap();
+        }
+        let name = p.file_name().unwrap().as_bytes();
+        if name.windows(old.len()).any(|w| w == old.as_bytes()) {
+            let to = p.with_file_name(std::ffi::OsString::from_vec(replace(name)));
+            std::fs::rename(&p, to).unwrap();
+        }
+    }
+    let pair = tmp.path().join("pair");
+    let args = ["spark", "spark2"]
+        .iter()
+        .flat_map(|n| {
+            [
+                "--snapshot".to_string(),
+                format!("{n}={}", pair.join(n).display()),
+            ]
+        })
+        .collect();
+    (tmp, args)
+}
+
+#[test]
+fn names_nccl_reads_as_list_syntax_or_that_are_not_utf8_are_refused_naming_them() {
+    // Issue 24, item 14: `roce,p1s0f1` made NCCL_IB_HCA a list of other devices, and a
+    // non-UTF-8 interface name became U+FFFD in the variables (naming no interface).
+    let cases: [(&str, &[u8], &str); 4] = [
+        (
+            "rocep1s0f1",
+            b"roce,p1s0f1",
+            "RDMA device roce,p1s0f1 (NCCL_IB_HCA) holds `,`",
+        ),
+        (
+            "rocep1s0f1",
+            b"^rocep1s0f1",
+            "holds `^`, which NCCL reads as list syntax",
+        ),
+        ("rocep1s0f1", b"rocep1=s0f1", "holds `=`"),
+        ("enp1s0f1np1", b"enp1s0f1\xffp1", "is not valid UTF-8"),
+    ];
+    for (old, new, want) in cases {
+        let (_tmp, snaps) = renamed(old, new);
+        let mut a = vec!["env".to_string()];
+        a.extend(snaps);
+        let out = run(&a);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{old}: {err}");
+        assert!(err.contains(want), "{old} -> {want}: {err}");
+        assert!(err.contains("fix: rename the"), "{err}");
+    }
+}

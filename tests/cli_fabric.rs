@@ -61,8 +61,14 @@ fn plan_json_is_only_json_with_the_documented_keys() {
 fn a_refused_plan_exits_2_with_the_cable_to_move_and_json_says_refused() {
     let o = run(&["fabric", "plan"], "broken-link-down");
     assert_eq!(o.status.code(), Some(2));
-    assert!(err(&o).contains("spark2 has nothing cabled"), "{}", err(&o));
-    assert!(err(&o).contains("fix: plug a QSFP cable"), "{}", err(&o));
+    // The fixture records no link probe: said so, with how to record or state the cables
+    // (issue 24, item 12; it said "nothing cabled" and "plug a QSFP cable").
+    assert!(
+        err(&o).contains("spark2's cabling was not recorded"),
+        "{}",
+        err(&o)
+    );
+    assert!(err(&o).contains("fix: record it"), "{}", err(&o));
     let o = run(&["fabric", "plan", "--json"], "broken-link-down");
     assert_eq!(o.status.code(), Some(2));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();

@@ -307,3 +307,72 @@ fn an_image_with_shell_syntax_is_refused_by_run_even_in_a_dry_run() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("is not an image reference"));
     assert!(out.stdout.is_empty());
 }
+
+#[test]
+fn secret_env_and_secret_like_names_print_as_set_in_json_and_text_plans() {
+    // Issue 24, item 15: `DB_PASS` and `AUTH_BEARER` were printed, and no flag could mark a
+    // variable named otherwise.
+    let a = snapshot("spark");
+    let b = snapshot("spark2");
+    for format in ["--json", "--no-progress"] {
+        let out = run(&[
+            "run",
+            "--dry-run",
+            format,
+            "--job",
+            "demo",
+            "--image",
+            "nvcr.io/nvidia/pytorch:25.09-py3",
+            "-e",
+            "DB_PASS=hunter2",
+            "-e",
+            "AUTH_BEARER=bearer-xyz",
+            "-e",
+            "DATABASE_URL=postgres://u:pw-123@db/x",
+            "-e",
+            "NCCL_DEBUG=INFO",
+            "--secret-env",
+            "DATABASE_URL",
+            "--snapshot",
+            &a,
+            "--snapshot",
+            &b,
+            "--",
+            "sleep",
+            "infinity",
+        ]);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        for value in ["hunter2", "bearer-xyz", "pw-123"] {
+            assert!(
+                !stdout.contains(value),
+                "{format}: {value} printed:\n{stdout}"
+            );
+        }
+        assert!(
+            stdout.contains("<set>") && stdout.contains("INFO"),
+            "{stdout}"
+        );
+        assert!(stdout.contains("SPARK_LAUNCH_SECRET_ENV"), "{stdout}");
+    }
+    let bad = run(&[
+        "run",
+        "--dry-run",
+        "--job",
+        "demo",
+        "--image",
+        "i",
+        "--secret-env",
+        "1X",
+    ]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&bad.stderr).contains("not an environment variable name"),
+        "{}",
+        String::from_utf8_lossy(&bad.stderr)
+    );
+}

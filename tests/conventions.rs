@@ -358,3 +358,115 @@ fn the_readme_opens_with_two_commands_that_work_as_written_in_a_root_shell() {
         "no non-root message"
     );
 }
+
+/// The files of `dir` that only tests compile: `#[cfg(test)] mod NAME;` in their parent.
+fn test_only_files(files: &[PathBuf]) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for p in files {
+        let text = std::fs::read_to_string(p).unwrap_or_default();
+        let dir = if p.ends_with("mod.rs") || p.ends_with("lib.rs") {
+            p.parent().map(Path::to_path_buf)
+        } else {
+            p.file_stem().and_then(|s| Some(p.parent()?.join(s)))
+        };
+        let Some(dir) = dir else { continue };
+        let lines: Vec<&str> = text.lines().map(str::trim).collect();
+        for w in lines.windows(2) {
+            if w[0] != "#[cfg(test)]" {
+                continue;
+            }
+            let Some(name) = w[1]
+                .trim_start_matches("pub(crate) ")
+                .trim_start_matches("pub ")
+                .strip_prefix("mod ")
+                .and_then(|r| r.strip_suffix(';'))
+            else {
+                continue;
+            };
+            out.push(dir.join(format!("{name}.rs")));
+            out.push(dir.join(name).join("mod.rs"));
+        }
+    }
+    out
+}
+
+/// The top-level modules (`src/NAME.rs` or `src/NAME/`) each one names in its non-test code
+/// (`crate::NAME`, or `NAME` inside `use crate::{...}`).
+fn module_imports() -> std::collections::BTreeMap<String, std::collections::BTreeSet<String>> {
+    let all = rust_files(&src());
+    let test_only = test_only_files(&all);
+    let module_of = |p: &Path| -> Option<String> {
+        let rel = p.strip_prefix(src()).ok()?;
+        let first = rel.components().next()?.as_os_str().to_str()?;
+        let name = first.strip_suffix(".rs").unwrap_or(first);
+        (name != "lib" && name != "main").then(|| name.to_string())
+    };
+    let modules: std::collections::BTreeSet<String> =
+        all.iter().filter_map(|p| module_of(p)).collect();
+    let mut graph = std::collections::BTreeMap::new();
+    for p in &all {
+        let Some(from) = module_of(p) else { continue };
+        if test_only.contains(p) {
+            continue;
+        }
+        let text = std::fs::read_to_string(p).unwrap_or_default();
+        let body = text.split("#[cfg(test)]").next().unwrap_or("");
+        let code: String = code_lines(body).collect::<Vec<_>>().join("\n");
+        let mut named = Vec::new();
+        for (i, _) in code.match_indices("crate::") {
+            let rest = &code[i + "crate::".len()..];
+            if let Some(group) = rest.strip_prefix('{') {
+                let group = group.split('}').next().unwrap_or("");
+                named.extend(group.split(',').map(|g| {
+                    g.trim()
+                        .split(|c: char| !c.is_alphanumeric() && c != '_')
+                        .next()
+                        .unwrap_or("")
+                        .to_string()
+                }));
+            } else {
+                let end = rest
+                    .find(|c: char| !c.is_alphanumeric() && c != '_')
+                    .unwrap_or(rest.len());
+                named.push(rest[..end].to_string());
+            }
+        }
+        let edges: &mut std::collections::BTreeSet<String> = graph.entry(from.clone()).or_default();
+        edges.extend(
+            named
+                .into_iter()
+                .filter(|n| n != &from && modules.contains(n)),
+        );
+    }
+    graph
+}
+
+#[test]
+fn no_two_top_level_modules_depend_on_each_other_even_through_others() {
+    let graph = module_imports();
+    // Each module's reach, by a walk; a module that reaches itself is in a cycle.
+    let mut cycles = Vec::new();
+    for start in graph.keys() {
+        let mut seen = std::collections::BTreeSet::new();
+        let mut stack: Vec<(String, Vec<String>)> = vec![(start.clone(), vec![start.clone()])];
+        while let Some((m, p)) = stack.pop() {
+            for next in graph.get(&m).into_iter().flatten() {
+                if next == start {
+                    let mut c = p.clone();
+                    c.push(start.clone());
+                    cycles.push(c.join(" -> "));
+                } else if seen.insert(next.clone()) {
+                    let mut q = p.clone();
+                    q.push(next.clone());
+                    stack.push((next.clone(), q));
+                }
+            }
+        }
+    }
+    assert!(
+        cycles.is_empty(),
+        "import cycles between top-level modules of src/ (move the shared item into the module that owns the concept, or a leaf both can import): {cycles:#?}"
+    );
+    // The walk sees the graph: the flow of DESIGN.md is there.
+    assert!(graph["derive"].contains("probe") && graph["plan"].contains("model"));
+}

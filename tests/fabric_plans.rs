@@ -9,6 +9,7 @@ use std::process::Command;
 use spark_launch::derive::NodeInput;
 use spark_launch::fabric::{self, FabricPlan, PlanError, PlanOptions, render};
 use spark_launch::node::NodeName;
+use spark_launch::probe::facts::NetIf;
 use spark_launch::probe::links::LinkArg;
 use spark_launch::probe::read_snapshot_dir;
 
@@ -143,9 +144,13 @@ fn a_triangle_given_by_link_is_a_ring_with_six_subnets() {
     let p = plan_of("fresh-triangle", &TRIANGLE, &opts(false)).unwrap();
     assert_eq!(p.topology, fabric::FabricTopology::Ring);
     assert_eq!(p.links.len(), 6);
-    // Without --link and without a link probe record there is no cabling to plan.
+    // Without --link and without a link probe record there is no cabling to plan, and the
+    // refusal says it was not recorded (issue 24, item 12; it said "nothing cabled").
     let err = plan_of("fresh-triangle", &[], &opts(false)).unwrap_err();
-    assert!(err.to_string().contains("has nothing cabled"), "{err}");
+    assert!(
+        err.to_string().contains("cabling was not recorded"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -171,8 +176,10 @@ fn seed_001_keeps_its_address_adds_the_twin_and_names_its_netplan_file() {
 fn a_cable_whose_far_end_is_down_is_refused_naming_both_nodes() {
     let err = plan_of("broken-link-down", &[], &opts(false)).unwrap_err();
     let text = err.to_string();
-    assert!(text.contains("spark has nothing cabled"), "{text}");
-    assert!(text.contains("spark2 has nothing cabled"), "{text}");
+    // The fixture records no link probe: the cabling is unknown, and said so (issue 24,
+    // item 12; it said "nothing cabled: no fabric port hears another node").
+    assert!(text.contains("spark's cabling was not recorded"), "{text}");
+    assert!(text.contains("spark2's cabling was not recorded"), "{text}");
 }
 
 fn generate(text: &str) -> Result<std::collections::BTreeMap<String, String>, String> {
@@ -205,11 +212,12 @@ fn generate(text: &str) -> Result<std::collections::BTreeMap<String, String>, St
         let p = e.unwrap().path();
         if p.extension().is_some_and(|x| x == "network") {
             let t = std::fs::read_to_string(&p).unwrap();
+            // By the interface name it matches, else (matched by MAC) by its file name.
             let name = t
                 .lines()
                 .find_map(|l| l.strip_prefix("Name="))
-                .unwrap_or_default()
-                .to_string();
+                .map(str::to_string)
+                .unwrap_or_else(|| p.file_name().unwrap().to_string_lossy().into_owned());
             networks.insert(name, t);
         }
     }
@@ -253,6 +261,62 @@ fn every_planned_netplan_file_is_accepted_by_the_real_netplan_with_its_addresses
         }
     }
     assert!(checked >= 10, "only {checked} files checked");
+}
+
+#[test]
+fn kernel_legal_names_yaml_or_netplan_would_misread_configure_exactly_that_interface() {
+    // Issue 24, item 13: the file wrote names unquoted; `*cx5`, `&cx5`, `'cx5'` and `[cx5]`
+    // gave invalid YAML or configured another interface. The fixture's plan, with its
+    // interfaces given such names (and a MAC each).
+    let p = plan_of("fresh-two-sparks", &[], &opts(false)).unwrap();
+    let node = &p.nodes[0];
+    let hostile = [
+        "*cx5", "&cx5", "'cx5'", "[cx5]", "cx5?", "true", "#cx5", "\"cx5\"", "c\\x5",
+    ];
+    let mac = |k: usize| format!("02:00:00:00:00:{k:02x}");
+    let configs: Vec<fabric::netplan::IfaceConfig> = hostile
+        .iter()
+        .zip(node.ifaces.iter().cycle())
+        .enumerate()
+        .map(|(k, (name, real))| fabric::netplan::IfaceConfig {
+            iface: NetIf::new(*name),
+            address: node.addresses.get(real).copied(),
+            link_local_ipv4: false,
+            mtu: p.mtu,
+            mac: Some(mac(k)),
+        })
+        .collect();
+    let text = fabric::netplan::render(&node.name, &configs);
+    let networks = generate(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    assert_eq!(networks.len(), hostile.len(), "{networks:#?}");
+    for (k, c) in configs.iter().enumerate() {
+        let name = c.iface.as_str();
+        let matching: Vec<&String> = if c.needs_mac() {
+            // networkd would unquote such a name in `Name=`: matched by its MAC instead.
+            networks
+                .values()
+                .filter(|n| n.contains(&format!("MACAddress={}", mac(k))))
+                .collect()
+        } else {
+            // The networkd `Name=` pattern, as the shell's own pattern matching reads it: it
+            // matches this name and none of the others.
+            networks
+                .iter()
+                .filter(|(pattern, n)| {
+                    n.contains("\nName=")
+                        && Command::new("sh")
+                            .args(["-c", "case \"$1\" in $2) exit 0;; esac; exit 1", "sh"])
+                            .args([name, pattern.as_str()])
+                            .status()
+                            .unwrap()
+                            .success()
+                })
+                .map(|(_, n)| n)
+                .collect()
+        };
+        assert_eq!(matching.len(), 1, "{name}: {matching:?}\n{text}");
+        assert!(matching[0].contains("MTUBytes=9000"), "{name}");
+    }
 }
 
 #[test]

@@ -376,3 +376,155 @@ fn a_busy_read_only_command_ends_at_once_on_the_first_signal_and_names_no_launch
         );
     }
 }
+
+/// A folder of links to this machine's tools, `ip` left out: the PATH of a minimal GPU VM image
+/// (issue 24, item 10).
+fn path_without_ip() -> tempfile::TempDir {
+    let bin = tempfile::tempdir().unwrap();
+    for tool in [
+        "sh", "cat", "sed", "uname", "mktemp", "id", "grep", "sleep", "rm", "ping",
+    ] {
+        let found = Command::new("sh")
+            .args(["-c", &format!("command -v {tool}")])
+            .output()
+            .unwrap();
+        let path = String::from_utf8_lossy(&found.stdout).trim().to_string();
+        assert!(!path.is_empty(), "{tool} must be installed");
+        std::os::unix::fs::symlink(&path, bin.path().join(tool)).unwrap();
+    }
+    bin
+}
+
+#[test]
+fn a_capture_without_ip_records_no_addresses_and_every_reader_says_so() {
+    let tools = path_without_ip();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("snap");
+    let out = Command::new(bin())
+        .args(["probe", "--capture"])
+        .arg(&dir)
+        .env("PATH", tools.path())
+        .env("SPARK_LAUNCH_NO_PROGRESS", "1")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    // The capture claims nothing it did not record.
+    let recorded = std::fs::read_to_string(dir.join("recorded")).unwrap();
+    assert!(
+        !recorded.lines().any(|l| l.starts_with("ip-")),
+        "{recorded}"
+    );
+    assert!(recorded.lines().any(|l| l == "sys/class/net"), "{recorded}");
+    assert!(!dir.join("ip-addr.json").exists());
+    assert!(!dir.join("links/probe").exists(), "no cabling without ip");
+
+    let json = Command::new(bin())
+        .args(["probe", "--json", "--root"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(
+        v["ip_recorded"],
+        serde_json::json!({"addresses": false, "routes": false})
+    );
+    let text = probe_root(&dir);
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("warning: its IPv4 addresses and routes were not recorded")
+            && text.contains("install iproute2"),
+        "{text}"
+    );
+
+    // env refuses (nothing can be derived from unknown addresses), naming why and the fix.
+    let env = Command::new(bin())
+        .args(["env", "--snapshot"])
+        .arg(format!("here={}", dir.display()))
+        .env("SPARK_LAUNCH_NO_PROGRESS", "1")
+        .output()
+        .unwrap();
+    assert_eq!(env.status.code(), Some(2), "{}", stderr_of(&env));
+    assert!(
+        stderr_of(&env).contains("addresses and routes were not recorded"),
+        "{}",
+        stderr_of(&env)
+    );
+    // doctor skips the address checks on it, saying why, rather than judging "no address".
+    let doctor = Command::new(bin())
+        .args(["doctor", "--json", "--snapshot"])
+        .arg(format!("here={}", dir.display()))
+        .env("SPARK_LAUNCH_NO_PROGRESS", "1")
+        .output()
+        .unwrap();
+    let d: serde_json::Value = serde_json::from_slice(&doctor.stdout).unwrap();
+    let checks = d["checks"].as_array().expect("checks");
+    for id in ["fabric.subnet-overlap", "fabric.control-plane"] {
+        let c = checks.iter().find(|c| c["id"] == id).expect(id);
+        assert_eq!(c["status"], "skipped", "{id}: {c}");
+        assert!(c.to_string().contains("not recorded"), "{id}: {c}");
+    }
+}
+
+#[test]
+fn an_out_of_range_field_in_ip_json_is_named_and_the_rest_of_the_entry_kept() {
+    // Issue 24, item 11: `"mtu": 4294967296` on the fabric entry dropped its addresses, and
+    // env moved the control plane to the management interface.
+    let tmp = tempfile::tempdir().unwrap();
+    let src =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/seed-001-two-sparks-both-twins");
+    assert!(
+        Command::new("cp")
+            .arg("-a")
+            .arg(&src)
+            .arg(tmp.path().join("pair"))
+            .status()
+            .unwrap()
+            .success()
+    );
+    let head = tmp.path().join("pair/spark");
+    let file = head.join("ip-addr.json");
+    let mut entries: Vec<serde_json::Value> =
+        serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    let k = entries
+        .iter()
+        .position(|e| e["ifname"] == "enp1s0f1np1")
+        .unwrap();
+    entries[k]["mtu"] = serde_json::json!(4294967296u64);
+    std::fs::write(&file, serde_json::to_string(&entries).unwrap()).unwrap();
+
+    let facts = read_facts(&DirTree::new(&head)).unwrap();
+    let fabric = facts
+        .interfaces
+        .iter()
+        .find(|i| i.name.as_str() == "enp1s0f1np1")
+        .unwrap();
+    assert_eq!(fabric.ipv4[0].to_string(), "192.168.177.11/24");
+    let named = format!("ip-addr.json: .[{k}].mtu (enp1s0f1np1)");
+    assert_eq!(facts.unparsed_at(&named), Some("4294967296"));
+
+    let env = Command::new(bin())
+        .args(["env", "--json"])
+        .arg("--snapshot")
+        .arg(format!("spark={}", head.display()))
+        .arg("--snapshot")
+        .arg(format!(
+            "spark2={}",
+            tmp.path().join("pair/spark2").display()
+        ))
+        .env("SPARK_LAUNCH_NO_PROGRESS", "1")
+        .output()
+        .unwrap();
+    assert!(env.status.success(), "{}", stderr_of(&env));
+    let v: serde_json::Value = serde_json::from_slice(&env.stdout).unwrap();
+    assert_eq!(
+        v["nodes"]["spark"]["env"]["NCCL_SOCKET_IFNAME"],
+        "enp1s0f1np1"
+    );
+    let warnings = v["nodes"]["spark"]["warnings"].to_string();
+    assert!(
+        warnings.contains(&named) && warnings.contains("4294967296"),
+        "{warnings}"
+    );
+    let text = probe_root(&head);
+    assert!(String::from_utf8_lossy(&text.stdout).contains(&named));
+}

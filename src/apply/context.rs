@@ -37,6 +37,8 @@ pub struct ApplyOptions {
     pub push: PushPolicy,
     /// SIGTERM → SIGKILL grace when stopping the job (Stop step and clean-up).
     pub stop_grace: Duration,
+    /// `--secret-env NAME`: variables to treat as secrets besides those named like one.
+    pub secret_env: Vec<String>,
 }
 
 impl Default for ApplyOptions {
@@ -46,6 +48,7 @@ impl Default for ApplyOptions {
             concurrency: 0,
             push: PushPolicy::Push,
             stop_grace: Duration::from_secs(10),
+            secret_env: Vec::new(),
         }
     }
 }

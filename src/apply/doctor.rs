@@ -165,14 +165,10 @@ pub async fn gather(
                 .ok_or_else(|| "no live link".to_string())?
                 .shell()
                 .map_err(|e| e.to_string())?;
-            let out = run_within(
-                shell.as_ref(),
-                &live::script(&plan),
-                Vec::new(),
-                GATHER_TIMEOUT,
-            )
-            .await
-            .map_err(|e| e.to_string())?;
+            let script = live::script(&plan).map_err(|e| e.to_string())?;
+            let out = run_within(shell.as_ref(), &script, Vec::new(), GATHER_TIMEOUT)
+                .await
+                .map_err(|e| e.to_string())?;
             if !out.success() {
                 return Err(format!(
                     "the doctor script failed (exit {}): {}",

@@ -224,7 +224,8 @@ async fn launch_on(
     let names = cluster.names();
     let facts = cluster.inputs();
     let looked_up = look_up(l, cluster, live.as_ref(), &facts, reporter, cancel).await?;
-    let planned = plan(&l.request, &names, &facts, &looked_up)?;
+    let mut planned = plan(&l.request, &names, &facts, &looked_up)?;
+    planned.mark_secrets(&l.options.secret_env);
     if l.dry_run {
         return Ok(Launched::Planned(planned));
     }

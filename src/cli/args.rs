@@ -10,6 +10,7 @@ use super::Context;
 use crate::apply::{ApplyOptions, PushPolicy};
 use crate::inventory::HostSpec;
 use crate::node::NodeName;
+use crate::plan::secret::secret_env_name;
 use crate::plan::{Gpus, RuntimeKind, Ulimit};
 use crate::resolve::{EngineRef, Selection, SnapshotRef};
 use crate::workload::run::ContainerOverrides;
@@ -108,6 +109,12 @@ pub struct LaunchFlags {
     /// Nodes worked on at once (0 = all).
     #[arg(long, default_value_t = 0, value_name = "N")]
     pub concurrency: usize,
+
+    /// Treat this variable as a secret (repeat): `<set>` in every printed plan, its value only
+    /// in the container's create request or the host process's 0600 env file. Names with
+    /// TOKEN, KEY, SECRET, PASS, AUTH, BEARER, CRED, PRIVATE, COOKIE or SESSION already are.
+    #[arg(long = "secret-env", value_name = "NAME", value_parser = secret_env_name)]
+    pub secret_env: Vec<String>,
 }
 
 impl LaunchFlags {
@@ -120,6 +127,7 @@ impl LaunchFlags {
             } else {
                 PushPolicy::Push
             },
+            secret_env: self.secret_env.clone(),
             ..ApplyOptions::default()
         }
     }

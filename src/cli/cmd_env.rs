@@ -7,6 +7,7 @@ use super::args::NodeFlags;
 use super::{CmdError, CmdResult, Context, Invalid, Outcome, print_json, print_out};
 use crate::derive::{ClusterEnv, NodeEnv, NodeInput, derive};
 use crate::node::NodeName;
+use crate::quote::{NulByte, Style, quote};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
@@ -78,8 +79,8 @@ pub async fn run(args: EnvArgs, ctx: &Context) -> CmdResult {
     match format {
         Format::Json => print_json(&cluster)?,
         Format::Text => print_out(&text(&cluster, &selected)),
-        Format::Sh => print_out(&shell(&selected)),
-        Format::Docker => print_out(&docker(&selected)),
+        Format::Sh => print_out(&shell(&selected).invalid()?),
+        Format::Docker => print_out(&docker(&selected).invalid()?),
     }
     Ok(Outcome::Success)
 }
@@ -112,19 +113,7 @@ fn text(cluster: &ClusterEnv, nodes: &[&NodeEnv]) -> String {
     out
 }
 
-/// Single-quotes a word for POSIX shells when it has anything beyond plainly safe characters.
-fn quote(v: &str) -> String {
-    let safe = !v.is_empty()
-        && v.chars()
-            .all(|c| c.is_ascii_alphanumeric() || "_=,.:/@%+-".contains(c));
-    if safe {
-        v.to_string()
-    } else {
-        format!("'{}'", v.replace('\'', "'\\''"))
-    }
-}
-
-fn shell(nodes: &[&NodeEnv]) -> String {
+fn shell(nodes: &[&NodeEnv]) -> Result<String, NulByte> {
     let mut out = String::new();
     for n in nodes {
         if nodes.len() > 1 {
@@ -134,13 +123,13 @@ fn shell(nodes: &[&NodeEnv]) -> String {
             out.push_str(&format!("# warning: {w}\n"));
         }
         for (k, v) in &n.env {
-            out.push_str(&format!("export {k}={}\n", quote(v)));
+            out.push_str(&format!("export {k}={}\n", quote(v, Style::Plain)?));
         }
     }
-    out
+    Ok(out)
 }
 
-fn docker(nodes: &[&NodeEnv]) -> String {
+fn docker(nodes: &[&NodeEnv]) -> Result<String, NulByte> {
     let mut out = String::new();
     for n in nodes {
         if nodes.len() > 1 {
@@ -149,10 +138,10 @@ fn docker(nodes: &[&NodeEnv]) -> String {
         let args: Vec<String> = n
             .env
             .iter()
-            .map(|(k, v)| format!("-e {}", quote(&format!("{k}={v}"))))
-            .collect();
+            .map(|(k, v)| Ok(format!("-e {}", quote(&format!("{k}={v}"), Style::Plain)?)))
+            .collect::<Result<_, NulByte>>()?;
         out.push_str(&args.join(" "));
         out.push('\n');
     }
-    out
+    Ok(out)
 }

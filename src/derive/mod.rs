@@ -14,7 +14,10 @@
 //! - Rings: `NCCL_IB_SUBNET_AWARE_ROUTING=1`, `NCCL_NET_PLUGIN=none`, `NCCL_IB_MERGE_NICS=0`,
 //!   and `NCCL_ALGO=Ring` from four nodes.
 //! - Refused (exit 2): twins on one subnet, no ACTIVE RDMA device, no address the head can
-//!   reach. Warned: MTU differing across a link, a twin that is down, unused ACTIVE devices.
+//!   reach, addresses not recorded (probed without `ip`), a chosen device or interface whose name
+//!   no variable can carry (NCCL's list syntax, not UTF-8). Warned: MTU differing across a link,
+//!   a twin that is down, unused ACTIVE devices, routes not recorded, fields of `ip`'s JSON that
+//!   did not parse.
 
 pub mod refusal;
 pub mod topology;
@@ -27,7 +30,7 @@ use serde::ser::{SerializeMap, SerializeStruct};
 use serde::{Serialize, Serializer};
 
 use crate::node::{NodeName, Role};
-use crate::probe::facts::{IbDevice, LinkLayer, NetIf, NodeFacts, Subnet};
+use crate::probe::facts::{IbDevice, IpRecorded, LinkLayer, NetIf, NodeFacts, Subnet};
 
 pub use refusal::{Refusal, Violation, ViolationKind};
 pub use topology::Topology;
@@ -135,6 +138,27 @@ pub fn derive(nodes: &[NodeInput]) -> Result<ClusterEnv, Refusal> {
         if !node.facts.rdma_devices.iter().any(|d| d.is_active()) {
             violations.push(no_active_rdma(node));
         }
+        let ip = node.facts.ip_recorded;
+        if let (false, Some(problem)) = (ip.addresses, ip.missing()) {
+            violations.push(Violation {
+                node: node.name.clone(),
+                kind: ViolationKind::AddressesNotRecorded,
+                problem,
+                fix: IpRecorded::FIX.to_string(),
+            });
+        } else if let Some(problem) = ip.missing() {
+            warnings[i].push(format!(
+                "{problem}: the management interface (default route) is unknown"
+            ));
+        }
+        // Fields of `ip`'s JSON that did not parse: the rest of their entry is used.
+        warnings[i].extend(
+            node.facts
+                .unparsed
+                .iter()
+                .filter(|u| u.in_ip_json())
+                .map(|u| format!("snapshot: {u}")),
+        );
     }
 
     violations.extend(duplicate_addresses(nodes, &addrs));
@@ -151,6 +175,16 @@ pub fn derive(nodes: &[NodeInput]) -> Result<ClusterEnv, Refusal> {
         .collect();
 
     let controls = control_planes(nodes, &addrs, &shape, &map, &mut warnings, &mut violations);
+    // Addresses not recorded on a node make every reachability verdict unknown: that refusal
+    // says why, and none is made up.
+    if nodes.iter().any(|n| !n.facts.ip_recorded.addresses) {
+        violations.retain(|v| v.kind != ViolationKind::Unreachable);
+    }
+
+    for (i, node) in nodes.iter().enumerate() {
+        let control = controls.as_ref().and_then(|c| c.get(i));
+        violations.extend(unusable_names(node, &hcas[i], control));
+    }
 
     if !violations.is_empty() {
         return Err(Refusal { violations });
@@ -304,6 +338,76 @@ fn duplicate_addresses(nodes: &[NodeInput], addrs: &[Vec<FabricAddr>]) -> Vec<Vi
             None => {
                 seen.insert(a.addr.addr, (a.node, a.iface.clone()));
             }
+        }
+    }
+    out
+}
+
+/// Why `name` cannot be written into a variable that names devices, if it cannot: NCCL reads
+/// `NCCL_IB_HCA` and `NCCL_SOCKET_IFNAME` as lists (`^` excludes, `=` matches exactly, `,`
+/// separates, `:` gives a port; UCX, Open MPI and Gloo split on `,` too), and a name that was
+/// not UTF-8 (read as U+FFFD) or held control characters (read escaped, `\u{1b}`) names no
+/// device at all.
+fn name_problem(name: &str) -> Option<String> {
+    if name.contains('\u{fffd}') {
+        return Some(
+            "is not valid UTF-8 (its bytes are shown as U+FFFD), so no variable can name it".into(),
+        );
+    }
+    if name.contains("\\u{") {
+        return Some("holds control characters (shown escaped), so no variable can name it".into());
+    }
+    let bad: Vec<String> = name
+        .chars()
+        .filter(|c| matches!(c, '^' | ',' | '=' | ':') || c.is_whitespace())
+        .map(|c| format!("`{}`", c.escape_default()))
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    (!bad.is_empty()).then(|| {
+        format!(
+            "holds {}, which NCCL reads as list syntax (`^` excludes, `=` matches exactly, `,` separates, `:` gives a port), so the variable would select other devices or none",
+            bad.join(", ")
+        )
+    })
+}
+
+/// The chosen HCAs and control interface of `node` whose names no variable can carry.
+fn unusable_names(
+    node: &NodeInput,
+    hcas: &[Hca],
+    control: Option<&ControlPlane>,
+) -> Vec<Violation> {
+    let mut out = Vec::new();
+    for h in hcas {
+        if let Some(why) = name_problem(h.device.as_str()) {
+            out.push(Violation {
+                node: node.name.clone(),
+                kind: ViolationKind::UnusableName,
+                problem: format!("RDMA device {} (NCCL_IB_HCA) {why}", h.device),
+                fix: format!(
+                    "rename the device to letters, digits, `_`, `-` and `.` (`sudo rdma dev set {} name NEW`, or a udev rule), then probe again",
+                    crate::text::shell_word(h.device.as_str())
+                ),
+            });
+        }
+    }
+    let ifaces = hcas
+        .iter()
+        .filter_map(|h| h.netdev.as_ref())
+        .chain(control.map(|c| &c.iface));
+    let mut seen = BTreeSet::new();
+    for i in ifaces.filter(|i| seen.insert(*i)) {
+        if let Some(why) = name_problem(i.as_str()) {
+            out.push(Violation {
+                node: node.name.clone(),
+                kind: ViolationKind::UnusableName,
+                problem: format!(
+                    "interface {} (NCCL_SOCKET_IFNAME, UCX_NET_DEVICES, ...) {why}",
+                    crate::text::shell_word(i.as_str())
+                ),
+                fix: "rename the interface to letters, digits, `_`, `-` and `.` (netplan `set-name` with `match: macaddress:`, or a udev rule), then probe again".into(),
+            });
         }
     }
     out

@@ -19,6 +19,11 @@ pub enum ViolationKind {
     Unreachable,
     /// Two nodes share a fabric address.
     DuplicateAddress,
+    /// The node's addresses were not recorded (probed without `ip`): nothing can be derived.
+    AddressesNotRecorded,
+    /// A chosen RDMA device or interface has a name no variable can carry: NCCL's list syntax
+    /// in it, or bytes that are not UTF-8.
+    UnusableName,
 }
 
 /// One refused fact about one node.

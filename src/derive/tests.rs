@@ -42,6 +42,7 @@ impl Node {
             links: None,
             netplan: None,
             unparsed: Vec::new(),
+            ip_recorded: Default::default(),
         };
         facts.interfaces.sort_by(|a, b| a.name.cmp(&b.name));
         Node { facts }

@@ -20,6 +20,7 @@ use crate::node::NodeName;
 use crate::plan::spec::{LABEL_JOB, LABEL_NODE};
 use crate::probe::facts::{MemlockLimit, NetIf};
 use crate::probe::tree::{MemTree, Read, StreamError, Tree};
+use crate::quote::NulByte;
 
 /// The job label our test containers carry, so no one mistakes them for someone else's.
 pub const DOCTOR_JOB: &str = "doctor";
@@ -180,10 +181,8 @@ pub fn plan(
         .collect()
 }
 
-fn q(s: &str) -> String {
-    shlex::try_quote(s)
-        .map(|c| c.into_owned())
-        .unwrap_or_else(|_| format!("'{}'", s.replace('\0', "").replace('\'', "'\\''")))
+fn q(s: &str) -> Result<std::borrow::Cow<'_, str>, NulByte> {
+    crate::quote::quote(s, crate::quote::Style::Minimal)
 }
 
 /// The shell functions every gather script starts with. `run KEY CMD...` records the exit
@@ -220,8 +219,9 @@ if [ -n "$m" ] && [ -d "$m" ]; then
 fi
 "#;
 
-/// The gather script for one node: one POSIX `sh` script, no arguments.
-pub fn script(plan: &GatherPlan) -> String {
+/// The gather script for one node: one POSIX `sh` script, no arguments. A name, image or path
+/// with a NUL byte is refused (no script can carry one).
+pub fn script(plan: &GatherPlan) -> Result<String, NulByte> {
     let mut s = String::from(PRELUDE);
     for (i, p) in plan.pings.iter().enumerate() {
         let df = match p.df_payload {
@@ -240,8 +240,8 @@ pub fn script(plan: &GatherPlan) -> String {
         let _ = writeln!(
             s,
             "run ssh/{i} ssh -n -o BatchMode=yes -o ConnectTimeout=5 -o ControlPath=none -o {}{port} {} true",
-            q(&format!("HostKeyAlias={}", t.peer)),
-            q(&t.destination)
+            q(&format!("HostKeyAlias={}", t.peer))?,
+            q(&t.destination)?
         );
     }
     s.push_str(
@@ -255,14 +255,14 @@ pub fn script(plan: &GatherPlan) -> String {
         let _ = writeln!(
             s,
             "  run docker/image docker image inspect --format '{{{{json .}}}}' {img}",
-            img = q(image)
+            img = q(image)?
         );
         let _ = writeln!(
             s,
             "  if [ \"$(cat \"$T/o\" 2>/dev/null | head -c 1)\" = '{{' ]; then\n    run docker/run docker run --rm --pull never --network none --cap-add IPC_LOCK --ulimit memlock=-1:-1 --label {job} --label {lnode} --entrypoint sh {img} -c 'ulimit -l; echo @@nccl.conf; cat /etc/nccl.conf 2>/dev/null || true'\n  fi",
-            job = q(&format!("{LABEL_JOB}={DOCTOR_JOB}")),
-            lnode = q(&format!("{LABEL_NODE}={node}")),
-            img = q(image),
+            job = q(&format!("{LABEL_JOB}={DOCTOR_JOB}"))?,
+            lnode = q(&format!("{LABEL_NODE}={node}"))?,
+            img = q(image)?,
         );
     }
     s.push_str("else\n  printf '@docker/missing\\n|\\n'\nfi\n");
@@ -274,15 +274,15 @@ pub fn script(plan: &GatherPlan) -> String {
                 let _ = writeln!(
                     s,
                     "d=\"${{HF_HOME:-$HOME/.cache/huggingface}}/hub/\"{}",
-                    q(&cache)
+                    q(&cache)?
                 );
                 match revision {
                     Some(r) if r.len() == 40 && r.chars().all(|c| c.is_ascii_hexdigit()) => {
-                        let _ = writeln!(s, "c={}", q(r));
+                        let _ = writeln!(s, "c={}", q(r)?);
                     }
                     other => {
                         let rev = other.as_deref().unwrap_or("main");
-                        let _ = writeln!(s, "c=$(cat \"$d/refs/\"{} 2>/dev/null)", q(rev));
+                        let _ = writeln!(s, "c=$(cat \"$d/refs/\"{} 2>/dev/null)", q(rev)?);
                     }
                 }
                 s.push_str(
@@ -290,14 +290,14 @@ pub fn script(plan: &GatherPlan) -> String {
                 );
             }
             ModelRef::Path(p) => {
-                let _ = writeln!(s, "m={}", q(p));
+                let _ = writeln!(s, "m={}", q(p)?);
             }
         }
         s.push_str(MODEL_FILES);
     }
     // Every failure above is recorded in the stream; the script itself succeeded.
     s.push_str("exit 0\n");
-    s
+    Ok(s)
 }
 
 /// What came of one command.
@@ -738,7 +738,7 @@ mod tests {
             Some("nvcr.io/nvidia/vllm:25.11-py3"),
             Some(&model),
         );
-        insta::assert_snapshot!(script(&plans[0]));
+        insta::assert_snapshot!(script(&plans[0]).unwrap());
     }
 
     const TCP: &str = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n   0: 00000000:18EB 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 1 1 0000000000000000 100 0 0 10 0\n   1: 0100007F:1F40 0100007F:9C40 01 00000000:00000000 00:00000000 00000000     0        0 2 1 0000000000000000 100 0 0 10 0\n";

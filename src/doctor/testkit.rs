@@ -89,6 +89,7 @@ impl Node {
                 links: None,
                 netplan: None,
                 unparsed: Vec::new(),
+                ip_recorded: Default::default(),
             },
         }
     }

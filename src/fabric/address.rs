@@ -99,6 +99,8 @@ pub struct Taken {
 /// Every subnet and route seen on any node, except link-local and loopback.
 pub fn taken(nodes: &[NodeInput]) -> Vec<Taken> {
     let mut out: Vec<Taken> = Vec::new();
+    // Each subnet once (the first sighting), through a set: linear in interfaces and routes.
+    let mut seen = std::collections::HashSet::new();
     let mut push = |subnet: Subnet, what: String, fabric: bool| {
         if subnet.is_link_local()
             || subnet.net().network().is_loopback()
@@ -106,7 +108,7 @@ pub fn taken(nodes: &[NodeInput]) -> Vec<Taken> {
         {
             return;
         }
-        if !out.iter().any(|t| t.subnet == subnet) {
+        if seen.insert(subnet) {
             out.push(Taken {
                 subnet,
                 what,

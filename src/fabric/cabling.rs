@@ -437,9 +437,10 @@ pub fn layout(nodes: &[NodeInput], map: &LinkMap) -> Result<Layout, Vec<CablingP
         )]);
     }
     let segs = segments(map);
+    let given = map.links.iter().any(|l| l.source == LinkSource::Given);
     for n in nodes {
         if !segs.iter().any(|s| s.nodes().contains(&n.name)) {
-            problems.push(nothing_cabled(n));
+            problems.push(nothing_cabled(n, given));
         }
     }
     for s in segs
@@ -517,14 +518,43 @@ pub fn layout(nodes: &[NodeInput], map: &LinkMap) -> Result<Layout, Vec<CablingP
                     )
                 })
                 .collect()),
-            [] => Err(nodes.iter().map(nothing_cabled).collect()),
+            [] => Err(nodes.iter().map(|n| nothing_cabled(n, given)).collect()),
         };
     }
     ring(nodes, cables, &pos)
 }
 
-fn nothing_cabled(n: &NodeInput) -> CablingProblem {
-    let ports: BTreeSet<String> = fabric_netdevs(&n.facts).iter().map(port_key).collect();
+/// A node no cable reaches: nothing heard (the link probe listened), nothing recorded (no
+/// probe, no `--link`), or left out of the `--link`s given.
+fn nothing_cabled(n: &NodeInput, given: bool) -> CablingProblem {
+    let netdevs = fabric_netdevs(&n.facts);
+    let ports: BTreeSet<String> = netdevs.iter().map(port_key).collect();
+    // The example names a port that is up (cabled, most likely), else any.
+    let example = netdevs
+        .iter()
+        .find(|i| n.facts.interface(i).is_some_and(|f| f.is_up()))
+        .or(netdevs.first())
+        .map(|i| format!("--link {}:{i}=OTHER-NODE:IF", n.name))
+        .unwrap_or_else(|| "--link NODE:IF=NODE:IF".to_string());
+    if !ports.is_empty() && given {
+        return problem(
+            format!("{} is in none of the --link cables given", n.name),
+            format!("give its cable too ({example}), or leave the node out"),
+        );
+    }
+    if !ports.is_empty() && n.facts.links.is_none() {
+        return problem(
+            format!(
+                "{}'s cabling was not recorded: its snapshot holds no link probe (`links/`), and no address on its fabric ports ({}) is on a subnet of another node",
+                n.name,
+                ports.iter().cloned().collect::<Vec<_>>().join(", ")
+            ),
+            format!(
+                "record it: run `spark-launch probe --capture DIR` on {} (live, it listens on every fabric port; `fabric plan` run on live nodes does the same), or state each cable: {example}",
+                n.name
+            ),
+        );
+    }
     problem(
         format!(
             "{} has nothing cabled: no fabric port hears another node",

@@ -186,7 +186,9 @@ struct Net {
     pairs: Vec<(End, End)>,
 }
 
-/// Plans the fabric of `nodes` (head first).
+/// Plans the fabric of `nodes` (head first): the cables and the layout they make, one subnet
+/// per group of netdevs (kept where already consistent, else from the pool), then every node's
+/// netplan file.
 pub fn plan(
     nodes: &[NodeInput],
     given: &[LinkArg],
@@ -195,34 +197,56 @@ pub fn plan(
     let map = cabling::link_map(nodes, given)?;
     let layout = cabling::layout(nodes, &map).map_err(|problems| FabricRefusal { problems })?;
     let mut warnings: Vec<String> = map.notes.clone();
-    let source_of = |a: &End, b: &End| {
-        map.links
-            .iter()
-            .find(|l| l.touches(a) && l.touches(b))
-            .map(|l| l.source)
-            .unwrap_or(LinkSource::Observed)
-    };
+    let (topology, nets) = nets_of(&layout, opts, &mut warnings);
+    refuse_management(nodes, &nets)?;
+    if opts.link_local && topology != FabricTopology::Direct {
+        return Err(refuse(
+            format!(
+                "--link-local addresses one cable, and this fabric is a {topology} with {} twin pairs: link-local addresses on several cables of one node share 169.254.0.0/16, which breaks routing",
+                nets.len()
+            ),
+            "leave out --link-local (one subnet per twin pair)",
+        ));
+    }
+    let taken = address::taken(nodes);
+    let kept = keep_consistent(nodes, &nets, &taken, opts);
+    let assigned = assign(nodes, &nets, &kept, &taken, &map, opts, &mut warnings)?;
+    if opts.link_local {
+        warnings.push(
+            "link-local: the cable's first twin gets a 169.254.x.y address of its own choosing (NVIDIA's first playbook); `link-local: [ ipv4 ]` turns IPv6 link-local off there, so a later `fabric plan` reads this cable from its addresses instead of probing it; the second twin carries RDMA without an address".to_string(),
+        );
+    }
+    warn_down_twins(nodes, &nets, &mut warnings);
+    let plans: Vec<NodeFabricPlan> = nodes
+        .iter()
+        .map(|n| node_plan(n, nodes, &nets, &kept, &assigned, opts, &mut warnings))
+        .collect();
+    refuse_unmatchable(nodes, &plans)?;
+    Ok(FabricPlan {
+        topology,
+        links: assigned.links,
+        nodes: plans,
+        warnings,
+        mtu: opts.mtu,
+    })
+}
 
-    let (topology, nets) = match &layout {
-        Layout::Direct(c) => (
-            FabricTopology::Direct,
-            c.pairs
-                .iter()
-                .map(|(a, b)| Net {
-                    ends: vec![a.clone(), b.clone()],
-                    pairs: vec![(a.clone(), b.clone())],
-                })
-                .collect::<Vec<_>>(),
-        ),
+/// The groups of netdevs that each share a subnet: a twin pair per cable (direct, ring), or
+/// every port of one switch segment.
+fn nets_of(
+    layout: &Layout,
+    opts: &PlanOptions,
+    warnings: &mut Vec<String>,
+) -> (FabricTopology, Vec<Net>) {
+    let pair = |(a, b): &(End, End)| Net {
+        ends: vec![a.clone(), b.clone()],
+        pairs: vec![(a.clone(), b.clone())],
+    };
+    match layout {
+        Layout::Direct(c) => (FabricTopology::Direct, c.pairs.iter().map(pair).collect()),
         Layout::Ring(cs) => (
             FabricTopology::Ring,
-            cs.iter()
-                .flat_map(|c| c.pairs.iter())
-                .map(|(a, b)| Net {
-                    ends: vec![a.clone(), b.clone()],
-                    pairs: vec![(a.clone(), b.clone())],
-                })
-                .collect(),
+            cs.iter().flat_map(|c| c.pairs.iter()).map(pair).collect(),
         ),
         Layout::Switch(segs) => {
             let mut nets = Vec::new();
@@ -241,46 +265,71 @@ pub fn plan(
             ));
             (FabricTopology::Switch, nets)
         }
-    };
+    }
+}
 
-    // The management interface is never touched, even when it is a ConnectX port.
-    for n in &nets {
-        for e in &n.ends {
-            let facts = &nodes.iter().find(|x| x.name == e.node).map(|x| &x.facts);
-            if let Some(f) = facts
-                && f.management_interface().map(|i| &i.name) == Some(&e.iface)
-            {
-                return Err(refuse(
-                    format!(
-                        "{e} holds the default route (the management network) and is cabled as fabric: spark-launch never touches the management interface"
+/// The management interface is never touched, even when it is a ConnectX port.
+fn refuse_management(nodes: &[NodeInput], nets: &[Net]) -> Result<(), PlanError> {
+    for e in nets.iter().flat_map(|n| n.ends.iter()) {
+        let facts = nodes.iter().find(|x| x.name == e.node).map(|x| &x.facts);
+        if let Some(f) = facts
+            && f.management_interface().map(|i| &i.name) == Some(&e.iface)
+        {
+            return Err(refuse(
+                format!(
+                    "{e} holds the default route (the management network) and is cabled as fabric: spark-launch never touches the management interface"
+                ),
+                "put the management network on another port, or give the fabric cables with --link leaving this one out",
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// An interface whose name networkd would unquote (`'cx5'`) is matched by its MAC; without a
+/// recorded MAC no line of netplan names it safely.
+fn refuse_unmatchable(nodes: &[NodeInput], plans: &[NodeFabricPlan]) -> Result<(), PlanError> {
+    let mut problems = Vec::new();
+    for p in plans.iter().filter(|p| p.has_changes()) {
+        let Some(n) = nodes.iter().find(|n| n.name == p.name) else {
+            continue;
+        };
+        for i in &p.ifaces {
+            let mac = n.facts.interface(i).and_then(|f| f.mac.clone());
+            let c = netplan::IfaceConfig {
+                iface: i.clone(),
+                address: None,
+                link_local_ipv4: false,
+                mtu: 0,
+                mac,
+            };
+            if c.needs_mac() && c.mac.is_none() {
+                problems.push(CablingProblem {
+                    problem: format!(
+                        "{}:{} has a quote or backslash in its name, which networkd reads as quoting, and its MAC is not recorded: netplan cannot name it safely",
+                        p.name,
+                        crate::text::shell_word(i.as_str())
                     ),
-                    "put the management network on another port, or give the fabric cables with --link leaving this one out",
-                ));
+                    fix: "capture the node again (`spark-launch probe --capture DIR` records each interface's MAC), or rename the interface (a udev rule or netplan `set-name`)".to_string(),
+                });
             }
         }
     }
-
-    if opts.link_local && topology != FabricTopology::Direct {
-        return Err(refuse(
-            format!(
-                "--link-local addresses one cable, and this fabric is a {topology} with {} twin pairs: link-local addresses on several cables of one node share 169.254.0.0/16, which breaks routing",
-                nets.len()
-            ),
-            "leave out --link-local (one subnet per twin pair)",
-        ));
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(PlanError::Refused(FabricRefusal { problems }))
     }
+}
 
-    let host = |node: &NodeName| {
-        nodes
-            .iter()
-            .position(|n| &n.name == node)
-            .map(|i| i as u32 + 1)
-            .unwrap_or(1)
-    };
-    let facts_of = |node: &NodeName| nodes.iter().find(|n| &n.name == node).map(|n| &n.facts);
-
-    let taken = address::taken(nodes);
-    // Keep what is already consistent and clear of everything else.
+/// Per net, its subnet and addresses when they are already consistent and clear of everything
+/// else (kept as they are); two kept nets that overlap are both planned anew.
+fn keep_consistent(
+    nodes: &[NodeInput],
+    nets: &[Net],
+    taken: &[address::Taken],
+    opts: &PlanOptions,
+) -> Vec<Option<(Subnet, Vec<Ipv4Iface>)>> {
     let mut kept: Vec<Option<(Subnet, Vec<Ipv4Iface>)>> = nets
         .iter()
         .map(|n| {
@@ -308,8 +357,43 @@ pub fn plan(
             }
         }
     }
+    kept
+}
 
-    let mut avoid = taken.clone();
+/// What [`assign`] gave the nets: the planned links and every end's address.
+struct Assigned {
+    links: Vec<PlannedLink>,
+    addresses: BTreeMap<End, Ipv4Iface>,
+    /// The ends that get a link-local address (`--link-local`: the first net's).
+    link_local_ends: Vec<End>,
+}
+
+/// Gives every net its subnet (kept, link-local, or the next free one of the pool) and every
+/// end its address; refuses when the pool runs out, naming what fills it.
+fn assign(
+    nodes: &[NodeInput],
+    nets: &[Net],
+    kept: &[Option<(Subnet, Vec<Ipv4Iface>)>],
+    taken: &[address::Taken],
+    map: &crate::probe::links::LinkMap,
+    opts: &PlanOptions,
+    warnings: &mut Vec<String>,
+) -> Result<Assigned, PlanError> {
+    let host = |node: &NodeName| {
+        nodes
+            .iter()
+            .position(|n| &n.name == node)
+            .map(|i| i as u32 + 1)
+            .unwrap_or(1)
+    };
+    let source_of = |a: &End, b: &End| {
+        map.links
+            .iter()
+            .find(|l| l.touches(a) && l.touches(b))
+            .map(|l| l.source)
+            .unwrap_or(LinkSource::Observed)
+    };
+    let mut avoid = taken.to_vec();
     for (s, _) in kept.iter().flatten() {
         avoid.push(address::Taken {
             subnet: *s,
@@ -318,70 +402,40 @@ pub fn plan(
         });
     }
     let mut alloc = address::Allocator::new(&opts.pool, avoid);
-    let link_local_net = || -> Subnet {
-        Ipv4Iface {
-            addr: std::net::Ipv4Addr::new(169, 254, 0, 0),
-            prefix: 16,
-        }
-        .subnet()
+    let mut out = Assigned {
+        links: Vec::new(),
+        addresses: BTreeMap::new(),
+        link_local_ends: Vec::new(),
     };
-
-    let mut links = Vec::new();
-    let mut addresses: BTreeMap<End, Ipv4Iface> = BTreeMap::new();
-    let mut link_local_ends: Vec<End> = Vec::new();
     for (i, n) in nets.iter().enumerate() {
         let (subnet, is_kept) = if opts.link_local {
-            if i == 0 {
-                link_local_ends.extend(n.ends.iter().cloned());
-                (link_local_net(), false)
-            } else {
+            if i > 0 {
                 continue;
             }
+            out.link_local_ends.extend(n.ends.iter().cloned());
+            (link_local_net(), false)
         } else if let Some((s, addrs)) = &kept[i] {
             for (e, a) in n.ends.iter().zip(addrs) {
-                addresses.insert(e.clone(), *a);
+                out.addresses.insert(e.clone(), *a);
             }
             (*s, true)
         } else {
             let Some(s) = alloc.next_free() else {
-                let suggest = ["10.200.0.0/16", "10.201.0.0/16", "172.30.0.0/16"]
-                    .iter()
-                    .find(|p| {
-                        p.parse::<AddressPool>().is_ok_and(|pool| {
-                            let first = pool.candidates()[0];
-                            !taken.iter().any(|t| t.subnet.overlaps(&first))
-                        })
-                    })
-                    .copied()
-                    .unwrap_or("10.200.0.0/16");
-                return Err(refuse(
-                    format!(
-                        "the pool {} has no free /{} left for {} twin pairs: it overlaps {}",
-                        opts.pool,
-                        address::SUBNET_PREFIX,
-                        nets.len(),
-                        taken
-                            .iter()
-                            .filter(|t| t.subnet.overlaps(&subnet_of_pool(&opts.pool)))
-                            .map(|t| format!("{} ({})", t.subnet, t.what))
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    ),
-                    format!("give another pool: --pool {suggest}"),
-                ));
+                return Err(pool_exhausted(taken, nets.len(), opts));
             };
             for e in &n.ends {
-                addresses.insert(e.clone(), address::host_in(&s, host(&e.node)));
+                out.addresses
+                    .insert(e.clone(), address::host_in(&s, host(&e.node)));
             }
             (s, false)
         };
         for (a, b) in &n.pairs {
-            links.push(PlannedLink {
+            out.links.push(PlannedLink {
                 a: a.clone(),
                 b: b.clone(),
                 subnet,
-                a_addr: addresses.get(a).copied(),
-                b_addr: addresses.get(b).copied(),
+                a_addr: out.addresses.get(a).copied(),
+                b_addr: out.addresses.get(b).copied(),
                 kept: is_kept,
                 source: source_of(a, b),
             });
@@ -393,117 +447,154 @@ pub fn plan(
             t.subnet, t.what
         ));
     }
-    if opts.link_local {
-        warnings.push(
-            "link-local: the cable's first twin gets a 169.254.x.y address of its own choosing (NVIDIA's first playbook); `link-local: [ ipv4 ]` turns IPv6 link-local off there, so a later `fabric plan` reads this cable from its addresses instead of probing it; the second twin carries RDMA without an address".to_string(),
-        );
-    }
+    Ok(out)
+}
 
-    // A twin of a cabled port that is down carries nothing: say so (doctor's
-    // fabric.twins-active fails it too).
-    for n in &nets {
-        for e in &n.ends {
-            let Some(f) = facts_of(&e.node) else { continue };
-            if let Some(t) = cabling::twin_netdev(f, &e.iface)
-                && f.interface(&t).is_some_and(|i| !i.is_up())
-                && !nets
-                    .iter()
-                    .any(|x| x.ends.iter().any(|y| y.node == e.node && y.iface == t))
-            {
-                let w = format!(
-                    "{}:{t}, the twin of {e}, is down: the plan leaves it out, and RDMA gets half the port; bring it up (a live `fabric plan` as root raises it to probe it) or check what disables it",
-                    e.node
-                );
-                if !warnings.contains(&w) {
-                    warnings.push(w);
-                }
-            }
-        }
+fn link_local_net() -> Subnet {
+    Ipv4Iface {
+        addr: std::net::Ipv4Addr::new(169, 254, 0, 0),
+        prefix: 16,
     }
+    .subnet()
+}
 
-    // Per node: every cabled fabric netdev (the ends, and the twins of their ports with carrier).
-    let mut plans = Vec::new();
-    for n in nodes {
-        let mut ifaces: Vec<NetIf> = nets
-            .iter()
-            .flat_map(|x| x.ends.iter())
-            .filter(|e| e.node == n.name)
-            .map(|e| e.iface.clone())
-            .collect();
-        for i in ifaces.clone() {
-            if let Some(t) = cabling::twin_netdev(&n.facts, &i)
-                && !ifaces.contains(&t)
-                && n.facts.interface(&t).is_some_and(|f| f.is_up())
-            {
-                ifaces.push(t);
-            }
-        }
-        ifaces.sort();
-        ifaces.dedup();
-        let end = |i: &NetIf| End::new(n.name.clone(), i.clone());
-        let node_addrs: BTreeMap<NetIf, Ipv4Iface> = ifaces
-            .iter()
-            .filter_map(|i| addresses.get(&end(i)).map(|a| (i.clone(), *a)))
-            .collect();
-        let mtu: BTreeMap<NetIf, u32> = ifaces.iter().map(|i| (i.clone(), opts.mtu)).collect();
-        let all_kept = nets.iter().enumerate().all(|(k, x)| {
-            !x.ends.iter().any(|e| e.node == n.name) || kept[k].is_some() && !opts.link_local
-        });
-        let link_local_kept = opts.link_local
-            && link_local_ends
-                .iter()
-                .filter(|e| e.node == n.name)
-                .all(|e| {
-                    facts_of(&e.node)
-                        .and_then(|f| f.interface(&e.iface))
-                        .is_some_and(|i| i.ipv4.iter().any(|a| a.addr.is_link_local()))
-                });
-        let mtu_ok = ifaces
-            .iter()
-            .all(|i| n.facts.interface(i).and_then(|f| f.mtu) == Some(opts.mtu));
-        let unchanged = (all_kept || link_local_kept) && mtu_ok;
-        let current = n.facts.netplan.as_ref().and_then(|files| {
-            files
-                .iter()
-                .find(|f| f.path == FILE)
-                .and_then(|f| f.content.clone())
-        });
-        let configs: Vec<netplan::IfaceConfig> = ifaces
-            .iter()
-            .map(|i| netplan::IfaceConfig {
-                iface: i.clone(),
-                address: node_addrs.get(i).copied(),
-                link_local_ipv4: link_local_ends.contains(&end(i)),
-                mtu: opts.mtu,
+/// The pool has no free subnet left: what fills it, and a pool that is free.
+fn pool_exhausted(taken: &[address::Taken], nets: usize, opts: &PlanOptions) -> PlanError {
+    let suggest = ["10.200.0.0/16", "10.201.0.0/16", "172.30.0.0/16"]
+        .iter()
+        .find(|p| {
+            p.parse::<AddressPool>().is_ok_and(|pool| {
+                let first = pool.candidates()[0];
+                !taken.iter().any(|t| t.subnet.overlaps(&first))
             })
-            .collect();
-        let conflicts = netplan::conflicts(&n.name, &n.facts, &ifaces);
-        if !unchanged {
-            warnings.extend(conflicts.unknown.iter().cloned());
-        }
-        plans.push(NodeFabricPlan {
-            name: n.name.clone(),
-            file: (!unchanged).then(|| FILE.to_string()),
-            netplan: (!unchanged).then(|| netplan::render(&n.name, &configs)),
-            addresses: node_addrs,
-            mtu,
-            conflicts: if unchanged {
-                Vec::new()
-            } else {
-                conflicts.files
-            },
-            current,
-            ifaces,
-        });
-    }
+        })
+        .copied()
+        .unwrap_or("10.200.0.0/16");
+    refuse(
+        format!(
+            "the pool {} has no free /{} left for {nets} twin pairs: it overlaps {}",
+            opts.pool,
+            address::SUBNET_PREFIX,
+            taken
+                .iter()
+                .filter(|t| t.subnet.overlaps(&subnet_of_pool(&opts.pool)))
+                .map(|t| format!("{} ({})", t.subnet, t.what))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        format!("give another pool: --pool {suggest}"),
+    )
+}
 
-    Ok(FabricPlan {
-        topology,
-        links,
-        nodes: plans,
-        warnings,
-        mtu: opts.mtu,
-    })
+/// A twin of a cabled port that is down carries nothing: say so (doctor's
+/// fabric.twins-active fails it too).
+fn warn_down_twins(nodes: &[NodeInput], nets: &[Net], warnings: &mut Vec<String>) {
+    for e in nets.iter().flat_map(|n| n.ends.iter()) {
+        let Some(f) = nodes.iter().find(|n| n.name == e.node).map(|n| &n.facts) else {
+            continue;
+        };
+        if let Some(t) = cabling::twin_netdev(f, &e.iface)
+            && f.interface(&t).is_some_and(|i| !i.is_up())
+            && !nets
+                .iter()
+                .any(|x| x.ends.iter().any(|y| y.node == e.node && y.iface == t))
+        {
+            let w = format!(
+                "{}:{t}, the twin of {e}, is down: the plan leaves it out, and RDMA gets half the port; bring it up (a live `fabric plan` as root raises it to probe it) or check what disables it",
+                e.node
+            );
+            if !warnings.contains(&w) {
+                warnings.push(w);
+            }
+        }
+    }
+}
+
+/// One node's part: every cabled fabric netdev (the ends, and the twins of their ports with
+/// carrier), their addresses and MTU, and the netplan file unless nothing changes.
+fn node_plan(
+    n: &NodeInput,
+    nodes: &[NodeInput],
+    nets: &[Net],
+    kept: &[Option<(Subnet, Vec<Ipv4Iface>)>],
+    assigned: &Assigned,
+    opts: &PlanOptions,
+    warnings: &mut Vec<String>,
+) -> NodeFabricPlan {
+    let mut ifaces: Vec<NetIf> = nets
+        .iter()
+        .flat_map(|x| x.ends.iter())
+        .filter(|e| e.node == n.name)
+        .map(|e| e.iface.clone())
+        .collect();
+    for i in ifaces.clone() {
+        if let Some(t) = cabling::twin_netdev(&n.facts, &i)
+            && !ifaces.contains(&t)
+            && n.facts.interface(&t).is_some_and(|f| f.is_up())
+        {
+            ifaces.push(t);
+        }
+    }
+    ifaces.sort();
+    ifaces.dedup();
+    let end = |i: &NetIf| End::new(n.name.clone(), i.clone());
+    let node_addrs: BTreeMap<NetIf, Ipv4Iface> = ifaces
+        .iter()
+        .filter_map(|i| assigned.addresses.get(&end(i)).map(|a| (i.clone(), *a)))
+        .collect();
+    let mtu: BTreeMap<NetIf, u32> = ifaces.iter().map(|i| (i.clone(), opts.mtu)).collect();
+    let all_kept = nets.iter().enumerate().all(|(k, x)| {
+        !x.ends.iter().any(|e| e.node == n.name) || kept[k].is_some() && !opts.link_local
+    });
+    let facts_of = |node: &NodeName| nodes.iter().find(|x| &x.name == node).map(|x| &x.facts);
+    let link_local_kept = opts.link_local
+        && assigned
+            .link_local_ends
+            .iter()
+            .filter(|e| e.node == n.name)
+            .all(|e| {
+                facts_of(&e.node)
+                    .and_then(|f| f.interface(&e.iface))
+                    .is_some_and(|i| i.ipv4.iter().any(|a| a.addr.is_link_local()))
+            });
+    let mtu_ok = ifaces
+        .iter()
+        .all(|i| n.facts.interface(i).and_then(|f| f.mtu) == Some(opts.mtu));
+    let unchanged = (all_kept || link_local_kept) && mtu_ok;
+    let current = n.facts.netplan.as_ref().and_then(|files| {
+        files
+            .iter()
+            .find(|f| f.path == FILE)
+            .and_then(|f| f.content.clone())
+    });
+    let configs: Vec<netplan::IfaceConfig> = ifaces
+        .iter()
+        .map(|i| netplan::IfaceConfig {
+            iface: i.clone(),
+            address: node_addrs.get(i).copied(),
+            link_local_ipv4: assigned.link_local_ends.contains(&end(i)),
+            mtu: opts.mtu,
+            mac: n.facts.interface(i).and_then(|f| f.mac.clone()),
+        })
+        .collect();
+    let conflicts = netplan::conflicts(&n.name, &n.facts, &ifaces);
+    if !unchanged {
+        warnings.extend(conflicts.unknown.iter().cloned());
+    }
+    NodeFabricPlan {
+        name: n.name.clone(),
+        file: (!unchanged).then(|| FILE.to_string()),
+        netplan: (!unchanged).then(|| netplan::render(&n.name, &configs)),
+        addresses: node_addrs,
+        mtu,
+        conflicts: if unchanged {
+            Vec::new()
+        } else {
+            conflicts.files
+        },
+        current,
+        ifaces,
+    }
 }
 
 /// The conflicting files each node moves aside (`--replace`), or every conflict that stops the

@@ -26,9 +26,24 @@ pub struct IfaceConfig {
     /// `link-local: [ ipv4 ]` (NVIDIA's first playbook) instead of a static address.
     pub link_local_ipv4: bool,
     pub mtu: u32,
+    /// Its MAC, when recorded: how a name networkd would unquote (`'cx5'`) is matched.
+    pub mac: Option<String>,
 }
 
-/// The whole file for one node.
+impl IfaceConfig {
+    /// True when the name holds a character networkd reads as quoting or escaping in `Name=`
+    /// (`'`, `"`, `\`): such an interface is matched by its MAC, never by name.
+    pub fn needs_mac(&self) -> bool {
+        self.iface.as_str().contains(['\'', '"', '\\'])
+    }
+}
+
+/// The whole file for one node. Every interface name goes through the YAML serializer, so a
+/// kernel-legal name YAML would read otherwise (`&cx5`, `'cx5'`, `true`) stays that name; a name
+/// with glob characters (`*cx5`, `[cx5]`), which netplan refuses as an id, gets an id of its own
+/// and `match: name:` with each glob character bracketed (`[*]cx5`), so it matches that one
+/// interface and no other; a name with a quote or backslash, which networkd would unquote, is
+/// matched by its MAC ([`IfaceConfig::needs_mac`]; the plan refuses one without a MAC).
 pub fn render(node: &NodeName, ifaces: &[IfaceConfig]) -> String {
     let mut out = String::new();
     out.push_str(&format!(
@@ -36,8 +51,31 @@ pub fn render(node: &NodeName, ifaces: &[IfaceConfig]) -> String {
     ));
     out.push_str("# spark-launch owns this file; `spark-launch fabric rollback` removes it.\n");
     out.push_str("network:\n  version: 2\n  ethernets:\n");
+    let mut ids = 0;
+    let mut next_id = || loop {
+        let id = format!("spark-launch-{ids}");
+        ids += 1;
+        if !ifaces.iter().any(|i| i.iface.as_str() == id) {
+            break id;
+        }
+    };
     for c in ifaces {
-        out.push_str(&format!("    {}:\n", c.iface));
+        let name = c.iface.as_str();
+        if let (true, Some(mac)) = (c.needs_mac(), &c.mac) {
+            out.push_str(&format!("    {}:\n", yaml_scalar(&next_id())));
+            out.push_str(&format!(
+                "      match:\n        macaddress: {}\n",
+                yaml_scalar(mac)
+            ));
+        } else if name.contains(GLOB_CHARS) {
+            out.push_str(&format!("    {}:\n", yaml_scalar(&next_id())));
+            out.push_str(&format!(
+                "      match:\n        name: {}\n",
+                yaml_scalar(&glob_literal(name))
+            ));
+        } else {
+            out.push_str(&format!("    {}:\n", yaml_scalar(name)));
+        }
         out.push_str("      dhcp4: false\n      dhcp6: false\n");
         if c.link_local_ipv4 {
             out.push_str("      link-local: [ ipv4 ]\n");
@@ -48,6 +86,33 @@ pub fn render(node: &NodeName, ifaces: &[IfaceConfig]) -> String {
         out.push_str(&format!("      mtu: {}\n", c.mtu));
     }
     out
+}
+
+/// What a netplan id may not hold ("must not use globbing") and a `match: name:` reads as a
+/// glob.
+const GLOB_CHARS: [char; 3] = ['*', '?', '['];
+
+/// `s` as one YAML scalar, written by the serializer: plain where YAML reads it back as this
+/// string, quoted otherwise.
+fn yaml_scalar(s: &str) -> String {
+    match yaml_serde::to_string(s) {
+        Ok(t) => t.trim_end_matches('\n').to_string(),
+        // Serializing a string does not fail; single quotes are always valid YAML.
+        Err(_) => format!("'{}'", s.replace('\'', "''")),
+    }
+}
+
+/// A glob that matches exactly `name`: each glob character in brackets (`*cx5` → `[*]cx5`).
+fn glob_literal(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            if GLOB_CHARS.contains(&c) {
+                format!("[{c}]")
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
 }
 
 /// Another netplan file that configures interfaces this plan configures.
@@ -233,40 +298,107 @@ fn matching(m: &yaml_serde::Value, facts: &NodeFacts) -> Vec<String> {
 
 /// Shell-style glob with `*`, `?` and `[...]` sets, as netplan's `match: name:` uses.
 pub fn glob(pattern: &str, text: &str) -> bool {
-    fn go(p: &[char], t: &[char]) -> bool {
-        match p.first() {
-            None => t.is_empty(),
-            Some('*') => (0..=t.len()).any(|k| go(&p[1..], &t[k..])),
-            Some('?') => !t.is_empty() && go(&p[1..], &t[1..]),
-            Some('[') => {
-                let Some(close) = p.iter().position(|c| *c == ']') else {
-                    return t.first() == Some(&'[') && go(&p[1..], &t[1..]);
-                };
-                let Some(c) = t.first() else { return false };
-                let set = &p[1..close];
-                let (negate, set) = match set.first() {
-                    Some('!') | Some('^') => (true, &set[1..]),
-                    _ => (false, set),
-                };
-                let mut hit = false;
-                let mut i = 0;
-                while i < set.len() {
-                    if i + 2 < set.len() && set[i + 1] == '-' {
-                        hit |= set[i] <= *c && *c <= set[i + 2];
-                        i += 3;
-                    } else {
-                        hit |= set[i] == *c;
-                        i += 1;
-                    }
-                }
-                hit != negate && go(&p[close + 1..], &t[1..])
+    glob_counted(pattern, text, &mut 0)
+}
+
+/// One part of a glob; each but `Star` matches exactly one character.
+#[derive(Debug, PartialEq)]
+enum Glob {
+    Char(char),
+    Any,
+    Star,
+    /// `[...]`: ranges (`a-z`) and single characters (`c` as `c-c`); `!` or `^` negates.
+    Set {
+        negate: bool,
+        items: Vec<(char, char)>,
+    },
+}
+
+impl Glob {
+    fn matches(&self, c: char) -> bool {
+        match self {
+            Glob::Char(x) => *x == c,
+            Glob::Any => true,
+            Glob::Star => false,
+            Glob::Set { negate, items } => {
+                items.iter().any(|(lo, hi)| *lo <= c && c <= *hi) != *negate
             }
-            Some(c) => t.first() == Some(c) && go(&p[1..], &t[1..]),
         }
     }
+}
+
+/// The pattern as parts: `[` without a closing `]` is itself; a set ends at the first `]`.
+fn glob_parts(pattern: &str) -> Vec<Glob> {
     let p: Vec<char> = pattern.chars().collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < p.len() {
+        match p[i] {
+            '*' => out.push(Glob::Star),
+            '?' => out.push(Glob::Any),
+            '[' => {
+                if let Some(len) = p[i + 1..].iter().position(|c| *c == ']') {
+                    let mut set = &p[i + 1..i + 1 + len];
+                    let negate = matches!(set.first(), Some('!') | Some('^'));
+                    if negate {
+                        set = &set[1..];
+                    }
+                    let mut items = Vec::new();
+                    let mut k = 0;
+                    while k < set.len() {
+                        if k + 2 < set.len() && set[k + 1] == '-' {
+                            items.push((set[k], set[k + 2]));
+                            k += 3;
+                        } else {
+                            items.push((set[k], set[k]));
+                            k += 1;
+                        }
+                    }
+                    out.push(Glob::Set { negate, items });
+                    i += len + 2;
+                    continue;
+                }
+                out.push(Glob::Char('['));
+            }
+            c => out.push(Glob::Char(c)),
+        }
+        i += 1;
+    }
+    out
+}
+
+/// [`glob`], counting in `steps` the characters of `text` compared. One pass with one resume
+/// point (the last `*`): when a later part fails, the last `*` takes one character more and
+/// matching goes on from there, never trying every split of the name among the stars. At most
+/// (name length + 1) × (parts + 1) steps, whatever the stars (the recursive matcher before it
+/// tried them all: 14 stars on a 40-character name never ended).
+fn glob_counted(pattern: &str, text: &str, steps: &mut u64) -> bool {
+    let parts = glob_parts(pattern);
     let t: Vec<char> = text.chars().collect();
-    go(&p, &t)
+    let (mut p, mut i) = (0, 0);
+    let mut resume: Option<(usize, usize)> = None;
+    while i < t.len() {
+        *steps += 1;
+        match parts.get(p) {
+            Some(Glob::Star) => {
+                resume = Some((p, i));
+                p += 1;
+            }
+            Some(g) if g.matches(t[i]) => {
+                p += 1;
+                i += 1;
+            }
+            _ => match resume {
+                Some((star, from)) => {
+                    resume = Some((star, from + 1));
+                    p = star + 1;
+                    i = from + 1;
+                }
+                None => return false,
+            },
+        }
+    }
+    parts[p..].iter().all(|g| *g == Glob::Star)
 }
 
 #[cfg(test)]
@@ -299,6 +431,7 @@ mod tests {
                     .collect(),
             ),
             unparsed: Vec::new(),
+            ip_recorded: Default::default(),
         }
     }
 
@@ -323,12 +456,14 @@ mod tests {
                     }),
                     link_local_ipv4: false,
                     mtu: 9000,
+                    mac: None,
                 },
                 IfaceConfig {
                     iface: NetIf::new("enP2p1s0f1np1"),
                     address: None,
                     link_local_ipv4: true,
                     mtu: 9000,
+                    mac: None,
                 },
             ],
         );
@@ -396,11 +531,89 @@ mod tests {
     }
 
     #[test]
+    fn interface_names_yaml_would_misread_are_quoted_by_the_serializer() {
+        let names = [
+            "enp1s0f1np1",
+            "&cx5",
+            "'cx5'",
+            "true",
+            "#cx5",
+            "*cx5",
+            "[cx5]",
+            "cx?5",
+        ];
+        let mac = |k: usize| format!("02:00:00:00:00:{k:02x}");
+        let ifaces: Vec<IfaceConfig> = names
+            .iter()
+            .enumerate()
+            .map(|(k, n)| IfaceConfig {
+                iface: NetIf::new(*n),
+                address: None,
+                link_local_ipv4: false,
+                mtu: 9000,
+                mac: Some(mac(k)),
+            })
+            .collect();
+        let text = render(&NodeName::new("spark").unwrap(), &ifaces);
+        assert!(
+            text.contains("\n    enp1s0f1np1:\n"),
+            "plain names stay plain:\n{text}"
+        );
+        let doc: yaml_serde::Value = yaml_serde::from_str(&text).unwrap();
+        let eth = doc["network"]["ethernets"].as_mapping().unwrap();
+        for (k, n) in names.into_iter().enumerate() {
+            let found = eth.iter().any(|(id, conf)| match conf.get("match") {
+                Some(m) if m.get("macaddress").is_some() => {
+                    ifaces[k].needs_mac() && m["macaddress"].as_str() == Some(mac(k).as_str())
+                }
+                Some(m) => {
+                    let g = m["name"].as_str().unwrap_or_default();
+                    glob(g, n) && names.iter().all(|o| o == &n || !glob(g, o))
+                }
+                None => id.as_str() == Some(n),
+            });
+            assert!(found, "{n} is configured, and only it:\n{text}");
+        }
+    }
+
+    #[test]
     fn globs_follow_the_shell() {
         assert!(glob("en*", "enp1s0f1np1"));
         assert!(glob("enp1s0f?np?", "enp1s0f1np1"));
         assert!(glob("en[pP]*", "enP2p1s0f1np1"));
         assert!(!glob("eth*", "enp1s0f1np1"));
         assert!(glob("[!w]*", "enp1"));
+        assert!(glob("*", "") && glob("**", "x") && !glob("?", ""));
+        assert!(glob("*np1", "enp1s0f1np1") && !glob("*np0", "enp1s0f1np1"));
+        assert!(glob("e*1*1", "enp1s0f1np1") && !glob("e*1*2", "enp1s0f1np1"));
+        assert!(glob("[a-z]*[0-9]", "enp1") && !glob("[^e]*", "enp1"));
+        assert!(
+            glob("[x", "[x") && !glob("[x", "x"),
+            "an unclosed [ is itself"
+        );
+    }
+
+    #[test]
+    fn a_glob_of_many_stars_takes_steps_bounded_by_name_times_pattern() {
+        // The hostile `match: name:` of issue 24: 14 stars on a 40-character name, which the
+        // recursive matcher never finished, and a 4,096-character one.
+        let name = "a".repeat(40);
+        let pattern = format!("{}b", "a*".repeat(14));
+        for (pattern, name) in [
+            (pattern, name),
+            (format!("{}b", "*a".repeat(2048)), "a".repeat(4096)),
+        ] {
+            let mut steps = 0;
+            assert!(!glob_counted(&pattern, &name, &mut steps));
+            let bound = (name.len() as u64 + 1) * (glob_parts(&pattern).len() as u64 + 1);
+            assert!(steps <= bound, "{steps} steps > {bound}");
+            let mut steps = 0;
+            assert!(glob_counted(
+                &pattern[..pattern.len() - 1],
+                &name,
+                &mut steps
+            ));
+            assert!(steps <= bound, "{steps} steps > {bound}");
+        }
     }
 }

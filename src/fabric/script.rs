@@ -29,13 +29,18 @@ use serde::Serialize;
 use super::{FabricPlan, NodeFabricPlan};
 use crate::node::NodeName;
 use crate::probe::facts::{Ipv4Iface, NetIf};
+use crate::quote::{Style, quote};
 
 /// spark-launch's state on a node (backups, records, the current attempt).
 pub const STATE_DIR: &str = "/var/lib/spark-launch/fabric";
 
-/// Shell single quoting: `it's` → `'it'\''s'`.
+/// Shell single quoting (`it's` → `'it'\''s'`): the crate's one quoting function,
+/// [`Style::Always`]. The values are interface names read printable (a NUL shown as `\u{0}`)
+/// and addresses; a NUL that came anyway is kept, and the shell refuses the script, naming it.
 pub fn sq(s: &str) -> String {
-    format!("'{}'", s.replace('\'', r"'\''"))
+    quote(s, Style::Always)
+        .map(std::borrow::Cow::into_owned)
+        .unwrap_or_else(|_| s.to_string())
 }
 
 const COMMON: &str = r#"exec </dev/null

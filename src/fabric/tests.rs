@@ -271,6 +271,55 @@ fn link_local_addresses_one_twin_of_the_one_cable_and_only_for_a_direct_cable() 
 }
 
 #[test]
+fn without_a_cabling_record_the_plan_says_it_was_not_recorded_and_how_to_record_or_state_it() {
+    // Issue 24, item 12: snapshots with no link probe said "no fabric port hears another
+    // node", though nothing had listened.
+    let mut n = fresh(2, &[&[F1, P2F1], &[F1, P2F1]]);
+    for node in &mut n {
+        node.facts.links = None;
+    }
+    let problems = refused(plan(&n, &[], &PlanOptions::default()));
+    assert_eq!(problems.len(), 2);
+    let p = &problems[0];
+    assert!(
+        p.problem
+            .starts_with("s1's cabling was not recorded: its snapshot holds no link probe"),
+        "{}",
+        p.problem
+    );
+    assert!(
+        p.fix.contains("spark-launch probe --capture DIR"),
+        "{}",
+        p.fix
+    );
+    assert!(
+        p.fix.contains("--link s1:enP2p1s0f1np1=OTHER-NODE:IF"),
+        "{}",
+        p.fix
+    );
+    assert!(!problems.iter().any(|p| p.problem.contains("hears")));
+    // A probe that listened and heard nobody still says so.
+    let heard_nothing = fresh(2, &[&[F1, P2F1], &[F1, P2F1]]);
+    let problems = refused(plan(&heard_nothing, &[], &PlanOptions::default()));
+    assert!(
+        problems[0]
+            .problem
+            .contains("no fabric port hears another node")
+    );
+    // With --link, a node left out of every cable is named as such.
+    let mut three = fresh(3, &[&[F1, P2F1], &[F1, P2F1], &[F1, P2F1]]);
+    for node in &mut three {
+        node.facts.links = None;
+    }
+    let given: Vec<LinkArg> = vec!["s1:enp1s0f1np1=s2:enp1s0f1np1".parse().unwrap()];
+    let problems = refused(plan(&three, &given, &PlanOptions::default()));
+    assert_eq!(
+        problems[0].problem,
+        "s3 is in none of the --link cables given"
+    );
+}
+
+#[test]
 fn a_link_argument_pairs_the_twins_and_unknown_names_are_refused() {
     let mut n = fresh(2, &[&[F1, P2F1], &[F1, P2F1]]);
     for node in &mut n {

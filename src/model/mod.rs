@@ -27,8 +27,9 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-/// Where the Hugging Face cache is mounted inside every container (`HF_HOME` there).
-pub const CONTAINER_HF_HOME: &str = crate::plan::spec::HF_CACHE_IN_CONTAINER;
+/// Where the Hugging Face cache is mounted inside every container (`HF_HOME` there;
+/// `plan::spec::ContainerSpec::mount_hf_cache` mounts it).
+pub const CONTAINER_HF_HOME: &str = "/root/.cache/huggingface";
 /// Where a local (non-Hub) model folder is mounted inside every container.
 pub const CONTAINER_MODELS: &str = "/models";
 /// The Hub, unless `HF_ENDPOINT` says otherwise (as `huggingface_hub` reads it).

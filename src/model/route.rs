@@ -99,6 +99,7 @@ mod tests {
             links: None,
             netplan: None,
             unparsed: Vec::new(),
+            ip_recorded: Default::default(),
         };
         for (netdev, cidr) in [("enp1s0f0np0", port0), ("enp1s0f1np1", port1)] {
             plug(&mut facts, netdev);

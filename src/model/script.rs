@@ -42,9 +42,15 @@ pub enum Source {
     Local { root: String },
 }
 
-/// Single-quotes a value for the shell.
+/// Single-quotes a value for the shell: the crate's one quoting function
+/// ([`crate::quote::quote`], [`Style::Always`](crate::quote::Style::Always)). A value with a NUL
+/// byte (the values here were checked where they came in: Hub paths refuse control characters)
+/// is kept as it is, so the script holds it, and every shell refuses such a script, naming it
+/// ([`crate::quote::NulByte`]): it never runs.
 pub fn quote(v: &str) -> String {
-    format!("'{}'", v.replace('\'', r"'\''"))
+    crate::quote::quote(v, crate::quote::Style::Always)
+        .map(std::borrow::Cow::into_owned)
+        .unwrap_or_else(|_| v.to_string())
 }
 
 /// Where the hash cache of the folder `dir` is kept on a node: outside the model folder, in

@@ -81,14 +81,7 @@ pub struct NodePlan {
 
 /// A command as one shell-quoted line (for titles, `--dry-run` and error messages).
 pub fn shell_words(argv: &[String]) -> String {
-    argv.iter()
-        .map(|a| {
-            shlex::try_quote(a)
-                .map(|q| q.into_owned())
-                .unwrap_or_else(|_| format!("'{}'", a.replace('\'', "'\\''")))
-        })
-        .collect::<Vec<_>>()
-        .join(" ")
+    crate::quote::display(argv)
 }
 
 /// A whole job: who runs what, and the steps.

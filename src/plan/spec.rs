@@ -10,6 +10,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+use crate::model::CONTAINER_HF_HOME;
 use crate::node::{NodeName, Role};
 
 pub const LABEL_JOB: &str = "dev.spark-launch.job";
@@ -20,8 +21,6 @@ pub const LABEL_PORTS: &str = "dev.spark-launch.ports";
 /// The one address a serving head's API listens on (`--bind ADDR|fabric`), for `bench JOB`;
 /// absent when it listens on every interface.
 pub const LABEL_BIND: &str = "dev.spark-launch.bind";
-/// Where the Hugging Face cache is mounted inside GPU containers.
-pub const HF_CACHE_IN_CONTAINER: &str = "/root/.cache/huggingface";
 
 /// The name of a job: a set of containers or processes on several nodes.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -410,15 +409,15 @@ impl ContainerSpec {
     /// Mounts the node's Hugging Face cache (`host_dir`, e.g. `/home/me/.cache/huggingface`)
     /// where the container's tools look for it, so weights are read from the node, not fetched.
     pub fn mount_hf_cache(&mut self, host_dir: &str) {
-        self.mounts.retain(|m| m.target != HF_CACHE_IN_CONTAINER);
+        self.mounts.retain(|m| m.target != CONTAINER_HF_HOME);
         self.mounts.push(Mount {
             source: host_dir.to_string(),
-            target: HF_CACHE_IN_CONTAINER.to_string(),
+            target: CONTAINER_HF_HOME.to_string(),
             read_only: false,
             kind: crate::plan::spec::MountKind::Bind,
         });
         self.env
-            .insert("HF_HOME".to_string(), HF_CACHE_IN_CONTAINER.to_string());
+            .insert("HF_HOME".to_string(), CONTAINER_HF_HOME.to_string());
     }
 
     /// Replaces (or adds) ulimits by name: `--ulimit nofile=16384`.

@@ -4,8 +4,10 @@
 //!
 //! It only reads: sysfs, procfs (including the NVIDIA driver's GPU list), `/dev/infiniband`,
 //! `/etc/nccl.conf`, `ip -j addr/route`. On the live machine it also writes `recorded`, the
-//! list of what it looked at ([`RECORDED_PATHS`]), and `dev/infiniband` as a folder even when
-//! empty or missing, so a reader can tell "not there" from "not looked at". With `SL_ROOT=DIR`
+//! list of what it looked at ([`RECORDED_PATHS`], less the commands that could not run: without
+//! `ip` on `PATH` neither `ip-addr.json` nor `ip-route.json` is claimed), and `dev/infiniband`
+//! as a folder even when empty or missing, so a reader can tell "not there" from "not looked
+//! at". With `SL_ROOT=DIR`
 //! set it reads a snapshot folder instead of the live machine (tests use that to prove the
 //! emitter covers every path the reader needs), copying that snapshot's own `recorded` list, and
 //! relays what the link probe (`link_emit`) recorded there (`links/`, `etc/netplan/`), so a
@@ -54,10 +56,12 @@ em() {
     printf '!%s\n' "$1"
   fi
 }
-# command output stored as a file
+# command output stored as a file; fails (and stores nothing) when the command does
 ec() {
   if v=$(eval "$2" 2>/dev/null); then
     printf '@%s\n' "$1"; printf '%s\n' "$v" | sed 's/^/|/'
+  else
+    return 1
   fi
 }
 if [ -n "$R" ]; then
@@ -73,13 +77,16 @@ if [ -n "$R" ]; then
     for f in "$R"/etc/netplan/*.yaml; do [ -e "$f" ] && em "etc/netplan/${f##*/}"; done
   fi
 else
-  ec hostname 'cat /proc/sys/kernel/hostname'
-  ec arch 'uname -m'
-  ec ip-addr.json 'ip -j addr show'
-  ec ip-route.json 'ip -j route show'
-  ec ulimit-l 'ulimit -l'
+  # A command that could not run (no `ip` on a minimal image) recorded nothing: it is left
+  # out of `recorded`, so its facts read as not recorded, never as absent.
+  nr=
+  ec hostname 'cat /proc/sys/kernel/hostname' || nr="$nr hostname"
+  ec arch 'uname -m' || nr="$nr arch"
+  ec ip-addr.json 'ip -j addr show' || nr="$nr ip-addr.json"
+  ec ip-route.json 'ip -j route show' || nr="$nr ip-route.json"
+  ec ulimit-l 'ulimit -l' || nr="$nr ulimit-l"
   printf '@recorded\n'
-  for p in hostname arch ip-addr.json ip-route.json ulimit-l proc/sys/kernel/osrelease proc/meminfo sys/module/nvidia etc/nccl.conf proc/driver/nvidia/gpus dev/infiniband sys/class/net sys/class/infiniband; do printf '|%s\n' "$p"; done
+  for p in hostname arch ip-addr.json ip-route.json ulimit-l proc/sys/kernel/osrelease proc/meminfo sys/module/nvidia etc/nccl.conf proc/driver/nvidia/gpus dev/infiniband sys/class/net sys/class/infiniband; do case " $nr " in *" $p "*) ;; *) printf '|%s\n' "$p" ;; esac; done
   printf '+dev/infiniband\n'
 fi
 e1 proc/sys/kernel/osrelease

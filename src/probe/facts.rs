@@ -426,6 +426,52 @@ pub struct NodeFacts {
     /// them say so instead of passing or blaming something else.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unparsed: Vec<Unparsed>,
+    /// Whether the snapshot holds what `ip` printed; absent from JSON when it holds both.
+    #[serde(default, skip_serializing_if = "IpRecorded::both")]
+    pub ip_recorded: IpRecorded,
+}
+
+/// Whether `ip -j addr show` (`addresses`) and `ip -j route show` (`routes`) were recorded. A
+/// node probed without `ip` on its `PATH` (a minimal VM image) has neither: its addresses and
+/// routes are then unknown (not recorded), never "none", and every check on them is skipped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IpRecorded {
+    pub addresses: bool,
+    pub routes: bool,
+}
+
+impl Default for IpRecorded {
+    fn default() -> Self {
+        IpRecorded {
+            addresses: true,
+            routes: true,
+        }
+    }
+}
+
+impl IpRecorded {
+    pub fn both(&self) -> bool {
+        self.addresses && self.routes
+    }
+
+    /// How to record them.
+    pub const FIX: &'static str = "install iproute2 on the node (it provides `ip`) and probe again (`spark-launch probe --capture DIR` there for a snapshot)";
+
+    /// What was not recorded, for probe, env and doctor; `None` when both were.
+    pub fn missing(&self) -> Option<String> {
+        let (what, cmd) = match (self.addresses, self.routes) {
+            (true, true) => return None,
+            (false, false) => (
+                "addresses and routes were",
+                "`ip -j addr` and `ip -j route`",
+            ),
+            (false, true) => ("addresses were", "`ip -j addr`"),
+            (true, false) => ("routes were", "`ip -j route`"),
+        };
+        Some(format!(
+            "its IPv4 {what} not recorded ({cmd} did not run when it was probed: no `ip` on its PATH), so they are unknown, not absent"
+        ))
+    }
 }
 
 /// One netplan file of the node.
@@ -440,9 +486,35 @@ pub struct NetplanFile {
 /// One value the reader could not make sense of: where it is, and what it says (printable).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Unparsed {
-    /// The snapshot path (`sys/class/net/enp1s0f1np1/mtu`).
+    /// The snapshot path (`sys/class/net/enp1s0f1np1/mtu`), or, in `ip`'s JSON, the file, the
+    /// entry and the field (`ip-addr.json: entry 3 (enp1s0f1np1), mtu`).
     pub path: String,
     pub value: String,
+}
+
+impl Unparsed {
+    /// True for a field of `ip-addr.json` or `ip-route.json` (the rest of its entry was kept).
+    pub fn in_ip_json(&self) -> bool {
+        self.path.starts_with("ip-addr.json:") || self.path.starts_with("ip-route.json:")
+    }
+}
+
+impl fmt::Display for Unparsed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.in_ip_json() {
+            write!(
+                f,
+                "{}: `{}` is not a value `ip` prints there; that field is left unknown and the rest of the entry was kept",
+                self.path, self.value
+            )
+        } else {
+            write!(
+                f,
+                "{}: `{}` is not a value the kernel prints there; left unknown",
+                self.path, self.value
+            )
+        }
+    }
 }
 
 /// The locked-memory limit (`ulimit -l`) of the user that ran the probe.
@@ -558,6 +630,19 @@ impl HostFacts {
 }
 
 impl NodeFacts {
+    /// What the snapshot does not say as it should, one line each (for `probe`): `ip`'s output
+    /// not recorded, and every value that did not parse.
+    pub fn read_warnings(&self) -> Vec<String> {
+        let mut out: Vec<String> = self
+            .ip_recorded
+            .missing()
+            .map(|m| format!("{m}; fix: {}", IpRecorded::FIX))
+            .into_iter()
+            .collect();
+        out.extend(self.unparsed.iter().map(|u| u.to_string()));
+        out
+    }
+
     /// The garbage value at `path`, if the snapshot held one there.
     pub fn unparsed_at(&self, path: &str) -> Option<&str> {
         self.unparsed

@@ -11,13 +11,17 @@
 //! administratively down up (a port nobody configured), waits for carrier and for IPv6
 //! duplicate address detection, and brings them down again at the end (after a pause, so that
 //! the peers, probing at the same moment, still get their answers). It needs `sh`, `ip`, `ping`
-//! (iputils), `sed` and `cat`. Emitting only: it decides nothing.
+//! (iputils), `sed` and `cat`; without `ip` it records no cabling (not recorded, so a fabric
+//! plan says how to record or state it). Emitting only: it decides nothing.
 //!
 //! Append it to the snapshot emitter's output (`emit::SCRIPT`) to get one stream with facts and
 //! cabling; run it on every node at once so raised links have a peer to answer.
 
 /// The link probe script. Run it with `sh -c`, after (or without) the emitter.
 pub const SCRIPT: &str = r#"
+# Without `ip` no neighbour table can be read and no port raised: the cabling is then not
+# recorded at all (no `links/probe`), rather than recorded half.
+if command -v ip >/dev/null 2>&1; then
 printf '@links/probe\n|1\n'
 t=$(mktemp -d 2>/dev/null) || { t=/tmp/spark-launch-links.$$; mkdir -p "$t"; }
 nds=
@@ -75,6 +79,7 @@ rm -rf "$t"
 if [ -n "$raised" ]; then
   sleep 2
   for n in $raised; do ip link set dev "$n" down 2>/dev/null; done
+fi
 fi
 if [ -d /etc/netplan ]; then
   printf '+etc/netplan\n'

@@ -13,7 +13,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::{Ipv4Addr, Ipv6Addr};
 
-use serde::Deserialize;
+use serde_json::Value;
 
 use super::facts::*;
 use super::tree::{Read, Tree};
@@ -37,8 +37,15 @@ pub enum ReadError {
 pub fn read_facts(tree: &dyn Tree) -> Result<NodeFacts, ReadError> {
     let hostname = tree.read("hostname").line().ok_or(ReadError::NoHostname)?;
     let arch = tree.read("arch").line();
-    let links = parse_ip_addr(tree)?;
-    let routes = parse_ip_route(tree)?;
+    let mut unparsed = Vec::new();
+    let links = parse_ip_addr(tree, &mut unparsed)?;
+    let routes = parse_ip_route(tree, &mut unparsed)?;
+    let ip_recorded = IpRecorded {
+        addresses: links.is_some(),
+        routes: routes.is_some(),
+    };
+    let links = links.unwrap_or_default();
+    let routes = routes.unwrap_or_default();
 
     // Linear in the number of interfaces: one map from name to `ip` entry, one sorted set of
     // names (sysfs folders and `ip` entries), never a search per interface.
@@ -49,7 +56,6 @@ pub fn read_facts(tree: &dyn Tree) -> Result<NodeFacts, ReadError> {
     let mut names: BTreeSet<String> = tree.list("sys/class/net").into_iter().collect();
     names.extend(by_name.keys().map(|n| n.to_string()));
 
-    let mut unparsed = Vec::new();
     let interfaces = names
         .iter()
         .map(|name| {
@@ -77,6 +83,7 @@ pub fn read_facts(tree: &dyn Tree) -> Result<NodeFacts, ReadError> {
         links: super::links::read_link_probe(tree),
         netplan: read_netplan(tree),
         unparsed,
+        ip_recorded,
     })
 }
 
@@ -141,29 +148,9 @@ fn read_interface(
         _ => None,
     });
     let mac = sys("address").or_else(|| link.and_then(|l| l.address.as_deref().map(printable)));
-    let mut ipv4 = Vec::new();
-    let mut ipv6 = Vec::new();
-    if let Some(l) = link {
-        for a in &l.addr_info {
-            match a.family.as_str() {
-                "inet" => {
-                    if let (Ok(addr), Some(prefix)) = (a.local.parse::<Ipv4Addr>(), a.prefixlen)
-                        && prefix <= 32
-                    {
-                        ipv4.push(Ipv4Iface { addr, prefix });
-                    }
-                }
-                "inet6" => {
-                    if let (Ok(addr), Some(prefix)) = (a.local.parse::<Ipv6Addr>(), a.prefixlen)
-                        && prefix <= 128
-                    {
-                        ipv6.push(Ipv6Iface { addr, prefix });
-                    }
-                }
-                _ => {}
-            }
-        }
-    }
+    let (ipv4, ipv6) = link
+        .map(|l| (l.ipv4.clone(), l.ipv6.clone()))
+        .unwrap_or_default();
     InterfaceFacts {
         name: NetIf::new(printable(name)),
         operstate,
@@ -347,82 +334,182 @@ fn parse_meminfo(text: &str) -> BTreeMap<String, u64> {
         .collect()
 }
 
-#[derive(Debug, Deserialize)]
+/// One entry of `ip -j addr`, as far as it parsed.
+#[derive(Debug, Default)]
 struct IpLink {
     ifname: String,
-    #[serde(default)]
     mtu: Option<u32>,
-    #[serde(default)]
     operstate: Option<String>,
-    #[serde(default)]
     address: Option<String>,
-    #[serde(default)]
-    addr_info: Vec<IpAddrInfo>,
+    ipv4: Vec<Ipv4Iface>,
+    ipv6: Vec<Ipv6Iface>,
 }
 
-#[derive(Debug, Deserialize)]
-struct IpAddrInfo {
-    #[serde(default)]
-    family: String,
-    #[serde(default)]
-    local: String,
-    #[serde(default)]
-    prefixlen: Option<u8>,
-}
-
-#[derive(Debug, Deserialize)]
-struct IpRoute {
-    dst: String,
-    #[serde(default)]
-    dev: Option<String>,
-    #[serde(default)]
-    gateway: Option<String>,
-    #[serde(default)]
-    prefsrc: Option<String>,
-    #[serde(default)]
-    metric: Option<u32>,
-}
-
-fn parse_ip_addr(tree: &dyn Tree) -> Result<Vec<IpLink>, ReadError> {
-    match tree.read("ip-addr.json") {
-        Read::Value(v) if !v.trim().is_empty() => {
-            // `ip -j addr` prints entries without `ifname` for some link types; skip those.
-            let raw: Vec<serde_json::Value> =
-                serde_json::from_str(&v).map_err(|source| ReadError::BadJson {
-                    file: "ip-addr.json",
-                    source,
-                })?;
-            Ok(raw
-                .into_iter()
-                .filter_map(|v| serde_json::from_value(v).ok())
-                .collect())
-        }
-        _ => Ok(Vec::new()),
+/// `ip-addr.json` or `ip-route.json` as a list of entries: `None` when the snapshot does not
+/// hold it (not recorded); JSON that is not a list is refused, naming the file.
+fn ip_json(tree: &dyn Tree, file: &'static str) -> Result<Option<Vec<Value>>, ReadError> {
+    match tree.read(file) {
+        Read::Value(v) if v.trim().is_empty() => Ok(Some(Vec::new())),
+        Read::Value(v) => serde_json::from_str(&v)
+            .map(Some)
+            .map_err(|source| ReadError::BadJson { file, source }),
+        _ => Ok(None),
     }
 }
 
-fn parse_ip_route(tree: &dyn Tree) -> Result<Vec<RouteFacts>, ReadError> {
-    match tree.read("ip-route.json") {
-        Read::Value(v) if !v.trim().is_empty() => {
-            let raw: Vec<serde_json::Value> =
-                serde_json::from_str(&v).map_err(|source| ReadError::BadJson {
-                    file: "ip-route.json",
-                    source,
-                })?;
-            Ok(raw
-                .into_iter()
-                .filter_map(|v| serde_json::from_value::<IpRoute>(v).ok())
-                .map(|r| RouteFacts {
-                    dst: printable(&r.dst),
-                    dev: r.dev.as_deref().map(|d| NetIf::new(printable(d))),
-                    gateway: r.gateway.and_then(|g| g.parse().ok()),
-                    prefsrc: r.prefsrc.and_then(|g| g.parse().ok()),
-                    metric: r.metric,
-                })
-                .collect())
-        }
-        _ => Ok(Vec::new()),
+/// Reads the fields of one `ip -j` entry one by one, so a field that does not parse (an MTU of
+/// 2^32) is named (file, entry, field, as `jq '.[3].mtu' FILE` finds it) and left unknown, and
+/// the rest of the entry is kept.
+struct Fields<'a> {
+    file: &'static str,
+    index: usize,
+    entry: &'a Value,
+    /// The entry's interface (or route destination), to name it.
+    label: String,
+    unparsed: &'a mut Vec<Unparsed>,
+}
+
+impl Fields<'_> {
+    fn bad(&mut self, field: &str, v: &Value) {
+        self.unparsed.push(Unparsed {
+            path: format!("{}: .[{}].{field} ({})", self.file, self.index, self.label),
+            value: printable(&v.to_string()),
+        });
     }
+
+    fn get(&self, field: &str) -> Option<&Value> {
+        self.entry.get(field).filter(|v| !v.is_null())
+    }
+
+    fn string(&mut self, field: &str) -> Option<String> {
+        let v = self.get(field)?;
+        match v.as_str() {
+            Some(s) => Some(s.to_string()),
+            None => {
+                let v = v.clone();
+                self.bad(field, &v);
+                None
+            }
+        }
+    }
+
+    fn u32(&mut self, field: &str) -> Option<u32> {
+        let v = self.get(field)?;
+        match v.as_u64().and_then(|n| u32::try_from(n).ok()) {
+            Some(n) => Some(n),
+            None => {
+                let v = v.clone();
+                self.bad(field, &v);
+                None
+            }
+        }
+    }
+}
+
+fn parse_ip_addr(
+    tree: &dyn Tree,
+    unparsed: &mut Vec<Unparsed>,
+) -> Result<Option<Vec<IpLink>>, ReadError> {
+    let Some(entries) = ip_json(tree, "ip-addr.json")? else {
+        return Ok(None);
+    };
+    let mut out = Vec::with_capacity(entries.len());
+    for (index, entry) in entries.iter().enumerate() {
+        // `ip -j addr` prints entries without `ifname` for some link types; skip those.
+        let Some(ifname) = entry.get("ifname").and_then(Value::as_str) else {
+            continue;
+        };
+        let mut f = Fields {
+            file: "ip-addr.json",
+            index,
+            entry,
+            label: printable(ifname),
+            unparsed,
+        };
+        let mut link = IpLink {
+            ifname: ifname.to_string(),
+            mtu: f.u32("mtu"),
+            operstate: f.string("operstate"),
+            address: f.string("address"),
+            ..IpLink::default()
+        };
+        let infos = match entry.get("addr_info").filter(|v| !v.is_null()) {
+            Some(Value::Array(a)) => a.as_slice(),
+            Some(v) => {
+                f.bad("addr_info", v);
+                &[]
+            }
+            None => &[],
+        };
+        for (k, a) in infos.iter().enumerate() {
+            let family = a.get("family").and_then(Value::as_str).unwrap_or("");
+            let (max, name) = match family {
+                "inet" => (32, "inet"),
+                "inet6" => (128, "inet6"),
+                _ => continue,
+            };
+            let local = a.get("local").and_then(Value::as_str);
+            let prefix = a
+                .get("prefixlen")
+                .and_then(Value::as_u64)
+                .filter(|p| *p <= max);
+            let parsed = match (name, local, prefix) {
+                ("inet", Some(l), Some(p)) => l.parse::<Ipv4Addr>().ok().map(|addr| {
+                    link.ipv4.push(Ipv4Iface {
+                        addr,
+                        prefix: p as u8,
+                    })
+                }),
+                (_, Some(l), Some(p)) => l.parse::<Ipv6Addr>().ok().map(|addr| {
+                    link.ipv6.push(Ipv6Iface {
+                        addr,
+                        prefix: p as u8,
+                    })
+                }),
+                _ => None,
+            };
+            if parsed.is_none() {
+                f.bad(&format!("addr_info[{k}]"), a);
+            }
+        }
+        out.push(link);
+    }
+    Ok(Some(out))
+}
+
+fn parse_ip_route(
+    tree: &dyn Tree,
+    unparsed: &mut Vec<Unparsed>,
+) -> Result<Option<Vec<RouteFacts>>, ReadError> {
+    let Some(entries) = ip_json(tree, "ip-route.json")? else {
+        return Ok(None);
+    };
+    let mut out = Vec::with_capacity(entries.len());
+    for (index, entry) in entries.iter().enumerate() {
+        let dst = entry.get("dst").and_then(Value::as_str);
+        let mut f = Fields {
+            file: "ip-route.json",
+            index,
+            entry,
+            label: printable(dst.unwrap_or("?")),
+            unparsed,
+        };
+        let Some(dst) = dst else {
+            if let Some(v) = entry.get("dst") {
+                let v = v.clone();
+                f.bad("dst", &v);
+            }
+            continue;
+        };
+        out.push(RouteFacts {
+            dst: printable(dst),
+            dev: f.string("dev").map(|d| NetIf::new(printable(&d))),
+            gateway: f.string("gateway").and_then(|g| g.parse().ok()),
+            prefsrc: f.string("prefsrc").and_then(|g| g.parse().ok()),
+            metric: f.u32("metric"),
+        });
+    }
+    Ok(Some(out))
 }
 
 #[cfg(test)]

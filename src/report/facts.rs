@@ -96,6 +96,9 @@ pub fn text(f: &NodeFacts) -> String {
         ]);
     }
     out.push_str(&t.to_string());
+    for w in f.read_warnings() {
+        out.push_str(&format!("\nwarning: {w}"));
+    }
     if let Some(links) = &f.links {
         out.push_str("\n\n");
         let mut t = Table::new();

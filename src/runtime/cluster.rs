@@ -71,7 +71,7 @@ impl NodeRuntime {
             .unwrap_or(DEFAULT_DOCKER_SOCKET);
         let check = format!(
             "s={}; if [ ! -S \"$s\" ]; then echo missing; elif [ ! -r \"$s\" ] || [ ! -w \"$s\" ]; then echo denied; else echo ok; fi",
-            super::shell::quote(socket)
+            crate::quote::quote(socket, crate::quote::Style::Minimal).ok()?
         );
         let out = remote.run(&check, Vec::new(), None).await.ok()?;
         let on_node = format!("{socket} on the node");

@@ -73,6 +73,9 @@ pub enum RuntimeError {
     },
 
     #[error("{0}")]
+    Quote(#[from] crate::quote::NulByte),
+
+    #[error("{0}")]
     Other(String),
 }
 

@@ -30,9 +30,10 @@ use tokio_util::sync::CancellationToken;
 
 use super::engine::ExecOutput;
 use super::error::RuntimeError;
-use super::shell::{NodeShell, ShellOutput, quote, quote_all, run_within};
+use super::shell::{NodeShell, ShellOutput, run_within};
 use super::wait::{self, Probe};
 use crate::plan::ProcessSpec;
+use crate::quote::{Style, join, quote};
 
 /// Short scripts (start, list, stop bookkeeping) must answer within this.
 const SCRIPT_TIMEOUT: Duration = Duration::from_secs(60);
@@ -61,7 +62,7 @@ pub fn env_file(env: &BTreeMap<String, String>) -> Result<String, RuntimeError> 
                 "{k:?} is not an environment variable name (letters, digits and '_', not starting with a digit)"
             )));
         }
-        out.push_str(&format!("export {k}={}\n", quote(v)));
+        out.push_str(&format!("export {k}={}\n", quote(v, Style::Minimal)?));
     }
     Ok(out)
 }
@@ -103,7 +104,7 @@ pub async fn start(sh: &dyn NodeShell, spec: &ProcessSpec) -> Result<u32, Runtim
         )));
     }
     let cd = match &spec.workdir {
-        Some(w) => format!("cd {} || exit 18\n", quote(w)),
+        Some(w) => format!("cd {} || exit 18\n", quote(w, Style::Minimal)?),
         None => String::new(),
     };
     let labels: String = spec
@@ -135,9 +136,9 @@ cat "$d/pid"
 "#,
         name = spec.name,
         label_lines = spec.labels.len(),
-        cmdline = quote(&quote_all(&spec.command)),
-        wrapper = quote(WRAPPER),
-        argv = quote_all(&spec.command),
+        cmdline = quote(&join(&spec.command)?, Style::Minimal)?,
+        wrapper = quote(WRAPPER, Style::Minimal)?,
+        argv = join(&spec.command)?,
     );
     let stdin = format!("{labels}{env}");
     let out = run_within(sh, &script, stdin.into_bytes(), SCRIPT_TIMEOUT).await?;
@@ -246,13 +247,13 @@ pub async fn exec(
     timeout: Duration,
 ) -> Result<ExecOutput, RuntimeError> {
     let cd = match workdir {
-        Some(w) => format!("cd {} || exit 18\n", quote(w)),
+        Some(w) => format!("cd {} || exit 18\n", quote(w, Style::Minimal)?),
         None => String::new(),
     };
     // The environment comes on stdin, never on a command line.
     let script = format!(
         "set -a\neval \"$(cat)\"\nset +a\n{cd}exec {} < /dev/null",
-        quote_all(command)
+        join(command)?
     );
     let stdin = env_file(env)?;
     let out = run_within(sh, &script, stdin.into_bytes(), timeout).await?;
@@ -270,7 +271,7 @@ pub async fn write_file(
     content: &[u8],
     mode: u32,
 ) -> Result<(), RuntimeError> {
-    let p = quote(path);
+    let p = quote(path, Style::Minimal)?;
     let script = format!(
         "set -e\nmkdir -p \"$(dirname {p})\"\ncat > {p}.sl-tmp\nchmod {mode:o} {p}.sl-tmp\nmv {p}.sl-tmp {p}\n"
     );
@@ -355,6 +356,15 @@ cat "$d/log"
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_environment_value_with_a_nul_byte_is_refused_not_cut() {
+        let env = BTreeMap::from([("TOKEN".to_string(), "abc\0def".to_string())]);
+        let e = env_file(&env).unwrap_err().to_string();
+        assert!(e.contains("abc\\0def") && e.contains("NUL byte"), "{e}");
+        let ok = BTreeMap::from([("A".to_string(), "it's".to_string())]);
+        assert_eq!(env_file(&ok).unwrap(), "export A=\"it's\"\n");
+    }
 
     #[test]
     fn the_listing_is_parsed_per_process() {

@@ -736,9 +736,7 @@ pub async fn read_host_lib(
     shell: &dyn NodeShell,
     path: &str,
 ) -> Result<(Machine, Option<crate::libnccl::LibVersion>), RuntimeError> {
-    let q = shlex::try_quote(path)
-        .map(|c| c.into_owned())
-        .map_err(|e| RuntimeError::Other(format!("{path}: {e}")))?;
+    let q = crate::quote::quote(path, crate::quote::Style::Minimal)?;
     let stream = shell
         .stream(&format!("exec cat -- {q}"))
         .map(|r| r.map_err(|e| std::io::Error::other(e.to_string())));

@@ -53,7 +53,7 @@ impl SshNode {
             let session = handle
                 .session()
                 .ok_or_else(|| fail("no SSH session".to_string()))?;
-            let line = crate::ssh::quote::join(&["bash", "-c", &script])
+            let line = crate::quote::join(&["bash", "-c", &script])
                 .map_err(|e| fail(format!("the script cannot be quoted: {e}")))?;
             let slot = session.slot().await;
             let mut cmd = tokio::process::Command::new(session.program_path());

@@ -153,6 +153,20 @@ impl NodeShell for LocalShell {
         stdin: Vec<u8>,
         lines: Option<UnboundedSender<String>>,
     ) -> BoxFuture<'a, Result<ShellOutput, ShellError>> {
+        // The same refusal as a remote node's (its `bash -c SCRIPT` is quoted for ssh): a
+        // script holding a NUL byte is named, never cut short by the C string it becomes.
+        if script.contains('\0')
+            && let Err(e) = crate::quote::quote(script, crate::quote::Style::Minimal)
+        {
+            let cause = e.to_string();
+            return Box::pin(async move {
+                Err(ShellError {
+                    node: self.node.clone(),
+                    via: self.via(),
+                    cause,
+                })
+            });
+        }
         let cmd = self.command(script);
         Box::pin(run_command(&self.node, self.via(), cmd, stdin, lines))
     }
@@ -310,24 +324,22 @@ pub fn stream_command(
     .boxed()
 }
 
-/// Quotes one word for the shell.
-pub fn quote(word: &str) -> String {
-    shlex::try_quote(word)
-        .map(|q| q.into_owned())
-        .unwrap_or_else(|_| format!("'{}'", word.replace('\0', "").replace('\'', "'\\''")))
-}
-
-/// Quotes a whole command line for the shell.
-pub fn quote_all(argv: &[String]) -> String {
-    argv.iter().map(|a| quote(a)).collect::<Vec<_>>().join(" ")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn shell() -> LocalShell {
         LocalShell::new(NodeName::new("local").unwrap())
+    }
+
+    #[tokio::test]
+    async fn a_script_holding_a_nul_byte_is_refused_naming_it_as_a_remote_node_would() {
+        let model = crate::model::script::quote("weights\0.bin");
+        let e = shell()
+            .run(&format!("echo {model}"), Vec::new(), None)
+            .await
+            .unwrap_err();
+        assert!(e.cause.contains("NUL byte"), "{e}");
     }
 
     #[tokio::test]
@@ -395,13 +407,5 @@ mod tests {
                 .unwrap_or_default()
                 .contains(") Z ");
         assert!(!alive, "the background sleep {pid} survived");
-    }
-
-    #[test]
-    fn quoting_survives_spaces_and_quotes() {
-        assert_eq!(
-            quote_all(&["echo".into(), "it's a b".into()]),
-            r#"echo "it's a b""#
-        );
     }
 }

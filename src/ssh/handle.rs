@@ -13,9 +13,9 @@ use crate::node::NodeName;
 
 use super::error::{Dest, SshError, stderr_tail};
 use super::exec::{Output, RunOptions, run_child};
-use super::quote;
 use super::runtime_dir::RuntimeDir;
 use super::session::Session;
+use crate::quote;
 
 static FORWARDS: AtomicUsize = AtomicUsize::new(0);
 
@@ -161,7 +161,7 @@ impl NodeHandle {
             .map_err(io("pipe tar into ssh".into()))?;
         let unpack = format!(
             "mkdir -p {d} && tar -C {d} -xf -",
-            d = quote::quote(remote_dir).map_err(|e| SshError::Invalid {
+            d = quote::quote(remote_dir, quote::Style::Minimal).map_err(|e| SshError::Invalid {
                 node: self.name.clone(),
                 message: e.to_string(),
             })?

@@ -47,7 +47,6 @@ mod options;
 mod pool;
 pub mod probe;
 pub mod prompt;
-pub mod quote;
 mod runtime_dir;
 mod session;
 pub mod trust;

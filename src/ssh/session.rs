@@ -26,7 +26,7 @@ use super::askpass::Askpass;
 use super::error::{ConnectFailure, Dest, SshError, stderr_tail};
 use super::exec::{Output, RunOptions, run_child};
 use super::options::SshOptions;
-use super::quote;
+use crate::quote;
 
 /// Sessions one master carries at once: sshd's default `MaxSessions` is 10, two stay spare
 /// (for another tool sharing the connection, a session still closing).

@@ -191,6 +191,20 @@ pub struct Planned {
     pub warnings: Vec<String>,
 }
 
+impl Planned {
+    /// `--secret-env NAME`: marks those variables secret in every env of the job
+    /// (`plan::secret::mark`), so the printed plan and the executed one agree.
+    pub fn mark_secrets(&mut self, names: &[String]) {
+        let job = match &mut self.plan {
+            LaunchPlan::Run(p) => p,
+            LaunchPlan::NcclTest(p) => &mut p.plan,
+            LaunchPlan::Serve(p) => &mut p.job,
+            LaunchPlan::NcclBuild(_) => return,
+        };
+        crate::plan::secret::mark(job, names);
+    }
+}
+
 /// Why a launch is refused before anything starts (exit 2). Every variant names the fix.
 #[derive(Debug, thiserror::Error)]
 pub enum LaunchRefusal {

@@ -282,6 +282,8 @@ pub enum NcclTestError {
     NoVerbs(Vec<NoVerbs>),
     #[error("--image: {0}")]
     BadImage(String),
+    #[error(transparent)]
+    Quote(#[from] crate::quote::NulByte),
 }
 
 /// Everything `nccl-test` will do, as data.
@@ -381,7 +383,7 @@ impl MpirunRun {
             if i > 0 {
                 out.push(' ');
             }
-            out.push_str(&quote(a));
+            out.push_str(&crate::quote::display(std::slice::from_ref(a)));
         }
         out
     }
@@ -510,7 +512,7 @@ pub fn plan(
             })
             .collect()
     };
-    let driver = driver_script(nodes, opts, &hostfile_path, &hostfile, &runs);
+    let driver = driver_script(nodes, opts, &hostfile_path, &hostfile, &runs)?;
     let driver_cmd = vec!["sh".to_string(), "-c".to_string(), driver.clone()];
 
     let (node_plans, steps) = if docker {
@@ -759,12 +761,6 @@ pub fn mpirun_argv(
     argv
 }
 
-fn quote(a: &str) -> String {
-    shlex::try_quote(a)
-        .map(|q| q.into_owned())
-        .unwrap_or_else(|_| format!("'{}'", a.replace('\'', "'\\''")))
-}
-
 /// The head's script: hostfile, wait for the workers' sshd (containers), each `mpirun` with
 /// its exit status marked; exits 1 when any `mpirun` failed.
 fn driver_script(
@@ -773,7 +769,8 @@ fn driver_script(
     hostfile_path: &str,
     hostfile: &str,
     runs: &[MpirunRun],
-) -> String {
+) -> Result<String, crate::quote::NulByte> {
+    let p = crate::quote::quote(hostfile_path, crate::quote::Style::Minimal)?;
     // -x LD_LIBRARY_PATH forwards it to every rank; make sure it is defined (Open MPI warns
     // about an unset one).
     let mut s = String::from("set -u\nexport LD_LIBRARY_PATH=\"${LD_LIBRARY_PATH-}\"\n");
@@ -781,12 +778,12 @@ fn driver_script(
         // On the node itself the hostfile is a temporary file: gone when the driver ends.
         s.push_str(&format!(
             "trap 'rm -f {p}' EXIT\ntrap 'exit 143' TERM\ntrap 'exit 130' INT\n",
-            p = quote(hostfile_path)
+            p = p
         ));
     }
     s.push_str(&format!(
         "mkdir -p \"$(dirname {p})\" && cat > {p} <<'SL_HOSTFILE'\n{hostfile}SL_HOSTFILE\n",
-        p = quote(hostfile_path)
+        p = p
     ));
     let workers: Vec<&str> = nodes[1..].iter().map(|n| n.addr.as_str()).collect();
     if opts.runtime == RuntimeKind::Docker && !workers.is_empty() {
@@ -799,15 +796,14 @@ fn driver_script(
     s.push_str("status=0\n");
     for r in runs {
         s.push_str(&format!("echo '# spark-launch: running {}'\n", r.test));
-        let line: Vec<String> = r.argv.iter().map(|a| quote(a)).collect();
-        s.push_str(&line.join(" "));
+        s.push_str(&crate::quote::join(&r.argv)?);
         s.push_str(" 2>&1\n");
         s.push_str(&format!(
             "rc=$?; echo \"{EXIT_MARKER} $rc\"; [ \"$rc\" -eq 0 ] || status=1\n"
         ));
     }
     s.push_str("exit $status\n");
-    s
+    Ok(s)
 }
 
 fn labels(job: &JobName, node: &NodeName, role: Role) -> BTreeMap<String, String> {
