@@ -35,6 +35,11 @@ struct Cluster {
 }
 
 fn cluster(n: usize, tag: &str, ray: WithRay) -> Cluster {
+    cluster_with(n, tag, ray, Vec::new())
+}
+
+/// [`cluster`] whose Hub stand-in also serves `more` repos.
+fn cluster_with(n: usize, tag: &str, ray: WithRay, more: Vec<hub_standin::FakeRepo>) -> Cluster {
     let net = SimNet::builder(n).services("sshd,dockerd").tag(tag).up();
     trust_all(&net);
     let image = match ray {
@@ -49,7 +54,9 @@ fn cluster(n: usize, tag: &str, ray: WithRay) -> Cluster {
         .build()
         .unwrap();
     let netns = PathBuf::from("/var/run/netns").join(format!("{}n1", net.prefix()));
-    let hub = rt.block_on(HubStandin::start_in_netns(vec![shaped_repo()], &netns));
+    let mut repos = vec![shaped_repo()];
+    repos.extend(more);
+    let hub = rt.block_on(HubStandin::start_in_netns(repos, &netns));
     Cluster {
         net,
         hub,
@@ -784,6 +791,86 @@ fn sglang_serves_across_two_nodes_with_its_key_in_no_argv_or_log_and_bench_measu
             "c={conc}: {tps} vs {known}: {l}"
         );
     }
+    remove_job(&c.net, job);
+}
+
+#[test]
+fn an_sglang_profile_with_an_eagle_draft_stages_the_draft_everywhere_and_serves_through_sglang_serve()
+ {
+    const DRAFT: &str = "spark-test/draft";
+    let c = cluster_with(2, "e", WithRay::No, vec![tiny_repo(DRAFT, 50_000)]);
+    let job = "sl22eagle";
+    // A user's profile file: SGLang started as `sglang serve`, an EAGLE head from its own repo.
+    let file = c.net.home(1).join("eagle-sim.yaml");
+    std::fs::write(
+        &file,
+        format!(
+            "name: eagle-sim\ndescription: SGLang with an EAGLE draft on two simulated nodes\nengine: sglang\nimage: {}\nmodel: {{id: {MODEL}}}\ntp: 2\nnodes: 2\nsglang: {{launcher: serve}}\nspeculative: {{method: eagle, draft_model: {DRAFT}, tokens: 2}}\n",
+            c.image
+        ),
+    )
+    .unwrap();
+    std::os::unix::fs::chown(&file, Some(4242), Some(4242)).unwrap();
+    let h = hosts(&c.net);
+    let path = file.display().to_string();
+    let out = c.net.spark_launch_with(
+        1,
+        &[
+            "up",
+            &path,
+            "--hosts",
+            &h,
+            "--gpus",
+            "none",
+            "--ulimit",
+            "memlock=8388608",
+            "--ulimit",
+            "nofile=16384",
+            "--job",
+            job,
+            "-d",
+            "--timeout",
+            "180",
+        ],
+        &[("HF_ENDPOINT", c.hub.url.as_str())],
+        None,
+    );
+    assert!(out.status.success(), "{}", describe(&out));
+    let progress = stderr(&out);
+    for step in [
+        format!("✓ Stage {MODEL}"),
+        format!("✓ Stage {DRAFT}"),
+        "✓ Wait until http://127.0.0.1:30000 serves".to_string(),
+    ] {
+        assert!(progress.contains(&step), "no `{step}` in:\n{progress}");
+    }
+    // Both ranks ran `sglang serve` with the EAGLE flags and found the draft staged in their
+    // own cache, at the commit the Hub named for main.
+    for i in 1..=2 {
+        let log = container_log(&c.net, i, &format!("sl-{job}-{}", c.net.hostname(i)));
+        assert!(
+            log.contains(&format!(
+                "speculative draft {DRAFT}@main found at 3a5c0ffee0dd"
+            )),
+            "n{i}:\n{log}"
+        );
+        assert!(
+            log.contains("'speculative_algorithm': 'EAGLE'")
+                && log.contains("'speculative_num_draft_tokens': '3'"),
+            "n{i}:\n{log}"
+        );
+    }
+    let metrics = c.net.exec_user(
+        1,
+        &["curl", "-s", "http://127.0.0.1:30000/metrics"],
+        &[],
+        None,
+    );
+    assert!(
+        stdout(&metrics).contains("sglang:spec_accept_rate{"),
+        "{}",
+        describe(&metrics)
+    );
     remove_job(&c.net, job);
 }
 
