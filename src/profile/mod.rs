@@ -330,7 +330,9 @@ pub fn parse(
             let first = located(e);
             let mut all = vec![first.clone()];
             for (field, message) in field_type_errors(text) {
-                if field != first.field {
+                // The same error, found again for the top-level field it is inside.
+                let same = field == first.field || first.field.starts_with(&format!("{field}."));
+                if !same {
                     all.push(ProfileError {
                         file: file.to_string(),
                         line: Some(locate::line_of(text, &locate::parse_path(&field))),
