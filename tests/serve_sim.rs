@@ -780,14 +780,17 @@ fn sglang_serves_across_two_nodes_with_its_key_in_no_argv_or_log_and_bench_measu
     assert!(!describe(&out).contains(&key), "the key was printed");
     let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
     assert_eq!(v["report"]["url"], "http://127.0.0.1:30000/v1", "{v:#}");
+    // Every request answered with its 16 tokens, at most the stand-in's known rate (the
+    // figures' accuracy is the vLLM test's; a crowded machine only makes them lower here).
     let per_request = 0.1 + 15.0 * 0.02;
     for l in v["report"]["levels"].as_array().unwrap() {
         assert_eq!(l["failed"], 0, "{l}");
+        assert_eq!(l["mean_output_tokens"], 16.0, "{l}");
         let conc = l["concurrency"].as_f64().unwrap();
         let tps = l["output_tokens_per_s"].as_f64().unwrap();
         let known = conc * 16.0 / per_request;
         assert!(
-            (tps - known).abs() <= known * 0.2,
+            tps <= known * 1.2 && tps >= known * 0.3,
             "c={conc}: {tps} vs {known}: {l}"
         );
     }
