@@ -965,3 +965,72 @@ fn a_profile_may_ask_for_an_auto_key_but_never_hold_one() {
     );
     assert!(!text(&out).contains("sk-in-a-file"), "{}", text(&out));
 }
+
+#[test]
+fn sglang_plans_every_node_with_its_rank_takes_the_key_out_of_argv_and_refuses_flags_it_sets() {
+    let out = run(&args(
+        &[
+            "sglang",
+            "org/m",
+            "--tp",
+            "2",
+            "--launcher",
+            "serve",
+            "--dist-port",
+            "21000",
+            "--api-key",
+            "sl-cli-secret",
+            "--dry-run",
+            "--json",
+        ],
+        "seed-001-two-sparks-both-twins",
+    ));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(!text(&out).contains("sl-cli-secret"), "{}", text(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["engine"], "sglang");
+    assert_eq!(v["mode"], "native");
+    assert_eq!(v["endpoint"]["port"], 30000);
+    let head = &v["job"]["nodes"][0]["launch"]["container"];
+    assert_eq!(head["env"]["SL_SGLANG_API_KEY"], "<set>");
+    let words = |c: &serde_json::Value| -> Vec<String> {
+        c["command"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|w| w.as_str().unwrap().to_string())
+            .collect()
+    };
+    let head_cmd = words(head);
+    assert_eq!(head_cmd[..2], ["python3", "-c"]);
+    assert!(
+        head_cmd[3..]
+            .join(" ")
+            .starts_with("sglang serve --model-path "),
+        "{head_cmd:?}"
+    );
+    let worker = words(&v["job"]["nodes"][1]["launch"]["container"]).join(" ");
+    assert!(
+        worker.starts_with("sglang serve ")
+            && worker.contains("--nnodes 2 --node-rank 1 --dist-init-addr 192.168.177.11:21000")
+            && !worker.contains("--port"),
+        "{worker}"
+    );
+    // The rendezvous port moved with --dist-port: the plan checks that one.
+    assert!(v.to_string().contains("\"port\":21000"), "{v}");
+
+    let mut refused = args(
+        &["sglang", "org/m", "--tp", "2", "--dry-run"],
+        "seed-001-two-sparks-both-twins",
+    );
+    refused.extend(["--", "--tp", "4", "--host", "::"].map(String::from));
+    let out = run(&refused);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("extra argument --tp is set by spark-launch itself")
+            && err.contains("use --tp"),
+        "{err}"
+    );
+    assert!(err.contains("use --bind"), "{err}");
+}

@@ -316,9 +316,11 @@ fn nothing_outside_the_engine_seam_names_one_engine() {
                     .is_some_and(|c| c.is_ascii_uppercase())
                     && !line[i + m.len()..].starts_with("ALL")
             });
-            let reaches_in = ["engines::vllm", "engines::trtllm", "engines::{"]
+            let engines = ["vllm", "trtllm", "sglang"];
+            let reaches_in = engines
                 .iter()
-                .any(|m| line.contains(m) && (line.contains("vllm") || line.contains("trtllm")));
+                .any(|e| line.contains(&format!("engines::{e}")))
+                || (line.contains("engines::{") && engines.iter().any(|e| line.contains(e)));
             if names_variant || reaches_in {
                 offenders.push(format!("{}: {}", p.display(), line.trim()));
             }

@@ -35,6 +35,11 @@ struct Cluster {
 }
 
 fn cluster(n: usize, tag: &str, ray: WithRay) -> Cluster {
+    cluster_with(n, tag, ray, Vec::new())
+}
+
+/// [`cluster`] whose Hub stand-in also serves `more` repos.
+fn cluster_with(n: usize, tag: &str, ray: WithRay, more: Vec<hub_standin::FakeRepo>) -> Cluster {
     let net = SimNet::builder(n).services("sshd,dockerd").tag(tag).up();
     trust_all(&net);
     let image = match ray {
@@ -49,7 +54,9 @@ fn cluster(n: usize, tag: &str, ray: WithRay) -> Cluster {
         .build()
         .unwrap();
     let netns = PathBuf::from("/var/run/netns").join(format!("{}n1", net.prefix()));
-    let hub = rt.block_on(HubStandin::start_in_netns(vec![shaped_repo()], &netns));
+    let mut repos = vec![shaped_repo()];
+    repos.extend(more);
+    let hub = rt.block_on(HubStandin::start_in_netns(repos, &netns));
     Cluster {
         net,
         hub,
@@ -630,6 +637,243 @@ fn vllm_enforces_the_api_key_that_readiness_and_the_printed_curl_use_and_no_prin
         "{v:#}"
     );
     assert_eq!(v["report"]["levels"][0]["failed"], 0, "{v:#}");
+    remove_job(&c.net, job);
+}
+
+/// `docker exec` in container `name` on node `i` (the node's own dockerd).
+fn exec_in(c: &Cluster, i: usize, name: &str, script: &str) -> Output {
+    std::process::Command::new("docker")
+        .args([
+            "-H",
+            &format!("unix://{}", c.net.docker_socket(i).display()),
+        ])
+        .args(["exec", name, "sh", "-c", script])
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn sglang_serves_across_two_nodes_with_its_key_in_no_argv_or_log_and_bench_measures_it() {
+    let c = cluster(2, "g", WithRay::No);
+    let job = "sl22sglang";
+    let out = sl(
+        &c,
+        &[
+            "sglang",
+            MODEL,
+            "--tp",
+            "2",
+            "--job",
+            job,
+            "-d",
+            "--timeout",
+            "180",
+            "--api-key",
+            "auto",
+            "--json",
+        ],
+        &[],
+    );
+    assert!(out.status.success(), "{}", describe(&out));
+    let file = c.net.home(1).join(".config/spark-launch/api-key");
+    let key = std::fs::read_to_string(&file).unwrap().trim().to_string();
+    let all = describe(&out);
+    assert!(!all.contains(&key), "the key was printed:\n{all}");
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(
+        v["endpoint"],
+        format!("http://{}:30000/v1", c.net.mgmt_addr(1))
+    );
+    let nodes = &v["plan"]["job"]["nodes"];
+    assert_eq!(
+        nodes[0]["launch"]["container"]["env"]["SL_SGLANG_API_KEY"],
+        "<set>"
+    );
+    // Every node ran SGLang's server with its rank; the worker joined the head's
+    // --dist-init-addr from its own fabric address, and serves no HTTP.
+    let fabric = c.net.fabric_addr(1);
+    for (i, n) in [(0, "0"), (1, "1")] {
+        let cmd: Vec<&str> = nodes[i]["launch"]["container"]["command"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|w| w.as_str().unwrap())
+            .collect();
+        let line = cmd.join(" ");
+        assert!(
+            line.contains(&format!(
+                "--tp-size 2 {}--enable-metrics --nnodes 2 --node-rank {n} --dist-init-addr {fabric}:20000",
+                if i == 0 { "--host 0.0.0.0 --port 30000 " } else { "" }
+            )),
+            "{line}"
+        );
+    }
+    let head_name = format!("sl-{job}-{}", c.net.hostname(1));
+    let head = container_log(&c.net, 1, &head_name);
+    assert!(head.contains("rank 1 joined from 169.254.100.2"), "{head}");
+    assert!(
+        head.contains("The server is fired up and ready to roll!"),
+        "{head}"
+    );
+    let worker = container_log(&c.net, 2, &format!("sl-{job}-{}", c.net.hostname(2)));
+    assert!(worker.contains("serving no HTTP"), "{worker}");
+    // SGLang logs its server arguments, key included: the prelude turned it into <set>, and
+    // no process of the head's container has it on its command line.
+    assert!(
+        !head.contains(&key),
+        "the key is in the head's log:\n{head}"
+    );
+    assert!(head.contains("'api_key': '<set>'"), "{head}");
+    let argv = exec_in(&c, 1, &head_name, "cat /proc/[0-9]*/cmdline | tr '\\0' ' '");
+    assert!(
+        stdout(&argv).contains("sglang.launch_server"),
+        "{}",
+        describe(&argv)
+    );
+    assert!(
+        !stdout(&argv).contains(&key),
+        "the key is on a command line"
+    );
+    // The stand-in enforces the key as SGLang does; /health and /metrics stay open.
+    let code = |path: &str, auth: &[&str]| {
+        let url = format!("http://127.0.0.1:30000{path}");
+        let mut argv = vec!["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}"];
+        argv.extend_from_slice(auth);
+        argv.push(&url);
+        stdout(&c.net.exec_user(1, &argv, &[], None))
+    };
+    let right = format!("Authorization: Bearer {key}");
+    assert_eq!(code("/v1/models", &[]), "401");
+    assert_eq!(code("/v1/models", &["-H", &right]), "200");
+    assert_eq!(code("/health", &[]), "200");
+    let metrics = c.net.exec_user(
+        1,
+        &["curl", "-s", "http://127.0.0.1:30000/metrics"],
+        &[],
+        None,
+    );
+    assert!(
+        stdout(&metrics).contains("sglang:num_running_reqs{model_name=\"spark-test/tiny\""),
+        "{}",
+        describe(&metrics)
+    );
+    // `bench JOB` finds SGLang's endpoint by the job's labels, sends the key, and measures
+    // the stand-in's known rate through the two nodes' collective.
+    let h = hosts(&c.net);
+    let out = c.net.spark_launch(
+        1,
+        &[
+            "bench",
+            job,
+            "--hosts",
+            &h,
+            "--concurrency",
+            "1,4",
+            "--prompt-tokens",
+            "16",
+            "--output-tokens",
+            "16",
+            "--json",
+        ],
+    );
+    assert!(out.status.success(), "{}", describe(&out));
+    assert!(!describe(&out).contains(&key), "the key was printed");
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(v["report"]["url"], "http://127.0.0.1:30000/v1", "{v:#}");
+    // Every request answered with its 16 tokens, at most the stand-in's known rate (the
+    // figures' accuracy is the vLLM test's; a crowded machine only makes them lower here).
+    let per_request = 0.1 + 15.0 * 0.02;
+    for l in v["report"]["levels"].as_array().unwrap() {
+        assert_eq!(l["failed"], 0, "{l}");
+        assert_eq!(l["mean_output_tokens"], 16.0, "{l}");
+        let conc = l["concurrency"].as_f64().unwrap();
+        let tps = l["output_tokens_per_s"].as_f64().unwrap();
+        let known = conc * 16.0 / per_request;
+        assert!(
+            tps <= known * 1.2 && tps >= known * 0.3,
+            "c={conc}: {tps} vs {known}: {l}"
+        );
+    }
+    remove_job(&c.net, job);
+}
+
+#[test]
+fn an_sglang_profile_with_an_eagle_draft_stages_the_draft_everywhere_and_serves_through_sglang_serve()
+ {
+    const DRAFT: &str = "spark-test/draft";
+    let c = cluster_with(2, "e", WithRay::No, vec![tiny_repo(DRAFT, 50_000)]);
+    let job = "sl22eagle";
+    // A user's profile file: SGLang started as `sglang serve`, an EAGLE head from its own repo.
+    let file = c.net.home(1).join("eagle-sim.yaml");
+    std::fs::write(
+        &file,
+        format!(
+            "name: eagle-sim\ndescription: SGLang with an EAGLE draft on two simulated nodes\nengine: sglang\nimage: {}\nmodel: {{id: {MODEL}}}\ntp: 2\nnodes: 2\nsglang: {{launcher: serve}}\nspeculative: {{method: eagle, draft_model: {DRAFT}, tokens: 2}}\n",
+            c.image
+        ),
+    )
+    .unwrap();
+    std::os::unix::fs::chown(&file, Some(4242), Some(4242)).unwrap();
+    let h = hosts(&c.net);
+    let path = file.display().to_string();
+    let out = c.net.spark_launch_with(
+        1,
+        &[
+            "up",
+            &path,
+            "--hosts",
+            &h,
+            "--gpus",
+            "none",
+            "--ulimit",
+            "memlock=8388608",
+            "--ulimit",
+            "nofile=16384",
+            "--job",
+            job,
+            "-d",
+            "--timeout",
+            "180",
+        ],
+        &[("HF_ENDPOINT", c.hub.url.as_str())],
+        None,
+    );
+    assert!(out.status.success(), "{}", describe(&out));
+    let progress = stderr(&out);
+    for step in [
+        format!("✓ Stage {MODEL}"),
+        format!("✓ Stage {DRAFT}"),
+        "✓ Wait until http://127.0.0.1:30000 serves".to_string(),
+    ] {
+        assert!(progress.contains(&step), "no `{step}` in:\n{progress}");
+    }
+    // Both ranks ran `sglang serve` with the EAGLE flags and found the draft staged in their
+    // own cache, at the commit the Hub named for main.
+    for i in 1..=2 {
+        let log = container_log(&c.net, i, &format!("sl-{job}-{}", c.net.hostname(i)));
+        assert!(
+            log.contains(&format!(
+                "speculative draft {DRAFT}@main found at 3a5c0ffee0dd"
+            )),
+            "n{i}:\n{log}"
+        );
+        assert!(
+            log.contains("'speculative_algorithm': 'EAGLE'")
+                && log.contains("'speculative_num_draft_tokens': '3'"),
+            "n{i}:\n{log}"
+        );
+    }
+    let metrics = c.net.exec_user(
+        1,
+        &["curl", "-s", "http://127.0.0.1:30000/metrics"],
+        &[],
+        None,
+    );
+    assert!(
+        stdout(&metrics).contains("sglang:spec_accept_rate{"),
+        "{}",
+        describe(&metrics)
+    );
     remove_job(&c.net, job);
 }
 

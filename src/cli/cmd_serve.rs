@@ -1,4 +1,4 @@
-//! `spark-launch vllm` and `trtllm`: tensor-parallel serving across nodes, one subcommand per
+//! `spark-launch vllm`, `trtllm` and `sglang`: tensor-parallel serving across nodes, one subcommand per
 //! engine of the seam (`workload::engines`). Flags only: they become a serving request
 //! (`workload::launch::ServeRequest`, the engine's defaults from the seam) and go through the
 //! one launch (`cli::launch::run`): resolve, look up, plan, print (`--dry-run`) or run and wait
@@ -14,7 +14,7 @@ use crate::plan::JobName;
 use crate::plan::spec::EnvVar;
 use crate::profile::request::Overrides;
 use crate::workload::endpoint::{ApiKeyAsk, Bind};
-use crate::workload::engines::{EngineKind, EngineOptions, ray, trtllm, vllm};
+use crate::workload::engines::{EngineKind, EngineOptions, Launcher, ray, sglang, trtllm, vllm};
 use crate::workload::launch::{LaunchRequest, ServeRequest};
 use crate::workload::limits;
 use crate::workload::nccl_lib::NcclFrom;
@@ -60,7 +60,8 @@ pub struct ServeFlags {
 
     /// The API key the engine enforces: KEY, `auto` (generated once, kept 0600 in
     /// $XDG_CONFIG_HOME/spark-launch/api-key and reused) or @FILE (its first line). vLLM gets
-    /// it as VLLM_API_KEY; plans show `<set>`. TensorRT-LLM cannot enforce one: refused there.
+    /// it as VLLM_API_KEY, SGLang through SL_SGLANG_API_KEY (never on a command line); plans
+    /// show `<set>`. TensorRT-LLM cannot enforce one: refused there.
     #[arg(long, value_name = "KEY|auto|@FILE")]
     pub api_key: Option<ApiKeyAsk>,
 
@@ -143,7 +144,8 @@ pub struct ModelArgs {
     #[arg(long)]
     pub image: Option<String>,
 
-    /// The API port on the head [default: 8000 for vLLM, 8355 for TensorRT-LLM].
+    /// The API port on the head [default: 8000 for vLLM, 8355 for TensorRT-LLM, 30000 for
+    /// SGLang].
     #[arg(long, value_parser = limits::parse_port)]
     pub port: Option<u16>,
 }
@@ -204,6 +206,28 @@ pub struct TrtllmArgs {
 
     /// Extra arguments for `trtllm-serve`, passed verbatim (after `--`).
     #[arg(last = true, value_name = "TRTLLM ARGS")]
+    pub extra: Vec<String>,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct SglangArgs {
+    #[command(flatten)]
+    pub model: ModelArgs,
+
+    /// The `--dist-init-addr` port on the head (SGLang's torch.distributed store).
+    #[arg(long, default_value_t = sglang::DEFAULT_DIST_PORT, value_name = "PORT", value_parser = limits::parse_port)]
+    pub dist_port: u16,
+
+    /// How every node starts SGLang: `module` (python3 -m sglang.launch_server) or `serve`
+    /// (sglang serve, SGLang 0.5.5 and later).
+    #[arg(long, default_value_t = Launcher::Module, value_name = "SPELLING")]
+    pub launcher: Launcher,
+
+    #[command(flatten)]
+    pub serve: ServeFlags,
+
+    /// Extra arguments for SGLang's server, passed verbatim (after `--`).
+    #[arg(last = true, value_name = "SGLANG ARGS")]
     pub extra: Vec<String>,
 }
 
@@ -296,6 +320,9 @@ pub enum ServeCommand {
     Vllm(VllmArgs),
     /// Tensor-parallel TensorRT-LLM across nodes (mpirun inside containers).
     Trtllm(TrtllmArgs),
+    /// Tensor-parallel SGLang across nodes (every node runs SGLang with its rank); waits until
+    /// it serves.
+    Sglang(SglangArgs),
 }
 
 pub async fn run(command: ServeCommand, ctx: &Context) -> CmdResult {
@@ -327,6 +354,20 @@ pub async fn run(command: ServeCommand, ctx: &Context) -> CmdResult {
                     cuda_graph_padding: a.no_cuda_graph_padding.then_some(false),
                     max_batch_size: a.max_batch_size,
                     max_num_tokens: a.max_num_tokens,
+                    ..EngineOptions::default()
+                },
+            )?,
+            &a.serve,
+        ),
+        ServeCommand::Sglang(a) => (
+            request(
+                EngineKind::Sglang,
+                &a.model,
+                &a.serve,
+                &a.extra,
+                EngineOptions {
+                    rendezvous_port: Some(a.dist_port),
+                    launcher: Some(a.launcher),
                     ..EngineOptions::default()
                 },
             )?,

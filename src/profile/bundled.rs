@@ -24,6 +24,22 @@ pub const FILES: &[(&str, &str)] = &[
         include_str!("../../launch-profiles/trtllm-qwen-7b-tp2.yaml"),
     ),
     (
+        "qwen38-flash-next-sglang-tp2.yaml",
+        include_str!("../../launch-profiles/qwen38-flash-next-sglang-tp2.yaml"),
+    ),
+    (
+        "deepseek-v4-flash-mtp-tp2.yaml",
+        include_str!("../../launch-profiles/deepseek-v4-flash-mtp-tp2.yaml"),
+    ),
+    (
+        "minimax-m27-nvfp4-tp2.yaml",
+        include_str!("../../launch-profiles/minimax-m27-nvfp4-tp2.yaml"),
+    ),
+    (
+        "nemotron3-super-nvfp4-tp2.yaml",
+        include_str!("../../launch-profiles/nemotron3-super-nvfp4-tp2.yaml"),
+    ),
+    (
         "nccl-allgather.yaml",
         include_str!("../../launch-profiles/nccl-allgather.yaml"),
     ),

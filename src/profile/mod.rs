@@ -23,7 +23,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::bench::compare::Expectations;
 use crate::model::{ModelSource, RepoId, Revision};
-use crate::workload::engines::EngineKind;
+use crate::workload::engines::speculative::Speculative;
+use crate::workload::engines::{EngineKind, Launcher};
 use crate::workload::limits;
 use crate::workload::serve::Problem;
 
@@ -127,6 +128,15 @@ pub struct TrtllmSection {
     pub options: BTreeMap<String, yaml_serde::Value>,
 }
 
+/// SGLang knobs.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SglangSection {
+    /// `module` (`python3 -m sglang.launch_server`, the default) or `serve` (`sglang serve`,
+    /// SGLang 0.5.5 and later).
+    pub launcher: Option<Launcher>,
+}
+
 /// nccl-tests knobs (run by `spark-launch nccl-test`).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -170,6 +180,10 @@ pub struct Profile {
     pub ports: ProfilePorts,
     pub ready_timeout_s: Option<u64>,
     pub trtllm: Option<TrtllmSection>,
+    pub sglang: Option<SglangSection>,
+    /// Speculative decoding (method, draft model, tokens), mapped by the engine; a draft repo
+    /// is staged on every node like the model.
+    pub speculative: Option<Speculative>,
     pub nccl_test: Option<NcclSection>,
     /// vllm/trtllm: `--nccl-from`: an image whose `libnccl.so.2` (or an absolute folder on
     /// every node holding one) goes first on the containers' loader path.
@@ -316,7 +330,9 @@ pub fn parse(
             let first = located(e);
             let mut all = vec![first.clone()];
             for (field, message) in field_type_errors(text) {
-                if field != first.field {
+                // The same error, found again for the top-level field it is inside.
+                let same = field == first.field || first.field.starts_with(&format!("{field}."));
+                if !same {
                     all.push(ProfileError {
                         file: file.to_string(),
                         line: Some(locate::line_of(text, &locate::parse_path(&field))),
@@ -423,7 +439,11 @@ fn field_type_errors(text: &str) -> Vec<(String, String)> {
             "ports" => check::<ProfilePorts>(v),
             "ready_timeout_s" => check::<Option<u64>>(v),
             "trtllm" => check::<Option<TrtllmSection>>(v),
+            "sglang" => check::<Option<SglangSection>>(v),
+            "speculative" => check::<Option<Speculative>>(v),
             "nccl_test" => check::<Option<NcclSection>>(v),
+            "expect" => check::<Option<Expectations>>(v),
+            "nccl_from" | "api_key" | "bind" => check::<Option<String>>(v),
             other => Err(format!("unknown field `{other}`")),
         };
         if let Err(message) = result {
@@ -691,7 +711,10 @@ fn check_sections(p: &Profile, out: &mut Problems) {
             format!("only {} profiles can use Ray", with_ray.join(" or ")),
         );
     }
-    let sections = [("trtllm", p.trtllm.is_some())];
+    let sections = [
+        ("trtllm", p.trtllm.is_some()),
+        ("sglang", p.sglang.is_some()),
+    ];
     for (section, given) in sections {
         if given && engine.and_then(|e| e.profile_section()) != Some(section) {
             out.push(
@@ -730,6 +753,28 @@ fn check_sections(p: &Profile, out: &mut Problems) {
         && !(f > 0.0 && f <= 1.0)
     {
         out.push("trtllm.kv_cache_fraction", format!("{f} is outside (0, 1]"));
+    }
+    check_speculative(p, out);
+}
+
+/// The speculative block on its own, then as the profile's engine can run it.
+fn check_speculative(p: &Profile, out: &mut Problems) {
+    let Some(s) = &p.speculative else { return };
+    let Some(engine) = p.engine.serving() else {
+        out.push(
+            "speculative",
+            "nccl-test profiles serve no model; remove it".into(),
+        );
+        return;
+    };
+    for (field, message) in s.problems() {
+        out.push(&format!("speculative.{field}"), message);
+    }
+    for problem in engine.engine().speculative_problems(s, &p.engine_args) {
+        out.push(
+            "speculative.method",
+            format!("{}; {}", problem.problem, problem.fix),
+        );
     }
 }
 

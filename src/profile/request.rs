@@ -129,8 +129,9 @@ impl Profile {
         })))
     }
 
-    /// What the profile asks of its engine: Ray, the ports, its `trtllm:` section. Each engine
-    /// reads what it has a use for; validation refused knobs of another engine.
+    /// What the profile asks of its engine: Ray, the ports, its `trtllm:` or `sglang:` section,
+    /// the speculative block. Each engine reads what it has a use for; validation refused knobs
+    /// of another engine.
     fn tuning(&self) -> EngineOptions {
         let t = self.trtllm.clone().unwrap_or_default();
         EngineOptions {
@@ -144,6 +145,8 @@ impl Profile {
             max_batch_size: t.max_batch_size,
             max_num_tokens: t.max_num_tokens,
             config: t.options,
+            launcher: self.sglang.as_ref().and_then(|s| s.launcher),
+            speculative: self.speculative.clone(),
         }
     }
 

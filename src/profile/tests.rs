@@ -323,3 +323,96 @@ fn nccl_from_becomes_the_serving_request_s_and_a_flag_replaces_it() {
         "{bad:?}"
     );
 }
+
+#[test]
+fn a_speculative_block_is_checked_field_by_field_at_its_lines() {
+    let e = errors(&format!(
+        "{GOOD}speculative:\n  method: eagle3\n  draft_revision: v1\n  tokens: 0\n"
+    ));
+    assert_eq!(e.len(), 3, "{e:?}");
+    assert!(
+        e[0].starts_with("my/demo.yaml:16: speculative.tokens: 0: draft from 1 to 16"),
+        "{e:?}"
+    );
+    assert!(
+        e[1].starts_with("my/demo.yaml:13: speculative.draft_model: eagle3 needs its draft"),
+        "{e:?}"
+    );
+    assert!(
+        e[2].starts_with("my/demo.yaml:15: speculative.draft_revision: there is no draft_model"),
+        "{e:?}"
+    );
+}
+
+#[test]
+fn an_unknown_speculative_method_is_named_with_its_line_and_the_methods_there_are() {
+    let e = errors(&format!(
+        "{GOOD}speculative:\n  method: medusa\n  tokens: 2\n"
+    ));
+    assert_eq!(e.len(), 1, "{e:?}");
+    assert!(
+        e[0].starts_with("my/demo.yaml:14:11: speculative.method: unknown variant `medusa`"),
+        "{e:?}"
+    );
+    assert!(
+        e[0].contains("`eagle3`") && e[0].contains("`ngram`"),
+        "{e:?}"
+    );
+}
+
+#[test]
+fn trtllm_refuses_a_method_it_cannot_express_and_the_sglang_section_is_sglangs() {
+    let text = GOOD.replace("engine: vllm", "engine: trtllm").replace(
+        "engine_args:\n  - --max-model-len\n  - \"4096\"\n",
+        "speculative:\n  method: ngram\n  tokens: 4\nsglang:\n  launcher: serve\n",
+    );
+    let e = errors(&text);
+    assert_eq!(e.len(), 2, "{e:?}");
+    assert!(
+        e[0].starts_with(
+            "my/demo.yaml:13: sglang: this section is for sglang profiles; this one runs trtllm"
+        ),
+        "{e:?}"
+    );
+    assert!(
+        e[1].starts_with("my/demo.yaml:11: speculative.method: speculative method ngram: spark-launch maps only mtp"),
+        "{e:?}"
+    );
+    let mtp = text
+        .replace("method: ngram", "method: mtp")
+        .replace("sglang:\n  launcher: serve\n", "");
+    assert!(parse("my/demo.yaml", Some("demo"), &mtp, &[]).is_ok());
+}
+
+#[test]
+fn an_sglang_profile_takes_its_launcher_and_refuses_its_speculative_flags_twice() {
+    let text = GOOD.replace("engine: vllm", "engine: sglang").replace(
+        "  - --max-model-len\n  - \"4096\"\n",
+        "  - --speculative-algorithm=EAGLE\nsglang:\n  launcher: serve\nspeculative:\n  method: mtp\n  tokens: 3\n",
+    );
+    let e = errors(&text);
+    assert_eq!(e.len(), 1, "{e:?}");
+    assert!(
+        e[0].contains("speculative.method: extra argument --speculative-algorithm=EAGLE is set by spark-launch itself; remove --speculative-algorithm: the profile's speculative block sets it (mtp)"),
+        "{e:?}"
+    );
+    let ok = text.replace(
+        "  - --speculative-algorithm=EAGLE\n",
+        "  - --trust-remote-code\n",
+    );
+    let p = parse("my/demo.yaml", Some("demo"), &ok, &[]).unwrap();
+    assert_eq!(
+        p.sglang.and_then(|s| s.launcher),
+        Some(crate::workload::engines::Launcher::Serve)
+    );
+}
+
+#[test]
+fn a_type_error_elsewhere_leaves_the_key_bind_and_nccl_fields_known() {
+    let text = format!(
+        "{}api_key: auto\nbind: fabric\n",
+        GOOD.replace("tp: 2", "tp: two")
+    );
+    let e = errors(&text);
+    assert_eq!(e.len(), 1, "{e:?}");
+}

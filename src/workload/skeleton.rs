@@ -2,7 +2,8 @@
 //!
 //! ```text
 //! CheckPorts ─► CheckReachable* ─► EnsureImage ─► [NCCL: EnsureImage StageNccl] CheckNccl
-//!   ─► StageModel ─► Start ─► the engine's waits (WaitRay) ─► WaitServing
+//!   ─► StageModel ─► [StageModel of the speculative draft] ─► Start ─► the engine's waits
+//!   (WaitRay) ─► WaitServing
 //! ```
 //!
 //! The input is complete before the first step is written ([`ServeInput`]: the resolved
@@ -85,6 +86,11 @@ pub fn plan(input: &ServeInput<'_>) -> Result<Served, LaunchRefusal> {
     let mut steps = port_steps(&ports, &sel.env.nodes);
     steps.push(steps::ensure_image(o.image.clone(), used.clone()));
     steps.extend(launch.nccl_steps);
+    // A speculative draft that is a repo of its own is staged like the model (the Hub is asked
+    // for its files when the step runs).
+    let draft = input.tuning.speculative.as_ref().and_then(|s| s.draft());
+    let draft_step = draft
+        .map(|d| steps::stage_model(d, used.clone(), o.stage_model, None, launch.routes.clone()));
     steps.push(steps::stage_model(
         o.model.clone(),
         used.clone(),
@@ -92,6 +98,7 @@ pub fn plan(input: &ServeInput<'_>) -> Result<Served, LaunchRefusal> {
         launch.listing,
         launch.routes,
     ));
+    steps.extend(draft_step);
     steps.extend(start_steps(engine.start_order(), &used));
     steps.extend(waits);
     steps.push(steps::wait_serving(
@@ -198,6 +205,13 @@ fn refusals(engine: &dyn ServingEngine, input: &ServeInput<'_>) -> Vec<Problem> 
     let mut out = distinct_ports(&named);
     out.extend(engine.problems(input.tuning));
     out.extend(engine.reserved_args(&o.engine_args));
+    if let Some(s) = &input.tuning.speculative {
+        out.extend(s.problems().into_iter().map(|(field, message)| Problem {
+            problem: format!("speculative.{field}: {message}"),
+            fix: "correct the speculative block (method, draft_model, tokens)".to_string(),
+        }));
+        out.extend(engine.speculative_problems(s, &o.engine_args));
+    }
     if let (Some(_), ApiKeySupport::Refused { problem, fix }) = (&o.api_key, engine.api_key()) {
         out.push(Problem {
             problem: problem.to_string(),

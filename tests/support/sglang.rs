@@ -1,6 +1,8 @@
 //! SGLang's own argument parser as tests call it: `tests/standin/sglang_parse.py` over the
 //! pinned SGLang wheel that `tests/standin/fetch-sglang-wheels` fetches once from PyPI (cached
-//! in `.whl/sglang`). A missing prerequisite fails the test; it never skips.
+//! in `.whl/sglang`). Two pins: the newest release the tests know ([`NEWEST`]) and the release
+//! inside spark-launch's default SGLang image ([`IMAGE`]). A missing prerequisite fails the
+//! test; it never skips.
 
 use std::io::Write;
 use std::path::Path;
@@ -25,10 +27,21 @@ pub struct SglangVerdicts {
     pub lines: Vec<Result<(), String>>,
 }
 
+/// The newest SGLang release the tests pin (`sglang-requirements.txt`).
+pub const NEWEST: &str = "tests/standin/sglang-requirements.txt";
+/// The SGLang release inside the default image (`sglang-image-requirements.txt`).
+pub const IMAGE: &str = "tests/standin/sglang-image-requirements.txt";
+
 /// Parses each command line (program words first, or the arguments alone) with SGLang's
-/// `ServerArgs.add_cli_args` on an `argparse.ArgumentParser()`.
+/// `ServerArgs.add_cli_args` on an `argparse.ArgumentParser()`, of the [`NEWEST`] pin.
 pub fn sglang_parse(lines: &[Vec<String>]) -> SglangVerdicts {
+    sglang_parse_with(NEWEST, lines)
+}
+
+/// [`sglang_parse`] with the parser of the release `pins` names ([`NEWEST`], [`IMAGE`]).
+pub fn sglang_parse_with(pins: &str, lines: &[Vec<String>]) -> SglangVerdicts {
     let fetch = Command::new(repo().join("tests/standin/fetch-sglang-wheels"))
+        .arg(repo().join(pins))
         .output()
         .expect("run tests/standin/fetch-sglang-wheels");
     assert!(

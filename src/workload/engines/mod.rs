@@ -19,6 +19,8 @@
 //! Pure: options and facts in, containers and steps out.
 
 pub mod ray;
+pub mod sglang;
+pub mod speculative;
 pub mod trtllm;
 pub mod vllm;
 
@@ -31,6 +33,7 @@ use crate::derive::{ClusterEnv, NodeInput};
 use crate::plan::{ContainerSpec, Step};
 use crate::workload::job_ssh::JobSshKeys;
 use crate::workload::serve::{Problem, ServeOptions};
+use speculative::Speculative;
 
 /// A serving engine: the one enum of engines in the crate.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -38,21 +41,23 @@ use crate::workload::serve::{Problem, ServeOptions};
 pub enum EngineKind {
     Vllm,
     Trtllm,
+    Sglang,
 }
 
 impl EngineKind {
     /// Every engine, in the order help texts and doctor list them.
-    pub const ALL: [EngineKind; 2] = [EngineKind::Vllm, EngineKind::Trtllm];
+    pub const ALL: [EngineKind; 3] = [EngineKind::Vllm, EngineKind::Trtllm, EngineKind::Sglang];
 
     /// The engine's implementation: the registration.
     pub fn engine(self) -> &'static dyn ServingEngine {
         match self {
             EngineKind::Vllm => &vllm::Vllm,
             EngineKind::Trtllm => &trtllm::Trtllm,
+            EngineKind::Sglang => &sglang::Sglang,
         }
     }
 
-    /// `vllm`, `trtllm`: the CLI subcommand, the profile's `engine:`, the workload label.
+    /// `vllm`, `trtllm`, `sglang`: the CLI subcommand, the profile's `engine:`, the workload label.
     pub fn as_str(self) -> &'static str {
         self.engine().name()
     }
@@ -311,14 +316,55 @@ pub enum StartOrder {
     Together,
 }
 
+/// How an engine's server program is spelled, where it has two that take the same arguments
+/// (SGLang: `python3 -m sglang.launch_server` and `sglang serve`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Launcher {
+    /// The Python module (`python3 -m sglang.launch_server`): every release.
+    #[default]
+    Module,
+    /// The console script's `serve` subcommand (`sglang serve`, SGLang 0.5.5 and later).
+    Serve,
+}
+
+impl Launcher {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Launcher::Module => "module",
+            Launcher::Serve => "serve",
+        }
+    }
+}
+
+impl fmt::Display for Launcher {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for Launcher {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim() {
+            "module" => Ok(Launcher::Module),
+            "serve" => Ok(Launcher::Serve),
+            other => Err(format!(
+                "unknown launcher {other:?}: module (python3 -m sglang.launch_server) or serve (sglang serve)"
+            )),
+        }
+    }
+}
+
 /// What a request asks of its engine beyond the shared serving options. Engine-neutral: each
 /// engine reads the fields it has a use for (`--ray` is vLLM's, the sshd port and the LLM-API
-/// options TensorRT-LLM's); `None` is the engine's default.
+/// options TensorRT-LLM's, the launcher SGLang's); `None` is the engine's default.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct EngineOptions {
     /// Run the ranks over Ray instead of the engine's native multi-node mode.
     pub ray: bool,
-    /// The rendezvous port on the head (vLLM's `--master-port`).
+    /// The rendezvous port on the head (vLLM's `--master-port`, SGLang's `--dist-init-addr`
+    /// port).
     pub rendezvous_port: Option<u16>,
     /// Ray's GCS port on the head.
     pub ray_port: Option<u16>,
@@ -333,6 +379,11 @@ pub struct EngineOptions {
     pub max_num_tokens: Option<u32>,
     /// More keys for the engine's options file, merged over what spark-launch writes.
     pub config: BTreeMap<String, yaml_serde::Value>,
+    /// How the server program is spelled (SGLang's: `python3 -m sglang.launch_server` or
+    /// `sglang serve`).
+    pub launcher: Option<Launcher>,
+    /// Speculative decoding, mapped by each engine (or refused); its draft is staged.
+    pub speculative: Option<Speculative>,
 }
 
 /// Everything an engine needs to write its ranks: the decisions are made already.
@@ -405,6 +456,9 @@ pub trait ServingEngine: Sync {
     }
     /// Refusals of extra arguments that repeat what spark-launch sets itself.
     fn reserved_args(&self, args: &[String]) -> Vec<Problem>;
+    /// Refusals of a speculative-decoding block: a method the engine cannot express, or its
+    /// flags given again in `args`. What is not refused, [`ServingEngine::ranks`] maps.
+    fn speculative_problems(&self, spec: &Speculative, args: &[String]) -> Vec<Problem>;
     /// Writes every rank's command into `containers` (one per serving node, head first, each
     /// already carrying the derived environment, the cache, the devices and the labels).
     fn ranks(&self, input: &RankInput<'_>, containers: Vec<ContainerSpec>) -> EngineRanks;
@@ -440,8 +494,8 @@ pub fn default_ports() -> Vec<EnginePort> {
 pub fn reserved(
     args: &[String],
     reserved: &[&str],
-    normal: fn(&str) -> String,
-    fix: fn(&str, &str) -> String,
+    normal: impl Fn(&str) -> String,
+    fix: impl Fn(&str, &str) -> String,
 ) -> Vec<Problem> {
     args.iter()
         .filter_map(|a| {
@@ -464,7 +518,15 @@ mod tests {
             assert_eq!(e.as_str().parse::<EngineKind>(), Ok(e));
             assert_eq!(e.engine().name(), e.to_string());
         }
-        assert!("sglang".parse::<EngineKind>().is_err());
+        assert!("tgi".parse::<EngineKind>().is_err());
+    }
+
+    #[test]
+    fn both_launcher_spellings_parse_back() {
+        for l in [Launcher::Module, Launcher::Serve] {
+            assert_eq!(l.as_str().parse::<Launcher>(), Ok(l));
+        }
+        assert!("launch".parse::<Launcher>().unwrap_err().contains("module"));
     }
 
     #[test]
@@ -478,6 +540,8 @@ mod tests {
                 (6379, "Ray GCS"),
                 (8355, "TensorRT-LLM API server"),
                 (2233, "container sshd (mpirun)"),
+                (30000, "SGLang API server"),
+                (20000, "torch.distributed store (SGLang --dist-init-addr)"),
             ]
         );
     }

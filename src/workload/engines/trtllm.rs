@@ -16,12 +16,18 @@
 //! runs with the variables derived for the node it runs on — never the head's interface names
 //! on a worker.
 //!
+//! A speculative block with `method: mtp` becomes the options file's `speculative_config`
+//! (`decoding_type: MTP`, `num_nextn_predict_layers`: the form of TensorRT-LLM's DeepSeek-R1
+//! MTP guide, `docs/source/blogs/tech_blog/blog2_DeepSeek_R1_MTP_Implementation_and_Optimization.md`);
+//! the other methods are refused, as the options' names for them changed between releases.
+//!
 //! Pure: the decided plan in, the ranks' commands out.
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use super::speculative::{SpecMethod, Speculative};
 use super::{
     ApiKeySupport, EngineDefaults, EngineOptions, EnginePort, EngineRanks, LogPhase, MultiNode,
     PortOn, PortReach, RankInput, ReadySignals, ServingEngine, phases,
@@ -200,7 +206,24 @@ impl TrtllmConfig {
         if let Some(d) = t.disable_overlap_scheduler {
             llm_api.disable_overlap_scheduler = d;
         }
-        llm_api.extra = t.config.clone();
+        if let Some(s) = &t.speculative
+            && s.method == SpecMethod::Mtp
+        {
+            let mut spec = yaml_serde::Mapping::new();
+            spec.insert("decoding_type".into(), "MTP".into());
+            spec.insert(
+                "num_nextn_predict_layers".into(),
+                yaml_serde::Value::Number(s.tokens.into()),
+            );
+            llm_api.extra.insert(
+                "speculative_config".into(),
+                yaml_serde::Value::Mapping(spec),
+            );
+        }
+        // A profile's own options go over (its `speculative_config` replaces this one).
+        for (k, v) in &t.config {
+            llm_api.extra.insert(k.clone(), v.clone());
+        }
         TrtllmConfig {
             ssh_port: t.ssh_port.unwrap_or(DEFAULT_SSH_PORT),
             llm_api,
@@ -272,6 +295,22 @@ impl ServingEngine for Trtllm {
     }
     fn reserved_args(&self, args: &[String]) -> Vec<Problem> {
         reserved_args(args)
+    }
+    fn speculative_problems(&self, spec: &Speculative, _args: &[String]) -> Vec<Problem> {
+        let fix = "use method: mtp (TensorRT-LLM's MTP), serve with vllm or sglang, or set the options file's speculative_config for your release in the profile's trtllm.options";
+        match (spec.method, &spec.draft_model) {
+            (SpecMethod::Mtp, None) => Vec::new(),
+            (SpecMethod::Mtp, Some(_)) => vec![Problem {
+                problem: "speculative.draft_model: TensorRT-LLM's MTP reads its layers from the model's own checkpoint".into(),
+                fix: "remove draft_model".into(),
+            }],
+            (method, _) => vec![Problem {
+                problem: format!(
+                    "speculative method {method}: spark-launch maps only mtp onto TensorRT-LLM's options file"
+                ),
+                fix: fix.into(),
+            }],
+        }
     }
     fn ranks(&self, input: &RankInput<'_>, containers: Vec<ContainerSpec>) -> EngineRanks {
         let config = TrtllmConfig::of(input.tuning);

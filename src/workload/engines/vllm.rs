@@ -12,10 +12,12 @@
 //!
 //! Scripts end with `exec "$@"`: the engine's arguments travel as the container's argv, never
 //! re-quoted, so `-- extra args` reach vLLM verbatim. The API key reaches vLLM as
-//! `VLLM_API_KEY` in the head's environment.
+//! `VLLM_API_KEY` in the head's environment. A speculative block becomes one
+//! `--speculative-config` JSON on every rank.
 //!
 //! Pure: the decided plan in, the ranks' commands out.
 
+use super::speculative::{SpecMethod, Speculative};
 use super::{
     ApiKeySupport, EngineOptions, EnginePort, EngineRanks, LogPhase, MultiNode, PortOn, PortReach,
     RankInput, ReadySignals, ServingEngine, phases, ray,
@@ -189,6 +191,19 @@ impl ServingEngine for Vllm {
     fn reserved_args(&self, args: &[String]) -> Vec<Problem> {
         reserved_args(args)
     }
+    fn speculative_problems(&self, spec: &Speculative, args: &[String]) -> Vec<Problem> {
+        super::reserved(
+            args,
+            &["--speculative-config"],
+            |flag| flag.replace('_', "-"),
+            |_, _| {
+                format!(
+                    "remove --speculative-config: the profile's speculative block sets it ({})",
+                    spec.method
+                )
+            },
+        )
+    }
     fn ranks(&self, input: &RankInput<'_>, containers: Vec<ContainerSpec>) -> EngineRanks {
         match VllmMode::of(input.tuning) {
             VllmMode::Native { master_port } => native(input, containers, master_port),
@@ -219,7 +234,36 @@ fn serve_args(input: &RankInput<'_>, head: bool) -> Vec<String> {
             o.port.to_string(),
         ]);
     }
+    if let Some(s) = &input.tuning.speculative {
+        args.extend(["--speculative-config".to_string(), speculative_config(s)]);
+    }
     args
+}
+
+/// The speculative block as vLLM's `--speculative-config` JSON: `method` (vLLM's names:
+/// `mtp`, `eagle`, `eagle3`, `draft_model`, `ngram`), `num_speculative_tokens`, the draft as
+/// `model` (and `revision` unless `main`), and for n-grams the lookup window of vLLM's docs.
+pub fn speculative_config(s: &Speculative) -> String {
+    let mut m = serde_json::Map::new();
+    let method = match s.method {
+        SpecMethod::Mtp => "mtp",
+        SpecMethod::Eagle => "eagle",
+        SpecMethod::Eagle3 => "eagle3",
+        SpecMethod::Draft => "draft_model",
+        SpecMethod::Ngram => "ngram",
+    };
+    m.insert("method".into(), method.into());
+    m.insert("num_speculative_tokens".into(), s.tokens.into());
+    if let Some((repo, revision)) = s.draft_ref() {
+        m.insert("model".into(), repo.into());
+        if let Some(r) = revision {
+            m.insert("revision".into(), r.into());
+        }
+    }
+    if s.method == SpecMethod::Ngram {
+        m.insert("prompt_lookup_max".into(), 4.into());
+    }
+    serde_json::Value::Object(m).to_string()
 }
 
 /// Every node runs `vllm serve` with its rank; workers headless.
@@ -358,6 +402,26 @@ pub fn reserved_args(args: &[String]) -> Vec<Problem> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_speculative_block_is_one_json_with_the_draft_as_model() {
+        let s = Speculative {
+            method: SpecMethod::Eagle3,
+            draft_model: Some("org/draft".into()),
+            draft_revision: Some("v1".into()),
+            tokens: 3,
+        };
+        let v: serde_json::Value = serde_json::from_str(&speculative_config(&s)).unwrap();
+        assert_eq!(
+            v,
+            serde_json::json!({"method": "eagle3", "model": "org/draft", "revision": "v1", "num_speculative_tokens": 3})
+        );
+        assert_eq!(
+            Vllm.speculative_problems(&s, &["--speculative_config={}".into()])
+                .len(),
+            1
+        );
+    }
 
     #[test]
     fn flags_spark_launch_sets_are_refused_in_extra_args() {

@@ -1,0 +1,424 @@
+//! SGLang across nodes: the per-rank commands of `spark-launch sglang`.
+//!
+//! Native multi-node, as SGLang does it: every node runs the same server
+//! (`python3 -m sglang.launch_server`, or `sglang serve`: [`Launcher`]) with `--tp-size`,
+//! `--nnodes`, its `--node-rank` and `--dist-init-addr HEAD:PORT` (the head's control-plane
+//! address from derive; SGLang has no default port, spark-launch uses 20000 as SGLang's
+//! multi-node docs do). Rank 0 binds the torch.distributed store there and every other node
+//! connects to it; only the head serves the API (`--host`/`--port`), the other nodes run
+//! their schedulers and serve nothing. Each node also gets `SGLANG_HOST_IP`, its own
+//! control-plane address (SGLang's `get_local_ip_auto` reads it), beside the derived NCCL and
+//! Gloo variables every serving container carries.
+//!
+//! The API key: SGLang reads it only from `--api-key`, and logs its server arguments (key
+//! included) at start. So the key never goes on a command line: the head's container holds it
+//! in `SL_SGLANG_API_KEY` (`<set>` in every printout), and the head's command is a short
+//! Python prelude ([`KEY_PRELUDE`]) that takes the variable out of the environment, adds
+//! `--api-key` to the interpreter's own `sys.argv` (which `/proc/PID/cmdline` does not show)
+//! and runs SGLang's entry point in the same process, with every log record that would
+//! contain the key rewritten to `<set>`. [`engine_line`] gives the SGLang line a head runs,
+//! as SGLang's parser sees it.
+//!
+//! Pure: the decided plan in, the ranks' commands out.
+
+use super::speculative::{SpecMethod, Speculative};
+use super::{
+    ApiKeySupport, EngineOptions, EnginePort, EngineRanks, Launcher, LogPhase, MultiNode, PortOn,
+    PortReach, RankInput, ReadySignals, ServingEngine, phases,
+};
+use crate::node::Role;
+use crate::plan::ContainerSpec;
+use crate::workload::serve::Problem;
+
+/// The image used unless `--image` says otherwise: NVIDIA's NGC build of SGLang for arm64
+/// (DGX Spark) and amd64, CUDA 13; SGLang 0.5.12.post1 inside (see the README for the
+/// evidence), pinned so that a plan means the same thing tomorrow.
+pub const DEFAULT_IMAGE: &str = "nvcr.io/nvidia/sglang:26.06-py3";
+/// SGLang's own default `--port`.
+pub const DEFAULT_PORT: u16 = 30000;
+/// The `--dist-init-addr` port on the head (SGLang has no default; its multi-node docs use
+/// 20000).
+pub const DEFAULT_DIST_PORT: u16 = 20000;
+/// Where the head's container holds the API key for [`KEY_PRELUDE`].
+pub const API_KEY_VAR: &str = "SL_SGLANG_API_KEY";
+
+/// SGLang's program words for a [`Launcher`]: both spellings take the same arguments.
+pub fn launcher_words(l: Launcher) -> &'static [&'static str] {
+    match l {
+        Launcher::Module => &["python3", "-m", "sglang.launch_server"],
+        Launcher::Serve => &["sglang", "serve"],
+    }
+}
+
+/// The head's command when a key is set: `python3 -c KEY_PRELUDE <launcher words> ARGS…`.
+/// It takes the key out of the environment, so SGLang's children never see it either.
+pub const KEY_PRELUDE: &str = r#"import logging, os, runpy, sys
+key = os.environ.pop("SL_SGLANG_API_KEY", "")
+if not key:
+    sys.exit("spark-launch: SL_SGLANG_API_KEY is empty in the head's container")
+words = sys.argv[1:]
+if words[1:3] == ["-m", "sglang.launch_server"]:
+    module, args = "sglang.launch_server", words[3:]
+elif words[:2] == ["sglang", "serve"]:
+    module, args = None, words[2:]
+else:
+    sys.exit("spark-launch: not an SGLang server command: %r" % words[:3])
+make = logging.getLogRecordFactory()
+def redacted(*a, **k):
+    r = make(*a, **k)
+    try:
+        text = r.getMessage()
+    except Exception:
+        return r
+    if key in text:
+        r.msg, r.args = text.replace(key, "<set>"), None
+    return r
+logging.setLogRecordFactory(redacted)
+args = args + ["--api-key", key]
+if module:
+    sys.argv = [module] + args
+    runpy.run_module(module, run_name="__main__", alter_sys=True)
+else:
+    from sglang.cli.main import main
+    sys.argv = ["sglang", "serve"] + args
+    sys.exit(main())
+"#;
+
+/// SGLang's progress lines, from its own log calls (0.5.x): `Load weight begin/end`, the
+/// shards' progress bar, `KV Cache is allocated … K size`, `Capture … CUDA graph begin` and
+/// `Capturing batches`, NCCL's version, then uvicorn and `The server is fired up`.
+static PROGRESS: [LogPhase; 10] = [
+    phases::SHARDS,
+    LogPhase::any(&["load weight end"], "weights loaded"),
+    LogPhase::any(&["load weight begin"], "loading weights"),
+    LogPhase {
+        all: &["capturing batches"],
+        any: &["bs="],
+        phase: "capturing CUDA graphs",
+        percent: true,
+    },
+    LogPhase {
+        all: &["cuda graph"],
+        any: &["capture"],
+        phase: "capturing CUDA graphs",
+        percent: false,
+    },
+    phases::COMPILING,
+    phases::KV_CACHE,
+    LogPhase::any(
+        &[
+            phases::UVICORN[0],
+            phases::UVICORN[1],
+            "the server is fired up",
+        ],
+        phases::API_STARTING,
+    ),
+    LogPhase::any(
+        &["sglang is using nccl", "warmup completed in"],
+        "joining the distributed group",
+    ),
+    phases::DISTRIBUTED,
+];
+
+static READY: ReadySignals = ReadySignals {
+    health_path: "/health",
+    models_path: "/v1/models",
+    progress: &PROGRESS,
+    // A child process failed: SGLang's own words for it (`… hit an exception`, the parent
+    // told by a SIGQUIT).
+    fatal: &[
+        "scheduler hit an exception",
+        "tokenizermanager hit an exception",
+        "detokenizermanager hit an exception",
+        "received sigquit from a child process",
+    ],
+};
+
+/// `spark-launch sglang`.
+pub struct Sglang;
+
+impl ServingEngine for Sglang {
+    fn name(&self) -> &'static str {
+        "sglang"
+    }
+    fn title(&self) -> &'static str {
+        "SGLang"
+    }
+    fn default_image(&self) -> &'static str {
+        DEFAULT_IMAGE
+    }
+    fn default_port(&self) -> u16 {
+        DEFAULT_PORT
+    }
+    fn api_key(&self) -> ApiKeySupport {
+        ApiKeySupport::Env(API_KEY_VAR)
+    }
+    fn ready(&self) -> &'static ReadySignals {
+        &READY
+    }
+    fn profile_section(&self) -> Option<&'static str> {
+        Some("sglang")
+    }
+    fn multi_node(&self, _tuning: &EngineOptions, nodes: usize) -> MultiNode {
+        if nodes > 1 {
+            MultiNode::Native
+        } else {
+            MultiNode::Single
+        }
+    }
+    fn ports(&self, tuning: &EngineOptions, api: u16, nodes: usize) -> Vec<EnginePort> {
+        let mut ports = vec![EnginePort::api("SGLang API server", api)];
+        if nodes > 1 {
+            ports.push(EnginePort::one(
+                "rendezvous",
+                "torch.distributed store (SGLang --dist-init-addr)",
+                dist_port(tuning),
+                PortOn::Head,
+                PortReach::WorkersToHead,
+            ));
+        }
+        ports
+    }
+    fn reserved_args(&self, args: &[String]) -> Vec<Problem> {
+        reserved_args(args)
+    }
+    fn speculative_problems(&self, spec: &Speculative, args: &[String]) -> Vec<Problem> {
+        super::reserved(args, &SPECULATIVE_FLAGS, str::to_string, |_, arg| {
+            format!(
+                "remove {}: the profile's speculative block sets it ({})",
+                arg.split('=').next().unwrap_or(arg),
+                spec.method
+            )
+        })
+    }
+    fn ranks(&self, input: &RankInput<'_>, mut containers: Vec<ContainerSpec>) -> EngineRanks {
+        let n = input.env.nodes.len();
+        let head_addr = input.env.nodes[0].control.addr;
+        let launcher = input.tuning.launcher.unwrap_or_default();
+        for (rank, (env, spec)) in input.env.nodes.iter().zip(&mut containers).enumerate() {
+            let head = env.role == Role::Head;
+            spec.env
+                .insert("SGLANG_HOST_IP".into(), env.control.addr.to_string());
+            let mut args = server_args(input, head);
+            if n > 1 {
+                args.extend([
+                    "--nnodes".to_string(),
+                    n.to_string(),
+                    "--node-rank".to_string(),
+                    rank.to_string(),
+                    "--dist-init-addr".to_string(),
+                    format!("{head_addr}:{}", dist_port(input.tuning)),
+                ]);
+            }
+            if let Some(s) = &input.tuning.speculative {
+                args.extend(speculative_args(s));
+            }
+            args.extend(input.opts.engine_args.iter().cloned());
+            let mut command: Vec<String> = Vec::new();
+            if head && input.opts.api_key.is_some() {
+                command.extend(["python3".to_string(), "-c".to_string(), KEY_PRELUDE.into()]);
+            }
+            command.extend(launcher_words(launcher).iter().map(|w| w.to_string()));
+            command.extend(args);
+            spec.command = command;
+        }
+        EngineRanks {
+            containers,
+            waits: Vec::new(),
+        }
+    }
+}
+
+fn dist_port(tuning: &EngineOptions) -> u16 {
+    tuning.rendezvous_port.unwrap_or(DEFAULT_DIST_PORT)
+}
+
+/// The model, the served name, the shape, metrics, and on the head where the API listens.
+fn server_args(input: &RankInput<'_>, head: bool) -> Vec<String> {
+    let o = input.opts;
+    let mut args = vec![
+        "--model-path".to_string(),
+        input.model_path.to_string(),
+        "--served-model-name".to_string(),
+        input.served.to_string(),
+        "--tp-size".to_string(),
+        o.tp.to_string(),
+    ];
+    if o.pp > 1 {
+        args.extend(["--pp-size".to_string(), o.pp.to_string()]);
+    }
+    if head {
+        args.extend([
+            "--host".to_string(),
+            input.host.to_string(),
+            "--port".to_string(),
+            o.port.to_string(),
+        ]);
+    }
+    // /metrics (Prometheus) as vLLM serves it by default; SGLang only with this flag.
+    args.push("--enable-metrics".to_string());
+    args
+}
+
+/// The speculative block as SGLang's flags: NEXTN for an in-checkpoint MTP head, EAGLE,
+/// EAGLE3, STANDALONE for a small draft model (steps N, top-k 1, N + 1 draft tokens, as
+/// SGLang's cookbook cells run them), NGRAM with N draft tokens. The draft is named by its
+/// repo (and revision), found offline in the staged cache.
+pub fn speculative_args(s: &Speculative) -> Vec<String> {
+    let algorithm = match s.method {
+        SpecMethod::Mtp => "NEXTN",
+        SpecMethod::Eagle => "EAGLE",
+        SpecMethod::Eagle3 => "EAGLE3",
+        SpecMethod::Draft => "STANDALONE",
+        SpecMethod::Ngram => "NGRAM",
+    };
+    let mut args = vec!["--speculative-algorithm".to_string(), algorithm.to_string()];
+    if let Some((repo, revision)) = s.draft_ref() {
+        args.extend(["--speculative-draft-model-path".to_string(), repo]);
+        if let Some(r) = revision {
+            args.extend(["--speculative-draft-model-revision".to_string(), r]);
+        }
+    }
+    if s.method == SpecMethod::Ngram {
+        args.extend([
+            "--speculative-num-draft-tokens".to_string(),
+            s.tokens.to_string(),
+        ]);
+    } else {
+        args.extend([
+            "--speculative-num-steps".to_string(),
+            s.tokens.to_string(),
+            "--speculative-eagle-topk".to_string(),
+            "1".to_string(),
+            "--speculative-num-draft-tokens".to_string(),
+            (s.tokens + 1).to_string(),
+        ]);
+    }
+    args
+}
+
+/// The SGLang line a rank's command runs, as SGLang's parser sees it: the launcher's words and
+/// the arguments, with the API key the head's prelude adds shown as `<set>`. `None` for a
+/// command that starts no SGLang server.
+pub fn engine_line(command: &[String]) -> Option<Vec<String>> {
+    let (words, prelude) = match command {
+        [py, c, code, rest @ ..] if py == "python3" && c == "-c" && code == KEY_PRELUDE => {
+            (rest, true)
+        }
+        _ => (command, false),
+    };
+    let starts = [Launcher::Module, Launcher::Serve].iter().any(|l| {
+        let program = launcher_words(*l);
+        words.len() >= program.len() && words.iter().zip(program).all(|(w, p)| w == p)
+    });
+    if !starts {
+        return None;
+    }
+    let mut line = words.to_vec();
+    if prelude {
+        line.extend([
+            "--api-key".to_string(),
+            crate::plan::secret::MASK.to_string(),
+        ]);
+    }
+    Some(line)
+}
+
+/// Flags spark-launch sets itself; passing them again in `-- extra args` would contradict the
+/// plan (argparse takes the last one silently).
+const RESERVED: [&str; 17] = [
+    "--api-key",
+    "--model-path",
+    "--model",
+    "--served-model-name",
+    "--tp-size",
+    "--tp",
+    "--tensor-parallel-size",
+    "--pp-size",
+    "--pp",
+    "--pipeline-parallel-size",
+    "--nnodes",
+    "--node-rank",
+    "--dist-init-addr",
+    "--nccl-init-addr",
+    "--host",
+    "--port",
+    "--config",
+];
+
+/// The flags a speculative block sets.
+const SPECULATIVE_FLAGS: [&str; 6] = [
+    "--speculative-algorithm",
+    "--speculative-draft-model-path",
+    "--speculative-draft-model-revision",
+    "--speculative-num-steps",
+    "--speculative-eagle-topk",
+    "--speculative-num-draft-tokens",
+];
+
+/// Problems for flags in `args` that spark-launch sets itself.
+pub fn reserved_args(args: &[String]) -> Vec<Problem> {
+    super::reserved(args, &RESERVED, str::to_string, |flag, arg| match flag {
+        "--tp-size" | "--tp" | "--tensor-parallel-size" => "use --tp".to_string(),
+        "--pp-size" | "--pp" | "--pipeline-parallel-size" => "use --pp".to_string(),
+        "--port" => "use --port before `--`".to_string(),
+        "--host" => "use --bind".to_string(),
+        "--api-key" => "use --api-key before `--` (it never goes on a command line)".to_string(),
+        "--model-path" | "--model" | "--served-model-name" => {
+            "give the model as the MODEL argument; it is also the served name".to_string()
+        }
+        "--config" => {
+            "pass the file's settings as arguments (spark-launch must see every flag)".to_string()
+        }
+        _ => format!(
+            "remove {}: spark-launch derives it per node",
+            arg.split('=').next().unwrap_or(arg)
+        ),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_spark_launch_sets_are_refused_in_extra_args() {
+        let p = reserved_args(&[
+            "--mem-fraction-static".into(),
+            "0.8".into(),
+            "--tp=4".into(),
+            "--dist-init-addr".into(),
+            "10.0.0.1:5000".into(),
+        ]);
+        assert_eq!(p.len(), 2);
+        assert_eq!(p[0].fix, "use --tp");
+        assert!(p[1].fix.contains("derives it per node"), "{p:?}");
+    }
+
+    #[test]
+    fn the_key_prelude_is_seen_through_for_both_launchers() {
+        let words = |s: &str| s.split(' ').map(str::to_string).collect::<Vec<_>>();
+        let mut cmd = words("python3 -c");
+        cmd.push(KEY_PRELUDE.to_string());
+        cmd.extend(words("sglang serve --model-path M"));
+        assert_eq!(
+            engine_line(&cmd),
+            Some(words("sglang serve --model-path M --api-key <set>"))
+        );
+        assert_eq!(engine_line(&words("vllm serve M")), None);
+    }
+
+    #[test]
+    fn mtp_runs_as_nextn_with_one_more_draft_token_than_steps() {
+        let s = Speculative {
+            method: SpecMethod::Mtp,
+            draft_model: None,
+            draft_revision: None,
+            tokens: 3,
+        };
+        assert_eq!(
+            speculative_args(&s).join(" "),
+            "--speculative-algorithm NEXTN --speculative-num-steps 3 --speculative-eagle-topk 1 --speculative-num-draft-tokens 4"
+        );
+    }
+}

@@ -1,0 +1,1 @@
+"""Stand-in for `sglang.cli` (the `sglang` console script's package)."""
