@@ -94,6 +94,7 @@ fn serve(tp: u32, from: Option<&str>, allow_old: bool) -> LaunchRequest {
         nccl_from: from.map(|f| f.parse().unwrap()),
         allow_old_nccl: allow_old,
         api_key: None,
+        recipe: None,
     }))
 }
 

@@ -107,6 +107,7 @@ fn plan_alone(
         nodes,
         keys,
         launch: None,
+        recipe: None,
     })
     .map(|s| s.plan)
 }

@@ -61,6 +61,7 @@ fn request(tp: u32, pp: u32, tuning: EngineOptions) -> ServeRequest {
         nccl_from: None,
         allow_old_nccl: false,
         api_key: None,
+        recipe: None,
     }
 }
 

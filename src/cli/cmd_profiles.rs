@@ -1,7 +1,9 @@
 //! `spark-launch up` and `profiles`: launch profiles — bundled in the binary, or YAML files in
-//! the user's folder — run with one command, or listed with whether this cluster can run them.
-//! Flags and rendering: profiles are found by `profile::files`, mapped to a launch request by
-//! `Profile::request`, launched by `cli::launch::run`.
+//! the user's folder — and community recipes (a recipe file, or a name in `--registry DIR`)
+//! run with one command, or listed with whether this cluster can run them. Flags and
+//! rendering: profiles are found by `profile::files` and mapped to a launch request by
+//! `Profile::request`, recipes by `recipe::loader::load_request`; both launched by
+//! `cli::launch::run`.
 
 use std::path::PathBuf;
 
@@ -12,22 +14,50 @@ use super::cmd_serve::ServeFlags;
 use super::{CmdError, CmdResult, Context, Invalid, Outcome, print_json, print_out};
 use crate::model::ModelSource;
 use crate::profile::files::{FindError, find, user_profiles};
-use crate::profile::fit::{Fit, capacity, fit};
+use crate::profile::fit::{Capacity, Fit, capacity, fit};
 use crate::profile::{self, Loaded, ProfileKind, ProfileOrigin, SetArg};
+use crate::recipe::RecipeInput;
+use crate::recipe::loader;
+use crate::recipe::request::RecipeOverrides;
 use crate::resolve::{self, Needs, Purpose};
+use crate::workload::limits;
 
 #[derive(Debug, clap::Args)]
 pub struct UpArgs {
-    /// A profile name (`spark-launch profiles` lists them) or a path to a profile file.
+    /// A profile name (`spark-launch profiles` lists them) or a path to a profile file; a
+    /// path to a community recipe (eugr v1, sparkrun v2); a recipe's name with --registry.
     pub profile: String,
 
-    /// Change a field before validation (repeat): tp=4, model.revision=v2, env.NCCL_DEBUG=INFO.
+    /// Change a field before validation (repeat): tp=4, model.revision=v2, env.NCCL_DEBUG=INFO;
+    /// for a recipe, one key of its `defaults`: max_model_len=65536.
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub sets: Vec<SetArg>,
 
     /// Your profiles folder [default: $XDG_CONFIG_HOME/spark-launch/profiles].
     #[arg(long, value_name = "DIR", env = "SPARK_LAUNCH_PROFILES")]
     pub profiles_dir: Option<PathBuf>,
+
+    /// A local clone of a recipe registry (spark-arena/recipe-registry, eugr/spark-vllm-docker):
+    /// run the recipe named NAME (or @REGISTRY/NAME) from it.
+    #[arg(long, value_name = "DIR")]
+    pub registry: Option<PathBuf>,
+
+    /// Keep a recipe's values of the variables spark-launch derives per node (NCCL_IB_HCA,
+    /// NCCL_SOCKET_IFNAME, MASTER_ADDR, …) instead of the derived ones.
+    #[arg(long)]
+    pub recipe_env: bool,
+
+    /// Tensor-parallel size, over the profile's or the recipe's.
+    #[arg(long, value_parser = limits::parse_tp)]
+    pub tp: Option<u32>,
+
+    /// The API port on the head, over the profile's or the recipe's.
+    #[arg(long, value_parser = limits::parse_port)]
+    pub port: Option<u16>,
+
+    /// The container image, over the profile's or the recipe's.
+    #[arg(long)]
+    pub image: Option<String>,
 
     #[command(flatten)]
     pub serve: ServeFlags,
@@ -38,6 +68,10 @@ pub struct ListArgs {
     /// Your profiles folder [default: $XDG_CONFIG_HOME/spark-launch/profiles].
     #[arg(long, value_name = "DIR", env = "SPARK_LAUNCH_PROFILES")]
     pub profiles_dir: Option<PathBuf>,
+
+    /// List the recipes of this local clone of a recipe registry instead.
+    #[arg(long, value_name = "DIR")]
+    pub registry: Option<PathBuf>,
 
     /// Check fit against these nodes; without any, against the cluster file when it exists.
     #[command(flatten)]
@@ -63,9 +97,40 @@ pub fn load(name: &str, dir: Option<&PathBuf>, sets: &[SetArg]) -> Result<Loaded
 }
 
 pub async fn up(args: UpArgs, ctx: &Context) -> CmdResult {
-    let loaded = load(&args.profile, args.profiles_dir.as_ref(), &args.sets)?;
-    tracing::info!("profile {} from {}", loaded.profile.name, loaded.file);
-    let request = loaded.profile.request(&args.serve.overrides()).invalid()?;
+    let request = if args.registry.is_some() || loader::is_recipe_file(&args.profile) {
+        let input = RecipeInput {
+            sets: args.sets.clone(),
+            user_env: std::env::vars().collect(),
+            gpus_per_node: args.serve.gpus_per_node.unwrap_or(1),
+        };
+        let o = RecipeOverrides {
+            serve: args.serve.overrides(),
+            tp: args.tp,
+            port: args.port,
+            image: args.image.clone(),
+            gpus_per_node: args.serve.gpus_per_node,
+            keep_env: args.recipe_env,
+        };
+        loader::load_request(&args.profile, args.registry.as_deref(), &input, &o).invalid()?
+    } else {
+        // The shape flags are the profile's fields, set before validation.
+        let mut sets = args.sets.clone();
+        let flags = [
+            args.tp.map(|t| format!("tp={t}")),
+            args.port.map(|p| format!("ports.api={p}")),
+            args.image.as_ref().map(|i| format!("image={i}")),
+        ];
+        for f in flags.into_iter().flatten() {
+            sets.push(f.parse::<SetArg>().map_err(anyhow::Error::msg).invalid()?);
+        }
+        if args.recipe_env {
+            ctx.reporter
+                .warn("--recipe-env applies to recipes; this is a launch profile");
+        }
+        let loaded = load(&args.profile, args.profiles_dir.as_ref(), &sets)?;
+        tracing::info!("profile {} from {}", loaded.profile.name, loaded.file);
+        loaded.profile.request(&args.serve.overrides()).invalid()?
+    };
     super::launch::run(args.serve.launch(request, ctx), Default::default(), ctx).await
 }
 
@@ -84,7 +149,97 @@ struct Row<'a> {
     fit: Option<Fit>,
 }
 
+/// What the nodes given (or the cluster file's) offer, to check fit against; `None` without
+/// nodes or when they cannot be read (said).
+async fn cluster_caps(target: &NodeFlags, ctx: &Context) -> Option<Vec<Capacity>> {
+    let check = target.uses_snapshots()
+        || !target.hosts.is_empty()
+        || !target.nodes.is_empty()
+        || ctx.cluster_file.is_file();
+    if !check {
+        return None;
+    }
+    let selection = target.selection(ctx);
+    match resolve::inputs(&selection, Needs::facts(Purpose::Plan), &ctx.reporter).await {
+        Ok(nodes) => Some(nodes.iter().map(capacity).collect()),
+        Err(e) => {
+            ctx.reporter
+                .warn(&format!("cannot check what fits this cluster: {e}"));
+            None
+        }
+    }
+}
+
+#[derive(serde::Serialize)]
+struct RecipeRow<'a> {
+    name: String,
+    #[serde(flatten)]
+    entry: &'a loader::RegistryEntry,
+    fit: Option<Fit>,
+}
+
+/// `profiles --registry DIR`: every recipe of a registry clone, with what it runs and whether
+/// this cluster (and this version) can run it.
+async fn list_recipes(dir: &std::path::Path, args: &ListArgs, ctx: &Context) -> CmdResult {
+    let input = RecipeInput {
+        user_env: std::env::vars().collect(),
+        gpus_per_node: 1,
+        ..RecipeInput::default()
+    };
+    let entries = loader::list(dir, &input).invalid()?;
+    let caps = cluster_caps(&args.target, ctx).await;
+    let rows: Vec<RecipeRow> = entries
+        .iter()
+        .map(|e| RecipeRow {
+            name: e.label(),
+            entry: e,
+            fit: e.fit(caps.as_ref().map(Vec::len)),
+        })
+        .collect();
+    if ctx.json {
+        print_json(&rows)?;
+        return Ok(Outcome::Success);
+    }
+    let mut t = Table::new();
+    t.load_style(UTF8_BORDERS_ONLY);
+    t.set_header(vec!["recipe", "runtime", "model", "tp×pp", "nodes", "fits"]);
+    for r in &rows {
+        let (engine, model, shape, nodes) = match &r.entry.launch {
+            Some(l) => (
+                l.engine.to_string(),
+                l.model.clone(),
+                format!("{}×{}", l.tp, l.pp),
+                l.nodes.to_string(),
+            ),
+            None => ("-".into(), "-".into(), "-".into(), "-".into()),
+        };
+        let fits = r.fit.as_ref().map(Fit::label).unwrap_or_else(|| "?".into());
+        let hidden = if r.entry.hidden { " (hidden)" } else { "" };
+        t.add_row(vec![
+            format!("{}{hidden}", r.name),
+            engine,
+            model,
+            shape,
+            nodes,
+            fits,
+        ]);
+    }
+    let mut out = t.to_string();
+    if caps.is_none() {
+        out.push_str("\n(fits: ? — give --snapshot NAME=DIR per node, or a cluster file, to check the node count)");
+    }
+    out.push_str(&format!(
+        "\nrun one: spark-launch up NAME --registry {}",
+        dir.display()
+    ));
+    print_out(&out);
+    Ok(Outcome::Success)
+}
+
 pub async fn list(args: ListArgs, ctx: &Context) -> CmdResult {
+    if let Some(dir) = &args.registry {
+        return list_recipes(dir, &args, ctx).await;
+    }
     let dir = args
         .profiles_dir
         .clone()
@@ -95,24 +250,7 @@ pub async fn list(args: ListArgs, ctx: &Context) -> CmdResult {
     }
     let all = profile::catalogue(user);
     // Fit: against the nodes given, or the cluster file when there is one.
-    let check = args.target.uses_snapshots()
-        || !args.target.hosts.is_empty()
-        || !args.target.nodes.is_empty()
-        || ctx.cluster_file.is_file();
-    let caps = if check {
-        let selection = args.target.selection(ctx);
-        match resolve::inputs(&selection, Needs::facts(Purpose::Plan), &ctx.reporter).await {
-            Ok(nodes) => Some(nodes.iter().map(capacity).collect::<Vec<_>>()),
-            Err(e) => {
-                ctx.reporter.warn(&format!(
-                    "cannot check which profiles fit this cluster: {e}"
-                ));
-                None
-            }
-        }
-    } else {
-        None
-    };
+    let caps = cluster_caps(&args.target, ctx).await;
     let rows: Vec<Row> = all
         .iter()
         .map(|l| Row {

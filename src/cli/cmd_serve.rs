@@ -310,6 +310,7 @@ fn request(
         nccl_from: flags.nccl_from.clone(),
         allow_old_nccl: flags.allow_old_nccl,
         api_key: flags.api_key.clone(),
+        recipe: None,
     })))
 }
 

@@ -337,6 +337,67 @@ pub struct ContainerSpec {
     /// environment (a job's SSH private keys). Printed with their contents as `<set>`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub secret_files: Vec<SecretFile>,
+    /// Plain files the runtime puts into the created container before it starts, in the same
+    /// upload (a recipe's mods, `/workspace/mods/NAME/…`). Printed with their contents.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<ContainerFile>,
+}
+
+/// A file put into a container between create and start; gone with the container.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContainerFile {
+    /// An absolute path inside the container (parent folders are created).
+    pub path: String,
+    /// The file's permission bits (owned by root).
+    pub mode: u32,
+    pub content: FileContent,
+}
+
+/// A file's bytes as a plan carries them: UTF-8 text as it is (what a reader of the plan
+/// wants to see), anything else as base64.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FileContent {
+    Text(String),
+    Base64(String),
+}
+
+impl FileContent {
+    /// Text when `bytes` are UTF-8, else base64.
+    pub fn of(bytes: Vec<u8>) -> FileContent {
+        use base64::Engine as _;
+        match String::from_utf8(bytes) {
+            Ok(text) => FileContent::Text(text),
+            Err(e) => FileContent::Base64(
+                base64::engine::general_purpose::STANDARD.encode(e.into_bytes()),
+            ),
+        }
+    }
+
+    /// The bytes; a base64 text that does not decode is an error naming why.
+    pub fn bytes(&self) -> Result<Vec<u8>, String> {
+        use base64::Engine as _;
+        match self {
+            FileContent::Text(t) => Ok(t.as_bytes().to_vec()),
+            FileContent::Base64(b) => base64::engine::general_purpose::STANDARD
+                .decode(b)
+                .map_err(|e| format!("not base64: {e}")),
+        }
+    }
+
+    /// The size in bytes.
+    pub fn len(&self) -> usize {
+        match self {
+            FileContent::Text(t) => t.len(),
+            FileContent::Base64(b) => {
+                (b.len() / 4 * 3).saturating_sub(b.bytes().rev().take_while(|c| *c == b'=').count())
+            }
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
 }
 
 /// A file with secret contents, put into a container between create and start; gone with the
@@ -375,6 +436,7 @@ impl ContainerSpec {
             workdir: None,
             ports: Vec::new(),
             secret_files: Vec::new(),
+            files: Vec::new(),
         }
     }
 
@@ -436,6 +498,20 @@ impl ContainerSpec {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_file_is_text_when_it_is_utf8_and_base64_otherwise_and_reads_back() {
+        let text = FileContent::of(b"#!/bin/sh\necho hi\n".to_vec());
+        assert_eq!(text, FileContent::Text("#!/bin/sh\necho hi\n".into()));
+        let raw = vec![0u8, 159, 146, 150, 255];
+        let binary = FileContent::of(raw.clone());
+        assert!(matches!(binary, FileContent::Base64(_)), "{binary:?}");
+        assert_eq!(binary.bytes().unwrap(), raw);
+        assert_eq!(
+            serde_json::to_string(&text).unwrap(),
+            r##"{"text":"#!/bin/sh\necho hi\n"}"##
+        );
+    }
 
     #[test]
     fn env_arguments_need_a_variable_name() {

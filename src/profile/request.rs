@@ -126,6 +126,7 @@ impl Profile {
             nccl_from,
             allow_old_nccl: o.allow_old_nccl,
             api_key,
+            recipe: None,
         })))
     }
 

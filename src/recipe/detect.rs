@@ -64,6 +64,28 @@ pub(super) fn format(
     )
 }
 
+/// Fields only recipes have (a launch profile says `engine:` instead).
+const RECIPE_FIELDS: [&str; 7] = [
+    "recipe_version",
+    "sparkrun_version",
+    "runtime",
+    "container",
+    "command",
+    "defaults",
+    "mods",
+];
+
+/// Whether a YAML text is a recipe rather than a launch profile: a mapping with a recipe's
+/// fields and no profile's `engine:`. Text that is not YAML is not a recipe.
+pub fn is_recipe(text: &str) -> bool {
+    let Ok(yaml_serde::Value::Mapping(map)) = yaml_serde::from_str::<yaml_serde::Value>(text)
+    else {
+        return false;
+    };
+    let has = |k: &str| map.contains_key(k);
+    !has("engine") && RECIPE_FIELDS.iter().any(|k| has(k))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -71,6 +93,14 @@ mod tests {
 
     fn detect(text: &str) -> Result<(RecipeFormat, Option<RecipeWarning>), RecipeErrors> {
         format(&doc::load("r.yaml", text).unwrap())
+    }
+
+    #[test]
+    fn a_recipe_is_told_from_a_launch_profile_by_its_fields() {
+        assert!(is_recipe("recipe_version: \"1\"\ncommand: vllm serve m\n"));
+        assert!(is_recipe("model: m\nruntime: vllm\n"));
+        assert!(!is_recipe("name: p\nengine: vllm\nmodel: m\ntp: 2\n"));
+        assert!(!is_recipe("- a\n"));
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! The file side of recipes, kept thin: reads a recipe file, opens a registry clone (its
 //! manifest, its recipe files found recursively), finds each mod's folder (the first candidate
-//! holding a `run.sh`), and hands everything to the pure readers. A recipe named by a path is
-//! read from it; a bare name is looked up in `--registry DIR`. Decides nothing itself.
+//! holding a `run.sh`) and reads its files, and hands everything to the pure readers. A
+//! recipe named by a path is read from it; a bare name is looked up in `--registry DIR`.
+//! Decides nothing itself.
 
 use std::path::{Path, PathBuf};
 
@@ -9,9 +10,12 @@ use serde::Serialize;
 
 use super::error::{RecipeError, RecipeErrors};
 use super::launch::RecipeLaunch;
-use super::mods::{self, ModSearch, RecipeMod};
+use super::mods::{self, ModFile, ModFiles, ModSearch, RecipeMod, plain_name};
 use super::registry::{self, MANIFEST, RecipeRegistry, RegistryFile, RegistryLookupError};
+use super::request::{self, RecipeOverrides};
 use super::{Recipe, RecipeInput, common, parse};
+use crate::profile::fit::Fit;
+use crate::workload::launch::LaunchRequest;
 
 /// Why a recipe could not be had (all exit 2: input or a refused recipe).
 #[derive(Debug, thiserror::Error)]
@@ -54,6 +58,116 @@ pub fn load_file(
     };
     let mods = resolve_mods(&recipe, &search)?;
     Ok(recipe.build(input, mods)?)
+}
+
+/// Whether `name` is a recipe file (a path to a YAML file holding a recipe's fields, not a
+/// launch profile's): `up` then runs it as a recipe.
+pub fn is_recipe_file(name: &str) -> bool {
+    let path = Path::new(name);
+    path.is_file()
+        && std::fs::read_to_string(path).is_ok_and(|text| super::detect::is_recipe(&text))
+}
+
+/// A recipe by path or by name in `--registry DIR`, read with its mods' files into the
+/// serving request it asks for (`up RECIPE`).
+pub fn load_request(
+    name: &str,
+    registry_dir: Option<&Path>,
+    input: &RecipeInput,
+    o: &RecipeOverrides,
+) -> Result<LaunchRequest, RecipeLoadError> {
+    let launch = load(name, registry_dir, input)?;
+    let mods = read_mods(&launch.file, &launch.mods)?;
+    Ok(request::request(&launch, mods, o)?)
+}
+
+/// The most one mod may hold: its files travel in the plan, into every container.
+pub const MOD_MAX_BYTES: usize = 64 << 20;
+
+/// Every file of each mod's folder, hidden ones too (as `docker cp` copies a folder), a link
+/// to a file read as that file; a mod that cannot be read whole is an error naming it.
+pub fn read_mods(file: &str, mods: &[RecipeMod]) -> Result<Vec<ModFiles>, RecipeErrors> {
+    let mut out = Vec::new();
+    let mut errors = Vec::new();
+    for (i, m) in mods.iter().enumerate() {
+        let at = |problem: String| RecipeError::new(file, format!("mods[{i}]"), problem);
+        if !plain_name(&m.name) {
+            errors.push(
+                at(format!(
+                    "the mod folder {:?} is not a plain name (letters, digits, . _ -)",
+                    m.name
+                ))
+                .fix("rename the mod's folder"),
+            );
+            continue;
+        }
+        let mut files = Vec::new();
+        if let Err(why) = read_folder(&m.folder, "", &mut files) {
+            errors.push(at(format!("mod {}: {why}", m.folder.display())));
+            continue;
+        }
+        files.sort_by(|a, b| a.path.cmp(&b.path));
+        let mod_files = ModFiles {
+            name: m.name.clone(),
+            reference: m.reference.clone(),
+            files,
+        };
+        if mod_files.size() > MOD_MAX_BYTES {
+            errors.push(
+                at(format!(
+                    "mod {} holds {} MiB; spark-launch puts mods into the containers through the plan and takes at most {} MiB",
+                    m.folder.display(),
+                    mod_files.size() >> 20,
+                    MOD_MAX_BYTES >> 20
+                ))
+                .fix("bake what the mod installs into the image and give it with --image"),
+            );
+            continue;
+        }
+        out.push(mod_files);
+    }
+    if errors.is_empty() {
+        Ok(out)
+    } else {
+        Err(RecipeErrors(errors))
+    }
+}
+
+/// The files under `dir` (recursively), as paths under `prefix`.
+fn read_folder(dir: &Path, prefix: &str, out: &mut Vec<ModFile>) -> Result<(), String> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let entries =
+        std::fs::read_dir(dir).map_err(|e| format!("cannot read {}: {e}", dir.display()))?;
+    for e in entries {
+        let e = e.map_err(|e| format!("cannot read {}: {e}", dir.display()))?;
+        let path = e.path();
+        let Some(name) = e.file_name().to_str().map(str::to_string) else {
+            return Err(format!("{} is not a UTF-8 name", path.display()));
+        };
+        let rel = if prefix.is_empty() {
+            name
+        } else {
+            format!("{prefix}/{name}")
+        };
+        let meta = std::fs::metadata(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let link = e.file_type().is_ok_and(|t| t.is_symlink());
+        if meta.is_dir() && link {
+            return Err(format!(
+                "{} links to a folder; copy the folder into the mod instead",
+                path.display()
+            ));
+        } else if meta.is_dir() {
+            read_folder(&path, &rel, out)?;
+        } else if meta.is_file() {
+            let bytes = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+            out.push(ModFile {
+                path: rel,
+                mode: meta.permissions().mode() & 0o777,
+                bytes,
+            });
+        }
+    }
+    Ok(())
 }
 
 /// A recipe by path (`x.yaml`, `dir/x.yaml`) or by name in the registry at `registry_dir`.
@@ -155,6 +269,31 @@ pub struct RegistryEntry {
     pub launch: Option<RecipeLaunch>,
     /// The problems, when it does not read.
     pub problems: Vec<String>,
+}
+
+impl RegistryEntry {
+    /// `@SUB/NAME`: how `up NAME --registry DIR` names it unambiguously.
+    pub fn label(&self) -> String {
+        format!("@{}/{}", self.file.sub, self.file.name)
+    }
+
+    /// Whether this version can run it on `nodes` nodes (`None`: not known); one that does
+    /// not read cannot, its problems said briefly (without file, line and fix).
+    pub fn fit(&self, nodes: Option<usize>) -> Option<Fit> {
+        match &self.launch {
+            Some(l) => request::fit(l, nodes),
+            None => {
+                let file = self.file.path.display().to_string();
+                let brief = self.problems.iter().map(|p| {
+                    let rest = p.strip_prefix(file.as_str()).unwrap_or(p);
+                    let rest = rest
+                        .trim_start_matches(|c: char| c == ':' || c == ' ' || c.is_ascii_digit());
+                    rest.split("; ").next().unwrap_or(rest).to_string()
+                });
+                Some(Fit::No(brief.collect()))
+            }
+        }
+    }
 }
 
 /// Every recipe of the registry at `dir`, each read with `input`.
@@ -278,6 +417,40 @@ mod tests {
         assert_eq!(l.mods.len(), 1);
         assert_eq!(l.mods[0].name, "fix-a");
         assert_eq!(l.mods[0].folder, t.path().join("mods/fix-a"));
+    }
+
+    #[test]
+    fn a_mod_s_files_are_read_whole_with_their_paths_and_modes() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let t = tempfile::tempdir().unwrap();
+        write(t.path(), "r.yaml", V2);
+        write(t.path(), "mods/fix-a/run.sh", "#!/bin/sh\necho fixed\n");
+        write(t.path(), "mods/fix-a/patches/a.diff", "--- a\n");
+        write(t.path(), "mods/fix-a/.hidden", "x");
+        let run = t.path().join("mods/fix-a/run.sh");
+        std::fs::set_permissions(&run, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let l = load_file(
+            &t.path().join("r.yaml"),
+            None,
+            None,
+            &RecipeInput::default(),
+        )
+        .unwrap();
+        let mods = read_mods(&l.file, &l.mods).unwrap();
+        let files: Vec<(&str, u32)> = mods[0]
+            .files
+            .iter()
+            .map(|f| (f.path.as_str(), f.mode))
+            .collect();
+        assert_eq!(
+            files,
+            [
+                (".hidden", 0o644),
+                ("patches/a.diff", 0o644),
+                ("run.sh", 0o755)
+            ]
+        );
+        assert_eq!(mods[0].files[2].bytes, b"#!/bin/sh\necho fixed\n");
     }
 
     #[test]

@@ -10,8 +10,10 @@
 //! recipe still runs as meant, a refusal (exit 2) naming the field and the fix when it would
 //! not.
 //!
-//! Pure, except [`loader`], which reads the recipe file, walks a registry clone and looks for
-//! mod folders.
+//! [`request`] turns a read recipe into the serving request the engine seam runs.
+//!
+//! Pure, except [`loader`], which reads the recipe file, walks a registry clone, looks for
+//! mod folders and reads their files.
 
 pub mod common;
 pub mod detect;
@@ -26,6 +28,7 @@ pub mod mods;
 pub mod pyformat;
 pub mod pyvalue;
 pub mod registry;
+pub mod request;
 pub mod runtime;
 pub mod sets;
 pub mod shape;
@@ -36,18 +39,18 @@ pub mod words;
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 pub use env::{RecipeEnv, RecipeNode};
 pub use error::{RecipeError, RecipeErrors, RecipeWarning};
 pub use launch::{CommandSource, NodeBounds, RecipeLaunch};
-pub use mods::RecipeMod;
+pub use mods::{ModFile, ModFiles, RecipeMod};
 pub use runtime::RecipeEngine;
 
 use crate::profile::SetArg;
 
 /// The two recipe formats.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum RecipeFormat {
     /// eugr/spark-vllm-docker (`run-recipe.py`).

@@ -22,6 +22,43 @@ pub struct RecipeMod {
     pub folder: PathBuf,
 }
 
+/// A mod's files, read for the plan: every file under its folder, by its path inside it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ModFiles {
+    /// The folder name: the files land in `/workspace/mods/<name>/`.
+    pub name: String,
+    /// As the recipe wrote it.
+    pub reference: String,
+    pub files: Vec<ModFile>,
+}
+
+/// One file of a mod.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ModFile {
+    /// Inside the mod's folder, `/`-separated (`run.sh`, `patches/a.diff`).
+    pub path: String,
+    /// Its permission bits as read (`run.sh` is made executable in the container either way).
+    pub mode: u32,
+    pub bytes: Vec<u8>,
+}
+
+impl ModFiles {
+    /// Bytes in all its files.
+    pub fn size(&self) -> usize {
+        self.files.iter().map(|f| f.bytes.len()).sum()
+    }
+}
+
+/// A mod name that is a folder name and a shell word at once (letters, digits, `.`, `_`, `-`):
+/// the name is a path in the container and a word of the script that runs it.
+pub fn plain_name(name: &str) -> bool {
+    !name.is_empty()
+        && !name.starts_with('.')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+}
+
 /// Where mods are looked for.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct ModSearch<'a> {

@@ -24,7 +24,7 @@ use super::request::create_request;
 use super::target::EngineEndpoint;
 use super::wait::{self, Probe};
 use crate::node::NodeName;
-use crate::plan::spec::{ContainerSpec, LABEL_JOB};
+use crate::plan::spec::{ContainerFile, ContainerSpec, LABEL_JOB};
 
 /// Requests that should answer quickly (inspect, create, start).
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
@@ -246,7 +246,56 @@ impl Engine {
                 return Err(e);
             }
         }
+        if let Err(e) = self.put_files(&spec.name, &spec.files).await {
+            if let Err(rm) = self.remove(&spec.name, Duration::ZERO).await {
+                tracing::warn!(
+                    "{}: could not remove {} after a failed upload: {rm}",
+                    self.node,
+                    spec.name
+                );
+            }
+            return Err(e);
+        }
         Ok(id)
+    }
+
+    /// Puts the plan's plain files into the created container `name`, all in one archive
+    /// upload (parent folders created); nothing to do without files.
+    async fn put_files(&self, name: &str, files: &[ContainerFile]) -> Result<(), RuntimeError> {
+        if files.is_empty() {
+            return Ok(());
+        }
+        let what = format!("put {} file(s) in {name}", files.len());
+        let mut builder = tar::Builder::new(Vec::new());
+        for f in files {
+            let rel = f.path.trim_start_matches('/');
+            if rel.is_empty() || rel.split('/').any(|p| p == "..") {
+                return Err(RuntimeError::Other(format!(
+                    "{what}: {:?} is not a usable file path",
+                    f.path
+                )));
+            }
+            let content = f
+                .content
+                .bytes()
+                .map_err(|e| RuntimeError::Other(format!("{what}: {}: {e}", f.path)))?;
+            let mut header = tar::Header::new_gnu();
+            header.set_size(content.len() as u64);
+            header.set_mode(f.mode);
+            header.set_mtime(0);
+            header.set_entry_type(tar::EntryType::Regular);
+            builder
+                .append_data(&mut header, rel, content.as_slice())
+                .map_err(|e| RuntimeError::Other(format!("{what}: {e}")))?;
+        }
+        let archive = builder
+            .into_inner()
+            .map_err(|e| RuntimeError::Other(format!("{what}: {e}")))?;
+        let options = UploadToContainerOptionsBuilder::new().path("/").build();
+        self.docker
+            .upload_to_container(name, Some(options), bollard::body_full(archive.into()))
+            .await
+            .map_err(|e| RuntimeError::api(what, e))
     }
 
     /// Starts a created container. A refused ulimit (no CAP_SYS_RESOURCE for dockerd) becomes

@@ -55,6 +55,8 @@ pub struct ServeRequest {
     /// `--api-key` (or a profile's `api_key`), resolved into [`Lookups::api_key`] before
     /// planning.
     pub api_key: Option<super::endpoint::ApiKeyAsk>,
+    /// A community recipe's part (`up RECIPE`): its per-node environment, mods, served name.
+    pub recipe: Option<Box<super::recipe_part::RecipePart>>,
 }
 
 /// One launching command, as asked.
@@ -89,13 +91,28 @@ impl LaunchRequest {
             ld_preload: env.get("LD_PRELOAD").cloned(),
         };
         match self {
-            LaunchRequest::Serve(s) => (
-                nodes
-                    .iter()
-                    .map(|n| (n.name.clone(), ask(s.serve.image.clone(), &s.serve.env)))
-                    .collect(),
-                s.nccl_from.as_ref(),
-            ),
+            LaunchRequest::Serve(s) => {
+                // A recipe's loader variables reach the containers too (under `--env`).
+                let mut env: BTreeMap<String, String> = s
+                    .recipe
+                    .as_ref()
+                    .map(|r| {
+                        r.env
+                            .0
+                            .iter()
+                            .map(|(k, v)| (k.clone(), v.template()))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                env.extend(s.serve.env.clone());
+                (
+                    nodes
+                        .iter()
+                        .map(|n| (n.name.clone(), ask(s.serve.image.clone(), &env)))
+                        .collect(),
+                    s.nccl_from.as_ref(),
+                )
+            }
             LaunchRequest::NcclTest(t) if t.options.runtime == crate::plan::RuntimeKind::Docker => {
                 (
                     nodes
@@ -413,6 +430,7 @@ fn plan_serve(
             allow_old_nccl: r.allow_old_nccl,
             reads: lookups.nccl.as_ref(),
         }),
+        recipe: r.recipe.as_deref(),
     })?;
     warnings.extend(shape_warning);
     if let Some(head) = plan.nodes.first() {

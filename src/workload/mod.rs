@@ -2,7 +2,8 @@
 //! derived per-node environment into a plan; `launch` is the one entry that turns any
 //! launching request into its one plan, and `render` shows it as text (`--dry-run`). Serving
 //! engines sit behind one seam (`engines`, one file each); `skeleton` makes every serving plan
-//! in one pass. Pure: no network, no Docker, no files.
+//! in one pass; a community recipe adds its part to it (`recipe_part`). Pure: no network, no
+//! Docker, no files.
 
 pub mod endpoint;
 pub mod engines;
@@ -14,6 +15,7 @@ pub mod nccl_lib;
 pub mod nccl_test;
 pub mod rdma;
 pub mod readiness;
+pub mod recipe_part;
 pub mod render;
 pub mod run;
 pub mod serve;

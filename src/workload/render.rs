@@ -83,6 +83,13 @@ fn job_body(job: &JobPlan) -> String {
                 for d in &c.devices {
                     out.push_str(&format!("  device   {}\n", d.host));
                 }
+                for f in &c.files {
+                    out.push_str(&format!(
+                        "  file     {} ({} bytes, put in before the start)\n",
+                        f.path,
+                        f.content.len()
+                    ));
+                }
                 let gpus = match c.gpus {
                     Gpus::None => "none".to_string(),
                     Gpus::All => "all".to_string(),
@@ -217,6 +224,25 @@ fn serve(p: &ServePlan) -> String {
         "endpoint once ready: {}  (model {})\n",
         p.endpoint.url, p.served_name
     ));
+    if let Some(r) = &p.recipe {
+        out.push_str(&format!(
+            "recipe {} ({}, {}){}\n",
+            r.name,
+            match r.format {
+                crate::recipe::RecipeFormat::V1 => "v1",
+                crate::recipe::RecipeFormat::V2 => "v2",
+            },
+            r.file,
+            if r.mods.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    " · mods {} (run in every container before the engine)",
+                    r.mods.join(", ")
+                )
+            }
+        ));
+    }
     if let Some(n) = &p.nccl {
         out.push_str(&nccl(n));
     }

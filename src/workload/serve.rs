@@ -150,6 +150,9 @@ pub struct ServePlan {
     /// launch: `workload::skeleton`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nccl: Option<super::nccl_lib::NcclPlan>,
+    /// The community recipe the job runs (`up RECIPE`): its name, variables, mods, warnings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recipe: Option<super::recipe_part::RecipeSummary>,
 }
 
 /// One reason not to start, with the fix.

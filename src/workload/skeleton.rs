@@ -24,16 +24,19 @@ use super::engines::{
 use super::job_ssh::JobSshKeys;
 use super::launch::LaunchRefusal;
 use super::nccl_lib::{self, NcclFrom, NcclPlan, NcclReads};
+use super::recipe_part::{self, RecipePart};
 use super::serve::{
     self, Problem, Selected, ServeOptions, ServePlan, ServeRefusal, container, distinct_ports,
     endpoint, path_notes, select,
 };
 use super::steps;
 use crate::derive::{NodeEnv, NodeInput, topology::Topology};
+use crate::model::ModelSource;
 use crate::model::hub::Resolved;
 use crate::model::route::{CopyRoute, copy_routes};
 use crate::node::NodeName;
 use crate::plan::{ContainerSpec, JobPlan, Launch, NodePlan, NodePorts, RuntimeKind, Step};
+use crate::recipe::RecipeNode;
 
 /// Everything one serving plan is made from.
 pub struct ServeInput<'a> {
@@ -47,6 +50,8 @@ pub struct ServeInput<'a> {
     pub keys: &'a JobSshKeys,
     /// What the launch adds; `None`: the engine's plan alone (no copy routes, no NCCL).
     pub launch: Option<LaunchPart<'a>>,
+    /// A community recipe's environment, mods and served name (`None`: no recipe).
+    pub recipe: Option<&'a RecipePart>,
 }
 
 /// What a launch adds to the engine's plan: the Hub's listing for the staging (with the copy
@@ -77,10 +82,21 @@ pub fn plan(input: &ServeInput<'_>) -> Result<Served, LaunchRefusal> {
     let bound = bind_addr(o.bind, &sel.inputs[0], head_env)
         .map_err(|p| ServeRefusal { problems: vec![p] })?;
     let (host, local_url) = serve::listen(bound, o.port);
-    let served = o.model.served_name();
+    let served = input
+        .recipe
+        .and_then(|r| r.served_name.clone())
+        .unwrap_or_else(|| o.model.served_name());
     let used: Vec<NodeName> = sel.inputs.iter().map(|i| i.name.clone()).collect();
     let mut notes = unused_note(o, &sel, input.nodes.len());
-    let (mut nodes, waits) = ranks(input, &sel, bound, &host, &served, &mut notes);
+    let mut recipe_warnings = Vec::new();
+    let (mut nodes, waits) = ranks(
+        input,
+        &sel,
+        (bound, &host),
+        &served,
+        &mut notes,
+        &mut recipe_warnings,
+    )?;
     let launch = launched(input.launch.as_ref(), &sel, &mut nodes)?;
     let ports = engine.ports(input.tuning, o.port, used.len());
     let mut steps = port_steps(&ports, &sel.env.nodes);
@@ -111,6 +127,10 @@ pub fn plan(input: &ServeInput<'_>) -> Result<Served, LaunchRefusal> {
     ));
     path_notes(o, &used, &sel.assumed, &mut notes);
     let mut warnings = node_warnings(&sel);
+    if let Some(r) = input.recipe {
+        warnings.extend(r.warnings.iter().cloned());
+    }
+    warnings.extend(recipe_warnings);
     warnings.extend(launch.warnings);
     if let Some(n) = &launch.nccl {
         notes.extend(n.notes.iter().cloned());
@@ -140,20 +160,22 @@ pub fn plan(input: &ServeInput<'_>) -> Result<Served, LaunchRefusal> {
         },
         api_key: o.api_key.clone(),
         nccl: launch.nccl,
+        recipe: input.recipe.map(RecipePart::summary),
     };
     Ok(Served { plan, warnings })
 }
 
 /// Every node's container (the derived environment, the cache, the devices, the labels; the
-/// head's bind label and API key), then each rank's command and the engine's own waits.
+/// head's bind label and API key; a recipe's variables), then each rank's command and the
+/// engine's own waits, then a recipe's mods before each command.
 fn ranks(
     input: &ServeInput<'_>,
     sel: &Selected,
-    bound: Option<std::net::Ipv4Addr>,
-    host: &str,
+    (bound, host): (Option<std::net::Ipv4Addr>, &str),
     served: &str,
     notes: &mut Vec<String>,
-) -> (Vec<NodePlan>, Vec<Step>) {
+    warnings: &mut Vec<String>,
+) -> Result<(Vec<NodePlan>, Vec<Step>), ServeRefusal> {
     let engine = input.engine.engine();
     let o = input.opts;
     let mut base = Vec::new();
@@ -165,6 +187,13 @@ fn ranks(
         }
         base.push(spec);
     }
+    if let Some(r) = input.recipe {
+        recipe_env(r, o, sel, &mut base, warnings)?;
+        for spec in &mut base {
+            spec.labels
+                .insert(serve::LABEL_MODEL.to_string(), served.to_string());
+        }
+    }
     let ranks = engine.ranks(
         &RankInput {
             opts: o,
@@ -175,6 +204,7 @@ fn ranks(
             served,
             model_path: &o.model.container_path(),
             keys: input.keys,
+            recipe_program: input.recipe.map(|r| r.program.as_slice()),
         },
         base,
     );
@@ -183,13 +213,64 @@ fn ranks(
         .nodes
         .iter()
         .zip(ranks.containers)
-        .map(|(env, spec)| NodePlan {
-            node: env.name.clone(),
-            role: env.role,
-            launch: Launch::Container(spec),
+        .map(|(env, mut spec)| {
+            if let Some(r) = input.recipe {
+                recipe_part::add_mods(&r.mods, &mut spec);
+            }
+            NodePlan {
+                node: env.name.clone(),
+                role: env.role,
+                launch: Launch::Container(spec),
+            }
         })
         .collect();
-    (nodes, ranks.waits)
+    Ok((nodes, ranks.waits))
+}
+
+/// A recipe's variables on every node: its templates rendered with the node's rank and
+/// address, merged under the user's `--env` and what spark-launch sets itself.
+fn recipe_env(
+    r: &RecipePart,
+    o: &ServeOptions,
+    sel: &Selected,
+    containers: &mut [ContainerSpec],
+    warnings: &mut Vec<String>,
+) -> Result<(), ServeRefusal> {
+    let model_revision = match &o.model {
+        ModelSource::Hub {
+            revision, commit, ..
+        } => Some(
+            commit
+                .clone()
+                .unwrap_or_else(|| revision.as_str().to_string()),
+        ),
+        ModelSource::Local { .. } => None,
+    };
+    let path = o.model.container_path();
+    let mut problems = Vec::new();
+    for (rank, (env, spec)) in sel.env.nodes.iter().zip(containers).enumerate() {
+        let node = RecipeNode {
+            num_nodes: sel.env.nodes.len() as u32,
+            node_rank: rank as u32,
+            node_host: env.control.addr.to_string(),
+            model_path: Some(path.clone()),
+            model_revision: model_revision.clone(),
+            runtime_cache_dir: None,
+            cluster_id: Some(o.job.to_string()),
+        };
+        match r.render_env(&node) {
+            Ok(values) => {
+                recipe_part::merge_env(spec, &env.name, values, &o.env, r.keep_env, warnings)
+            }
+            Err(p) if !problems.contains(&p) => problems.push(p),
+            Err(_) => {}
+        }
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(ServeRefusal { problems })
+    }
 }
 
 /// Every reason the engine gives not to start, before any node is looked at: two roles on one

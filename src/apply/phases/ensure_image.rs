@@ -1,5 +1,6 @@
 //! EnsureImage: every node of the step holds the image, compared by content; a missing one gets it
-//! pushed (or the plan is refused with `--no-push`). The work is `apply::images`.
+//! pushed (or the plan is refused with `--no-push`); an image no node has refuses the start
+//! (exit 2, `--image` as the other fix). The work is `apply::images`.
 
 use futures::future::BoxFuture;
 
@@ -38,6 +39,11 @@ impl<'a> Phase<ApplyContext<'a>> for EnsureImage {
                 Err(e @ (EnsureError::Refused(_) | EnsureError::Missing { .. })) => {
                     Err(PhaseError::Refused(e.to_string()))
                 }
+                // An image no node has (a recipe's local build name, a typo) is the user's to
+                // fix before anything starts, as `image push` says it (exit 2).
+                Err(EnsureError::Push(p)) if p.is_missing_image() => Err(PhaseError::Refused(
+                    format!("{p}, or launch with --image IMAGE naming an image a node has"),
+                )),
                 Err(EnsureError::Push(PushError::Targets(f))) => Err(PhaseError::Nodes(f)),
                 Err(EnsureError::Failed(report)) => Err(PhaseError::Nodes(NodeFailures {
                     total: report.nodes.len(),

@@ -31,6 +31,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::derive::{ClusterEnv, NodeInput};
 use crate::plan::{ContainerSpec, Step};
+use crate::recipe::RecipeEngine;
 use crate::workload::job_ssh::JobSshKeys;
 use crate::workload::serve::{Problem, ServeOptions};
 use speculative::Speculative;
@@ -60,6 +61,17 @@ impl EngineKind {
     /// `vllm`, `trtllm`, `sglang`: the CLI subcommand, the profile's `engine:`, the workload label.
     pub fn as_str(self) -> &'static str {
         self.engine().name()
+    }
+
+    /// The engine that runs a community recipe's runtime; `None` for an engine the recipe
+    /// readers know that is not built into this version (the recipe is refused, naming it).
+    /// A new engine that runs recipes adds its one line here.
+    pub fn of_recipe(engine: RecipeEngine) -> Option<EngineKind> {
+        match engine {
+            RecipeEngine::Vllm => Some(EngineKind::Vllm),
+            RecipeEngine::Trtllm => Some(EngineKind::Trtllm),
+            RecipeEngine::Sglang => None,
+        }
     }
 }
 
@@ -402,6 +414,11 @@ pub struct RankInput<'a> {
     pub model_path: &'a str,
     /// The job's own SSH identity, for engines that run MPI between containers.
     pub keys: &'a JobSshKeys,
+    /// How a recipe spells the engine's start (`sglang serve`, `python3 -m
+    /// sglang.launch_server`), for an engine whose spellings differ between images; `None`
+    /// without a recipe. vLLM and TensorRT-LLM start the same way with either spelling and
+    /// write their own.
+    pub recipe_program: Option<&'a [String]>,
 }
 
 /// An engine's part of a plan: every node's container with its command, and the waits of its
@@ -459,6 +476,12 @@ pub trait ServingEngine: Sync {
     /// Refusals of a speculative-decoding block: a method the engine cannot express, or its
     /// flags given again in `args`. What is not refused, [`ServingEngine::ranks`] maps.
     fn speculative_problems(&self, spec: &Speculative, args: &[String]) -> Vec<Problem>;
+    /// What `flag` (as a recipe writes it, without `=value`) is when it is one the engine
+    /// writes itself, and how many words follow it; `None`: the recipe's own setting, kept
+    /// verbatim ([`split_recipe_args`]).
+    fn recipe_flag(&self, _flag: &str) -> Option<(RecipeFlag, FlagValues)> {
+        None
+    }
     /// Writes every rank's command into `containers` (one per serving node, head first, each
     /// already carrying the derived environment, the cache, the devices and the labels).
     fn ranks(&self, input: &RankInput<'_>, containers: Vec<ContainerSpec>) -> EngineRanks;
@@ -508,6 +531,118 @@ pub fn reserved(
         .collect()
 }
 
+/// What a flag of a recipe's engine line is to spark-launch, when the engine writes it itself.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RecipeFlag {
+    /// The model: spark-launch stages it and passes its folder.
+    Model,
+    /// The model's revision: the staging's.
+    Revision,
+    /// Tensor-parallel size.
+    Tp,
+    /// Pipeline-parallel size.
+    Pp,
+    /// The API port on the head.
+    Port,
+    /// The address the API binds (`--bind` decides).
+    Host,
+    /// The name(s) `/v1/models` lists.
+    ServedName,
+    /// The rendezvous port on the head.
+    Rendezvous,
+    /// How the ranks run (multiprocessing, Ray): spark-launch's multi-node mode.
+    Executor,
+    /// Written by spark-launch itself (per node: ranks, the head's address, headless workers;
+    /// or as its plan needs it): the recipe's is dropped, with a warning.
+    Reserved,
+    /// A setting the engine cannot take from a recipe yet: the recipe is refused with this.
+    Unsupported(&'static str),
+}
+
+/// How many words follow a flag in an engine line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FlagValues {
+    /// A switch (`--headless`).
+    None,
+    /// One value (`--port 8000` or `--port=8000`).
+    One,
+    /// Every word up to the next flag (`--served-model-name a b`).
+    Many,
+}
+
+/// One flag of a recipe's line that the engine writes itself, as the recipe wrote it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OwnedArg {
+    pub flag: RecipeFlag,
+    /// The flag's name as written (`--tensor_parallel_size`).
+    pub name: String,
+    pub values: Vec<String>,
+}
+
+impl OwnedArg {
+    /// `--port 9000` as the recipe said it.
+    pub fn written(&self) -> String {
+        std::iter::once(self.name.as_str())
+            .chain(self.values.iter().map(String::as_str))
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+}
+
+/// A recipe's engine arguments (after the program words and the model) split by the engine:
+/// the words it keeps verbatim and in order, and the flags it writes itself.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RecipeArgs {
+    pub kept: Vec<String>,
+    pub owned: Vec<OwnedArg>,
+}
+
+/// Splits `args` with the engine's [`ServingEngine::recipe_flag`]: a flag it writes itself
+/// is taken out with its value(s) (`--f v`, `--f=v`); every other word stays where it was.
+pub fn split_recipe_args(engine: &dyn ServingEngine, args: &[String]) -> RecipeArgs {
+    let mut out = RecipeArgs::default();
+    let mut i = 0;
+    while i < args.len() {
+        let word = &args[i];
+        i += 1;
+        let (name, inline) = match word.split_once('=') {
+            Some((n, v)) if n.starts_with('-') => (n, Some(v)),
+            _ => (word.as_str(), None),
+        };
+        let owned = name
+            .starts_with('-')
+            .then(|| engine.recipe_flag(name))
+            .flatten();
+        let Some((flag, arity)) = owned else {
+            out.kept.push(word.clone());
+            continue;
+        };
+        let mut values = Vec::new();
+        match (inline, arity) {
+            (Some(v), _) => values.push(v.to_string()),
+            (None, FlagValues::None) => {}
+            (None, FlagValues::One) => {
+                if let Some(v) = args.get(i) {
+                    values.push(v.clone());
+                    i += 1;
+                }
+            }
+            (None, FlagValues::Many) => {
+                while let Some(v) = args.get(i).filter(|v| !v.starts_with('-')) {
+                    values.push(v.clone());
+                    i += 1;
+                }
+            }
+        }
+        out.owned.push(OwnedArg {
+            flag,
+            name: name.to_string(),
+            values,
+        });
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -527,6 +662,59 @@ mod tests {
             assert_eq!(l.as_str().parse::<Launcher>(), Ok(l));
         }
         assert!("launch".parse::<Launcher>().unwrap_err().contains("module"));
+    }
+
+    fn words(text: &str) -> Vec<String> {
+        text.split_whitespace().map(str::to_string).collect()
+    }
+
+    #[test]
+    fn a_recipe_line_keeps_its_own_flags_in_order_and_gives_up_the_engine_s() {
+        let args = words(
+            "--max-model-len 4096 --tensor_parallel_size=2 --kv-cache-dtype fp8 --served-model-name a b --headless --port 9000 --enable-prefix-caching",
+        );
+        let split = split_recipe_args(EngineKind::Vllm.engine(), &args);
+        assert_eq!(
+            split.kept,
+            words("--max-model-len 4096 --kv-cache-dtype fp8 --enable-prefix-caching")
+        );
+        let owned: Vec<(RecipeFlag, String)> =
+            split.owned.iter().map(|o| (o.flag, o.written())).collect();
+        assert_eq!(
+            owned,
+            [
+                (RecipeFlag::Tp, "--tensor_parallel_size 2".to_string()),
+                (
+                    RecipeFlag::ServedName,
+                    "--served-model-name a b".to_string()
+                ),
+                (RecipeFlag::Reserved, "--headless".to_string()),
+                (RecipeFlag::Port, "--port 9000".to_string()),
+            ]
+        );
+    }
+
+    #[test]
+    fn tensorrt_llm_refuses_a_recipe_s_own_options_file() {
+        let split = split_recipe_args(
+            EngineKind::Trtllm.engine(),
+            &words("--tp_size 2 --extra_llm_api_options /x.yaml --max_seq_len 8192"),
+        );
+        assert_eq!(split.kept, words("--max_seq_len 8192"));
+        assert!(matches!(split.owned[1].flag, RecipeFlag::Unsupported(_)));
+    }
+
+    #[test]
+    fn recipe_runtimes_map_onto_the_engines_built_in() {
+        assert_eq!(
+            EngineKind::of_recipe(RecipeEngine::Vllm),
+            Some(EngineKind::Vllm)
+        );
+        assert_eq!(
+            EngineKind::of_recipe(RecipeEngine::Trtllm),
+            Some(EngineKind::Trtllm)
+        );
+        assert_eq!(EngineKind::of_recipe(RecipeEngine::Sglang), None);
     }
 
     #[test]

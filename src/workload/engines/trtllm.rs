@@ -29,8 +29,8 @@ use serde::{Deserialize, Serialize};
 
 use super::speculative::{SpecMethod, Speculative};
 use super::{
-    ApiKeySupport, EngineDefaults, EngineOptions, EnginePort, EngineRanks, LogPhase, MultiNode,
-    PortOn, PortReach, RankInput, ReadySignals, ServingEngine, phases,
+    ApiKeySupport, EngineDefaults, EngineOptions, EnginePort, EngineRanks, FlagValues, LogPhase,
+    MultiNode, PortOn, PortReach, RankInput, ReadySignals, RecipeFlag, ServingEngine, phases,
 };
 use crate::derive::NodeInput;
 use crate::node::Role;
@@ -312,6 +312,9 @@ impl ServingEngine for Trtllm {
             }],
         }
     }
+    fn recipe_flag(&self, flag: &str) -> Option<(RecipeFlag, FlagValues)> {
+        recipe_flag(flag)
+    }
     fn ranks(&self, input: &RankInput<'_>, containers: Vec<ContainerSpec>) -> EngineRanks {
         let config = TrtllmConfig::of(input.tuning);
         let serve = serve_args(input, &config);
@@ -554,6 +557,26 @@ pub fn reserved_args(args: &[String]) -> Vec<Problem> {
             _ => format!("remove {arg}"),
         },
     )
+}
+
+/// The flags of a recipe's `trtllm-serve` line that spark-launch writes itself (spelled as
+/// `reserved_args` reads them). The recipe's own LLM-API options file is refused: it would
+/// replace spark-launch's, and the settings of both cannot be merged without reading it.
+fn recipe_flag(flag: &str) -> Option<(RecipeFlag, FlagValues)> {
+    let name = format!("--{}", flag.replace('-', "_").trim_start_matches('_'));
+    let one = |f| Some((f, FlagValues::One));
+    match name.as_str() {
+        "--tp_size" => one(RecipeFlag::Tp),
+        "--pp_size" => one(RecipeFlag::Pp),
+        "--port" => one(RecipeFlag::Port),
+        "--host" => one(RecipeFlag::Host),
+        "--served_model_name" => one(RecipeFlag::ServedName),
+        "--backend" => one(RecipeFlag::Reserved),
+        "--extra_llm_api_options" | "--config" => one(RecipeFlag::Unsupported(
+            "a recipe's own LLM-API options file is not supported yet (spark-launch writes the options file itself)",
+        )),
+        _ => None,
+    }
 }
 
 #[cfg(test)]

@@ -19,8 +19,8 @@
 
 use super::speculative::{SpecMethod, Speculative};
 use super::{
-    ApiKeySupport, EngineOptions, EnginePort, EngineRanks, LogPhase, MultiNode, PortOn, PortReach,
-    RankInput, ReadySignals, ServingEngine, phases, ray,
+    ApiKeySupport, EngineOptions, EnginePort, EngineRanks, FlagValues, LogPhase, MultiNode, PortOn,
+    PortReach, RankInput, ReadySignals, RecipeFlag, ServingEngine, phases, ray,
 };
 use crate::node::Role;
 use crate::plan::{ContainerSpec, RayMember};
@@ -203,6 +203,9 @@ impl ServingEngine for Vllm {
                 )
             },
         )
+    }
+    fn recipe_flag(&self, flag: &str) -> Option<(RecipeFlag, FlagValues)> {
+        recipe_flag(flag)
     }
     fn ranks(&self, input: &RankInput<'_>, containers: Vec<ContainerSpec>) -> EngineRanks {
         match VllmMode::of(input.tuning) {
@@ -397,6 +400,31 @@ pub fn reserved_args(args: &[String]) -> Vec<Problem> {
             ),
         },
     )
+}
+
+/// The flags of a recipe's `vllm serve` line that spark-launch writes itself (vLLM takes `_`
+/// for `-` in long flags). `--api-key` never gets here: the recipe reader takes it out.
+fn recipe_flag(flag: &str) -> Option<(RecipeFlag, FlagValues)> {
+    let long = if flag.starts_with("--") {
+        flag.replace('_', "-")
+    } else {
+        flag.to_string()
+    };
+    let one = |f| Some((f, FlagValues::One));
+    match long.as_str() {
+        "--model" => one(RecipeFlag::Model),
+        "--revision" => one(RecipeFlag::Revision),
+        "-tp" | "--tensor-parallel-size" => one(RecipeFlag::Tp),
+        "-pp" | "--pipeline-parallel-size" => one(RecipeFlag::Pp),
+        "--port" => one(RecipeFlag::Port),
+        "--host" => one(RecipeFlag::Host),
+        "--served-model-name" => Some((RecipeFlag::ServedName, FlagValues::Many)),
+        "--master-port" => one(RecipeFlag::Rendezvous),
+        "--distributed-executor-backend" => one(RecipeFlag::Executor),
+        "--nnodes" | "--node-rank" | "--master-addr" => one(RecipeFlag::Reserved),
+        "--headless" => Some((RecipeFlag::Reserved, FlagValues::None)),
+        _ => None,
+    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,486 @@
+//! A recipe as a serving launch request (`up RECIPE`): the recipe's engine, image, model,
+//! revision and shape become the serving options; its engine line is split by the engine
+//! (`engines::split_recipe_args`) into the words kept verbatim, in order, and the flags the
+//! engine writes itself, whose values become options (port, rendezvous, served name) or are
+//! dropped with a warning (ranks, the head's address); its environment and mods travel as the
+//! request's [`RecipePart`]. What the user typed beside `up` wins, and where it contradicts
+//! the recipe (`--tp 4` over the recipe's 2) a warning names both. Pure.
+
+use super::engine_line;
+use super::error::{RecipeError, RecipeErrors};
+use super::launch::RecipeLaunch;
+use super::mods::ModFiles;
+use super::runtime::RecipeEngine;
+use crate::model::ModelSource;
+use crate::plan::JobName;
+use crate::plan::secret::is_secret_name;
+use crate::profile::fit::Fit;
+use crate::profile::request::Overrides;
+use crate::workload::endpoint::{ApiKeyAsk, Bind};
+use crate::workload::engines::{
+    EngineKind, EngineOptions, OwnedArg, RecipeFlag, ServingEngine, split_recipe_args,
+};
+use crate::workload::launch::{LaunchRequest, ServeRequest};
+use crate::workload::recipe_part::RecipePart;
+use crate::workload::serve::ServeOptions;
+
+/// What the launching flags set over a recipe.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RecipeOverrides {
+    /// The flags every serving launch takes (`--job`, `--env`, `--api-key`, `--bind`, …).
+    pub serve: Overrides,
+    /// `--tp`, over the recipe's tensor-parallel size.
+    pub tp: Option<u32>,
+    /// `--port`, over the recipe's API port.
+    pub port: Option<u16>,
+    /// `--image`, over the recipe's container.
+    pub image: Option<String>,
+    /// `--gpus-per-node` (else what the nodes' drivers list).
+    pub gpus_per_node: Option<u32>,
+    /// `--recipe-env`: the recipe's value of a variable spark-launch derives wins.
+    pub keep_env: bool,
+}
+
+/// The serving request `launch` asks for, with its mods' files and `o` on top.
+pub fn request(
+    launch: &RecipeLaunch,
+    mods: Vec<ModFiles>,
+    o: &RecipeOverrides,
+) -> Result<LaunchRequest, RecipeErrors> {
+    let err = |field: &str, problem: String| RecipeError::new(&launch.file, field, problem);
+    let kind = EngineKind::of_recipe(launch.engine).ok_or_else(|| {
+        err(
+            "runtime",
+            format!("{}: not built into this version yet", launch.engine),
+        )
+        .fix("run the recipe with an engine this version has (vllm, trtllm)")
+    })?;
+    let engine = kind.engine();
+    let mut warnings: Vec<String> = launch
+        .warnings
+        .iter()
+        .map(|w| format!("{}: {w}", launch.file))
+        .collect();
+    let mut errors = secret_names(launch);
+    let model = ModelSource::parse(&launch.model, launch.model_revision.as_deref())
+        .map_err(|e| err("model", e.to_string()))?;
+    let job = o
+        .serve
+        .job
+        .clone()
+        .unwrap_or_else(|| job_name(&launch.name));
+    let mut serve = ServeOptions::new(kind, job, model);
+    let mut tuning = EngineOptions {
+        ray: launch.ray && engine.ray(),
+        ..EngineOptions::default()
+    };
+    let (program, args) = engine_words(launch);
+    let split = split_recipe_args(engine, &args);
+    serve.engine_args = split.kept;
+    let mut taken = Taken::default();
+    for owned in &split.owned {
+        match take(owned, &mut taken, &mut tuning) {
+            Ok(Some(w)) => warnings.push(format!("{}: {w}", launch.file)),
+            Ok(None) => {}
+            Err(problem) => errors.push(err("command", problem)),
+        }
+    }
+    serve.tp = shape(launch, o, &mut warnings, &mut errors);
+    serve.pp = launch.pp;
+    serve.port = port(launch, o, taken.port, engine, &mut warnings);
+    if let Some(host) = taken
+        .host
+        .filter(|h| !["0.0.0.0", "::", ""].contains(&h.as_str()))
+        && o.serve.bind.is_none()
+    {
+        warnings.push(format!(
+            "{}: the recipe's --host {host} is not used: the API listens as --bind says (every interface unless told)",
+            launch.file
+        ));
+    }
+    if let (Some(flag), Some(recipe)) = (&o.image, &launch.image)
+        && flag != recipe
+    {
+        warnings.push(format!(
+            "{}: --image {flag} replaces the recipe's container {recipe}",
+            launch.file
+        ));
+    }
+    serve.image = o
+        .image
+        .clone()
+        .or_else(|| launch.image.clone())
+        .unwrap_or_else(|| engine.default_image().to_string());
+    serve.gpus_per_node = o.gpus_per_node.unwrap_or(launch.gpus_per_node.max(1));
+    shared(&mut serve, &o.serve);
+    let api_key = api_key(launch, o, &mut warnings);
+    if !errors.is_empty() {
+        return Err(RecipeErrors(errors));
+    }
+    let served_name = served_name(taken.served, &launch.file, &mut warnings);
+    let part = RecipePart {
+        name: launch.name.clone(),
+        file: launch.file.clone(),
+        format: launch.format,
+        program,
+        served_name,
+        env: launch.env.clone(),
+        keep_env: o.keep_env,
+        mods,
+        warnings,
+    };
+    Ok(LaunchRequest::Serve(Box::new(ServeRequest {
+        engine: kind,
+        serve,
+        tuning,
+        gpus_per_node_given: o.gpus_per_node.is_some(),
+        hf_home: o.serve.hf_home.clone(),
+        nccl_from: o.serve.nccl_from.clone(),
+        allow_old_nccl: o.serve.allow_old_nccl,
+        api_key,
+        recipe: Some(Box::new(part)),
+    })))
+}
+
+/// The recipe's program words (`vllm serve`) and its arguments after them, the model
+/// written as the first argument taken out (spark-launch passes the staged folder).
+fn engine_words(launch: &RecipeLaunch) -> (Vec<String>, Vec<String>) {
+    let start = engine_line::program(&launch.argv)
+        .map(|(_, s)| s)
+        .unwrap_or(0);
+    let program = launch.argv[..start].to_vec();
+    let mut args = launch.argv[start..].to_vec();
+    let positional = matches!(launch.engine, RecipeEngine::Vllm | RecipeEngine::Trtllm);
+    if positional && args.first().is_some_and(|a| !a.starts_with('-')) {
+        args.remove(0);
+    }
+    (program, args)
+}
+
+/// What the flags the engine writes itself said, to become options.
+#[derive(Default)]
+struct Taken {
+    port: Option<u16>,
+    host: Option<String>,
+    served: Vec<String>,
+}
+
+/// One flag the engine writes itself: its value taken into an option, or a warning that it is
+/// dropped, or why the recipe cannot run.
+fn take(
+    owned: &OwnedArg,
+    taken: &mut Taken,
+    tuning: &mut EngineOptions,
+) -> Result<Option<String>, String> {
+    let value = owned.values.last().cloned().unwrap_or_default();
+    let port = |what: &str| {
+        value
+            .parse::<u16>()
+            .ok()
+            .filter(|p| *p > 0)
+            .ok_or_else(|| format!("{what} {value:?} in `{}` is not a port", owned.written()))
+    };
+    match owned.flag {
+        // Staged by spark-launch at the recipe's revision; sized from the recipe already.
+        RecipeFlag::Model | RecipeFlag::Revision | RecipeFlag::Tp | RecipeFlag::Pp => Ok(None),
+        // Ray or not is the recipe's already (RecipeLaunch::ray); the rest is the mode's.
+        RecipeFlag::Executor => Ok(None),
+        RecipeFlag::Port => {
+            taken.port = Some(port("the API port")?);
+            Ok(None)
+        }
+        RecipeFlag::Rendezvous => {
+            tuning.rendezvous_port = Some(port("the rendezvous port")?);
+            Ok(None)
+        }
+        RecipeFlag::Host => {
+            taken.host = Some(value);
+            Ok(None)
+        }
+        RecipeFlag::ServedName => {
+            taken.served = owned.values.clone();
+            Ok(None)
+        }
+        RecipeFlag::Reserved => Ok(Some(format!(
+            "the recipe's `{}` is dropped: spark-launch writes {} itself (per node, for its multi-node mode)",
+            owned.written(),
+            owned.name
+        ))),
+        RecipeFlag::Unsupported(why) => Err(format!("`{}`: {why}", owned.written())),
+    }
+}
+
+/// The tensor-parallel size: `--tp` over the recipe's (a warning naming both when they
+/// differ), the nodes it fills checked against the recipe's `min_nodes`/`max_nodes`.
+fn shape(
+    launch: &RecipeLaunch,
+    o: &RecipeOverrides,
+    warnings: &mut Vec<String>,
+    errors: &mut Vec<RecipeError>,
+) -> u32 {
+    let Some(tp) = o.tp.filter(|tp| *tp != launch.tp) else {
+        return launch.tp;
+    };
+    warnings.push(format!(
+        "{}: --tp {tp} replaces the recipe's tensor-parallel size {}",
+        launch.file, launch.tp
+    ));
+    let per_node = u64::from(o.gpus_per_node.unwrap_or(launch.gpus_per_node).max(1));
+    let nodes = (u64::from(tp) * u64::from(launch.pp)).div_ceil(per_node);
+    let b = launch.node_bounds;
+    if nodes < u64::from(b.min) {
+        errors.push(
+            RecipeError::new(
+                &launch.file,
+                "min_nodes",
+                format!(
+                    "--tp {tp} fills {nodes} node(s) but the recipe runs on at least {}",
+                    b.min
+                ),
+            )
+            .fix("give a --tp that fills the recipe's nodes"),
+        );
+    }
+    if let Some(max) = b.max.filter(|m| nodes > u64::from(*m)) {
+        errors.push(
+            RecipeError::new(
+                &launch.file,
+                "max_nodes",
+                format!("--tp {tp} fills {nodes} nodes but the recipe runs on at most {max}"),
+            )
+            .fix("give a --tp that fits the recipe's max_nodes"),
+        );
+    }
+    tp
+}
+
+/// The API port: `--port` over the recipe's `--port` (a warning naming both when they
+/// differ), else the engine's default.
+fn port(
+    launch: &RecipeLaunch,
+    o: &RecipeOverrides,
+    recipe: Option<u16>,
+    engine: &dyn ServingEngine,
+    warnings: &mut Vec<String>,
+) -> u16 {
+    match (o.port, recipe) {
+        (Some(flag), Some(r)) if flag != r => {
+            warnings.push(format!(
+                "{}: --port {flag} replaces the recipe's --port {r}",
+                launch.file
+            ));
+            flag
+        }
+        (Some(flag), _) => flag,
+        (None, Some(r)) => r,
+        (None, None) => engine.default_port(),
+    }
+}
+
+/// The name the API lists: the recipe's `--served-model-name` (its first, when it gives
+/// several), else the model's id (the serving plan's default).
+fn served_name(names: Vec<String>, file: &str, warnings: &mut Vec<String>) -> Option<String> {
+    if names.len() > 1 {
+        warnings.push(format!(
+            "{file}: --served-model-name {}: spark-launch serves the model as {} only",
+            names.join(" "),
+            names[0]
+        ));
+    }
+    names.into_iter().next()
+}
+
+/// `--api-key` over a key written in the recipe's command (which the recipe reader took out
+/// of the words).
+fn api_key(
+    launch: &RecipeLaunch,
+    o: &RecipeOverrides,
+    warnings: &mut Vec<String>,
+) -> Option<ApiKeyAsk> {
+    match (&o.serve.api_key, &launch.api_key) {
+        (Some(k), Some(_)) => {
+            warnings.push(format!(
+                "{}: --api-key replaces the key written in the recipe's command",
+                launch.file
+            ));
+            Some(k.clone())
+        }
+        (Some(k), None) => Some(k.clone()),
+        (None, Some(k)) => {
+            warnings.push(format!(
+                "{}: the recipe's command carries an --api-key: the API enforces it (a key written in a shared recipe is no secret)",
+                launch.file
+            ));
+            Some(ApiKeyAsk::Given(k.clone()))
+        }
+        (None, None) => None,
+    }
+}
+
+/// The options every serving launch takes from the flags.
+fn shared(serve: &mut ServeOptions, o: &Overrides) {
+    serve.env = o
+        .env
+        .iter()
+        .map(|e| (e.key.clone(), e.value.clone()))
+        .collect();
+    if let Some(t) = o.ready_timeout_s {
+        serve.ready_timeout_s = t;
+    }
+    serve.ulimits = o.container.ulimits.clone();
+    serve.gpus = o.container.gpus;
+    serve.stage_model = !o.no_stage;
+    serve.allow_tcp = o.allow_tcp;
+    serve.bind = o.bind.unwrap_or(Bind::All);
+}
+
+/// A variable holding a secret from the user's environment under a name that does not say
+/// so would be printed in plans, which mask values by name: refused.
+fn secret_names(launch: &RecipeLaunch) -> Vec<RecipeError> {
+    launch
+        .env
+        .0
+        .iter()
+        .filter(|(k, v)| v.secret && !is_secret_name(k))
+        .map(|(k, _)| {
+            RecipeError::new(
+                &launch.file,
+                format!("env.{k}"),
+                "takes a secret from your environment, but its name does not say so: plans would print its value",
+            )
+            .fix("give the variable a name with TOKEN, KEY or SECRET in it")
+        })
+        .collect()
+}
+
+/// `demo-glm-flash`: a job name from the recipe's name (letters, digits and `-`, starting with
+/// a letter, at most 40 characters).
+pub fn job_name(name: &str) -> JobName {
+    let mut slug = String::new();
+    for c in name.chars() {
+        if c.is_ascii_alphanumeric() {
+            slug.push(c.to_ascii_lowercase());
+        } else if !slug.is_empty() && !slug.ends_with('-') {
+            slug.push('-');
+        }
+    }
+    let mut job = if slug.starts_with(|c: char| c.is_ascii_alphabetic()) {
+        slug
+    } else {
+        format!("r-{slug}")
+    };
+    job.truncate(40);
+    JobName::new(job.trim_end_matches('-')).unwrap_or_else(|_| JobName::serve())
+}
+
+/// Whether this version can run the recipe on a cluster of `nodes` nodes (`None`: the nodes
+/// are not known, only the engine is checked).
+pub fn fit(launch: &RecipeLaunch, nodes: Option<usize>) -> Option<Fit> {
+    if EngineKind::of_recipe(launch.engine).is_none() {
+        return Some(Fit::No(vec![format!(
+            "{}: not built into this version yet",
+            launch.engine
+        )]));
+    }
+    let n = u32::try_from(nodes?).unwrap_or(u32::MAX);
+    let problems = launch.fit(n);
+    Some(if problems.is_empty() {
+        Fit::Yes
+    } else {
+        Fit::No(problems.into_iter().map(|p| p.problem).collect())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::recipe::{RecipeInput, parse};
+
+    fn launch(text: &str) -> RecipeLaunch {
+        parse("r.yaml", "r", text)
+            .unwrap()
+            .build(
+                &RecipeInput {
+                    gpus_per_node: 1,
+                    ..RecipeInput::default()
+                },
+                vec![],
+            )
+            .unwrap()
+    }
+
+    const V2: &str = "recipe_version: \"2\"\nmodel: org/demo\nruntime: vllm\ncontainer: img:1\nmin_nodes: 2\nmax_nodes: 2\ndefaults:\n  tensor_parallel: 2\n  port: 9000\ncommand: vllm serve {model} --tensor-parallel-size {tensor_parallel} --kv-cache-dtype fp8 --port {port} --host 0.0.0.0 --nnodes 2 --served-model-name demo --max-model-len 4096\n";
+
+    fn serve(r: LaunchRequest) -> ServeRequest {
+        match r {
+            LaunchRequest::Serve(s) => *s,
+            other => panic!("not a serving request: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_recipe_s_settings_reach_the_engine_verbatim_and_its_owned_flags_become_options() {
+        let s = serve(request(&launch(V2), vec![], &RecipeOverrides::default()).unwrap());
+        assert_eq!(
+            s.serve.engine_args,
+            ["--kv-cache-dtype", "fp8", "--max-model-len", "4096"]
+        );
+        assert_eq!((s.serve.tp, s.serve.port), (2, 9000));
+        assert_eq!(s.serve.image, "img:1");
+        assert_eq!(s.serve.job.as_str(), "r");
+        let part = s.recipe.unwrap();
+        assert_eq!(part.served_name.as_deref(), Some("demo"));
+        assert_eq!(part.program, ["vllm", "serve"]);
+        assert!(
+            part.warnings.iter().any(|w| w
+                == "r.yaml: the recipe's `--nnodes 2` is dropped: spark-launch writes --nnodes itself (per node, for its multi-node mode)"),
+            "{:?}",
+            part.warnings
+        );
+    }
+
+    #[test]
+    fn a_flag_over_the_recipe_wins_with_a_warning_naming_both() {
+        let o = RecipeOverrides {
+            port: Some(8001),
+            tp: Some(2),
+            ..RecipeOverrides::default()
+        };
+        let s = serve(request(&launch(V2), vec![], &o).unwrap());
+        assert_eq!(s.serve.port, 8001);
+        let w = &s.recipe.unwrap().warnings;
+        assert!(
+            w.iter()
+                .any(|w| w == "r.yaml: --port 8001 replaces the recipe's --port 9000"),
+            "{w:?}"
+        );
+        let o = RecipeOverrides {
+            tp: Some(4),
+            ..RecipeOverrides::default()
+        };
+        let e = request(&launch(V2), vec![], &o).unwrap_err();
+        assert_eq!(
+            e.0[0].to_string(),
+            "r.yaml: max_nodes: --tp 4 fills 4 nodes but the recipe runs on at most 2; give a --tp that fits the recipe's max_nodes"
+        );
+    }
+
+    #[test]
+    fn an_sglang_recipe_is_refused_until_the_engine_is_built_in() {
+        let l = launch(
+            "recipe_version: \"2\"\nmodel: org/demo\nruntime: sglang\ncommand: python3 -m sglang.launch_server --model-path {model}\n",
+        );
+        let e = request(&l, vec![], &RecipeOverrides::default()).unwrap_err();
+        assert_eq!(e.0[0].problem, "sglang: not built into this version yet");
+    }
+
+    #[test]
+    fn a_job_name_is_a_valid_slug_of_the_recipe_s_name() {
+        assert_eq!(
+            job_name("GLM-4.7 Flash (NVFP4)").as_str(),
+            "glm-4-7-flash-nvfp4"
+        );
+        assert_eq!(job_name("4x-spark").as_str(), "r-4x-spark");
+        assert!(job_name(&"x".repeat(80)).as_str().len() <= 40);
+    }
+}

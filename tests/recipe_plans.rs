@@ -1,0 +1,187 @@
+//! Community recipes planned as `up RECIPE --dry-run --json` plans them, on the seed-001
+//! snapshots (two DGX Sparks, both twins cabled): the recipe fixtures (tests/fixtures/recipes)
+//! read through the loader into the serving request, then the one launch planner. The whole
+//! plan is snapshot-tested: the recipe's engine words kept verbatim after what spark-launch
+//! writes, the per-node environment (templates rendered per node, the derived fabric
+//! variables winning), the mods' files and the script that runs them, the steps.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use spark_launch::derive::NodeInput;
+use spark_launch::node::NodeName;
+use spark_launch::plan::Launch;
+use spark_launch::probe::read_snapshot_dir;
+use spark_launch::recipe::RecipeInput;
+use spark_launch::recipe::loader::{self, RecipeLoadError};
+use spark_launch::recipe::request::RecipeOverrides;
+use spark_launch::workload::launch::{LaunchPlan, LaunchRequest, Lookups, Planned, plan};
+
+const EUGR: &str = "tests/fixtures/recipes/eugr-checkout";
+const REGISTRY: &str = "tests/fixtures/recipes/sparkrun-registry";
+const LOCAL: &str = "tests/fixtures/recipes/local";
+
+fn seed_001() -> Vec<NodeInput> {
+    let root =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/seed-001-two-sparks-both-twins");
+    ["spark", "spark2"]
+        .iter()
+        .map(|n| NodeInput {
+            name: NodeName::new(*n).unwrap(),
+            facts: read_snapshot_dir(&root.join(n)).unwrap(),
+        })
+        .collect()
+}
+
+fn input() -> RecipeInput {
+    RecipeInput {
+        sets: Vec::new(),
+        user_env: BTreeMap::from([("HOME".to_string(), "/home/tester".to_string())]),
+        gpus_per_node: 1,
+    }
+}
+
+fn request(name: &str, registry: Option<&str>, o: &RecipeOverrides) -> LaunchRequest {
+    loader::load_request(name, registry.map(Path::new), &input(), o).expect("the recipe reads")
+}
+
+fn planned(r: &LaunchRequest) -> Planned {
+    let nodes = seed_001();
+    let names: Vec<NodeName> = nodes.iter().map(|n| n.name.clone()).collect();
+    plan(r, &names, &nodes, &Lookups::default()).expect("the recipe plans")
+}
+
+fn env_of(p: &Planned, i: usize) -> BTreeMap<String, String> {
+    let LaunchPlan::Serve(s) = &p.plan else {
+        panic!("not a serving plan")
+    };
+    match &s.job.nodes[i].launch {
+        Launch::Container(c) => c.env.clone(),
+        Launch::Process(_) => panic!("not a container"),
+    }
+}
+
+#[test]
+fn the_v1_recipe_plans_ray_with_its_mod_in_both_containers() {
+    let path = format!("{EUGR}/recipes/demo-glm-flash-nvfp4.yaml");
+    let p = planned(&request(&path, None, &RecipeOverrides::default()));
+    insta::assert_json_snapshot!(p.plan);
+    assert!(
+        p.warnings
+            .iter()
+            .any(|w| w.contains("build_args") && w.contains("--exp-demo")),
+        "{:?}",
+        p.warnings
+    );
+}
+
+#[test]
+fn the_v2_recipe_without_a_command_plans_the_flag_table_line_natively() {
+    let p = planned(&request(
+        "@official/demo-nemotron-vllm-table",
+        Some(REGISTRY),
+        &RecipeOverrides::default(),
+    ));
+    insta::assert_json_snapshot!(p.plan);
+}
+
+#[test]
+fn a_v2_recipe_s_env_templates_are_rendered_per_node_and_the_derived_fabric_wins() {
+    let path = format!("{LOCAL}/demo-llama-vllm-env.yaml");
+    let p = planned(&request(&path, None, &RecipeOverrides::default()));
+    insta::assert_json_snapshot!(p.plan);
+    let (head, worker) = (env_of(&p, 0), env_of(&p, 1));
+    assert_eq!(head["DEMO_RANK"], "0/2@192.168.177.11");
+    assert_eq!(worker["DEMO_RANK"], "1/2@192.168.177.12");
+    assert_eq!(worker["DEMO_PORT"], "8010");
+    assert_eq!(worker["VLLM_ATTENTION_BACKEND"], "FLASHINFER");
+    assert_eq!(worker["NCCL_SOCKET_IFNAME"], "enp1s0f1np1");
+    for node in ["spark", "spark2"] {
+        let w = format!(
+            "{node}: the recipe's NCCL_SOCKET_IFNAME=eth0 is not used: spark-launch's NCCL_SOCKET_IFNAME=enp1s0f1np1 for this node wins (--recipe-env keeps the recipe's)"
+        );
+        assert!(p.warnings.contains(&w), "no `{w}` in {:?}", p.warnings);
+    }
+    // --recipe-env keeps the recipe's value, said per node.
+    let kept = planned(&request(
+        &path,
+        None,
+        &RecipeOverrides {
+            keep_env: true,
+            ..RecipeOverrides::default()
+        },
+    ));
+    assert_eq!(env_of(&kept, 1)["NCCL_SOCKET_IFNAME"], "eth0");
+}
+
+#[test]
+fn flags_beside_up_win_over_the_recipe_and_say_so() {
+    let path = format!("{LOCAL}/demo-llama-vllm-env.yaml");
+    let o = RecipeOverrides {
+        port: Some(9000),
+        image: Some("vllm-node".into()),
+        ..RecipeOverrides::default()
+    };
+    let p = planned(&request(&path, None, &o));
+    let LaunchPlan::Serve(s) = &p.plan else {
+        panic!("not a serving plan")
+    };
+    assert_eq!(s.endpoint.port, 9000);
+    assert_eq!(s.served_name, "llama-demo");
+    let file = format!("{LOCAL}/demo-llama-vllm-env.yaml");
+    for w in [
+        format!("{file}: --port 9000 replaces the recipe's --port 8010"),
+        format!(
+            "{file}: --image vllm-node replaces the recipe's container vllm/vllm-openai:v0.11.0"
+        ),
+    ] {
+        assert!(p.warnings.contains(&w), "no `{w}` in {:?}", p.warnings);
+    }
+}
+
+#[test]
+fn an_sglang_recipe_and_an_unknown_runtime_are_refused_before_planning() {
+    let refused = |name: &str| match loader::load_request(
+        name,
+        Some(Path::new(REGISTRY)),
+        &input(),
+        &RecipeOverrides::default(),
+    ) {
+        Err(RecipeLoadError::Recipe(e)) => e.to_string(),
+        other => panic!("{name} was not refused: {other:?}"),
+    };
+    assert!(
+        refused("demo-qwen-sglang").contains("runtime: sglang: not built into this version yet"),
+    );
+    assert!(refused("demo-gguf-llama-cpp").contains("runtime \"llama-cpp\" is not supported yet"));
+}
+
+#[test]
+fn a_registry_listing_says_which_recipes_this_version_runs_on_two_nodes() {
+    let entries = loader::list(Path::new(REGISTRY), &input()).expect("lists");
+    let fits: Vec<String> = entries
+        .iter()
+        .map(|e| {
+            let fit = e.fit(Some(2)).map(|f| f.label()).unwrap_or_default();
+            format!("{}: {fit}", e.label())
+        })
+        .collect();
+    assert_eq!(
+        fits,
+        [
+            "@official/demo-nemotron-vllm-table: yes",
+            "@official/demo-qwen-sglang: no: sglang: not built into this version yet",
+            "@experimental/demo-gguf-llama-cpp: no: runtime: runtime \"llama-cpp\" is not supported yet (spark-launch runs vllm, sglang and trtllm recipes)",
+            "@experimental/demo-missing-mod: no: mods[0]: mod \"fix-that-does-not-exist\" not found",
+            "@experimental/demo-newer-sparkrun: no: readiness: not a field spark-launch knows",
+        ]
+    );
+    let one = entries[0]
+        .fit(Some(1))
+        .map(|f| f.label())
+        .unwrap_or_default();
+    assert!(
+        one.starts_with("no: tp × pp = 2 × 1 needs 2 nodes"),
+        "{one}"
+    );
+}
