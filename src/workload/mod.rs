@@ -21,3 +21,4 @@ pub mod run;
 pub mod serve;
 pub mod skeleton;
 pub mod steps;
+pub mod token_probe;
