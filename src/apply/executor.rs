@@ -18,7 +18,7 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
-use super::context::{ApplyContext, ApplyOptions, Captures};
+use super::context::{ApplyContext, ApplyOptions, Captures, Marks};
 use super::phase::{Phase, PhaseError, PhaseFailure, Runner};
 use super::phases::{Connect, NameFree};
 use crate::plan::{JobPlan, Step};
@@ -31,6 +31,8 @@ pub struct Applied {
     /// Titles of the phases that ran, in order.
     pub phases: Vec<String>,
     pub captures: Captures,
+    /// When the stages of a start-up were seen.
+    pub marks: Marks,
 }
 
 /// Why a plan did not run to the end.
@@ -126,7 +128,11 @@ pub async fn execute(
     let result = runner.run(&phases, &ctx).await;
     let captures = ctx.captures();
     match result {
-        Ok(phases) => Ok(Applied { phases, captures }),
+        Ok(phases) => Ok(Applied {
+            phases,
+            captures,
+            marks: ctx.marks(),
+        }),
         Err(PhaseFailure {
             phase,
             error,
@@ -399,7 +405,8 @@ mod tests {
         assert_eq!(applied.captures["out"].stdout.trim(), "hello from a");
     }
 
-    /// An OpenAI-like server that answers `/health` and lists model `m`.
+    /// An OpenAI-like server that answers `/health`, lists model `m` and streams one token
+    /// for a completion (readiness's token probe).
     async fn api() -> u16 {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -410,6 +417,8 @@ mod tests {
                 let n = s.read(&mut buf).await.unwrap_or(0);
                 let body = if buf[..n].starts_with(b"GET /v1/models") {
                     r#"{"data":[{"id":"m"}]}"#
+                } else if buf[..n].starts_with(b"POST /v1/completions") {
+                    "data: {\"choices\":[{\"index\":0,\"text\":\" hi\"}]}\n\ndata: [DONE]\n\n"
                 } else {
                     ""
                 };

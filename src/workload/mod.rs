@@ -20,5 +20,6 @@ pub mod render;
 pub mod run;
 pub mod serve;
 pub mod skeleton;
+pub mod startup;
 pub mod steps;
 pub mod token_probe;
