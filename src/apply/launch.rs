@@ -46,6 +46,9 @@ pub struct LaunchCommand {
     pub options: ApplyOptions,
     /// Serving: return once the API answers instead of staying attached.
     pub detach: bool,
+    /// Serving (`--supervise`): stay attached as the job's supervisor, with this policy,
+    /// instead of following its log (Ctrl-C then stops supervising, not the job).
+    pub supervise: Option<crate::supervise::Policy>,
 }
 
 /// What a launch did.
@@ -323,8 +326,22 @@ async fn launch_on(
                     crate::workload::startup::record_path(&state, &job).display()
                 ));
             }
+            // Kept for `supervise JOB` (and a supervisor started at boot): secrets as `<set>`.
+            if let Err(e) = crate::supervise::records::save_plan(&state, &serve) {
+                reporter.warn(&format!(
+                    "the plan could not be kept for `spark-launch supervise {job}`: {e}"
+                ));
+            }
             on_ready(&serve, &startup);
-            let attached = if l.detach {
+            let attached = if let Some(policy) = &l.supervise {
+                let key = serve.api_key.as_ref().map(|k| k.key.clone());
+                Some(
+                    super::supervise::watch(&runtime, &serve, key, policy, &state, reporter, cancel)
+                        .await
+                        .map(|_| ())
+                        .map_err(AttachError::from),
+                )
+            } else if l.detach {
                 None
             } else {
                 Some(

@@ -54,6 +54,7 @@ pub mod phases;
 pub mod pull;
 pub mod serving;
 pub mod stage;
+pub mod supervise;
 pub mod trust;
 
 pub use context::{ApplyContext, ApplyOptions, Capture, Captures};

@@ -28,6 +28,9 @@ pub enum AttachError {
     },
     #[error("{0}")]
     Runtime(#[from] RuntimeError),
+    /// `--supervise`: the supervisor gave up (the job is left as it is).
+    #[error(transparent)]
+    Supervise(#[from] super::supervise::SuperviseError),
     #[error("stopping {job}: {failures}")]
     Stop {
         job: JobName,

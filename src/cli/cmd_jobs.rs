@@ -88,6 +88,10 @@ pub struct LogsArgs {
     #[arg(short, long)]
     pub follow: bool,
 
+    /// The supervisor's event log of the job instead (wedges, restarts, ready again).
+    #[arg(long, conflicts_with_all = ["follow", "node"])]
+    pub events: bool,
+
     #[command(flatten)]
     pub engines: EngineFlags,
 
@@ -144,6 +148,7 @@ pub async fn run(args: RunArgs, ctx: &Context) -> CmdResult {
         dry_run: args.launch.dry_run,
         options: args.launch.apply_options(),
         detach: true,
+        supervise: None,
     };
     super::launch::run(launch, Default::default(), ctx).await
 }
@@ -169,6 +174,13 @@ pub async fn status(args: StatusArgs, ctx: &Context) -> CmdResult {
 
 /// `spark-launch logs JOB [--node N] [-f]`: the job's own output, printed as it is.
 pub async fn logs(args: LogsArgs, ctx: &Context) -> CmdResult {
+    if args.events {
+        let state = crate::bench::store::state_dir();
+        return show(
+            &crate::supervise::records::EventsReport::read(&state, &args.job)?,
+            ctx,
+        );
+    }
     let request = LogsRequest {
         selection: selection(&args.target, args.engines, ctx),
         job: args.job,

@@ -188,6 +188,7 @@ pub async fn build(args: BuildArgs, ctx: &Context) -> CmdResult {
         dry_run: args.launch.dry_run,
         options: args.launch.apply_options(),
         detach: true,
+        supervise: None,
     };
     super::launch::run(launch, Default::default(), ctx).await
 }
@@ -246,6 +247,7 @@ fn test_launch(
         dry_run: args.launch.dry_run,
         options: args.launch.apply_options(),
         detach: true,
+        supervise: None,
     };
     let extras = super::launch::Extras {
         save_log: args.save_log,

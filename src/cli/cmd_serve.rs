@@ -28,6 +28,11 @@ pub struct ServeFlags {
     #[arg(short = 'd', long)]
     pub detach: bool,
 
+    /// Once it serves, stay attached as its supervisor (as `spark-launch supervise JOB`):
+    /// restart the whole group when a rank wedges or stops. Ctrl-C stops supervising, not the job.
+    #[arg(long, conflicts_with = "detach")]
+    pub supervise: bool,
+
     /// The weights are already on every node: skip staging.
     #[arg(long)]
     pub no_stage: bool,
@@ -117,6 +122,7 @@ impl ServeFlags {
             dry_run: self.launch.dry_run,
             options: self.launch.apply_options(),
             detach: self.detach,
+            supervise: self.supervise.then(Default::default),
         }
     }
 }

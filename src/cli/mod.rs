@@ -23,6 +23,7 @@ mod cmd_probe;
 mod cmd_profiles;
 mod cmd_report;
 mod cmd_serve;
+mod cmd_supervise;
 mod cmd_trust;
 pub mod launch;
 pub mod ui;
@@ -112,6 +113,10 @@ pub enum Command {
     Logs(cmd_jobs::LogsArgs),
     /// Stop a job on every node (only containers spark-launch labelled).
     Stop(cmd_jobs::StopArgs),
+    /// Keep a serving job up: probe it, restart its whole group when a rank wedges or stops.
+    Supervise(cmd_supervise::SuperviseArgs),
+    /// Write what runs a job's supervisor at boot (a systemd unit).
+    Export(cmd_supervise::ExportArgs),
     /// Measure a served model: tokens/s, TTFT and inter-token latency at a few concurrencies.
     Bench(cmd_bench::BenchArgs),
     /// Parse saved tool output (nccl-tests logs) into results and a verdict.
@@ -252,7 +257,7 @@ async fn run(cli: Cli) -> CmdResult {
         | Command::NcclBuild(_)
         | Command::Serve(_)
         | Command::Up(_) => ui::OnSignal::CleanUp { starts_jobs: true },
-        Command::Logs(_) | Command::Image(_) | Command::Bench(_) => {
+        Command::Logs(_) | Command::Image(_) | Command::Bench(_) | Command::Supervise(_) => {
             ui::OnSignal::CleanUp { starts_jobs: false }
         }
         Command::Probe(_)
@@ -306,6 +311,8 @@ async fn dispatch(command: Command, ctx: &Context) -> CmdResult {
         Command::Status(a) => cmd_jobs::status(a, ctx).await,
         Command::Logs(a) => cmd_jobs::logs(a, ctx).await,
         Command::Stop(a) => cmd_jobs::stop(a, ctx).await,
+        Command::Supervise(a) => cmd_supervise::run(a, ctx).await,
+        Command::Export(a) => cmd_supervise::export(a, ctx),
         Command::Bench(a) => cmd_bench::run(a, ctx).await,
         Command::Report(a) => cmd_report::run(a, ctx).await,
         Command::Completions(a) => cmd_completions::completions(a),

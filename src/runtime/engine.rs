@@ -370,6 +370,24 @@ impl Engine {
         }
     }
 
+    /// Stops (SIGTERM, then SIGKILL after `grace`) a container and keeps it, with its
+    /// configuration, for a later [`Engine::start`] (the supervisor's restart of a group). A
+    /// paused container is stopped too. `Ok(false)` when there was no such container.
+    pub async fn stop(&self, name: &str, grace: Duration) -> Result<bool, RuntimeError> {
+        let t = i32::try_from(grace.as_secs()).unwrap_or(i32::MAX);
+        let stop = StopContainerOptionsBuilder::new().t(t).build();
+        let client = self
+            .docker
+            .clone()
+            .with_timeout(REQUEST_TIMEOUT.saturating_add(grace));
+        match client.stop_container(name, Some(stop)).await {
+            Ok(()) => Ok(true),
+            Err(e) if matches!(status_of(&e), Some(304)) => Ok(true),
+            Err(e) if status_of(&e) == Some(404) => Ok(false),
+            Err(e) => Err(RuntimeError::api(format!("stop container {name}"), e)),
+        }
+    }
+
     /// Every container carrying spark-launch's job label (of `job` when given), running or
     /// not. Containers without our label are never returned.
     pub async fn labelled(&self, job: Option<&str>) -> Result<Vec<ContainerSummary>, RuntimeError> {

@@ -71,6 +71,8 @@ pub struct StatusReport {
     pub failed: Vec<(NodeName, RuntimeError)>,
     /// `status JOB` of a serving job: the start-up timings of its last launch from here.
     pub startup: Option<crate::workload::startup::Startup>,
+    /// `status JOB`: the supervisor's last events for the job (`supervise::records`).
+    pub events: Vec<crate::supervise::records::JobEvent>,
 }
 
 /// What `logs` printed: whether every node could be asked.
@@ -162,6 +164,9 @@ fn now() -> i64 {
         .unwrap_or(0)
 }
 
+/// How many of the supervisor's events `status JOB` shows.
+const LAST_EVENTS: usize = 5;
+
 /// `spark-launch status`.
 pub async fn status(
     req: &StatusRequest,
@@ -199,12 +204,25 @@ pub async fn status(
         }
         _ => None,
     };
+    let events = match &req.job {
+        Some(job) => crate::supervise::records::read_events(
+            &crate::bench::store::state_dir(),
+            job,
+            Some(LAST_EVENTS),
+        )
+        .unwrap_or_else(|e| {
+            reporter.warn(&format!("the supervisor's events of {job}: {e}"));
+            Vec::new()
+        }),
+        None => Vec::new(),
+    };
     Ok(StatusReport {
         job: req.job.clone(),
         nodes,
         rows,
         failed: found.failed,
         startup,
+        events,
     })
 }
 

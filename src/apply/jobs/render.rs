@@ -38,6 +38,7 @@ impl Shown for StatusReport {
             "jobs": self.rows,
             "unreachable": unreachable(&self.failed),
             "startup": self.startup,
+            "events": self.events,
         }))
     }
 
@@ -83,6 +84,13 @@ impl Shown for StatusReport {
         }
         if let Some(s) = &self.startup {
             out.push_str(&format!("\n{}, launched {}", s.text(), s.launched_at));
+        }
+        if !self.events.is_empty() {
+            out.push_str(&format!(
+                "\nthe supervisor's last events (all: spark-launch logs {} --events):\n{}",
+                self.job.as_ref().map(|j| j.as_str()).unwrap_or_default(),
+                crate::supervise::records::render_events(&self.events)
+            ));
         }
         out
     }

@@ -1,0 +1,636 @@
+//! The supervisor's decisions, as a state machine: what it saw (a token probe's outcome, a
+//! rank's container that stopped, how a restart of the group ended) and the time go in; what to
+//! do next ([`Move`]: look again, restart the whole group, wait, give up) and the events to
+//! record come out.
+//!
+//! - A **wedge** is named after [`Policy::failures`] probes in a row got no token within the
+//!   bound while `/health` still answered (a rank stuck in a collective); probes that find the
+//!   API not answering at all name the job **not serving** the same way. A failed probe is
+//!   followed by the next one at once, so a wedge is named within about
+//!   `failures × bound` of the first probe it caught.
+//! - A rank's container that stopped (exited, OOM-killed, gone) restarts the group at once.
+//! - Every restart is of the whole group. The first one after a healthy spell starts at once;
+//!   each further one waits [`Policy::backoff`], doubled every time, at most
+//!   [`Policy::backoff_max`]. After [`Policy::max_restarts`] restarts without a healthy spell of
+//!   [`Policy::stable_after`] in between, it gives up (the caller exits 1).
+//!
+//! Pure: time is a number of milliseconds given by the caller (tests drive it with a fake
+//! clock); no effects, no clock, no logs of its own.
+
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::node::NodeName;
+
+/// How the supervisor probes and restarts.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Policy {
+    /// Between two probes of a healthy job.
+    #[serde(rename = "interval_s", serialize_with = "secs")]
+    pub interval: Duration,
+    /// How long a probe waits for its first token.
+    #[serde(rename = "probe_timeout_s", serialize_with = "secs")]
+    pub probe_timeout: Duration,
+    /// Failed probes in a row that name a wedge.
+    pub failures: u32,
+    /// The wait before the second restart in a row; doubled for each further one.
+    #[serde(rename = "backoff_s", serialize_with = "secs")]
+    pub backoff: Duration,
+    /// The longest wait between restarts.
+    #[serde(rename = "backoff_max_s", serialize_with = "secs")]
+    pub backoff_max: Duration,
+    /// Restarts in a row (without a healthy spell between them) before giving up.
+    pub max_restarts: u32,
+    /// Healthy this long after a restart, the count of restarts starts again from zero.
+    #[serde(rename = "stable_after_s", serialize_with = "secs")]
+    pub stable_after: Duration,
+}
+
+fn secs<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(d.as_secs_f64())
+}
+
+impl Default for Policy {
+    fn default() -> Self {
+        Policy {
+            interval: Duration::from_secs(5),
+            probe_timeout: Duration::from_secs(10),
+            failures: 2,
+            backoff: Duration::from_secs(10),
+            backoff_max: Duration::from_secs(300),
+            max_restarts: 5,
+            stable_after: Duration::from_secs(600),
+        }
+    }
+}
+
+impl Policy {
+    /// The wait before restart number `n` in a row (1-based): none for the first, then
+    /// `backoff`, doubled each time, at most `backoff_max`.
+    pub fn delay(&self, n: u32) -> Duration {
+        if n <= 1 {
+            return Duration::ZERO;
+        }
+        let doubled = self
+            .backoff
+            .saturating_mul(2u32.saturating_pow((n - 2).min(31)));
+        doubled.min(self.backoff_max)
+    }
+}
+
+/// The policy's settings as the user gave them (`None`: the default), for `supervise` and for
+/// the unit that runs it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PolicyAsk {
+    pub probe_every_s: Option<u64>,
+    pub probe_timeout_s: Option<u64>,
+    pub failures: Option<u32>,
+    pub backoff_s: Option<u64>,
+    pub max_restarts: Option<u32>,
+}
+
+impl PolicyAsk {
+    /// The policy: the defaults with what was given over them.
+    pub fn policy(&self) -> Policy {
+        let d = Policy::default();
+        let secs = |v: Option<u64>, d: Duration| v.map(Duration::from_secs).unwrap_or(d);
+        Policy {
+            interval: secs(self.probe_every_s, d.interval).max(Duration::from_secs(1)),
+            probe_timeout: secs(self.probe_timeout_s, d.probe_timeout).max(Duration::from_secs(1)),
+            failures: self.failures.unwrap_or(d.failures).max(1),
+            backoff: secs(self.backoff_s, d.backoff),
+            max_restarts: self.max_restarts.unwrap_or(d.max_restarts),
+            ..d
+        }
+    }
+
+    /// The `supervise` flags that give these settings again (for the systemd unit).
+    pub fn args(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut push = |flag: &str, v: Option<String>| {
+            if let Some(v) = v {
+                out.push(flag.to_string());
+                out.push(v);
+            }
+        };
+        push("--probe-every", self.probe_every_s.map(|v| v.to_string()));
+        push(
+            "--probe-timeout",
+            self.probe_timeout_s.map(|v| v.to_string()),
+        );
+        push("--failures", self.failures.map(|v| v.to_string()));
+        push("--backoff", self.backoff_s.map(|v| v.to_string()));
+        push("--max-restarts", self.max_restarts.map(|v| v.to_string()));
+        out
+    }
+}
+
+/// What one token probe found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Probed {
+    /// A token came back after this many milliseconds.
+    Token { after_ms: u64 },
+    /// No token within the bound (or an empty or failed generation); `health` says whether
+    /// `/health` still answered 200.
+    NoToken { health: bool, why: String },
+}
+
+/// What the supervisor saw.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Seen {
+    Probe(Probed),
+    /// A rank's container is no longer running (`detail`: its state, exit code, OOM kill, the
+    /// first error line of its log).
+    RankStopped {
+        node: NodeName,
+        detail: String,
+    },
+    /// An error line in a rank's log, new since the last look (recorded, not acted on: the
+    /// probes decide).
+    EngineError {
+        node: NodeName,
+        line: String,
+    },
+    /// The restart of the group ended: ready again, or why not.
+    Restarted(Result<(), String>),
+}
+
+/// What the caller does next.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Move {
+    /// Look at every rank's container and probe the job; report with [`Supervisor::saw`].
+    Look,
+    /// Nothing until this much time has passed (or something is seen).
+    Wait(Duration),
+    /// Restart the whole group (restart number `attempt` in a row); report how it ended with
+    /// [`Seen::Restarted`].
+    Restart { attempt: u32 },
+    /// Stop supervising: the job could not be kept up.
+    GiveUp { reason: String },
+}
+
+/// An event's kind, as the event log spells it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    /// The supervisor started watching.
+    Watching,
+    ProbeFailed,
+    /// Probes answer again before a wedge was named.
+    ProbeRecovered,
+    Wedge,
+    NotServing,
+    ContainerStopped,
+    EngineError,
+    Restart,
+    RestartFailed,
+    Ready,
+    GaveUp,
+    /// The supervisor stopped (Ctrl-C); the job keeps running.
+    Stopped,
+}
+
+/// Something to record in the job's event log (the caller stamps the time).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Happened {
+    pub kind: Kind,
+    pub detail: String,
+    /// A duration that goes with it (the backoff before a restart, the time a restart took).
+    pub seconds: Option<f64>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum State {
+    /// Watching a job that serves; the next look is due at `next_look`.
+    Watching {
+        next_look: u64,
+    },
+    /// A restart is due at `at`.
+    Backoff {
+        at: u64,
+        reason: String,
+    },
+    /// A restart is under way since `since`.
+    Restarting {
+        since: u64,
+    },
+    GaveUp {
+        reason: String,
+    },
+}
+
+/// The supervisor's state (see the module docs).
+#[derive(Clone, Debug)]
+pub struct Supervisor {
+    policy: Policy,
+    state: State,
+    /// Failed probes in a row.
+    fails: u32,
+    /// Whether the failed probes in a row all found `/health` answering.
+    health_all_along: bool,
+    /// Restarts in a row (reset after a healthy spell).
+    restarts: u32,
+    /// When the job was last seen ready (start or restart).
+    ready_at: u64,
+    out: Vec<Happened>,
+}
+
+impl Supervisor {
+    /// A machine watching a job that is ready at `now`.
+    pub fn new(policy: Policy, now: u64) -> Supervisor {
+        Supervisor {
+            policy,
+            state: State::Watching { next_look: now },
+            fails: 0,
+            health_all_along: true,
+            restarts: 0,
+            ready_at: now,
+            out: Vec::new(),
+        }
+    }
+
+    pub fn policy(&self) -> &Policy {
+        &self.policy
+    }
+
+    /// Restarts in a row so far.
+    pub fn restarts(&self) -> u32 {
+        self.restarts
+    }
+
+    /// The events to record since the last call.
+    pub fn drain(&mut self) -> Vec<Happened> {
+        std::mem::take(&mut self.out)
+    }
+
+    fn note(&mut self, kind: Kind, detail: impl Into<String>, seconds: Option<f64>) {
+        self.out.push(Happened {
+            kind,
+            detail: detail.into(),
+            seconds,
+        });
+    }
+
+    /// What to do at `now`.
+    pub fn next_move(&mut self, now: u64) -> Move {
+        match self.state.clone() {
+            State::GaveUp { reason } => Move::GiveUp { reason },
+            State::Watching { next_look } if now >= next_look => Move::Look,
+            State::Watching { next_look } => Move::Wait(ms(next_look - now)),
+            State::Backoff { at, reason } if now >= at => {
+                self.state = State::Restarting { since: now };
+                let n = self.restarts;
+                self.note(
+                    Kind::Restart,
+                    format!(
+                        "restarting every rank (restart {n} of at most {} in a row): {reason}",
+                        self.policy.max_restarts
+                    ),
+                    Some(self.policy.delay(n).as_secs_f64()),
+                );
+                Move::Restart { attempt: n }
+            }
+            State::Backoff { at, .. } => Move::Wait(ms(at - now)),
+            // The caller is restarting; it reports the end with `Seen::Restarted`.
+            State::Restarting { .. } => Move::Wait(self.policy.interval),
+        }
+    }
+
+    /// Takes in what was seen at `now`.
+    pub fn saw(&mut self, now: u64, seen: Seen) {
+        match (self.state.clone(), seen) {
+            (State::Restarting { since }, Seen::Restarted(Ok(()))) => {
+                self.note(
+                    Kind::Ready,
+                    "every rank restarted; the job answers with a token again",
+                    Some(secs_between(since, now)),
+                );
+                self.fails = 0;
+                self.health_all_along = true;
+                self.ready_at = now;
+                self.state = State::Watching {
+                    next_look: now + self.policy.interval.as_millis() as u64,
+                };
+            }
+            (State::Restarting { since }, Seen::Restarted(Err(why))) => {
+                self.note(
+                    Kind::RestartFailed,
+                    why.clone(),
+                    Some(secs_between(since, now)),
+                );
+                self.schedule(now, format!("the last restart failed: {why}"));
+            }
+            (State::Watching { .. }, Seen::Probe(Probed::Token { after_ms })) => {
+                if self.fails > 0 {
+                    self.note(
+                        Kind::ProbeRecovered,
+                        format!(
+                            "a token after {} ms, after {} failed probe(s)",
+                            after_ms, self.fails
+                        ),
+                        Some(after_ms as f64 / 1000.0),
+                    );
+                }
+                self.fails = 0;
+                self.health_all_along = true;
+                if self.restarts > 0
+                    && now.saturating_sub(self.ready_at)
+                        >= self.policy.stable_after.as_millis() as u64
+                {
+                    self.restarts = 0;
+                }
+                self.state = State::Watching {
+                    next_look: now + self.policy.interval.as_millis() as u64,
+                };
+            }
+            (State::Watching { .. }, Seen::Probe(Probed::NoToken { health, why })) => {
+                self.fails += 1;
+                self.health_all_along &= health;
+                let bound = self.policy.probe_timeout.as_secs_f64();
+                self.note(
+                    Kind::ProbeFailed,
+                    format!(
+                        "no token within {bound} s ({why}); /health {}",
+                        if health {
+                            "answers 200"
+                        } else {
+                            "does not answer"
+                        }
+                    ),
+                    Some(bound),
+                );
+                if self.fails >= self.policy.failures {
+                    let (kind, what) = if self.health_all_along {
+                        (Kind::Wedge, "a wedge: /health answers but no token comes")
+                    } else {
+                        (Kind::NotServing, "the API does not serve")
+                    };
+                    let detail = format!("{what} ({} probes in a row, {bound} s each)", self.fails);
+                    self.note(kind, detail.clone(), None);
+                    self.schedule(now, detail);
+                } else {
+                    // Probe again at once: a wedge is named within `failures` bounds.
+                    self.state = State::Watching { next_look: now };
+                }
+            }
+            (State::Watching { .. }, Seen::RankStopped { node, detail }) => {
+                let detail = format!("{node}: {detail}");
+                self.note(Kind::ContainerStopped, detail.clone(), None);
+                self.schedule(now, detail);
+            }
+            (_, Seen::EngineError { node, line }) => {
+                self.note(Kind::EngineError, format!("{node}: {line}"), None);
+            }
+            // Anything else is stale (a probe that ended after a restart was decided): ignored.
+            _ => {}
+        }
+    }
+
+    /// A restart of the group is needed because of `reason`: due after the backoff, or give up.
+    fn schedule(&mut self, now: u64, reason: String) {
+        self.fails = 0;
+        self.health_all_along = true;
+        if self.restarts >= self.policy.max_restarts {
+            let reason = format!(
+                "gave up after {} restarts in a row without {} of health: {reason}",
+                self.restarts,
+                crate::progress::human_duration(self.policy.stable_after)
+            );
+            self.note(Kind::GaveUp, reason.clone(), None);
+            self.state = State::GaveUp { reason };
+            return;
+        }
+        self.restarts += 1;
+        let delay = self.policy.delay(self.restarts);
+        self.state = State::Backoff {
+            at: now + delay.as_millis() as u64,
+            reason,
+        };
+    }
+
+    /// True once it gave up.
+    pub fn gave_up(&self) -> bool {
+        matches!(self.state, State::GaveUp { .. })
+    }
+}
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+fn secs_between(from: u64, to: u64) -> f64 {
+    to.saturating_sub(from) as f64 / 1000.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(n: &str) -> NodeName {
+        NodeName::new(n).unwrap()
+    }
+
+    fn wedged() -> Seen {
+        Seen::Probe(Probed::NoToken {
+            health: true,
+            why: "no token".into(),
+        })
+    }
+
+    fn token() -> Seen {
+        Seen::Probe(Probed::Token { after_ms: 120 })
+    }
+
+    fn kinds(m: &mut Supervisor) -> Vec<Kind> {
+        m.drain().into_iter().map(|h| h.kind).collect()
+    }
+
+    #[test]
+    fn a_healthy_job_is_looked_at_every_interval_and_records_nothing() {
+        let mut m = Supervisor::new(Policy::default(), 0);
+        assert_eq!(m.next_move(0), Move::Look);
+        m.saw(0, token());
+        assert_eq!(m.next_move(1_000), Move::Wait(Duration::from_secs(4)));
+        assert_eq!(m.next_move(5_000), Move::Look);
+        assert!(m.drain().is_empty());
+    }
+
+    #[test]
+    fn two_probes_without_a_token_while_health_answers_name_a_wedge_and_restart_the_group_at_once()
+    {
+        let mut m = Supervisor::new(Policy::default(), 0);
+        m.next_move(0);
+        m.saw(10_000, wedged());
+        // The second probe goes out at once.
+        assert_eq!(m.next_move(10_000), Move::Look);
+        m.saw(20_000, wedged());
+        assert_eq!(
+            kinds(&mut m),
+            [Kind::ProbeFailed, Kind::ProbeFailed, Kind::Wedge]
+        );
+        assert_eq!(m.next_move(20_000), Move::Restart { attempt: 1 });
+        assert_eq!(kinds(&mut m), [Kind::Restart]);
+        m.saw(45_000, Seen::Restarted(Ok(())));
+        let ready = m.drain();
+        assert_eq!(ready[0].kind, Kind::Ready);
+        assert_eq!(ready[0].seconds, Some(25.0));
+        assert_eq!(m.next_move(45_000), Move::Wait(Duration::from_secs(5)));
+    }
+
+    #[test]
+    fn one_failed_probe_then_a_token_is_no_wedge() {
+        let mut m = Supervisor::new(Policy::default(), 0);
+        m.saw(10_000, wedged());
+        m.saw(10_500, token());
+        assert_eq!(kinds(&mut m), [Kind::ProbeFailed, Kind::ProbeRecovered]);
+        assert!(matches!(m.next_move(11_000), Move::Wait(_)));
+    }
+
+    #[test]
+    fn probes_that_find_no_api_at_all_name_the_job_not_serving() {
+        let mut m = Supervisor::new(Policy::default(), 0);
+        let down = Seen::Probe(Probed::NoToken {
+            health: false,
+            why: "connection refused".into(),
+        });
+        m.saw(1_000, down.clone());
+        m.saw(2_000, down);
+        assert_eq!(
+            kinds(&mut m),
+            [Kind::ProbeFailed, Kind::ProbeFailed, Kind::NotServing]
+        );
+        assert_eq!(m.next_move(2_000), Move::Restart { attempt: 1 });
+    }
+
+    #[test]
+    fn a_stopped_rank_restarts_the_whole_group_at_once() {
+        let mut m = Supervisor::new(Policy::default(), 0);
+        m.saw(
+            3_000,
+            Seen::RankStopped {
+                node: node("n2"),
+                detail: "exited (code 137)".into(),
+            },
+        );
+        let h = m.drain();
+        assert_eq!(h[0].kind, Kind::ContainerStopped);
+        assert_eq!(h[0].detail, "n2: exited (code 137)");
+        assert_eq!(m.next_move(3_000), Move::Restart { attempt: 1 });
+    }
+
+    #[test]
+    fn restarts_in_a_row_back_off_exponentially_and_give_up_at_the_cap() {
+        let policy = Policy {
+            backoff: Duration::from_secs(10),
+            backoff_max: Duration::from_secs(35),
+            max_restarts: 4,
+            ..Policy::default()
+        };
+        let mut m = Supervisor::new(policy, 0);
+        let crash = || Seen::RankStopped {
+            node: node("n2"),
+            detail: "exited".into(),
+        };
+        let mut now = 0;
+        m.saw(now, crash());
+        // Restart 1 at once, 2 after 10 s, 3 after 20 s, 4 after 35 s (the cap on the wait).
+        let mut waits = Vec::new();
+        for attempt in 1..=4 {
+            let due = match m.next_move(now) {
+                Move::Restart { attempt: a } => {
+                    assert_eq!(a, attempt);
+                    0
+                }
+                Move::Wait(d) => {
+                    let d = d.as_millis() as u64;
+                    // Not a moment earlier.
+                    assert_eq!(
+                        m.next_move(now + d - 1),
+                        Move::Wait(Duration::from_millis(1))
+                    );
+                    assert_eq!(m.next_move(now + d), Move::Restart { attempt });
+                    d
+                }
+                other => panic!("{other:?}"),
+            };
+            waits.push(due / 1000);
+            now += due + 30_000;
+            // The restart came up, then a rank stopped again within seconds.
+            m.saw(now, Seen::Restarted(Ok(())));
+            now += 2_000;
+            m.saw(now, crash());
+        }
+        assert_eq!(waits, [0, 10, 20, 35]);
+        // The fifth would exceed the cap: give up, with the reason.
+        match m.next_move(now) {
+            Move::GiveUp { reason } => {
+                assert!(reason.contains("4 restarts in a row"), "{reason}")
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(m.gave_up());
+        assert_eq!(m.drain().last().map(|h| h.kind), Some(Kind::GaveUp));
+    }
+
+    #[test]
+    fn a_failed_restart_counts_and_the_next_waits_its_backoff() {
+        let mut m = Supervisor::new(Policy::default(), 0);
+        m.saw(
+            0,
+            Seen::RankStopped {
+                node: node("n1"),
+                detail: "OOM-killed".into(),
+            },
+        );
+        assert_eq!(m.next_move(0), Move::Restart { attempt: 1 });
+        m.saw(60_000, Seen::Restarted(Err("not ready after 3m".into())));
+        assert_eq!(m.next_move(60_000), Move::Wait(Duration::from_secs(10)));
+        assert_eq!(m.next_move(70_000), Move::Restart { attempt: 2 });
+        assert_eq!(
+            kinds(&mut m),
+            [
+                Kind::ContainerStopped,
+                Kind::Restart,
+                Kind::RestartFailed,
+                Kind::Restart
+            ]
+        );
+    }
+
+    #[test]
+    fn a_healthy_spell_after_a_restart_resets_the_count() {
+        let policy = Policy {
+            max_restarts: 1,
+            ..Policy::default()
+        };
+        let stable = policy.stable_after.as_millis() as u64;
+        let mut m = Supervisor::new(policy, 0);
+        let crash = Seen::RankStopped {
+            node: node("n2"),
+            detail: "exited".into(),
+        };
+        m.saw(0, crash.clone());
+        assert_eq!(m.next_move(0), Move::Restart { attempt: 1 });
+        m.saw(1_000, Seen::Restarted(Ok(())));
+        // Healthy for the whole spell: the next crash restarts at once again.
+        m.saw(1_000 + stable, token());
+        assert_eq!(m.restarts(), 0);
+        m.saw(2_000 + stable, crash);
+        assert_eq!(m.next_move(2_000 + stable), Move::Restart { attempt: 1 });
+    }
+
+    #[test]
+    fn an_error_line_is_recorded_but_decides_nothing() {
+        let mut m = Supervisor::new(Policy::default(), 0);
+        m.saw(
+            0,
+            Seen::EngineError {
+                node: node("n1"),
+                line: "ERROR NCCL timeout".into(),
+            },
+        );
+        assert_eq!(kinds(&mut m), [Kind::EngineError]);
+        assert_eq!(m.next_move(0), Move::Look);
+    }
+}
