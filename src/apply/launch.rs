@@ -336,10 +336,12 @@ async fn launch_on(
             let attached = if let Some(policy) = &l.supervise {
                 let key = serve.api_key.as_ref().map(|k| k.key.clone());
                 Some(
-                    super::supervise::watch(&runtime, &serve, key, policy, &state, reporter, cancel)
-                        .await
-                        .map(|_| ())
-                        .map_err(AttachError::from),
+                    super::supervise::watch(
+                        &runtime, &serve, key, policy, &state, reporter, cancel,
+                    )
+                    .await
+                    .map(|_| ())
+                    .map_err(AttachError::from),
                 )
             } else if l.detach {
                 None

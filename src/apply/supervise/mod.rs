@@ -1,0 +1,337 @@
+//! The supervisor's effects (issue 23; its decisions and records are `crate::supervise`'s):
+//! `spark-launch supervise JOB` as one call ([`supervise`]), and the loop every supervised job
+//! runs ([`watch`], also behind `--supervise` on the launching commands): ask the machine what
+//! to do, look (`watch`), restart the whole group (`restart`), record every event in the job's
+//! log and show it on stderr, until Ctrl-C (the job keeps running) or the machine gives up.
+
+mod restart;
+mod watch;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde::Serialize;
+use tokio_util::sync::CancellationToken;
+
+use self::restart::Stage;
+use self::watch::Watched;
+use crate::node::NodeName;
+use crate::plan::JobName;
+use crate::plan::secret::Secret;
+use crate::progress::Reporter;
+use crate::report::shown::{Ending, Shown};
+use crate::resolve::{self, Needs, Purpose, ResolveError, Selection};
+use crate::runtime::{Cluster, RuntimeError};
+use crate::supervise::machine::{Happened, Kind, Move, Policy, Seen, Supervisor};
+use crate::supervise::records::{self, JobEvent, RecordError};
+use crate::workload::endpoint::{ApiKeyAsk, CLIENT_KEY_VAR};
+use crate::workload::serve::ServePlan;
+
+/// `supervise JOB`, as the CLI parsed it.
+#[derive(Clone, Debug)]
+pub struct SuperviseRequest {
+    pub selection: Selection,
+    pub job: JobName,
+    pub policy: Policy,
+    /// Say what would be watched and how the group would restart; touch nothing.
+    pub dry_run: bool,
+    /// Where the job's records are (`bench::store::state_dir()`).
+    pub state_dir: PathBuf,
+}
+
+/// Why supervising ended with an error. [`SuperviseError::exit_code`] maps it.
+#[derive(Debug, thiserror::Error)]
+pub enum SuperviseError {
+    #[error(transparent)]
+    Record(#[from] RecordError),
+    #[error(transparent)]
+    Resolve(#[from] ResolveError),
+    #[error(transparent)]
+    Runtime(#[from] RuntimeError),
+    #[error("the job's API key: {0}")]
+    Key(String),
+    #[error(
+        "{node} runs a rank of {job} but is not among the nodes given (--hosts, the cluster file)"
+    )]
+    MissingNode { job: JobName, node: NodeName },
+    #[error("{job}: {reason}; the job is left as it is (see `spark-launch logs {job} --events`)")]
+    GaveUp { job: JobName, reason: String },
+    #[error("{job}: the event log: {source}")]
+    Events { job: JobName, source: RecordError },
+}
+
+impl SuperviseError {
+    /// 2 for the user's input (no such job kept, unknown nodes), 1 otherwise.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            SuperviseError::Record(RecordError::NoPlan { .. }) => 2,
+            SuperviseError::Resolve(e) if e.is_invalid_input() => 2,
+            SuperviseError::MissingNode { .. } => 2,
+            _ => 1,
+        }
+    }
+}
+
+/// What `supervise --dry-run` says: what would be watched, how, and the restart's stages.
+#[derive(Debug, Serialize)]
+pub struct SupervisePlan {
+    pub job: JobName,
+    pub engine: String,
+    /// The ranks whose containers are watched, head first.
+    pub ranks: Vec<Rank>,
+    /// The API the token probe asks, as the head reaches it.
+    pub probe_url: String,
+    pub model: String,
+    pub policy: Policy,
+    /// A restart of the whole group, stage by stage.
+    pub restart: Vec<Stage>,
+    pub events: PathBuf,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Rank {
+    pub node: NodeName,
+    pub container: String,
+}
+
+/// How supervising ended without an error.
+#[derive(Debug)]
+pub enum Supervised {
+    Planned(Box<SupervisePlan>),
+    /// Ctrl-C: the supervisor stopped; the job runs on.
+    Stopped {
+        job: JobName,
+    },
+}
+
+impl Shown for Supervised {
+    fn json(&self) -> Result<String, serde_json::Error> {
+        match self {
+            Supervised::Planned(p) => serde_json::to_string_pretty(p),
+            Supervised::Stopped { job } => serde_json::to_string_pretty(
+                &serde_json::json!({ "job": job, "supervising": "stopped", "job_left_running": true }),
+            ),
+        }
+    }
+    fn text(&self) -> String {
+        match self {
+            Supervised::Planned(p) => render_plan(p),
+            Supervised::Stopped { job } => format!(
+                "stopped supervising {job}; the job keeps running (stop it with `spark-launch stop {job}`)"
+            ),
+        }
+    }
+    fn ending(&self) -> Ending {
+        Ending::Ok
+    }
+}
+
+fn render_plan(p: &SupervisePlan) -> String {
+    let mut out = format!(
+        "supervise {} ({}): every {} s a token probe to {} for {} (≤ {} s); a wedge after {} probes in a row without a token\nranks watched:\n",
+        p.job,
+        p.engine,
+        p.policy.interval.as_secs_f64(),
+        p.probe_url,
+        p.model,
+        p.policy.probe_timeout.as_secs_f64(),
+        p.policy.failures,
+    );
+    for r in &p.ranks {
+        out.push_str(&format!("  {}: {}\n", r.node, r.container));
+    }
+    out.push_str("a restart, of the whole group:\n");
+    for (i, s) in p.restart.iter().enumerate() {
+        let line = match s {
+            Stage::Stop { containers } => format!("stop {}", containers.join(", ")),
+            Stage::Start { nodes } => format!("start again on {}", crate::node::join(nodes)),
+            Stage::Run { step } => step.clone(),
+        };
+        out.push_str(&format!("  {}. {line}\n", i + 1));
+    }
+    out.push_str(&format!(
+        "backoff {} s doubling up to {} s; give up after {} restarts in a row\nevents: {}",
+        p.policy.backoff.as_secs_f64(),
+        p.policy.backoff_max.as_secs_f64(),
+        p.policy.max_restarts,
+        p.events.display()
+    ));
+    out
+}
+
+/// What would be watched for `plan` (`--dry-run`).
+pub fn plan_of(plan: &ServePlan, policy: &Policy, state_dir: &std::path::Path) -> SupervisePlan {
+    let (probe_url, model) = restart::api_of(plan);
+    SupervisePlan {
+        job: plan.job.job.clone(),
+        engine: plan.engine.engine().name().to_string(),
+        ranks: plan
+            .nodes
+            .iter()
+            .map(|n| Rank {
+                node: n.clone(),
+                container: plan.job.job.container_name(n),
+            })
+            .collect(),
+        probe_url,
+        model,
+        policy: policy.clone(),
+        restart: restart::stages(plan),
+        events: records::events_path(state_dir, &plan.job.job),
+    }
+}
+
+/// The API key of a kept plan: read again from its file, else `$SPARK_LAUNCH_API_KEY` (a key
+/// given on the command line is kept nowhere).
+pub fn key_of(plan: &ServePlan) -> Result<Option<Secret>, SuperviseError> {
+    let Some(k) = &plan.api_key else {
+        return Ok(None);
+    };
+    if let Some(file) = &k.file {
+        return crate::apply::api_key::resolve(&ApiKeyAsk::File(file.clone()), false)
+            .map(|k| Some(k.key))
+            .map_err(|e| SuperviseError::Key(e.to_string()));
+    }
+    std::env::var(CLIENT_KEY_VAR)
+        .ok()
+        .and_then(Secret::new)
+        .map(Some)
+        .ok_or_else(|| {
+            SuperviseError::Key(format!(
+                "it was given on the command line and is kept nowhere: set {CLIENT_KEY_VAR} for the supervisor"
+            ))
+        })
+}
+
+/// `spark-launch supervise JOB` (see the module docs).
+pub async fn supervise(
+    req: &SuperviseRequest,
+    reporter: &Arc<dyn Reporter>,
+    cancel: &CancellationToken,
+) -> Result<Supervised, SuperviseError> {
+    let plan = records::load_plan(&req.state_dir, &req.job)?;
+    if req.dry_run {
+        return Ok(Supervised::Planned(Box::new(plan_of(
+            &plan,
+            &req.policy,
+            &req.state_dir,
+        ))));
+    }
+    let key = key_of(&plan)?;
+    let resolved = resolve::resolve(&req.selection, Needs::links(Purpose::Act), reporter).await?;
+    resolved
+        .scope(async |resolved| {
+            let cluster = resolved.runtime()?;
+            if let Some(node) = plan.nodes.iter().find(|n| cluster.node(n).is_err()) {
+                return Err(SuperviseError::MissingNode {
+                    job: req.job.clone(),
+                    node: node.clone(),
+                });
+            }
+            watch(
+                &cluster,
+                &plan,
+                key,
+                &req.policy,
+                &req.state_dir,
+                reporter,
+                cancel,
+            )
+            .await
+        })
+        .await
+}
+
+/// Supervises the job of `plan` on `cluster` until Ctrl-C (`Ok`: the job keeps running) or
+/// the machine gives up (an error). Every event goes to the job's log and to stderr.
+pub async fn watch(
+    cluster: &Cluster,
+    plan: &ServePlan,
+    key: Option<Secret>,
+    policy: &Policy,
+    state_dir: &std::path::Path,
+    reporter: &Arc<dyn Reporter>,
+    cancel: &CancellationToken,
+) -> Result<Supervised, SuperviseError> {
+    let job = plan.job.job.clone();
+    let target = Watched::of(cluster, plan, key.clone());
+    let started = Instant::now();
+    let t = || started.elapsed().as_millis() as u64;
+    let mut m = Supervisor::new(policy.clone(), t());
+    let record = |happened: Vec<Happened>| -> Result<(), SuperviseError> {
+        let events: Vec<JobEvent> = happened
+            .into_iter()
+            .map(|h| JobEvent::stamped(h, records::now_ms()))
+            .collect();
+        for e in &events {
+            reporter.warn(&format!(
+                "{job}: {} {}",
+                records::kind_name(e.kind),
+                e.detail
+            ));
+        }
+        records::append(state_dir, &job, &events).map_err(|source| SuperviseError::Events {
+            job: job.clone(),
+            source,
+        })
+    };
+    record(vec![Happened {
+        kind: Kind::Watching,
+        detail: format!(
+            "watching {} rank(s) of {job}: a token probe every {} s (Ctrl-C stops supervising, not the job)",
+            plan.nodes.len(),
+            policy.interval.as_secs_f64()
+        ),
+        seconds: None,
+    }])?;
+    let mut errors = watch::follow_errors(&target).await;
+    loop {
+        record(m.drain())?;
+        if cancel.is_cancelled() {
+            record(vec![Happened {
+                kind: Kind::Stopped,
+                detail: "supervising stopped (Ctrl-C); the job keeps running".into(),
+                seconds: None,
+            }])?;
+            return Ok(Supervised::Stopped { job });
+        }
+        match m.next_move(t()) {
+            Move::Look => {
+                for e in errors.drain() {
+                    m.saw(t(), e);
+                }
+                let stopped = watch::ranks(&target).await;
+                if stopped.is_empty() {
+                    tokio::select! {
+                        p = watch::probe(&target, policy.probe_timeout) => m.saw(t(), Seen::Probe(p)),
+                        _ = cancel.cancelled() => {}
+                    }
+                } else {
+                    for s in stopped {
+                        m.saw(t(), s);
+                    }
+                }
+            }
+            Move::Wait(d) => {
+                tokio::select! {
+                    _ = tokio::time::sleep(d) => {}
+                    _ = cancel.cancelled() => {}
+                }
+            }
+            Move::Restart { .. } => {
+                record(m.drain())?;
+                drop(errors);
+                let done = restart::restart(cluster, plan, key.as_ref(), reporter, cancel).await;
+                if !cancel.is_cancelled() {
+                    m.saw(t(), Seen::Restarted(done.map_err(|e| e.to_string())));
+                }
+                errors = watch::follow_errors(&target).await;
+            }
+            Move::GiveUp { reason } => {
+                record(m.drain())?;
+                return Err(SuperviseError::GaveUp { job, reason });
+            }
+        }
+    }
+}

@@ -1,0 +1,247 @@
+//! The restart of a whole group, from the job's serving plan: stop every rank's container (kept,
+//! with its configuration), then walk the plan from its first start step on — each start step
+//! starts its nodes' containers again, in the plan's order, and the steps between and after
+//! them (the waits: Ray's members, the API ready with a token) run through the executor as
+//! they did at launch. The steps before the first start (ports, image, model, NCCL staging)
+//! are not run again: what they put on the nodes is still there.
+//!
+//! Never a single rank, never a container without the job's label (each is checked before it
+//! is stopped or started). Effects only; the decision to restart is `machine`'s.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::apply::context::ApplyOptions;
+use crate::apply::executor::execute;
+use crate::node::{NodeName, all_ok, for_each_node};
+use crate::plan::secret::Secret;
+use crate::plan::spec::LABEL_JOB;
+use crate::plan::{JobPlan, Launch, RuntimeKind, Step};
+use crate::progress::Reporter;
+use crate::runtime::{Cluster, RuntimeError};
+use crate::workload::serve::ServePlan;
+
+/// How long a rank gets between SIGTERM and SIGKILL when its group restarts: a wedged rank
+/// does not end by itself.
+pub const STOP_GRACE: Duration = Duration::from_secs(3);
+
+/// The API as the head reaches it and the served model, from the plan's wait-serving step
+/// (else its endpoint).
+pub fn api_of(plan: &ServePlan) -> (String, String) {
+    plan.job
+        .steps
+        .iter()
+        .find_map(|s| match s {
+            Step::WaitServing(w) => Some((w.url.clone(), w.model.clone())),
+            _ => None,
+        })
+        .unwrap_or_else(|| {
+            (
+                plan.endpoint.url.trim_end_matches("/v1").to_string(),
+                plan.served_name.clone(),
+            )
+        })
+}
+
+/// One stage of a restart, in order.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(tag = "stage", rename_all = "kebab-case")]
+pub enum Stage {
+    /// Stop these containers (every rank at once).
+    Stop { containers: Vec<String> },
+    /// Start these nodes' containers again, all at once.
+    Start { nodes: Vec<NodeName> },
+    /// A step of the plan, run as at launch (its `--dry-run` line).
+    Run { step: String },
+}
+
+/// The stages of a restart of `plan`'s group (what `supervise --dry-run` prints).
+pub fn stages(plan: &ServePlan) -> Vec<Stage> {
+    let job = &plan.job;
+    let mut out = vec![Stage::Stop {
+        containers: plan
+            .nodes
+            .iter()
+            .map(|n| job.job.container_name(n))
+            .collect(),
+    }];
+    for step in restart_steps(job) {
+        out.push(match step {
+            Step::Start(s) => Stage::Start {
+                nodes: s.nodes.clone(),
+            },
+            other => Stage::Run {
+                step: other.describe(),
+            },
+        });
+    }
+    out
+}
+
+/// The plan's steps from its first start step on (a plan's closing `stop` step excluded).
+fn restart_steps(job: &JobPlan) -> impl Iterator<Item = &Step> {
+    job.steps
+        .iter()
+        .skip_while(|s| !matches!(s, Step::Start(_)))
+        .filter(|s| !matches!(s, Step::Stop(_)))
+}
+
+/// Why a restart did not bring the group back.
+#[derive(Debug, thiserror::Error)]
+pub enum RestartError {
+    #[error("the job runs as host processes: the supervisor restarts containers only")]
+    NotContainers,
+    /// Stopping or starting the ranks failed (every failed node named).
+    #[error("{0}")]
+    Nodes(String),
+    #[error("{0}")]
+    Step(String),
+    #[error("interrupted")]
+    Interrupted,
+}
+
+/// Restarts the whole group of `plan` (see the module docs). `key` is the API key the
+/// wait-serving step asks with.
+pub async fn restart(
+    cluster: &Cluster,
+    plan: &ServePlan,
+    key: Option<&Secret>,
+    reporter: &Arc<dyn Reporter>,
+    cancel: &CancellationToken,
+) -> Result<(), RestartError> {
+    let job = &plan.job;
+    if job.runtime != RuntimeKind::Docker {
+        return Err(RestartError::NotContainers);
+    }
+    let stop = reporter.step(&format!("Stop every rank of {}", job.job));
+    match on_nodes(plan.nodes.clone(), cluster, job, Act::Stop).await {
+        Ok(()) => stop.ok(),
+        Err(e) => {
+            stop.fail(&e.to_string());
+            return Err(e);
+        }
+    }
+    let mut pending: Vec<Step> = Vec::new();
+    for step in restart_steps(job) {
+        if cancel.is_cancelled() {
+            return Err(RestartError::Interrupted);
+        }
+        match step {
+            Step::Start(s) => {
+                run_steps(
+                    std::mem::take(&mut pending),
+                    cluster,
+                    plan,
+                    key,
+                    reporter,
+                    cancel,
+                )
+                .await?;
+                let started =
+                    reporter.step(&format!("Start {} again", crate::node::join(&s.nodes)));
+                match on_nodes(s.nodes.clone(), cluster, job, Act::Start).await {
+                    Ok(()) => started.ok(),
+                    Err(e) => {
+                        started.fail(&e.to_string());
+                        return Err(e);
+                    }
+                }
+            }
+            other => pending.push(other.clone()),
+        }
+    }
+    run_steps(pending, cluster, plan, key, reporter, cancel).await
+}
+
+/// What a restart does to a rank's container.
+#[derive(Clone, Copy)]
+enum Act {
+    Stop,
+    Start,
+}
+
+/// Does `act` to the job's container on every node of `nodes` at once, after checking that
+/// container carries the job's label; every node's failure is named.
+async fn on_nodes(
+    nodes: Vec<NodeName>,
+    cluster: &Cluster,
+    job: &JobPlan,
+    act: Act,
+) -> Result<(), RestartError> {
+    let results = for_each_node(nodes, 0, |node| async move {
+        let name = job.job.container_name(&node);
+        let engine = cluster.node(&node)?.engine().await?;
+        let labelled = engine
+            .inspect(&name)
+            .await?
+            .and_then(|c| c.config)
+            .and_then(|c| c.labels)
+            .and_then(|l| l.get(LABEL_JOB).cloned());
+        if labelled.as_deref() != Some(job.job.as_str()) {
+            return Err(RuntimeError::Other(format!(
+                "{name} is missing or carries no label of job {}: left alone; start the job again",
+                job.job
+            )));
+        }
+        match act {
+            Act::Stop => engine.stop(&name, STOP_GRACE).await.map(|_| ()),
+            Act::Start => {
+                let spec = job
+                    .nodes
+                    .iter()
+                    .find_map(|p| match &p.launch {
+                        Launch::Container(c) if c.name == name => Some(c),
+                        _ => None,
+                    })
+                    .ok_or_else(|| {
+                        RuntimeError::Other(format!("{name} has no part in the plan"))
+                    })?;
+                engine.start(spec).await
+            }
+        }
+    })
+    .await;
+    all_ok(results)
+        .map(|_| ())
+        .map_err(|f| RestartError::Nodes(f.to_string()))
+}
+
+/// Runs plan steps through the executor (nothing is removed if one fails: `keep`), the
+/// wait-serving step with the real API key.
+async fn run_steps(
+    steps: Vec<Step>,
+    cluster: &Cluster,
+    plan: &ServePlan,
+    key: Option<&Secret>,
+    reporter: &Arc<dyn Reporter>,
+    cancel: &CancellationToken,
+) -> Result<(), RestartError> {
+    if steps.is_empty() {
+        return Ok(());
+    }
+    let steps = steps
+        .into_iter()
+        .map(|s| match s {
+            Step::WaitServing(mut w) => {
+                w.api_key = key.cloned();
+                Step::WaitServing(w)
+            }
+            other => other,
+        })
+        .collect();
+    let sub = JobPlan {
+        steps,
+        ..plan.job.clone()
+    };
+    let options = ApplyOptions {
+        keep: true,
+        ..ApplyOptions::default()
+    };
+    match execute(&sub, cluster, &options, reporter.clone(), cancel.clone()).await {
+        Ok(_) => Ok(()),
+        Err(_) if cancel.is_cancelled() => Err(RestartError::Interrupted),
+        Err(e) => Err(RestartError::Step(e.kind.to_string())),
+    }
+}

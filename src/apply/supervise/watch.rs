@@ -1,0 +1,250 @@
+//! What the supervisor looks at, each time the machine asks for a look: every rank's container
+//! (running or not, its exit code, an OOM kill, the first error line of its log), then one
+//! tiny real generation on the head (`workload::token_probe`, over the head's shell, the API
+//! key on stdin) and, when no token came, whether `/health` still answers. Also each rank's
+//! log, followed from the moment the supervisor starts watching, for error lines.
+//!
+//! Effects only: what was seen is handed to `machine` as [`Seen`] values; nothing is decided
+//! here. Only containers carrying the job's label are looked at.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
+
+use crate::model::script::quote;
+use crate::node::{NodeName, for_each_node};
+use crate::plan::JobName;
+use crate::plan::secret::Secret;
+use crate::plan::spec::LABEL_JOB;
+use crate::runtime::shell::NodeShell;
+use crate::runtime::{Cluster, RuntimeError};
+use crate::supervise::machine::{Probed, Seen};
+use crate::workload::engines::ReadySignals;
+use crate::workload::readiness::first_error;
+use crate::workload::serve::ServePlan;
+use crate::workload::token_probe::{self, TokenProbe};
+
+/// What the supervisor needs to look at a job: its nodes, the head's shell, the API.
+pub struct Watched<'a> {
+    pub cluster: &'a Cluster,
+    pub job: JobName,
+    /// The ranks, head first.
+    pub nodes: Vec<NodeName>,
+    /// The API on the head as the head reaches it (`http://127.0.0.1:8000`).
+    pub url: String,
+    pub model: String,
+    pub health_path: &'static str,
+    pub key: Option<Secret>,
+}
+
+impl<'a> Watched<'a> {
+    /// The target of a serving plan on `cluster`; `key` is the API key the plan's engine
+    /// enforces (its plan shows only `<set>`).
+    pub fn of(cluster: &'a Cluster, plan: &ServePlan, key: Option<Secret>) -> Watched<'a> {
+        let (url, model) = super::restart::api_of(plan);
+        Watched {
+            cluster,
+            job: plan.job.job.clone(),
+            nodes: plan.nodes.clone(),
+            url,
+            model,
+            health_path: ReadySignals::of_workload(plan.engine.engine().name()).health_path,
+            key,
+        }
+    }
+}
+
+/// Every rank's container that is not running, as [`Seen::RankStopped`]. A node that cannot be
+/// asked is a hiccup (logged, looked at again next time), never taken for a stopped rank; a
+/// paused container counts as running (a frozen rank is for the probe to find).
+pub async fn ranks(t: &Watched<'_>) -> Vec<Seen> {
+    let results = for_each_node(t.nodes.clone(), 0, |node| async move {
+        let name = t.job.container_name(&node);
+        let engine = t.cluster.node(&node)?.engine().await?;
+        let Some(c) = engine.inspect(&name).await? else {
+            return Ok::<_, RuntimeError>(Some("gone (the container was removed)".to_string()));
+        };
+        let ours = c
+            .config
+            .as_ref()
+            .and_then(|c| c.labels.as_ref())
+            .and_then(|l| l.get(LABEL_JOB))
+            .is_some_and(|j| j == t.job.as_str());
+        if !ours {
+            return Ok(Some(format!(
+                "{name} is not a container of job {} (no spark-launch label): left alone",
+                t.job
+            )));
+        }
+        let st = c.state.unwrap_or_default();
+        if st.running == Some(true) {
+            return Ok(None);
+        }
+        let mut detail = format!(
+            "{name} is {} (exit code {})",
+            st.status
+                .map(|s| s.to_string())
+                .unwrap_or_else(|| "stopped".into()),
+            st.exit_code
+                .map(|c| c.to_string())
+                .unwrap_or_else(|| "?".into())
+        );
+        if st.oom_killed == Some(true) {
+            detail.push_str(", killed for lack of memory (OOM)");
+        }
+        if let Some(line) = log_error(engine, &name).await {
+            detail.push_str(&format!("; first error line: {line}"));
+        }
+        Ok(Some(detail))
+    })
+    .await;
+    let mut seen = Vec::new();
+    for (node, r) in results {
+        match r {
+            Ok(Some(detail)) => seen.push(Seen::RankStopped { node, detail }),
+            Ok(None) => {}
+            Err(e) => {
+                tracing::warn!("{node}: cannot look at the job's container ({e}); trying again")
+            }
+        }
+    }
+    seen
+}
+
+/// The first error line of a container's whole log.
+async fn log_error(engine: &crate::runtime::engine::Engine, name: &str) -> Option<String> {
+    let mut stream = engine.logs(name, false, false);
+    let mut text = Vec::new();
+    while let Some(Ok(chunk)) = stream.next().await {
+        text.extend_from_slice(&chunk.bytes);
+    }
+    first_error(&String::from_utf8_lossy(&text))
+}
+
+/// One token probe on the head, then `/health` when no token came.
+pub async fn probe(t: &Watched<'_>, bound: Duration) -> Probed {
+    let bound_s = bound.as_secs().max(1);
+    let Some(shell) = head_shell(t) else {
+        return Probed::NoToken {
+            health: false,
+            why: "no shell on the head".into(),
+        };
+    };
+    let stdin = token_probe::header_stdin(t.key.as_ref().map(|k| k.expose()));
+    let script = token_probe::script(&t.url, &t.model, bound_s);
+    // The shell's own round trip gets a little time beyond curl's bound.
+    let ran = tokio::time::timeout(
+        bound + Duration::from_secs(10),
+        shell.run(&script, stdin, None),
+    )
+    .await;
+    let found = match ran {
+        Ok(Ok(out)) => token_probe::parse(&out.stdout, bound_s),
+        Ok(Err(e)) => TokenProbe::Failed(e.to_string()),
+        Err(_) => TokenProbe::NoAnswer { waited_s: bound_s },
+    };
+    if let TokenProbe::Token { after_ms } = found {
+        return Probed::Token {
+            after_ms: after_ms.unwrap_or(0),
+        };
+    }
+    Probed::NoToken {
+        health: health(shell.as_ref(), t).await,
+        why: found.to_string(),
+    }
+}
+
+fn head_shell(t: &Watched<'_>) -> Option<Arc<dyn NodeShell>> {
+    let head = t.nodes.first()?;
+    t.cluster.node(head).ok()?.target.shell().ok()
+}
+
+/// Whether the head's `/health` answers 200 within 5 s.
+async fn health(shell: &dyn NodeShell, t: &Watched<'_>) -> bool {
+    let url = quote(&format!("{}{}", t.url.trim_end_matches('/'), t.health_path));
+    let script = format!("curl -s -o /dev/null -w '%{{http_code}}' --max-time 5 {url}");
+    let ran = tokio::time::timeout(
+        Duration::from_secs(15),
+        shell.run(&script, Vec::new(), None),
+    );
+    matches!(ran.await, Ok(Ok(out)) if out.stdout.trim() == "200")
+}
+
+/// Error lines from every rank's log, written since [`follow_errors`] was called.
+pub struct ErrorLines {
+    rx: UnboundedReceiver<(NodeName, String)>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl ErrorLines {
+    /// The new error lines, at most one per node (with how many more came).
+    pub fn drain(&mut self) -> Vec<Seen> {
+        let mut by_node: Vec<(NodeName, String, usize)> = Vec::new();
+        while let Ok((node, line)) = self.rx.try_recv() {
+            match by_node.iter_mut().find(|(n, _, _)| *n == node) {
+                Some((_, _, more)) => *more += 1,
+                None => by_node.push((node, line, 0)),
+            }
+        }
+        by_node
+            .into_iter()
+            .map(|(node, line, more)| Seen::EngineError {
+                node,
+                line: if more > 0 {
+                    format!("{line} (and {more} more error lines)")
+                } else {
+                    line
+                },
+            })
+            .collect()
+    }
+}
+
+impl Drop for ErrorLines {
+    fn drop(&mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+/// Follows every rank's log (lines stamped by Docker from now on) for error lines.
+pub async fn follow_errors(t: &Watched<'_>) -> ErrorLines {
+    let (tx, rx) = unbounded_channel();
+    let since = crate::supervise::records::now_ms() / 1000;
+    let mut tasks = Vec::new();
+    for node in &t.nodes {
+        let name = t.job.container_name(node);
+        let Ok(runtime) = t.cluster.node(node) else {
+            continue;
+        };
+        let Ok(engine) = runtime.engine().await else {
+            continue;
+        };
+        let mut stream = engine.logs(&name, true, true);
+        let tx = tx.clone();
+        let node = node.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut pending: Vec<u8> = Vec::new();
+            while let Some(Ok(chunk)) = stream.next().await {
+                pending.extend_from_slice(&chunk.bytes);
+                while let Some(i) = pending.iter().position(|b| *b == b'\n') {
+                    let line: Vec<u8> = pending.drain(..=i).collect();
+                    let line = String::from_utf8_lossy(&line).trim().to_string();
+                    let (stamp, text) = line.split_once(' ').unwrap_or(("", line.as_str()));
+                    let new = crate::runtime::cluster::parse_rfc3339_seconds(stamp)
+                        .is_some_and(|s| s >= since);
+                    if new
+                        && let Some(e) = first_error(text)
+                        && tx.send((node.clone(), e)).is_err()
+                    {
+                        return;
+                    }
+                }
+            }
+        }));
+    }
+    ErrorLines { rx, tasks }
+}
