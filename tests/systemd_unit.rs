@@ -120,3 +120,138 @@ fn a_unit_whose_binary_is_not_there_fails_the_same_check() {
         text(&out)
     );
 }
+
+/// A job's plan kept as a launch keeps it: `vllm --dry-run --json` on the two-Spark snapshots
+/// (a local model folder with its config.json), written to `STATE/records/demo/plan.json`.
+fn kept_plan(tmp: &Path) -> std::path::PathBuf {
+    let model = tmp.join("model");
+    std::fs::create_dir_all(&model).unwrap();
+    std::fs::write(
+        model.join("config.json"),
+        r#"{"architectures":["X"],"hidden_size":64,"num_attention_heads":8,"num_key_value_heads":2,"num_hidden_layers":4}"#,
+    )
+    .unwrap();
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/fresh-two-sparks");
+    let mut args = vec![
+        "vllm".to_string(),
+        model.display().to_string(),
+        "--tp".into(),
+        "2".into(),
+        "--job".into(),
+        "demo".into(),
+        "--dry-run".into(),
+        "--json".into(),
+    ];
+    for n in ["spark-3f21", "spark-8c04"] {
+        args.push("--snapshot".into());
+        args.push(format!("{n}={}", fixtures.join(n).display()));
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_spark-launch"))
+        .args(&args)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let state = tmp.join("state");
+    let dir = state.join("records/demo");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("plan.json"), &out.stdout).unwrap();
+    state
+}
+
+fn spark_launch(state: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_spark-launch"))
+        .args(args)
+        .env("SPARK_LAUNCH_STATE_DIR", state)
+        .env("SPARK_LAUNCH_NO_PROGRESS", "1")
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn export_systemd_writes_the_unit_of_a_kept_job_and_systemd_analyze_verify_accepts_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let state = kept_plan(tmp.path());
+    let runtime = tmp.path().join("run");
+    std::fs::create_dir(&runtime).unwrap();
+    let file = tmp.path().join("spark-launch-demo.service");
+    let out = spark_launch(
+        &state,
+        &[
+            "export",
+            "systemd",
+            "demo",
+            "--output",
+            file.to_str().unwrap(),
+            "--probe-every",
+            "3",
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let unit = std::fs::read_to_string(&file).unwrap();
+    assert!(unit.contains(" supervise demo --cluster "), "{unit}");
+    assert!(unit.contains("--probe-every 3"), "{unit}");
+    assert!(
+        unit.contains(&format!("SPARK_LAUNCH_STATE_DIR={}", state.display())),
+        "{unit}"
+    );
+    let verified = verify(&file, true, &runtime);
+    assert!(
+        verified.status.success() && verified.stderr.is_empty(),
+        "{}\n--- the unit\n{unit}",
+        text(&verified)
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("systemctl --user daemon-reload"),
+        "{}",
+        text(&out)
+    );
+    // A job with no kept plan: refused (exit 2), naming where it looked.
+    let out = spark_launch(&state, &["export", "systemd", "other", "--output", "-"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        text(&out).contains("records/other/plan.json"),
+        "{}",
+        text(&out)
+    );
+}
+
+#[test]
+fn supervise_dry_run_says_what_it_watches_and_the_order_of_a_restart_without_touching_a_node() {
+    let tmp = tempfile::tempdir().unwrap();
+    let state = kept_plan(tmp.path());
+    let out = spark_launch(&state, &["supervise", "demo", "--dry-run", "--json"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let containers: Vec<&str> = v["ranks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["container"].as_str().unwrap())
+        .collect();
+    assert_eq!(containers, ["sl-demo-spark-3f21", "sl-demo-spark-8c04"]);
+    assert_eq!(v["policy"]["interval_s"], 5.0);
+    assert_eq!(v["policy"]["failures"], 2);
+    let restart = v["restart"].as_array().unwrap();
+    assert_eq!(restart[0]["stage"], "stop");
+    assert_eq!(restart[0]["containers"][1], "sl-demo-spark-8c04");
+    assert_eq!(restart[1]["stage"], "start");
+    assert_eq!(
+        restart[1]["nodes"],
+        serde_json::json!(["spark-3f21", "spark-8c04"])
+    );
+    assert_eq!(restart.last().unwrap()["stage"], "run");
+    assert!(
+        restart.last().unwrap()["step"]
+            .as_str()
+            .unwrap()
+            .contains("/v1/models lists model"),
+        "{v}"
+    );
+    let out = spark_launch(&state, &["supervise", "demo", "--dry-run"]);
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(shown.contains("a restart, of the whole group:"), "{shown}");
+    assert!(
+        shown.contains("1. stop sl-demo-spark-3f21, sl-demo-spark-8c04"),
+        "{shown}"
+    );
+}
