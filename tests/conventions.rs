@@ -77,6 +77,7 @@ fn the_pure_core_imports_no_effects() {
         "bench/compare.rs",
         "bench/soak.rs",
         "supervise/unit.rs",
+        "supervise/machine.rs",
     ];
     let forbidden = [
         "tokio",

@@ -441,7 +441,8 @@ fn wedge_bench() {
     let v: serde_json::Value =
         serde_json::from_str(&stdout(&soak)).unwrap_or_else(|e| panic!("{e}: {}", describe(&soak)));
     let report = &v["report"]["soak"];
-    println!("events: {:?}", kinds(&all));
+    let shown = net.spark_launch(1, &["logs", job, "--events", "--hosts", &hosts(&net)]);
+    println!("events:\n{}", stdout(&shown));
     println!(
         "soak: {} requests, {} failed, {} cut at the end, stalls {}",
         report["requests"], report["failed"], report["unfinished"], report["stalls"]

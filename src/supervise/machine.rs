@@ -351,7 +351,7 @@ impl Supervisor {
                 self.note(
                     Kind::ProbeFailed,
                     format!(
-                        "no token within {bound} s ({why}); /health {}",
+                        "{why}; /health {}",
                         if health {
                             "answers 200"
                         } else {
