@@ -6,7 +6,8 @@
 //! `docker pause` (a wedge), later killed with `docker kill` (a crashed rank); each time the
 //! supervisor restarts the whole group (both ranks' containers start again) and the job
 //! answers with a token again; an unlabelled container on the worker stays as it was; Ctrl-C
-//! (SIGINT) ends the supervisor and leaves the job running.
+//! (SIGINT) ends the supervisor and leaves the job running. Then `vllm --supervise`: the
+//! launch stays as the job's supervisor, and Ctrl-C leaves that job running too.
 //!
 //! `wedge_bench` (ignored: run by `bench/wedge.sh`) measures the same under a steady load.
 
@@ -77,22 +78,25 @@ fn started(net: &SimNet, job: &str) -> Vec<String> {
         .collect()
 }
 
-/// Starts the 2-node stand-in job, detached.
-fn launch(net: &SimNet, hub: &HubStandin, image: &str, job: &str) {
-    let out = net.spark_launch_with(
-        1,
-        &[
-            "vllm",
-            MODEL,
-            "--tp",
-            "2",
-            "--job",
-            job,
-            "-d",
-            "--timeout",
-            "180",
-            "--hosts",
-            &hosts(net),
+/// `vllm MODEL --tp 2 --job JOB` on the stand-in, with `how` (`-d`, `--supervise`).
+fn vllm_args(net: &SimNet, image: &str, job: &str, how: &str) -> Vec<String> {
+    [
+        "vllm",
+        MODEL,
+        "--tp",
+        "2",
+        "--job",
+        job,
+        how,
+        "--timeout",
+        "180",
+        "--hosts",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .chain([hosts(net)])
+    .chain(
+        [
             "--image",
             image,
             "--gpus",
@@ -101,10 +105,18 @@ fn launch(net: &SimNet, hub: &HubStandin, image: &str, job: &str) {
             "memlock=8388608",
             "--ulimit",
             "nofile=16384",
-        ],
-        &[("HF_ENDPOINT", hub.url.as_str())],
-        None,
-    );
+        ]
+        .iter()
+        .map(|s| s.to_string()),
+    )
+    .collect()
+}
+
+/// Starts the 2-node stand-in job, detached.
+fn launch(net: &SimNet, hub: &HubStandin, image: &str, job: &str) {
+    let args = vllm_args(net, image, job, "-d");
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = net.spark_launch_with(1, &args, &[("HF_ENDPOINT", hub.url.as_str())], None);
     assert!(out.status.success(), "{}", describe(&out));
 }
 
@@ -203,7 +215,7 @@ fn token(net: &SimNet) -> String {
 }
 
 #[test]
-fn a_supervised_job_heals_a_wedge_and_a_crashed_rank_by_restarting_its_whole_group_and_ctrl_c_leaves_it_running()
+fn a_supervised_job_heals_a_wedge_and_a_crashed_rank_by_restarting_its_whole_group_and_ctrl_c_leaves_it_running_also_with_vllm_supervise()
  {
     let (net, hub, image, _rt) = cluster("v");
     let job = "sup";
@@ -348,6 +360,40 @@ fn a_supervised_job_heals_a_wedge_and_a_crashed_rank_by_restarting_its_whole_gro
     let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
     let shown = v["events"].as_array().unwrap();
     assert_eq!(shown.last().unwrap()["kind"], "stopped", "{v}");
+    remove_job(&net, job);
+
+    // `vllm --supervise`: once it serves it supervises; Ctrl-C leaves the job running.
+    let job = "supd";
+    let args = vllm_args(&net, &image, job, "--supervise");
+    let script = format!(
+        "echo $$ > ~/supd.pid; exec {} {}",
+        net.binary().display(),
+        args.join(" ")
+    );
+    let out = std::thread::scope(|s| {
+        let launched = s.spawn(|| {
+            net.exec_user(
+                1,
+                &["bash", "-c", &script],
+                &[
+                    ("HF_ENDPOINT", hub.url.as_str()),
+                    ("SPARK_LAUNCH_NO_PROGRESS", "1"),
+                ],
+                None,
+            )
+        });
+        wait_for(&net, job, "watching", 1, Duration::from_secs(240));
+        let out = net.exec_user(1, &["sh", "-c", "kill -INT $(cat ~/supd.pid)"], &[], None);
+        assert!(out.status.success(), "{}", describe(&out));
+        launched.join().unwrap()
+    });
+    assert!(out.status.success(), "{}", describe(&out));
+    assert_eq!(kinds(&events(&net, job)), ["watching", "stopped"]);
+    for i in 1..=2 {
+        let name = format!("sl-{job}-{}", net.hostname(i));
+        assert_eq!(inspect(&net, i, &name, "{{.State.Status}}"), "running");
+    }
+    assert!(token(&net).contains("data:"), "no token after Ctrl-C");
     remove_job(&net, job);
 }
 
