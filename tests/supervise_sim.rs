@@ -274,6 +274,14 @@ fn a_supervised_job_heals_a_wedge_and_a_crashed_rank_by_restarting_its_whole_gro
     let (out, during) = std::thread::scope(|s| {
         let sup = spawn_supervise(s, &net, job, &policy);
         wait_for(&net, job, "watching", 1, Duration::from_secs(60));
+        // One supervisor per job: a second one is refused, naming the first.
+        let second = net.spark_launch(1, &["supervise", job, "--hosts", &hosts(&net)]);
+        assert_eq!(second.status.code(), Some(2), "{}", describe(&second));
+        assert!(
+            support::stderr(&second).contains("already supervised here"),
+            "{}",
+            describe(&second)
+        );
 
         // A wedge: the worker frozen. /health still answers; no token comes.
         let before = started(&net, job);

@@ -35,6 +35,15 @@ pub enum RecordError {
         path.display()
     )]
     NoPlan { job: JobName, path: PathBuf },
+    #[error(
+        "job {job} is already supervised here (pid {pid}, lock {}): one supervisor per job, or they would restart it twice",
+        path.display()
+    )]
+    Supervised {
+        job: JobName,
+        pid: String,
+        path: PathBuf,
+    },
     #[error("{}: not a serving plan spark-launch wrote ({cause})", path.display())]
     BadPlan { path: PathBuf, cause: String },
 }
@@ -116,6 +125,43 @@ pub fn load_plan(state: &Path, job: &JobName) -> Result<ServePlan, RecordError> 
         path,
         cause: e.to_string(),
     })
+}
+
+/// The one supervisor of a job on this machine: an exclusive lock on
+/// `records/<JOB>/supervise.lock` (holding the supervisor's pid), released when dropped or
+/// when the process ends, however it ends.
+#[derive(Debug)]
+pub struct SuperviseLock {
+    _lock: nix::fcntl::Flock<std::fs::File>,
+}
+
+/// Takes the lock of `job`'s supervisor, or says which process holds it.
+pub fn lock(state: &Path, job: &JobName) -> Result<SuperviseLock, RecordError> {
+    let path = job_dir(state, job).join("supervise.lock");
+    ensure_dir(&path)?;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .open(&path)
+        .map_err(io(&path))?;
+    match nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock) {
+        Ok(lock) => {
+            let _ = lock.set_len(0);
+            let _ = (&*lock).write_all(std::process::id().to_string().as_bytes());
+            Ok(SuperviseLock { _lock: lock })
+        }
+        Err((_, nix::errno::Errno::EWOULDBLOCK)) => Err(RecordError::Supervised {
+            job: job.clone(),
+            pid: std::fs::read_to_string(&path)
+                .map(|p| p.trim().to_string())
+                .unwrap_or_else(|_| "?".into()),
+            path,
+        }),
+        Err((_, e)) => Err(io(&path)(std::io::Error::from(e))),
+    }
 }
 
 /// One line of the event log.
@@ -306,6 +352,23 @@ mod tests {
         // No log yet: no events, no error.
         let other = JobName::new("other").unwrap();
         assert!(read_events(dir.path(), &other, None).unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_job_has_one_supervisor_at_a_time_and_the_second_is_told_which_process_holds_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let job = JobName::new("demo").unwrap();
+        let first = lock(dir.path(), &job).unwrap();
+        let e = lock(dir.path(), &job).unwrap_err();
+        assert!(
+            e.to_string().contains(&format!(
+                "already supervised here (pid {}",
+                std::process::id()
+            )),
+            "{e}"
+        );
+        drop(first);
+        assert!(lock(dir.path(), &job).is_ok());
     }
 
     #[test]

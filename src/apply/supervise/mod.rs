@@ -66,6 +66,7 @@ impl SuperviseError {
     pub fn exit_code(&self) -> u8 {
         match self {
             SuperviseError::Record(RecordError::NoPlan { .. }) => 2,
+            SuperviseError::Record(RecordError::Supervised { .. }) => 2,
             SuperviseError::Resolve(e) if e.is_invalid_input() => 2,
             SuperviseError::MissingNode { .. } => 2,
             _ => 1,
@@ -255,6 +256,7 @@ pub async fn watch(
     cancel: &CancellationToken,
 ) -> Result<Supervised, SuperviseError> {
     let job = plan.job.job.clone();
+    let _one = records::lock(state_dir, &job)?;
     let target = Watched::of(cluster, plan, key.clone());
     let started = Instant::now();
     let t = || started.elapsed().as_millis() as u64;
