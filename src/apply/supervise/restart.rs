@@ -103,7 +103,8 @@ pub enum RestartError {
 }
 
 /// Restarts the whole group of `plan` (see the module docs). `key` is the API key the
-/// wait-serving step asks with.
+/// wait-serving step asks with. Ctrl-C (`cancel`) once the ranks are stopped still starts
+/// every rank again (supervising stops, the job does not); only the waits are cut short.
 pub async fn restart(
     cluster: &Cluster,
     plan: &ServePlan,
@@ -125,12 +126,9 @@ pub async fn restart(
     }
     let mut pending: Vec<Step> = Vec::new();
     for step in restart_steps(job) {
-        if cancel.is_cancelled() {
-            return Err(RestartError::Interrupted);
-        }
         match step {
             Step::Start(s) => {
-                run_steps(
+                let waited = run_steps(
                     std::mem::take(&mut pending),
                     cluster,
                     plan,
@@ -138,7 +136,11 @@ pub async fn restart(
                     reporter,
                     cancel,
                 )
-                .await?;
+                .await;
+                // Ctrl-C cuts a wait short, never the start: the job is not left stopped.
+                if !matches!(waited, Err(RestartError::Interrupted)) {
+                    waited?;
+                }
                 let started =
                     reporter.step(&format!("Start {} again", crate::node::join(&s.nodes)));
                 match on_nodes(s.nodes.clone(), cluster, job, Act::Start).await {
@@ -220,6 +222,9 @@ async fn run_steps(
 ) -> Result<(), RestartError> {
     if steps.is_empty() {
         return Ok(());
+    }
+    if cancel.is_cancelled() {
+        return Err(RestartError::Interrupted);
     }
     let steps = steps
         .into_iter()
