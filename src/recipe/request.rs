@@ -18,7 +18,7 @@ use crate::profile::fit::Fit;
 use crate::profile::request::Overrides;
 use crate::workload::endpoint::{ApiKeyAsk, Bind};
 use crate::workload::engines::{
-    EngineKind, EngineOptions, OwnedArg, RecipeFlag, ServingEngine, split_recipe_args,
+    EngineKind, EngineOptions, OwnedArg, RecipeFlag, ServingEngine, sglang, split_recipe_args,
 };
 use crate::workload::launch::{LaunchRequest, ServeRequest};
 use crate::workload::recipe_part::RecipePart;
@@ -53,7 +53,7 @@ pub fn request(
             "runtime",
             format!("{}: not built into this version yet", launch.engine),
         )
-        .fix("run the recipe with an engine this version has (vllm, trtllm)")
+        .fix("run the recipe with an engine this version has (vllm, sglang, trtllm)")
     })?;
     let engine = kind.engine();
     let mut warnings: Vec<String> = launch
@@ -75,6 +75,11 @@ pub fn request(
         ..EngineOptions::default()
     };
     let (program, args) = engine_words(launch);
+    if kind == EngineKind::Sglang {
+        // Both spellings take the same arguments; the recipe's is kept (images differ in
+        // which one they ship).
+        tuning.launcher = sglang::launcher_of(&program);
+    }
     let split = split_recipe_args(engine, &args);
     serve.engine_args = split.kept;
     let mut taken = Taken::default();
@@ -395,6 +400,7 @@ pub fn fit(launch: &RecipeLaunch, nodes: Option<usize>) -> Option<Fit> {
 mod tests {
     use super::*;
     use crate::recipe::{RecipeInput, parse};
+    use crate::workload::engines::Launcher;
 
     fn launch(text: &str) -> RecipeLaunch {
         parse("r.yaml", "r", text)
@@ -466,12 +472,20 @@ mod tests {
     }
 
     #[test]
-    fn an_sglang_recipe_is_refused_until_the_engine_is_built_in() {
+    fn an_sglang_recipe_keeps_its_launcher_and_its_settings_and_gives_up_its_shape() {
         let l = launch(
-            "recipe_version: \"2\"\nmodel: org/demo\nruntime: sglang\ncommand: python3 -m sglang.launch_server --model-path {model}\n",
+            "recipe_version: \"2\"\nmodel: org/demo\nruntime: sglang\nmin_nodes: 2\ndefaults:\n  tensor_parallel: 2\ncommand: sglang serve --model-path {model} --tp-size {tensor_parallel} --port 30001 --dist-init-addr 10.0.0.1:5000 --mem-fraction-static 0.8\n",
         );
-        let e = request(&l, vec![], &RecipeOverrides::default()).unwrap_err();
-        assert_eq!(e.0[0].problem, "sglang: not built into this version yet");
+        let s = serve(request(&l, vec![], &RecipeOverrides::default()).unwrap());
+        assert_eq!(s.engine, EngineKind::Sglang);
+        assert_eq!(s.tuning.launcher, Some(Launcher::Serve));
+        assert_eq!(s.serve.engine_args, ["--mem-fraction-static", "0.8"]);
+        assert_eq!((s.serve.tp, s.serve.port), (2, 30001));
+        assert!(
+            s.recipe.unwrap().warnings.iter().any(|w| w.contains(
+                "`--dist-init-addr 10.0.0.1:5000` is dropped: spark-launch writes --dist-init-addr itself"
+            ))
+        );
     }
 
     #[test]

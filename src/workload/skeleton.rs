@@ -204,7 +204,6 @@ fn ranks(
             served,
             model_path: &o.model.container_path(),
             keys: input.keys,
-            recipe_program: input.recipe.map(|r| r.program.as_slice()),
         },
         base,
     );

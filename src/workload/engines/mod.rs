@@ -65,12 +65,13 @@ impl EngineKind {
 
     /// The engine that runs a community recipe's runtime; `None` for an engine the recipe
     /// readers know that is not built into this version (the recipe is refused, naming it).
-    /// A new engine that runs recipes adds its one line here.
+    /// A new engine that runs recipes adds its one line here (and its
+    /// [`ServingEngine::recipe_flag`]).
     pub fn of_recipe(engine: RecipeEngine) -> Option<EngineKind> {
         match engine {
             RecipeEngine::Vllm => Some(EngineKind::Vllm),
             RecipeEngine::Trtllm => Some(EngineKind::Trtllm),
-            RecipeEngine::Sglang => None,
+            RecipeEngine::Sglang => Some(EngineKind::Sglang),
         }
     }
 }
@@ -414,11 +415,6 @@ pub struct RankInput<'a> {
     pub model_path: &'a str,
     /// The job's own SSH identity, for engines that run MPI between containers.
     pub keys: &'a JobSshKeys,
-    /// How a recipe spells the engine's start (`sglang serve`, `python3 -m
-    /// sglang.launch_server`), for an engine whose spellings differ between images; `None`
-    /// without a recipe. vLLM and TensorRT-LLM start the same way with either spelling and
-    /// write their own.
-    pub recipe_program: Option<&'a [String]>,
 }
 
 /// An engine's part of a plan: every node's container with its command, and the waits of its
@@ -714,7 +710,10 @@ mod tests {
             EngineKind::of_recipe(RecipeEngine::Trtllm),
             Some(EngineKind::Trtllm)
         );
-        assert_eq!(EngineKind::of_recipe(RecipeEngine::Sglang), None);
+        assert_eq!(
+            EngineKind::of_recipe(RecipeEngine::Sglang),
+            Some(EngineKind::Sglang)
+        );
     }
 
     #[test]
