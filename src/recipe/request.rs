@@ -18,7 +18,7 @@ use crate::profile::fit::Fit;
 use crate::profile::request::Overrides;
 use crate::workload::endpoint::{ApiKeyAsk, Bind};
 use crate::workload::engines::{
-    EngineKind, EngineOptions, OwnedArg, RecipeFlag, ServingEngine, sglang, split_recipe_args,
+    EngineKind, EngineOptions, OwnedArg, RecipeFlag, ServingEngine, split_recipe_args,
 };
 use crate::workload::launch::{LaunchRequest, ServeRequest};
 use crate::workload::recipe_part::RecipePart;
@@ -48,7 +48,7 @@ pub fn request(
     o: &RecipeOverrides,
 ) -> Result<LaunchRequest, RecipeErrors> {
     let err = |field: &str, problem: String| RecipeError::new(&launch.file, field, problem);
-    let kind = EngineKind::of_recipe(launch.engine).ok_or_else(|| {
+    let kind = engine_kind(launch.engine).ok_or_else(|| {
         err(
             "runtime",
             format!("{}: not built into this version yet", launch.engine),
@@ -75,11 +75,9 @@ pub fn request(
         ..EngineOptions::default()
     };
     let (program, args) = engine_words(launch);
-    if kind == EngineKind::Sglang {
-        // Both spellings take the same arguments; the recipe's is kept (images differ in
-        // which one they ship).
-        tuning.launcher = sglang::launcher_of(&program);
-    }
+    // Where an engine has two spellings (SGLang), the recipe's is kept: images differ in
+    // which one they ship.
+    tuning.launcher = engine.recipe_launcher(&program);
     let split = split_recipe_args(engine, &args);
     serve.engine_args = split.kept;
     let mut taken = Taken::default();
@@ -145,6 +143,12 @@ pub fn request(
         api_key,
         recipe: Some(Box::new(part)),
     })))
+}
+
+/// The engine that runs a recipe's runtime, by its name; `None` for one the recipe readers
+/// know that is not built into this version (the recipe is refused, naming it).
+pub fn engine_kind(engine: RecipeEngine) -> Option<EngineKind> {
+    engine.as_str().parse().ok()
 }
 
 /// The recipe's program words (`vllm serve`) and its arguments after them, the model
@@ -361,27 +365,13 @@ fn secret_names(launch: &RecipeLaunch) -> Vec<RecipeError> {
 /// `demo-glm-flash`: a job name from the recipe's name (letters, digits and `-`, starting with
 /// a letter, at most 40 characters).
 pub fn job_name(name: &str) -> JobName {
-    let mut slug = String::new();
-    for c in name.chars() {
-        if c.is_ascii_alphanumeric() {
-            slug.push(c.to_ascii_lowercase());
-        } else if !slug.is_empty() && !slug.ends_with('-') {
-            slug.push('-');
-        }
-    }
-    let mut job = if slug.starts_with(|c: char| c.is_ascii_alphabetic()) {
-        slug
-    } else {
-        format!("r-{slug}")
-    };
-    job.truncate(40);
-    JobName::new(job.trim_end_matches('-')).unwrap_or_else(|_| JobName::serve())
+    JobName::slug(name, "r-")
 }
 
 /// Whether this version can run the recipe on a cluster of `nodes` nodes (`None`: the nodes
 /// are not known, only the engine is checked).
 pub fn fit(launch: &RecipeLaunch, nodes: Option<usize>) -> Option<Fit> {
-    if EngineKind::of_recipe(launch.engine).is_none() {
+    if engine_kind(launch.engine).is_none() {
         return Some(Fit::No(vec![format!(
             "{}: not built into this version yet",
             launch.engine
@@ -486,6 +476,13 @@ mod tests {
                 "`--dist-init-addr 10.0.0.1:5000` is dropped: spark-launch writes --dist-init-addr itself"
             ))
         );
+    }
+
+    #[test]
+    fn recipe_runtimes_map_onto_the_engines_built_in_by_name() {
+        assert_eq!(engine_kind(RecipeEngine::Vllm), Some(EngineKind::Vllm));
+        assert_eq!(engine_kind(RecipeEngine::Trtllm), Some(EngineKind::Trtllm));
+        assert_eq!(engine_kind(RecipeEngine::Sglang), Some(EngineKind::Sglang));
     }
 
     #[test]

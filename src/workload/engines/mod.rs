@@ -31,7 +31,6 @@ use serde::{Deserialize, Serialize};
 
 use crate::derive::{ClusterEnv, NodeInput};
 use crate::plan::{ContainerSpec, Step};
-use crate::recipe::RecipeEngine;
 use crate::workload::job_ssh::JobSshKeys;
 use crate::workload::serve::{Problem, ServeOptions};
 use speculative::Speculative;
@@ -61,18 +60,6 @@ impl EngineKind {
     /// `vllm`, `trtllm`, `sglang`: the CLI subcommand, the profile's `engine:`, the workload label.
     pub fn as_str(self) -> &'static str {
         self.engine().name()
-    }
-
-    /// The engine that runs a community recipe's runtime; `None` for an engine the recipe
-    /// readers know that is not built into this version (the recipe is refused, naming it).
-    /// A new engine that runs recipes adds its one line here (and its
-    /// [`ServingEngine::recipe_flag`]).
-    pub fn of_recipe(engine: RecipeEngine) -> Option<EngineKind> {
-        match engine {
-            RecipeEngine::Vllm => Some(EngineKind::Vllm),
-            RecipeEngine::Trtllm => Some(EngineKind::Trtllm),
-            RecipeEngine::Sglang => Some(EngineKind::Sglang),
-        }
     }
 }
 
@@ -478,6 +465,11 @@ pub trait ServingEngine: Sync {
     fn recipe_flag(&self, _flag: &str) -> Option<(RecipeFlag, FlagValues)> {
         None
     }
+    /// The [`Launcher`] a recipe's program words (`sglang serve`) ask for, for an engine
+    /// whose images ship more than one spelling; `None`: the engine writes its own.
+    fn recipe_launcher(&self, _program: &[String]) -> Option<Launcher> {
+        None
+    }
     /// Writes every rank's command into `containers` (one per serving node, head first, each
     /// already carrying the derived environment, the cache, the devices and the labels).
     fn ranks(&self, input: &RankInput<'_>, containers: Vec<ContainerSpec>) -> EngineRanks;
@@ -698,22 +690,6 @@ mod tests {
         );
         assert_eq!(split.kept, words("--max_seq_len 8192"));
         assert!(matches!(split.owned[1].flag, RecipeFlag::Unsupported(_)));
-    }
-
-    #[test]
-    fn recipe_runtimes_map_onto_the_engines_built_in() {
-        assert_eq!(
-            EngineKind::of_recipe(RecipeEngine::Vllm),
-            Some(EngineKind::Vllm)
-        );
-        assert_eq!(
-            EngineKind::of_recipe(RecipeEngine::Trtllm),
-            Some(EngineKind::Trtllm)
-        );
-        assert_eq!(
-            EngineKind::of_recipe(RecipeEngine::Sglang),
-            Some(EngineKind::Sglang)
-        );
     }
 
     #[test]

@@ -199,6 +199,9 @@ impl ServingEngine for Sglang {
     fn recipe_flag(&self, flag: &str) -> Option<(RecipeFlag, FlagValues)> {
         recipe_flag(flag)
     }
+    fn recipe_launcher(&self, program: &[String]) -> Option<Launcher> {
+        launcher_of(program)
+    }
     fn speculative_problems(&self, spec: &Speculative, args: &[String]) -> Vec<Problem> {
         super::reserved(args, &SPECULATIVE_FLAGS, str::to_string, |_, arg| {
             format!(
