@@ -15,6 +15,9 @@
 //! - `hub_curl`, `stage`, `pull`: the Hub over curl on the head, model staging (download once,
 //!   copy over the fast link) and `model pull` ([`pull::run`]).
 //! - `build`: `nccl-build`'s image builds and pushes.
+//! - `supervise`: `supervise JOB` and `--supervise` ([`supervise::supervise`]): token probes,
+//!   every rank's container watched, the whole group restarted as `crate::supervise::machine`
+//!   decides, every event in the job's log.
 //! - `jobs`: `status`, `logs`, `stop` by label ([`jobs::status`], [`jobs::logs`],
 //!   [`jobs::stop`]). `doctor`: `doctor` ([`doctor::run`]) and its live gather.
 //! - `trust`: `trust` ([`trust::run`]): first contact, then `ssh::trust::establish`.

@@ -1,6 +1,6 @@
 //! Keeping a served job alive (issue 23): the supervisor that probes a job with a tiny real
 //! generation, watches every rank's container, and restarts the **whole group** when a rank
-//! wedges or stops; and what starts that supervisor at boot — [`unit`], the systemd unit that
+//! wedges or stops; and what starts that supervisor at boot — [`mod@unit`], the systemd unit that
 //! runs `spark-launch supervise JOB`.
 //!
 //! - [`machine`]: the decisions, pure (what was seen and the time in; look, restart, wait or
