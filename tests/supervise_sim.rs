@@ -7,7 +7,8 @@
 //! supervisor restarts the whole group (both ranks' containers start again) and the job
 //! answers with a token again; an unlabelled container on the worker stays as it was; Ctrl-C
 //! (SIGINT) ends the supervisor and leaves the job running. Then `vllm --supervise`: the
-//! launch stays as the job's supervisor, and Ctrl-C leaves that job running too.
+//! launch stays as the job's supervisor, and Ctrl-C leaves that job running too; `stop JOB`
+//! under a supervisor ends it without a restart.
 //!
 //! `wedge_bench` (ignored: run by `bench/wedge.sh`) measures the same under a steady load.
 
@@ -402,6 +403,20 @@ fn a_supervised_job_heals_a_wedge_and_a_crashed_rank_by_restarting_its_whole_gro
         assert_eq!(inspect(&net, i, &name, "{{.State.Status}}"), "running");
     }
     assert!(token(&net).contains("data:"), "no token after Ctrl-C");
+
+    // `stop JOB` while a supervisor watches: it sees the containers gone and ends (exit 0),
+    // restarting nothing.
+    let out = std::thread::scope(|s| {
+        let sup = spawn_supervise(s, &net, job, &["--probe-every", "1"]);
+        wait_for(&net, job, "watching", 2, Duration::from_secs(60));
+        let out = net.spark_launch(1, &["stop", job, "--hosts", &hosts(&net)]);
+        assert!(out.status.success(), "{}", describe(&out));
+        sup.join().unwrap()
+    });
+    assert!(out.status.success(), "{}", describe(&out));
+    let log = kinds(&events(&net, job));
+    assert_eq!(log.last().map(String::as_str), Some("gone"), "{log:?}");
+    assert!(!log.contains(&"restart".to_string()), "{log:?}");
     remove_job(&net, job);
 }
 

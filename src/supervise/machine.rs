@@ -8,7 +8,8 @@
 //!   API not answering at all name the job **not serving** the same way. A failed probe is
 //!   followed by the next one at once, so a wedge is named within about
 //!   `failures × bound` of the first probe it caught.
-//! - A rank's container that stopped (exited, OOM-killed, gone) restarts the group at once.
+//! - A rank's container that stopped (exited, OOM-killed) restarts the group at once; one that
+//!   was removed ends supervising (the job was stopped: nothing is left to restart).
 //! - Every restart is of the whole group. The first one after a healthy spell starts at once;
 //!   each further one waits [`Policy::backoff`], doubled every time, at most
 //!   [`Policy::backoff_max`]. After [`Policy::max_restarts`] restarts without a healthy spell of
@@ -146,6 +147,11 @@ pub enum Seen {
         node: NodeName,
         detail: String,
     },
+    /// A rank's container is not there any more (`spark-launch stop JOB`, or removed by
+    /// hand): a restart cannot bring it back, so supervising ends.
+    RankGone {
+        node: NodeName,
+    },
     /// An error line in a rank's log, new since the last look (recorded, not acted on: the
     /// probes decide).
     EngineError {
@@ -168,6 +174,8 @@ pub enum Move {
     Restart { attempt: u32 },
     /// Stop supervising: the job could not be kept up.
     GiveUp { reason: String },
+    /// Stop supervising: the job is gone (its containers were removed); nothing to keep up.
+    Gone { reason: String },
 }
 
 /// An event's kind, as the event log spells it.
@@ -187,6 +195,8 @@ pub enum Kind {
     RestartFailed,
     Ready,
     GaveUp,
+    /// A rank's container was removed: the job is gone, supervising ends.
+    Gone,
     /// The supervisor stopped (Ctrl-C); the job keeps running.
     Stopped,
 }
@@ -216,6 +226,9 @@ enum State {
         since: u64,
     },
     GaveUp {
+        reason: String,
+    },
+    Gone {
         reason: String,
     },
 }
@@ -276,6 +289,7 @@ impl Supervisor {
     pub fn next_move(&mut self, now: u64) -> Move {
         match self.state.clone() {
             State::GaveUp { reason } => Move::GiveUp { reason },
+            State::Gone { reason } => Move::Gone { reason },
             State::Watching { next_look } if now >= next_look => Move::Look,
             State::Watching { next_look } => Move::Wait(ms(next_look - now)),
             State::Backoff { at, reason } if now >= at => {
@@ -378,6 +392,13 @@ impl Supervisor {
                 let detail = format!("{node}: {detail}");
                 self.note(Kind::ContainerStopped, detail.clone(), None);
                 self.schedule(now, detail);
+            }
+            (State::Watching { .. }, Seen::RankGone { node }) => {
+                let reason = format!(
+                    "the container of {node} was removed (spark-launch stop?): a restart cannot bring it back; launch the job again"
+                );
+                self.note(Kind::Gone, reason.clone(), None);
+                self.state = State::Gone { reason };
             }
             (_, Seen::EngineError { node, line }) => {
                 self.note(Kind::EngineError, format!("{node}: {line}"), None);
@@ -618,6 +639,17 @@ mod tests {
         assert_eq!(m.restarts(), 0);
         m.saw(2_000 + stable, crash);
         assert_eq!(m.next_move(2_000 + stable), Move::Restart { attempt: 1 });
+    }
+
+    #[test]
+    fn a_removed_rank_ends_supervising_without_a_restart() {
+        let mut m = Supervisor::new(Policy::default(), 0);
+        m.saw(5_000, Seen::RankGone { node: node("n2") });
+        match m.next_move(5_000) {
+            Move::Gone { reason } => assert!(reason.contains("n2"), "{reason}"),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(kinds(&mut m), [Kind::Gone]);
     }
 
     #[test]

@@ -104,6 +104,11 @@ pub enum Supervised {
     Stopped {
         job: JobName,
     },
+    /// The job's containers were removed (stopped): nothing left to supervise.
+    Gone {
+        job: JobName,
+        reason: String,
+    },
 }
 
 impl Shown for Supervised {
@@ -113,6 +118,9 @@ impl Shown for Supervised {
             Supervised::Stopped { job } => serde_json::to_string_pretty(
                 &serde_json::json!({ "job": job, "supervising": "stopped", "job_left_running": true }),
             ),
+            Supervised::Gone { job, reason } => serde_json::to_string_pretty(
+                &serde_json::json!({ "job": job, "supervising": "ended", "reason": reason }),
+            ),
         }
     }
     fn text(&self) -> String {
@@ -121,6 +129,7 @@ impl Shown for Supervised {
             Supervised::Stopped { job } => format!(
                 "stopped supervising {job}; the job keeps running (stop it with `spark-launch stop {job}`)"
             ),
+            Supervised::Gone { job, reason } => format!("{job}: {reason}; supervising ended"),
         }
     }
     fn ending(&self) -> Ending {
@@ -329,6 +338,10 @@ pub async fn watch(
                     m.saw(t(), Seen::Restarted(done.map_err(|e| e.to_string())));
                 }
                 errors = watch::follow_errors(&target).await;
+            }
+            Move::Gone { reason } => {
+                record(m.drain())?;
+                return Ok(Supervised::Gone { job, reason });
             }
             Move::GiveUp { reason } => {
                 record(m.drain())?;

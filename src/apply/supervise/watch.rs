@@ -56,7 +56,8 @@ impl<'a> Watched<'a> {
     }
 }
 
-/// Every rank's container that is not running, as [`Seen::RankStopped`]. A node that cannot be
+/// Every rank's container that is not running, as [`Seen::RankStopped`] (or
+/// [`Seen::RankGone`] when it was removed). A node that cannot be
 /// asked is a hiccup (logged, looked at again next time), never taken for a stopped rank; a
 /// paused container counts as running (a frozen rank is for the probe to find).
 pub async fn ranks(t: &Watched<'_>) -> Vec<Seen> {
@@ -64,7 +65,7 @@ pub async fn ranks(t: &Watched<'_>) -> Vec<Seen> {
         let name = t.job.container_name(&node);
         let engine = t.cluster.node(&node)?.engine().await?;
         let Some(c) = engine.inspect(&name).await? else {
-            return Ok::<_, RuntimeError>(Some("gone (the container was removed)".to_string()));
+            return Ok::<_, RuntimeError>(Some(None));
         };
         let ours = c
             .config
@@ -73,10 +74,10 @@ pub async fn ranks(t: &Watched<'_>) -> Vec<Seen> {
             .and_then(|l| l.get(LABEL_JOB))
             .is_some_and(|j| j == t.job.as_str());
         if !ours {
-            return Ok(Some(format!(
+            return Ok(Some(Some(format!(
                 "{name} is not a container of job {} (no spark-launch label): left alone",
                 t.job
-            )));
+            ))));
         }
         let st = c.state.unwrap_or_default();
         if st.running == Some(true) {
@@ -97,13 +98,14 @@ pub async fn ranks(t: &Watched<'_>) -> Vec<Seen> {
         if let Some(line) = log_error(engine, &name).await {
             detail.push_str(&format!("; first error line: {line}"));
         }
-        Ok(Some(detail))
+        Ok(Some(Some(detail)))
     })
     .await;
     let mut seen = Vec::new();
     for (node, r) in results {
         match r {
-            Ok(Some(detail)) => seen.push(Seen::RankStopped { node, detail }),
+            Ok(Some(Some(detail))) => seen.push(Seen::RankStopped { node, detail }),
+            Ok(Some(None)) => seen.push(Seen::RankGone { node }),
             Ok(None) => {}
             Err(e) => {
                 tracing::warn!("{node}: cannot look at the job's container ({e}); trying again")
