@@ -240,6 +240,32 @@ fn set_changes_a_bundled_profile_and_an_unknown_profile_lists_the_known_ones() {
 }
 
 #[test]
+fn a_ready_timeout_past_30_days_from_set_is_refused_with_exit_2_naming_the_field() {
+    // Issue 24 item 5: the flag was bounded, the profile field was not (a panic, exit 101,
+    // after containers had started).
+    let out = run(&args(
+        &[
+            "up",
+            "smoke-test",
+            "--set",
+            "ready_timeout_s=18446744073709551615",
+            "--dry-run",
+        ],
+        "seed-001-two-sparks-both-twins",
+    ));
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(
+            "ready_timeout_s: 18446744073709551615 seconds is more than 2592000 (30 days)"
+        ),
+        "{}",
+        text(&out)
+    );
+    assert!(out.stdout.is_empty(), "{}", text(&out));
+}
+
+#[test]
 fn profiles_lists_every_bundled_profile_with_whether_it_fits() {
     let out = run(&args(
         &["profiles", "--json"],

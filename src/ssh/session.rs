@@ -482,7 +482,10 @@ async fn try_master(
     .args(&common)
     .args(["-T", "--", &dest.host, "true"]);
     // A master that cannot authenticate in this time never will.
-    let deadline = opts.connect_timeout * 3 + Duration::from_secs(10);
+    let deadline = opts
+        .connect_timeout
+        .saturating_mul(3)
+        .saturating_add(Duration::from_secs(10));
     let shown = format!("ssh {dest} true");
     let out = run_child(node, cmd, &shown, &RunOptions::timeout(deadline))
         .await

@@ -2,7 +2,9 @@
 //! per node, nodes, ports), and the checked arithmetic on them: a value out of range is refused
 //! with a message that names the limit, never wrapped around into a plan (`--tp 65536 --pp
 //! 65536` once multiplied to 0 GPUs). The same checks serve the CLI's value parsers, profiles
-//! and the workloads. Pure.
+//! and the workloads. Deadlines from such values saturate ([`later`]). Pure.
+
+use std::time::{Duration, Instant};
 
 /// Tensor-parallel size at most (GPUs one layer is split over).
 pub const MAX_TP: u32 = 1024;
@@ -69,12 +71,32 @@ pub fn parse_seconds(s: &str) -> Result<u64, String> {
         .trim()
         .parse()
         .map_err(|_| format!("expected a whole number of seconds, got {s:?}"))?;
+    seconds(v)
+}
+
+/// `v` seconds as a timeout or grace period: 0 to [`MAX_SECONDS`], or why not. Profiles'
+/// `ready_timeout_s` (and `--set ready_timeout_s=`) are held to the same bound as the flag.
+pub fn seconds(v: u64) -> Result<u64, String> {
     if v > MAX_SECONDS {
         return Err(format!(
             "{v} seconds is more than {MAX_SECONDS} (30 days), the longest supported"
         ));
     }
     Ok(v)
+}
+
+/// `at + by`, saturating: a deadline too far for the clock becomes the farthest one it holds
+/// (never the "overflow when adding durations" panic of `Instant + Duration`). Every deadline
+/// computed from a value the user controls goes through here.
+pub fn later(at: Instant, by: Duration) -> Instant {
+    let mut by = by;
+    loop {
+        if let Some(t) = at.checked_add(by) {
+            return t;
+        }
+        // Halving ends: `at + 0` always fits.
+        by /= 2;
+    }
 }
 
 /// A TCP port: 1 to 65535 (0 is no port: the kernel would pick one at random).
@@ -142,6 +164,20 @@ mod tests {
                 .unwrap_err()
                 .contains("30 days")
         );
+    }
+
+    #[test]
+    fn a_deadline_past_what_the_clock_holds_saturates_instead_of_panicking() {
+        let now = Instant::now();
+        let far = later(now, Duration::from_secs(u64::MAX));
+        assert!(far > now + Duration::from_secs(MAX_SECONDS));
+        assert_eq!(
+            later(now, Duration::from_secs(5)),
+            now + Duration::from_secs(5)
+        );
+        assert!(later(far, Duration::MAX) >= far);
+        assert_eq!(seconds(MAX_SECONDS), Ok(MAX_SECONDS));
+        assert!(seconds(u64::MAX).unwrap_err().contains("30 days"));
     }
 
     #[test]

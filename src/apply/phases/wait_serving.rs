@@ -19,6 +19,12 @@ use crate::workload::readiness::{Observation, Readiness, ReadyVerdict};
 /// How often the API is polled (and the containers looked at).
 const POLL: Duration = Duration::from_secs(2);
 
+/// The wait's own bound for a readiness timeout of `timeout_s`: 30 s past it, saturating (a
+/// profile's `u64::MAX` once panicked here after the containers had started).
+fn wait_bound(timeout_s: u64) -> Duration {
+    Duration::from_secs(timeout_s).saturating_add(Duration::from_secs(30))
+}
+
 /// What the readiness wait keeps between polls.
 struct Watch {
     readiness: Readiness,
@@ -122,7 +128,7 @@ impl<'a> Phase<ApplyContext<'a>> for WaitServing {
             let what = format!("{} to serve {}", self.url, self.model);
             // The readiness verdict ends the wait at the timeout, with what it saw; the wait's
             // own deadline, a little later, only bounds a probe that hangs.
-            let deadline = Duration::from_secs(self.timeout_s) + Duration::from_secs(30);
+            let deadline = wait_bound(self.timeout_s);
             let waited = wait::until(&what, deadline, POLL, &ctx.cancel, || async {
                 let look = look_at_job(ctx).await;
                 let polled = shell.run(&script, header.clone(), None).await;
@@ -204,6 +210,18 @@ mod tests {
     use super::*;
     use crate::node::NodeName;
     use crate::runtime::shell::{LocalShell, NodeShell};
+
+    #[test]
+    fn a_huge_readiness_timeout_bounds_the_wait_without_panicking() {
+        assert_eq!(wait_bound(600), Duration::from_secs(630));
+        assert_eq!(wait_bound(u64::MAX), Duration::MAX);
+        let r = Readiness::new(&crate::workload::engines::GENERIC_SIGNALS, "m", 0, u64::MAX);
+        // A year in, still waiting: the bound saturates, never wraps to "already late".
+        assert!(matches!(
+            r.verdict(365 * 24 * 3600 * 1000),
+            ReadyVerdict::Waiting(_)
+        ));
+    }
 
     #[test]
     fn a_poll_answer_becomes_health_and_models_observations() {
