@@ -997,6 +997,8 @@ fn attached_the_job_serves_until_ctrl_c_then_every_node_is_stopped() {
 
 #[test]
 fn trtllm_serves_across_two_nodes_with_mpirun_between_their_containers() {
+    // An `--env` secret: every rank gets it, no command line shows it (issue 24 item 2).
+    const TOKEN: &str = "hf_sl24livetoken";
     let net = SimNet::builder(2).services("sshd,dockerd").tag("l").up();
     trust_all(&net);
     let image = format!("{}trtllm:test", net.prefix());
@@ -1034,6 +1036,8 @@ fn trtllm_serves_across_two_nodes_with_mpirun_between_their_containers() {
             "memlock=8388608",
             "--ulimit",
             "nofile=16384",
+            "--env",
+            &format!("HF_TOKEN={TOKEN}"),
         ],
         &[("HF_ENDPOINT", hub.url.as_str())],
         None,
@@ -1049,7 +1053,7 @@ fn trtllm_serves_across_two_nodes_with_mpirun_between_their_containers() {
     for i in 1..=2 {
         assert!(
             log.contains(&format!(
-                "on {} NCCL_IB_HCA=rocep1s0f1,roceP2p1s0f1 NCCL_SOCKET_IFNAME=enp1s0f1np1 HF_HUB_OFFLINE=1",
+                "on {} NCCL_IB_HCA=rocep1s0f1,roceP2p1s0f1 NCCL_SOCKET_IFNAME=enp1s0f1np1 HF_HUB_OFFLINE=1 HF_TOKEN=set",
                 net.hostname(i)
             )),
             "rank on n{i} missing:\n{log}"
@@ -1140,6 +1144,31 @@ fn trtllm_serves_across_two_nodes_with_mpirun_between_their_containers() {
         }
     }
     assert!(!printed.contains("PRIVATE KEY"), "{printed}");
+    // The --env token: in no container's Cmd or Args, in no process's command line on this
+    // machine (every simulated node's processes are this kernel's), nowhere in the output.
+    assert!(!printed.contains(TOKEN), "{printed}");
+    for i in 1..=2 {
+        let name = format!("sl-{job}-{}", net.hostname(i));
+        let cmd = docker(
+            i,
+            &[
+                "inspect",
+                "--format",
+                "{{json .Config.Cmd}} {{json .Args}}",
+                &name,
+            ],
+        );
+        assert!(!cmd.contains(TOKEN), "n{i}'s Cmd: {cmd}");
+    }
+    let mut shown = Vec::new();
+    for p in std::fs::read_dir("/proc").unwrap().flatten() {
+        if let Ok(c) = std::fs::read(p.path().join("cmdline"))
+            && String::from_utf8_lossy(&c).contains(TOKEN)
+        {
+            shown.push(String::from_utf8_lossy(&c).replace('\0', " "));
+        }
+    }
+    assert!(shown.is_empty(), "the token in ps: {shown:?}");
     // Fails closed: with another host key pinned, the head's ssh refuses the worker; with the
     // job's, it gets in.
     let checked = docker(
