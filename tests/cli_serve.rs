@@ -266,6 +266,26 @@ fn a_ready_timeout_past_30_days_from_set_is_refused_with_exit_2_naming_the_field
 }
 
 #[test]
+fn a_local_model_folder_plans_the_hugging_face_cache_folder_created_on_every_node() {
+    // Issue 24 item 16: Start failed on a node without ~/.cache/huggingface (Docker refuses a
+    // missing bind-mount source); the staging step now creates it, and the dry run says so.
+    let out = run(&args(
+        &["vllm", "/models/my-model", "--tp", "2", "--dry-run"],
+        "seed-001-two-sparks-both-twins",
+    ));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let plan = String::from_utf8_lossy(&out.stdout);
+    let step = plan
+        .lines()
+        .find(|l| l.contains("Stage /models/my-model on"))
+        .unwrap_or_else(|| panic!("no staging step:\n{plan}"));
+    assert!(
+        step.ends_with("; each node's Hugging Face cache folder is created when missing"),
+        "{step}"
+    );
+}
+
+#[test]
 fn profiles_lists_every_bundled_profile_with_whether_it_fits() {
     let out = run(&args(
         &["profiles", "--json"],
