@@ -34,8 +34,7 @@ where
 {
     let now = tokio::time::Instant::now();
     // A timeout too long for the clock is as good as none (it never ends the wait).
-    let deadline =
-        tokio::time::Instant::from_std(crate::workload::limits::later(now.into_std(), timeout));
+    let deadline = tokio::time::Instant::from_std(crate::clock::later(now.into_std(), timeout));
     let mut last = "nothing yet".to_string();
     loop {
         let step = tokio::select! {
@@ -63,11 +62,8 @@ where
                 last,
             });
         }
-        let next = tokio::time::Instant::from_std(crate::workload::limits::later(
-            now.into_std(),
-            interval,
-        ))
-        .min(deadline);
+        let next = tokio::time::Instant::from_std(crate::clock::later(now.into_std(), interval))
+            .min(deadline);
         tokio::select! {
             biased;
             _ = cancel.cancelled() => return Err(RuntimeError::Cancelled { what: what.to_string() }),

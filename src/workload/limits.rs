@@ -2,9 +2,7 @@
 //! per node, nodes, ports), and the checked arithmetic on them: a value out of range is refused
 //! with a message that names the limit, never wrapped around into a plan (`--tp 65536 --pp
 //! 65536` once multiplied to 0 GPUs). The same checks serve the CLI's value parsers, profiles
-//! and the workloads. Deadlines from such values saturate ([`later`]). Pure.
-
-use std::time::{Duration, Instant};
+//! and the workloads. Deadlines from such values saturate (`crate::clock::later`). Pure.
 
 /// Tensor-parallel size at most (GPUs one layer is split over).
 pub const MAX_TP: u32 = 1024;
@@ -85,20 +83,6 @@ pub fn seconds(v: u64) -> Result<u64, String> {
     Ok(v)
 }
 
-/// `at + by`, saturating: a deadline too far for the clock becomes the farthest one it holds
-/// (never the "overflow when adding durations" panic of `Instant + Duration`). Every deadline
-/// computed from a value the user controls goes through here.
-pub fn later(at: Instant, by: Duration) -> Instant {
-    let mut by = by;
-    loop {
-        if let Some(t) = at.checked_add(by) {
-            return t;
-        }
-        // Halving ends: `at + 0` always fits.
-        by /= 2;
-    }
-}
-
 /// A TCP port: 1 to 65535 (0 is no port: the kernel would pick one at random).
 pub fn parse_port(s: &str) -> Result<u16, String> {
     let v: u64 = s
@@ -167,15 +151,7 @@ mod tests {
     }
 
     #[test]
-    fn a_deadline_past_what_the_clock_holds_saturates_instead_of_panicking() {
-        let now = Instant::now();
-        let far = later(now, Duration::from_secs(u64::MAX));
-        assert!(far > now + Duration::from_secs(MAX_SECONDS));
-        assert_eq!(
-            later(now, Duration::from_secs(5)),
-            now + Duration::from_secs(5)
-        );
-        assert!(later(far, Duration::MAX) >= far);
+    fn seconds_past_30_days_are_refused_naming_the_limit() {
         assert_eq!(seconds(MAX_SECONDS), Ok(MAX_SECONDS));
         assert!(seconds(u64::MAX).unwrap_err().contains("30 days"));
     }

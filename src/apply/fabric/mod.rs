@@ -661,7 +661,7 @@ impl Attempt<'_> {
             // itself off: stop waiting for it.
             if unreachable > 0
                 && Instant::now()
-                    >= crate::workload::limits::later(
+                    >= crate::clock::later(
                         self.started,
                         Duration::from_secs(u64::from(self.opts.delay_s) + 15),
                     )
@@ -754,7 +754,7 @@ impl Attempt<'_> {
             }
         }
         // The moment after which a node that got no confirmation has undone the change.
-        let undo_by = crate::workload::limits::later(
+        let undo_by = crate::clock::later(
             self.started,
             Duration::from_secs(u64::from(self.opts.delay_s) + u64::from(deadline_s) + 60),
         );
