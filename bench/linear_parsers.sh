@@ -19,9 +19,9 @@
 #   BIN=path/to/spark-launch              # default: target/release/spark-launch (built if missing)
 #   ONLY="ping overlap"                   # a subset
 #
-# Prints the median time of ours and the baseline per size, then `ratio, ...` lines: ours over
-# the baseline per size, and the growth from the smallest to the largest size of ours over the
-# baseline's (1 = as linear as the baseline).
+# Prints the median time of ours and the baseline per size, then `ratio, ...` lines: the
+# baseline's time over ours per size, and the baseline's growth from the smallest to the
+# largest size over ours (1 = as linear as the baseline; above 1: ours grows more slowly).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SIZES=${SIZES:-"10000 100000 200000"}
@@ -132,9 +132,9 @@ fnmatch() { # DIR: Python's fnmatch of the same glob on the same names, for refe
 
 what() {
 	case $1 in
-	ping) echo "lines of ping (spark-launch probe --root over awk's dedup)" ;;
-	overlap) echo "interfaces (spark-launch doctor over spark-launch env)" ;;
-	glob) echo "interfaces against a 14-star netplan glob (spark-launch fabric plan with the glob over without it)" ;;
+	ping) echo "lines of ping (awk's dedup over spark-launch probe --root)" ;;
+	overlap) echo "interfaces (spark-launch env over spark-launch doctor)" ;;
+	glob) echo "interfaces against a 14-star netplan glob (spark-launch fabric plan without the glob over with it)" ;;
 	esac
 }
 
@@ -175,10 +175,10 @@ lo=${sizes[0]} hi=${sizes[-1]}
 for kind in $ONLY; do
 	for n in $SIZES; do
 		awk -v a="${BASE[$kind-$n]}" -v s="${OURS[$kind-$n]}" -v n="$n" -v w="$(what "$kind")" \
-			'BEGIN { printf "ratio, %s, %d %s: %.2f\n", "'"$kind"'", n, w, s / (a > 0 ? a : 1) }'
+			'BEGIN { printf "ratio, %s, %d %s: %.2f\n", "'"$kind"'", n, w, a / (s > 0 ? s : 1) }'
 	done
 	if [ "$lo" != "$hi" ]; then
 		awk -v a="${OURS[$kind-$lo]}" -v b="${OURS[$kind-$hi]}" -v c="${BASE[$kind-$lo]}" -v d="${BASE[$kind-$hi]}" -v lo="$lo" -v hi="$hi" \
-			'BEGIN { printf "ratio, %s, growth %d -> %d (ours T%d/T%d over baseline T%d/T%d; 1 = as linear as the baseline): %.2f\n", "'"$kind"'", lo, hi, hi, lo, hi, lo, (b / (a > 0 ? a : 1)) / (d / (c > 0 ? c : 1)) }'
+			'BEGIN { printf "ratio, %s, growth %d -> %d (baseline T%d/T%d over ours T%d/T%d; 1 = as linear as the baseline): %.2f\n", "'"$kind"'", lo, hi, hi, lo, hi, lo, (d / (c > 0 ? c : 1)) / (b / (a > 0 ? a : 1)) }'
 	fi
 done

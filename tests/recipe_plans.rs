@@ -15,6 +15,7 @@ use spark_launch::probe::read_snapshot_dir;
 use spark_launch::recipe::RecipeInput;
 use spark_launch::recipe::loader::{self, RecipeLoadError};
 use spark_launch::recipe::request::RecipeOverrides;
+use spark_launch::workload::endpoint::{ApiKey, ApiKeyAsk};
 use spark_launch::workload::launch::{LaunchPlan, LaunchRequest, Lookups, Planned, plan};
 
 const EUGR: &str = "tests/fixtures/recipes/eugr-checkout";
@@ -140,7 +141,58 @@ fn flags_beside_up_win_over_the_recipe_and_say_so() {
 }
 
 #[test]
-fn an_sglang_recipe_and_an_unknown_runtime_are_refused_before_planning() {
+fn an_sglang_recipe_plans_every_rank_with_its_own_launcher_and_no_key_in_any_command() {
+    let r = request(
+        "@official/demo-qwen-sglang",
+        Some(REGISTRY),
+        &RecipeOverrides::default(),
+    );
+    // The key the recipe's command carried, resolved as the launch resolves a given key.
+    let LaunchRequest::Serve(serve) = &r else {
+        panic!("not a serving request")
+    };
+    let Some(ApiKeyAsk::Given(key)) = serve.api_key.clone() else {
+        panic!("the recipe's key is not asked for: {:?}", serve.api_key)
+    };
+    let lookups = Lookups {
+        api_key: Some(ApiKey { key, file: None }),
+        ..Lookups::default()
+    };
+    let nodes = seed_001();
+    let names: Vec<NodeName> = nodes.iter().map(|n| n.name.clone()).collect();
+    let p = plan(&r, &names, &nodes, &lookups).expect("the recipe plans");
+    insta::assert_json_snapshot!(p.plan);
+    let LaunchPlan::Serve(s) = &p.plan else {
+        panic!("not a serving plan")
+    };
+    // Each command after the mods' wrapper (`sh -c SCRIPT spark-launch-mods ENGINE…`).
+    let command = |i: usize| match &s.job.nodes[i].launch {
+        Launch::Container(c) => {
+            let engine = c.command.iter().position(|w| w == "spark-launch-mods");
+            c.command[engine.map_or(0, |i| i + 1)..].to_vec()
+        }
+        Launch::Process(_) => panic!("not a container"),
+    };
+    let (head, worker) = (command(0), command(1));
+    // The recipe's `python3 -m sglang.launch_server`, the key moved out of the words into
+    // the head's environment (the prelude hands it to SGLang).
+    assert_eq!(worker[..3], ["python3", "-m", "sglang.launch_server"]);
+    assert_eq!(head[..2], ["python3", "-c"]);
+    assert_eq!(head[3..6], ["python3", "-m", "sglang.launch_server"]);
+    for c in [&head, &worker] {
+        assert!(!c.join(" ").contains("sk-fixture-not-real"), "{c:?}");
+        assert!(c.join(" ").contains("--attention-backend triton"), "{c:?}");
+    }
+    assert!(
+        worker.join(" ").contains("--node-rank 1 --dist-init-addr"),
+        "{worker:?}"
+    );
+    assert_eq!(s.served_name, "qwen3-2x");
+    assert_eq!(env_of(&p, 1)["SGLANG_DEMO_RANK"], "1/2");
+}
+
+#[test]
+fn an_unknown_runtime_is_refused_before_planning() {
     let refused = |name: &str| match loader::load_request(
         name,
         Some(Path::new(REGISTRY)),
@@ -150,9 +202,6 @@ fn an_sglang_recipe_and_an_unknown_runtime_are_refused_before_planning() {
         Err(RecipeLoadError::Recipe(e)) => e.to_string(),
         other => panic!("{name} was not refused: {other:?}"),
     };
-    assert!(
-        refused("demo-qwen-sglang").contains("runtime: sglang: not built into this version yet"),
-    );
     assert!(refused("demo-gguf-llama-cpp").contains("runtime \"llama-cpp\" is not supported yet"));
 }
 
@@ -170,7 +219,7 @@ fn a_registry_listing_says_which_recipes_this_version_runs_on_two_nodes() {
         fits,
         [
             "@official/demo-nemotron-vllm-table: yes",
-            "@official/demo-qwen-sglang: no: sglang: not built into this version yet",
+            "@official/demo-qwen-sglang: yes",
             "@experimental/demo-gguf-llama-cpp: no: runtime: runtime \"llama-cpp\" is not supported yet (spark-launch runs vllm, sglang and trtllm recipes)",
             "@experimental/demo-missing-mod: no: mods[0]: mod \"fix-that-does-not-exist\" not found",
             "@experimental/demo-newer-sparkrun: no: readiness: not a field spark-launch knows",

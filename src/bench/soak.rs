@@ -356,9 +356,58 @@ impl SoakMeter {
     }
 }
 
+/// `--soak DURATION`: `90` or `90s`, `30m`, `2h`, `1h30m`, `1h30m15s`.
+pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    let text = s.trim();
+    let bad = || format!("expected a duration like 90s, 30m, 2h or 1h30m, got {s:?}");
+    if text.is_empty() {
+        return Err(bad());
+    }
+    if let Ok(secs) = text.parse::<u64>() {
+        return Ok(std::time::Duration::from_secs(secs));
+    }
+    let (mut total, mut digits) = (0u64, String::new());
+    for c in text.chars() {
+        if c.is_ascii_digit() {
+            digits.push(c);
+            continue;
+        }
+        let unit = match c {
+            'h' => 3600,
+            'm' => 60,
+            's' => 1,
+            _ => return Err(bad()),
+        };
+        let n: u64 = digits.parse().map_err(|_| bad())?;
+        total = n
+            .checked_mul(unit)
+            .and_then(|v| total.checked_add(v))
+            .ok_or_else(bad)?;
+        digits.clear();
+    }
+    if !digits.is_empty() {
+        return Err(bad());
+    }
+    Ok(std::time::Duration::from_secs(total))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn soak_durations_read_as_people_write_them() {
+        let secs = |s: &str| parse_duration(s).map(|d| d.as_secs());
+        assert_eq!(secs("90"), Ok(90));
+        assert_eq!(secs("90s"), Ok(90));
+        assert_eq!(secs("30m"), Ok(1800));
+        assert_eq!(secs("2h"), Ok(7200));
+        assert_eq!(secs("1h30m15s"), Ok(5415));
+        for bad in ["", "m", "30x", "30m5", "1.5h", "-5m"] {
+            let e = parse_duration(bad).unwrap_err();
+            assert!(e.contains("like 90s, 30m, 2h or 1h30m"), "{bad:?}: {e}");
+        }
+    }
 
     fn meter(stall_after_s: f64) -> SoakMeter {
         SoakMeter::new(SoakSettings {

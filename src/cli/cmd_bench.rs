@@ -68,7 +68,7 @@ pub struct BenchArgs {
     /// A soak instead of a sweep: keep --concurrency N streams (one number; default 8) busy
     /// for this long (90s, 30m, 2h, 1h30m) and report output tokens/s per window, errors and
     /// every stall. Exit 1 on a stall.
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration, conflicts_with = "requests")]
+    #[arg(long, value_name = "DURATION", value_parser = bench::soak::parse_duration, conflicts_with = "requests")]
     pub soak: Option<Duration>,
 
     /// With --soak: no token for this many seconds while requests are in flight is a stall
@@ -82,7 +82,7 @@ pub struct BenchArgs {
 
     /// Also draw the run as an SVG picture: tokens/s and TTFT by concurrency (a soak: tokens/s
     /// over time, stalls shaded); with --compare both runs.
-    #[arg(long, value_name = "FILE.svg", value_parser = super::cmd_report::plot_path)]
+    #[arg(long, value_name = "FILE.svg", value_parser = crate::report::plot::svg_path)]
     pub plot: Option<PathBuf>,
 
     /// Save the result here [default: $XDG_STATE_HOME/spark-launch/bench/NAME-TIME.json].
@@ -129,41 +129,6 @@ impl From<ApiFlag> for Api {
 }
 
 const API_KEY_VAR: &str = "OPENAI_API_KEY";
-
-/// `--soak DURATION`: `90` or `90s`, `30m`, `2h`, `1h30m`, `1h30m15s`.
-fn parse_duration(s: &str) -> Result<Duration, String> {
-    let text = s.trim();
-    let bad = || format!("expected a duration like 90s, 30m, 2h or 1h30m, got {s:?}");
-    if text.is_empty() {
-        return Err(bad());
-    }
-    if let Ok(secs) = text.parse::<u64>() {
-        return Ok(Duration::from_secs(secs));
-    }
-    let (mut total, mut digits) = (0u64, String::new());
-    for c in text.chars() {
-        if c.is_ascii_digit() {
-            digits.push(c);
-            continue;
-        }
-        let unit = match c {
-            'h' => 3600,
-            'm' => 60,
-            's' => 1,
-            _ => return Err(bad()),
-        };
-        let n: u64 = digits.parse().map_err(|_| bad())?;
-        total = n
-            .checked_mul(unit)
-            .and_then(|v| total.checked_add(v))
-            .ok_or_else(bad)?;
-        digits.clear();
-    }
-    if !digits.is_empty() {
-        return Err(bad());
-    }
-    Ok(Duration::from_secs(total))
-}
 
 /// `spark-launch bench`.
 pub async fn run(args: BenchArgs, ctx: &Context) -> CmdResult {
@@ -275,7 +240,7 @@ pub async fn run(args: BenchArgs, ctx: &Context) -> CmdResult {
     })?;
     if let Some(path) = &args.plot {
         let svg = crate::report::plot::bench(&outcome.report, outcome.earlier.as_ref());
-        super::cmd_report::write_plot(path, svg, ctx)?;
+        super::write_plot(path, svg, ctx)?;
     }
     if ctx.json {
         print_json(&outcome)?;
@@ -353,23 +318,4 @@ fn expectations(
         ));
         Some((l.profile.name, e))
     }))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn soak_durations_read_as_people_write_them() {
-        let secs = |s: &str| parse_duration(s).map(|d| d.as_secs());
-        assert_eq!(secs("90"), Ok(90));
-        assert_eq!(secs("90s"), Ok(90));
-        assert_eq!(secs("30m"), Ok(1800));
-        assert_eq!(secs("2h"), Ok(7200));
-        assert_eq!(secs("1h30m15s"), Ok(5415));
-        for bad in ["", "m", "30x", "30m5", "1.5h", "-5m"] {
-            let e = parse_duration(bad).unwrap_err();
-            assert!(e.contains("like 90s, 30m, 2h or 1h30m"), "{bad:?}: {e}");
-        }
-    }
 }

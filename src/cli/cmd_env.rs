@@ -5,9 +5,8 @@ use std::path::PathBuf;
 
 use super::args::NodeFlags;
 use super::{CmdError, CmdResult, Context, Invalid, Outcome, print_json, print_out};
-use crate::derive::{ClusterEnv, NodeEnv, NodeInput, derive};
+use crate::derive::{NodeEnv, NodeInput, derive, render};
 use crate::node::NodeName;
-use crate::quote::{NulByte, Style, quote};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
@@ -78,9 +77,9 @@ pub async fn run(args: EnvArgs, ctx: &Context) -> CmdResult {
     }
     match format {
         Format::Json => print_json(&cluster)?,
-        Format::Text => print_out(&text(&cluster, &selected)),
-        Format::Sh => print_out(&shell(&selected).invalid()?),
-        Format::Docker => print_out(&docker(&selected).invalid()?),
+        Format::Text => print_out(&render::text(&cluster, &selected)),
+        Format::Sh => print_out(&render::shell(&selected).invalid()?),
+        Format::Docker => print_out(&render::docker(&selected).invalid()?),
     }
     Ok(Outcome::Success)
 }
@@ -97,51 +96,4 @@ async fn inputs(args: &EnvArgs, ctx: &Context) -> Result<Vec<NodeInput>, CmdErro
     )
     .await
     .map_err(super::resolve_error)
-}
-
-fn text(cluster: &ClusterEnv, nodes: &[&NodeEnv]) -> String {
-    let mut out = format!("topology: {}   head: {}\n", cluster.topology, cluster.head);
-    for n in nodes {
-        out.push_str(&format!("\n{} ({})\n", n.name, n.role));
-        for (k, v) in &n.env {
-            out.push_str(&format!("  {k}={v}\n"));
-        }
-        for w in &n.warnings {
-            out.push_str(&format!("  warning: {w}\n"));
-        }
-    }
-    out
-}
-
-fn shell(nodes: &[&NodeEnv]) -> Result<String, NulByte> {
-    let mut out = String::new();
-    for n in nodes {
-        if nodes.len() > 1 {
-            out.push_str(&format!("# node {} ({})\n", n.name, n.role));
-        }
-        for w in &n.warnings {
-            out.push_str(&format!("# warning: {w}\n"));
-        }
-        for (k, v) in &n.env {
-            out.push_str(&format!("export {k}={}\n", quote(v, Style::Plain)?));
-        }
-    }
-    Ok(out)
-}
-
-fn docker(nodes: &[&NodeEnv]) -> Result<String, NulByte> {
-    let mut out = String::new();
-    for n in nodes {
-        if nodes.len() > 1 {
-            out.push_str(&format!("# node {} ({})\n", n.name, n.role));
-        }
-        let args: Vec<String> = n
-            .env
-            .iter()
-            .map(|(k, v)| Ok(format!("-e {}", quote(&format!("{k}={v}"), Style::Plain)?)))
-            .collect::<Result<_, NulByte>>()?;
-        out.push_str(&args.join(" "));
-        out.push('\n');
-    }
-    Ok(out)
 }

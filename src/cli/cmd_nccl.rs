@@ -147,7 +147,7 @@ pub struct NcclTestArgs {
 
     /// Also draw bus bandwidth against message size (log2) as an SVG picture, the figure the
     /// fabric must reach as a dashed line.
-    #[arg(long, value_name = "FILE.svg", value_parser = super::cmd_report::plot_path, conflicts_with = "launch_check")]
+    #[arg(long, value_name = "FILE.svg", value_parser = crate::report::plot::svg_path, conflicts_with = "launch_check")]
     pub plot: Option<std::path::PathBuf>,
 
     /// How long the whole test may run, in seconds.

@@ -7,18 +7,15 @@
 
 use std::path::PathBuf;
 
-use comfy_table::{Table, presets::UTF8_BORDERS_ONLY};
-
 use super::args::NodeFlags;
 use super::cmd_serve::ServeFlags;
 use super::{CmdError, CmdResult, Context, Invalid, Outcome, print_json, print_out};
-use crate::model::ModelSource;
 use crate::profile::files::{FindError, find, user_profiles};
-use crate::profile::fit::{Capacity, Fit, capacity, fit};
-use crate::profile::{self, Loaded, ProfileKind, ProfileOrigin, SetArg};
-use crate::recipe::RecipeInput;
+use crate::profile::fit::{Capacity, capacity};
+use crate::profile::{self, Loaded, SetArg};
 use crate::recipe::loader;
 use crate::recipe::request::RecipeOverrides;
+use crate::recipe::{self, RecipeInput};
 use crate::resolve::{self, Needs, Purpose};
 use crate::workload::limits;
 
@@ -134,21 +131,6 @@ pub async fn up(args: UpArgs, ctx: &Context) -> CmdResult {
     super::launch::run(args.serve.launch(request, ctx), Default::default(), ctx).await
 }
 
-#[derive(serde::Serialize)]
-struct Row<'a> {
-    name: &'a str,
-    engine: ProfileKind,
-    model: Option<ModelSource>,
-    tp: u32,
-    pp: u32,
-    nodes: u32,
-    memory_gib: Option<f64>,
-    description: &'a str,
-    origin: &'a ProfileOrigin,
-    file: &'a str,
-    fit: Option<Fit>,
-}
-
 /// What the nodes given (or the cluster file's) offer, to check fit against; `None` without
 /// nodes or when they cannot be read (said).
 async fn cluster_caps(target: &NodeFlags, ctx: &Context) -> Option<Vec<Capacity>> {
@@ -170,14 +152,6 @@ async fn cluster_caps(target: &NodeFlags, ctx: &Context) -> Option<Vec<Capacity>
     }
 }
 
-#[derive(serde::Serialize)]
-struct RecipeRow<'a> {
-    name: String,
-    #[serde(flatten)]
-    entry: &'a loader::RegistryEntry,
-    fit: Option<Fit>,
-}
-
 /// `profiles --registry DIR`: every recipe of a registry clone, with what it runs and whether
 /// this cluster (and this version) can run it.
 async fn list_recipes(dir: &std::path::Path, args: &ListArgs, ctx: &Context) -> CmdResult {
@@ -188,51 +162,12 @@ async fn list_recipes(dir: &std::path::Path, args: &ListArgs, ctx: &Context) -> 
     };
     let entries = loader::list(dir, &input).invalid()?;
     let caps = cluster_caps(&args.target, ctx).await;
-    let rows: Vec<RecipeRow> = entries
-        .iter()
-        .map(|e| RecipeRow {
-            name: e.label(),
-            entry: e,
-            fit: e.fit(caps.as_ref().map(Vec::len)),
-        })
-        .collect();
+    let rows = recipe::listing::rows(&entries, caps.as_ref().map(Vec::len));
     if ctx.json {
         print_json(&rows)?;
-        return Ok(Outcome::Success);
+    } else {
+        print_out(&recipe::listing::table(&rows, caps.is_some(), dir));
     }
-    let mut t = Table::new();
-    t.load_style(UTF8_BORDERS_ONLY);
-    t.set_header(vec!["recipe", "runtime", "model", "tp×pp", "nodes", "fits"]);
-    for r in &rows {
-        let (engine, model, shape, nodes) = match &r.entry.launch {
-            Some(l) => (
-                l.engine.to_string(),
-                l.model.clone(),
-                format!("{}×{}", l.tp, l.pp),
-                l.nodes.to_string(),
-            ),
-            None => ("-".into(), "-".into(), "-".into(), "-".into()),
-        };
-        let fits = r.fit.as_ref().map(Fit::label).unwrap_or_else(|| "?".into());
-        let hidden = if r.entry.hidden { " (hidden)" } else { "" };
-        t.add_row(vec![
-            format!("{}{hidden}", r.name),
-            engine,
-            model,
-            shape,
-            nodes,
-            fits,
-        ]);
-    }
-    let mut out = t.to_string();
-    if caps.is_none() {
-        out.push_str("\n(fits: ? — give --snapshot NAME=DIR per node, or a cluster file, to check the node count)");
-    }
-    out.push_str(&format!(
-        "\nrun one: spark-launch up NAME --registry {}",
-        dir.display()
-    ));
-    print_out(&out);
     Ok(Outcome::Success)
 }
 
@@ -251,85 +186,15 @@ pub async fn list(args: ListArgs, ctx: &Context) -> CmdResult {
     let all = profile::catalogue(user);
     // Fit: against the nodes given, or the cluster file when there is one.
     let caps = cluster_caps(&args.target, ctx).await;
-    let rows: Vec<Row> = all
-        .iter()
-        .map(|l| Row {
-            name: &l.profile.name,
-            engine: l.profile.engine,
-            model: l.profile.model_source(),
-            tp: l.profile.tp,
-            pp: l.profile.pp,
-            nodes: l.profile.nodes,
-            memory_gib: l.profile.memory_gib,
-            description: &l.profile.description,
-            origin: &l.origin,
-            file: &l.file,
-            fit: caps.as_ref().map(|c| fit(&l.profile, c)),
-        })
-        .collect();
-    let outcome = if errors.is_empty() {
+    let rows = profile::listing::rows(&all, caps.as_deref());
+    if ctx.json {
+        print_json(&rows)?;
+    } else {
+        print_out(&profile::listing::table(&rows, caps.is_some(), &dir));
+    }
+    Ok(if errors.is_empty() {
         Outcome::Success
     } else {
         Outcome::Failed
-    };
-    if ctx.json {
-        print_json(&rows)?;
-        return Ok(outcome);
-    }
-    let mut t = Table::new();
-    t.load_style(UTF8_BORDERS_ONLY);
-    t.set_header(vec![
-        "profile",
-        "engine",
-        "model",
-        "tp×pp",
-        "nodes",
-        "memory/node",
-        "fits",
-        "description",
-    ]);
-    for r in &rows {
-        t.add_row(vec![
-            format!(
-                "{}{}",
-                r.name,
-                if *r.origin == ProfileOrigin::User {
-                    " (yours)"
-                } else {
-                    ""
-                }
-            ),
-            r.engine.to_string(),
-            r.model
-                .as_ref()
-                .map(|m| m.to_string())
-                .unwrap_or_else(|| "-".into()),
-            if r.engine.serving().is_none() {
-                "-".into()
-            } else {
-                format!("{}×{}", r.tp, r.pp)
-            },
-            r.nodes.to_string(),
-            r.memory_gib
-                .map(|m| format!("{m:.0} GiB"))
-                .unwrap_or_else(|| "-".into()),
-            r.fit
-                .as_ref()
-                .map(|f| f.label())
-                .unwrap_or_else(|| "?".into()),
-            r.description.to_string(),
-        ]);
-    }
-    let mut out = t.to_string();
-    if caps.is_none() {
-        out.push_str(
-            "\n(fits: ? — give --snapshot NAME=DIR per node, or a cluster file, to check node count and memory)",
-        );
-    }
-    out.push_str(&format!(
-        "\nyour profiles: {} (run one: spark-launch up NAME)",
-        dir.display()
-    ));
-    print_out(&out);
-    Ok(outcome)
+    })
 }

@@ -2,14 +2,14 @@
 //! `nccl-test`, applied to saved logs (users paste theirs; support tickets), and with
 //! `--plot FILE.svg` the bus bandwidth curves drawn. Exit 0 when every log passed or was only
 //! measured, 1 when any failed or stops before its closing lines (a truncated log is
-//! incomplete, never measured), 2 when a file cannot be read. Also the `--plot` flag's
-//! checks and file writing, shared by `bench` and `nccl-test`.
+//! incomplete, never measured), 2 when a file cannot be read.
 
 use std::path::PathBuf;
 
 use super::{CmdResult, Context, Invalid, Outcome, print_json, print_out};
 use crate::derive::Topology;
 use crate::report::nccl::{self, Analysis, ExpectedHcas, Status};
+use crate::report::plot;
 
 #[derive(Debug, clap::Args)]
 pub struct ReportArgs {
@@ -31,7 +31,7 @@ pub struct NcclArgs {
     pub files: Vec<PathBuf>,
 
     /// The fabric's shape, for the reference figure (a 3-node ring has its own).
-    #[arg(long, value_parser = parse_topology, value_name = "direct|switch|ring")]
+    #[arg(long, value_name = "direct|switch|ring")]
     pub topology: Option<Topology>,
 
     /// The test binary, for logs of nccl-tests before 2.14 that do not name it.
@@ -40,75 +40,13 @@ pub struct NcclArgs {
 
     /// The RDMA devices a host must use, as `HOST=dev1,dev2` (repeat per host); without it
     /// the `NCCL_IB_HCA` each log shows is checked.
-    #[arg(long = "expect-hca", value_name = "HOST=DEVS", value_parser = parse_expect)]
+    #[arg(long = "expect-hca", value_name = "HOST=DEVS", value_parser = nccl::transport::parse_expected_hca)]
     pub expect_hca: Vec<(String, Vec<String>)>,
 
     /// Also draw bus bandwidth against message size (log2) as an SVG picture, one curve per
     /// test, the figure the fabric must reach as a dashed line.
-    #[arg(long, value_name = "FILE.svg", value_parser = plot_path)]
+    #[arg(long, value_name = "FILE.svg", value_parser = plot::svg_path)]
     pub plot: Option<PathBuf>,
-}
-
-/// `--plot FILE.svg`: the picture is SVG, so the name must say so.
-pub(crate) fn plot_path(s: &str) -> Result<PathBuf, String> {
-    let p = PathBuf::from(s);
-    let svg = p
-        .extension()
-        .and_then(|e| e.to_str())
-        .is_some_and(|e| e.eq_ignore_ascii_case("svg"));
-    if !svg {
-        return Err(format!(
-            "{s:?}: the picture is written as SVG; give a file name ending in .svg (convert it with e.g. `rsvg-convert -o plot.png plot.svg`)"
-        ));
-    }
-    Ok(p)
-}
-
-/// Writes a picture rendered by `report::plot`. Results with nothing to draw (a run that
-/// failed before measuring) are a warning: the verdict still follows, and decides the exit.
-pub(crate) fn write_plot(
-    path: &std::path::Path,
-    svg: Result<String, crate::report::plot::PlotError>,
-    ctx: &Context,
-) -> anyhow::Result<()> {
-    match svg {
-        Ok(svg) => std::fs::write(path, svg)
-            .map_err(|e| anyhow::anyhow!("cannot write the picture to {}: {e}", path.display())),
-        Err(e @ crate::report::plot::PlotError::Empty(_)) => {
-            ctx.reporter
-                .warn(&format!("no picture written to {}: {e}", path.display()));
-            Ok(())
-        }
-        Err(e) => Err(e.into()),
-    }
-}
-
-fn parse_topology(s: &str) -> Result<Topology, String> {
-    match s {
-        "direct" => Ok(Topology::Direct),
-        "switch" => Ok(Topology::Switch),
-        "ring" => Ok(Topology::Ring),
-        "single" => Ok(Topology::Single),
-        _ => Err(format!(
-            "expected direct, switch, ring or single, got {s:?}"
-        )),
-    }
-}
-
-fn parse_expect(s: &str) -> Result<(String, Vec<String>), String> {
-    let (host, devs) = s
-        .split_once('=')
-        .ok_or_else(|| format!("expected HOST=dev1,dev2, got {s:?}"))?;
-    let devs: Vec<String> = devs
-        .split(',')
-        .map(str::trim)
-        .filter(|d| !d.is_empty())
-        .map(str::to_string)
-        .collect();
-    if host.is_empty() || devs.is_empty() {
-        return Err(format!("expected HOST=dev1,dev2, got {s:?}"));
-    }
-    Ok((host.to_string(), devs))
 }
 
 pub async fn run(args: ReportArgs, ctx: &Context) -> CmdResult {
@@ -137,7 +75,7 @@ fn nccl_logs(args: NcclArgs, ctx: &Context) -> CmdResult {
     }
     let status = nccl::overall(analyses.iter().map(|a| a.status));
     if let Some(path) = &args.plot {
-        write_plot(path, crate::report::plot::nccl(&analyses), ctx)?;
+        super::write_plot(path, plot::nccl(&analyses), ctx)?;
     }
     if ctx.json {
         #[derive(serde::Serialize)]

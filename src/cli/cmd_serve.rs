@@ -231,29 +231,6 @@ pub struct SglangArgs {
     pub extra: Vec<String>,
 }
 
-/// `vllm-qwen2-5-0-5b-instruct`: a job name from the engine and the model.
-pub fn default_job(engine: &str, model: &ModelSource) -> JobName {
-    let name = model.served_name();
-    let base = name
-        .rsplit('/')
-        .next()
-        .unwrap_or(&name)
-        .to_ascii_lowercase();
-    let mut slug = String::new();
-    for c in base.chars() {
-        if c.is_ascii_alphanumeric() {
-            slug.push(c);
-        } else if !slug.ends_with('-') {
-            slug.push('-');
-        }
-    }
-    let mut job = format!("{engine}-{}", slug.trim_matches('-'));
-    job.truncate(40);
-    JobName::new(job.trim_end_matches('-'))
-        .or_else(|_| JobName::new(engine))
-        .unwrap_or_else(|_| JobName::serve())
-}
-
 /// The serving options from the model arguments and the flags, over the engine's defaults.
 fn serve_options(
     engine: EngineKind,
@@ -265,7 +242,7 @@ fn serve_options(
     let job = flags
         .job
         .clone()
-        .unwrap_or_else(|| default_job(engine.as_str(), &model));
+        .unwrap_or_else(|| JobName::of_model(engine.as_str(), &model));
     let mut o = ServeOptions::new(engine, job, model);
     if let Some(image) = &m.image {
         o.image = image.clone();
@@ -376,20 +353,4 @@ pub async fn run(command: ServeCommand, ctx: &Context) -> CmdResult {
         ),
     };
     super::launch::run(flags.launch(req, ctx), Default::default(), ctx).await
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_default_job_name_is_a_valid_slug_of_the_model() {
-        let m = ModelSource::parse("Qwen/Qwen2.5-0.5B-Instruct", None).unwrap();
-        assert_eq!(
-            default_job("vllm", &m).as_str(),
-            "vllm-qwen2-5-0-5b-instruct"
-        );
-        let m = ModelSource::parse(&format!("org/{}", "x".repeat(90)), None).unwrap();
-        assert!(default_job("trtllm", &m).as_str().len() <= 40);
-    }
 }

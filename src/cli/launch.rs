@@ -48,7 +48,7 @@ pub async fn run(l: LaunchCommand, extras: Extras, ctx: &Context) -> CmdResult {
             }
             if let (Some(path), NcclVerdict::Measured(a)) = (&extras.plot, &verdict) {
                 let svg = crate::report::plot::nccl(std::slice::from_ref(a));
-                super::cmd_report::write_plot(path, svg, ctx)?;
+                super::write_plot(path, svg, ctx)?;
             }
             if json {
                 print_json(&verdict)?;

@@ -243,7 +243,8 @@ fn print_error(e: &anyhow::Error) {
 }
 
 async fn run(cli: Cli) -> CmdResult {
-    let reporter = ui::reporter(cli.quiet || cli.json, cli.no_progress, cli.verbose);
+    let reporter =
+        crate::progress::term::for_stderr(cli.quiet || cli.json, cli.no_progress, cli.verbose);
     // Commands that clean up after Ctrl-C watch the token themselves; those that only read
     // end at once; the others stop where they next wait.
     let on_signal = match cli.command {
@@ -345,6 +346,25 @@ pub(crate) fn load_inventory(
 }
 
 /// A library error as a command error, with the exit code the library gives it.
+/// Writes a picture `report::plot` drew. Results with nothing to draw (a run that failed
+/// before measuring) are a warning: the verdict still follows, and decides the exit.
+pub(crate) fn write_plot(
+    path: &std::path::Path,
+    svg: Result<String, crate::report::plot::PlotError>,
+    ctx: &Context,
+) -> anyhow::Result<()> {
+    match svg {
+        Ok(svg) => std::fs::write(path, svg)
+            .map_err(|e| anyhow::anyhow!("cannot write the picture to {}: {e}", path.display())),
+        Err(e @ crate::report::plot::PlotError::Empty(_)) => {
+            let shown = format!("no picture written to {}: {e}", path.display());
+            ctx.reporter.warn(&shown);
+            Ok(())
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
 pub(crate) fn coded(code: u8, e: impl Into<anyhow::Error>) -> CmdError {
     CmdError {
         code,

@@ -20,6 +20,7 @@
 //!   did not parse.
 
 pub mod refusal;
+pub mod render;
 pub mod topology;
 pub mod twins;
 

@@ -37,6 +37,22 @@ impl fmt::Display for Topology {
     }
 }
 
+impl std::str::FromStr for Topology {
+    type Err = String;
+    /// `direct`, `switch`, `ring`, `single` (what `--topology` takes).
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        [
+            Topology::Direct,
+            Topology::Switch,
+            Topology::Ring,
+            Topology::Single,
+        ]
+        .into_iter()
+        .find(|t| t.to_string() == s)
+        .ok_or_else(|| format!("expected direct, switch, ring or single, got {s:?}"))
+    }
+}
+
 /// One IPv4 address on a fabric interface of one node.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FabricAddr {

@@ -43,6 +43,35 @@ impl JobName {
         }
     }
 
+    /// A valid job name made of `text`: letters and digits lowercased, every other run of
+    /// characters one `-`, `prefix` put first when the result would not start with a letter,
+    /// cut to 40 characters; `serve` when nothing is left.
+    pub fn slug(text: &str, prefix: &str) -> Self {
+        let mut slug = String::new();
+        for c in text.chars() {
+            if c.is_ascii_alphanumeric() {
+                slug.push(c.to_ascii_lowercase());
+            } else if !slug.is_empty() && !slug.ends_with('-') {
+                slug.push('-');
+            }
+        }
+        let mut job = if slug.starts_with(|c: char| c.is_ascii_alphabetic()) {
+            slug
+        } else {
+            format!("{prefix}{slug}")
+        };
+        job.truncate(40);
+        JobName::new(job.trim_end_matches('-')).unwrap_or_else(|_| JobName::serve())
+    }
+
+    /// `vllm-qwen2-5-0-5b-instruct`: a serving job named by its engine and its model's last
+    /// path part.
+    pub fn of_model(engine: &str, model: &crate::model::ModelSource) -> Self {
+        let name = model.served_name();
+        let base = name.rsplit('/').next().unwrap_or(&name);
+        JobName::slug(&format!("{engine}-{base}"), "")
+    }
+
     /// `serve`: a job name for a serving job when nothing better can be made.
     pub fn serve() -> Self {
         JobName("serve".to_string())
@@ -498,6 +527,18 @@ impl ContainerSpec {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_default_job_name_is_a_valid_slug_of_the_engine_and_the_model() {
+        let m = crate::model::ModelSource::parse("Qwen/Qwen2.5-0.5B-Instruct", None).unwrap();
+        assert_eq!(
+            JobName::of_model("vllm", &m).as_str(),
+            "vllm-qwen2-5-0-5b-instruct"
+        );
+        let m = crate::model::ModelSource::parse(&format!("org/{}", "x".repeat(90)), None).unwrap();
+        assert!(JobName::of_model("trtllm", &m).as_str().len() <= 40);
+        assert_eq!(JobName::slug("4x Spark", "r-").as_str(), "r-4x-spark");
+    }
 
     #[test]
     fn a_file_is_text_when_it_is_utf8_and_base64_otherwise_and_reads_back() {

@@ -13,6 +13,7 @@
 pub mod bundled;
 pub mod files;
 pub mod fit;
+pub mod listing;
 pub mod locate;
 pub mod request;
 

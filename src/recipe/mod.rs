@@ -23,6 +23,7 @@ pub mod env;
 pub mod error;
 pub mod flags;
 pub mod launch;
+pub mod listing;
 pub mod loader;
 pub mod mods;
 pub mod pyformat;
@@ -39,8 +40,7 @@ pub mod words;
 
 use std::collections::BTreeMap;
 
-use serde::{Deserialize, Serialize};
-
+pub use crate::workload::recipe_part::RecipeFormat;
 pub use env::{RecipeEnv, RecipeNode};
 pub use error::{RecipeError, RecipeErrors, RecipeWarning};
 pub use launch::{CommandSource, NodeBounds, RecipeLaunch};
@@ -48,16 +48,6 @@ pub use mods::{ModFile, ModFiles, RecipeMod};
 pub use runtime::RecipeEngine;
 
 use crate::profile::SetArg;
-
-/// The two recipe formats.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum RecipeFormat {
-    /// eugr/spark-vllm-docker (`run-recipe.py`).
-    V1,
-    /// sparkrun (spark-arena).
-    V2,
-}
 
 /// What a recipe is read with besides its file.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -11,6 +11,7 @@ use std::path::{Component, Path, PathBuf};
 use serde::Serialize;
 
 use super::registry::RecipeRegistry;
+pub use crate::workload::recipe_part::{ModFile, ModFiles};
 
 /// A mod resolved to its folder.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -20,33 +21,6 @@ pub struct RecipeMod {
     /// As the recipe wrote it.
     pub reference: String,
     pub folder: PathBuf,
-}
-
-/// A mod's files, read for the plan: every file under its folder, by its path inside it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ModFiles {
-    /// The folder name: the files land in `/workspace/mods/<name>/`.
-    pub name: String,
-    /// As the recipe wrote it.
-    pub reference: String,
-    pub files: Vec<ModFile>,
-}
-
-/// One file of a mod.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ModFile {
-    /// Inside the mod's folder, `/`-separated (`run.sh`, `patches/a.diff`).
-    pub path: String,
-    /// Its permission bits as read (`run.sh` is made executable in the container either way).
-    pub mode: u32,
-    pub bytes: Vec<u8>,
-}
-
-impl ModFiles {
-    /// Bytes in all its files.
-    pub fn size(&self) -> usize {
-        self.files.iter().map(|f| f.bytes.len()).sum()
-    }
 }
 
 /// A mod name that is a folder name and a shell word at once (letters, digits, `.`, `_`, `-`):

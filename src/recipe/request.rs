@@ -48,12 +48,12 @@ pub fn request(
     o: &RecipeOverrides,
 ) -> Result<LaunchRequest, RecipeErrors> {
     let err = |field: &str, problem: String| RecipeError::new(&launch.file, field, problem);
-    let kind = EngineKind::of_recipe(launch.engine).ok_or_else(|| {
+    let kind = engine_kind(launch.engine).ok_or_else(|| {
         err(
             "runtime",
             format!("{}: not built into this version yet", launch.engine),
         )
-        .fix("run the recipe with an engine this version has (vllm, trtllm)")
+        .fix("run the recipe with an engine this version has (vllm, sglang, trtllm)")
     })?;
     let engine = kind.engine();
     let mut warnings: Vec<String> = launch
@@ -75,6 +75,9 @@ pub fn request(
         ..EngineOptions::default()
     };
     let (program, args) = engine_words(launch);
+    // Where an engine has two spellings (SGLang), the recipe's is kept: images differ in
+    // which one they ship.
+    tuning.launcher = engine.recipe_launcher(&program);
     let split = split_recipe_args(engine, &args);
     serve.engine_args = split.kept;
     let mut taken = Taken::default();
@@ -140,6 +143,12 @@ pub fn request(
         api_key,
         recipe: Some(Box::new(part)),
     })))
+}
+
+/// The engine that runs a recipe's runtime, by its name; `None` for one the recipe readers
+/// know that is not built into this version (the recipe is refused, naming it).
+pub fn engine_kind(engine: RecipeEngine) -> Option<EngineKind> {
+    engine.as_str().parse().ok()
 }
 
 /// The recipe's program words (`vllm serve`) and its arguments after them, the model
@@ -356,27 +365,13 @@ fn secret_names(launch: &RecipeLaunch) -> Vec<RecipeError> {
 /// `demo-glm-flash`: a job name from the recipe's name (letters, digits and `-`, starting with
 /// a letter, at most 40 characters).
 pub fn job_name(name: &str) -> JobName {
-    let mut slug = String::new();
-    for c in name.chars() {
-        if c.is_ascii_alphanumeric() {
-            slug.push(c.to_ascii_lowercase());
-        } else if !slug.is_empty() && !slug.ends_with('-') {
-            slug.push('-');
-        }
-    }
-    let mut job = if slug.starts_with(|c: char| c.is_ascii_alphabetic()) {
-        slug
-    } else {
-        format!("r-{slug}")
-    };
-    job.truncate(40);
-    JobName::new(job.trim_end_matches('-')).unwrap_or_else(|_| JobName::serve())
+    JobName::slug(name, "r-")
 }
 
 /// Whether this version can run the recipe on a cluster of `nodes` nodes (`None`: the nodes
 /// are not known, only the engine is checked).
 pub fn fit(launch: &RecipeLaunch, nodes: Option<usize>) -> Option<Fit> {
-    if EngineKind::of_recipe(launch.engine).is_none() {
+    if engine_kind(launch.engine).is_none() {
         return Some(Fit::No(vec![format!(
             "{}: not built into this version yet",
             launch.engine
@@ -395,6 +390,7 @@ pub fn fit(launch: &RecipeLaunch, nodes: Option<usize>) -> Option<Fit> {
 mod tests {
     use super::*;
     use crate::recipe::{RecipeInput, parse};
+    use crate::workload::engines::Launcher;
 
     fn launch(text: &str) -> RecipeLaunch {
         parse("r.yaml", "r", text)
@@ -466,12 +462,27 @@ mod tests {
     }
 
     #[test]
-    fn an_sglang_recipe_is_refused_until_the_engine_is_built_in() {
+    fn an_sglang_recipe_keeps_its_launcher_and_its_settings_and_gives_up_its_shape() {
         let l = launch(
-            "recipe_version: \"2\"\nmodel: org/demo\nruntime: sglang\ncommand: python3 -m sglang.launch_server --model-path {model}\n",
+            "recipe_version: \"2\"\nmodel: org/demo\nruntime: sglang\nmin_nodes: 2\ndefaults:\n  tensor_parallel: 2\ncommand: sglang serve --model-path {model} --tp-size {tensor_parallel} --port 30001 --dist-init-addr 10.0.0.1:5000 --mem-fraction-static 0.8\n",
         );
-        let e = request(&l, vec![], &RecipeOverrides::default()).unwrap_err();
-        assert_eq!(e.0[0].problem, "sglang: not built into this version yet");
+        let s = serve(request(&l, vec![], &RecipeOverrides::default()).unwrap());
+        assert_eq!(s.engine, EngineKind::Sglang);
+        assert_eq!(s.tuning.launcher, Some(Launcher::Serve));
+        assert_eq!(s.serve.engine_args, ["--mem-fraction-static", "0.8"]);
+        assert_eq!((s.serve.tp, s.serve.port), (2, 30001));
+        assert!(
+            s.recipe.unwrap().warnings.iter().any(|w| w.contains(
+                "`--dist-init-addr 10.0.0.1:5000` is dropped: spark-launch writes --dist-init-addr itself"
+            ))
+        );
+    }
+
+    #[test]
+    fn recipe_runtimes_map_onto_the_engines_built_in_by_name() {
+        assert_eq!(engine_kind(RecipeEngine::Vllm), Some(EngineKind::Vllm));
+        assert_eq!(engine_kind(RecipeEngine::Trtllm), Some(EngineKind::Trtllm));
+        assert_eq!(engine_kind(RecipeEngine::Sglang), Some(EngineKind::Sglang));
     }
 
     #[test]

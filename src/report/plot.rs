@@ -31,6 +31,21 @@ pub enum PlotError {
     Draw(String),
 }
 
+/// `--plot FILE.svg`: the picture is SVG, so the name must say so.
+pub fn svg_path(s: &str) -> Result<std::path::PathBuf, String> {
+    let p = std::path::PathBuf::from(s);
+    let svg = p
+        .extension()
+        .and_then(|e| e.to_str())
+        .is_some_and(|e| e.eq_ignore_ascii_case("svg"));
+    if !svg {
+        return Err(format!(
+            "{s:?}: the picture is written as SVG; give a file name ending in .svg (convert it with e.g. `rsvg-convert -o plot.png plot.svg`)"
+        ));
+    }
+    Ok(p)
+}
+
 fn draw_err<E: std::fmt::Debug>(e: E) -> PlotError {
     PlotError::Draw(format!("{e:?}"))
 }

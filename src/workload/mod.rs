@@ -15,6 +15,7 @@ pub mod nccl_lib;
 pub mod nccl_test;
 pub mod rdma;
 pub mod readiness;
+pub mod recipe_env;
 pub mod recipe_part;
 pub mod render;
 pub mod run;

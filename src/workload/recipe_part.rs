@@ -13,13 +13,50 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use super::recipe_env::{RecipeEnv, RecipeNode};
 use crate::node::NodeName;
 use crate::plan::ContainerSpec;
 use crate::plan::secret::{MASK, is_secret_name};
 use crate::plan::spec::{ContainerFile, FileContent};
-use crate::recipe::{ModFiles, RecipeEnv, RecipeFormat, RecipeNode};
 
 use super::serve::Problem;
+
+/// The two recipe formats.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RecipeFormat {
+    /// eugr/spark-vllm-docker (`run-recipe.py`).
+    V1,
+    /// sparkrun (spark-arena).
+    V2,
+}
+
+/// A mod's files, read for the plan: every file under its folder, by its path inside it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ModFiles {
+    /// The folder name: the files land in `/workspace/mods/<name>/`.
+    pub name: String,
+    /// As the recipe wrote it.
+    pub reference: String,
+    pub files: Vec<ModFile>,
+}
+
+/// One file of a mod.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ModFile {
+    /// Inside the mod's folder, `/`-separated (`run.sh`, `patches/a.diff`).
+    pub path: String,
+    /// Its permission bits as read (`run.sh` is made executable in the container either way).
+    pub mode: u32,
+    pub bytes: Vec<u8>,
+}
+
+impl ModFiles {
+    /// Bytes in all its files.
+    pub fn size(&self) -> usize {
+        self.files.iter().map(|f| f.bytes.len()).sum()
+    }
+}
 
 /// Where a mod's folder lands in every container (as both recipe runners put it).
 pub const MODS_DIR: &str = "/workspace/mods";
@@ -234,8 +271,7 @@ mod tests {
     use super::*;
     use crate::node::Role;
     use crate::plan::JobName;
-    use crate::recipe::ModFile;
-    use crate::recipe::env::RecipeEnvValue;
+    use crate::workload::recipe_env::RecipeEnvValue;
 
     fn spec() -> ContainerSpec {
         let mut s = ContainerSpec::new(

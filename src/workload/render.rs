@@ -229,8 +229,8 @@ fn serve(p: &ServePlan) -> String {
             "recipe {} ({}, {}){}\n",
             r.name,
             match r.format {
-                crate::recipe::RecipeFormat::V1 => "v1",
-                crate::recipe::RecipeFormat::V2 => "v2",
+                crate::workload::recipe_part::RecipeFormat::V1 => "v1",
+                crate::workload::recipe_part::RecipeFormat::V2 => "v2",
             },
             r.file,
             if r.mods.is_empty() {

@@ -36,7 +36,7 @@ use crate::model::hub::Resolved;
 use crate::model::route::{CopyRoute, copy_routes};
 use crate::node::NodeName;
 use crate::plan::{ContainerSpec, JobPlan, Launch, NodePlan, NodePorts, RuntimeKind, Step};
-use crate::recipe::RecipeNode;
+use crate::workload::recipe_env::RecipeNode;
 
 /// Everything one serving plan is made from.
 pub struct ServeInput<'a> {
@@ -204,7 +204,6 @@ fn ranks(
             served,
             model_path: &o.model.container_path(),
             keys: input.keys,
-            recipe_program: input.recipe.map(|r| r.program.as_slice()),
         },
         base,
     );

@@ -409,6 +409,22 @@ fn classify(p: &ProcessTransport) -> Transport {
 /// NCCL prints. Hosts missing here are checked against the `NCCL_IB_HCA` their log shows.
 pub type ExpectedHcas = BTreeMap<String, Vec<String>>;
 
+/// One `--expect-hca HOST=dev1,dev2`: the host and the devices it must use.
+pub fn parse_expected_hca(s: &str) -> Result<(String, Vec<String>), String> {
+    let bad = || format!("expected HOST=dev1,dev2, got {s:?}");
+    let (host, devs) = s.split_once('=').ok_or_else(bad)?;
+    let devs: Vec<String> = devs
+        .split(',')
+        .map(str::trim)
+        .filter(|d| !d.is_empty())
+        .map(str::to_string)
+        .collect();
+    if host.is_empty() || devs.is_empty() {
+        return Err(bad());
+    }
+    Ok((host.to_string(), devs))
+}
+
 /// What kind of transport problem.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]

@@ -31,7 +31,6 @@ use serde::{Deserialize, Serialize};
 
 use crate::derive::{ClusterEnv, NodeInput};
 use crate::plan::{ContainerSpec, Step};
-use crate::recipe::RecipeEngine;
 use crate::workload::job_ssh::JobSshKeys;
 use crate::workload::serve::{Problem, ServeOptions};
 use speculative::Speculative;
@@ -61,17 +60,6 @@ impl EngineKind {
     /// `vllm`, `trtllm`, `sglang`: the CLI subcommand, the profile's `engine:`, the workload label.
     pub fn as_str(self) -> &'static str {
         self.engine().name()
-    }
-
-    /// The engine that runs a community recipe's runtime; `None` for an engine the recipe
-    /// readers know that is not built into this version (the recipe is refused, naming it).
-    /// A new engine that runs recipes adds its one line here.
-    pub fn of_recipe(engine: RecipeEngine) -> Option<EngineKind> {
-        match engine {
-            RecipeEngine::Vllm => Some(EngineKind::Vllm),
-            RecipeEngine::Trtllm => Some(EngineKind::Trtllm),
-            RecipeEngine::Sglang => None,
-        }
     }
 }
 
@@ -414,11 +402,6 @@ pub struct RankInput<'a> {
     pub model_path: &'a str,
     /// The job's own SSH identity, for engines that run MPI between containers.
     pub keys: &'a JobSshKeys,
-    /// How a recipe spells the engine's start (`sglang serve`, `python3 -m
-    /// sglang.launch_server`), for an engine whose spellings differ between images; `None`
-    /// without a recipe. vLLM and TensorRT-LLM start the same way with either spelling and
-    /// write their own.
-    pub recipe_program: Option<&'a [String]>,
 }
 
 /// An engine's part of a plan: every node's container with its command, and the waits of its
@@ -480,6 +463,11 @@ pub trait ServingEngine: Sync {
     /// writes itself, and how many words follow it; `None`: the recipe's own setting, kept
     /// verbatim ([`split_recipe_args`]).
     fn recipe_flag(&self, _flag: &str) -> Option<(RecipeFlag, FlagValues)> {
+        None
+    }
+    /// The [`Launcher`] a recipe's program words (`sglang serve`) ask for, for an engine
+    /// whose images ship more than one spelling; `None`: the engine writes its own.
+    fn recipe_launcher(&self, _program: &[String]) -> Option<Launcher> {
         None
     }
     /// Writes every rank's command into `containers` (one per serving node, head first, each
@@ -702,19 +690,6 @@ mod tests {
         );
         assert_eq!(split.kept, words("--max_seq_len 8192"));
         assert!(matches!(split.owned[1].flag, RecipeFlag::Unsupported(_)));
-    }
-
-    #[test]
-    fn recipe_runtimes_map_onto_the_engines_built_in() {
-        assert_eq!(
-            EngineKind::of_recipe(RecipeEngine::Vllm),
-            Some(EngineKind::Vllm)
-        );
-        assert_eq!(
-            EngineKind::of_recipe(RecipeEngine::Trtllm),
-            Some(EngineKind::Trtllm)
-        );
-        assert_eq!(EngineKind::of_recipe(RecipeEngine::Sglang), None);
     }
 
     #[test]

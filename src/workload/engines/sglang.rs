@@ -23,8 +23,8 @@
 
 use super::speculative::{SpecMethod, Speculative};
 use super::{
-    ApiKeySupport, EngineOptions, EnginePort, EngineRanks, Launcher, LogPhase, MultiNode, PortOn,
-    PortReach, RankInput, ReadySignals, ServingEngine, phases,
+    ApiKeySupport, EngineOptions, EnginePort, EngineRanks, FlagValues, Launcher, LogPhase,
+    MultiNode, PortOn, PortReach, RankInput, ReadySignals, RecipeFlag, ServingEngine, phases,
 };
 use crate::node::Role;
 use crate::plan::ContainerSpec;
@@ -47,6 +47,20 @@ pub fn launcher_words(l: Launcher) -> &'static [&'static str] {
     match l {
         Launcher::Module => &["python3", "-m", "sglang.launch_server"],
         Launcher::Serve => &["sglang", "serve"],
+    }
+}
+
+/// The [`Launcher`] a recipe's program words spell (`sglang serve`, `python3 -m
+/// sglang.launch_server`, with any path or Python version); `None` for other words.
+pub fn launcher_of(program: &[String]) -> Option<Launcher> {
+    let words: Vec<&str> = program.iter().map(String::as_str).collect();
+    let base = words.first()?.rsplit('/').next()?;
+    match (base, &words[1..]) {
+        ("sglang", ["serve"]) => Some(Launcher::Serve),
+        (py, ["-m", "sglang.launch_server"]) if py == "python" || py.starts_with("python3") => {
+            Some(Launcher::Module)
+        }
+        _ => None,
     }
 }
 
@@ -181,6 +195,12 @@ impl ServingEngine for Sglang {
     }
     fn reserved_args(&self, args: &[String]) -> Vec<Problem> {
         reserved_args(args)
+    }
+    fn recipe_flag(&self, flag: &str) -> Option<(RecipeFlag, FlagValues)> {
+        recipe_flag(flag)
+    }
+    fn recipe_launcher(&self, program: &[String]) -> Option<Launcher> {
+        launcher_of(program)
     }
     fn speculative_problems(&self, spec: &Speculative, args: &[String]) -> Vec<Problem> {
         super::reserved(args, &SPECULATIVE_FLAGS, str::to_string, |_, arg| {
@@ -377,9 +397,81 @@ pub fn reserved_args(args: &[String]) -> Vec<Problem> {
     })
 }
 
+/// The flags of a recipe's SGLang line that spark-launch writes itself (SGLang's parser
+/// takes `_` for `-` as well). `--api-key` never gets here: the recipe reader takes it out.
+fn recipe_flag(flag: &str) -> Option<(RecipeFlag, FlagValues)> {
+    let long = if flag.starts_with("--") {
+        flag.replace('_', "-")
+    } else {
+        flag.to_string()
+    };
+    let one = |f| Some((f, FlagValues::One));
+    match long.as_str() {
+        "--model-path" | "--model" => one(RecipeFlag::Model),
+        "--revision" => one(RecipeFlag::Revision),
+        "--tp-size" | "--tp" | "--tensor-parallel-size" => one(RecipeFlag::Tp),
+        "--pp-size" | "--pp" | "--pipeline-parallel-size" => one(RecipeFlag::Pp),
+        "--port" => one(RecipeFlag::Port),
+        "--host" => one(RecipeFlag::Host),
+        "--served-model-name" => one(RecipeFlag::ServedName),
+        "--nnodes" | "--node-rank" | "--dist-init-addr" | "--nccl-init-addr" => {
+            one(RecipeFlag::Reserved)
+        }
+        "--config" => one(RecipeFlag::Unsupported(
+            "a config file spark-launch cannot read: write its settings into the command",
+        )),
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_recipe_s_program_words_name_the_launcher() {
+        let w = |s: &str| s.split(' ').map(str::to_string).collect::<Vec<_>>();
+        assert_eq!(launcher_of(&w("sglang serve")), Some(Launcher::Serve));
+        assert_eq!(
+            launcher_of(&w("/usr/bin/python3.12 -m sglang.launch_server")),
+            Some(Launcher::Module)
+        );
+        assert_eq!(launcher_of(&w("vllm serve")), None);
+    }
+
+    #[test]
+    fn a_recipe_s_sglang_flags_become_options_or_stay_verbatim() {
+        let split = super::super::split_recipe_args(
+            &Sglang,
+            &[
+                "--model-path",
+                "m",
+                "--tp_size=2",
+                "--served-model-name",
+                "q",
+                "--nnodes",
+                "2",
+                "--mem-fraction-static",
+                "0.8",
+                "--enable-torch-compile",
+            ]
+            .map(str::to_string),
+        );
+        assert_eq!(
+            split.kept,
+            ["--mem-fraction-static", "0.8", "--enable-torch-compile"]
+        );
+        let flags: Vec<RecipeFlag> = split.owned.iter().map(|o| o.flag).collect();
+        assert_eq!(
+            flags,
+            [
+                RecipeFlag::Model,
+                RecipeFlag::Tp,
+                RecipeFlag::ServedName,
+                RecipeFlag::Reserved
+            ]
+        );
+    }
 
     #[test]
     fn flags_spark_launch_sets_are_refused_in_extra_args() {

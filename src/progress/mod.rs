@@ -1,9 +1,11 @@
-//! How the core tells the user what it is doing, without knowing about terminals.
+//! How the core tells the user what it is doing: library code calls a [`Reporter`] and never
 //!
-//! Library code calls a [`Reporter`]; the binary (`cli::ui`) implements it with indicatif on a
-//! TTY and plain `•`/`✓`/`✗` lines otherwise. Progress always goes to stderr; stdout carries only
+//! Library code calls a [`Reporter`]; [`term`] implements it with indicatif on a TTY and plain
+//! `•`/`✓`/`✗` lines otherwise. Progress always goes to stderr; stdout carries only
 //! results. A step ends as failed unless it is explicitly finished as a success, so an early
 //! return (`?`) shows ✗ (the kind habit).
+
+pub mod term;
 
 use std::sync::{Arc, Mutex};
 
