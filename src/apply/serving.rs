@@ -36,7 +36,7 @@ pub enum AttachError {
     },
 }
 
-/// Follows the head's log on stderr until `cancel` (Ctrl-C: success) or a container of the job
+/// Follows the head's log on stderr until `cancel` (Ctrl-C: `Ok`, the CLI exits 130) or a container of the job
 /// ends (an error naming it); then stops the job on every node. A failed look at a node is a
 /// hiccup, never taken for an ended container: the node's SSH connection is opened again at
 /// every check until it answers (said once when lost, once when back), so that the stop still
