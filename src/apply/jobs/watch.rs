@@ -83,12 +83,20 @@ async fn screen(
 ) -> Result<LiveSample, JobsError> {
     let mut terminal = ratatui::try_init()
         .map_err(|e| JobsError::Runtime(crate::runtime::RuntimeError::Other(e.to_string())))?;
+    // The terminal is put back however this ends (a dropped future included).
+    struct Restore;
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            ratatui::restore();
+        }
+    }
+    let _restore = Restore;
     let mut last = LiveSample {
         at: "taking the first sample…".into(),
         job: job.map(|j| j.to_string()),
         ..LiveSample::default()
     };
-    let result = loop {
+    loop {
         let _ = terminal.draw(|f| draw(f, &last));
         let next = sample(cluster, job);
         tokio::pin!(next);
@@ -122,9 +130,7 @@ async fn screen(
         if quit {
             break Ok(last);
         }
-    };
-    ratatui::restore();
-    result
+    }
 }
 
 /// Waits a moment for a key: whether it asks to leave (`q`, Esc, Ctrl-C: raw mode turns
@@ -282,4 +288,55 @@ pub async fn sample(cluster: &Cluster, job: Option<&JobName>) -> LiveSample {
         }
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::live::EngineReading;
+
+    #[test]
+    fn the_screen_shows_every_box_of_a_sample() {
+        let s = LiveSample {
+            at: "2026-11-26T18:00:00Z".into(),
+            job: Some("demo".into()),
+            nodes: vec![live::node_sample("spark1", "@@ nvidia-smi\nabsent\n", None).0],
+            parts: vec![PartState {
+                node: "spark1".into(),
+                name: "sl-demo-spark1".into(),
+                state: "running".into(),
+                exit_code: None,
+            }],
+            engine: Some(EngineReading {
+                url: "http://127.0.0.1:8000/metrics".into(),
+                running: Some(2.0),
+                ..EngineReading::default()
+            }),
+            ..LiveSample::default()
+        };
+        let mut t = ratatui::Terminal::new(ratatui::backend::TestBackend::new(110, 24)).unwrap();
+        t.draw(|f| draw(f, &s)).unwrap();
+        let screen: String = t
+            .backend()
+            .buffer()
+            .content()
+            .iter()
+            .map(|c| c.symbol())
+            .collect();
+        for text in [
+            "spark-launch status --watch demo",
+            " nodes ",
+            "spark1: GPU nvidia-smi is not installed · memory not recorded",
+            " engine ",
+            "requests running 2 · waiting not recorded",
+            " job ",
+            "spark1: sl-demo-spark1 running",
+            " events ",
+        ] {
+            assert!(
+                screen.contains(text),
+                "no `{text}` on the screen:\n{screen}"
+            );
+        }
+    }
 }
