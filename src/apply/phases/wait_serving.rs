@@ -171,15 +171,19 @@ impl<'a> Phase<ApplyContext<'a>> for WaitServing {
                     Some(model) => {
                         let sent = now();
                         let probe = token_probe::script(&self.url, &model, TOKEN_BOUND_S);
-                        let got = match shell.run(&probe, header.clone(), None).await {
-                            Ok(out) => token_probe::parse(&out.stdout, TOKEN_BOUND_S),
-                            Err(e) => TokenProbe::Failed(e.to_string()),
-                        };
-                        let at = match &got {
-                            TokenProbe::Token { after_ms: Some(ms) } => sent + ms,
-                            _ => now(),
-                        };
-                        Some((got, at))
+                        // A dropped round trip says nothing of the engine: asked again at the
+                        // next poll, within the deadline.
+                        match shell.run(&probe, header.clone(), None).await {
+                            Ok(out) => {
+                                let got = token_probe::parse(&out.stdout, TOKEN_BOUND_S);
+                                let at = match &got {
+                                    TokenProbe::Token { after_ms: Some(ms) } => sent + ms,
+                                    _ => now(),
+                                };
+                                Some((got, at))
+                            }
+                            Err(_) => None,
+                        }
                     }
                     None => None,
                 };
