@@ -264,6 +264,8 @@ async fn launch_on(
     };
     match planned.plan {
         LaunchPlan::Run(job) => {
+            // Timings kept for a serving job of the same name are not this job's.
+            job_records::forget_startup(&crate::bench::store::state_dir(), job.job.as_str());
             execute(&job, &runtime, &l.options, reporter.clone(), cancel.clone()).await?;
             Ok(Launched::Started(job))
         }
