@@ -135,6 +135,23 @@ fn vllm_native_serves_across_two_nodes_and_bench_measures_it_by_job_name() {
         "{result}"
     );
     assert!(result.contains("curl http://"), "{result}");
+    // Ready means a token came back; each stage of the start-up is timed and printed.
+    let startup = result
+        .lines()
+        .find(|l| l.starts_with("start-up: "))
+        .unwrap_or_else(|| panic!("no start-up line in:\n{result}"));
+    for stage in [
+        "containers started ",
+        "port open ",
+        "HTTP ready ",
+        "first token ",
+    ] {
+        let after = startup.split(stage).nth(1).unwrap_or("");
+        assert!(
+            after.starts_with(|c: char| c.is_ascii_digit()),
+            "{stage}not timed: {startup}"
+        );
+    }
     let progress = stderr(&out);
     for step in [
         "✓ Check ports are free",
@@ -154,12 +171,26 @@ fn vllm_native_serves_across_two_nodes_and_bench_measures_it_by_job_name() {
         None,
     );
     assert!(stdout(&models).contains(MODEL), "{}", describe(&models));
+    // `status JOB` shows the timings kept at launch (text and JSON).
+    let h = hosts(&c.net);
+    let status = c.net.spark_launch(1, &["status", job, "--hosts", &h]);
+    assert!(status.status.success(), "{}", describe(&status));
+    assert!(stdout(&status).contains(startup), "{}", describe(&status));
+    let status = c
+        .net
+        .spark_launch(1, &["status", job, "--hosts", &h, "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&stdout(&status)).unwrap();
+    assert_eq!(v["startup"]["job"], job, "{v}");
+    let s = &v["startup"];
+    let t = |k: &str| s[k].as_f64().unwrap_or_else(|| panic!("no {k}: {s}"));
+    assert!(t("containers_started_s") <= t("port_open_s"), "{s}");
+    assert!(t("port_open_s") <= t("http_ready_s"), "{s}");
+    assert!(t("http_ready_s") <= t("first_token_s"), "{s}");
     let text = container_log(&c.net, 1, &format!("sl-{job}-{}", c.net.hostname(1)));
     assert!(text.contains("rank 1 joined from 169.254.100.2"), "{text}");
     assert!(text.contains("extra=['--max-model-len', '4096']"), "{text}");
     // `bench JOB` finds the job's endpoint by its labels and measures the stand-in's known
     // rate: first token after 100 ms, then one every 20 ms per stream (up to 8 at once).
-    let h = hosts(&c.net);
     let out = c.net.spark_launch(
         1,
         &[
@@ -563,6 +594,9 @@ fn vllm_enforces_the_api_key_that_readiness_and_the_printed_curl_use_and_no_prin
     let all = describe(&out);
     assert!(!all.contains(&key), "the key was printed:\n{all}");
     let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    // The token probe sent the key too (the stand-in answers 401 without it): a first token
+    // came, and its time is in the JSON.
+    assert!(v["startup"]["first_token_s"].as_f64().is_some(), "{v}");
     // Bound to the head's fabric address: the endpoint and readiness use it.
     let fabric = c.net.fabric_addr(1);
     assert_eq!(v["endpoint"], format!("http://{fabric}:8000/v1"));

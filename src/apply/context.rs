@@ -65,6 +65,19 @@ pub struct Capture {
 /// Captures by the name the plan gave them.
 pub type Captures = BTreeMap<String, Capture>;
 
+/// When the stages of a start-up were seen (the Start phase and the serving wait note them; the
+/// launch turns them into `workload::startup::Startup`).
+#[derive(Clone, Debug, Default)]
+pub struct Marks {
+    /// The last Start phase ended: every container of the job started.
+    pub containers_started: Option<std::time::Instant>,
+    pub port_open: Option<std::time::Instant>,
+    pub http_ready: Option<std::time::Instant>,
+    pub first_token: Option<std::time::Instant>,
+    /// The token probe's own time to its first token (the head's clock).
+    pub token_after_ms: Option<u64>,
+}
+
 /// What every phase of one apply shares.
 pub struct ApplyContext<'a> {
     pub plan: &'a JobPlan,
@@ -73,6 +86,7 @@ pub struct ApplyContext<'a> {
     pub reporter: Arc<dyn Reporter>,
     pub cancel: CancellationToken,
     captures: Mutex<Captures>,
+    marks: Mutex<Marks>,
 }
 
 impl<'a> ApplyContext<'a> {
@@ -90,6 +104,18 @@ impl<'a> ApplyContext<'a> {
             reporter,
             cancel,
             captures: Mutex::new(Captures::new()),
+            marks: Mutex::new(Marks::default()),
+        }
+    }
+
+    /// The stages of the start-up seen so far.
+    pub fn marks(&self) -> Marks {
+        self.marks.lock().map(|m| m.clone()).unwrap_or_default()
+    }
+
+    pub(crate) fn mark(&self, f: impl FnOnce(&mut Marks)) {
+        if let Ok(mut m) = self.marks.lock() {
+            f(&mut m);
         }
     }
 

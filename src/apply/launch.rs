@@ -14,12 +14,14 @@
 //! started is cleaned up by the executor (unless `--keep`).
 
 use std::sync::Arc;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use tokio_util::sync::CancellationToken;
 
 use super::build::{BuildPlanFailure, BuiltImage, build_all};
 use super::context::ApplyOptions;
 use super::executor::{ApplyError, execute};
+use super::job_records;
 use super::lookup::{LookupError, lookups, nccl};
 use super::serving::{AttachError, attach_then_stop};
 use crate::derive::NodeInput;
@@ -32,6 +34,7 @@ use crate::workload::launch::{LaunchPlan, LaunchRefusal, LaunchRequest, Lookups,
 use crate::workload::nccl_build::BuildPlan;
 use crate::workload::nccl_test::{CAPTURE, NcclTestPlan, NcclVerdict};
 use crate::workload::serve::ServePlan;
+use crate::workload::startup::Startup;
 
 /// A launching command, as the CLI parsed it.
 #[derive(Clone, Debug)]
@@ -64,10 +67,11 @@ pub enum Launched {
         plan: BuildPlan,
         images: Vec<BuiltImage>,
     },
-    /// A serving job that answered; `attached` says how the attached session ended (`None`
-    /// with `-d`).
+    /// A serving job that answered (a token came back), how long each stage of its start took,
+    /// and how the attached session ended (`attached`: `None` with `-d`).
     Served {
         plan: Box<ServePlan>,
+        startup: Startup,
         attached: Option<Result<(), AttachError>>,
     },
 }
@@ -107,8 +111,17 @@ impl LaunchError {
     }
 }
 
-/// Called once a serving job answers, before staying attached (the CLI prints the endpoint).
-pub type OnReady<'a> = &'a (dyn Fn(&ServePlan) + Send + Sync);
+/// Called once a serving job answers, before staying attached (the CLI prints the endpoint and
+/// the start-up timings).
+pub type OnReady<'a> = &'a (dyn Fn(&ServePlan, &Startup) + Send + Sync);
+
+/// When a launch began, for the start-up timings.
+#[derive(Clone, Debug)]
+struct Began {
+    at: Instant,
+    /// The same moment, RFC 3339.
+    stamp: String,
+}
 
 /// Runs one launching command (see the module docs).
 pub async fn launch(
@@ -117,6 +130,15 @@ pub async fn launch(
     cancel: &CancellationToken,
     on_ready: OnReady<'_>,
 ) -> Result<Launched, LaunchError> {
+    let began = Began {
+        at: Instant::now(),
+        stamp: crate::bench::measure::utc_stamp(
+            SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map(|d| d.as_secs() as i64)
+                .unwrap_or(0),
+        ),
+    };
     let purpose = if l.dry_run {
         Purpose::Plan
     } else {
@@ -138,7 +160,7 @@ pub async fn launch(
         reporter.warn(w);
     }
     cluster
-        .scope(async |cluster| launch_on(l, cluster, reporter, cancel, on_ready).await)
+        .scope(async |cluster| launch_on(l, cluster, reporter, cancel, on_ready, &began).await)
         .await
 }
 
@@ -211,6 +233,7 @@ async fn launch_on(
     reporter: &Arc<dyn Reporter>,
     cancel: &CancellationToken,
     on_ready: OnReady<'_>,
+    began: &Began,
 ) -> Result<Launched, LaunchError> {
     if cancel.is_cancelled() {
         return Err(LaunchError::Interrupted("resolving the nodes"));
@@ -241,6 +264,8 @@ async fn launch_on(
     };
     match planned.plan {
         LaunchPlan::Run(job) => {
+            // Timings kept for a serving job of the same name are not this job's.
+            job_records::forget_startup(&crate::bench::store::state_dir(), job.job.as_str());
             execute(&job, &runtime, &l.options, reporter.clone(), cancel.clone()).await?;
             Ok(Launched::Started(job))
         }
@@ -282,7 +307,10 @@ async fn launch_on(
             })
         }
         LaunchPlan::Serve(serve) => {
-            execute(
+            let state = crate::bench::store::state_dir();
+            let job = serve.job.job.to_string();
+            job_records::forget_startup(&state, &job);
+            let applied = execute(
                 &serve.job,
                 &runtime,
                 &l.options,
@@ -290,7 +318,14 @@ async fn launch_on(
                 cancel.clone(),
             )
             .await?;
-            on_ready(&serve);
+            let startup = job_records::startup_of(&job, &began.stamp, began.at, &applied.marks);
+            if let Err(e) = job_records::save_startup(&state, &startup) {
+                reporter.warn(&format!(
+                    "cannot keep the start-up timings in {}: {e}",
+                    crate::workload::startup::record_path(&state, &job).display()
+                ));
+            }
+            on_ready(&serve, &startup);
             let attached = if l.detach {
                 None
             } else {
@@ -307,6 +342,7 @@ async fn launch_on(
             };
             Ok(Launched::Served {
                 plan: serve,
+                startup,
                 attached,
             })
         }

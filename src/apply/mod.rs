@@ -42,6 +42,7 @@ pub mod executor;
 pub mod fabric;
 pub mod hub_curl;
 pub mod images;
+pub mod job_records;
 pub mod job_ssh;
 pub mod jobs;
 pub mod launch;

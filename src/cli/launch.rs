@@ -11,6 +11,7 @@ use crate::plan::JobPlan;
 use crate::workload::launch::{LaunchRefusal, Planned};
 use crate::workload::nccl_test::NcclVerdict;
 use crate::workload::serve::ServePlan;
+use crate::workload::startup::Startup;
 
 /// What a command adds to the shared rendering.
 #[derive(Clone, Debug, Default)]
@@ -24,8 +25,12 @@ pub struct Extras {
 /// Runs one launching command and renders what it did.
 pub async fn run(l: LaunchCommand, extras: Extras, ctx: &Context) -> CmdResult {
     let json = ctx.json;
-    let on_ready = move |plan: &ServePlan| {
-        let _ = print_ready(plan, json);
+    let on_ready = move |plan: &ServePlan, startup: &Startup| {
+        if json {
+            let _ = print_json(&render::ready_json(plan, startup));
+        } else {
+            print_out(&render::ready(plan, startup));
+        }
     };
     let launched = match launch(&l, &ctx.reporter, &ctx.cancel, &on_ready).await {
         Ok(l) => l,
@@ -73,7 +78,7 @@ pub async fn run(l: LaunchCommand, extras: Extras, ctx: &Context) -> CmdResult {
             }
             Ok(Outcome::Success)
         }
-        Launched::Served { attached, plan } => match attached {
+        Launched::Served { attached, plan, .. } => match attached {
             None => still_running(&plan.job, ctx),
             // Ctrl-C ended it: stopped on every node, and said with the exit of an interrupt.
             Some(Ok(())) if ctx.cancel.is_cancelled() => Err(CmdError {
@@ -116,52 +121,6 @@ fn print_started(plan: &JobPlan, ctx: &Context) -> Result<(), CmdError> {
         return print_json(&render::started_json(plan));
     }
     print_out(&render::started(plan));
-    Ok(())
-}
-
-/// The endpoint, the model and a request to paste (stdout: the result). With `--json`, the
-/// plan that ran is part of it.
-fn print_ready(plan: &ServePlan, json: bool) -> Result<(), CmdError> {
-    let body = serde_json::json!({
-        "model": plan.served_name,
-        "messages": [{"role": "user", "content": "Say hello from both nodes."}],
-        "max_tokens": 64,
-    });
-    // The key is read where it is kept (its file, or $SPARK_LAUNCH_API_KEY), never printed.
-    let auth = plan
-        .api_key
-        .as_ref()
-        .map(|k| format!(" {}", k.curl_header()))
-        .unwrap_or_default();
-    let curl = format!(
-        "curl {}/chat/completions{auth} -H 'Content-Type: application/json' -d '{}'",
-        plan.endpoint.url, body
-    );
-    if json {
-        return print_json(&serde_json::json!({
-            "job": plan.job.job,
-            "engine": plan.engine,
-            "endpoint": plan.endpoint.url,
-            "model": plan.served_name,
-            "nodes": plan.nodes,
-            "curl": curl,
-            "sockets": plan.sockets,
-            "plan": plan,
-        }));
-    }
-    let job = &plan.job.job;
-    print_out(&format!(
-        "ready: {} serves {} (job {job}, {} on {})\n\n  {curl}\n\nlogs: spark-launch logs {job}    stop: spark-launch stop {job}",
-        plan.endpoint.url,
-        plan.served_name,
-        plan.engine,
-        render::names(&plan.nodes),
-    ));
-    if let Some(why) = &plan.sockets {
-        print_out(&format!(
-            "transport: NCCL uses TCP sockets between the nodes, not RDMA ({why})"
-        ));
-    }
     Ok(())
 }
 

@@ -423,7 +423,7 @@ impl StepPayload for WaitServing {
     }
     fn describe(&self) -> String {
         format!(
-            "Poll the API and wait (≤ {}) until {}/health answers on {} and /v1/models lists {}",
+            "Poll the API and wait (≤ {}) until {}/health answers on {}, /v1/models lists {} and a streamed completion brings a token back",
             within(self.timeout_s),
             self.url,
             self.node,

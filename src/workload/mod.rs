@@ -21,4 +21,6 @@ pub mod render;
 pub mod run;
 pub mod serve;
 pub mod skeleton;
+pub mod startup;
 pub mod steps;
+pub mod token_probe;

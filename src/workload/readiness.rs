@@ -2,14 +2,20 @@
 //! the executor observes — head log lines, `/health` and `/v1/models` answers, containers that
 //! exit — and the time (a number of milliseconds, so tests drive it with a fake clock).
 //!
-//! - Ready: the engine's health path (`/health`) answered 200 and its models path
-//!   (`/v1/models`) lists the model.
+//! - Ready: the engine's health path (`/health`) answered 200, its models path
+//!   (`/v1/models`) lists the model, and then one short streamed completion
+//!   (`workload::token_probe`) brought a token back. Until the API lists the model no
+//!   completion is asked for ([`Readiness::wants_token`]); a probe that gets no token within
+//!   its bound is asked again at the next poll, until the deadline.
 //! - Progress: the latest phase read from the head's log (loading weights 45%, compiling,
 //!   capturing CUDA graphs, Ray 1/2 nodes, ...), with the time spent. Which lines announce
 //!   what is the engine's to say (`engines::ReadySignals`).
 //! - Failed: the deadline passed (naming the last phase and the last answer seen), or a
-//!   container exited, or the API serves another model. The first error line of each node's
-//!   log comes with it (see [`first_error`]).
+//!   container exited, or the API serves another model, or the first generation came back
+//!   empty or failed. The first error line of each node's log comes with it (see
+//!   [`first_error`]).
+//! - Timings: when the port first answered, when the API was ready, when the first token
+//!   came ([`Readiness::observe_at`] takes the time of each observation; [`StageTimes`]).
 //!
 //! Pure: no clock, no network, no logs of its own.
 
@@ -20,6 +26,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::node::NodeName;
 use crate::workload::engines::{EngineKind, ReadySignals};
+use crate::workload::token_probe::TokenProbe;
 
 /// Something the executor saw.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -32,6 +39,20 @@ pub enum Observation {
     Models(Result<(u16, String), String>),
     /// A container of the job stopped.
     Exited { node: NodeName, code: i64 },
+    /// What one streamed completion brought back (`workload::token_probe`).
+    Token(TokenProbe),
+}
+
+/// When each stage of the start-up was first seen, in the wait's milliseconds (the `now_ms` of
+/// [`Readiness::observe_at`]); `None`: not seen (yet).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StageTimes {
+    /// `/health` or `/v1/models` gave any HTTP answer.
+    pub port_open_ms: Option<u64>,
+    /// `/health` answered 200 and `/v1/models` listed the model.
+    pub http_ready_ms: Option<u64>,
+    /// The first streamed token came back.
+    pub first_token_ms: Option<u64>,
 }
 
 /// Why a job did not become ready.
@@ -52,6 +73,8 @@ pub enum NotReady {
         expected: String,
         listed: Vec<String>,
     },
+    /// The API answered, but its first generation came back empty or failed.
+    Generation { probe: TokenProbe },
 }
 
 impl fmt::Display for NotReady {
@@ -74,6 +97,10 @@ impl fmt::Display for NotReady {
                 f,
                 "the API serves {} instead of {expected}",
                 listed.join(", ")
+            ),
+            NotReady::Generation { probe } => write!(
+                f,
+                "the API answers, but a first streamed completion gave {probe}"
             ),
         }
     }
@@ -102,6 +129,9 @@ pub struct Readiness {
     last_answer: String,
     models: Option<Vec<String>>,
     exited: Option<(NodeName, i64)>,
+    /// The last token probe's result.
+    probe: Option<TokenProbe>,
+    times: StageTimes,
 }
 
 impl Readiness {
@@ -122,11 +152,67 @@ impl Readiness {
             last_answer: "none yet".to_string(),
             models: None,
             exited: None,
+            probe: None,
+            times: StageTimes::default(),
         }
     }
 
+    /// When each stage was first seen.
+    pub fn times(&self) -> StageTimes {
+        self.times
+    }
+
+    /// The id `/v1/models` lists for the model (what a completion is asked for), once listed.
+    pub fn listed_model(&self) -> Option<&str> {
+        self.models
+            .as_ref()?
+            .iter()
+            .find(|m| same_model(m, &self.model))
+            .map(String::as_str)
+    }
+
+    /// Whether a token probe is due: the API is healthy and lists the model, no token came
+    /// yet, and no probe failed.
+    pub fn wants_token(&self) -> bool {
+        self.health == Some(200)
+            && self.listed_model().is_some()
+            && self.exited.is_none()
+            && !matches!(
+                self.probe,
+                Some(TokenProbe::Token { .. } | TokenProbe::Empty | TokenProbe::Failed(_))
+            )
+    }
+
+    /// [`observe`](Self::observe), noting at `now_ms` the stages it shows for the first time
+    /// (for a token: `now_ms` is when it came).
+    pub fn observe_at(&mut self, obs: Observation, now_ms: u64) {
+        let answered = matches!(
+            obs,
+            Observation::Health(Ok(c)) if c != 0
+        ) || matches!(obs, Observation::Models(Ok((c, _))) if c != 0);
+        let token = matches!(obs, Observation::Token(TokenProbe::Token { .. }));
+        self.observe(obs);
+        let api_ready = self.health == Some(200) && self.listed_model().is_some();
+        let t = &mut self.times;
+        if answered && t.port_open_ms.is_none() {
+            t.port_open_ms = Some(now_ms);
+        }
+        if api_ready && t.http_ready_ms.is_none() {
+            t.http_ready_ms = Some(now_ms);
+        }
+        if token && self.times.first_token_ms.is_none() {
+            self.times.first_token_ms = Some(now_ms);
+        }
+    }
+
+    /// The phase the wait is in: the log's, or `generating a first token` once the API lists
+    /// the model.
     pub fn phase(&self) -> &str {
-        &self.phase
+        if self.wants_token() {
+            "generating a first token"
+        } else {
+            &self.phase
+        }
     }
 
     pub fn observe(&mut self, obs: Observation) {
@@ -152,6 +238,12 @@ impl Readiness {
             }
             Observation::Models(Err(e)) => self.last_answer = format!("/v1/models: {e}"),
             Observation::Exited { node, code } => self.exited = Some((node, code)),
+            Observation::Token(p) => {
+                if let TokenProbe::NoAnswer { .. } = p {
+                    self.last_answer = format!("/v1/completions: {p}");
+                }
+                self.probe = Some(p);
+            }
         }
     }
 
@@ -167,11 +259,18 @@ impl Readiness {
             && let Some(models) = &self.models
         {
             if models.iter().any(|m| same_model(m, &self.model)) {
-                return ReadyVerdict::Ready {
-                    models: models.clone(),
-                };
-            }
-            if !models.is_empty() {
+                match &self.probe {
+                    Some(TokenProbe::Token { .. }) => {
+                        return ReadyVerdict::Ready {
+                            models: models.clone(),
+                        };
+                    }
+                    Some(p @ (TokenProbe::Empty | TokenProbe::Failed(_))) => {
+                        return ReadyVerdict::Failed(NotReady::Generation { probe: p.clone() });
+                    }
+                    _ => {}
+                }
+            } else if !models.is_empty() {
                 return ReadyVerdict::Failed(NotReady::WrongModel {
                     expected: self.model.clone(),
                     listed: models.clone(),
@@ -182,11 +281,11 @@ impl Readiness {
         if waited >= self.timeout_ms {
             return ReadyVerdict::Failed(NotReady::Timeout {
                 waited_s: waited / 1000,
-                phase: self.phase.clone(),
+                phase: self.phase().to_string(),
                 last_answer: self.last_answer.clone(),
             });
         }
-        ReadyVerdict::Waiting(format!("{} · {}", self.phase, duration(waited)))
+        ReadyVerdict::Waiting(format!("{} · {}", self.phase(), duration(waited)))
     }
 }
 
@@ -320,18 +419,98 @@ mod tests {
         r#"{"object":"list","data":[{"id":"Qwen/Qwen2.5-0.5B-Instruct","object":"model"}]}"#;
 
     #[test]
-    fn ready_needs_a_healthy_api_that_lists_the_model() {
+    fn ready_needs_a_healthy_api_that_lists_the_model_and_then_a_token() {
         let mut r = Readiness::new(&GENERIC_SIGNALS, "Qwen/Qwen2.5-0.5B-Instruct", 0, 60);
-        r.observe(Observation::Health(Err("connection refused".into())));
+        r.observe_at(Observation::Health(Err("connection refused".into())), 1_000);
         assert!(matches!(r.verdict(1_000), ReadyVerdict::Waiting(_)));
-        r.observe(Observation::Health(Ok(200)));
+        assert!(!r.wants_token());
+        r.observe_at(Observation::Health(Ok(200)), 2_000);
         assert!(matches!(r.verdict(2_000), ReadyVerdict::Waiting(_)));
-        r.observe(Observation::Models(Ok((200, MODELS.into()))));
+        assert!(!r.wants_token(), "no probe before the model is listed");
+        r.observe_at(Observation::Models(Ok((200, MODELS.into()))), 3_000);
+        // Listed is not ready: a token is asked for first.
+        assert!(r.wants_token());
+        assert_eq!(r.listed_model(), Some("Qwen/Qwen2.5-0.5B-Instruct"));
         assert_eq!(
             r.verdict(3_000),
+            ReadyVerdict::Waiting("generating a first token · 3s".into())
+        );
+        // No token within the probe's bound: asked again, still waiting.
+        r.observe_at(
+            Observation::Token(TokenProbe::NoAnswer { waited_s: 30 }),
+            33_000,
+        );
+        assert!(r.wants_token());
+        assert!(matches!(r.verdict(33_000), ReadyVerdict::Waiting(_)));
+        r.observe_at(
+            Observation::Token(TokenProbe::Token {
+                after_ms: Some(120),
+            }),
+            33_500,
+        );
+        assert!(!r.wants_token());
+        assert_eq!(
+            r.verdict(34_000),
             ReadyVerdict::Ready {
                 models: vec!["Qwen/Qwen2.5-0.5B-Instruct".into()]
             }
+        );
+        assert_eq!(
+            r.times(),
+            StageTimes {
+                port_open_ms: Some(2_000),
+                http_ready_ms: Some(3_000),
+                first_token_ms: Some(33_500),
+            }
+        );
+    }
+
+    #[test]
+    fn an_empty_or_failed_first_generation_is_a_failed_start() {
+        for probe in [
+            TokenProbe::Empty,
+            TokenProbe::Failed("HTTP 500: CUDA error: an illegal memory access".into()),
+        ] {
+            let mut r = Readiness::new(&GENERIC_SIGNALS, "Qwen/Qwen2.5-0.5B-Instruct", 0, 60);
+            r.observe_at(Observation::Health(Ok(200)), 1_000);
+            r.observe_at(Observation::Models(Ok((200, MODELS.into()))), 1_000);
+            r.observe_at(Observation::Token(probe.clone()), 2_000);
+            assert!(!r.wants_token(), "a failed generation is not asked again");
+            let v = r.verdict(2_000);
+            assert_eq!(
+                v,
+                ReadyVerdict::Failed(NotReady::Generation {
+                    probe: probe.clone()
+                })
+            );
+            assert_eq!(r.times().first_token_ms, None);
+            let ReadyVerdict::Failed(e) = v else {
+                unreachable!()
+            };
+            assert!(
+                e.to_string()
+                    .starts_with("the API answers, but a first streamed completion gave "),
+                "{e}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_deadline_while_no_token_comes_says_so() {
+        let mut r = Readiness::new(&GENERIC_SIGNALS, "Qwen/Qwen2.5-0.5B-Instruct", 0, 60);
+        r.observe_at(Observation::Health(Ok(200)), 1_000);
+        r.observe_at(Observation::Models(Ok((200, MODELS.into()))), 1_000);
+        r.observe_at(
+            Observation::Token(TokenProbe::NoAnswer { waited_s: 30 }),
+            31_000,
+        );
+        let v = r.verdict(60_000);
+        let ReadyVerdict::Failed(e) = v else {
+            panic!("{v:?}")
+        };
+        assert_eq!(
+            e.to_string(),
+            "not ready after 1m00s (last phase: generating a first token; the API's last answer: /v1/completions: no token within 30s)"
         );
     }
 
@@ -416,6 +595,9 @@ mod tests {
             200,
             r#"{"data":[{"id":"abc"}]}"#.into(),
         ))));
+        // The completion is asked for the id the API lists.
+        assert_eq!(r.listed_model(), Some("abc"));
+        r.observe(Observation::Token(TokenProbe::Token { after_ms: None }));
         assert!(matches!(r.verdict(1), ReadyVerdict::Ready { .. }));
     }
 

@@ -409,3 +409,61 @@ pub fn still_running(job: &JobPlan) -> String {
         job.job
     )
 }
+
+/// The `curl` to paste against a serving job: its endpoint, its model, the API key as the
+/// plan says to read it (its file, or `$SPARK_LAUNCH_API_KEY`), never the key itself.
+fn ready_curl(plan: &ServePlan) -> String {
+    let body = serde_json::json!({
+        "model": plan.served_name,
+        "messages": [{"role": "user", "content": "Say hello from both nodes."}],
+        "max_tokens": 64,
+    });
+    let auth = plan
+        .api_key
+        .as_ref()
+        .map(|k| format!(" {}", k.curl_header()))
+        .unwrap_or_default();
+    format!(
+        "curl {}/chat/completions{auth} -H 'Content-Type: application/json' -d '{}'",
+        plan.endpoint.url, body
+    )
+}
+
+/// A serving job that answered with a token: the endpoint, the model, the start-up timings, a
+/// request to paste, how to look at it and stop it (and the transport, when NCCL uses sockets).
+pub fn ready(plan: &ServePlan, startup: &crate::workload::startup::Startup) -> String {
+    let job = &plan.job.job;
+    let mut out = format!(
+        "ready: {} serves {} (job {job}, {} on {})\n{}\n\n  {}\n\nlogs: spark-launch logs {job}    stop: spark-launch stop {job}",
+        plan.endpoint.url,
+        plan.served_name,
+        plan.engine,
+        names(&plan.nodes),
+        startup.text(),
+        ready_curl(plan),
+    );
+    if let Some(why) = &plan.sockets {
+        out.push_str(&format!(
+            "\ntransport: NCCL uses TCP sockets between the nodes, not RDMA ({why})"
+        ));
+    }
+    out
+}
+
+/// [`ready`] for `--json`: the same facts, the start-up timings and the plan that ran.
+pub fn ready_json(
+    plan: &ServePlan,
+    startup: &crate::workload::startup::Startup,
+) -> serde_json::Value {
+    serde_json::json!({
+        "job": plan.job.job,
+        "engine": plan.engine,
+        "endpoint": plan.endpoint.url,
+        "model": plan.served_name,
+        "nodes": plan.nodes,
+        "curl": ready_curl(plan),
+        "sockets": plan.sockets,
+        "startup": startup,
+        "plan": plan,
+    })
+}

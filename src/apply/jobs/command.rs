@@ -69,6 +69,8 @@ pub struct StatusReport {
     pub rows: Vec<StatusRow>,
     /// The nodes that could not be asked.
     pub failed: Vec<(NodeName, RuntimeError)>,
+    /// `status JOB` of a serving job: the start-up timings of its last launch from here.
+    pub startup: Option<crate::workload::startup::Startup>,
 }
 
 /// What `logs` printed: whether every node could be asked.
@@ -174,7 +176,7 @@ pub async fn status(
             Ok::<_, JobsError>((cluster.names(), found, nccl))
         })
         .await?;
-    let rows = found
+    let rows: Vec<StatusRow> = found
         .entries
         .into_iter()
         .zip(nccl)
@@ -191,11 +193,18 @@ pub async fn status(
         })
         .collect();
     warn_failed(&found.failed, reporter);
+    let startup = match &req.job {
+        Some(j) if !rows.is_empty() => {
+            crate::apply::job_records::load_startup(&crate::bench::store::state_dir(), j.as_str())
+        }
+        _ => None,
+    };
     Ok(StatusReport {
         job: req.job.clone(),
         nodes,
         rows,
         failed: found.failed,
+        startup,
     })
 }
 

@@ -34,9 +34,11 @@ fn unreachable(failed: &[(NodeName, RuntimeError)]) -> Vec<Unreachable> {
 
 impl Shown for StatusReport {
     fn json(&self) -> serde_json::Result<String> {
-        serde_json::to_string_pretty(
-            &serde_json::json!({ "jobs": self.rows, "unreachable": unreachable(&self.failed) }),
-        )
+        serde_json::to_string_pretty(&serde_json::json!({
+            "jobs": self.rows,
+            "unreachable": unreachable(&self.failed),
+            "startup": self.startup,
+        }))
     }
 
     fn text(&self) -> String {
@@ -78,6 +80,9 @@ impl Shown for StatusReport {
             .collect();
         if !nccl.is_empty() {
             out.push_str(&format!("\nNCCL the containers load:\n{}", nccl.join("\n")));
+        }
+        if let Some(s) = &self.startup {
+            out.push_str(&format!("\n{}, launched {}", s.text(), s.launched_at));
         }
         out
     }

@@ -30,6 +30,7 @@ impl<'a> Phase<ApplyContext<'a>> for Start {
                 handle.start(part, &ctx.cancel).await
             })
             .await?;
+            ctx.mark(|m| m.containers_started = Some(std::time::Instant::now()));
             Ok(None)
         })
     }

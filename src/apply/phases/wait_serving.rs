@@ -1,5 +1,7 @@
 //! WaitServing: readiness of the serving API (the head's log followed for progress, `/health` and
-//! `/v1/models` polled, every container watched), judged by `workload::readiness`.
+//! `/v1/models` polled, every container watched, then one short streamed completion sent until
+//! a token comes back: `workload::token_probe`), judged by `workload::readiness`. The times of
+//! the stages go to the context's marks.
 
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -15,6 +17,7 @@ use crate::runtime::RuntimeError;
 use crate::runtime::wait::{self, Probe};
 use crate::workload::engines::ReadySignals;
 use crate::workload::readiness::{Observation, Readiness, ReadyVerdict};
+use crate::workload::token_probe::{self, TokenProbe};
 
 /// How often the API is polled (and the containers looked at).
 const POLL: Duration = Duration::from_secs(2);
@@ -24,6 +27,10 @@ const POLL: Duration = Duration::from_secs(2);
 fn wait_bound(timeout_s: u64) -> Duration {
     Duration::from_secs(timeout_s).saturating_add(Duration::from_secs(30))
 }
+
+/// How long one token probe waits for its first token (`curl --max-time`); without one it is
+/// sent again at the next poll, until the readiness deadline.
+const TOKEN_BOUND_S: u64 = 30;
 
 /// What the readiness wait keeps between polls.
 struct Watch {
@@ -121,10 +128,7 @@ impl<'a> Phase<ApplyContext<'a>> for WaitServing {
                 shown_at: 0,
             });
             let script = poll_script(&self.url, signals);
-            let header = match &self.api_key {
-                Some(k) => format!("Authorization: Bearer {}\n", k.expose()).into_bytes(),
-                None => b"\n".to_vec(),
-            };
+            let header = token_probe::header_stdin(self.api_key.as_ref().map(|k| k.expose()));
             let what = format!("{} to serve {}", self.url, self.model);
             // The readiness verdict ends the wait at the timeout, with what it saw; the wait's
             // own deadline, a little later, only bounds a probe that hangs.
@@ -132,34 +136,72 @@ impl<'a> Phase<ApplyContext<'a>> for WaitServing {
             let waited = wait::until(&what, deadline, POLL, &ctx.cancel, || async {
                 let look = look_at_job(ctx).await;
                 let polled = shell.run(&script, header.clone(), None).await;
+                let token_for = {
+                    let Ok(mut w) = watch.lock() else {
+                        return Probe::NotYet("(state lost)".into());
+                    };
+                    let w = &mut *w;
+                    while let Ok(line) = w.lines.try_recv() {
+                        w.readiness.observe(Observation::Log {
+                            node: self.node.clone(),
+                            line,
+                        });
+                    }
+                    for e in &look.ended {
+                        w.readiness.observe(Observation::Exited {
+                            node: e.node.clone(),
+                            code: e.exit_code,
+                        });
+                    }
+                    let at = now();
+                    match polled {
+                        Ok(out) if out.success() => {
+                            for o in poll_observations(&out.stdout) {
+                                w.readiness.observe_at(o, at);
+                            }
+                        }
+                        Ok(out) => w.readiness.observe(Observation::Health(Err(out
+                            .stderr_tail()
+                            .trim()
+                            .to_string()))),
+                        // A dropped round trip: retried at the next poll, within the deadline.
+                        Err(e) => w.readiness.observe(Observation::Health(Err(e.to_string()))),
+                    }
+                    w.readiness
+                        .wants_token()
+                        .then(|| w.readiness.listed_model().map(str::to_string))
+                        .flatten()
+                };
+                // The API lists the model: one streamed completion, for the id it lists.
+                let token = match token_for {
+                    Some(model) => {
+                        let sent = now();
+                        let probe = token_probe::script(&self.url, &model, TOKEN_BOUND_S);
+                        // A dropped round trip says nothing of the engine: asked again at the
+                        // next poll, within the deadline.
+                        match shell.run(&probe, header.clone(), None).await {
+                            Ok(out) => {
+                                let got = token_probe::parse(&out.stdout, TOKEN_BOUND_S);
+                                let at = match &got {
+                                    TokenProbe::Token { after_ms: Some(ms) } => sent + ms,
+                                    _ => now(),
+                                };
+                                Some((got, at))
+                            }
+                            Err(_) => None,
+                        }
+                    }
+                    None => None,
+                };
                 let Ok(mut w) = watch.lock() else {
                     return Probe::NotYet("(state lost)".into());
                 };
                 let w = &mut *w;
-                while let Ok(line) = w.lines.try_recv() {
-                    w.readiness.observe(Observation::Log {
-                        node: self.node.clone(),
-                        line,
-                    });
-                }
-                for e in &look.ended {
-                    w.readiness.observe(Observation::Exited {
-                        node: e.node.clone(),
-                        code: e.exit_code,
-                    });
-                }
-                match polled {
-                    Ok(out) if out.success() => {
-                        for o in poll_observations(&out.stdout) {
-                            w.readiness.observe(o);
-                        }
+                if let Some((got, at)) = token {
+                    if let TokenProbe::Token { after_ms } = &got {
+                        ctx.mark(|m| m.token_after_ms = *after_ms);
                     }
-                    Ok(out) => w.readiness.observe(Observation::Health(Err(out
-                        .stderr_tail()
-                        .trim()
-                        .to_string()))),
-                    // A dropped round trip: retried at the next poll, within the deadline.
-                    Err(e) => w.readiness.observe(Observation::Health(Err(e.to_string()))),
+                    w.readiness.observe_at(Observation::Token(got), at);
                 }
                 match w.readiness.verdict(now()) {
                     ReadyVerdict::Waiting(line) => {
@@ -179,11 +221,24 @@ impl<'a> Phase<ApplyContext<'a>> for WaitServing {
                 }
             })
             .await;
+            if let Ok(w) = watch.lock() {
+                let times = w.readiness.times();
+                let at = |ms: Option<u64>| ms.map(|ms| started + Duration::from_millis(ms));
+                ctx.mark(|m| {
+                    m.port_open = at(times.port_open_ms);
+                    m.http_ready = at(times.http_ready_ms);
+                    m.first_token = at(times.first_token_ms);
+                });
+            }
             let result = match waited {
                 Ok(models) => Ok(Some(format!(
-                    "serving {} after {}",
+                    "serving {} after {}, first token in {}",
                     models.join(", "),
-                    crate::workload::readiness::duration(now())
+                    crate::workload::readiness::duration(now()),
+                    ctx.marks()
+                        .token_after_ms
+                        .map(|ms| format!("{ms} ms"))
+                        .unwrap_or_else(|| "(not timed)".into())
                 ))),
                 Err(RuntimeError::Cancelled { .. }) => Err(PhaseError::Cancelled),
                 Err(e) => {
