@@ -10,14 +10,121 @@
 //! holds it. A job's private SSH keys, which the launcher uploads into its containers, are
 //! mounted read-only from `job-ssh/` beside the file; the README says how to make them.
 //!
+//! A Hub model whose commit the plan does not record (a dry run on snapshots with the Hub out
+//! of reach) would be named by its branch (`…/snapshots/main`), a folder no Hugging Face cache
+//! holds: its snapshot folder is written `…/snapshots/${SL_MODEL_COMMIT:?…}` instead, which
+//! compose resolves when it runs, and the README and the output say to set it from the cache's
+//! `refs/REVISION` file on each node ([`Unresolved`]).
+//!
 //! Pure: a plan in, file names and texts out.
 
 use yaml_serde::{Mapping, Sequence, Value};
 
+use crate::model::{CONTAINER_HF_HOME, ModelSource};
 use crate::node::{NodeName, Role};
 use crate::plan::secret::is_secret_in;
 use crate::plan::spec::{IpcMode, NetworkMode};
-use crate::plan::{ContainerSpec, Gpus, JobPlan, Launch};
+use crate::plan::{ContainerSpec, Gpus, JobPlan, Launch, StageModel, Step};
+use crate::workload::serve::ServePlan;
+
+/// A Hub model of the plan whose commit is not recorded: its snapshot folder is written with a
+/// variable compose interpolates at `up` time.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Unresolved {
+    /// The model as the plan names it (`ORG/NAME@main`).
+    pub model: String,
+    /// The folder the plan names inside the containers (`…/snapshots/main`).
+    pub planned: String,
+    /// The variable that names the commit (`SL_MODEL_COMMIT`, then `SL_MODEL_COMMIT_2`, …).
+    pub var: String,
+    /// The file on a node that holds the commit once the model is pulled
+    /// (`~/.cache/huggingface/hub/models--ORG--NAME/refs/main`).
+    pub refs_file: String,
+}
+
+impl Unresolved {
+    /// The folder as written in the compose files: `…/snapshots/${VAR:?…}`.
+    pub fn written(&self) -> String {
+        let base = self
+            .planned
+            .rsplit_once("/snapshots/")
+            .map(|(b, _)| b)
+            .unwrap_or(&self.planned);
+        format!(
+            "{}/snapshots/${{{}:?set it to the commit in {} on this node, see README.md}}",
+            escape(base),
+            self.var,
+            escape(&self.refs_file)
+        )
+    }
+
+    /// The line that sets the variable on a node, to paste before `docker compose up`.
+    pub fn export(&self) -> String {
+        let file = match self.refs_file.strip_prefix("~/") {
+            Some(rest) => format!("\"$HOME\"/{}", crate::text::shell_word(rest)),
+            None => crate::text::shell_word(&self.refs_file).into_owned(),
+        };
+        format!("export {}=\"$(cat {file})\"", self.var)
+    }
+}
+
+/// The Hub models of the plan (the served one, a speculative draft) whose commit is not
+/// recorded, each with its variable. Empty when every commit is known (a live plan resolves
+/// them on the Hub before planning).
+pub fn unresolved(plan: &ServePlan) -> Vec<Unresolved> {
+    let hf_home = plan
+        .job
+        .nodes
+        .first()
+        .and_then(|n| match &n.launch {
+            Launch::Container(c) => c
+                .mounts
+                .iter()
+                .find(|m| m.target == CONTAINER_HF_HOME)
+                .map(|m| m.source.clone()),
+            Launch::Process(_) => None,
+        })
+        .unwrap_or_else(|| "~/.cache/huggingface".to_string());
+    let mut out: Vec<Unresolved> = Vec::new();
+    for step in &plan.job.steps {
+        let Step::StageModel(StageModel { model, .. }) = step else {
+            continue;
+        };
+        let ModelSource::Hub {
+            revision,
+            commit: None,
+            ..
+        } = model
+        else {
+            continue;
+        };
+        let planned = model.container_path();
+        if out.iter().any(|u| u.planned == planned) {
+            continue;
+        }
+        let var = match out.len() {
+            0 => "SL_MODEL_COMMIT".to_string(),
+            n => format!("SL_MODEL_COMMIT_{}", n + 1),
+        };
+        out.push(Unresolved {
+            model: model.to_string(),
+            refs_file: format!("{}/refs/{}", model.node_dir(&hf_home), revision.as_str()),
+            planned,
+            var,
+        });
+    }
+    out
+}
+
+/// Every string of `v` with `from` (as escaped for compose) replaced by `to` (written as is).
+fn rewrite(v: &mut Value, from: &str, to: &str) {
+    match v {
+        Value::String(text) if text.contains(from) => *text = text.replace(from, to),
+        Value::Sequence(items) => items.iter_mut().for_each(|i| rewrite(i, from, to)),
+        Value::Mapping(m) => m.iter_mut().for_each(|(_, i)| rewrite(i, from, to)),
+        _ => {}
+    }
+}
 
 /// One compose file.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -173,16 +280,21 @@ fn secret_source(path: &str) -> String {
 /// The folder beside the compose files that holds the job's SSH keys.
 const JOB_SSH_FOLDER: &str = "job-ssh";
 
-/// One compose file per node of the plan (containers only; host processes have none).
-pub fn files(plan: &JobPlan, header: &str) -> Vec<ComposeFile> {
+/// One compose file per node of the plan (containers only; host processes have none); the
+/// snapshot folders of `unresolved` models written with their variables.
+pub fn files(plan: &JobPlan, header: &str, unresolved: &[Unresolved]) -> Vec<ComposeFile> {
     plan.nodes
         .iter()
         .filter_map(|n| {
             let Launch::Container(spec) = &n.launch else {
                 return None;
             };
+            let mut svc = service(spec);
+            for u in unresolved {
+                rewrite(&mut svc, &escape(&u.planned), &u.written());
+            }
             let mut services = Mapping::new();
-            services.insert(s(plan.workload.as_str()), service(spec));
+            services.insert(s(plan.workload.as_str()), svc);
             let mut root = Mapping::new();
             root.insert(s("name"), s(&spec.name));
             root.insert(s("services"), Value::Mapping(services));
@@ -221,21 +333,67 @@ pub fn files(plan: &JobPlan, header: &str) -> Vec<ComposeFile> {
 }
 
 /// Whether any container of the plan expects the job's SSH keys (multi-node TensorRT-LLM).
-fn needs_job_ssh(plan: &crate::workload::serve::ServePlan) -> bool {
+fn needs_job_ssh(plan: &ServePlan) -> bool {
     plan.job
         .nodes
         .iter()
         .any(|n| matches!(&n.launch, Launch::Container(c) if !c.secret_files.is_empty()))
 }
 
+/// Why the commit of each `unresolved` model is not in the files, and how to set it: for the
+/// README and the command's output.
+pub fn unresolved_text(unresolved: &[Unresolved]) -> String {
+    unresolved
+        .iter()
+        .map(|u| {
+            format!(
+                "the commit of {} is not recorded (the plan was made without the Hub's answer), so its folder is written `…/snapshots/${{{}}}`, which compose fills when it runs: on each node, once the model is pulled, `{}` before `docker compose up`\n",
+                u.model,
+                u.var,
+                u.export()
+            )
+        })
+        .collect()
+}
+
+/// What `compose` prints: the files written, the plan's notes and warnings (as `up --dry-run`
+/// shows them) and the unresolved commits.
+pub fn summary(plan: &ServePlan, written: &[String], readme: &str) -> String {
+    let mut out = format!(
+        "wrote {}\nnext: read {readme} for the order to run them in\n",
+        written.join("\n      ")
+    );
+    // Derive's warnings go to stderr as `up --dry-run` shows them (the caller's reporter).
+    let mut notes: Vec<String> = plan.notes.clone();
+    if let Some(n) = &plan.nccl {
+        notes.extend(n.warnings.iter().cloned());
+    }
+    if !notes.is_empty() {
+        out.push_str("\nnotes\n");
+        for n in &notes {
+            out.push_str(&format!("  - {n}\n"));
+        }
+    }
+    let u = unresolved_text(&unresolved(plan));
+    if !u.is_empty() {
+        out.push('\n');
+        out.push_str(&u);
+    }
+    out
+}
+
 /// The README beside the compose files: what to do around `docker compose up`, in the plan's
 /// order, each step with how to do it by hand.
-pub fn readme(plan: &crate::workload::serve::ServePlan, profile: &str) -> String {
-    use crate::plan::{EnsureImage, StageModel, StageNccl, Start, Step, WaitServing};
+pub fn readme(plan: &ServePlan, profile: &str) -> String {
+    use crate::plan::{EnsureImage, StageNccl, Start, WaitServing};
     let mut s = format!(
         "# {profile}: compose files\n\nOne file per node, with the containers `spark-launch up {profile}` starts. \
 The steps spark-launch would run, in order, and how to do each by hand:\n\n"
     );
+    let u = unresolved_text(&unresolved(plan));
+    if !u.is_empty() {
+        s.push_str(&format!("Before you start: {u}\n"));
+    }
     for (i, step) in plan.job.steps.iter().enumerate() {
         let how = match step {
             Step::StageModel(StageModel {

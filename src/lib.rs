@@ -17,6 +17,7 @@
 pub mod apply;
 pub mod bench;
 pub mod cli;
+pub mod clock;
 pub mod compose;
 pub mod derive;
 pub mod digest;

@@ -240,6 +240,52 @@ fn set_changes_a_bundled_profile_and_an_unknown_profile_lists_the_known_ones() {
 }
 
 #[test]
+fn a_ready_timeout_past_30_days_from_set_is_refused_with_exit_2_naming_the_field() {
+    // Issue 24 item 5: the flag was bounded, the profile field was not (a panic, exit 101,
+    // after containers had started).
+    let out = run(&args(
+        &[
+            "up",
+            "smoke-test",
+            "--set",
+            "ready_timeout_s=18446744073709551615",
+            "--dry-run",
+        ],
+        "seed-001-two-sparks-both-twins",
+    ));
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(
+            "ready_timeout_s: 18446744073709551615 seconds is more than 2592000 (30 days)"
+        ),
+        "{}",
+        text(&out)
+    );
+    assert!(out.stdout.is_empty(), "{}", text(&out));
+}
+
+#[test]
+fn a_local_model_folder_plans_the_hugging_face_cache_folder_created_on_every_node() {
+    // Issue 24 item 16: Start failed on a node without ~/.cache/huggingface (Docker refuses a
+    // missing bind-mount source); the staging step now creates it, and the dry run says so.
+    let out = run(&args(
+        &["vllm", "/models/my-model", "--tp", "2", "--dry-run"],
+        "seed-001-two-sparks-both-twins",
+    ));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let plan = String::from_utf8_lossy(&out.stdout);
+    let step = plan
+        .lines()
+        .find(|l| l.contains("Stage /models/my-model on"))
+        .unwrap_or_else(|| panic!("no staging step:\n{plan}"));
+    assert!(
+        step.ends_with("; each node's Hugging Face cache folder is created when missing"),
+        "{step}"
+    );
+}
+
+#[test]
 fn profiles_lists_every_bundled_profile_with_whether_it_fits() {
     let out = run(&args(
         &["profiles", "--json"],
@@ -318,6 +364,81 @@ fn compose_writes_one_file_per_node_with_the_exact_containers_and_a_readme() {
         readme.contains("spark-launch model pull Qwen/Qwen2.5-32B-Instruct@main"),
         "{readme}"
     );
+}
+
+#[test]
+fn compose_on_snapshots_names_no_branch_folder_and_prints_the_warnings_of_up_dry_run() {
+    // Issue 24 item 19: compose wrote `…/snapshots/main` (a branch, no cache folder has that
+    // name) and dropped the warnings `up --dry-run` printed for the same profile.
+    let up = run(&args(
+        &["up", "qwen-32b-ray-tp2", "--dry-run"],
+        "seed-001-two-sparks-both-twins",
+    ));
+    assert_eq!(up.status.code(), Some(0), "{}", text(&up));
+    let up_out = String::from_utf8_lossy(&up.stdout);
+    let up_err = String::from_utf8_lossy(&up.stderr);
+    let out_dir = tempfile::tempdir().unwrap();
+    let out = run(&args(
+        &[
+            "compose",
+            "qwen-32b-ray-tp2",
+            "--out",
+            out_dir.path().to_str().unwrap(),
+        ],
+        "seed-001-two-sparks-both-twins",
+    ));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    // The same warnings (stderr) and notes as the dry run.
+    for w in up_err.lines().filter(|l| !l.trim().is_empty()) {
+        assert!(stderr.contains(w.trim()), "`{w}` missing:\n{}", text(&out));
+    }
+    let notes = &up_out[up_out.find("\nnotes\n").expect("up --dry-run has notes")..];
+    for n in notes.lines().filter(|l| l.starts_with("  - ")) {
+        assert!(stdout.contains(n), "`{n}` missing:\n{}", text(&out));
+    }
+    // The commit is not recorded: the folder is resolved when compose runs, and both the
+    // output and the README say how.
+    let export = "export SL_MODEL_COMMIT=\"$(cat \"$HOME\"/.cache/huggingface/hub/models--Qwen--Qwen2.5-32B-Instruct/refs/main)\"";
+    assert!(
+        stdout.contains("the commit of Qwen/Qwen2.5-32B-Instruct@main is not recorded"),
+        "{stdout}"
+    );
+    assert!(stdout.contains(export), "{stdout}");
+    let readme = std::fs::read_to_string(out_dir.path().join("README.md")).unwrap();
+    assert!(readme.contains(export), "{readme}");
+    for f in ["spark.compose.yaml", "spark2.compose.yaml"] {
+        let file = std::fs::read_to_string(out_dir.path().join(f)).unwrap();
+        assert!(!file.contains("/snapshots/main"), "{f}:\n{file}");
+    }
+    // The head serves the model (the Ray worker only joins).
+    let head = std::fs::read_to_string(out_dir.path().join("spark.compose.yaml")).unwrap();
+    let cmd = yaml_to_json(&head)["services"]["vllm"]["command"].to_string();
+    assert!(
+        cmd.contains("/root/.cache/huggingface/hub/models--Qwen--Qwen2.5-32B-Instruct/snapshots/${SL_MODEL_COMMIT:?set it to the commit in"),
+        "{cmd}"
+    );
+
+    // A commit given: its folder, nothing to set.
+    let commit = "0123456789abcdef0123456789abcdef01234567";
+    let out_dir = tempfile::tempdir().unwrap();
+    let out = run(&args(
+        &[
+            "compose",
+            "qwen-32b-ray-tp2",
+            "--set",
+            &format!("model.revision={commit}"),
+            "--out",
+            out_dir.path().to_str().unwrap(),
+        ],
+        "seed-001-two-sparks-both-twins",
+    ));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("SL_MODEL_COMMIT"));
+    let head = std::fs::read_to_string(out_dir.path().join("spark.compose.yaml")).unwrap();
+    assert!(head.contains(&format!("/snapshots/{commit}")), "{head}");
+    assert!(!head.contains("SL_MODEL_COMMIT"), "{head}");
 }
 
 #[test]

@@ -213,6 +213,64 @@ fn dry_run_json_from_snapshots_prints_the_whole_plan_and_nothing_else() {
 }
 
 #[test]
+fn an_env_value_never_reaches_the_mpirun_command_line_only_its_name_does() {
+    // Issue 24 item 2: `--env HF_TOKEN=hf_X` printed `-x 'HF_TOKEN=hf_X'`, and live the token
+    // was in `ps` and `docker inspect`'s Cmd. Now `-x HF_TOKEN` forwards it from the head's
+    // environment, where the plan shows it as set.
+    for json in [false, true] {
+        let mut args: Vec<String> = [
+            "nccl-test",
+            "--dry-run",
+            "--env",
+            "HF_TOKEN=hf_X",
+            "--env",
+            "MY_FLAG=on",
+        ]
+        .map(String::from)
+        .to_vec();
+        if json {
+            args.insert(0, "--json".into());
+        }
+        args.extend(snapshot_args("seed-001-two-sparks-both-twins"));
+        let out = spark_launch(&args);
+        let printed = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(out.status.success(), "{printed}");
+        assert!(!printed.contains("hf_X"), "json={json}: {printed}");
+        if json {
+            let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+            let argv: Vec<&str> = v["runs"][0]["argv"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|a| a.as_str().unwrap())
+                .collect();
+            let named = argv
+                .windows(2)
+                .filter(|w| w[0] == "-x" && w[1] == "HF_TOKEN")
+                .count();
+            assert_eq!(
+                named, 2,
+                "one `-x HF_TOKEN` per node's app context: {argv:?}"
+            );
+            assert!(!argv.iter().any(|a| a.starts_with("HF_TOKEN=")), "{argv:?}");
+            // The head's container carries the values (masked when secret); its command
+            // (docker inspect's Cmd) names them only.
+            let head = &v["plan"]["nodes"][0]["launch"]["container"];
+            assert_eq!(head["env"]["HF_TOKEN"], "<set>", "{head}");
+            assert_eq!(head["env"]["MY_FLAG"], "on", "{head}");
+            assert!(
+                !head["command"].to_string().contains("MY_FLAG=on"),
+                "{head}"
+            );
+        }
+    }
+}
+
+#[test]
 fn the_dry_run_shows_what_each_worker_runs_never_an_empty_command() {
     // Issue 24 item 20: the worker's `command` printed empty; it runs the image's entrypoint,
     // which starts the sshd the head's mpirun reaches it through.

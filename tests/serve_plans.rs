@@ -322,6 +322,45 @@ fn a_user_variable_replaces_the_derived_one_and_the_plan_says_so() {
 }
 
 #[test]
+fn trtllm_forwards_a_users_variable_by_name_so_its_value_is_on_no_command_line() {
+    // Issue 24 item 2: `--env HF_TOKEN=hf_X` went onto mpirun's argv as `-x HF_TOKEN=hf_X`
+    // (every local user's `ps`, `docker inspect`'s Cmd). The value rides in the containers'
+    // env; mpirun forwards it by name from the head's.
+    let mut o = trt_opts(2);
+    o.serve.env.insert("HF_TOKEN".into(), "hf_X".into());
+    o.serve.env.insert("MY_FLAG".into(), "on".into());
+    let plan = trtllm_plan(
+        &o,
+        &fixture("seed-001-two-sparks-both-twins"),
+        &JobSshKeys::placeholder(),
+    )
+    .unwrap();
+    for n in &plan.job.nodes {
+        let Launch::Container(c) = &n.launch else {
+            panic!("not a container")
+        };
+        let cmd = c.command.join(" ");
+        assert!(
+            !cmd.contains("hf_X") && !cmd.contains("MY_FLAG=on"),
+            "{cmd}"
+        );
+        assert_eq!(c.env["HF_TOKEN"], "hf_X");
+    }
+    let Launch::Container(head) = &plan.job.nodes[0].launch else {
+        panic!("not a container")
+    };
+    // sh -c SL_ENTRYPOINT sl-entrypoint sh -c HEAD_SH spark-launch-trtllm-head mpirun ...
+    let mpirun = head.command[8..].join(" ");
+    let contexts: Vec<&str> = mpirun.split(" : ").collect();
+    assert_eq!(contexts.len(), 2, "{mpirun}");
+    for c in contexts {
+        assert!(c.contains("-x HF_TOKEN -x MY_FLAG "), "{c}");
+    }
+    let printed = serde_json::to_string(&plan).unwrap();
+    assert!(!printed.contains("hf_X"), "{printed}");
+}
+
+#[test]
 fn a_printed_plan_survives_a_json_round_trip_with_its_secrets_still_set() {
     let plan = trtllm_plan(
         &trt_opts(2),

@@ -135,6 +135,32 @@ fn a_paused_worker_wedges_generation_while_health_answers_and_the_soak_names_the
             "no {name} in:\n{page}"
         );
     }
+    // `status --watch --json JOB`: one sample of the live view, with the stand-in's metrics
+    // read on the head, both nodes' memory from /proc/meminfo, no GPU (no nvidia-smi here:
+    // not recorded, not zero) and the job's parts.
+    let out = net.spark_launch(1, &["status", "--watch", "--json", job, "--hosts", &h]);
+    assert!(out.status.success(), "{}", describe(&out));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(v["job"], job, "{v}");
+    assert_eq!(v["engine"]["url"], "http://127.0.0.1:8000/metrics", "{v}");
+    for k in ["running", "waiting", "kv_cache", "generation_tokens_total"] {
+        assert!(v["engine"][k].is_number(), "no {k}: {v}");
+    }
+    assert!(
+        v["engine"]["generation_tokens_per_s"].is_number(),
+        "no counter delta: {v}"
+    );
+    // The token probe ran 4 tokens through the speculative counters at start.
+    assert!(v["engine"]["spec_acceptance"].is_number(), "{v}");
+    let nodes = v["nodes"].as_array().unwrap();
+    assert_eq!(nodes.len(), 2, "{v}");
+    for n in nodes {
+        assert!(n["memory"]["total_bytes"].as_u64().unwrap() > 0, "{v}");
+        assert!(n["gpus"].is_null(), "{v}");
+    }
+    let parts = v["parts"].as_array().unwrap();
+    assert_eq!(parts.len(), 2, "{v}");
+    assert!(parts.iter().all(|p| p["state"] == "running"), "{v}");
     // The worker's container is frozen ~4-6 s into the soak, for 12 s.
     let worker = format!("sl-{job}-{}", net.hostname(2));
     let pause_for = Duration::from_secs(12);

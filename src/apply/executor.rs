@@ -408,6 +408,12 @@ mod tests {
     /// An OpenAI-like server that answers `/health`, lists model `m` and streams one token
     /// for a completion (readiness's token probe).
     async fn api() -> u16 {
+        api_streaming("data: {\"choices\":[{\"index\":0,\"text\":\" hi\"}]}\n\ndata: [DONE]\n\n")
+            .await
+    }
+
+    /// [`api`] whose completions stream `completion`.
+    async fn api_streaming(completion: &'static str) -> u16 {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = l.local_addr().unwrap().port();
@@ -418,7 +424,7 @@ mod tests {
                 let body = if buf[..n].starts_with(b"GET /v1/models") {
                     r#"{"data":[{"id":"m"}]}"#
                 } else if buf[..n].starts_with(b"POST /v1/completions") {
-                    "data: {\"choices\":[{\"index\":0,\"text\":\" hi\"}]}\n\ndata: [DONE]\n\n"
+                    completion
                 } else {
                     ""
                 };
@@ -477,6 +483,91 @@ mod tests {
             "{:?}",
             applied.err().map(|e| e.to_string())
         );
+    }
+
+    /// A serving plan on the stand-in nodes: the head's process prints `log` and sleeps; the
+    /// API on `port` is waited for.
+    fn serving_plan(port: u16, log: &str) -> JobPlan {
+        let mut p = plan();
+        for part in &mut p.nodes {
+            if let Launch::Process(proc) = &mut part.launch {
+                proc.command = vec!["sh".into(), "-c".into(), format!("echo '{log}'; sleep 30")];
+            }
+        }
+        p.steps = vec![
+            Step::Start(Start {
+                nodes: p.node_names(),
+            }),
+            Step::WaitServing(WaitServing {
+                node: n("a"),
+                url: format!("http://127.0.0.1:{port}"),
+                model: "m".into(),
+                engine: "vllm".into(),
+                timeout_s: 30,
+                api_key: None,
+            }),
+        ];
+        p
+    }
+
+    #[tokio::test]
+    async fn an_empty_first_generation_fails_the_start_with_each_nodes_first_error_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let (cluster, _) = nodes_with(dir.path(), None);
+        // The stream ends with no text, as an engine whose first generation is broken.
+        let port = api_streaming(
+            "data: {\"choices\":[{\"index\":0,\"text\":\"\",\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n",
+        )
+        .await;
+        let p = serving_plan(
+            port,
+            "ERROR 05-02 10:00:01 [core.py:1] no kernel image is available",
+        );
+        let e = execute(
+            &p,
+            &cluster,
+            &ApplyOptions::default(),
+            RecordingReporter::new(),
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap_err();
+        let text = e.to_string();
+        assert!(
+            text.contains("a first streamed completion gave an empty generation"),
+            "{text}"
+        );
+        assert!(text.contains("no kernel image is available"), "{text}");
+        assert!(e.cleaned_up, "{text}");
+    }
+
+    #[tokio::test]
+    async fn a_served_token_marks_every_stage_of_the_start_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let (cluster, _) = nodes_with(dir.path(), None);
+        let port = api().await;
+        let mut p = serving_plan(port, "INFO up");
+        p.steps.push(Step::Stop(Stop));
+        let applied = execute(
+            &p,
+            &cluster,
+            &ApplyOptions::default(),
+            RecordingReporter::new(),
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+        let m = applied.marks;
+        let (Some(c), Some(o), Some(h), Some(t)) = (
+            m.containers_started,
+            m.port_open,
+            m.http_ready,
+            m.first_token,
+        ) else {
+            panic!("a stage is not marked: {m:?}")
+        };
+        assert!(c <= o && o <= h && h <= t, "{m:?}");
+        assert!(m.token_after_ms.is_some(), "{m:?}");
     }
 
     #[tokio::test]

@@ -267,6 +267,8 @@ async fn launch_on(
     };
     match planned.plan {
         LaunchPlan::Run(job) => {
+            // Timings kept for a serving job of the same name are not this job's.
+            job_records::forget_startup(&crate::bench::store::state_dir(), job.job.as_str());
             execute(&job, &runtime, &l.options, reporter.clone(), cancel.clone()).await?;
             Ok(Launched::Started(job))
         }
@@ -335,14 +337,11 @@ async fn launch_on(
             on_ready(&serve, &startup);
             let attached = if let Some(policy) = &l.supervise {
                 let key = serve.api_key.as_ref().map(|k| k.key.clone());
-                Some(
-                    super::supervise::watch(
-                        &runtime, &serve, key, policy, &state, reporter, cancel,
-                    )
+                // Ended by Ctrl-C or a stop: the job was not stopped by us, as with `-d`.
+                super::supervise::watch(&runtime, &serve, key, policy, &state, reporter, cancel)
                     .await
-                    .map(|_| ())
-                    .map_err(AttachError::from),
-                )
+                    .err()
+                    .map(|e| Err(AttachError::from(e)))
             } else if l.detach {
                 None
             } else {

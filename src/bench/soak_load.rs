@@ -92,7 +92,7 @@ pub async fn soak(
     let mut meter = SoakMeter::new(opts.settings);
     let mut shown = 0usize;
     let mut ticks = tokio::time::interval(Duration::from_millis(500));
-    let deadline = tokio::time::Instant::from_std(epoch + opts.duration);
+    let deadline = tokio::time::Instant::from_std(crate::clock::later(epoch, opts.duration));
     // When the soak ended (the time was up, or Ctrl-C): later events are clipped to it.
     let mut end: Option<f64> = None;
     loop {

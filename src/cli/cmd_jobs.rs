@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use super::args::{ContainerFlags, EngineFlags, LaunchFlags, NodeFlags, RuntimeFlag};
-use super::{CmdResult, Context, Outcome, coded, print_raw, show};
+use super::{CmdResult, Context, Outcome, coded, print_json, print_raw, show};
 use crate::apply::jobs::{self, LogsRequest, StatusRequest, StopRequest};
 use crate::apply::launch::LaunchCommand;
 use crate::node::NodeName;
@@ -67,6 +67,11 @@ pub struct RunArgs {
 pub struct StatusArgs {
     /// Only this job.
     pub job: Option<JobName>,
+
+    /// A live view: per node GPU and memory, the job's engine metrics, state and last events
+    /// (refreshing screen; plain text samples when not a terminal; one sample with --json).
+    #[arg(long)]
+    pub watch: bool,
 
     #[command(flatten)]
     pub engines: EngineFlags,
@@ -166,6 +171,19 @@ pub async fn status(args: StatusArgs, ctx: &Context) -> CmdResult {
         selection: selection(&args.target, args.engines, ctx),
         job: args.job,
     };
+    if args.watch {
+        use std::io::IsTerminal;
+        let show = match (ctx.json, std::io::stdout().is_terminal()) {
+            (true, _) => jobs::WatchShow::Once,
+            (false, true) => jobs::WatchShow::Screen,
+            (false, false) => jobs::WatchShow::Lines(&super::print_out),
+        };
+        return match jobs::watch(&request, &ctx.reporter, &ctx.cancel, show).await {
+            Ok(s) if ctx.json => print_json(&s).map(|_| Outcome::Success),
+            Ok(_) => Ok(Outcome::Success),
+            Err(e) => Err(coded(e.exit_code(), e)),
+        };
+    }
     match jobs::status(&request, &ctx.reporter).await {
         Ok(report) => show(&report, ctx),
         Err(e) => Err(coded(e.exit_code(), e)),

@@ -29,7 +29,8 @@ pub struct ServeFlags {
     pub detach: bool,
 
     /// Once it serves, stay attached as its supervisor (as `spark-launch supervise JOB`):
-    /// restart the whole group when a rank wedges or stops. Ctrl-C stops supervising, not the job.
+    /// restart the whole group when a rank wedges or stops. Ctrl-C stops supervising, not the
+    /// job (exit 130, as every interrupted launch).
     #[arg(long, conflicts_with = "detach")]
     pub supervise: bool,
 

@@ -80,6 +80,11 @@ pub async fn run(l: LaunchCommand, extras: Extras, ctx: &Context) -> CmdResult {
         }
         Launched::Served { attached, plan, .. } => match attached {
             None => still_running(&plan.job, ctx),
+            // Ctrl-C ended it: stopped on every node, and said with the exit of an interrupt.
+            Some(Ok(())) if ctx.cancel.is_cancelled() => Err(CmdError {
+                code: 130,
+                error: anyhow::Error::msg(render::stopped_after_ctrl_c(&plan.job)),
+            }),
             Some(Ok(())) => Ok(Outcome::Success),
             Some(Err(e)) => Err(e.into()),
         },

@@ -261,6 +261,8 @@ async fn run(cli: Cli) -> CmdResult {
         Command::Logs(_) | Command::Image(_) | Command::Bench(_) | Command::Supervise(_) => {
             ui::OnSignal::CleanUp { starts_jobs: false }
         }
+        // The live view puts the terminal back itself.
+        Command::Status(ref a) if a.watch => ui::OnSignal::CleanUp { starts_jobs: false },
         Command::Probe(_)
         | Command::Env(_)
         | Command::Profiles(_)

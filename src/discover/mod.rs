@@ -102,7 +102,7 @@ pub fn browse(opts: &BrowseOptions) -> Result<Heard, DiscoverError> {
     let rx = daemon.browse(SERVICE).map_err(DiscoverError::Daemon)?;
     let one_shot = OneShot::open(&opts.sources);
 
-    let hard = started + opts.timeout;
+    let hard = crate::clock::later(started, opts.timeout);
     let mut state = Settle {
         answers: Vec::new(),
         last_new: None,

@@ -311,7 +311,10 @@ impl StepPayload for CheckReachable {
 
 /// The model's files are on every listed node, in the Hugging Face cache layout: the
 /// first node downloads, the others copy from it over the fast link. With `copy` false
-/// (`--no-stage`), only check that they are there, and refuse to start if not.
+/// (`--no-stage`), only check that they are there, and refuse to start if not. Either way each
+/// node's Hugging Face cache folder (the containers mount it at `HF_HOME`) is created when it is
+/// missing: Docker refuses to bind-mount a folder that does not exist (a local model folder
+/// never fills the cache).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StageModel {
     pub model: ModelSource,
@@ -342,7 +345,7 @@ impl StepPayload for StageModel {
         }
     }
     fn describe(&self) -> String {
-        if self.copy {
+        let what = if self.copy {
             format!(
                 "Stage {} on {} (the first downloads, the others copy from it over the fast link)",
                 self.model,
@@ -354,7 +357,8 @@ impl StepPayload for StageModel {
                 self.model,
                 names(&self.nodes)
             )
-        }
+        };
+        format!("{what}; each node's Hugging Face cache folder is created when missing")
     }
     fn nodes(&self) -> Vec<&NodeName> {
         self.nodes.iter().collect()

@@ -539,6 +539,12 @@ pub fn validate(p: &Profile, stem: Option<&str>) -> Vec<(String, String)> {
         );
     }
     check_shape(p, &mut out);
+    // The flag's bound: a longer wait is a typo, and its deadline would overflow the clock.
+    if let Some(t) = p.ready_timeout_s
+        && let Err(e) = limits::seconds(t)
+    {
+        out.push("ready_timeout_s", e);
+    }
     if let Some(m) = p.memory_gib
         && !(m > 0.0 && m.is_finite())
     {

@@ -264,6 +264,29 @@ fn a_profile_shape_past_the_limits_is_refused_naming_them_never_multiplied_to_ze
 }
 
 #[test]
+fn a_ready_timeout_past_30_days_is_refused_in_the_file_and_by_set_naming_the_field() {
+    // Issue 24 item 5: u64::MAX panicked in the readiness wait after containers started.
+    let text = format!("{GOOD}ready_timeout_s: 18446744073709551615\n");
+    let e = errors(&text);
+    assert!(
+        e.iter()
+            .any(|e| e.contains("my/demo.yaml:13: ready_timeout_s: 18446744073709551615 seconds is more than 2592000 (30 days)")),
+        "{e:?}"
+    );
+    let sets = ["ready_timeout_s=18446744073709551615".parse().unwrap()];
+    let e = parse("demo.yaml", Some("demo"), GOOD, &sets)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("--set ready_timeout_s=18446744073709551615: ready_timeout_s: 18446744073709551615 seconds is more than 2592000 (30 days)"),
+        "{e}"
+    );
+    let sets = ["ready_timeout_s=2592000".parse().unwrap()];
+    let p = parse("demo.yaml", Some("demo"), GOOD, &sets).unwrap();
+    assert_eq!(p.ready_timeout_s, Some(2_592_000));
+}
+
+#[test]
 fn profile_type_errors_are_all_reported_at_once() {
     // Issue 12 (smaller list): type errors stopped at the first one though the README promises
     // all at once.

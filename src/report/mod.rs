@@ -5,6 +5,7 @@
 //! command's result is shown in (text, JSON, how it ends); [`facts`]: a probe's facts as tables.
 
 pub mod facts;
+pub mod live;
 pub mod nccl;
 pub mod perftest;
 pub mod plot;

@@ -62,6 +62,18 @@ impl NodeRuntime {
             .await
     }
 
+    /// After the node's SSH connection dropped: connects again, with the Docker socket
+    /// forwarded at the same local path (so the engine client goes on as it was). `Ok(false)`
+    /// when the connection still stood, or the node is not reached over SSH.
+    pub async fn reconnect(&self) -> Result<bool, RuntimeError> {
+        match &self.target.reach {
+            Reach::Remote(remote) => remote.reconnect().await.map_err(|e| {
+                RuntimeError::Other(format!("connect again over {}: {e}", remote.via()))
+            }),
+            _ => Ok(false),
+        }
+    }
+
     /// Why the Docker socket on a remote node cannot be used, when the node can tell.
     async fn diagnose(&self, remote: &dyn super::target::RemoteNode) -> Option<RuntimeError> {
         let socket = self

@@ -143,4 +143,8 @@ impl RemoteNode for SshNode {
             Ok(path)
         })
     }
+
+    fn reconnect(&self) -> BoxFuture<'_, Result<bool, String>> {
+        Box::pin(async move { self.handle.reconnect().await.map_err(|e| e.to_string()) })
+    }
 }

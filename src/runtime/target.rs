@@ -67,6 +67,12 @@ pub trait RemoteNode: NodeShell {
     /// multiplexed connection and returns the local path. Calling it twice for the same
     /// socket returns the same path.
     fn forward_socket<'a>(&'a self, remote: &'a str) -> BoxFuture<'a, Result<PathBuf, String>>;
+
+    /// Connects again after the node's connection dropped, its forwarded sockets at the same
+    /// local paths; `Ok(false)` when the connection still stood (or cannot drop).
+    fn reconnect(&self) -> BoxFuture<'_, Result<bool, String>> {
+        Box::pin(async { Ok(false) })
+    }
 }
 
 /// How a node is reached.

@@ -34,9 +34,7 @@ where
 {
     let now = tokio::time::Instant::now();
     // A timeout too long for the clock is as good as none (it never ends the wait).
-    let deadline = now
-        .checked_add(timeout)
-        .unwrap_or_else(|| now + Duration::from_secs(100 * 365 * 24 * 3600));
+    let deadline = tokio::time::Instant::from_std(crate::clock::later(now.into_std(), timeout));
     let mut last = "nothing yet".to_string();
     loop {
         let step = tokio::select! {
@@ -64,7 +62,8 @@ where
                 last,
             });
         }
-        let next = (now + interval).min(deadline);
+        let next = tokio::time::Instant::from_std(crate::clock::later(now.into_std(), interval))
+            .min(deadline);
         tokio::select! {
             biased;
             _ = cancel.cancelled() => return Err(RuntimeError::Cancelled { what: what.to_string() }),
@@ -157,6 +156,36 @@ mod tests {
         .await
         .unwrap_err();
         assert!(matches!(err, RuntimeError::Cancelled { .. }));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_bound_too_far_for_the_clock_waits_without_panicking() {
+        // Issue 24 item 5: `Instant + Duration` overflowed at u64::MAX seconds.
+        for (timeout, interval) in [
+            (Duration::MAX, Duration::from_secs(1)),
+            (Duration::from_secs(u64::MAX), Duration::from_secs(2)),
+        ] {
+            let tries = Arc::new(AtomicU32::new(0));
+            let t = tries.clone();
+            let v = until(
+                "the server",
+                timeout,
+                interval,
+                &CancellationToken::new(),
+                move || {
+                    let t = t.clone();
+                    async move {
+                        if t.fetch_add(1, Ordering::SeqCst) < 2 {
+                            Probe::NotYet("loading".into())
+                        } else {
+                            Probe::Ready(1)
+                        }
+                    }
+                },
+            )
+            .await;
+            assert!(matches!(v, Ok(1)), "{timeout:?} {interval:?}");
+        }
     }
 
     #[tokio::test(start_paused = true)]

@@ -240,6 +240,15 @@ impl NodeHandle {
         }
     }
 
+    /// Opens the SSH connection again after it dropped, with its forwards at the same local
+    /// paths (`Session::reconnect`); `Ok(false)` when it still stood (or on the local node).
+    pub async fn reconnect(&self) -> Result<bool, SshError> {
+        match &self.link {
+            Link::Local => Ok(false),
+            Link::Remote(s) => s.reconnect().await,
+        }
+    }
+
     /// Closes the SSH master (no-op on the local node).
     pub async fn close(&self) {
         if let Link::Remote(s) = &self.link {

@@ -123,6 +123,11 @@ pub struct Session {
     /// Held while another master is opened; true once opening one failed (then commands wait).
     growing: tokio::sync::Mutex<bool>,
     closed: AtomicBool,
+    /// The forwards asked of the first master (`local`, `remote`), asked again by
+    /// [`Session::reconnect`].
+    forwards: Mutex<Vec<(PathBuf, String)>>,
+    /// True from a new master until every forward was asked of it again.
+    forwards_pending: AtomicBool,
 }
 
 impl Session {
@@ -163,6 +168,8 @@ impl Session {
                         }),
                         growing: tokio::sync::Mutex::new(false),
                         closed: AtomicBool::new(false),
+                        forwards: Mutex::new(Vec::new()),
+                        forwards_pending: AtomicBool::new(false),
                     });
                 }
                 Err(e) => {
@@ -328,6 +335,11 @@ impl Session {
         )
         .await?;
         if out.success() {
+            if let Ok(mut f) = self.forwards.lock()
+                && !f.iter().any(|(l, r)| l == local && r == remote)
+            {
+                f.push((local.to_path_buf(), remote.to_string()));
+            }
             Ok(())
         } else {
             Err(SshError::Remote {
@@ -339,8 +351,89 @@ impl Session {
         }
     }
 
+    /// Whether the first master still answers (`ssh -O check`).
+    async fn master_alive(&self) -> bool {
+        let mut cmd = self.control_client(&self.first_common());
+        cmd.args(["-O", "check", "--", &self.dest.host]);
+        run_child(
+            &self.node,
+            cmd,
+            "ssh -O check",
+            &RunOptions::timeout(Duration::from_secs(10)),
+        )
+        .await
+        .is_ok_and(|o| o.success())
+    }
+
+    /// After the connection dropped (sshd restarted, a network outage): a new first master on
+    /// the same ControlPath (keys only, as every master after the first), the other masters
+    /// forgotten, and every forward asked again at its own local path, so that whoever holds
+    /// those paths (a Docker client) goes on through them. `Ok(false)` when the master still
+    /// answers (nothing done); an error while the node does not take the connection yet.
+    pub async fn reconnect(&self) -> Result<bool, SshError> {
+        if self.closed.load(Ordering::SeqCst) {
+            return Ok(false);
+        }
+        if self.master_alive().await {
+            // A master opened by an earlier call whose forwards did not all come back.
+            if self.forwards_pending.load(Ordering::SeqCst) {
+                self.forward_again().await?;
+                return Ok(true);
+            }
+            return Ok(false);
+        }
+        // Hold off other masters being opened meanwhile; a failure to open one before is
+        // forgotten with the old connection.
+        let mut failed = self.growing.lock().await;
+        let (control, extra) = {
+            let list = self.masters.list.lock().map_err(|_| SshError::Invalid {
+                node: self.node.clone(),
+                message: "the connection's state is lost".into(),
+            })?;
+            let control = list.first().map(|m| m.control.clone());
+            let extra: Vec<PathBuf> = list.iter().skip(1).map(|m| m.control.clone()).collect();
+            (control, extra)
+        };
+        let Some(control) = control else {
+            return Ok(false);
+        };
+        // A master that died may leave its socket behind; a new one cannot bind over it.
+        for c in extra.iter().chain([&control]) {
+            let _ = std::fs::remove_file(c);
+        }
+        let common = start_master(&self.node, &self.dest, &self.opts, &control, None).await?;
+        if let Ok(mut list) = self.masters.list.lock() {
+            list.truncate(1);
+            if let Some(m) = list.first_mut() {
+                m.common = common;
+            }
+        }
+        *failed = false;
+        drop(failed);
+        self.masters.freed.notify_waiters();
+        self.forwards_pending.store(true, Ordering::SeqCst);
+        self.forward_again().await?;
+        tracing::debug!("{}: connected again to {}", self.node, self.dest);
+        Ok(true)
+    }
+
+    /// Every recorded forward asked of the (new) first master again, at its own local path: the
+    /// socket the old master left there is ours (our runtime folder) and goes first.
+    async fn forward_again(&self) -> Result<(), SshError> {
+        let forwards = self.forwards.lock().map(|f| f.clone()).unwrap_or_default();
+        for (local, remote) in forwards {
+            let _ = std::fs::remove_file(&local);
+            self.forward(&local, &remote).await?;
+        }
+        self.forwards_pending.store(false, Ordering::SeqCst);
+        Ok(())
+    }
+
     /// The blocking form of cancelling a forward (used from `Drop`).
     pub(crate) fn cancel_forward_blocking(&self, local: &Path, remote: &str) {
+        if let Ok(mut f) = self.forwards.lock() {
+            f.retain(|(l, r)| !(l == local && r == remote));
+        }
         let spec = format!("{}:{remote}", local.display());
         let _ = std::process::Command::new(&self.program)
             .args(["-o", "ControlMaster=no", "-o", "BatchMode=yes"])
@@ -482,7 +575,10 @@ async fn try_master(
     .args(&common)
     .args(["-T", "--", &dest.host, "true"]);
     // A master that cannot authenticate in this time never will.
-    let deadline = opts.connect_timeout * 3 + Duration::from_secs(10);
+    let deadline = opts
+        .connect_timeout
+        .saturating_mul(3)
+        .saturating_add(Duration::from_secs(10));
     let shown = format!("ssh {dest} true");
     let out = run_child(node, cmd, &shown, &RunOptions::timeout(deadline))
         .await

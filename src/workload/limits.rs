@@ -2,7 +2,7 @@
 //! per node, nodes, ports), and the checked arithmetic on them: a value out of range is refused
 //! with a message that names the limit, never wrapped around into a plan (`--tp 65536 --pp
 //! 65536` once multiplied to 0 GPUs). The same checks serve the CLI's value parsers, profiles
-//! and the workloads. Pure.
+//! and the workloads. Deadlines from such values saturate (`crate::clock::later`). Pure.
 
 /// Tensor-parallel size at most (GPUs one layer is split over).
 pub const MAX_TP: u32 = 1024;
@@ -69,6 +69,12 @@ pub fn parse_seconds(s: &str) -> Result<u64, String> {
         .trim()
         .parse()
         .map_err(|_| format!("expected a whole number of seconds, got {s:?}"))?;
+    seconds(v)
+}
+
+/// `v` seconds as a timeout or grace period: 0 to [`MAX_SECONDS`], or why not. Profiles'
+/// `ready_timeout_s` (and `--set ready_timeout_s=`) are held to the same bound as the flag.
+pub fn seconds(v: u64) -> Result<u64, String> {
     if v > MAX_SECONDS {
         return Err(format!(
             "{v} seconds is more than {MAX_SECONDS} (30 days), the longest supported"
@@ -142,6 +148,12 @@ mod tests {
                 .unwrap_err()
                 .contains("30 days")
         );
+    }
+
+    #[test]
+    fn seconds_past_30_days_are_refused_naming_the_limit() {
+        assert_eq!(seconds(MAX_SECONDS), Ok(MAX_SECONDS));
+        assert!(seconds(u64::MAX).unwrap_err().contains("30 days"));
     }
 
     #[test]

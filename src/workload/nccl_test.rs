@@ -177,7 +177,9 @@ pub struct NcclTestOptions {
     pub tests_dir: String,
     /// `mpirun` as the head finds it.
     pub mpirun: String,
-    /// Extra variables for every rank (`--env KEY=VALUE`), over the derived ones.
+    /// Extra variables for every rank (`--env KEY=VALUE`), over the derived ones. Their values
+    /// ride in the head's environment (container env, or the host process's env file) and
+    /// `mpirun -x NAME` forwards them: never on a command line (`ps`, `docker inspect`'s Cmd).
     pub extra_env: BTreeMap<String, String>,
     /// `--ulimit` overrides for the containers.
     pub ulimits: Vec<Ulimit>,
@@ -399,9 +401,8 @@ fn rank_env(node: &TestNode, extra: &BTreeMap<String, String>) -> BTreeMap<Strin
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
     env.insert("NCCL_DEBUG".into(), "INFO".into());
-    for (k, v) in extra {
-        env.insert(k.clone(), v.clone());
-    }
+    // The user's own (`--env`) are forwarded by name from the head's environment.
+    env.retain(|k, _| !extra.contains_key(k));
     env
 }
 
@@ -549,7 +550,9 @@ pub fn plan(
         steps.push(Step::Stop(Stop));
         (node_plans, steps)
     } else {
-        let process = process(&opts.job, head, driver_cmd);
+        let mut process = process(&opts.job, head, driver_cmd);
+        // The host runtime hands the env to the process through a 0600 file, not argv.
+        process.env = opts.extra_env.clone();
         let steps = vec![
             Step::Start(Start {
                 nodes: vec![head.name.clone()],
@@ -755,6 +758,10 @@ pub fn mpirun_argv(
         for (k, v) in rank_env(n, &opts.extra_env) {
             argv.extend([s("-x"), format!("{k}={v}")]);
         }
+        // `-x NAME`: the value from mpirun's own environment (the head's), never in argv.
+        for k in opts.extra_env.keys() {
+            argv.extend([s("-x"), k.clone()]);
+        }
         argv.push(program.to_string());
         argv.extend(args.iter().cloned());
     }
@@ -856,6 +863,10 @@ fn container(
         spec.env.insert("SL_SSHD".into(), "0".into());
     }
     if n.role == Role::Head {
+        // The user's `--env`, for `mpirun -x NAME` to forward to every rank.
+        for (k, v) in &opts.extra_env {
+            spec.env.insert(k.clone(), v.clone());
+        }
         spec.command = driver.to_vec();
     } else if multi {
         // The image's own entrypoint, named so the plan shows what a worker runs: with no

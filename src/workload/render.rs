@@ -384,6 +384,15 @@ pub fn started_json(plan: &JobPlan) -> serde_json::Value {
     serde_json::json!({ "job": plan.job, "started": names, "plan": plan })
 }
 
+/// An attached job ended with Ctrl-C: what was stopped (the exit is 130).
+pub fn stopped_after_ctrl_c(job: &JobPlan) -> String {
+    format!(
+        "interrupted: job {} was stopped on {}",
+        job.job,
+        names(&job.node_names())
+    )
+}
+
 /// A detached job that was fully started when Ctrl-C came: what keeps running, and how to
 /// stop it.
 pub fn still_running(job: &JobPlan) -> String {

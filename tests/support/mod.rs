@@ -362,6 +362,20 @@ impl SimNet {
         );
     }
 
+    /// Starts one service (`sshd`) on node `i` again after [`SimNet::stop`].
+    pub fn start(&self, i: usize, service: &str) {
+        let out = Command::new("bash")
+            .arg(simnet_script())
+            .args(["start", &self.prefix, &i.to_string(), service])
+            .output()
+            .expect("run simnet start");
+        assert!(
+            out.status.success(),
+            "simnet start {service} on n{i} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
     /// Brings everything down now (also done on drop).
     pub fn down(&mut self) {
         if self.prefix.is_empty() {

@@ -661,7 +661,10 @@ impl Attempt<'_> {
             // itself off: stop waiting for it.
             if unreachable > 0
                 && Instant::now()
-                    >= self.started + Duration::from_secs(u64::from(self.opts.delay_s) + 15)
+                    >= crate::clock::later(
+                        self.started,
+                        Duration::from_secs(u64::from(self.opts.delay_s) + 15),
+                    )
             {
                 break;
             }
@@ -751,8 +754,10 @@ impl Attempt<'_> {
             }
         }
         // The moment after which a node that got no confirmation has undone the change.
-        let undo_by =
-            self.started + Duration::from_secs(u64::from(self.opts.delay_s + deadline_s) + 60);
+        let undo_by = crate::clock::later(
+            self.started,
+            Duration::from_secs(u64::from(self.opts.delay_s) + u64::from(deadline_s) + 60),
+        );
         let wait = undo_by
             .saturating_duration_since(Instant::now())
             .min(Duration::from_secs(u64::from(deadline_s) + 30));

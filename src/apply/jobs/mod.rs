@@ -4,15 +4,17 @@
 //! failure is kept beside the others' results.
 //!
 //! `command`: the commands as one call each ([`status`], [`logs`], [`stop`]: request in,
-//! report out); `render`: how their reports are shown.
+//! report out); `render`: how their reports are shown; `watch`: `status --watch`'s live view.
 
 mod command;
 mod render;
+mod watch;
 
 pub use command::{
     JobsError, LogSink, LogsReport, LogsRequest, StatusReport, StatusRequest, StatusRow,
     StopReport, StopRequest, WouldStop, logs, status, stop,
 };
+pub use watch::{WatchShow, watch};
 
 use std::time::Duration;
 

@@ -66,7 +66,8 @@ impl<'a> Phase<ApplyContext<'a>> for StageModel {
     }
 }
 
-/// Each node's shell and Hugging Face cache folder (a `~/` in the plan resolved on the node).
+/// Each node's shell and Hugging Face cache folder (a `~/` in the plan resolved on the node),
+/// the folder created when missing ([`ensure_hf_home`]).
 async fn stage_nodes(
     ctx: &ApplyContext<'_>,
     names: &[NodeName],
@@ -74,19 +75,45 @@ async fn stage_nodes(
     let mut nodes = Vec::new();
     for n in names {
         let shell = shell_for(ctx.node(n)?)?;
-        let mut hf_home = hf_home_of(ctx, n).ok_or_else(|| {
+        let hf_home = hf_home_of(ctx, n).ok_or_else(|| {
             PhaseError::Other(format!("{n}: the plan mounts no Hugging Face cache"))
         })?;
-        if let Some(rest) = hf_home.strip_prefix("~/") {
-            let out = shell
-                .run("printf '%s' \"$HOME\"", Vec::new(), None)
-                .await
-                .map_err(|e| PhaseError::node(n, shell_error(e)))?;
-            hf_home = format!("{}/{rest}", out.stdout.trim());
-        }
+        let hf_home = ensure_hf_home(shell.as_ref(), n, &hf_home).await?;
         nodes.push(StageNode { shell, hf_home });
     }
     Ok(nodes)
+}
+
+/// The node's Hugging Face cache folder `dir` (`~/` resolved on the node), created with its
+/// parents when missing, as the node's user: the containers bind-mount it, and Docker refuses
+/// a bind mount whose source does not exist (a local model folder never fills the cache, so
+/// on a fresh node nothing else creates it). Returns the resolved path.
+pub async fn ensure_hf_home(
+    shell: &dyn crate::runtime::shell::NodeShell,
+    node: &NodeName,
+    dir: &str,
+) -> Result<String, PhaseError> {
+    let script = match dir.strip_prefix("~/") {
+        Some(rest) => format!(
+            "d=\"$HOME\"/{} && mkdir -p -- \"$d\" && printf '%s' \"$d\"",
+            crate::model::script::quote(rest)
+        ),
+        None => {
+            let d = crate::model::script::quote(dir);
+            format!("mkdir -p -- {d} && printf '%s' {d}")
+        }
+    };
+    let out = shell
+        .run(&script, Vec::new(), None)
+        .await
+        .map_err(|e| PhaseError::node(node, shell_error(e)))?;
+    if !out.success() {
+        return Err(PhaseError::Other(format!(
+            "{node}: cannot create the Hugging Face cache folder {dir}: {}",
+            out.stderr_tail().trim()
+        )));
+    }
+    Ok(out.stdout.trim().to_string())
 }
 
 /// What to stage where: the model at the commit the plan's listing names (or as the Hub
@@ -179,4 +206,42 @@ async fn check_only(
         short.join("\n  "),
         step.model
     )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::shell::LocalShell;
+
+    #[tokio::test]
+    async fn a_missing_hugging_face_cache_folder_is_created_before_the_containers_mount_it() {
+        // Issue 24 item 16: with a local model folder nothing filled the cache, and Docker
+        // refused to start a container whose bind-mount source did not exist.
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("home/user/.cache/huggingface");
+        let node = NodeName::new("local").unwrap();
+        let shell = LocalShell::new(node.clone());
+        let got = ensure_hf_home(&shell, &node, dir.to_str().unwrap())
+            .await
+            .unwrap();
+        assert_eq!(got, dir.to_str().unwrap());
+        assert!(dir.is_dir());
+        // Already there: left as it is.
+        std::fs::write(dir.join("keep"), b"x").unwrap();
+        ensure_hf_home(&shell, &node, dir.to_str().unwrap())
+            .await
+            .unwrap();
+        assert!(dir.join("keep").exists());
+        // A file in the way is an error naming the node and the folder.
+        let blocked = tmp.path().join("file");
+        std::fs::write(&blocked, b"x").unwrap();
+        let e = ensure_hf_home(&shell, &node, &format!("{}/hf", blocked.display()))
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("local: cannot create the Hugging Face cache folder"),
+            "{e}"
+        );
+    }
 }

@@ -22,6 +22,12 @@ use crate::workload::token_probe::{self, TokenProbe};
 /// How often the API is polled (and the containers looked at).
 const POLL: Duration = Duration::from_secs(2);
 
+/// The wait's own bound for a readiness timeout of `timeout_s`: 30 s past it, saturating (a
+/// profile's `u64::MAX` once panicked here after the containers had started).
+fn wait_bound(timeout_s: u64) -> Duration {
+    Duration::from_secs(timeout_s).saturating_add(Duration::from_secs(30))
+}
+
 /// How long one token probe waits for its first token (`curl --max-time`); without one it is
 /// sent again at the next poll, until the readiness deadline.
 const TOKEN_BOUND_S: u64 = 30;
@@ -126,7 +132,7 @@ impl<'a> Phase<ApplyContext<'a>> for WaitServing {
             let what = format!("{} to serve {}", self.url, self.model);
             // The readiness verdict ends the wait at the timeout, with what it saw; the wait's
             // own deadline, a little later, only bounds a probe that hangs.
-            let deadline = Duration::from_secs(self.timeout_s) + Duration::from_secs(30);
+            let deadline = wait_bound(self.timeout_s);
             let waited = wait::until(&what, deadline, POLL, &ctx.cancel, || async {
                 let look = look_at_job(ctx).await;
                 let polled = shell.run(&script, header.clone(), None).await;
@@ -171,15 +177,19 @@ impl<'a> Phase<ApplyContext<'a>> for WaitServing {
                     Some(model) => {
                         let sent = now();
                         let probe = token_probe::script(&self.url, &model, TOKEN_BOUND_S);
-                        let got = match shell.run(&probe, header.clone(), None).await {
-                            Ok(out) => token_probe::parse(&out.stdout, TOKEN_BOUND_S),
-                            Err(e) => TokenProbe::Failed(e.to_string()),
-                        };
-                        let at = match &got {
-                            TokenProbe::Token { after_ms: Some(ms) } => sent + ms,
-                            _ => now(),
-                        };
-                        Some((got, at))
+                        // A dropped round trip says nothing of the engine: asked again at the
+                        // next poll, within the deadline.
+                        match shell.run(&probe, header.clone(), None).await {
+                            Ok(out) => {
+                                let got = token_probe::parse(&out.stdout, TOKEN_BOUND_S);
+                                let at = match &got {
+                                    TokenProbe::Token { after_ms: Some(ms) } => sent + ms,
+                                    _ => now(),
+                                };
+                                Some((got, at))
+                            }
+                            Err(_) => None,
+                        }
                     }
                     None => None,
                 };
@@ -255,6 +265,18 @@ mod tests {
     use super::*;
     use crate::node::NodeName;
     use crate::runtime::shell::{LocalShell, NodeShell};
+
+    #[test]
+    fn a_huge_readiness_timeout_bounds_the_wait_without_panicking() {
+        assert_eq!(wait_bound(600), Duration::from_secs(630));
+        assert_eq!(wait_bound(u64::MAX), Duration::MAX);
+        let r = Readiness::new(&crate::workload::engines::GENERIC_SIGNALS, "m", 0, u64::MAX);
+        // A year in, still waiting: the bound saturates, never wraps to "already late".
+        assert!(matches!(
+            r.verdict(365 * 24 * 3600 * 1000),
+            ReadyVerdict::Waiting(_)
+        ));
+    }
 
     #[test]
     fn a_poll_answer_becomes_health_and_models_observations() {

@@ -453,7 +453,8 @@ fn over_mpi(
 }
 
 /// The head's `mpirun`: the job's SSH options, Open MPI on the control-plane subnets, and one
-/// app context per node (`-np G -H addr:G -x VAR=value … trtllm-llmapi-launch trtllm-serve …`).
+/// app context per node (`-np G -H addr:G -x VAR=value … trtllm-llmapi-launch trtllm-serve …`);
+/// the user's `--env` as `-x NAME` only (values from the head's environment).
 fn mpirun(
     input: &RankInput<'_>,
     config: &TrtllmConfig,
@@ -496,7 +497,14 @@ fn mpirun(
             "LD_PRELOAD".to_string(),
         ]);
         for (k, v) in rank_env(&spec.env) {
-            argv.extend(["-x".to_string(), format!("{k}={v}")]);
+            if !input.opts.env.contains_key(&k) {
+                argv.extend(["-x".to_string(), format!("{k}={v}")]);
+            }
+        }
+        // The user's `--env`: forwarded by name from the head's container env (where each is
+        // set), so no value (an `HF_TOKEN`) is on a command line, in `ps` or `docker inspect`.
+        for k in input.opts.env.keys() {
+            argv.extend(["-x".to_string(), k.clone()]);
         }
         argv.push("trtllm-llmapi-launch".to_string());
         argv.extend(serve.iter().cloned());
