@@ -8,8 +8,12 @@
 # `docker pause`. Ends with three lines:
 #   detected after N s        the pause → the supervisor's `wedge` event      (goal ≤ 30)
 #   serving again after M s   the pause → its `ready` event (token answered)   (goal ≤ 60)
-#   requests failed K         the soak's failed requests: those cut by the restart, and the
-#                             streams' retries (one a second each) while the group restarts
+#   requests failed K         the soak's failed requests: those in flight at the wedge that the
+#                             restart cut (goal: K ≤ the streams in flight at the wedge)
+#   refused while restarting and sent again R
+#                             requests the API refused before taking them while the group
+#                             restarted (no connection), sent again as a client with retries
+#                             does; each finished or failed once, by its last try
 # The scenario lives in tests/supervise_sim.rs (`wedge_bench`, ignored in normal test runs),
 # so the bench and the tests build the cluster the same way.
 #
@@ -22,4 +26,4 @@ cd "$(dirname "$0")/.."
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 cargo test -q --test supervise_sim -- --ignored --exact wedge_bench --nocapture 2>&1 | tee "$out" >&2
-grep -E '^(streams in flight at the wedge|detected after|serving again after|requests failed) ' "$out"
+grep -E '^(streams in flight at the wedge|detected after|serving again after|requests failed|refused while restarting and sent again) ' "$out"

@@ -39,12 +39,17 @@ const MODEL: &str = "standin/known-rate";
 const KEY: &str = "sk-bench-test-0123456789";
 
 fn standin(rate: Rate, key: Option<&'static str>) -> Standin {
+    standin_at(rate, key, 0)
+}
+
+/// The stand-in on `port` of 127.0.0.1 (0: any free one).
+fn standin_at(rate: Rate, key: Option<&'static str>, port: u16) -> Standin {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .unwrap();
     let bodies = Arc::new(Mutex::new(Vec::new()));
-    let listener = rt.block_on(TcpListener::bind("127.0.0.1:0")).unwrap();
+    let listener = rt.block_on(TcpListener::bind(("127.0.0.1", port))).unwrap();
     let port = listener.local_addr().unwrap().port();
     let b = bodies.clone();
     let paused = Arc::new(AtomicBool::new(false));
@@ -609,6 +614,54 @@ fn a_soak_keeps_its_streams_busy_and_gives_back_the_rate_in_every_window() {
     p.assert_not_blank();
     p.assert_drawn("the tokens/s series", picture::NOW, 300);
     assert_eq!(p.count(picture::STALL_SHADE, 6), 0, "no stall, no shading");
+}
+
+#[test]
+fn a_request_refused_while_the_server_restarts_is_sent_again_and_not_counted_failed() {
+    // No server for the first 1.5 s of the soak (connections refused, as while a supervised
+    // group restarts), then the stand-in on that port.
+    let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = free.local_addr().unwrap().port();
+    drop(free);
+    let rate = Rate {
+        ttft: Duration::from_millis(20),
+        itl: Duration::from_millis(10),
+    };
+    let later = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(1500));
+        standin_at(rate, None, port)
+    });
+    let home = tempfile::tempdir().unwrap();
+    let url = format!("http://127.0.0.1:{port}/v1");
+    let out = bench(
+        home.path(),
+        &[
+            "--url",
+            &url,
+            "--model",
+            MODEL,
+            "--no-warmup",
+            "--soak",
+            "5s",
+            "--concurrency",
+            "2",
+            "--prompt-tokens",
+            "8",
+            "--output-tokens",
+            "8",
+            "--json",
+        ],
+        None,
+    );
+    let _standin = later.join().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let soak = &json(&out)["report"]["soak"];
+    assert_eq!(soak["failed"], 0, "{soak}");
+    assert!(
+        soak["refused_and_resent"].as_u64().unwrap() >= 2,
+        "each stream was refused at least once: {soak}"
+    );
+    assert!(soak["requests"].as_u64().unwrap() >= 10, "{soak}");
 }
 
 #[test]

@@ -523,6 +523,10 @@ fn wedge_bench() {
         report["requests"], report["failed"], report["unfinished"], report["stalls"]
     );
     println!("streams in flight at the wedge {in_flight}");
+    println!(
+        "refused while restarting and sent again {}",
+        report["refused_and_resent"]
+    );
     println!("detected after {detected:.1} s");
     println!("serving again after {ready:.1} s");
     println!("requests failed {}", report["failed"]);

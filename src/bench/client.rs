@@ -195,6 +195,8 @@ impl Client {
         {
             *conn = None;
         }
+        // Until an answer other than 502/503 comes, the server has taken no part of it.
+        sample.refused = true;
         let c = match conn {
             Some(c) => c,
             None => conn.insert(self.connect().await?),
@@ -206,6 +208,7 @@ impl Client {
             .await
             .map_err(|e| format!("POST {}: {e}", self.base.path_of(api.path())))?;
         let status = resp.status().as_u16();
+        sample.refused = matches!(status, 502 | 503);
         let mut body = resp.into_body();
         if status != 200 {
             let bytes = body

@@ -25,6 +25,9 @@ pub struct Sample {
     pub usage: Option<Usage>,
     /// Why the request failed (it then counts as failed, whatever it received).
     pub error: Option<String>,
+    /// It failed before the server took it: no connection, the request could not be sent, or
+    /// the answer was 502/503 (a server restarting or not ready). Safe to send again.
+    pub refused: bool,
 }
 
 impl Sample {
@@ -251,6 +254,7 @@ mod tests {
                 completion_tokens: Some(n as u32),
             }),
             error: None,
+            refused: false,
         }
     }
 

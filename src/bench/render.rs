@@ -130,6 +130,12 @@ fn soak_text(o: &BenchOutcome, s: &SoakReport, compare_file: Option<&std::path::
             .map(|p| format!("; TTFT p50 {:.0} ms, p95 {:.0} ms", p.p50, p.p95))
             .unwrap_or_default()
     ));
+    if s.refused_and_resent > 0 {
+        out.push_str(&format!(
+            "{} times a request was refused before the server took it (no connection, 502/503: a restart) and was sent again\n",
+            s.refused_and_resent
+        ));
+    }
     if let Some(e) = &s.first_error {
         out.push_str(&format!("first failure: {e}\n"));
     }

@@ -71,6 +71,10 @@ pub struct SoakReport {
     /// Requests that finished well.
     pub requests: u32,
     pub failed: u32,
+    /// Times a request was refused before the server took it (a restart: no connection,
+    /// 502/503) and sent again; it counts once, as finished or failed, by its last try.
+    #[serde(default)]
+    pub refused_and_resent: u32,
     /// Requests still in flight when the time was up (cut, not counted as failed).
     pub unfinished: u32,
     /// Text chunks received, over the whole run.
@@ -145,6 +149,7 @@ pub struct SoakMeter {
     ttfts: Vec<f64>,
     requests: u32,
     failed: u32,
+    refused: u32,
     unfinished: u32,
     tokens: u64,
     first_error: Option<String>,
@@ -163,6 +168,7 @@ impl SoakMeter {
             ttfts: Vec::new(),
             requests: 0,
             failed: 0,
+            refused: 0,
             unfinished: 0,
             tokens: 0,
             first_error: None,
@@ -231,6 +237,11 @@ impl SoakMeter {
     }
 
     /// A request ended at `t`.
+    /// A request in flight was refused before the server took it, and is sent again.
+    pub fn refused(&mut self) {
+        self.refused += 1;
+    }
+
     pub fn finished(&mut self, t: f64, how: Finish) {
         self.in_flight = self.in_flight.saturating_sub(1);
         match how {
@@ -341,6 +352,7 @@ impl SoakMeter {
             stall_after_s: self.settings.stall_after_s,
             requests: self.requests,
             failed: self.failed,
+            refused_and_resent: self.refused,
             unfinished: self.unfinished,
             output_tokens: self.tokens,
             output_tokens_per_s: if end > 0.0 {

@@ -41,12 +41,20 @@ pub struct SoakOptions {
 enum Event {
     Sent(f64),
     Token(f64),
+    /// The server refused it before taking it (a restart, no connection, 502/503): it is sent
+    /// again, still the same request in flight.
+    Refused,
     Done(f64, Finish),
 }
 
 /// After a failed request a stream waits this long before its next (a server that refuses
 /// at once is not hammered).
 const AFTER_FAILURE: Duration = Duration::from_secs(1);
+/// A refused request is sent again after this, doubling up to [`REFUSED_MAX`], until the
+/// server takes it or the request's own timeout (from its first sending) passes: what a client
+/// with retries (the OpenAI SDKs retry connection errors) sees across a server's restart.
+const REFUSED_FIRST: Duration = Duration::from_millis(500);
+const REFUSED_MAX: Duration = Duration::from_secs(4);
 
 /// Runs the soak. Ctrl-C ends it early: the report then covers the time it ran.
 pub async fn soak(
@@ -177,12 +185,7 @@ async fn keep_busy(
         let b = request_body(&opts, (k << 40) | i);
         i += 1;
         let _ = tx.send(Event::Sent(epoch.elapsed().as_secs_f64()));
-        let tokens = tx.clone();
-        let s = client
-            .stream_observed(&mut conn, opts.api, b, epoch, &stop, &mut |t| {
-                let _ = tokens.send(Event::Token(t));
-            })
-            .await;
+        let s = send_until_taken(&client, &opts, b, epoch, &stop, &tx, &mut conn).await;
         let how = match s.error {
             None => Finish::Ok {
                 ttft_s: s.tokens.first().map(|t| t - s.sent),
@@ -201,6 +204,42 @@ async fn keep_busy(
     }
 }
 
+/// One request, sent again while the server refuses it before taking it (see
+/// [`REFUSED_FIRST`]), each refusal told to the collector; the last try's sample.
+async fn send_until_taken(
+    client: &Client,
+    opts: &SoakOptions,
+    body: Vec<u8>,
+    epoch: Instant,
+    stop: &CancellationToken,
+    tx: &mpsc::UnboundedSender<Event>,
+    conn: &mut Option<crate::bench::client::Connection>,
+) -> crate::bench::measure::Sample {
+    let first = Instant::now();
+    let mut pause = REFUSED_FIRST;
+    loop {
+        let tokens = tx.clone();
+        let s = client
+            .stream_observed(conn, opts.api, body.clone(), epoch, stop, &mut |t| {
+                let _ = tokens.send(Event::Token(t));
+            })
+            .await;
+        let again = s.error.is_some()
+            && s.refused
+            && !stop.is_cancelled()
+            && first.elapsed() + pause < client.timeout;
+        if !again {
+            return s;
+        }
+        let _ = tx.send(Event::Refused);
+        tokio::select! {
+            _ = tokio::time::sleep(pause) => {}
+            _ = stop.cancelled() => return s,
+        }
+        pause = (pause * 2).min(REFUSED_MAX);
+    }
+}
+
 /// One event into the meter. Once the soak has ended, requests cut by the end stay in flight
 /// (the meter counts them as unfinished and keeps a stall they were in as ongoing) and later
 /// times are clipped to the end.
@@ -213,6 +252,7 @@ fn feed(meter: &mut SoakMeter, ev: Event, end: Option<f64>) {
                 meter.token(t);
             }
         }
+        Event::Refused => meter.refused(),
         Event::Done(_, Finish::Cut) => {}
         Event::Done(t, how) => meter.finished(clip(t), how),
     }
