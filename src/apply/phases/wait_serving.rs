@@ -86,6 +86,52 @@ pub fn poll_observations(out: &str) -> Vec<Observation> {
     obs
 }
 
+/// The head's log, line by line, from a task (the stream is 'static): the task, to abort when
+/// the wait ends, and the lines.
+fn follow_lines(
+    mut logs: futures::stream::BoxStream<'static, Result<bytes::Bytes, RuntimeError>>,
+) -> (
+    tokio::task::JoinHandle<()>,
+    tokio::sync::mpsc::UnboundedReceiver<String>,
+) {
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+    let follower = tokio::spawn(async move {
+        let mut pending = Vec::new();
+        while let Some(Ok(chunk)) = logs.next().await {
+            pending.extend_from_slice(&chunk);
+            while let Some(i) = pending.iter().position(|b| *b == b'\n' || *b == b'\r') {
+                let line: Vec<u8> = pending.drain(..=i).collect();
+                let text = String::from_utf8_lossy(&line).trim().to_string();
+                if !text.is_empty() && tx.send(text).is_err() {
+                    return;
+                }
+            }
+        }
+    });
+    (follower, rx)
+}
+
+/// One token probe for `model` on the head: what it found, and when (the node's own time to
+/// the first token added to when it was sent, else now). `None` for a dropped round trip,
+/// which says nothing of the engine: asked again at the next poll, within the deadline.
+async fn send_token_probe(
+    shell: &dyn crate::runtime::NodeShell,
+    url: &str,
+    model: &str,
+    header: &[u8],
+    now: impl Fn() -> u64,
+) -> Option<(TokenProbe, u64)> {
+    let sent = now();
+    let probe = token_probe::script(url, model, TOKEN_BOUND_S);
+    let out = shell.run(&probe, header.to_vec(), None).await.ok()?;
+    let got = token_probe::parse(&out.stdout, TOKEN_BOUND_S);
+    let at = match &got {
+        TokenProbe::Token { after_ms: Some(ms) } => sent + ms,
+        _ => now(),
+    };
+    Some((got, at))
+}
+
 impl<'a> Phase<ApplyContext<'a>> for WaitServing {
     fn title(&self) -> String {
         StepPayload::title(self)
@@ -98,25 +144,11 @@ impl<'a> Phase<ApplyContext<'a>> for WaitServing {
             let handle = ctx.node(&self.node)?;
             let shell = shell_for(handle)?;
             let name = ctx.plan.job.container_name(&self.node);
-            // The head's log, line by line, from a task (the stream is 'static).
-            let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<String>();
-            let mut logs = handle
+            let logs = handle
                 .logs(ctx.plan.runtime, &name, true, false)
                 .await
                 .map_err(|e| PhaseError::node(&self.node, e))?;
-            let follower = tokio::spawn(async move {
-                let mut pending = Vec::new();
-                while let Some(Ok(chunk)) = logs.next().await {
-                    pending.extend_from_slice(&chunk);
-                    while let Some(i) = pending.iter().position(|b| *b == b'\n' || *b == b'\r') {
-                        let line: Vec<u8> = pending.drain(..=i).collect();
-                        let text = String::from_utf8_lossy(&line).trim().to_string();
-                        if !text.is_empty() && tx.send(text).is_err() {
-                            return;
-                        }
-                    }
-                }
-            });
+            let (follower, rx) = follow_lines(logs);
             // The engine's signals, by the engine's name the step carries.
             let signals = ReadySignals::of_workload(&self.engine);
             let started = Instant::now();
@@ -175,21 +207,7 @@ impl<'a> Phase<ApplyContext<'a>> for WaitServing {
                 // The API lists the model: one streamed completion, for the id it lists.
                 let token = match token_for {
                     Some(model) => {
-                        let sent = now();
-                        let probe = token_probe::script(&self.url, &model, TOKEN_BOUND_S);
-                        // A dropped round trip says nothing of the engine: asked again at the
-                        // next poll, within the deadline.
-                        match shell.run(&probe, header.clone(), None).await {
-                            Ok(out) => {
-                                let got = token_probe::parse(&out.stdout, TOKEN_BOUND_S);
-                                let at = match &got {
-                                    TokenProbe::Token { after_ms: Some(ms) } => sent + ms,
-                                    _ => now(),
-                                };
-                                Some((got, at))
-                            }
-                            Err(_) => None,
-                        }
+                        send_token_probe(shell.as_ref(), &self.url, &model, &header, now).await
                     }
                     None => None,
                 };
