@@ -12,48 +12,12 @@ mod hub_standin;
 mod sim_serving;
 mod support;
 
-use std::path::PathBuf;
-use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-use hub_standin::{HubStandin, tiny_repo};
-use sim_serving::{WithRay, docker_socket, hosts, remove_job, standin_on_every_node, trust_all};
+use sim_serving::{docker, hosts, remove_job, two_nodes_serving};
 use support::{SimNet, describe, stdout};
 
 const MODEL: &str = "spark-test/tiny";
-
-/// Two nodes with dockerd, trust, the stand-in image and a stand-in Hub in node 1.
-fn cluster() -> (SimNet, HubStandin, String, tokio::runtime::Runtime) {
-    let net = SimNet::builder(2).services("sshd,dockerd").tag("w").up();
-    trust_all(&net);
-    let image = format!("{}standin-noray:test", net.prefix());
-    standin_on_every_node(&net, &image, WithRay::No);
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let netns = PathBuf::from("/var/run/netns").join(format!("{}n1", net.prefix()));
-    // The shape of a model tp 2 divides (what the launch's tp check reads).
-    let mut repo = tiny_repo(MODEL, 200_000);
-    for f in &mut repo.files {
-        if f.path == "config.json" {
-            f.content = br#"{"architectures":["TinyForCausalLM"],"hidden_size":64,"num_attention_heads":14,"num_key_value_heads":2,"num_hidden_layers":24}"#.to_vec();
-        }
-    }
-    let hub = rt.block_on(HubStandin::start_in_netns(vec![repo], &netns));
-    (net, hub, image, rt)
-}
-
-fn docker(net: &SimNet, node: usize, args: &[&str]) -> Output {
-    Command::new("docker")
-        .args([
-            "-H",
-            &format!("unix://{}", docker_socket(net, node).display()),
-        ])
-        .args(args)
-        .output()
-        .expect("docker")
-}
 
 /// `curl` inside node 1: the HTTP status and the body.
 fn curl(net: &SimNet, path: &str) -> (String, String) {
@@ -86,7 +50,7 @@ fn gauge(page: &str, name: &str) -> Option<f64> {
 
 #[test]
 fn a_paused_worker_wedges_generation_while_health_answers_and_the_soak_names_the_stall() {
-    let (net, hub, image, _rt) = cluster();
+    let (net, hub, image, _rt) = two_nodes_serving("w", MODEL);
     let job = "wedge";
     let h = hosts(&net);
     let out = net.spark_launch_with(

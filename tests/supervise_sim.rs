@@ -16,47 +16,14 @@ mod hub_standin;
 mod sim_serving;
 mod support;
 
-use std::path::PathBuf;
-use std::process::{Command, Output};
+use std::process::Output;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use hub_standin::{HubStandin, tiny_repo};
-use sim_serving::{WithRay, docker_socket, hosts, remove_job, standin_on_every_node, trust_all};
+use hub_standin::HubStandin;
+use sim_serving::{docker, hosts, remove_job, two_nodes_serving};
 use support::{SimNet, describe, stdout};
 
 const MODEL: &str = "spark-test/tiny";
-
-/// Two nodes with dockerd, trust, the stand-in image and a stand-in Hub in node 1.
-fn cluster(tag: &str) -> (SimNet, HubStandin, String, tokio::runtime::Runtime) {
-    let net = SimNet::builder(2).services("sshd,dockerd").tag(tag).up();
-    trust_all(&net);
-    let image = format!("{}standin-noray:test", net.prefix());
-    standin_on_every_node(&net, &image, WithRay::No);
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let netns = PathBuf::from("/var/run/netns").join(format!("{}n1", net.prefix()));
-    let mut repo = tiny_repo(MODEL, 200_000);
-    for f in &mut repo.files {
-        if f.path == "config.json" {
-            f.content = br#"{"architectures":["TinyForCausalLM"],"hidden_size":64,"num_attention_heads":14,"num_key_value_heads":2,"num_hidden_layers":24}"#.to_vec();
-        }
-    }
-    let hub = rt.block_on(HubStandin::start_in_netns(vec![repo], &netns));
-    (net, hub, image, rt)
-}
-
-fn docker(net: &SimNet, node: usize, args: &[&str]) -> Output {
-    Command::new("docker")
-        .args([
-            "-H",
-            &format!("unix://{}", docker_socket(net, node).display()),
-        ])
-        .args(args)
-        .output()
-        .expect("docker")
-}
 
 /// `docker inspect -f FORMAT NAME` on node `node`, trimmed.
 fn inspect(net: &SimNet, node: usize, name: &str, format: &str) -> String {
@@ -218,7 +185,7 @@ fn token(net: &SimNet) -> String {
 #[test]
 fn a_supervised_job_heals_a_wedge_and_a_crashed_rank_by_restarting_its_whole_group_and_ctrl_c_leaves_it_running_also_with_vllm_supervise()
  {
-    let (net, hub, image, _rt) = cluster("v");
+    let (net, hub, image, _rt) = two_nodes_serving("v", MODEL);
     let job = "sup";
     launch(&net, &hub, &image, job);
     let worker = format!("sl-{job}-{}", net.hostname(2));
@@ -460,7 +427,7 @@ fn at_ms(at: &str) -> i64 {
 #[test]
 #[ignore = "a benchmark: bench/wedge.sh runs it"]
 fn wedge_bench() {
-    let (net, hub, image, _rt) = cluster("b");
+    let (net, hub, image, _rt) = two_nodes_serving("b", MODEL);
     let job = "wedgebench";
     launch(&net, &hub, &image, job);
     let worker = format!("sl-{job}-{}", net.hostname(2));

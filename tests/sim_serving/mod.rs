@@ -4,8 +4,9 @@
 #![allow(dead_code)]
 
 use std::path::PathBuf;
-use std::process::Command;
+use std::process::{Command, Output};
 
+use super::hub_standin::{HubStandin, tiny_repo};
 use super::support::{self, SimNet, describe};
 
 /// Every node's key in every other node's `authorized_keys`, and every node's host key in
@@ -205,4 +206,42 @@ pub fn trtllm_standin_on_every_node(net: &SimNet, tag: &str) {
             describe(&out)
         );
     }
+}
+
+/// Two nodes with sshd and dockerd, trust, the stand-in image without Ray on each (its tag
+/// returned), and a stand-in Hub in node 1 serving `model` with a shape tp 2 divides (what the
+/// launch's tp check reads).
+pub fn two_nodes_serving(
+    tag: &str,
+    model: &str,
+) -> (SimNet, HubStandin, String, tokio::runtime::Runtime) {
+    let net = SimNet::builder(2).services("sshd,dockerd").tag(tag).up();
+    trust_all(&net);
+    let image = format!("{}standin-noray:test", net.prefix());
+    standin_on_every_node(&net, &image, WithRay::No);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let netns = PathBuf::from("/var/run/netns").join(format!("{}n1", net.prefix()));
+    let mut repo = tiny_repo(model, 200_000);
+    for f in &mut repo.files {
+        if f.path == "config.json" {
+            f.content = br#"{"architectures":["TinyForCausalLM"],"hidden_size":64,"num_attention_heads":14,"num_key_value_heads":2,"num_hidden_layers":24}"#.to_vec();
+        }
+    }
+    let hub = rt.block_on(HubStandin::start_in_netns(vec![repo], &netns));
+    (net, hub, image, rt)
+}
+
+/// `docker ARGS` against node `node`'s own engine.
+pub fn docker(net: &SimNet, node: usize, args: &[&str]) -> Output {
+    Command::new("docker")
+        .args([
+            "-H",
+            &format!("unix://{}", docker_socket(net, node).display()),
+        ])
+        .args(args)
+        .output()
+        .expect("docker")
 }
