@@ -397,16 +397,13 @@ pub fn reserved_args(args: &[String]) -> Vec<Problem> {
     })
 }
 
-/// The flags of a recipe's SGLang line that spark-launch writes itself (SGLang's parser
-/// takes `_` for `-` as well). `--api-key` never gets here: the recipe reader takes it out.
+/// The flags of a recipe's SGLang line that spark-launch writes itself, spelled as SGLang's
+/// parser takes them (`-` only: `--tp_size` is refused by SGLang, so it stays in the line for
+/// SGLang to refuse, as `reserved_args` leaves it). `--api-key` never gets here: the recipe
+/// reader takes it out.
 fn recipe_flag(flag: &str) -> Option<(RecipeFlag, FlagValues)> {
-    let long = if flag.starts_with("--") {
-        flag.replace('_', "-")
-    } else {
-        flag.to_string()
-    };
     let one = |f| Some((f, FlagValues::One));
-    match long.as_str() {
+    match flag {
         "--model-path" | "--model" => one(RecipeFlag::Model),
         "--revision" => one(RecipeFlag::Revision),
         "--tp-size" | "--tp" | "--tensor-parallel-size" => one(RecipeFlag::Tp),
@@ -446,7 +443,7 @@ mod tests {
             &[
                 "--model-path",
                 "m",
-                "--tp_size=2",
+                "--tp-size=2",
                 "--served-model-name",
                 "q",
                 "--nnodes",
