@@ -1149,7 +1149,7 @@ fn sglang_plans_every_node_with_its_rank_takes_the_key_out_of_argv_and_refuses_f
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("extra argument --tp is set by spark-launch itself")
+        err.contains("extra argument --tp (read as --tp-size) is set by spark-launch itself")
             && err.contains("use --tp"),
         "{err}"
     );

@@ -80,6 +80,7 @@ pub fn request(
     tuning.launcher = engine.recipe_launcher(&program);
     let split = split_recipe_args(engine, &args);
     serve.engine_args = split.kept;
+    errors.extend(split.refused.into_iter().map(|r| err("command", r)));
     let mut taken = Taken::default();
     for owned in &split.owned {
         match take(owned, &mut taken, &mut tuning) {
@@ -194,6 +195,8 @@ fn take(
         RecipeFlag::Model | RecipeFlag::Revision | RecipeFlag::Tp | RecipeFlag::Pp => Ok(None),
         // Ray or not is the recipe's already (RecipeLaunch::ray); the rest is the mode's.
         RecipeFlag::Executor => Ok(None),
+        // The recipe reader took the key out of the line already (RecipeLaunch::api_key).
+        RecipeFlag::ApiKey => Ok(None),
         RecipeFlag::Port => {
             taken.port = Some(port("the API port")?);
             Ok(None)
@@ -475,6 +478,76 @@ mod tests {
             s.recipe.unwrap().warnings.iter().any(|w| w.contains(
                 "`--dist-init-addr 10.0.0.1:5000` is dropped: spark-launch writes --dist-init-addr itself"
             ))
+        );
+    }
+
+    #[test]
+    fn abbreviations_of_the_flags_spark_launch_writes_are_read_as_those_flags_and_never_reach_the_engine()
+     {
+        let l = launch(
+            "recipe_version: \"2\"\nmodel: org/demo\nruntime: vllm\ncontainer: img:1\ncommand: vllm serve {model} --tensor-parallel 2 --max-model-len 4096 --hos 0.0.0.0 --served-model demo --por=9001\n",
+        );
+        assert_eq!(
+            (l.tp, l.nodes),
+            (2, 2),
+            "the shape is read from --tensor-parallel"
+        );
+        let o = RecipeOverrides {
+            serve: Overrides {
+                bind: Some(Bind::Fabric),
+                ..Overrides::default()
+            },
+            ..RecipeOverrides::default()
+        };
+        let s = serve(request(&l, vec![], &o).unwrap());
+        assert_eq!(s.serve.engine_args, ["--max-model-len", "4096"]);
+        assert_eq!((s.serve.tp, s.serve.port), (2, 9001));
+        assert_eq!(s.serve.bind, Bind::Fabric);
+        assert_eq!(s.recipe.unwrap().served_name.as_deref(), Some("demo"));
+    }
+
+    #[test]
+    fn an_sglang_recipe_s_underscored_api_key_is_refused_by_name_and_its_key_is_never_kept_or_printed()
+     {
+        let l = launch(
+            "recipe_version: \"2\"\nmodel: org/demo\nruntime: sglang\ncommand: sglang serve --model-path {model} --api_key sk-hidden-1 --dist-init 10.0.0.1:5000\n",
+        );
+        assert!(
+            !l.argv.iter().any(|w| w.contains("sk-hidden-1")),
+            "{:?}",
+            l.argv
+        );
+        let e = request(&l, vec![], &RecipeOverrides::default()).unwrap_err();
+        let text = e.to_string();
+        assert!(
+            text.contains("`--api_key`: SGLang does not read this spelling of --api-key"),
+            "{text}"
+        );
+        assert!(!text.contains("sk-hidden-1"), "{text}");
+    }
+
+    #[test]
+    fn an_abbreviated_vllm_api_key_in_a_recipe_is_taken_as_the_key_and_leaves_the_line() {
+        let l = launch(
+            "recipe_version: \"2\"\nmodel: org/demo\nruntime: vllm\ncontainer: img:1\ncommand: vllm serve {model} --api_k sk-hidden-2 --max-model-len 4096\n",
+        );
+        assert!(l.api_key.is_some());
+        assert_eq!(
+            l.argv,
+            ["vllm", "serve", "org/demo", "--max-model-len", "4096"]
+        );
+        let l = launch(
+            "recipe_version: \"2\"\nmodel: org/demo\nruntime: vllm\ncontainer: img:1\ncommand: vllm serve {model} --api=sk-hidden-3\n",
+        );
+        let e = request(&l, vec![], &RecipeOverrides::default()).unwrap_err();
+        let text = e.to_string();
+        assert!(
+            text.contains("`--api`: vLLM reads abbreviations, and this one could be --api-key"),
+            "{text}"
+        );
+        assert!(
+            !format!("{text}{:?}", l.argv).contains("sk-hidden-3"),
+            "{text}"
         );
     }
 
