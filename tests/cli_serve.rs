@@ -1149,9 +1149,39 @@ fn sglang_plans_every_node_with_its_rank_takes_the_key_out_of_argv_and_refuses_f
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("extra argument --tp is set by spark-launch itself")
+        err.contains("extra argument --tp (read as --tp-size) is set by spark-launch itself")
             && err.contains("use --tp"),
         "{err}"
     );
     assert!(err.contains("use --bind"), "{err}");
+}
+
+#[test]
+fn the_engine_s_key_variable_given_with_env_is_refused_for_api_key_and_never_printed() {
+    let out = run(&args(
+        &[
+            "vllm",
+            "org/m",
+            "--tp",
+            "2",
+            "--env",
+            "VLLM_API_KEY=sk-env-2",
+            "--dry-run",
+        ],
+        "seed-001-two-sparks-both-twins",
+    ));
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        text(&out).contains(
+            "--env VLLM_API_KEY: VLLM_API_KEY is where spark-launch gives vLLM its API key"
+        ),
+        "{}",
+        text(&out)
+    );
+    assert!(
+        text(&out).contains("give the key with --api-key"),
+        "{}",
+        text(&out)
+    );
+    assert!(!text(&out).contains("sk-env-2"), "{}", text(&out));
 }

@@ -169,3 +169,63 @@ fn the_broken_fixtures_fail_and_the_good_ones_do_not() {
         assert!(live_skipped, "{name}: a live check ran on snapshots");
     }
 }
+
+#[test]
+fn a_gpu_machine_without_rdma_skips_what_it_has_nothing_to_check_on_saying_why() {
+    // Probed on a real machine with an H200 GPU and no RDMA device (one node, no `ip`).
+    let r = report("real-gpu-one-node-no-rdma");
+    let status = |id: &str| {
+        r.checks
+            .iter()
+            .find(|c| c.info.id == id)
+            .map(|c| (c.status, c.skipped.first().map(|(_, why)| why.clone())))
+            .unwrap_or_else(|| panic!("no check {id}"))
+    };
+    for id in [
+        "fabric.twins-active",
+        "fabric.link-speed",
+        "fabric.interfaces",
+    ] {
+        assert_eq!(
+            status(id),
+            (
+                CheckStatus::Skipped,
+                Some("no RDMA device on this node: nothing to check".to_string())
+            ),
+            "{id}"
+        );
+    }
+    assert_eq!(
+        status("host.kernel"),
+        (
+            CheckStatus::Skipped,
+            Some("one node: nothing to compare or reach between nodes".to_string())
+        )
+    );
+    assert_eq!(status("fabric.rdma-active").0, CheckStatus::Fail);
+    for id in [
+        "host.memlock",
+        "host.nvidia-driver",
+        "host.memory",
+        "host.nccl-conf",
+    ] {
+        assert_eq!(status(id).0, CheckStatus::Ok, "{id}");
+    }
+    let oks: Vec<&str> = r
+        .checks
+        .iter()
+        .filter(|c| c.status == CheckStatus::Ok)
+        .map(|c| c.info.id)
+        .collect();
+    assert_eq!(
+        oks,
+        [
+            "host.memlock",
+            "host.nvidia-driver",
+            "host.memory",
+            "host.nccl-conf"
+        ],
+        "{}",
+        doctor::render::text(&r)
+    );
+}

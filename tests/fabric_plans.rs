@@ -324,3 +324,25 @@ fn a_file_netplan_rejects_fails_the_check() {
     let bad = "network:\n  version: 2\n  ethernets:\n    eth0:\n      mtu: nine-thousand\n";
     assert!(generate(bad).is_err());
 }
+
+#[test]
+fn a_ring_plan_names_the_node_whose_two_cables_to_swap() {
+    // Seed 003's table joins port 0 to port 0 and port 1 to port 1 on two of its cables.
+    for (fixture, given) in [
+        ("seed-003-triangle", &[][..]),
+        ("fresh-triangle", &TRIANGLE[..]),
+    ] {
+        let p = plan_of(fixture, given, &opts(false)).unwrap();
+        let swap: Vec<&String> = p
+            .warnings
+            .iter()
+            .filter(|w| w.contains("swap its two cables"))
+            .collect();
+        assert_eq!(swap.len(), 1, "{fixture}: {:?}", p.warnings);
+        assert!(
+            swap[0].contains("(fix: on iceberg, swap its two cables: the one in enp1s0f0np0 (to titanic) goes into enp1s0f1np1"),
+            "{fixture}: {}",
+            swap[0]
+        );
+    }
+}

@@ -9,7 +9,8 @@ use std::path::Path;
 
 use spark_launch::recipe::RecipeInput;
 use spark_launch::recipe::loader;
-use support::sglang::sglang_parse;
+use spark_launch::workload::engines::{EngineKind, FlagMatch, match_flag};
+use support::sglang::{IMAGE, NEWEST, Resolved, sglang_parse, sglang_resolve_with};
 
 fn words(text: &str) -> Vec<String> {
     text.split_whitespace().map(str::to_string).collect()
@@ -64,4 +65,62 @@ fn the_sglang_line_of_a_recipe_fixture_passes_sglangs_parser_with_multi_node_fla
     ));
     let v = sglang_parse(&[head]);
     assert_eq!(v.lines[0], Ok(()), "{v:?}");
+}
+
+#[test]
+fn every_prefix_of_a_flag_spark_launch_writes_is_read_as_sglangs_parsers_read_it() {
+    // Each prefix of each flag spark-launch owns (and its `_` spelling), asked of both pinned
+    // releases' parsers: spark-launch takes it as the flag only where both read it as that
+    // flag, refuses it as ambiguous only where one of them cannot read it as one flag alone,
+    // and never keeps a word either parser reads as one of spark-launch's flags.
+    let sglang = EngineKind::Sglang.engine();
+    let mut words: Vec<String> = Vec::new();
+    for f in sglang.owned_flags() {
+        for end in 3..=f.name.len() {
+            words.push(f.name[..end].to_string());
+            words.push(f.name[..end].replace('-', "_").replacen("__", "--", 1));
+        }
+    }
+    words.sort();
+    words.dedup();
+    let owned = |r: &Resolved| match r {
+        Resolved::Flag(spellings) => sglang
+            .owned_flags()
+            .iter()
+            .find(|f| spellings.iter().any(|s| s == f.name)),
+        _ => None,
+    };
+    let pins: Vec<(String, Vec<Resolved>)> = [IMAGE, NEWEST]
+        .iter()
+        .map(|p| sglang_resolve_with(p, &words))
+        .collect();
+    assert_eq!(
+        pins.iter().map(|(v, _)| v.as_str()).collect::<Vec<_>>(),
+        ["0.5.12.post1", "0.5.23"]
+    );
+    for (i, word) in words.iter().enumerate() {
+        let read: Vec<&Resolved> = pins.iter().map(|(_, r)| &r[i]).collect();
+        match match_flag(sglang, word) {
+            FlagMatch::Owned(f) => assert!(
+                read.iter()
+                    .all(|r| owned(r).is_some_and(|o| o.flag == f.flag)),
+                "{word}: taken as {} but the parsers read {read:?}",
+                f.name
+            ),
+            FlagMatch::Ambiguous(_) => assert!(
+                read.iter()
+                    .any(|r| !matches!(r, Resolved::Flag(_)) || owned(r).is_none()),
+                "{word}: refused as ambiguous but both parsers read {read:?}"
+            ),
+            other => assert!(
+                read.iter().all(|r| owned(r).is_none()),
+                "{word}: {other:?}, but a parser reads it as one of spark-launch's flags: {read:?}"
+            ),
+        }
+    }
+    assert_eq!(
+        match_flag(sglang, "--api_key"),
+        FlagMatch::MisspeltKey("--api-key"),
+        "SGLang refuses the spelling, spark-launch never keeps it"
+    );
 }

@@ -292,6 +292,59 @@ impl CheckSelection {
     }
 }
 
+/// Checks that look only at RDMA devices and what hangs off them (twins, fabric interfaces and
+/// addresses, their links): on a node with no RDMA device they have nothing to look at
+/// (`fabric.rdma-active` and `host.infiniband-dev` say what is missing).
+const ON_RDMA: &[&str] = &[
+    "fabric.twins-active",
+    "fabric.twins-used",
+    "fabric.twins-same-subnet",
+    "fabric.duplicate-address",
+    "fabric.subnet-overlap",
+    "fabric.mtu-mismatch",
+    "fabric.mtu-path",
+    "fabric.link-speed",
+    "fabric.roce-gid",
+    "fabric.interfaces",
+    "fabric.cabling-ports",
+    "reach.fabric",
+];
+
+/// Checks that compare nodes with each other or reach one node from another: a cluster of one
+/// node has nothing for them to compare or reach. (The image and model checks also find a copy
+/// missing on a node, which one node can show.)
+const BETWEEN_NODES: &[&str] = &[
+    "fabric.control-plane",
+    "fabric.mtu-mismatch",
+    "fabric.mtu-path",
+    "fabric.cabling-ports",
+    "fabric.ring-wiring",
+    "fabric.ring-direction",
+    "reach.ssh",
+    "reach.fabric",
+    "host.kernel",
+];
+
+/// A check that found nothing wrong on a node where it had nothing to look at is a skip that
+/// says why, never an ok: one node for a check between nodes, no RDMA device for a check of
+/// the fabric. Its findings, where it made any, stand.
+fn skip_nothing_to_check(inputs: &Inputs, id: &str, e: &mut Evaluation) {
+    let one = inputs.nodes.len() + inputs.unreachable.len() == 1;
+    for n in inputs.nodes {
+        if e.status_of(&n.name) != CheckStatus::Ok {
+            continue;
+        }
+        if one && BETWEEN_NODES.contains(&id) {
+            e.skip(
+                &n.name,
+                "one node: nothing to compare or reach between nodes",
+            );
+        } else if ON_RDMA.contains(&id) && n.facts.rdma_devices.is_empty() {
+            e.skip(&n.name, "no RDMA device on this node: nothing to check");
+        }
+    }
+}
+
 /// Runs every selected check and assembles the report (log analyses are added by the caller).
 pub fn run(inputs: &Inputs, selection: &CheckSelection) -> Report {
     let mut names: Vec<NodeName> = inputs.nodes.iter().map(|n| n.name.clone()).collect();
@@ -311,6 +364,7 @@ pub fn run(inputs: &Inputs, selection: &CheckSelection) -> Report {
         if fabric::READS_ADDRESSES.contains(&check.info.id) {
             fabric::skip_unrecorded_addresses(inputs, &mut eval);
         }
+        skip_nothing_to_check(inputs, check.info.id, &mut eval);
         for (node, why) in inputs.unreachable {
             if !eval.findings.iter().any(|f| &f.node == node) {
                 eval.skip(node, format!("not reachable ({why})"));

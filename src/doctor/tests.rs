@@ -156,3 +156,49 @@ fn a_node_that_cannot_be_reached_fails_reach_ssh_and_is_skipped_by_every_other_c
         }
     }
 }
+
+#[test]
+fn checks_between_nodes_on_a_live_cluster_of_one_node_are_skipped_saying_so() {
+    let nodes = vec![Node::cabled_spark("solo", "192.168.177.11/24").named("solo")];
+    let live: Live = [(name("solo"), Ok(Observations::default()))].into();
+    let derived = derive(&nodes);
+    let r = run(
+        &Inputs {
+            nodes: &nodes,
+            derived: &derived,
+            options: &Options::default(),
+            live: Some(&live),
+            unreachable: &[],
+        },
+        &CheckSelection {
+            only: vec![
+                "reach.ssh".into(),
+                "reach.fabric".into(),
+                "fabric.mtu-path".into(),
+                "host.kernel".into(),
+            ],
+            skip: vec![],
+        },
+    );
+    let got: Vec<(&str, CheckStatus, &str)> = r
+        .checks
+        .iter()
+        .map(|c| {
+            (
+                c.info.id,
+                c.status,
+                c.skipped.first().map(|(_, w)| w.as_str()).unwrap_or(""),
+            )
+        })
+        .collect();
+    let one = "one node: nothing to compare or reach between nodes";
+    assert_eq!(
+        got,
+        [
+            ("fabric.mtu-path", CheckStatus::Skipped, one),
+            ("reach.ssh", CheckStatus::Skipped, one),
+            ("reach.fabric", CheckStatus::Skipped, one),
+            ("host.kernel", CheckStatus::Skipped, one),
+        ]
+    );
+}

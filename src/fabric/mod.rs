@@ -197,6 +197,13 @@ pub fn plan(
     let map = cabling::link_map(nodes, given)?;
     let layout = cabling::layout(nodes, &map).map_err(|problems| FabricRefusal { problems })?;
     let mut warnings: Vec<String> = map.notes.clone();
+    // A ring cabled the wrong way round works but is not NVIDIA's ring wiring: name the node
+    // whose two cables to swap, as doctor and launch plans do.
+    warnings.extend(
+        cabling::ring_direction(nodes, &map)
+            .into_iter()
+            .map(|(_, p)| format!("{} (fix: {})", p.problem, p.fix)),
+    );
     let (topology, nets) = nets_of(&layout, opts, &mut warnings);
     refuse_management(nodes, &nets)?;
     if opts.link_local && topology != FabricTopology::Direct {

@@ -2,10 +2,14 @@
 //! `sglang serve`, `python3 -m sglang.launch_server`, `trtllm-serve`, …), and the values
 //! spark-launch plans from — the model, its revision, tensor/pipeline/data parallel sizes, a
 //! Ray executor — as the engine's own parser would read them (the last occurrence wins;
-//! `--flag value` and `--flag=value`; vLLM's `_` spellings). Also takes an `--api-key` out of
-//! the words, so no key stays in an argv. Pure.
+//! `--flag value` and `--flag=value`; the spellings and abbreviations the engine's parser
+//! reads, as the engine says: `engines::match_flag`). Also takes the API key out of the
+//! words, in every spelling of its flag, so no key stays in an argv. Pure.
 
 use super::runtime::RecipeEngine;
+use crate::workload::engines::{
+    self, FlagMatch, FlagValues, RecipeFlag, ServingEngine, match_flag,
+};
 
 /// The engine a command starts, and the index of its first argument.
 pub fn program(argv: &[String]) -> Option<(RecipeEngine, usize)> {
@@ -43,29 +47,9 @@ impl Spellings {
     }
 }
 
-const TP: Spellings = Spellings {
-    vllm: &["-tp", "--tensor-parallel-size"],
-    sglang: &["--tp-size", "--tensor-parallel-size", "--tp"],
-    trtllm: &["--tp_size"],
-};
-const PP: Spellings = Spellings {
-    vllm: &["-pp", "--pipeline-parallel-size"],
-    sglang: &["--pp-size", "--pipeline-parallel-size", "--pp"],
-    trtllm: &["--pp_size"],
-};
 const DP: Spellings = Spellings {
     vllm: &["-dp", "--data-parallel-size"],
     sglang: &["--dp-size", "--data-parallel-size", "--dp"],
-    trtllm: &[],
-};
-const MODEL_FLAG: Spellings = Spellings {
-    vllm: &["--model"],
-    sglang: &["--model-path", "--model"],
-    trtllm: &[],
-};
-const REVISION: Spellings = Spellings {
-    vllm: &["--revision"],
-    sglang: &["--revision"],
     trtllm: &[],
 };
 
@@ -117,31 +101,81 @@ pub struct LineFacts {
     pub ray: bool,
 }
 
+/// The engine that runs a recipe's runtime.
+fn serving(engine: RecipeEngine) -> Option<&'static dyn ServingEngine> {
+    super::request::engine_kind(engine).map(|k| k.engine())
+}
+
+/// The last value of each flag spark-launch writes itself, as the engine's parser reads the
+/// words ([`match_flag`]: `--tensor-parallel 8` is vLLM's `--tensor-parallel-size 8`).
+fn owned_values(engine: &dyn ServingEngine, args: &[String]) -> Vec<(RecipeFlag, String)> {
+    let mut found = Vec::new();
+    let mut i = 0;
+    while i < args.len() {
+        let w = &args[i];
+        i += 1;
+        let (name, inline) = match w.split_once('=') {
+            Some((n, v)) if n.starts_with('-') => (n, Some(v)),
+            _ => (w.as_str(), None),
+        };
+        let FlagMatch::Owned(f) = match_flag(engine, name) else {
+            continue;
+        };
+        let value = match (inline, f.values) {
+            (Some(v), _) => Some(v.to_string()),
+            (None, FlagValues::None) => None,
+            (None, _) => args.get(i).cloned().inspect(|_| i += 1),
+        };
+        if let Some(v) = value {
+            found.retain(|(flag, _)| *flag != f.flag);
+            found.push((f.flag, v));
+        }
+    }
+    found
+}
+
 /// Reads the facts of a line whose engine starts at `args_start`.
 pub fn facts(engine: RecipeEngine, argv: &[String], args_start: usize) -> LineFacts {
     let args = argv.get(args_start..).unwrap_or(&[]);
-    let value = |s: &Spellings| last_value(engine, args, s.for_engine(engine)).map(|(_, v)| v);
+    let owned = serving(engine)
+        .map(|e| owned_values(e, args))
+        .unwrap_or_default();
+    let value = |flag: RecipeFlag| {
+        owned
+            .iter()
+            .find(|(f, _)| *f == flag)
+            .map(|(_, v)| v.clone())
+    };
     let positional = match engine {
         RecipeEngine::Vllm | RecipeEngine::Trtllm => {
             args.first().filter(|a| !a.starts_with('-')).cloned()
         }
         RecipeEngine::Sglang => None,
     };
-    let ray = engine == RecipeEngine::Vllm
-        && last_value(engine, args, &["--distributed-executor-backend"])
-            .is_some_and(|(_, v)| v == "ray");
+    let ray =
+        engine == RecipeEngine::Vllm && value(RecipeFlag::Executor).is_some_and(|v| v == "ray");
     LineFacts {
-        model: value(&MODEL_FLAG).or(positional),
-        revision: value(&REVISION),
-        tp: value(&TP),
-        pp: value(&PP),
-        dp: value(&DP),
+        model: value(RecipeFlag::Model).or(positional),
+        revision: value(RecipeFlag::Revision),
+        tp: value(RecipeFlag::Tp),
+        pp: value(RecipeFlag::Pp),
+        dp: last_value(engine, args, DP.for_engine(engine)).map(|(_, v)| v),
         ray,
     }
 }
 
-/// Takes every `--api-key` (and its value) out of `argv`; returns the last value.
+/// Takes the API key out of `argv` as the engine its program words start reads its key flag
+/// (in full, in another spelling, abbreviated: `engines::take_api_key`), so no key stays in
+/// an argv; returns the last key given. A line that starts no engine loses every `--api-key`.
 pub fn take_api_key(argv: &mut Vec<String>) -> Option<String> {
+    if let Some((engine, start)) = program(argv)
+        && let Some(e) = serving(engine)
+    {
+        let mut args = argv.split_off(start);
+        let key = engines::take_api_key(e, &mut args);
+        argv.extend(args);
+        return key;
+    }
     let mut key = None;
     let mut out = Vec::with_capacity(argv.len());
     let mut words = std::mem::take(argv).into_iter();
@@ -196,6 +230,16 @@ mod tests {
         assert_eq!(f.tp.as_deref(), Some("2"));
         assert_eq!(f.pp.as_deref(), Some("2"));
         assert_eq!(f.revision.as_deref(), Some("abc"));
+        assert!(f.ray);
+    }
+
+    #[test]
+    fn vllm_facts_read_abbreviations_as_vllm_does() {
+        let argv = w(
+            "vllm serve org/m --tensor-parallel 8 --pipeline_parallel=2 --distributed-executor ray",
+        );
+        let f = facts(RecipeEngine::Vllm, &argv, 2);
+        assert_eq!((f.tp.as_deref(), f.pp.as_deref()), (Some("8"), Some("2")));
         assert!(f.ray);
     }
 

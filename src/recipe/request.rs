@@ -7,18 +7,21 @@
 //! the recipe (`--tp 4` over the recipe's 2) a warning names both. Pure.
 
 use super::engine_line;
+use super::env::{EnvPiece, RecipeEnv};
 use super::error::{RecipeError, RecipeErrors};
 use super::launch::RecipeLaunch;
 use super::mods::ModFiles;
 use super::runtime::RecipeEngine;
 use crate::model::ModelSource;
 use crate::plan::JobName;
+use crate::plan::secret::Secret;
 use crate::plan::secret::is_secret_name;
 use crate::profile::fit::Fit;
 use crate::profile::request::Overrides;
 use crate::workload::endpoint::{ApiKeyAsk, Bind};
 use crate::workload::engines::{
-    EngineKind, EngineOptions, OwnedArg, RecipeFlag, ServingEngine, split_recipe_args,
+    ApiKeySupport, EngineKind, EngineOptions, OwnedArg, RecipeFlag, ServingEngine,
+    split_recipe_args,
 };
 use crate::workload::launch::{LaunchRequest, ServeRequest};
 use crate::workload::recipe_part::RecipePart;
@@ -80,6 +83,7 @@ pub fn request(
     tuning.launcher = engine.recipe_launcher(&program);
     let split = split_recipe_args(engine, &args);
     serve.engine_args = split.kept;
+    errors.extend(split.refused.into_iter().map(|r| err("command", r)));
     let mut taken = Taken::default();
     for owned in &split.owned {
         match take(owned, &mut taken, &mut tuning) {
@@ -116,7 +120,9 @@ pub fn request(
         .unwrap_or_else(|| engine.default_image().to_string());
     serve.gpus_per_node = o.gpus_per_node.unwrap_or(launch.gpus_per_node.max(1));
     shared(&mut serve, &o.serve);
-    let api_key = api_key(launch, o, &mut warnings);
+    let mut env = launch.env.clone();
+    let env_key = env_api_key(launch, engine, &mut env, &mut errors);
+    let api_key = api_key(launch, env_key, o, &mut warnings);
     if !errors.is_empty() {
         return Err(RecipeErrors(errors));
     }
@@ -127,7 +133,7 @@ pub fn request(
         format: launch.format,
         program,
         served_name,
-        env: launch.env.clone(),
+        env,
         keep_env: o.keep_env,
         mods,
         warnings,
@@ -194,6 +200,8 @@ fn take(
         RecipeFlag::Model | RecipeFlag::Revision | RecipeFlag::Tp | RecipeFlag::Pp => Ok(None),
         // Ray or not is the recipe's already (RecipeLaunch::ray); the rest is the mode's.
         RecipeFlag::Executor => Ok(None),
+        // The recipe reader took the key out of the line already (RecipeLaunch::api_key).
+        RecipeFlag::ApiKey => Ok(None),
         RecipeFlag::Port => {
             taken.port = Some(port("the API port")?);
             Ok(None)
@@ -299,30 +307,100 @@ fn served_name(names: Vec<String>, file: &str, warnings: &mut Vec<String>) -> Op
     names.into_iter().next()
 }
 
-/// `--api-key` over a key written in the recipe's command (which the recipe reader took out
-/// of the words).
+/// The key a recipe gives in its env, in the variable its engine reads its key from
+/// (vLLM's `VLLM_API_KEY`): owned like `--api-key`, so taken out of the env (it never reaches a
+/// container that way, nor replaces the user's key under `--recipe-env`). A plain value is the
+/// recipe's key; a value that differs per node cannot be one and is refused.
+fn env_api_key(
+    launch: &RecipeLaunch,
+    engine: &dyn ServingEngine,
+    env: &mut RecipeEnv,
+    errors: &mut Vec<RecipeError>,
+) -> Option<EnvKey> {
+    let ApiKeySupport::Env(var) = engine.api_key() else {
+        return None;
+    };
+    let value = env.0.remove(var)?;
+    let mut text = String::new();
+    for piece in &value.pieces {
+        match piece {
+            EnvPiece::Text(t) => text.push_str(t),
+            EnvPiece::Launch(_) => {
+                errors.push(
+                    RecipeError::new(
+                        &launch.file,
+                        format!("env.{var}"),
+                        format!(
+                            "{var} is the {} API key, which cannot differ per node",
+                            engine.title()
+                        ),
+                    )
+                    .fix("give the key with --api-key KEY|auto|@FILE"),
+                );
+                return None;
+            }
+        }
+    }
+    Some(EnvKey {
+        var,
+        key: Secret::new(text),
+    })
+}
+
+/// The engine's key variable as a recipe's env set it (`key`: `None` when empty).
+struct EnvKey {
+    var: &'static str,
+    key: Option<Secret>,
+}
+
+/// `--api-key` over a key written in the recipe's command, over one in its env (the engine
+/// reads its command's key first); each key not used is named in a warning, never shown.
 fn api_key(
     launch: &RecipeLaunch,
+    env: Option<EnvKey>,
     o: &RecipeOverrides,
     warnings: &mut Vec<String>,
 ) -> Option<ApiKeyAsk> {
-    match (&o.serve.api_key, &launch.api_key) {
-        (Some(k), Some(_)) => {
-            warnings.push(format!(
-                "{}: --api-key replaces the key written in the recipe's command",
-                launch.file
-            ));
+    let file = &launch.file;
+    let env_var = env.as_ref().filter(|e| e.key.is_some()).map(|e| e.var);
+    if let Some(e) = env.as_ref().filter(|e| e.key.is_none()) {
+        warnings.push(format!(
+            "{file}: the recipe's env sets {} empty: no key from it",
+            e.var
+        ));
+    }
+    match (&o.serve.api_key, &launch.api_key, env_var) {
+        (Some(k), command, _) => {
+            if command.is_some() {
+                warnings.push(format!(
+                    "{file}: --api-key replaces the key written in the recipe's command"
+                ));
+            }
+            if let Some(var) = env_var {
+                warnings.push(format!(
+                    "{file}: --api-key replaces the key the recipe's env gives in {var}"
+                ));
+            }
             Some(k.clone())
         }
-        (Some(k), None) => Some(k.clone()),
-        (None, Some(k)) => {
+        (None, Some(k), _) => {
             warnings.push(format!(
-                "{}: the recipe's command carries an --api-key: the API enforces it (a key written in a shared recipe is no secret)",
-                launch.file
+                "{file}: the recipe's command carries an --api-key: the API enforces it (a key written in a shared recipe is no secret)"
             ));
+            if let Some(var) = env_var {
+                warnings.push(format!(
+                    "{file}: the key the recipe's env gives in {var} is not used: the command's key wins, as the engine reads them"
+                ));
+            }
             Some(ApiKeyAsk::Given(k.clone()))
         }
-        (None, None) => None,
+        (None, None, Some(var)) => {
+            warnings.push(format!(
+                "{file}: the recipe's env gives {var}: it is taken as the API key, enforced as --api-key is (never on a command line, <set> in plans; a key written in a shared recipe is no secret)"
+            ));
+            env.and_then(|e| e.key).map(ApiKeyAsk::Given)
+        }
+        (None, None, None) => None,
     }
 }
 
@@ -475,6 +553,129 @@ mod tests {
             s.recipe.unwrap().warnings.iter().any(|w| w.contains(
                 "`--dist-init-addr 10.0.0.1:5000` is dropped: spark-launch writes --dist-init-addr itself"
             ))
+        );
+    }
+
+    #[test]
+    fn abbreviations_of_the_flags_spark_launch_writes_are_read_as_those_flags_and_never_reach_the_engine()
+     {
+        let l = launch(
+            "recipe_version: \"2\"\nmodel: org/demo\nruntime: vllm\ncontainer: img:1\ncommand: vllm serve {model} --tensor-parallel 2 --max-model-len 4096 --hos 0.0.0.0 --served-model demo --por=9001\n",
+        );
+        assert_eq!(
+            (l.tp, l.nodes),
+            (2, 2),
+            "the shape is read from --tensor-parallel"
+        );
+        let o = RecipeOverrides {
+            serve: Overrides {
+                bind: Some(Bind::Fabric),
+                ..Overrides::default()
+            },
+            ..RecipeOverrides::default()
+        };
+        let s = serve(request(&l, vec![], &o).unwrap());
+        assert_eq!(s.serve.engine_args, ["--max-model-len", "4096"]);
+        assert_eq!((s.serve.tp, s.serve.port), (2, 9001));
+        assert_eq!(s.serve.bind, Bind::Fabric);
+        assert_eq!(s.recipe.unwrap().served_name.as_deref(), Some("demo"));
+    }
+
+    #[test]
+    fn an_sglang_recipe_s_underscored_api_key_is_refused_by_name_and_its_key_is_never_kept_or_printed()
+     {
+        let l = launch(
+            "recipe_version: \"2\"\nmodel: org/demo\nruntime: sglang\ncommand: sglang serve --model-path {model} --api_key sk-hidden-1 --dist-init 10.0.0.1:5000\n",
+        );
+        assert!(
+            !l.argv.iter().any(|w| w.contains("sk-hidden-1")),
+            "{:?}",
+            l.argv
+        );
+        let e = request(&l, vec![], &RecipeOverrides::default()).unwrap_err();
+        let text = e.to_string();
+        assert!(
+            text.contains("`--api_key`: SGLang does not read this spelling of --api-key"),
+            "{text}"
+        );
+        assert!(!text.contains("sk-hidden-1"), "{text}");
+    }
+
+    #[test]
+    fn an_abbreviated_vllm_api_key_in_a_recipe_is_taken_as_the_key_and_leaves_the_line() {
+        let l = launch(
+            "recipe_version: \"2\"\nmodel: org/demo\nruntime: vllm\ncontainer: img:1\ncommand: vllm serve {model} --api_k sk-hidden-2 --max-model-len 4096\n",
+        );
+        assert!(l.api_key.is_some());
+        assert_eq!(
+            l.argv,
+            ["vllm", "serve", "org/demo", "--max-model-len", "4096"]
+        );
+        let l = launch(
+            "recipe_version: \"2\"\nmodel: org/demo\nruntime: vllm\ncontainer: img:1\ncommand: vllm serve {model} --api=sk-hidden-3\n",
+        );
+        let e = request(&l, vec![], &RecipeOverrides::default()).unwrap_err();
+        let text = e.to_string();
+        assert!(
+            text.contains("`--api`: vLLM reads abbreviations, and this one could be --api-key"),
+            "{text}"
+        );
+        assert!(
+            !format!("{text}{:?}", l.argv).contains("sk-hidden-3"),
+            "{text}"
+        );
+    }
+
+    const ENV_KEY: &str = "recipe_version: \"2\"\nmodel: org/demo\nruntime: vllm\ncontainer: img:1\nenv:\n  VLLM_API_KEY: sk-env-1\n  OTHER: x\ncommand: vllm serve {model} --max-model-len 4096\n";
+
+    #[test]
+    fn a_recipe_s_vllm_api_key_variable_is_taken_as_the_key_and_leaves_the_env() {
+        let s = serve(request(&launch(ENV_KEY), vec![], &RecipeOverrides::default()).unwrap());
+        let Some(ApiKeyAsk::Given(k)) = &s.api_key else {
+            panic!("the env's key is the launch's key: {:?}", s.api_key);
+        };
+        assert_eq!(k.expose(), "sk-env-1");
+        let part = s.recipe.unwrap();
+        assert_eq!(part.env.0.keys().collect::<Vec<_>>(), ["OTHER"]);
+        assert!(
+            part.warnings.iter().any(|w| w.starts_with(
+                "r.yaml: the recipe's env gives VLLM_API_KEY: it is taken as the API key"
+            )),
+            "{:?}",
+            part.warnings
+        );
+        assert!(!format!("{:?}", part.warnings).contains("sk-env-1"));
+    }
+
+    #[test]
+    fn the_user_s_api_key_wins_over_a_recipe_s_key_variable_even_with_recipe_env() {
+        let o = RecipeOverrides {
+            serve: Overrides {
+                api_key: Some(ApiKeyAsk::Auto),
+                ..Overrides::default()
+            },
+            keep_env: true,
+            ..RecipeOverrides::default()
+        };
+        let s = serve(request(&launch(ENV_KEY), vec![], &o).unwrap());
+        assert_eq!(s.api_key, Some(ApiKeyAsk::Auto));
+        let part = s.recipe.unwrap();
+        assert!(!part.env.0.contains_key("VLLM_API_KEY"));
+        assert!(
+            part.warnings.iter().any(|w| w
+                == "r.yaml: --api-key replaces the key the recipe's env gives in VLLM_API_KEY"),
+            "{:?}",
+            part.warnings
+        );
+    }
+
+    #[test]
+    fn a_per_node_key_variable_is_refused() {
+        let text = ENV_KEY.replace("sk-env-1", "k-{launch.node_rank}");
+        let e = request(&launch(&text), vec![], &RecipeOverrides::default()).unwrap_err();
+        assert_eq!(
+            e.0[0].to_string(),
+            "r.yaml: env.VLLM_API_KEY: VLLM_API_KEY is the vLLM API key, which cannot differ per node; give the key with --api-key KEY|auto|@FILE"
         );
     }
 

@@ -292,6 +292,19 @@ fn refusals(engine: &dyn ServingEngine, input: &ServeInput<'_>) -> Vec<Problem> 
         }));
         out.extend(engine.speculative_problems(s, &o.engine_args));
     }
+    // The engine's key variable is owned like --api-key: set any other way it would be a key
+    // the plan neither shows nor checks for.
+    if let ApiKeySupport::Env(var) = engine.api_key()
+        && o.env.contains_key(var)
+    {
+        out.push(Problem {
+            problem: format!(
+                "--env {var}: {var} is where spark-launch gives {} its API key",
+                engine.title()
+            ),
+            fix: "give the key with --api-key KEY|auto|@FILE (enforced, checked for readiness, <set> in plans)".to_string(),
+        });
+    }
     if let (Some(_), ApiKeySupport::Refused { problem, fix }) = (&o.api_key, engine.api_key()) {
         out.push(Problem {
             problem: problem.to_string(),

@@ -8,7 +8,10 @@ packages its parser needs, installed without dependencies). Each input line is a
 one engine command line, program first (`python3 -m sglang.launch_server ...`,
 `sglang serve ...`) or its arguments alone. The first output line describes the parser
 ({"sglang": VERSION, "flags": N, "stand_ins": [...]}); then one verdict per input line:
-{"ok": true} or {"ok": false, "error": "..."} with argparse's own message.
+{"ok": true} or {"ok": false, "error": "..."} with argparse's own message. An input line that is
+a JSON object {"resolve": WORD} asks instead which flag the parser reads the flag word WORD as:
+{"options": [every spelling of that flag]}, {"options": null} for none, or {"ambiguous": "..."}
+with argparse's message.
 
 The parser is built as SGLang builds it in `prepare_server_args`: `argparse.ArgumentParser()`,
 then `ServerArgs.add_cli_args(parser)`, then `parser.parse_args(args)`. `from_cli_args` and the
@@ -309,6 +312,22 @@ def verdict(parser, words):
     return {"ok": True}
 
 
+def resolve(parser, word):
+    """Which flag argparse reads `word` as (its option-string lookup, abbreviations included)."""
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err):
+            found = parser._parse_optional(word)
+    except SystemExit:
+        message = err.getvalue().strip().splitlines()
+        return {"ambiguous": message[-1] if message else "ambiguous"}
+    # Python 3.12.7 and later return a list of matches; earlier ones one tuple.
+    if isinstance(found, list):
+        found = found[0] if len(found) == 1 else None
+    action = found[0] if found else None
+    return {"options": list(action.option_strings) if action is not None else None}
+
+
 def main():
     if len(sys.argv) != 2:
         print("usage: sglang_parse.py SITE < lines.jsonl", file=sys.stderr)
@@ -322,6 +341,9 @@ def main():
         if not line:
             continue
         words = json.loads(line)
+        if isinstance(words, dict):
+            print(json.dumps(resolve(parser, words["resolve"])), flush=True)
+            continue
         print(json.dumps(verdict(parser, words)), flush=True)
     return 0
 

@@ -40,6 +40,80 @@ pub fn sglang_parse(lines: &[Vec<String>]) -> SglangVerdicts {
 
 /// [`sglang_parse`] with the parser of the release `pins` names ([`NEWEST`], [`IMAGE`]).
 pub fn sglang_parse_with(pins: &str, lines: &[Vec<String>]) -> SglangVerdicts {
+    let input: Vec<String> = lines
+        .iter()
+        .map(|line| serde_json::to_string(line).expect("JSON of a command line"))
+        .collect();
+    let (head, rows) = run_helper(pins, &input);
+    let verdicts: Vec<Result<(), String>> = rows
+        .iter()
+        .map(|v| {
+            if v["ok"] == Value::Bool(true) {
+                Ok(())
+            } else {
+                Err(v["error"].as_str().unwrap_or("no message").to_string())
+            }
+        })
+        .collect();
+    SglangVerdicts {
+        version: head["sglang"].as_str().unwrap_or_default().to_string(),
+        flags: head["flags"].as_u64().unwrap_or_default(),
+        stand_ins: head["stand_ins"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|s| s.as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default(),
+        lines: verdicts,
+    }
+}
+
+/// How SGLang's parser reads one flag word.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Resolved {
+    /// As this flag (every spelling of it).
+    Flag(Vec<String>),
+    /// As more than one flag: argparse's message.
+    Ambiguous(String),
+    /// As no flag.
+    Nothing,
+}
+
+/// Which flag the parser of the release `pins` names reads each word as (argparse's lookup,
+/// abbreviations included); the release's version first.
+pub fn sglang_resolve_with(pins: &str, words: &[String]) -> (String, Vec<Resolved>) {
+    let input: Vec<String> = words
+        .iter()
+        .map(|w| serde_json::json!({ "resolve": w }).to_string())
+        .collect();
+    let (head, rows) = run_helper(pins, &input);
+    let resolved = rows
+        .iter()
+        .map(|v| {
+            if let Some(m) = v["ambiguous"].as_str() {
+                Resolved::Ambiguous(m.to_string())
+            } else if let Some(a) = v["options"].as_array() {
+                Resolved::Flag(
+                    a.iter()
+                        .filter_map(|s| s.as_str().map(str::to_string))
+                        .collect(),
+                )
+            } else {
+                Resolved::Nothing
+            }
+        })
+        .collect();
+    (
+        head["sglang"].as_str().unwrap_or_default().to_string(),
+        resolved,
+    )
+}
+
+/// Runs the helper over the pinned release with one JSON input line each; its header and one
+/// answer per line.
+fn run_helper(pins: &str, input: &[String]) -> (Value, Vec<Value>) {
     let fetch = Command::new(repo().join("tests/standin/fetch-sglang-wheels"))
         .arg(repo().join(pins))
         .output()
@@ -59,17 +133,17 @@ pub fn sglang_parse_with(pins: &str, lines: &[Vec<String>]) -> SglangVerdicts {
         .stderr(Stdio::piped())
         .spawn()
         .expect("run tests/standin/sglang_parse.py");
-    let mut input = String::new();
-    for line in lines {
-        input.push_str(&serde_json::to_string(line).expect("JSON of a command line"));
-        input.push('\n');
+    let mut text = String::new();
+    for line in input {
+        text.push_str(line);
+        text.push('\n');
     }
     child
         .stdin
         .take()
         .expect("the helper's stdin")
-        .write_all(input.as_bytes())
-        .expect("write the command lines");
+        .write_all(text.as_bytes())
+        .expect("write the input lines");
     let out = child.wait_with_output().expect("the helper finishes");
     assert!(
         out.status.success(),
@@ -82,27 +156,7 @@ pub fn sglang_parse_with(pins: &str, lines: &[Vec<String>]) -> SglangVerdicts {
             .unwrap_or_else(|e| panic!("not JSON from the helper: {l}: {e}"))
     });
     let head = rows.next().expect("the helper's header line");
-    let verdicts: Vec<Result<(), String>> = rows
-        .map(|v| {
-            if v["ok"] == Value::Bool(true) {
-                Ok(())
-            } else {
-                Err(v["error"].as_str().unwrap_or("no message").to_string())
-            }
-        })
-        .collect();
-    assert_eq!(verdicts.len(), lines.len(), "one verdict per line: {text}");
-    SglangVerdicts {
-        version: head["sglang"].as_str().unwrap_or_default().to_string(),
-        flags: head["flags"].as_u64().unwrap_or_default(),
-        stand_ins: head["stand_ins"]
-            .as_array()
-            .map(|a| {
-                a.iter()
-                    .filter_map(|s| s.as_str().map(str::to_string))
-                    .collect()
-            })
-            .unwrap_or_default(),
-        lines: verdicts,
-    }
+    let rows: Vec<Value> = rows.collect();
+    assert_eq!(rows.len(), input.len(), "one answer per line: {text}");
+    (head, rows)
 }

@@ -459,11 +459,21 @@ pub trait ServingEngine: Sync {
     /// Refusals of a speculative-decoding block: a method the engine cannot express, or its
     /// flags given again in `args`. What is not refused, [`ServingEngine::ranks`] maps.
     fn speculative_problems(&self, spec: &Speculative, args: &[String]) -> Vec<Problem>;
-    /// What `flag` (as a recipe writes it, without `=value`) is when it is one the engine
-    /// writes itself, and how many words follow it; `None`: the recipe's own setting, kept
-    /// verbatim ([`split_recipe_args`]).
-    fn recipe_flag(&self, _flag: &str) -> Option<(RecipeFlag, FlagValues)> {
-        None
+    /// The flags of its server line that spark-launch writes itself (or, for the API key,
+    /// takes out of every line), as its parser spells them: what a recipe's line and `-- extra
+    /// args` are matched against ([`match_flag`]).
+    fn owned_flags(&self) -> &'static [OwnedFlag] {
+        &[]
+    }
+    /// A flag's name (without `=value`) as its parser reads it: vLLM reads `_` as `-`; the
+    /// default is as written.
+    fn flag_name(&self, word: &str) -> String {
+        word.to_string()
+    }
+    /// Whether its parser reads an unambiguous prefix of a flag as that flag (argparse's
+    /// `allow_abbrev`, on unless a program turns it off).
+    fn abbreviations(&self) -> bool {
+        false
     }
     /// The [`Launcher`] a recipe's program words (`sglang serve`) ask for, for an engine
     /// whose images ship more than one spelling; `None`: the engine writes its own.
@@ -501,7 +511,8 @@ pub fn default_ports() -> Vec<EnginePort> {
 }
 
 /// Problems for flags in `args` that spark-launch sets itself: `reserved` lists them, `fix`
-/// says what to use instead of one (by its name after [`normal`]).
+/// says what to use instead of one (by its name after [`normal`]). A problem names the flag,
+/// never its value (which may be a key).
 pub fn reserved(
     args: &[String],
     reserved: &[&str],
@@ -510,13 +521,185 @@ pub fn reserved(
 ) -> Vec<Problem> {
     args.iter()
         .filter_map(|a| {
-            let flag = normal(a.split('=').next().unwrap_or(a));
+            let written = flag_word(a);
+            let flag = normal(written);
             reserved.contains(&flag.as_str()).then(|| Problem {
-                problem: format!("extra argument {a} is set by spark-launch itself"),
-                fix: fix(&flag, a),
+                problem: format!("extra argument {written} is set by spark-launch itself"),
+                fix: fix(&flag, written),
             })
         })
         .collect()
+}
+
+/// The flag of a word (`--port` of `--port=9000`), without its value.
+fn flag_word(word: &str) -> &str {
+    word.split('=').next().unwrap_or(word)
+}
+
+/// Problems for the words of `args` that the engine's parser would read as a flag
+/// spark-launch writes itself ([`match_flag`]: in full, in another spelling, abbreviated) or
+/// cannot tell from one. `fix` says what to use instead of an owned flag. A problem names the
+/// flag as written and as the engine reads it, never its value (which may be a key).
+pub fn reserved_flags(
+    engine: &dyn ServingEngine,
+    args: &[String],
+    fix: impl Fn(&OwnedFlag) -> String,
+) -> Vec<Problem> {
+    args.iter()
+        .filter(|a| a.starts_with('-'))
+        .filter_map(|a| {
+            let written = flag_word(a);
+            match match_flag(engine, written) {
+                FlagMatch::Other => None,
+                FlagMatch::Owned(f) => Some(Problem {
+                    problem: format!(
+                        "extra argument {} is set by spark-launch itself",
+                        as_read(written, f)
+                    ),
+                    fix: fix(f),
+                }),
+                refused => Some(Problem {
+                    problem: format!(
+                        "extra argument {written}: {}",
+                        refused_why(engine, &refused)
+                    ),
+                    fix: refused_fix(&refused),
+                }),
+            }
+        })
+        .collect()
+}
+
+/// `--hos (read as --host)`, or the name alone when written in full.
+fn as_read(written: &str, f: &OwnedFlag) -> String {
+    if written == f.name {
+        written.to_string()
+    } else {
+        format!("{written} (read as {})", f.name)
+    }
+}
+
+/// An engine's flag that spark-launch writes itself, as the engine's parser spells it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OwnedFlag {
+    pub name: &'static str,
+    /// The shortest prefix of `name` that the engine's parser reads as this flag alone (where
+    /// it reads abbreviations); a shorter prefix is ambiguous there. `name` itself when every
+    /// shorter prefix also begins another flag of the engine.
+    pub unique_from: &'static str,
+    pub flag: RecipeFlag,
+    pub values: FlagValues,
+}
+
+impl OwnedFlag {
+    /// A flag taking one value.
+    pub const fn one(name: &'static str, unique_from: &'static str, flag: RecipeFlag) -> Self {
+        OwnedFlag {
+            name,
+            unique_from,
+            flag,
+            values: FlagValues::One,
+        }
+    }
+
+    /// A flag followed by `values`.
+    pub const fn with(
+        name: &'static str,
+        unique_from: &'static str,
+        flag: RecipeFlag,
+        values: FlagValues,
+    ) -> Self {
+        OwnedFlag {
+            name,
+            unique_from,
+            flag,
+            values,
+        }
+    }
+}
+
+/// What a flag word (without `=value`) is to an engine's parser, as far as the flags
+/// spark-launch writes itself go.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FlagMatch {
+    /// One spark-launch writes itself: in full, in another spelling the parser reads, or an
+    /// abbreviation the parser reads as this flag alone.
+    Owned(&'static OwnedFlag),
+    /// A prefix that begins these flags of spark-launch's and that the parser cannot read as
+    /// one flag alone (it refuses it as ambiguous, or would read it as another of its flags).
+    Ambiguous(Vec<&'static str>),
+    /// The API key's flag in a spelling the parser refuses (SGLang's `--api_key`): its value
+    /// is a key in clear, so the word is never kept.
+    MisspeltKey(&'static str),
+    /// Not one of spark-launch's flags.
+    Other,
+}
+
+/// How `engine`'s parser reads the flag word `word` (without `=value`): in full (after the
+/// engine's spelling rules: vLLM reads `_` as `-`), abbreviated where the parser reads
+/// abbreviations (argparse reads any unambiguous prefix of a long flag as that flag, so
+/// `--hos` is `--host`), or as the API key's flag written in a spelling the parser refuses.
+pub fn match_flag(engine: &dyn ServingEngine, word: &str) -> FlagMatch {
+    if !word.starts_with('-') || word.trim_start_matches('-').is_empty() {
+        return FlagMatch::Other;
+    }
+    let table = engine.owned_flags();
+    let name = engine.flag_name(word);
+    if let Some(f) = table.iter().find(|f| f.name == name) {
+        return FlagMatch::Owned(f);
+    }
+    if engine.abbreviations() {
+        let begun: Vec<&'static OwnedFlag> =
+            table.iter().filter(|f| f.name.starts_with(&name)).collect();
+        let alone: Vec<&&'static OwnedFlag> = begun
+            .iter()
+            .filter(|f| name.starts_with(f.unique_from))
+            .collect();
+        match alone.as_slice() {
+            [f] => return FlagMatch::Owned(f),
+            _ if !begun.is_empty() => {
+                return FlagMatch::Ambiguous(begun.iter().map(|f| f.name).collect());
+            }
+            _ => {}
+        }
+    }
+    // The key's flag in any spelling of `-` and `_`, in full or as a prefix long enough to
+    // name it: never left in a line, whatever the parser would make of it.
+    let loose = |s: &str| s.replace('_', "-");
+    let word = loose(word);
+    table
+        .iter()
+        .filter(|f| f.flag == RecipeFlag::ApiKey)
+        .find(|f| {
+            let full = loose(f.name);
+            full == word || (full.starts_with(&word) && word.starts_with(&loose(f.unique_from)))
+        })
+        .map_or(FlagMatch::Other, |f| FlagMatch::MisspeltKey(f.name))
+}
+
+/// Why a word that is no flag spark-launch can take is refused (never its value).
+fn refused_why(engine: &dyn ServingEngine, refused: &FlagMatch) -> String {
+    match refused {
+        FlagMatch::Ambiguous(names) => format!(
+            "{} reads abbreviations, and this one could be {} (set by spark-launch) or another of its flags",
+            engine.title(),
+            names.join(" or ")
+        ),
+        FlagMatch::MisspeltKey(name) => format!(
+            "{} does not read this spelling of {name}, and its value would be an API key in clear on the command line",
+            engine.title()
+        ),
+        _ => String::new(),
+    }
+}
+
+fn refused_fix(refused: &FlagMatch) -> String {
+    match refused {
+        FlagMatch::MisspeltKey(name) => format!(
+            "remove it; give the key with spark-launch's --api-key (it never goes on a command line), or write {name} in a recipe"
+        ),
+        _ => "write the flag out in full".to_string(),
+    }
 }
 
 /// What a flag of a recipe's engine line is to spark-launch, when the engine writes it itself.
@@ -536,6 +719,8 @@ pub enum RecipeFlag {
     Host,
     /// The name(s) `/v1/models` lists.
     ServedName,
+    /// The API key: taken out of every line ([`take_api_key`]), enforced as `--api-key` is.
+    ApiKey,
     /// The rendezvous port on the head.
     Rendezvous,
     /// How the ranks run (multiprocessing, Ray): spark-launch's multi-node mode.
@@ -578,15 +763,19 @@ impl OwnedArg {
 }
 
 /// A recipe's engine arguments (after the program words and the model) split by the engine:
-/// the words it keeps verbatim and in order, and the flags it writes itself.
+/// the words it keeps verbatim and in order, the flags it writes itself, and why words that
+/// cannot be kept or taken are refused (never their values).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RecipeArgs {
     pub kept: Vec<String>,
     pub owned: Vec<OwnedArg>,
+    pub refused: Vec<String>,
 }
 
-/// Splits `args` with the engine's [`ServingEngine::recipe_flag`]: a flag it writes itself
-/// is taken out with its value(s) (`--f v`, `--f=v`); every other word stays where it was.
+/// Splits `args` with [`match_flag`]: a flag the engine's parser would read as one
+/// spark-launch writes itself is taken out with its value(s) (`--f v`, `--f=v`), under its
+/// full name; a word it cannot tell from one (an ambiguous abbreviation, the key's flag
+/// misspelt) is taken out and refused; every other word stays where it was.
 pub fn split_recipe_args(engine: &dyn ServingEngine, args: &[String]) -> RecipeArgs {
     let mut out = RecipeArgs::default();
     let mut i = 0;
@@ -597,38 +786,113 @@ pub fn split_recipe_args(engine: &dyn ServingEngine, args: &[String]) -> RecipeA
             Some((n, v)) if n.starts_with('-') => (n, Some(v)),
             _ => (word.as_str(), None),
         };
-        let owned = name
-            .starts_with('-')
-            .then(|| engine.recipe_flag(name))
-            .flatten();
-        let Some((flag, arity)) = owned else {
-            out.kept.push(word.clone());
-            continue;
+        let arity = match match_flag(engine, name) {
+            FlagMatch::Other => {
+                out.kept.push(word.clone());
+                continue;
+            }
+            FlagMatch::Owned(f) => f.values,
+            refused => {
+                out.refused.push(format!(
+                    "`{name}`: {}; {}",
+                    refused_why(engine, &refused),
+                    refused_fix(&refused)
+                ));
+                FlagValues::One
+            }
         };
-        let mut values = Vec::new();
-        match (inline, arity) {
-            (Some(v), _) => values.push(v.to_string()),
-            (None, FlagValues::None) => {}
-            (None, FlagValues::One) => {
-                if let Some(v) = args.get(i) {
-                    values.push(v.clone());
-                    i += 1;
-                }
-            }
-            (None, FlagValues::Many) => {
-                while let Some(v) = args.get(i).filter(|v| !v.starts_with('-')) {
-                    values.push(v.clone());
-                    i += 1;
-                }
-            }
+        let values = take_values(args, &mut i, inline, arity);
+        if let FlagMatch::Owned(f) = match_flag(engine, name) {
+            out.owned.push(OwnedArg {
+                flag: f.flag,
+                name: name.to_string(),
+                values,
+            });
         }
-        out.owned.push(OwnedArg {
-            flag,
-            name: name.to_string(),
-            values,
-        });
     }
     out
+}
+
+/// The value(s) of a flag whose word was just read (`args[*i]` is the next word).
+fn take_values(
+    args: &[String],
+    i: &mut usize,
+    inline: Option<&str>,
+    arity: FlagValues,
+) -> Vec<String> {
+    let mut values = Vec::new();
+    match (inline, arity) {
+        (Some(v), _) => values.push(v.to_string()),
+        (None, FlagValues::None) => {}
+        (None, FlagValues::One) => {
+            if let Some(v) = args.get(*i) {
+                values.push(v.clone());
+                *i += 1;
+            }
+        }
+        (None, FlagValues::Many) => {
+            while let Some(v) = args.get(*i).filter(|v| !v.starts_with('-')) {
+                values.push(v.clone());
+                *i += 1;
+            }
+        }
+    }
+    values
+}
+
+/// Takes the API key out of an engine line's arguments: every word the engine's parser reads
+/// as its key flag (in full, in another spelling, abbreviated) goes with its value(s), and
+/// the last key given is returned (the parser keeps the last; of several values, the first).
+/// A word that may be the key's flag but cannot be taken as it (an ambiguous abbreviation,
+/// a spelling the engine refuses) keeps its place with its value masked, so that no key
+/// stays in an argv and [`split_recipe_args`] refuses the word by name.
+pub fn take_api_key(engine: &dyn ServingEngine, args: &mut Vec<String>) -> Option<String> {
+    let mut key = None;
+    let mut out = Vec::with_capacity(args.len());
+    let words = std::mem::take(args);
+    let mut i = 0;
+    while i < words.len() {
+        let word = &words[i];
+        i += 1;
+        let (name, inline) = match word.split_once('=') {
+            Some((n, v)) if n.starts_with('-') => (n, Some(v)),
+            _ => (word.as_str(), None),
+        };
+        match match_flag(engine, name) {
+            FlagMatch::Owned(f) if f.flag == RecipeFlag::ApiKey => {
+                let values = take_values(&words, &mut i, inline, f.values);
+                key = values.into_iter().next().or(key);
+            }
+            FlagMatch::Ambiguous(names) if names.iter().any(|n| is_key_flag(engine, n)) => {
+                mask(&mut out, &words, &mut i, name, inline);
+            }
+            FlagMatch::MisspeltKey(_) => mask(&mut out, &words, &mut i, name, inline),
+            _ => out.push(word.clone()),
+        }
+    }
+    *args = out;
+    key
+}
+
+fn is_key_flag(engine: &dyn ServingEngine, name: &str) -> bool {
+    engine
+        .owned_flags()
+        .iter()
+        .any(|f| f.name == name && f.flag == RecipeFlag::ApiKey)
+}
+
+/// Keeps a flag word with its value replaced by the mask plans print for secrets.
+fn mask(out: &mut Vec<String>, words: &[String], i: &mut usize, name: &str, inline: Option<&str>) {
+    let masked = crate::plan::secret::MASK.to_string();
+    if inline.is_some() {
+        out.push(format!("{name}={masked}"));
+        return;
+    }
+    out.push(name.to_string());
+    if words.get(*i).is_some_and(|v| !v.starts_with('-')) {
+        out.push(masked);
+        *i += 1;
+    }
 }
 
 #[cfg(test)]

@@ -23,8 +23,8 @@
 
 use super::speculative::{SpecMethod, Speculative};
 use super::{
-    ApiKeySupport, EngineOptions, EnginePort, EngineRanks, FlagValues, Launcher, LogPhase,
-    MultiNode, PortOn, PortReach, RankInput, ReadySignals, RecipeFlag, ServingEngine, phases,
+    ApiKeySupport, EngineOptions, EnginePort, EngineRanks, Launcher, LogPhase, MultiNode,
+    OwnedFlag, PortOn, PortReach, RankInput, ReadySignals, RecipeFlag, ServingEngine, phases,
 };
 use crate::node::Role;
 use crate::plan::ContainerSpec;
@@ -196,8 +196,13 @@ impl ServingEngine for Sglang {
     fn reserved_args(&self, args: &[String]) -> Vec<Problem> {
         reserved_args(args)
     }
-    fn recipe_flag(&self, flag: &str) -> Option<(RecipeFlag, FlagValues)> {
-        recipe_flag(flag)
+    fn owned_flags(&self) -> &'static [OwnedFlag] {
+        &OWNED
+    }
+    /// SGLang's parser is argparse's with abbreviations on; it reads `_` as written (and
+    /// refuses `--tp_size`).
+    fn abbreviations(&self) -> bool {
+        true
     }
     fn recipe_launcher(&self, program: &[String]) -> Option<Launcher> {
         launcher_of(program)
@@ -344,26 +349,34 @@ pub fn engine_line(command: &[String]) -> Option<Vec<String>> {
     Some(line)
 }
 
-/// Flags spark-launch sets itself; passing them again in `-- extra args` would contradict the
-/// plan (argparse takes the last one silently).
-const RESERVED: [&str; 17] = [
-    "--api-key",
-    "--model-path",
-    "--model",
-    "--served-model-name",
-    "--tp-size",
-    "--tp",
-    "--tensor-parallel-size",
-    "--pp-size",
-    "--pp",
-    "--pipeline-parallel-size",
-    "--nnodes",
-    "--node-rank",
-    "--dist-init-addr",
-    "--nccl-init-addr",
-    "--host",
-    "--port",
-    "--config",
+/// The flags of an SGLang line that spark-launch writes itself (or, the key, takes out of every
+/// line), with the shortest prefix SGLang's parser reads as each alone: the longer of the two
+/// pinned releases' (0.5.12.post1, inside the default image, and 0.5.23; both parsers check
+/// this table in tests/sglang_parser.rs). `--tp` and `--pp` are no flags of SGLang's: `--tp`
+/// is read as `--tp-size`, `--pp` is ambiguous (`--pp-size`, `--pp-max-micro-batch-size`, …).
+static OWNED: [OwnedFlag; 16] = [
+    OwnedFlag::one("--model-path", "--model-p", RecipeFlag::Model),
+    OwnedFlag::one("--model", "--model", RecipeFlag::Model),
+    OwnedFlag::one("--revision", "--rev", RecipeFlag::Revision),
+    OwnedFlag::one("--tp-size", "--tp", RecipeFlag::Tp),
+    OwnedFlag::one("--tensor-parallel-size", "--te", RecipeFlag::Tp),
+    OwnedFlag::one("--pp-size", "--pp-s", RecipeFlag::Pp),
+    OwnedFlag::one("--pipeline-parallel-size", "--pip", RecipeFlag::Pp),
+    OwnedFlag::one("--port", "--po", RecipeFlag::Port),
+    OwnedFlag::one("--host", "--ho", RecipeFlag::Host),
+    OwnedFlag::one("--served-model-name", "--se", RecipeFlag::ServedName),
+    OwnedFlag::one("--nnodes", "--nn", RecipeFlag::Reserved),
+    OwnedFlag::one("--node-rank", "--nod", RecipeFlag::Reserved),
+    OwnedFlag::one("--dist-init-addr", "--dist-i", RecipeFlag::Reserved),
+    OwnedFlag::one("--nccl-init-addr", "--nccl-i", RecipeFlag::Reserved),
+    OwnedFlag::one("--api-key", "--ap", RecipeFlag::ApiKey),
+    OwnedFlag::one(
+        "--config",
+        "--conf",
+        RecipeFlag::Unsupported(
+            "a config file spark-launch cannot read: write its settings into the command",
+        ),
+    ),
 ];
 
 /// The flags a speculative block sets.
@@ -376,49 +389,25 @@ const SPECULATIVE_FLAGS: [&str; 6] = [
     "--speculative-num-draft-tokens",
 ];
 
-/// Problems for flags in `args` that spark-launch sets itself.
+/// Problems for flags in `-- extra args` that spark-launch sets itself (argparse would take
+/// the last one silently, against the plan), abbreviated or not.
 pub fn reserved_args(args: &[String]) -> Vec<Problem> {
-    super::reserved(args, &RESERVED, str::to_string, |flag, arg| match flag {
-        "--tp-size" | "--tp" | "--tensor-parallel-size" => "use --tp".to_string(),
-        "--pp-size" | "--pp" | "--pipeline-parallel-size" => "use --pp".to_string(),
-        "--port" => "use --port before `--`".to_string(),
-        "--host" => "use --bind".to_string(),
-        "--api-key" => "use --api-key before `--` (it never goes on a command line)".to_string(),
-        "--model-path" | "--model" | "--served-model-name" => {
+    super::reserved_flags(&Sglang, args, |f| match f.flag {
+        RecipeFlag::Tp => "use --tp".to_string(),
+        RecipeFlag::Pp => "use --pp".to_string(),
+        RecipeFlag::Port => "use --port before `--`".to_string(),
+        RecipeFlag::Host => "use --bind".to_string(),
+        RecipeFlag::ApiKey => {
+            "use --api-key before `--` (it never goes on a command line)".to_string()
+        }
+        RecipeFlag::Model | RecipeFlag::Revision | RecipeFlag::ServedName => {
             "give the model as the MODEL argument; it is also the served name".to_string()
         }
-        "--config" => {
+        RecipeFlag::Unsupported(_) => {
             "pass the file's settings as arguments (spark-launch must see every flag)".to_string()
         }
-        _ => format!(
-            "remove {}: spark-launch derives it per node",
-            arg.split('=').next().unwrap_or(arg)
-        ),
+        _ => format!("remove {}: spark-launch derives it per node", f.name),
     })
-}
-
-/// The flags of a recipe's SGLang line that spark-launch writes itself, spelled as SGLang's
-/// parser takes them (`-` only: `--tp_size` is refused by SGLang, so it stays in the line for
-/// SGLang to refuse, as `reserved_args` leaves it). `--api-key` never gets here: the recipe
-/// reader takes it out.
-fn recipe_flag(flag: &str) -> Option<(RecipeFlag, FlagValues)> {
-    let one = |f| Some((f, FlagValues::One));
-    match flag {
-        "--model-path" | "--model" => one(RecipeFlag::Model),
-        "--revision" => one(RecipeFlag::Revision),
-        "--tp-size" | "--tp" | "--tensor-parallel-size" => one(RecipeFlag::Tp),
-        "--pp-size" | "--pp" | "--pipeline-parallel-size" => one(RecipeFlag::Pp),
-        "--port" => one(RecipeFlag::Port),
-        "--host" => one(RecipeFlag::Host),
-        "--served-model-name" => one(RecipeFlag::ServedName),
-        "--nnodes" | "--node-rank" | "--dist-init-addr" | "--nccl-init-addr" => {
-            one(RecipeFlag::Reserved)
-        }
-        "--config" => one(RecipeFlag::Unsupported(
-            "a config file spark-launch cannot read: write its settings into the command",
-        )),
-        _ => None,
-    }
 }
 
 #[cfg(test)]

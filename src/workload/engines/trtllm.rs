@@ -29,8 +29,8 @@ use serde::{Deserialize, Serialize};
 
 use super::speculative::{SpecMethod, Speculative};
 use super::{
-    ApiKeySupport, EngineDefaults, EngineOptions, EnginePort, EngineRanks, FlagValues, LogPhase,
-    MultiNode, PortOn, PortReach, RankInput, ReadySignals, RecipeFlag, ServingEngine, phases,
+    ApiKeySupport, EngineDefaults, EngineOptions, EnginePort, EngineRanks, LogPhase, MultiNode,
+    OwnedFlag, PortOn, PortReach, RankInput, ReadySignals, RecipeFlag, ServingEngine, phases,
 };
 use crate::derive::NodeInput;
 use crate::node::Role;
@@ -312,8 +312,18 @@ impl ServingEngine for Trtllm {
             }],
         }
     }
-    fn recipe_flag(&self, flag: &str) -> Option<(RecipeFlag, FlagValues)> {
-        recipe_flag(flag)
+    fn owned_flags(&self) -> &'static [OwnedFlag] {
+        &OWNED
+    }
+    /// `trtllm-serve`'s options are click's, spelled with `_`; spark-launch reads `-` as `_`
+    /// too (and one leading dash as two), so no spelling of its flags slips through. Click
+    /// reads no abbreviations.
+    fn flag_name(&self, word: &str) -> String {
+        if word.starts_with('-') {
+            format!("--{}", word.replace('-', "_").trim_start_matches('_'))
+        } else {
+            word.to_string()
+        }
     }
     fn ranks(&self, input: &RankInput<'_>, containers: Vec<ContainerSpec>) -> EngineRanks {
         let config = TrtllmConfig::of(input.tuning);
@@ -538,53 +548,49 @@ fn control_subnets(inputs: &[NodeInput], env: &crate::derive::ClusterEnv) -> Vec
     out
 }
 
-/// Flags spark-launch sets itself on `trtllm-serve`.
-const RESERVED: [&str; 7] = [
-    "--served_model_name",
-    "--tp_size",
-    "--pp_size",
-    "--host",
-    "--port",
-    "--extra_llm_api_options",
-    "--backend",
+/// The flags of a `trtllm-serve` line that spark-launch writes itself. The recipe's own
+/// LLM-API options file is refused: it would replace spark-launch's, and the settings of both
+/// cannot be merged without reading it. `trtllm-serve` has no API-key option: a key in a
+/// recipe's line is taken out as every engine's is (and the launch then refuses it).
+static OWNED: [OwnedFlag; 9] = [
+    OwnedFlag::one("--tp_size", "--tp_size", RecipeFlag::Tp),
+    OwnedFlag::one("--pp_size", "--pp_size", RecipeFlag::Pp),
+    OwnedFlag::one("--port", "--port", RecipeFlag::Port),
+    OwnedFlag::one("--host", "--host", RecipeFlag::Host),
+    OwnedFlag::one(
+        "--served_model_name",
+        "--served_model_name",
+        RecipeFlag::ServedName,
+    ),
+    OwnedFlag::one("--backend", "--backend", RecipeFlag::Reserved),
+    OwnedFlag::one("--api_key", "--api_key", RecipeFlag::ApiKey),
+    OwnedFlag::one(
+        "--extra_llm_api_options",
+        "--extra_llm_api_options",
+        UNSUPPORTED_OPTIONS,
+    ),
+    OwnedFlag::one("--config", "--config", UNSUPPORTED_OPTIONS),
 ];
 
-/// Problems for flags in `args` that spark-launch sets itself.
-pub fn reserved_args(args: &[String]) -> Vec<Problem> {
-    super::reserved(
-        args,
-        &RESERVED,
-        |flag| format!("--{}", flag.replace('-', "_").trim_start_matches('_')),
-        |flag, arg| match flag {
-            "--tp_size" => "use --tp".into(),
-            "--pp_size" => "use --pp".into(),
-            "--extra_llm_api_options" => {
-                "use --kv-cache-fraction / --no-cuda-graph-padding, or a profile's trtllm_options"
-                    .into()
-            }
-            _ => format!("remove {arg}"),
-        },
-    )
-}
+const UNSUPPORTED_OPTIONS: RecipeFlag = RecipeFlag::Unsupported(
+    "a recipe's own LLM-API options file is not supported yet (spark-launch writes the options file itself)",
+);
 
-/// The flags of a recipe's `trtllm-serve` line that spark-launch writes itself (spelled as
-/// `reserved_args` reads them). The recipe's own LLM-API options file is refused: it would
-/// replace spark-launch's, and the settings of both cannot be merged without reading it.
-fn recipe_flag(flag: &str) -> Option<(RecipeFlag, FlagValues)> {
-    let name = format!("--{}", flag.replace('-', "_").trim_start_matches('_'));
-    let one = |f| Some((f, FlagValues::One));
-    match name.as_str() {
-        "--tp_size" => one(RecipeFlag::Tp),
-        "--pp_size" => one(RecipeFlag::Pp),
-        "--port" => one(RecipeFlag::Port),
-        "--host" => one(RecipeFlag::Host),
-        "--served_model_name" => one(RecipeFlag::ServedName),
-        "--backend" => one(RecipeFlag::Reserved),
-        "--extra_llm_api_options" | "--config" => one(RecipeFlag::Unsupported(
-            "a recipe's own LLM-API options file is not supported yet (spark-launch writes the options file itself)",
-        )),
-        _ => None,
-    }
+/// Problems for flags in `-- extra args` that spark-launch sets itself.
+pub fn reserved_args(args: &[String]) -> Vec<Problem> {
+    super::reserved_flags(&Trtllm, args, |f| match f.flag {
+        RecipeFlag::Tp => "use --tp".into(),
+        RecipeFlag::Pp => "use --pp".into(),
+        RecipeFlag::Unsupported(_) => {
+            "use --kv-cache-fraction / --no-cuda-graph-padding, or a profile's trtllm_options"
+                .into()
+        }
+        RecipeFlag::ApiKey => {
+            "remove it: trtllm-serve has no API-key option; keep the API private with --bind fabric"
+                .into()
+        }
+        _ => format!("remove {}", f.name),
+    })
 }
 
 #[cfg(test)]

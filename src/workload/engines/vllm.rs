@@ -19,8 +19,8 @@
 
 use super::speculative::{SpecMethod, Speculative};
 use super::{
-    ApiKeySupport, EngineOptions, EnginePort, EngineRanks, FlagValues, LogPhase, MultiNode, PortOn,
-    PortReach, RankInput, ReadySignals, RecipeFlag, ServingEngine, phases, ray,
+    ApiKeySupport, EngineOptions, EnginePort, EngineRanks, FlagValues, LogPhase, MultiNode,
+    OwnedFlag, PortOn, PortReach, RankInput, ReadySignals, RecipeFlag, ServingEngine, phases, ray,
 };
 use crate::node::Role;
 use crate::plan::{ContainerSpec, RayMember};
@@ -204,8 +204,22 @@ impl ServingEngine for Vllm {
             },
         )
     }
-    fn recipe_flag(&self, flag: &str) -> Option<(RecipeFlag, FlagValues)> {
-        recipe_flag(flag)
+    fn owned_flags(&self) -> &'static [OwnedFlag] {
+        &OWNED
+    }
+    /// vLLM's parser reads `_` as `-` in a long flag's name, up to its first `.`.
+    fn flag_name(&self, word: &str) -> String {
+        match word.strip_prefix("--") {
+            Some(rest) => {
+                let (name, dotted) = rest.split_at(rest.find('.').unwrap_or(rest.len()));
+                format!("--{}{dotted}", name.replace('_', "-"))
+            }
+            None => word.to_string(),
+        }
+    }
+    /// vLLM's `FlexibleArgumentParser` is argparse's, abbreviations left on.
+    fn abbreviations(&self) -> bool {
+        true
     }
     fn ranks(&self, input: &RankInput<'_>, containers: Vec<ContainerSpec>) -> EngineRanks {
         match VllmMode::of(input.tuning) {
@@ -367,64 +381,74 @@ fn over_ray(
     }
 }
 
-/// Flags spark-launch sets itself; passing them again in `-- extra args` would contradict the
-/// plan (vLLM takes the last one silently).
-const RESERVED: [&str; 11] = [
-    "--api-key",
-    "--tensor-parallel-size",
-    "--pipeline-parallel-size",
-    "--nnodes",
-    "--node-rank",
-    "--master-addr",
-    "--master-port",
-    "--headless",
-    "--distributed-executor-backend",
-    "--port",
-    "--served-model-name",
+/// The flags of a `vllm serve` line that spark-launch writes itself (or, the key, takes out of
+/// every line), with the shortest prefix vLLM's parser reads as each alone. From vLLM's source:
+/// `FlexibleArgumentParser` is argparse's with abbreviations on and `_` read as `-`; the
+/// prefixes are taken long enough to clear every other flag of the serve parser (the frontend's
+/// `--pooler-config` beside `--port`, `--api-server-count` beside `--api-key`,
+/// `--config-format` beside `--config`, `--model-impl` beside `--model`), longer where unsure:
+/// a shorter prefix is refused as ambiguous, never passed on.
+static OWNED: [OwnedFlag; 17] = [
+    OwnedFlag::one("--model", "--model", RecipeFlag::Model),
+    OwnedFlag::one("--revision", "--rev", RecipeFlag::Revision),
+    OwnedFlag::one("-tp", "-tp", RecipeFlag::Tp),
+    OwnedFlag::one("--tensor-parallel-size", "--tensor-p", RecipeFlag::Tp),
+    OwnedFlag::one("-pp", "-pp", RecipeFlag::Pp),
+    OwnedFlag::one("--pipeline-parallel-size", "--pipeline-p", RecipeFlag::Pp),
+    OwnedFlag::one("--port", "--por", RecipeFlag::Port),
+    OwnedFlag::one("--host", "--hos", RecipeFlag::Host),
+    OwnedFlag::with(
+        "--served-model-name",
+        "--served",
+        RecipeFlag::ServedName,
+        FlagValues::Many,
+    ),
+    OwnedFlag::one("--master-port", "--master-p", RecipeFlag::Rendezvous),
+    OwnedFlag::one(
+        "--distributed-executor-backend",
+        "--distributed-e",
+        RecipeFlag::Executor,
+    ),
+    OwnedFlag::one("--nnodes", "--nn", RecipeFlag::Reserved),
+    OwnedFlag::one("--node-rank", "--node-r", RecipeFlag::Reserved),
+    OwnedFlag::one("--master-addr", "--master-a", RecipeFlag::Reserved),
+    OwnedFlag::with(
+        "--headless",
+        "--hea",
+        RecipeFlag::Reserved,
+        FlagValues::None,
+    ),
+    // vLLM takes several keys after one `--api-key`.
+    OwnedFlag::with("--api-key", "--api-k", RecipeFlag::ApiKey, FlagValues::Many),
+    OwnedFlag::one(
+        "--config",
+        "--config",
+        RecipeFlag::Unsupported(
+            "a config file spark-launch cannot read: write its settings into the command",
+        ),
+    ),
 ];
 
-/// Problems for flags in `args` that spark-launch sets itself.
+/// Problems for flags in `-- extra args` that spark-launch sets itself (vLLM would take the
+/// last one silently, against the plan), abbreviated or not.
 pub fn reserved_args(args: &[String]) -> Vec<Problem> {
-    super::reserved(
-        args,
-        &RESERVED,
-        |flag| flag.replace('_', "-"),
-        |flag, arg| match flag {
-            "--tensor-parallel-size" => "use --tp".to_string(),
-            "--pipeline-parallel-size" => "use --pp".to_string(),
-            "--port" => "use --port before `--`".to_string(),
-            "--distributed-executor-backend" => "use --ray for the Ray backend".to_string(),
-            _ => format!(
-                "remove {}: spark-launch derives it per node",
-                arg.split('=').next().unwrap_or(arg)
-            ),
-        },
-    )
-}
-
-/// The flags of a recipe's `vllm serve` line that spark-launch writes itself (vLLM takes `_`
-/// for `-` in long flags). `--api-key` never gets here: the recipe reader takes it out.
-fn recipe_flag(flag: &str) -> Option<(RecipeFlag, FlagValues)> {
-    let long = if flag.starts_with("--") {
-        flag.replace('_', "-")
-    } else {
-        flag.to_string()
-    };
-    let one = |f| Some((f, FlagValues::One));
-    match long.as_str() {
-        "--model" => one(RecipeFlag::Model),
-        "--revision" => one(RecipeFlag::Revision),
-        "-tp" | "--tensor-parallel-size" => one(RecipeFlag::Tp),
-        "-pp" | "--pipeline-parallel-size" => one(RecipeFlag::Pp),
-        "--port" => one(RecipeFlag::Port),
-        "--host" => one(RecipeFlag::Host),
-        "--served-model-name" => Some((RecipeFlag::ServedName, FlagValues::Many)),
-        "--master-port" => one(RecipeFlag::Rendezvous),
-        "--distributed-executor-backend" => one(RecipeFlag::Executor),
-        "--nnodes" | "--node-rank" | "--master-addr" => one(RecipeFlag::Reserved),
-        "--headless" => Some((RecipeFlag::Reserved, FlagValues::None)),
-        _ => None,
-    }
+    super::reserved_flags(&Vllm, args, |f| match f.flag {
+        RecipeFlag::Tp => "use --tp".to_string(),
+        RecipeFlag::Pp => "use --pp".to_string(),
+        RecipeFlag::Port => "use --port before `--`".to_string(),
+        RecipeFlag::Host => "use --bind".to_string(),
+        RecipeFlag::Executor => "use --ray for the Ray backend".to_string(),
+        RecipeFlag::ApiKey => {
+            "use --api-key before `--` (it never goes on a command line)".to_string()
+        }
+        RecipeFlag::Model | RecipeFlag::Revision | RecipeFlag::ServedName => {
+            "give the model as the MODEL argument; it is also the served name".to_string()
+        }
+        RecipeFlag::Unsupported(_) => {
+            "pass the file's settings as arguments (spark-launch must see every flag)".to_string()
+        }
+        _ => format!("remove {}: spark-launch derives it per node", f.name),
+    })
 }
 
 #[cfg(test)]
@@ -449,6 +473,29 @@ mod tests {
                 .len(),
             1
         );
+    }
+
+    #[test]
+    fn abbreviations_and_underscores_of_its_flags_are_refused_in_extra_args_without_the_key() {
+        let words = |s: &str| s.split(' ').map(str::to_string).collect::<Vec<_>>();
+        let p = reserved_args(&words(
+            "--api_key=sk-hidden --hos 0.0.0.0 -tp 2 --max-model-len 4096 --api x",
+        ));
+        let fixes: Vec<&str> = p.iter().map(|p| p.fix.as_str()).collect();
+        assert_eq!(
+            fixes,
+            [
+                "use --api-key before `--` (it never goes on a command line)",
+                "use --bind",
+                "use --tp",
+                "write the flag out in full"
+            ]
+        );
+        assert_eq!(
+            p[1].problem,
+            "extra argument --hos (read as --host) is set by spark-launch itself"
+        );
+        assert!(!format!("{p:?}").contains("sk-hidden"), "{p:?}");
     }
 
     #[test]
