@@ -42,3 +42,4 @@ pub mod ssh;
 pub mod supervise;
 pub mod text;
 pub mod workload;
+pub mod yaml;

@@ -234,3 +234,34 @@ fn a_registry_listing_says_which_recipes_this_version_runs_on_two_nodes() {
         "{one}"
     );
 }
+
+#[test]
+fn a_kept_plan_holds_each_mod_file_s_digest_never_its_bytes() {
+    // What the launch keeps for `supervise JOB` (records/JOB/plan.json): the plan as printed,
+    // each file put into a container as its SHA-256 and size.
+    let path = format!("{EUGR}/recipes/demo-glm-flash-nvfp4.yaml");
+    let p = planned(&request(&path, None, &RecipeOverrides::default()));
+    let LaunchPlan::Serve(serve) = &p.plan else {
+        panic!("not a serving plan")
+    };
+    let template =
+        std::fs::read_to_string(format!("{EUGR}/mods/fix-demo-chat-template/chat.jinja")).unwrap();
+    let printed = serde_json::to_string(&p.plan).unwrap();
+    assert!(
+        printed.contains("m.content"),
+        "the dry run shows the mod's files"
+    );
+    let state = tempfile::tempdir().unwrap();
+    let kept_at = spark_launch::supervise::records::save_plan(state.path(), serve).unwrap();
+    let kept = std::fs::read_to_string(&kept_at).unwrap();
+    assert!(
+        !kept.contains("m.content"),
+        "the kept plan holds a mod's bytes"
+    );
+    assert!(!kept.contains("fix-demo-chat-template applied"));
+    let digest = spark_launch::digest::sha256_hex(template.as_bytes());
+    assert_eq!(kept.matches(&digest).count(), 2, "one per rank: {kept}");
+    // The supervisor reads it back.
+    let back = spark_launch::supervise::records::load_plan(state.path(), &serve.job.job).unwrap();
+    assert_eq!(back.job.nodes.len(), 2);
+}

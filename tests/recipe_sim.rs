@@ -6,8 +6,10 @@
 //! recipe's own flags reach every rank, each mod's files are put into every container and its
 //! `run.sh` runs there before the engine (the tests read what it left behind with `docker
 //! exec`), a v2 env template is rendered per node (read inside each container), the derived
-//! fabric variables win over the recipe's; a missing mod and an unknown runtime are refused
-//! with exit 2 before anything starts, and a failing mod fails the start showing its output.
+//! fabric variables win over the recipe's; a missing mod, an unknown runtime and a mod file
+//! linking out of its registry (to the user's private key) are refused with exit 2 before
+//! anything starts, a failing mod fails the start showing its output, and the plan kept for
+//! `supervise` holds the mods' digests, never their bytes.
 //! No GPUs here: `--gpus none`, and limits this machine allows.
 
 mod hub_standin;
@@ -324,6 +326,38 @@ fn a_v2_recipe_from_a_registry_renders_its_env_per_node_and_the_derived_fabric_w
         0o644,
     );
     let reg = format!("/home/{}/reg", support::USER);
+    // A registry is a git clone, and git stores links: a mod file that links to the user's
+    // private key is refused by name before anything starts, and the key goes nowhere.
+    put(
+        &c,
+        "reg/sim-mods/sim-leak/run.sh",
+        "#!/bin/sh\ncat key\n",
+        0o755,
+    );
+    std::os::unix::fs::symlink(
+        "../../../.ssh/id_ed25519",
+        c.net.home(1).join("reg/sim-mods/sim-leak/key"),
+    )
+    .unwrap();
+    put(
+        &c,
+        "reg/sim-recipes/tiny/sim-leak.yaml",
+        &V2.replace("  - sim-marker", "  - sim-leak"),
+        0o644,
+    );
+    let out = up(&c, &["sim-leak", "--registry", &reg, "--dry-run", "--json"]);
+    assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
+    assert!(
+        stderr(&out).contains("sim-mods/sim-leak/key links outside")
+            && stderr(&out).contains(".ssh/id_ed25519)"),
+        "{}",
+        describe(&out)
+    );
+    assert!(
+        !describe(&out).contains("PRIVATE KEY"),
+        "{}",
+        describe(&out)
+    );
     let job = "simv2";
     let out = up(
         &c,
@@ -374,5 +408,14 @@ fn a_v2_recipe_from_a_registry_renders_its_env_per_node_and_the_derived_fabric_w
         None,
     );
     assert!(stdout(&models).contains("tiny-v2"), "{}", describe(&models));
+    // The plan kept for `supervise` holds each mod file's digest, never its bytes.
+    let kept = c
+        .net
+        .home(1)
+        .join(".local/state/spark-launch/records/simv2/plan.json");
+    let kept = std::fs::read_to_string(&kept).unwrap_or_else(|e| panic!("{}: {e}", kept.display()));
+    assert!(kept.contains("\"digest\""), "{kept}");
+    assert!(!kept.contains("payload from the registry"), "{kept}");
+    assert!(!kept.contains("sim-marker applied on"), "{kept}");
     remove_job(&c.net, job);
 }

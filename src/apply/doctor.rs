@@ -66,8 +66,7 @@ pub async fn run(req: &DoctorRequest, reporter: &Arc<dyn Reporter>) -> Result<Re
     }
     let mut logs = Vec::new();
     for p in &req.logs {
-        let text =
-            crate::input::read_text(p, crate::input::MAX_LOG_BYTES).map_err(DoctorError::Log)?;
+        let text = crate::input::read_text(p, crate::input::LOG).map_err(DoctorError::Log)?;
         logs.push(doctor::logs::analyse(&p.display().to_string(), &text));
     }
     let logs_only = !req.logs.is_empty() && req.selection.snapshots.is_empty();

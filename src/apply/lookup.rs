@@ -154,7 +154,13 @@ pub async fn shape_from_here(model: &ModelSource) -> ShapeLookup {
     match model {
         ModelSource::Local { path } => {
             let file = std::path::Path::new(path).join("config.json");
-            match crate::input::read_text(&file, CONFIG_MAX) {
+            match crate::input::read_text(
+                &file,
+                crate::input::InputLimit {
+                    max: CONFIG_MAX,
+                    hint: "a model's config.json is a few KiB",
+                },
+            ) {
                 Ok(text) => shape_of(&text),
                 Err(e) => ShapeLookup::Unreadable(format!(
                     "{} is not readable on this machine ({e}); a live run reads it on the head",

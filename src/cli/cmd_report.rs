@@ -100,5 +100,5 @@ fn nccl_logs(args: NcclArgs, ctx: &Context) -> CmdResult {
 
 fn read(file: &std::path::Path) -> anyhow::Result<String> {
     // Logs captured from terminals may carry stray bytes; never refuse them for that.
-    Ok(crate::input::read_text(file, crate::input::MAX_LOG_BYTES)?)
+    Ok(crate::input::read_text(file, crate::input::LOG)?)
 }

@@ -383,12 +383,15 @@ pub struct ContainerFile {
 }
 
 /// A file's bytes as a plan carries them: UTF-8 text as it is (what a reader of the plan
-/// wants to see), anything else as base64.
+/// wants to see), anything else as base64; in a plan kept after the launch, only the file's
+/// SHA-256 and size (the kept plan never holds a file's bytes: a restart starts the same
+/// containers, with the files already in them).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum FileContent {
     Text(String),
     Base64(String),
+    Digest { sha256: String, size: usize },
 }
 
 impl FileContent {
@@ -403,7 +406,8 @@ impl FileContent {
         }
     }
 
-    /// The bytes; a base64 text that does not decode is an error naming why.
+    /// The bytes; a base64 text that does not decode, or a digest alone, is an error naming
+    /// why.
     pub fn bytes(&self) -> Result<Vec<u8>, String> {
         use base64::Engine as _;
         match self {
@@ -411,6 +415,24 @@ impl FileContent {
             FileContent::Base64(b) => base64::engine::general_purpose::STANDARD
                 .decode(b)
                 .map_err(|e| format!("not base64: {e}")),
+            FileContent::Digest { .. } => Err(
+                "the plan keeps only the file's SHA-256, not its bytes; launch the job again"
+                    .into(),
+            ),
+        }
+    }
+
+    /// The same file as a kept plan holds it: its SHA-256 and size.
+    pub fn digest(&self) -> FileContent {
+        match self {
+            FileContent::Digest { .. } => self.clone(),
+            _ => {
+                let bytes = self.bytes().unwrap_or_default();
+                FileContent::Digest {
+                    sha256: crate::digest::sha256_hex(&bytes),
+                    size: bytes.len(),
+                }
+            }
         }
     }
 
@@ -421,6 +443,7 @@ impl FileContent {
             FileContent::Base64(b) => {
                 (b.len() / 4 * 3).saturating_sub(b.bytes().rev().take_while(|c| *c == b'=').count())
             }
+            FileContent::Digest { size, .. } => *size,
         }
     }
 
@@ -522,6 +545,14 @@ impl ContainerSpec {
     pub fn job(&self) -> Option<&str> {
         self.labels.get(LABEL_JOB).map(|s| s.as_str())
     }
+
+    /// The spec as a plan kept after the launch holds it: each file's bytes replaced by its
+    /// SHA-256 and size.
+    pub fn keep_digests_only(&mut self) {
+        for f in &mut self.files {
+            f.content = f.content.digest();
+        }
+    }
 }
 
 #[cfg(test)]
@@ -552,6 +583,27 @@ mod tests {
             serde_json::to_string(&text).unwrap(),
             r##"{"text":"#!/bin/sh\necho hi\n"}"##
         );
+    }
+
+    #[test]
+    fn a_kept_file_is_its_digest_and_size_and_cannot_be_put_in_again() {
+        let kept = FileContent::of(b"secret bytes".to_vec()).digest();
+        assert_eq!(
+            kept,
+            FileContent::Digest {
+                sha256: crate::digest::sha256_hex(b"secret bytes"),
+                size: 12
+            }
+        );
+        assert_eq!(kept.len(), 12);
+        assert!(
+            kept.bytes()
+                .unwrap_err()
+                .contains("only the file's SHA-256")
+        );
+        let json = serde_json::to_string(&kept).unwrap();
+        assert!(!json.contains("secret"), "{json}");
+        assert_eq!(serde_json::from_str::<FileContent>(&json).unwrap(), kept);
     }
 
     #[test]

@@ -39,7 +39,8 @@ pub fn user_profiles(dir: &Path) -> (Vec<Loaded>, Vec<FindError>) {
 }
 
 fn load_file(path: &Path, sets: &[SetArg]) -> Result<Loaded, FindError> {
-    let text = std::fs::read_to_string(path).map_err(|e| FindError::Read {
+    // The one reader: a FIFO or device is refused at once, a file over the cap unread.
+    let text = crate::input::read_utf8(path, crate::input::YAML).map_err(|e| FindError::Read {
         path: path.display().to_string(),
         cause: e.to_string(),
     })?;

@@ -45,11 +45,57 @@ fn meaningful(line: &str) -> bool {
 /// be followed).
 pub fn line_of(text: &str, path: &[Seg]) -> usize {
     let lines: Vec<&str> = text.lines().collect();
+    follow(&lines, path).line
+}
+
+/// Every 1-based line where `key` is written in the block mapping at `parent` (a key given
+/// twice is on two lines); empty when the mapping is not written in block style.
+pub fn key_lines(text: &str, parent: &[Seg], key: &str) -> Vec<usize> {
+    let lines: Vec<&str> = text.lines().collect();
+    let f = follow(&lines, parent);
+    if !f.complete {
+        return Vec::new();
+    }
+    let Some(bi) = (f.start..f.end)
+        .find(|&i| meaningful(lines[i]))
+        .map(|i| indent(lines[i]))
+    else {
+        return Vec::new();
+    };
+    (f.start..f.end)
+        .filter(|&i| meaningful(lines[i]) && indent(lines[i]) == bi && is_key(lines[i], key))
+        .map(|i| i + 1)
+        .collect()
+}
+
+/// Whether `line` writes `key:` (plain or double-quoted, after any `- `).
+fn is_key(line: &str, key: &str) -> bool {
+    let t = line.trim_start();
+    let t = t.strip_prefix("- ").unwrap_or(t);
+    if let Some(rest) = t.strip_prefix(key)
+        && (rest.starts_with(':') || rest.starts_with(" :"))
+    {
+        return true;
+    }
+    t.starts_with(&format!("\"{key}\""))
+}
+
+/// Where following a path ended: the line of the last segment found, the block of lines
+/// that segment's value spans, and whether every segment was found.
+struct Followed {
+    line: usize,
+    start: usize,
+    end: usize,
+    complete: bool,
+}
+
+fn follow(lines: &[&str], path: &[Seg]) -> Followed {
     // The block we search: lines [start, end) at indentation > parent_indent.
     let mut start = 0usize;
     let mut end = lines.len();
     let mut min_indent: Option<usize> = None;
     let mut found_line = 1usize;
+    let mut found = 0usize;
     for seg in path {
         let mut hit = None;
         match seg {
@@ -62,24 +108,9 @@ pub fn line_of(text: &str, path: &[Seg]) -> usize {
                 if min_indent.is_some_and(|m| bi <= m) {
                     break;
                 }
-                for (i, line) in lines.iter().enumerate().take(end).skip(start) {
-                    if !meaningful(line) || indent(line) != bi {
-                        continue;
-                    }
-                    let t = line.trim_start();
-                    let t = t.strip_prefix("- ").unwrap_or(t);
-                    if let Some(rest) = t.strip_prefix(k.as_str())
-                        && (rest.starts_with(':') || rest.starts_with(" :"))
-                    {
-                        hit = Some(i);
-                        break;
-                    }
-                    let quoted = format!("\"{k}\"");
-                    if t.starts_with(&quoted) {
-                        hit = Some(i);
-                        break;
-                    }
-                }
+                hit = (start..end).find(|&i| {
+                    meaningful(lines[i]) && indent(lines[i]) == bi && is_key(lines[i], k)
+                });
             }
             Seg::Index(n) => {
                 let mut count = 0usize;
@@ -131,8 +162,14 @@ pub fn line_of(text: &str, path: &[Seg]) -> usize {
         }
         start = i + 1;
         end = j;
+        found += 1;
     }
-    found_line
+    Followed {
+        line: found_line,
+        start,
+        end,
+        complete: found == path.len(),
+    }
 }
 
 #[cfg(test)]

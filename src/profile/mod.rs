@@ -323,6 +323,16 @@ pub fn parse(
             message,
         }
     };
+    // Deep nesting is refused before the parser spends minutes on it; so are tags.
+    if let Err(e) = crate::yaml::check_depth(text) {
+        return Err(ProfileErrors(vec![ProfileError {
+            file: file.to_string(),
+            line: e.line(),
+            column: None,
+            field: String::new(),
+            message: e.to_string(),
+        }]));
+    }
     let profile: Profile = match yaml_serde::from_str(text) {
         Ok(p) => p,
         Err(e) => {

@@ -439,3 +439,35 @@ fn a_type_error_elsewhere_leaves_the_key_bind_and_nccl_fields_known() {
     let e = errors(&text);
     assert_eq!(e.len(), 1, "{e:?}");
 }
+
+#[test]
+fn a_deeply_nested_profile_is_refused_at_once_naming_its_line() {
+    // 100 000 levels of flow nesting: the YAML parser alone takes minutes on this.
+    let text = format!(
+        "{GOOD}expect: {}{}\n",
+        "[".repeat(100_000),
+        "]".repeat(100_000)
+    );
+    let started = std::time::Instant::now();
+    let e = errors(&text);
+    assert!(started.elapsed() < std::time::Duration::from_secs(2));
+    assert_eq!(
+        e,
+        [
+            "my/demo.yaml:13: nested more than 64 levels deep at line 13; a recipe or profile nests a few levels: this is not one"
+        ]
+    );
+}
+
+#[test]
+fn a_profile_that_is_a_fifo_is_refused_not_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("demo.yaml");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+    let e = files::find(fifo.to_str().unwrap(), dir.path(), &[]).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("is not a regular file (a FIFO is never read)"),
+        "{e}"
+    );
+}

@@ -76,14 +76,38 @@ const RECIPE_FIELDS: [&str; 7] = [
 ];
 
 /// Whether a YAML text is a recipe rather than a launch profile: a mapping with a recipe's
-/// fields and no profile's `engine:`. Text that is not YAML is not a recipe.
+/// fields and no profile's `engine:`, or any text with `recipe_version:`. A text that does not
+/// read as YAML is judged by the keys written at the start of its lines, so that a recipe
+/// with a YAML error is reported as a recipe, never as an invalid launch profile.
 pub fn is_recipe(text: &str) -> bool {
-    let Ok(yaml_serde::Value::Mapping(map)) = yaml_serde::from_str::<yaml_serde::Value>(text)
-    else {
-        return false;
+    let keys: Vec<String> = match crate::yaml::read(text) {
+        Ok(read) => match read.value {
+            yaml_serde::Value::Mapping(map) => map
+                .keys()
+                .filter_map(|k| k.as_str().map(str::to_string))
+                .collect(),
+            _ => return false,
+        },
+        Err(_) => top_level_keys(text),
     };
-    let has = |k: &str| map.contains_key(k);
-    !has("engine") && RECIPE_FIELDS.iter().any(|k| has(k))
+    let has = |k: &str| keys.iter().any(|key| key == k);
+    has("recipe_version")
+        || has("sparkrun_version")
+        || (!has("engine") && RECIPE_FIELDS.iter().any(|k| has(k)))
+}
+
+/// The keys written at the start of a line (`name:`, `"name":`), for text that is not YAML.
+fn top_level_keys(text: &str) -> Vec<String> {
+    text.lines()
+        .filter_map(|line| {
+            let (key, _) = line.split_once(':')?;
+            let key = key.trim_end().trim_matches(['"', '\'']);
+            let plain = !key.is_empty()
+                && !line.starts_with([' ', '\t', '#', '-'])
+                && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+            plain.then(|| key.to_string())
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -101,6 +125,19 @@ mod tests {
         assert!(is_recipe("model: m\nruntime: vllm\n"));
         assert!(!is_recipe("name: p\nengine: vllm\nmodel: m\ntp: 2\n"));
         assert!(!is_recipe("- a\n"));
+    }
+
+    #[test]
+    fn a_recipe_with_a_yaml_error_is_still_a_recipe() {
+        for text in [
+            "recipe_version: \"2\"\nmodel: m\nmodel: n\n",
+            "recipe_version: \"2\"\ndefaults:\n\tport: 1\n",
+            "recipe_version: \"2\"\nmodel: m\n---\nmodel: n\n",
+            "model: m\ncommand: vllm serve m\ndefaults: {a: [\n",
+        ] {
+            assert!(is_recipe(text), "{text}");
+        }
+        assert!(!is_recipe("name: p\nengine: vllm\nmodel: [\n"));
     }
 
     #[test]

@@ -1,10 +1,13 @@
-//! A recipe's YAML as a located document: the text parsed to a mapping (a syntax error names
-//! its line and column), and typed fields read out of it, every wrongly typed field an error
-//! at its own line, all of them collected. Pure; knows no format's meaning.
+//! A recipe's YAML as a located document: the text read as the recipe runners' PyYAML safe
+//! loader reads it (`crate::yaml`: the last of duplicate keys wins, said in a warning naming
+//! both lines; merge keys applied; a tag it refuses, a second document or nesting too deep
+//! refused at its line; a syntax error names its line and column), the top level a mapping,
+//! and typed fields read out of it, every wrongly typed field an error at its own line, all
+//! of them collected. Pure; knows no format's meaning.
 
 use yaml_serde::{Mapping, Value};
 
-use super::error::{RecipeError, RecipeErrors};
+use super::error::{RecipeError, RecipeErrors, RecipeWarning};
 use crate::profile::locate;
 
 /// The parsed text of one recipe file.
@@ -12,28 +15,46 @@ pub(super) struct RecipeDoc<'a> {
     pub file: &'a str,
     pub text: &'a str,
     pub map: Mapping,
+    /// What reading the YAML itself has to say (duplicate keys).
+    pub warnings: Vec<RecipeWarning>,
 }
 
 /// Parses `text`; the top level must be a mapping.
 pub(super) fn load<'a>(file: &'a str, text: &'a str) -> Result<RecipeDoc<'a>, RecipeErrors> {
-    let value: Value = yaml_serde::from_str(text).map_err(|e| {
-        let loc = e.location();
-        let msg = e.to_string();
-        let msg = match msg.rfind(" at line ") {
-            Some(i) => msg[..i].to_string(),
-            None => msg,
-        };
+    let read = crate::yaml::read(text).map_err(|e| {
         RecipeErrors::one(RecipeError {
             file: file.to_string(),
-            line: loc.as_ref().map(|l| l.line()),
-            column: loc.as_ref().map(|l| l.column()),
+            line: e.line(),
+            column: e.column(),
             field: String::new(),
-            problem: format!("not valid YAML: {msg}"),
+            problem: format!("not valid YAML: {e}"),
             fix: None,
         })
     })?;
-    match value {
-        Value::Mapping(map) => Ok(RecipeDoc { file, text, map }),
+    let warnings = read
+        .duplicates
+        .iter()
+        .map(|d| {
+            let lines = locate::key_lines(text, &locate::parse_path(&d.parent), &d.key);
+            let place = match lines.as_slice() {
+                [] | [_] => String::new(),
+                [first, .., last] => format!(" (lines {first} and {last})"),
+            };
+            RecipeWarning::new(
+                d.path(),
+                format!(
+                    "given more than once{place}: the last value is used, as the recipe runners (PyYAML) read it"
+                ),
+            )
+        })
+        .collect();
+    match read.value {
+        Value::Mapping(map) => Ok(RecipeDoc {
+            file,
+            text,
+            map,
+            warnings,
+        }),
         Value::Null => Err(RecipeErrors::one(RecipeError::new(
             file,
             "",

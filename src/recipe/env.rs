@@ -13,7 +13,8 @@ use yaml_serde::Value;
 use super::pyvalue::python_str;
 use crate::plan::secret::is_secret_name;
 pub use crate::workload::recipe_env::{
-    EnvPiece, EnvRenderError, LaunchField, RecipeEnv, RecipeEnvValue, RecipeNode,
+    EnvPiece, EnvRenderError, LaunchField, MAX_RENDERED_BYTES, RecipeEnv, RecipeEnvValue,
+    RecipeNode,
 };
 
 /// True for a portable variable name.
@@ -28,6 +29,8 @@ pub struct ReadValue {
     pub value: RecipeEnvValue,
     /// `$VAR`s not set in the user's environment, kept as written.
     pub unset: Vec<String>,
+    /// The `defaults` keys its `{config.KEY}` took.
+    pub config_keys: Vec<String>,
 }
 
 /// Reads one v2 env value: templates parsed, `{config.KEY}` filled from `config`, `$VAR` from
@@ -41,16 +44,29 @@ pub fn read_v2(
     let text = python_str(raw);
     let mut pieces = Vec::new();
     let mut unset = Vec::new();
+    let mut config_keys = Vec::new();
     let mut secret = is_secret_name(name);
+    let mut size = 0usize;
     for token in tokens(&text)? {
+        if size > MAX_RENDERED_BYTES {
+            return Err(format!(
+                "grows past {} KiB as its {{config.…}} values are filled in ({}); write it out shorter",
+                MAX_RENDERED_BYTES >> 10,
+                config_keys.join(", ")
+            ));
+        }
         match token {
             Token::Literal(t) => {
                 let (expanded, taken, missing) = expand_vars(&t, user_env);
                 secret |= taken.iter().any(|v| is_secret_name(v));
                 unset.extend(missing);
+                size += expanded.len();
                 push_text(&mut pieces, expanded);
             }
-            Token::Escaped(t) => push_text(&mut pieces, t),
+            Token::Escaped(t) => {
+                size += t.len();
+                push_text(&mut pieces, t);
+            }
             Token::Config(key) => {
                 let v = config.get(&key).filter(|v| !v.is_null()).ok_or_else(|| {
                     format!("{{config.{key}}} names no defaults key (and no --set gives it)")
@@ -60,10 +76,22 @@ pub fn read_v2(
                         "{{config.{key}}} is a list or mapping; only single values go in env"
                     ));
                 }
-                push_text(&mut pieces, python_str(v));
+                let shown = python_str(v);
+                size += shown.len();
+                push_text(&mut pieces, shown);
+                if !config_keys.contains(&key) {
+                    config_keys.push(key);
+                }
             }
             Token::Launch(f) => pieces.push(EnvPiece::Launch(f)),
         }
+    }
+    if size > MAX_RENDERED_BYTES {
+        return Err(format!(
+            "grows past {} KiB as its {{config.…}} values are filled in ({}); write it out shorter",
+            MAX_RENDERED_BYTES >> 10,
+            config_keys.join(", ")
+        ));
     }
     if pieces.is_empty() {
         pieces.push(EnvPiece::Text(String::new()));
@@ -71,6 +99,7 @@ pub fn read_v2(
     Ok(ReadValue {
         value: RecipeEnvValue { pieces, secret },
         unset,
+        config_keys,
     })
 }
 
@@ -339,6 +368,38 @@ mod tests {
         assert!(!r.value.secret);
         assert_eq!(r.unset, ["UNSET_VAR"]);
         assert_eq!(r.value.template(), "$UNSET_VAR/x ${config.port} $");
+    }
+
+    #[test]
+    fn a_value_that_grows_past_the_bound_is_refused_when_read_and_when_rendered() {
+        let big: BTreeMap<String, Value> =
+            [("big".to_string(), Value::String("x".repeat(64 << 10)))].into();
+        let raw = Value::String("{config.big}".repeat(1000));
+        let started = std::time::Instant::now();
+        let e = read_v2("V", &raw, &big, &user()).unwrap_err();
+        assert!(started.elapsed() < std::time::Duration::from_secs(2));
+        assert_eq!(
+            e,
+            "grows past 256 KiB as its {config.…} values are filled in (big); write it out shorter"
+        );
+        let mut env = RecipeEnv::default();
+        env.0.insert(
+            "P".into(),
+            read("P", &"{launch.model_path}".repeat(20_000))
+                .unwrap()
+                .value,
+        );
+        let node = RecipeNode {
+            model_path: Some(format!("/models/{}", "m".repeat(100))),
+            ..RecipeNode::default()
+        };
+        assert_eq!(
+            env.render(&node).unwrap_err(),
+            EnvRenderError::TooLarge {
+                var: "P".into(),
+                rank: 0
+            }
+        );
     }
 
     #[test]

@@ -2,7 +2,10 @@
 //! manifest, its recipe files found recursively), finds each mod's folder (the first candidate
 //! holding a `run.sh`) and reads its files, and hands everything to the pure readers. A
 //! recipe named by a path is read from it; a bare name is looked up in `--registry DIR`.
-//! Decides nothing itself.
+//! Every file goes through `crate::input`'s one reader (regular files only, capped before
+//! reading); nothing outside a registry clone or checkout is read on its behalf — a recipe,
+//! a manifest folder or a mod that links out of it is refused by name. Decides nothing
+//! itself.
 
 use std::path::{Path, PathBuf};
 
@@ -10,10 +13,11 @@ use serde::Serialize;
 
 use super::error::{RecipeError, RecipeErrors};
 use super::launch::RecipeLaunch;
-use super::mods::{self, ModFile, ModFiles, ModSearch, RecipeMod, plain_name};
+use super::mods::{self, ModFile, ModFiles, ModPlace, ModSearch, RecipeMod, plain_name};
 use super::registry::{self, MANIFEST, RecipeRegistry, RegistryFile, RegistryLookupError};
 use super::request::{self, RecipeOverrides};
 use super::{Recipe, RecipeInput, common, parse};
+use crate::input::{self, InputError};
 use crate::profile::fit::Fit;
 use crate::workload::launch::LaunchRequest;
 
@@ -30,7 +34,8 @@ pub enum RecipeLoadError {
     NoRegistry { name: String },
 }
 
-/// Reads `path` and everything it needs into a launch.
+/// Reads `path` and everything it needs into a launch. A recipe inside the registry clone
+/// must not link out of it.
 pub fn load_file(
     path: &Path,
     registry: Option<&RecipeRegistry>,
@@ -38,13 +43,20 @@ pub fn load_file(
     input: &RecipeInput,
 ) -> Result<RecipeLaunch, RecipeLoadError> {
     let file = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|e| {
+    let cannot = |e: InputError| {
         RecipeErrors::one(RecipeError::new(
             &file,
             "",
             format!("cannot read the recipe: {e}"),
         ))
-    })?;
+    };
+    let dir = path.parent().map(|d| in_registry_terms(d, registry));
+    if let Some(reg) = registry
+        && dir.as_ref().is_some_and(|d| d.starts_with(&reg.root))
+    {
+        input::resolve_inside(&real(&reg.root).map_err(cannot)?, path).map_err(cannot)?;
+    }
+    let text = input::read_utf8(path, input::YAML).map_err(cannot)?;
     let stem = path
         .file_stem()
         .and_then(|s| s.to_str())
@@ -52,7 +64,7 @@ pub fn load_file(
         .trim_end_matches(".yaml");
     let recipe = parse(&file, stem, &text)?;
     let search = ModSearch {
-        recipe_dir: path.parent(),
+        recipe_dir: dir.as_deref(),
         registry,
         own: own_sub,
     };
@@ -60,12 +72,36 @@ pub fn load_file(
     Ok(recipe.build(input, mods)?)
 }
 
+/// `path` with every link resolved.
+fn real(path: &Path) -> Result<PathBuf, InputError> {
+    std::fs::canonicalize(path).map_err(|source| InputError::Io {
+        path: path.display().to_string(),
+        source,
+    })
+}
+
+/// A recipe's folder spelled from the registry's root when it lies inside the registry
+/// however it was spelled (so that its mods are known to come from the clone); else as given.
+fn in_registry_terms(dir: &Path, registry: Option<&RecipeRegistry>) -> PathBuf {
+    let here = if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        dir
+    };
+    let inside = registry.and_then(|r| {
+        let root = real(&r.root).ok()?;
+        let rel = real(here).ok()?.strip_prefix(&root).ok()?.to_path_buf();
+        Some(r.root.join(rel))
+    });
+    inside.unwrap_or_else(|| dir.to_path_buf())
+}
+
 /// Whether `name` is a recipe file (a path to a YAML file holding a recipe's fields, not a
-/// launch profile's): `up` then runs it as a recipe.
+/// launch profile's): `up` then runs it as a recipe. A file that is not UTF-8 or not YAML is
+/// judged by what it holds, so that its error is reported as a recipe's.
 pub fn is_recipe_file(name: &str) -> bool {
-    let path = Path::new(name);
-    path.is_file()
-        && std::fs::read_to_string(path).is_ok_and(|text| super::detect::is_recipe(&text))
+    input::read_bytes(Path::new(name), input::YAML)
+        .is_ok_and(|bytes| super::detect::is_recipe(&String::from_utf8_lossy(&bytes)))
 }
 
 /// A recipe by path or by name in `--registry DIR`, read with its mods' files into the
@@ -84,8 +120,13 @@ pub fn load_request(
 /// The most one mod may hold: its files travel in the plan, into every container.
 pub const MOD_MAX_BYTES: usize = 64 << 20;
 
+/// The most files one mod may hold (the mods of the recipe registries hold a handful).
+pub const MOD_MAX_FILES: usize = 10_000;
+
 /// Every file of each mod's folder, hidden ones too (as `docker cp` copies a folder), a link
-/// to a file read as that file; a mod that cannot be read whole is an error naming it.
+/// to a file inside the mod's tree read as that file; a mod that cannot be read whole — a
+/// link out of its registry or checkout, a link to a folder, a FIFO, device or socket, more
+/// than [`MOD_MAX_BYTES`] — is an error naming the mod and the file.
 pub fn read_mods(file: &str, mods: &[RecipeMod]) -> Result<Vec<ModFiles>, RecipeErrors> {
     let mut out = Vec::new();
     let mut errors = Vec::new();
@@ -101,30 +142,28 @@ pub fn read_mods(file: &str, mods: &[RecipeMod]) -> Result<Vec<ModFiles>, Recipe
             );
             continue;
         }
-        let mut files = Vec::new();
-        if let Err(why) = read_folder(&m.folder, "", &mut files) {
-            errors.push(at(format!("mod {}: {why}", m.folder.display())));
+        let mut read = ModRead {
+            within: &m.within,
+            files: Vec::new(),
+            bytes: 0,
+        };
+        if let Err(why) = read.folder(&m.folder, "") {
+            let e = at(format!("mod {}: {why}", m.folder.display()));
+            errors.push(match why {
+                ModReadError::TooLarge => {
+                    e.fix("bake what the mod installs into the image and give it with --image")
+                }
+                _ => e,
+            });
             continue;
         }
+        let mut files = read.files;
         files.sort_by(|a, b| a.path.cmp(&b.path));
-        let mod_files = ModFiles {
+        out.push(ModFiles {
             name: m.name.clone(),
             reference: m.reference.clone(),
             files,
-        };
-        if mod_files.size() > MOD_MAX_BYTES {
-            errors.push(
-                at(format!(
-                    "mod {} holds {} MiB; spark-launch puts mods into the containers through the plan and takes at most {} MiB",
-                    m.folder.display(),
-                    mod_files.size() >> 20,
-                    MOD_MAX_BYTES >> 20
-                ))
-                .fix("bake what the mod installs into the image and give it with --image"),
-            );
-            continue;
-        }
-        out.push(mod_files);
+        });
     }
     if errors.is_empty() {
         Ok(out)
@@ -133,41 +172,101 @@ pub fn read_mods(file: &str, mods: &[RecipeMod]) -> Result<Vec<ModFiles>, Recipe
     }
 }
 
-/// The files under `dir` (recursively), as paths under `prefix`.
-fn read_folder(dir: &Path, prefix: &str, out: &mut Vec<ModFile>) -> Result<(), String> {
-    use std::os::unix::fs::PermissionsExt as _;
-    let entries =
-        std::fs::read_dir(dir).map_err(|e| format!("cannot read {}: {e}", dir.display()))?;
-    for e in entries {
-        let e = e.map_err(|e| format!("cannot read {}: {e}", dir.display()))?;
-        let path = e.path();
-        let Some(name) = e.file_name().to_str().map(str::to_string) else {
-            return Err(format!("{} is not a UTF-8 name", path.display()));
+/// Why a mod's folder cannot be read.
+#[derive(Debug, thiserror::Error)]
+enum ModReadError {
+    #[error(transparent)]
+    Input(#[from] InputError),
+    #[error("{} is not a UTF-8 name", .0.display())]
+    Name(PathBuf),
+    #[error("{} links to a folder; copy the folder into the mod instead", .0.display())]
+    LinkedFolder(PathBuf),
+    #[error("{} is {kind}; a mod holds files and folders only", .path.display())]
+    Special { path: PathBuf, kind: &'static str },
+    #[error(
+        "holds more than {} MiB or {MOD_MAX_FILES} files; spark-launch puts mods into the containers through the plan",
+        MOD_MAX_BYTES >> 20
+    )]
+    TooLarge,
+}
+
+/// A mod's folder being read: its tree, the files so far and their bytes.
+struct ModRead<'a> {
+    within: &'a Path,
+    files: Vec<ModFile>,
+    bytes: usize,
+}
+
+impl ModRead<'_> {
+    /// The files under `dir` (recursively), as paths under `prefix`. Sizes are checked before
+    /// a file is read, and no read goes past what the mod may still hold.
+    fn folder(&mut self, dir: &Path, prefix: &str) -> Result<(), ModReadError> {
+        use std::os::unix::fs::{FileTypeExt as _, PermissionsExt as _};
+        let cannot = |e: std::io::Error| {
+            ModReadError::Input(InputError::Io {
+                path: dir.display().to_string(),
+                source: e,
+            })
         };
-        let rel = if prefix.is_empty() {
-            name
-        } else {
-            format!("{prefix}/{name}")
-        };
-        let meta = std::fs::metadata(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-        let link = e.file_type().is_ok_and(|t| t.is_symlink());
-        if meta.is_dir() && link {
-            return Err(format!(
-                "{} links to a folder; copy the folder into the mod instead",
-                path.display()
-            ));
-        } else if meta.is_dir() {
-            read_folder(&path, &rel, out)?;
-        } else if meta.is_file() {
-            let bytes = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-            out.push(ModFile {
+        input::resolve_inside(self.within, dir)?;
+        for e in std::fs::read_dir(dir).map_err(cannot)? {
+            let e = e.map_err(cannot)?;
+            let path = e.path();
+            let Some(name) = e.file_name().to_str().map(str::to_string) else {
+                return Err(ModReadError::Name(path));
+            };
+            let rel = if prefix.is_empty() {
+                name
+            } else {
+                format!("{prefix}/{name}")
+            };
+            let kind = e.file_type().map_err(cannot)?;
+            let meta = if kind.is_symlink() {
+                let real = input::resolve_inside(self.within, &path)?;
+                let meta = std::fs::metadata(&real).map_err(cannot)?;
+                if meta.is_dir() {
+                    return Err(ModReadError::LinkedFolder(path));
+                }
+                meta
+            } else {
+                std::fs::symlink_metadata(&path).map_err(cannot)?
+            };
+            let t = meta.file_type();
+            if t.is_dir() {
+                self.folder(&path, &rel)?;
+                continue;
+            }
+            if !t.is_file() {
+                let kind = if t.is_fifo() {
+                    "a FIFO"
+                } else if t.is_socket() {
+                    "a socket"
+                } else {
+                    "a device"
+                };
+                return Err(ModReadError::Special { path, kind });
+            }
+            let room = MOD_MAX_BYTES.saturating_sub(self.bytes);
+            if self.files.len() >= MOD_MAX_FILES || meta.len() > room as u64 {
+                return Err(ModReadError::TooLarge);
+            }
+            let limit = input::InputLimit {
+                max: room as u64,
+                hint: "the mod grew while it was read",
+            };
+            let bytes = input::read_bytes(&path, limit).map_err(|e| match e {
+                InputError::TooLarge { .. } => ModReadError::TooLarge,
+                other => ModReadError::Input(other),
+            })?;
+            self.bytes += bytes.len();
+            self.files.push(ModFile {
                 path: rel,
                 mode: meta.permissions().mode() & 0o777,
                 bytes,
             });
         }
+        Ok(())
     }
-    Ok(())
 }
 
 /// A recipe by path (`x.yaml`, `dir/x.yaml`) or by name in the registry at `registry_dir`.
@@ -188,12 +287,13 @@ pub fn load(
             name: name.to_string(),
         });
     };
-    let files = registry_files(&reg);
+    let files = registry_files(&reg)?;
     let found = registry::lookup(&files, &reg, name)?;
     load_file(&found.path, Some(&reg), Some(&found.sub), input)
 }
 
-/// The layout of the registry clone at `dir`.
+/// The layout of the registry clone at `dir`. The manifest and every folder it names must lie
+/// inside the clone, links resolved.
 pub fn open_registry(dir: &Path) -> Result<RecipeRegistry, RecipeLoadError> {
     let err = |cause: String| RecipeLoadError::Registry {
         path: dir.display().to_string(),
@@ -202,50 +302,52 @@ pub fn open_registry(dir: &Path) -> Result<RecipeRegistry, RecipeLoadError> {
     if !dir.is_dir() {
         return Err(err("not a folder (give the folder of a local clone)".into()));
     }
+    let root = real(dir).map_err(|e| err(e.to_string()))?;
     let manifest = dir.join(MANIFEST);
-    if manifest.is_file() {
-        let text = std::fs::read_to_string(&manifest)
+    let reg = if std::fs::symlink_metadata(&manifest).is_ok() {
+        let text = input::resolve_inside(&root, &manifest)
+            .and_then(|m| input::read_utf8(&m, input::YAML))
             .map_err(|e| err(format!("cannot read {MANIFEST}: {e}")))?;
-        return RecipeRegistry::from_manifest(dir, &text).map_err(err);
-    }
-    Ok(RecipeRegistry::without_manifest(
-        dir,
-        dir.join("recipes").is_dir(),
-    ))
-}
-
-/// Every recipe file of the registry (`*.yaml`/`*.yml`, recursively; hidden folders and
-/// other files skipped), sorted by sub-registry and path.
-pub fn registry_files(reg: &RecipeRegistry) -> Vec<RegistryFile> {
-    let mut out = Vec::new();
+        RecipeRegistry::from_manifest(dir, &text).map_err(err)?
+    } else {
+        RecipeRegistry::without_manifest(dir, dir.join("recipes").is_dir())
+    };
     for sub in &reg.subs {
-        let mut stack = vec![sub.recipes.clone()];
-        let mut found: Vec<PathBuf> = Vec::new();
-        while let Some(dir) = stack.pop() {
-            let Ok(entries) = std::fs::read_dir(&dir) else {
-                continue;
-            };
-            for e in entries.flatten() {
-                let p = e.path();
-                let hidden = p
-                    .file_name()
-                    .and_then(|n| n.to_str())
-                    .is_some_and(|n| n.starts_with('.'));
-                if hidden {
-                    continue;
-                }
-                if p.is_dir() {
-                    // The registry root may hold the recipes; its mods folder holds none.
-                    if sub.mods.as_ref() != Some(&p) {
-                        stack.push(p);
-                    }
-                } else if p.extension().is_some_and(|x| x == "yaml" || x == "yml") {
-                    found.push(p);
-                }
+        for folder in std::iter::once(&sub.recipes).chain(sub.mods.as_ref()) {
+            if std::fs::symlink_metadata(folder).is_ok() {
+                input::resolve_inside(&root, folder).map_err(|e| err(e.to_string()))?;
             }
         }
-        found.sort();
-        out.extend(found.into_iter().map(|path| {
+    }
+    Ok(reg)
+}
+
+/// Every recipe file of the registry (`*.yaml`/`*.yml`, recursively; hidden folders, other
+/// files and folders linking out of the clone skipped, each folder walked once), sorted by
+/// sub-registry and path.
+pub fn registry_files(reg: &RecipeRegistry) -> Result<Vec<RegistryFile>, RecipeLoadError> {
+    let err = |e: InputError| RecipeLoadError::Registry {
+        path: reg.root.display().to_string(),
+        cause: e.to_string(),
+    };
+    let root = real(&reg.root).map_err(err)?;
+    let mut out = Vec::new();
+    for sub in &reg.subs {
+        if !sub.recipes.is_dir() {
+            continue;
+        }
+        let walk = input::walk(
+            &root,
+            &sub.recipes,
+            // The registry root may hold the recipes; its mods folder holds none.
+            |p| sub.mods.as_deref() != Some(p),
+            |p| p.extension().is_some_and(|x| x == "yaml" || x == "yml"),
+        )
+        .map_err(err)?;
+        for skipped in &walk.outside {
+            tracing::warn!("registry: {skipped}");
+        }
+        out.extend(walk.files.into_iter().map(|path| {
             RegistryFile {
                 sub: sub.name.clone(),
                 name: path
@@ -257,7 +359,7 @@ pub fn registry_files(reg: &RecipeRegistry) -> Vec<RegistryFile> {
             }
         }));
     }
-    out
+    Ok(out)
 }
 
 /// One recipe of a registry listing: the launch it reads as, or why it does not.
@@ -299,7 +401,7 @@ impl RegistryEntry {
 /// Every recipe of the registry at `dir`, each read with `input`.
 pub fn list(dir: &Path, input: &RecipeInput) -> Result<Vec<RegistryEntry>, RecipeLoadError> {
     let reg = open_registry(dir)?;
-    let files = registry_files(&reg);
+    let files = registry_files(&reg)?;
     Ok(files
         .into_iter()
         .map(|file| {
@@ -339,15 +441,15 @@ pub fn resolve_mods(recipe: &Recipe, search: &ModSearch) -> Result<Vec<RecipeMod
         };
         let hit = candidates
             .iter()
-            .find(|p| p.is_dir() && p.join("run.sh").is_file());
-        let Some(folder) = hit else {
+            .find(|p| p.folder.is_dir() && p.folder.join("run.sh").is_file());
+        let Some(ModPlace { folder, within }) = hit else {
             let looked: Vec<String> = candidates
                 .iter()
                 .map(|p| {
-                    if p.is_dir() {
-                        format!("{} (no run.sh)", p.display())
+                    if p.folder.is_dir() {
+                        format!("{} (no run.sh)", p.folder.display())
                     } else {
-                        p.display().to_string()
+                        p.folder.display().to_string()
                     }
                 })
                 .collect();
@@ -365,6 +467,17 @@ pub fn resolve_mods(recipe: &Recipe, search: &ModSearch) -> Result<Vec<RecipeMod
             );
             continue;
         };
+        // The mod stays inside the registry or checkout it comes from, links resolved.
+        let within = match real(within).and_then(|w| input::resolve_inside(&w, folder).map(|_| w)) {
+            Ok(w) => w,
+            Err(e) => {
+                errors.push(
+                    at(format!("mod {reference:?}: {e}"))
+                        .fix("a mod's files live in its folder inside the registry or checkout"),
+                );
+                continue;
+            }
+        };
         let name = folder
             .file_name()
             .and_then(|n| n.to_str())
@@ -381,6 +494,7 @@ pub fn resolve_mods(recipe: &Recipe, search: &ModSearch) -> Result<Vec<RecipeMod
             name,
             reference: reference.clone(),
             folder: folder.clone(),
+            within,
         });
     }
     if errors.is_empty() {
@@ -488,7 +602,7 @@ mod tests {
         write(t.path(), "official-recipes/qwen/notes.md", "not a recipe");
         write(t.path(), "official-mods/fix-a/run.sh", "#!/bin/sh\n");
         let reg = open_registry(t.path()).unwrap();
-        let files = registry_files(&reg);
+        let files = registry_files(&reg).unwrap();
         assert_eq!(files.len(), 1);
         assert_eq!(
             (files[0].sub.as_str(), files[0].name.as_str()),
@@ -506,6 +620,242 @@ mod tests {
         assert_eq!(
             e.to_string(),
             "\"no-such-recipe\" is not a recipe file, and no --registry DIR is given to look it up in"
+        );
+    }
+
+    /// A registry clone (manifest, one sub-registry with a mods folder) holding `q.yaml`
+    /// (`V2`, mod `fix-a`) and the mod's `run.sh`; and a private key outside it.
+    fn registry_with_a_key_outside() -> (tempfile::TempDir, PathBuf, PathBuf) {
+        let t = tempfile::tempdir().unwrap();
+        let reg = t.path().join("reg");
+        write(
+            &reg,
+            MANIFEST,
+            "registries:\n  - name: official\n    recipes: recipes\n    mods: mods\n",
+        );
+        write(&reg, "recipes/q.yaml", V2);
+        write(&reg, "mods/fix-a/run.sh", "#!/bin/sh\ncat key\n");
+        let key = t.path().join("home/.ssh/id_ed25519");
+        write(
+            t.path(),
+            "home/.ssh/id_ed25519",
+            "-----BEGIN OPENSSH PRIVATE KEY-----\n",
+        );
+        (t, reg, key)
+    }
+
+    fn refusal(reg: &Path) -> String {
+        let launch = load("q", Some(reg), &RecipeInput::default());
+        match launch {
+            Ok(l) => read_mods(&l.file, &l.mods).unwrap_err().to_string(),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    #[test]
+    fn a_mod_file_that_links_outside_the_registry_is_refused_by_name() {
+        let (_t, reg, key) = registry_with_a_key_outside();
+        std::os::unix::fs::symlink(&key, reg.join("mods/fix-a/key")).unwrap();
+        let e = refusal(&reg);
+        assert!(
+            e.contains("mods/fix-a/key links outside")
+                && e.contains(&format!("(to {})", key.display())),
+            "{e}"
+        );
+        // A link to a file inside the clone is read as that file.
+        std::fs::remove_file(reg.join("mods/fix-a/key")).unwrap();
+        write(&reg, "shared/notes.txt", "shared");
+        std::os::unix::fs::symlink("../../shared/notes.txt", reg.join("mods/fix-a/notes")).unwrap();
+        let l = load("q", Some(&reg), &RecipeInput::default()).unwrap();
+        let mods = read_mods(&l.file, &l.mods).unwrap();
+        assert_eq!(mods[0].files[0].path, "notes");
+        assert_eq!(mods[0].files[0].bytes, b"shared");
+    }
+
+    #[test]
+    fn a_mod_folder_that_links_outside_the_registry_is_refused_by_name() {
+        let (t, reg, _key) = registry_with_a_key_outside();
+        write(t.path(), "home/.ssh/run.sh", "#!/bin/sh\n");
+        std::fs::remove_dir_all(reg.join("mods/fix-a")).unwrap();
+        std::os::unix::fs::symlink(t.path().join("home/.ssh"), reg.join("mods/fix-a")).unwrap();
+        let e = refusal(&reg);
+        assert!(e.contains("mods[0]: mod \"fix-a\":"), "{e}");
+        assert!(e.contains("mods/fix-a links outside"), "{e}");
+    }
+
+    #[test]
+    fn an_absolute_mod_path_in_a_registry_recipe_is_refused() {
+        let (t, reg, _key) = registry_with_a_key_outside();
+        write(t.path(), "home/.ssh/run.sh", "#!/bin/sh\n");
+        let abs = t.path().join("home/.ssh");
+        write(
+            &reg,
+            "recipes/q.yaml",
+            &V2.replace("  - fix-a", &format!("  - {}", abs.display())),
+        );
+        let e = refusal(&reg);
+        assert!(e.contains("is an absolute path"), "{e}");
+    }
+
+    #[test]
+    fn fifos_and_devices_in_a_mod_are_refused_by_name() {
+        let (_t, reg, _key) = registry_with_a_key_outside();
+        let fifo = reg.join("mods/fix-a/pipe");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+        let e = refusal(&reg);
+        assert!(
+            e.contains("mods/fix-a/pipe is a FIFO; a mod holds files and folders only"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_mod_over_the_cap_is_refused_by_its_size_before_a_byte_is_read() {
+        let (_t, reg, _key) = registry_with_a_key_outside();
+        // A sparse file of 64 GiB: reading it whole would take minutes and all memory.
+        let big = std::fs::File::create(reg.join("mods/fix-a/weights.bin")).unwrap();
+        big.set_len(64 << 30).unwrap();
+        let started = std::time::Instant::now();
+        let e = refusal(&reg);
+        assert!(started.elapsed() < std::time::Duration::from_secs(2));
+        assert!(e.contains("holds more than 64 MiB"), "{e}");
+    }
+
+    #[test]
+    fn a_registry_walk_follows_no_link_out_and_enters_each_folder_once() {
+        let (_t, reg, _key) = registry_with_a_key_outside();
+        for dir in ["recipes", "recipes/sub"] {
+            std::fs::create_dir_all(reg.join(dir)).unwrap();
+            std::os::unix::fs::symlink(".", reg.join(dir).join("a")).unwrap();
+            std::os::unix::fs::symlink(".", reg.join(dir).join("b")).unwrap();
+        }
+        std::os::unix::fs::symlink("/usr", reg.join("recipes/usr")).unwrap();
+        std::os::unix::fs::symlink("/dev/zero", reg.join("recipes/zero.yaml")).unwrap();
+        let started = std::time::Instant::now();
+        let listed = list(&reg, &RecipeInput::default()).unwrap();
+        assert!(started.elapsed() < std::time::Duration::from_secs(2));
+        let names: Vec<&str> = listed.iter().map(|e| e.file.name.as_str()).collect();
+        assert_eq!(names, ["q", "zero"]);
+        assert!(
+            listed[1].problems[0].contains("recipes/zero.yaml links outside")
+                && listed[1].problems[0].contains("(to /dev/zero)"),
+            "{:?}",
+            listed[1].problems
+        );
+        let e = load("zero", Some(&reg), &RecipeInput::default()).unwrap_err();
+        assert!(e.to_string().contains("(to /dev/zero)"), "{e}");
+    }
+
+    #[test]
+    fn a_manifest_folder_linked_out_of_the_clone_is_refused() {
+        let (_t, reg, _key) = registry_with_a_key_outside();
+        std::fs::remove_dir_all(reg.join("recipes")).unwrap();
+        std::os::unix::fs::symlink("/usr", reg.join("recipes")).unwrap();
+        let e = list(&reg, &RecipeInput::default()).unwrap_err();
+        assert!(e.to_string().contains("recipes links outside"), "{e}");
+    }
+
+    #[test]
+    fn a_recipe_that_is_a_fifo_is_refused_not_read() {
+        let t = tempfile::tempdir().unwrap();
+        let fifo = t.path().join("r.yaml");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+        assert!(!is_recipe_file(fifo.to_str().unwrap()));
+        let e = load_file(&fifo, None, None, &RecipeInput::default()).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("is not a regular file (a FIFO is never read)"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_recipe_with_a_yaml_error_is_a_recipe_and_its_error_a_recipe_error() {
+        let t = tempfile::tempdir().unwrap();
+        for (text, problem) in [
+            (
+                "recipe_version: \"2\"\nmodel: org/m\ndefaults:\n\tport: 1\n",
+                "r.yaml:4:1: not valid YAML: a tab in the indentation",
+            ),
+            (
+                "recipe_version: \"2\"\nmodel: org/m\n---\nmodel: org/n\n",
+                "r.yaml:3: not valid YAML: more than one YAML document (another starts at line 3)",
+            ),
+            (
+                "recipe_version: \"2\"\nmodel: org/m\nenv:\n  X: !!python/object/apply:os.system [id]\n",
+                "r.yaml:4: not valid YAML: the tag !!python/object/apply:os.system at line 4 is refused",
+            ),
+        ] {
+            write(t.path(), "r.yaml", text);
+            let path = t.path().join("r.yaml");
+            assert!(is_recipe_file(path.to_str().unwrap()), "{text}");
+            let e = load_file(&path, None, None, &RecipeInput::default()).unwrap_err();
+            let shown = e.to_string();
+            assert!(shown.contains(problem), "{shown}");
+        }
+        std::fs::write(
+            t.path().join("r.yaml"),
+            b"recipe_version: \"2\"\nmodel: caf\xe9\n",
+        )
+        .unwrap();
+        let path = t.path().join("r.yaml");
+        assert!(is_recipe_file(path.to_str().unwrap()));
+        let e = load_file(&path, None, None, &RecipeInput::default()).unwrap_err();
+        assert!(e.to_string().contains("r.yaml:2: not UTF-8 text"), "{e}");
+    }
+
+    #[test]
+    fn duplicate_keys_are_read_as_pyyaml_reads_them_naming_both_lines() {
+        let t = tempfile::tempdir().unwrap();
+        write(
+            t.path(),
+            "r.yaml",
+            "recipe_version: \"2\"\nmodel: org/m\nruntime: vllm\ncontainer: c:1\ndefaults:\n  port: 1\n  port: 9000\ncommand: vllm serve {model} --port {port}\n",
+        );
+        let l = load_file(
+            &t.path().join("r.yaml"),
+            None,
+            None,
+            &RecipeInput::default(),
+        )
+        .unwrap();
+        assert!(
+            l.argv
+                .ends_with(&["--port".to_string(), "9000".to_string()]),
+            "{:?}",
+            l.argv
+        );
+        let w = l
+            .warnings
+            .iter()
+            .find(|w| w.field == "defaults.port")
+            .expect("a warning about the duplicate");
+        assert_eq!(
+            w.message,
+            "given more than once (lines 6 and 7): the last value is used, as the recipe runners (PyYAML) read it"
+        );
+    }
+
+    #[test]
+    fn merge_keys_in_a_recipe_are_applied_as_pyyaml_applies_them() {
+        let t = tempfile::tempdir().unwrap();
+        write(
+            t.path(),
+            "r.yaml",
+            "recipe_version: \"2\"\nmodel: org/m\nruntime: vllm\ncontainer: c:1\nbase: &base\n  port: 8000\n  max_model_len: 4096\ndefaults:\n  <<: *base\n  port: 9000\ncommand: vllm serve {model} --port {port} --max-model-len {max_model_len}\n",
+        );
+        let l = load_file(
+            &t.path().join("r.yaml"),
+            None,
+            None,
+            &RecipeInput::default(),
+        )
+        .unwrap();
+        assert!(
+            l.argv
+                .ends_with(&["--port", "9000", "--max-model-len", "4096"].map(String::from)),
+            "{:?}",
+            l.argv
         );
     }
 }

@@ -76,12 +76,13 @@ pub fn parse(file: &str, stem: &str, text: &str) -> Result<Recipe, RecipeErrors>
         RecipeFormat::V1 => Recipe::V1(v1::parse(&d, stem)?),
         RecipeFormat::V2 => Recipe::V2(v2::parse(&d, stem)?),
     };
-    if let Some(note) = note {
-        match &mut recipe {
-            Recipe::V1(r) => r.warnings.insert(0, note),
-            Recipe::V2(r) => r.warnings.insert(0, note),
-        }
-    }
+    let warnings = match &mut recipe {
+        Recipe::V1(r) => &mut r.warnings,
+        Recipe::V2(r) => &mut r.warnings,
+    };
+    let mut first: Vec<RecipeWarning> = note.into_iter().collect();
+    first.extend(d.warnings.iter().cloned());
+    warnings.splice(0..0, first);
     Ok(recipe)
 }
 

@@ -2,9 +2,14 @@
 //! before the engine. A recipe names them (`mods/fix-x`, `fix-x`, `@official/fix-x`); this
 //! says, in order, every folder a name may be: next to the recipe (`<dir>/<ref>`,
 //! `<dir>/mods/<name>`), in an eugr checkout the recipe sits in (`<root>/mods/<name>` above
-//! its `recipes/` folder; not inside a sparkrun registry), and in the registry's mods folders (the recipe's own sub-registry
-//! first). Checking which exists is the loader's job; a name none of them holds is refused
-//! naming every place looked. Pure.
+//! its `recipes/` folder; not inside a sparkrun registry), and in the registry's mods folders
+//! (the recipe's own sub-registry first) — each with the tree the mod must stay inside: the
+//! registry clone or the checkout it is found in, or the recipe's own folder for a mod next
+//! to a recipe outside a registry. Registries are git clones and git stores links: a mod whose folder or file leads
+//! out of that tree (to `~/.ssh`) would carry the user's files into every container, so the
+//! loader refuses it; an absolute mod path in a registry's or checkout's recipe is refused
+//! here. Checking which folder exists is the loader's job; a name none of them holds is
+//! refused naming every place looked. Pure.
 
 use std::path::{Component, Path, PathBuf};
 
@@ -21,6 +26,9 @@ pub struct RecipeMod {
     /// As the recipe wrote it.
     pub reference: String,
     pub folder: PathBuf,
+    /// The tree every file of the mod must stay inside (links resolved).
+    #[serde(skip)]
+    pub within: PathBuf,
 }
 
 /// A mod name that is a folder name and a shell word at once (letters, digits, `.`, `_`, `-`):
@@ -43,8 +51,36 @@ pub struct ModSearch<'a> {
     pub own: Option<&'a str>,
 }
 
+impl ModSearch<'_> {
+    /// The tree a mod next to the recipe must stay in: the registry clone the recipe sits in,
+    /// else the recipe's own folder (not the folder above a `recipes/` folder, which may be
+    /// the user's home when a clone is named `recipes`).
+    fn recipe_tree(&self) -> Option<PathBuf> {
+        let dir = self.recipe_dir?;
+        if let Some(reg) = self.registry.filter(|r| dir.starts_with(&r.root)) {
+            return Some(reg.root.clone());
+        }
+        Some(dir.to_path_buf())
+    }
+
+    /// Whether the recipe comes from a registry clone or a checkout, not the user's own hand.
+    fn cloned_from_elsewhere(&self) -> bool {
+        self.own.is_some()
+            || self.recipe_dir.is_some_and(|dir| {
+                eugr_root(dir).is_some() || self.registry.is_some_and(|r| dir.starts_with(&r.root))
+            })
+    }
+}
+
+/// A folder a mod may be, and the tree it must stay inside.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ModPlace {
+    pub folder: PathBuf,
+    pub within: PathBuf,
+}
+
 /// Every folder `reference` may name, most specific first, without repeats.
-pub fn candidates(reference: &str, search: &ModSearch) -> Result<Vec<PathBuf>, String> {
+pub fn candidates(reference: &str, search: &ModSearch) -> Result<Vec<ModPlace>, String> {
     let reference = reference.trim();
     if reference.is_empty() {
         return Err("an empty mod name".into());
@@ -57,7 +93,7 @@ pub fn candidates(reference: &str, search: &ModSearch) -> Result<Vec<PathBuf>, S
             "{reference:?} climbs out of the recipe's folders with `..`; name the mod by its folder"
         ));
     }
-    let mut out: Vec<PathBuf> = Vec::new();
+    let mut out: Vec<ModPlace> = Vec::new();
     if let Some(scoped) = reference.strip_prefix('@') {
         let (registry_name, rel) = scoped.split_once('/').unwrap_or((scoped, ""));
         let Some(reg) = search.registry else {
@@ -71,35 +107,60 @@ pub fn candidates(reference: &str, search: &ModSearch) -> Result<Vec<PathBuf>, S
                 reg.root.display()
             ));
         };
-        out.push(mods.join(strip_mods(rel)));
+        out.push(ModPlace {
+            folder: mods.join(strip_mods(rel)),
+            within: reg.root.clone(),
+        });
         return Ok(out);
     }
     if Path::new(reference).is_absolute() {
-        return Ok(vec![PathBuf::from(reference)]);
+        if search.cloned_from_elsewhere() {
+            return Err(format!(
+                "{reference:?} is an absolute path: a recipe from a registry or checkout names its mods inside it, never a folder of this machine"
+            ));
+        }
+        return Ok(vec![ModPlace {
+            folder: PathBuf::from(reference),
+            within: PathBuf::from(reference),
+        }]);
     }
     let name = strip_mods(reference);
-    if let Some(dir) = search.recipe_dir {
-        out.push(dir.join(reference));
-        out.push(dir.join("mods").join(name));
+    if let (Some(dir), Some(tree)) = (search.recipe_dir, search.recipe_tree()) {
+        let place = |folder: PathBuf| ModPlace {
+            folder,
+            within: tree.clone(),
+        };
+        out.push(place(dir.join(reference)));
+        out.push(place(dir.join("mods").join(name)));
         // eugr's layout, for a recipe read outside a sparkrun registry.
         let in_manifest_registry = search.registry.is_some_and(|r| r.manifest);
         if let Some(root) = eugr_root(dir).filter(|_| !in_manifest_registry) {
-            out.push(root.join(reference));
-            out.push(root.join("mods").join(name));
+            out.push(ModPlace {
+                folder: root.join(reference),
+                within: root.to_path_buf(),
+            });
+            out.push(ModPlace {
+                folder: root.join("mods").join(name),
+                within: root.to_path_buf(),
+            });
         }
     }
     if let Some(reg) = search.registry {
         let own = search.own.and_then(|o| reg.sub(o));
         let subs = own.into_iter().chain(reg.subs.iter());
+        let place = |folder: PathBuf| ModPlace {
+            folder,
+            within: reg.root.clone(),
+        };
         for mods in subs.filter_map(|s| s.mods.as_ref()) {
-            out.push(mods.join(name));
+            out.push(place(mods.join(name)));
         }
-        out.push(reg.root.join("mods").join(name));
+        out.push(place(reg.root.join("mods").join(name)));
     }
     let mut seen = Vec::new();
     out.retain(|p| {
-        let fresh = !seen.contains(p);
-        seen.push(p.clone());
+        let fresh = !seen.contains(&p.folder);
+        seen.push(p.folder.clone());
         fresh
     });
     Ok(out)
@@ -146,8 +207,10 @@ mod tests {
         }
     }
 
-    fn paths(v: Vec<PathBuf>) -> Vec<String> {
-        v.into_iter().map(|p| p.display().to_string()).collect()
+    fn paths(v: Vec<ModPlace>) -> Vec<String> {
+        v.into_iter()
+            .map(|p| p.folder.display().to_string())
+            .collect()
     }
 
     #[test]
@@ -216,6 +279,52 @@ mod tests {
             candidates("@official/x", &ModSearch::default())
                 .unwrap_err()
                 .contains("--registry DIR")
+        );
+    }
+
+    #[test]
+    fn each_place_names_the_tree_its_mod_must_stay_in_and_a_clone_names_no_absolute_path() {
+        let reg = registry();
+        let search = ModSearch {
+            recipe_dir: Some(Path::new("/reg/official-recipes/q")),
+            registry: Some(&reg),
+            own: Some("official"),
+        };
+        let places = candidates("fix-x", &search).unwrap();
+        assert!(places.iter().all(|p| p.within == Path::new("/reg")));
+        let e = candidates("/home/u/.ssh", &search).unwrap_err();
+        assert!(e.contains("is an absolute path"), "{e}");
+        let eugr = ModSearch {
+            recipe_dir: Some(Path::new("/clone/recipes/2x")),
+            ..ModSearch::default()
+        };
+        assert!(candidates("/home/u/.ssh", &eugr).is_err());
+        let within: Vec<String> = candidates("fix-glm", &eugr)
+            .unwrap()
+            .into_iter()
+            .map(|p| p.within.display().to_string())
+            .collect();
+        assert_eq!(
+            within,
+            ["/clone/recipes/2x", "/clone/recipes/2x", "/clone", "/clone"]
+        );
+        // A recipe of the user's own may name a folder of this machine: that folder is its tree.
+        let mine = ModSearch {
+            recipe_dir: Some(Path::new("/home/u/r")),
+            ..ModSearch::default()
+        };
+        assert_eq!(
+            candidates("/opt/mods/fix", &mine).unwrap(),
+            [ModPlace {
+                folder: PathBuf::from("/opt/mods/fix"),
+                within: PathBuf::from("/opt/mods/fix")
+            }]
+        );
+        assert!(
+            candidates("fix", &mine)
+                .unwrap()
+                .iter()
+                .all(|p| p.within == Path::new("/home/u/r"))
         );
     }
 

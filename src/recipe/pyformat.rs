@@ -2,13 +2,15 @@
 //! it. `{key}` becomes `str(params[key])`, `{{` and `}}` are literal braces, a key with no
 //! value is an error naming it, and a substituted value is never read as a template again
 //! (one pass). Conversions `!s`/`!r` work as in Python; format specs, attribute and index
-//! lookups and positional fields are refused by name rather than guessed. Pure.
+//! lookups and positional fields are refused by name rather than guessed. A command that
+//! grows past [`MAX_RENDERED_BYTES`] (a large value repeated) is refused as it does. Pure.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use yaml_serde::Value;
 
 use super::pyvalue::{python_repr, python_str};
+use crate::workload::recipe_env::MAX_RENDERED_BYTES;
 
 /// Why a v1 template cannot be rendered.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -23,12 +25,28 @@ pub enum FormatError {
     StrayClose { at: usize },
     #[error("{{{field}}}: {why}")]
     Unsupported { field: String, why: String },
+    #[error(
+        "the command grows past {} KiB as {} {} substituted; write the values out",
+        MAX_RENDERED_BYTES >> 10,
+        keys.iter().map(|k| format!("{{{k}}}")).collect::<Vec<_>>().join(", "),
+        if keys.len() == 1 { "is" } else { "are" }
+    )]
+    TooLarge { keys: Vec<String> },
 }
 
 /// Renders `template` with `params`, one pass, as `str.format` does.
 pub fn format(template: &str, params: &BTreeMap<String, Value>) -> Result<String, FormatError> {
+    format_used(template, params).map(|(text, _)| text)
+}
+
+/// [`format`], and every key it substituted.
+pub fn format_used(
+    template: &str,
+    params: &BTreeMap<String, Value>,
+) -> Result<(String, BTreeSet<String>), FormatError> {
     let chars: Vec<char> = template.chars().collect();
     let mut out = String::with_capacity(template.len());
+    let mut used = BTreeSet::new();
     let mut i = 0;
     while i < chars.len() {
         match chars[i] {
@@ -44,7 +62,14 @@ pub fn format(template: &str, params: &BTreeMap<String, Value>) -> Result<String
             '{' => {
                 let close = field_end(&chars, i).ok_or(FormatError::Unclosed { at: i })?;
                 let field: String = chars[i + 1..close].iter().collect();
-                out.push_str(&replacement(&field, params)?);
+                let (name, text) = replacement(&field, params)?;
+                out.push_str(&text);
+                used.insert(name);
+                if out.len() > MAX_RENDERED_BYTES {
+                    return Err(FormatError::TooLarge {
+                        keys: used.into_iter().collect(),
+                    });
+                }
                 i = close + 1;
             }
             c => {
@@ -53,7 +78,7 @@ pub fn format(template: &str, params: &BTreeMap<String, Value>) -> Result<String
             }
         }
     }
-    Ok(out)
+    Ok((out, used))
 }
 
 /// The index of the `}` closing the field opened at `open` (a format spec may nest braces).
@@ -70,7 +95,11 @@ fn field_end(chars: &[char], open: usize) -> Option<usize> {
     None
 }
 
-fn replacement(field: &str, params: &BTreeMap<String, Value>) -> Result<String, FormatError> {
+/// The key a field names and its text.
+fn replacement(
+    field: &str,
+    params: &BTreeMap<String, Value>,
+) -> Result<(String, String), FormatError> {
     let unsupported = |why: &str| FormatError::Unsupported {
         field: field.to_string(),
         why: why.to_string(),
@@ -101,13 +130,16 @@ fn replacement(field: &str, params: &BTreeMap<String, Value>) -> Result<String, 
     let value = params.get(name).ok_or_else(|| FormatError::Missing {
         name: name.to_string(),
     })?;
-    match conversion {
-        None | Some("s") => Ok(python_str(value)),
-        Some("r") | Some("a") => Ok(python_repr(value)),
-        Some(other) => Err(unsupported(&format!(
-            "!{other} is not a conversion (Python knows !s, !r and !a)"
-        ))),
-    }
+    let text = match conversion {
+        None | Some("s") => python_str(value),
+        Some("r") | Some("a") => python_repr(value),
+        Some(other) => {
+            return Err(unsupported(&format!(
+                "!{other} is not a conversion (Python knows !s, !r and !a)"
+            )));
+        }
+    };
+    Ok((name.to_string(), text))
 }
 
 #[cfg(test)]
@@ -183,6 +215,22 @@ mod tests {
             format("{x:>4}", &params(&[("x", "1")])).unwrap_err(),
             FormatError::Unsupported { .. }
         ));
+    }
+
+    #[test]
+    fn a_command_that_grows_past_the_bound_is_refused_naming_the_key() {
+        let big = format!("'{}'", "x".repeat(64 << 10));
+        let p = params(&[("big", &big), ("port", "1")]);
+        let template = format!("--port {{port}} {}", "{big}".repeat(1000));
+        let started = std::time::Instant::now();
+        let e = format(&template, &p).unwrap_err();
+        assert!(started.elapsed() < std::time::Duration::from_secs(2));
+        assert_eq!(
+            e.to_string(),
+            "the command grows past 256 KiB as {big}, {port} are substituted; write the values out"
+        );
+        let (_, used) = format_used("{port!r} {{big}}", &p).unwrap();
+        assert_eq!(used.into_iter().collect::<Vec<_>>(), ["port"]);
     }
 
     #[test]

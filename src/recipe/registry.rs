@@ -38,8 +38,9 @@ pub const MANIFEST: &str = ".sparkrun/registry.yaml";
 impl RecipeRegistry {
     /// The layout a manifest describes.
     pub fn from_manifest(root: &Path, text: &str) -> Result<RecipeRegistry, String> {
-        let doc: Value =
-            yaml_serde::from_str(text).map_err(|e| format!("{MANIFEST}: not valid YAML: {e}"))?;
+        let doc: Value = crate::yaml::read(text)
+            .map_err(|e| format!("{MANIFEST}: not valid YAML: {e}"))?
+            .value;
         let entries = doc
             .get("registries")
             .and_then(Value::as_sequence)

@@ -1,12 +1,15 @@
 //! `--set KEY=VALUE` over a recipe's `defaults`: the value read as YAML (`0.8` a number, `true`
 //! a boolean, anything unreadable as text), one plain key per `--set` (recipes have no nested
-//! defaults), later ones winning. Pure.
+//! defaults), later ones winning. `--set KEY=` is the empty text, as sparkrun's `-o KEY=` is:
+//! `{KEY}` renders as nothing (said in a warning), never as the placeholder left in the line.
+//! A `--set` whose key the recipe neither has in `defaults` nor uses anywhere is said in a
+//! warning, the same for both formats, with a command or without. Pure.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use yaml_serde::Value;
 
-use super::error::RecipeError;
+use super::error::{RecipeError, RecipeWarning};
 use crate::profile::SetArg;
 
 /// `defaults` with every `--set` applied.
@@ -30,9 +33,15 @@ pub fn apply(
             );
             continue;
         }
-        let value = match yaml_serde::from_str::<Value>(&s.value) {
-            Ok(Value::Sequence(_) | Value::Mapping(_)) | Err(_) => Value::String(s.value.clone()),
-            Ok(v) => v,
+        let value = if s.value.trim().is_empty() {
+            Value::String(s.value.clone())
+        } else {
+            match yaml_serde::from_str::<Value>(&s.value) {
+                Ok(Value::Sequence(_) | Value::Mapping(_)) | Err(_) => {
+                    Value::String(s.value.clone())
+                }
+                Ok(v) => v,
+            }
         };
         out.insert(key.to_string(), value);
     }
@@ -41,6 +50,36 @@ pub fn apply(
     } else {
         Err(errors)
     }
+}
+
+/// What the recipe made of the `--set`s: an empty value said once, and a key the recipe
+/// neither has in `defaults` nor used (`used`: the keys its command, variables and shape
+/// read) said as not used.
+pub fn warnings(
+    sets: &[SetArg],
+    defaults: &BTreeMap<String, Value>,
+    used: &BTreeSet<String>,
+) -> Vec<RecipeWarning> {
+    let mut out = Vec::new();
+    for s in sets {
+        let key = s.path.trim();
+        if !defaults.contains_key(key) && !used.contains(key) {
+            out.push(RecipeWarning::new(
+                format!("--set {s}"),
+                format!(
+                    "the recipe has no {{{key}}} and no defaults key {key}; the value is not used"
+                ),
+            ));
+        } else if s.value.trim().is_empty() {
+            out.push(RecipeWarning::new(
+                format!("--set {s}"),
+                format!(
+                    "an empty value: {{{key}}} renders as nothing, as sparkrun renders `-o {key}=`"
+                ),
+            ));
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -68,6 +107,35 @@ mod tests {
         assert_eq!(out["name"], Value::String("a b".into()));
         assert_eq!(out["json"], Value::String("{a: 1}".into()));
         assert_eq!(out["tp"], Value::from(1));
+    }
+
+    #[test]
+    fn an_empty_value_is_the_empty_text_and_said() {
+        let defaults: BTreeMap<String, Value> = yaml_serde::from_str("{max_model_len: 8}").unwrap();
+        let sets = vec!["max_model_len=".parse().unwrap()];
+        let out = apply("r", &defaults, &sets).unwrap();
+        assert_eq!(out["max_model_len"], Value::String(String::new()));
+        let w = warnings(&sets, &defaults, &BTreeSet::new());
+        assert_eq!(
+            w[0].to_string(),
+            "--set max_model_len=: an empty value: {max_model_len} renders as nothing, as sparkrun renders `-o max_model_len=`"
+        );
+    }
+
+    #[test]
+    fn a_set_nothing_uses_is_said_and_one_the_recipe_uses_is_not() {
+        let defaults: BTreeMap<String, Value> = yaml_serde::from_str("{port: 8}").unwrap();
+        let sets: Vec<SetArg> = ["nosuch=1", "port=9", "tp=2"]
+            .iter()
+            .map(|s| s.parse().unwrap())
+            .collect();
+        let used = BTreeSet::from(["tp".to_string()]);
+        let w = warnings(&sets, &defaults, &used);
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert_eq!(
+            w[0].to_string(),
+            "--set nosuch=1: the recipe has no {nosuch} and no defaults key nosuch; the value is not used"
+        );
     }
 
     #[test]

@@ -22,6 +22,19 @@ pub struct JobShape {
     pub nodes: u32,
 }
 
+/// The `defaults` keys [`shape`] reads for what the engine line does not say.
+pub fn keys_read(facts: &LineFacts) -> Vec<String> {
+    [
+        (&facts.tp, "tensor_parallel"),
+        (&facts.pp, "pipeline_parallel"),
+        (&facts.dp, "data_parallel"),
+    ]
+    .into_iter()
+    .filter(|(said, _)| said.is_none())
+    .map(|(_, key)| key.to_string())
+    .collect()
+}
+
 /// Reads the shape; errors name the field they come from.
 pub fn shape(
     file: &str,

@@ -146,20 +146,7 @@ impl RecipeV1 {
     ) -> Result<RecipeLaunch, RecipeErrors> {
         let mut warnings = self.warnings.clone();
         let params = sets::apply(&self.file, &self.defaults, &input.sets).map_err(RecipeErrors)?;
-        for s in &input.sets {
-            if !self.defaults.contains_key(s.path.trim())
-                && !self.command.contains(&format!("{{{}}}", s.path.trim()))
-            {
-                warnings.push(RecipeWarning::new(
-                    format!("--set {s}"),
-                    format!(
-                        "the command has no {{{}}}; the value is not used",
-                        s.path.trim()
-                    ),
-                ));
-            }
-        }
-        let rendered = pyformat::format(&self.command, &params)
+        let (rendered, mut used) = pyformat::format_used(&self.command, &params)
             .map_err(|e| self.error("command", e.to_string()))?;
         let words = words::split(&rendered).map_err(|e| self.error("command", e.to_string()))?;
         let Some((engine, start)) = engine_line::program(&words.argv) else {
@@ -174,6 +161,8 @@ impl RecipeV1 {
         let mut argv = words.argv.clone();
         let api_key = engine_line::take_api_key(&mut argv);
         let facts = engine_line::facts(engine, &argv, start);
+        used.extend(shape::keys_read(&facts));
+        warnings.extend(sets::warnings(&input.sets, &self.defaults, &used));
         let model = self.model_of(&facts, &mut warnings)?;
         let bounds = NodeBounds {
             min: if self.cluster_only { 2 } else { 1 },

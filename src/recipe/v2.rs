@@ -8,7 +8,7 @@
 //! refuse the recipe by name; fields that only follow serving (`post_exec`, …) are warned
 //! about; unknown fields refuse a recipe that asks for a newer sparkrun. Pure.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use yaml_serde::Value;
 
@@ -316,6 +316,7 @@ impl RecipeV2 {
             assignments,
             expansions,
             table_warnings,
+            mut used,
         } = line;
         warnings.extend(table_warnings);
         let api_key = engine_line::take_api_key(&mut argv);
@@ -334,6 +335,10 @@ impl RecipeV2 {
         .map_err(|es| RecipeErrors(es.into_iter().map(|e| self.relocate(e)).collect()))?;
         warnings.extend(shape_warnings);
         warnings.extend(common::expansion_warnings(&expansions));
+        used.extend(shape::keys_read(&shape_facts));
+        if choice.engine == RecipeEngine::Vllm {
+            used.insert("distributed_executor_backend".into());
+        }
         let ray = self.ray(choice, &facts, &config, &mut warnings);
         if let Some(line_model) = &facts.model
             && *line_model != self.model
@@ -352,7 +357,8 @@ impl RecipeV2 {
             &self.model,
             revision.as_deref(),
         )?;
-        let mut env = self.env(&chain, &input.user_env, &mut warnings)?;
+        let mut env = self.env(&chain, &input.user_env, &mut warnings, &mut used)?;
+        warnings.extend(sets::warnings(&input.sets, &self.defaults, &used));
         common::command_assignments(&assignments, &mut env, &mut warnings);
         let image = match &self.container {
             Some(c) => Some(common::image(&self.file, &self.text, c)?),
@@ -404,8 +410,8 @@ impl RecipeV2 {
         chain: &BTreeMap<String, Value>,
         choice: RuntimeChoice,
     ) -> Result<EngineWords, RecipeErrors> {
-        let rendered =
-            substitute::render(command, chain).map_err(|e| self.error("command", e.to_string()))?;
+        let (rendered, used) = substitute::render_used(command, chain)
+            .map_err(|e| self.error("command", e.to_string()))?;
         let words = words::split(&rendered).map_err(|e| self.error("command", e.to_string()))?;
         let Some((engine, start)) = engine_line::program(&words.argv) else {
             return Err(self
@@ -432,6 +438,7 @@ impl RecipeV2 {
             assignments: words.assignments,
             expansions: words.expansions,
             table_warnings: Vec::new(),
+            used,
         })
     }
 
@@ -481,6 +488,8 @@ impl RecipeV2 {
             assignments: Vec::new(),
             expansions: Vec::new(),
             table_warnings: g.warnings,
+            // The flag table names every key no flag carries itself.
+            used: config.keys().cloned().collect(),
         })
     }
 
@@ -518,6 +527,7 @@ impl RecipeV2 {
         chain: &BTreeMap<String, Value>,
         user_env: &BTreeMap<String, String>,
         warnings: &mut Vec<RecipeWarning>,
+        used: &mut BTreeSet<String>,
     ) -> Result<RecipeEnv, RecipeErrors> {
         let mut out = RecipeEnv::default();
         let mut errors = Vec::new();
@@ -525,6 +535,7 @@ impl RecipeV2 {
             let field = format!("env.{k}");
             match env::read_v2(k, raw, chain, user_env) {
                 Ok(read) => {
+                    used.extend(read.config_keys);
                     for var in read.unset {
                         warnings.push(RecipeWarning::new(
                             field.clone(),
@@ -559,6 +570,8 @@ struct EngineWords {
     assignments: Vec<(String, String)>,
     expansions: Vec<String>,
     table_warnings: Vec<RecipeWarning>,
+    /// The `defaults` keys the line took.
+    used: BTreeSet<String>,
 }
 
 fn first_words(argv: &[String]) -> String {
@@ -756,6 +769,72 @@ command: |
         let e = v2(text).build(&input(), vec![]).unwrap_err();
         assert_eq!(e.0[0].field, "command");
         assert!(e.0[0].problem.contains("a cycle among {a}, {b}"), "{e}");
+    }
+
+    #[test]
+    fn a_set_the_command_does_not_use_is_said_as_in_v1() {
+        let text = "recipe_version: \"2\"\nmodel: org/demo\ndefaults:\n  port: 8000\n  base: \"http://h:{port}\"\nenv:\n  E: \"{config.note}\"\ncommand: vllm serve {model} --port {port} --x {base}\n";
+        let with = |sets: &[&str]| RecipeInput {
+            sets: sets.iter().map(|s| s.parse().unwrap()).collect(),
+            ..input()
+        };
+        let l = v2(text)
+            .build(&with(&["nosuch=1", "port=9000", "note=x"]), vec![])
+            .unwrap();
+        let said: Vec<String> = l
+            .warnings
+            .iter()
+            .filter(|w| w.field.starts_with("--set"))
+            .map(|w| w.to_string())
+            .collect();
+        assert_eq!(
+            said,
+            [
+                "--set nosuch=1: the recipe has no {nosuch} and no defaults key nosuch; the value is not used"
+            ]
+        );
+    }
+
+    #[test]
+    fn an_empty_set_renders_empty_as_sparkrun_does_never_as_the_placeholder() {
+        let text = "recipe_version: \"2\"\nmodel: org/demo\ndefaults:\n  served: demo\ncommand: vllm serve {model} --served-model-name x{served}\n";
+        let input = RecipeInput {
+            sets: vec!["served=".parse().unwrap()],
+            ..input()
+        };
+        let l = v2(text).build(&input, vec![]).unwrap();
+        assert_eq!(l.argv.last().map(String::as_str), Some("x"));
+        assert!(
+            l.warnings
+                .iter()
+                .any(|w| w.field == "--set served=" && w.message.contains("renders as nothing")),
+            "{:?}",
+            l.warnings
+        );
+    }
+
+    #[test]
+    fn a_set_that_doubles_on_every_pass_is_refused_fast_naming_the_key() {
+        let text = "recipe_version: \"2\"\nmodel: org/demo\ndefaults:\n  max_model_len: 4096\ncommand: vllm serve {model} --max-model-len {max_model_len}\n";
+        let input = RecipeInput {
+            sets: vec![
+                "max_model_len={max_model_len}{max_model_len}"
+                    .parse()
+                    .unwrap(),
+            ],
+            ..input()
+        };
+        let started = std::time::Instant::now();
+        let e = v2(text).build(&input, vec![]).unwrap_err();
+        assert!(started.elapsed() < std::time::Duration::from_secs(2));
+        assert_eq!(e.0[0].field, "command");
+        assert_eq!(
+            e.0[0].problem,
+            "the value of {max_model_len} holds {max_model_len} itself, so the command grows on every pass and never settles; write the value out"
+        );
+        let looped = "recipe_version: \"2\"\nmodel: org/demo\ndefaults:\n  a: \"{a}{a}\"\ncommand: vllm serve {model} --x {a}\n";
+        let e = v2(looped).build(&self::input(), vec![]).unwrap_err();
+        assert!(e.0[0].problem.contains("holds {a} itself"), "{e}");
     }
 
     #[test]

@@ -2,7 +2,8 @@
 //! `<state_dir>/records/<JOB>/` (0700, files 0600; `state_dir` as `bench::store::state_dir`):
 //!
 //! - `plan.json`: the serving plan the job was started with, as `--dry-run --json` prints it
-//!   (every secret shown as `<set>`). The supervisor reads its nodes, the order of its start
+//!   (every secret shown as `<set>`), except that a file put into a container (a recipe's
+//!   mod) is kept as its SHA-256 and size, never its bytes. The supervisor reads its nodes, the order of its start
 //!   steps and the steps that follow them (the waits), the API's address and model, and where
 //!   the API key is kept.
 //! - `events.jsonl`: the supervisor's event log, one JSON object a line:
@@ -97,10 +98,18 @@ fn open_0600(path: &Path, append: bool) -> Result<std::fs::File, RecordError> {
     Ok(f)
 }
 
-/// Keeps the serving plan of a job that starts (secrets as `<set>`), replacing an older one.
+/// Keeps the serving plan of a job that starts (secrets as `<set>`, the files put into its
+/// containers — a recipe's mods — as their SHA-256 and size: a restart starts the same
+/// containers and needs no file's bytes), replacing an older one.
 pub fn save_plan(state: &Path, plan: &ServePlan) -> Result<PathBuf, RecordError> {
     let path = plan_path(state, &plan.job.job);
-    let text = serde_json::to_string_pretty(plan)
+    let mut kept = plan.clone();
+    for n in &mut kept.job.nodes {
+        if let crate::plan::Launch::Container(c) = &mut n.launch {
+            c.keep_digests_only();
+        }
+    }
+    let text = serde_json::to_string_pretty(&kept)
         .map_err(|e| io(&path)(std::io::Error::other(e.to_string())))?;
     let mut f = open_0600(&path, false)?;
     f.write_all(text.as_bytes()).map_err(io(&path))?;

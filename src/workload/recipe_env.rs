@@ -104,15 +104,28 @@ pub struct RecipeNode {
     pub cluster_id: Option<String>,
 }
 
-/// A `{launch.…}` field the node cannot fill.
+/// The most bytes a text rendered from a recipe's templates (its command, one variable) may
+/// grow to. The kernel takes at most 128 KiB as one word of a command line or one variable,
+/// and 2 MiB for a whole command line with its environment: a template that grows past this
+/// is a mistake or an attack, refused before it takes the machine's memory.
+pub const MAX_RENDERED_BYTES: usize = 256 << 10;
+
+/// Why a variable cannot be rendered on a node.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "env.{var}: {{launch.{field}}} has no value on node {rank} (spark-launch does not provide {field} for this launch)"
-)]
-pub struct EnvRenderError {
-    pub var: String,
-    pub field: &'static str,
-    pub rank: u32,
+pub enum EnvRenderError {
+    #[error(
+        "env.{var}: {{launch.{field}}} has no value on node {rank} (spark-launch does not provide {field} for this launch)"
+    )]
+    Missing {
+        var: String,
+        field: &'static str,
+        rank: u32,
+    },
+    #[error(
+        "env.{var}: the value grows past {} KiB on node {rank}; write it out shorter",
+        MAX_RENDERED_BYTES >> 10
+    )]
+    TooLarge { var: String, rank: u32 },
 }
 
 /// A recipe's environment, by variable name.
@@ -145,13 +158,19 @@ impl RecipeEnv {
                 match piece {
                     EnvPiece::Text(t) => text.push_str(t),
                     EnvPiece::Launch(f) => {
-                        let v = launch_value(*f, node).ok_or(EnvRenderError {
+                        let v = launch_value(*f, node).ok_or(EnvRenderError::Missing {
                             var: name.clone(),
                             field: f.name(),
                             rank: node.node_rank,
                         })?;
                         text.push_str(&v);
                     }
+                }
+                if text.len() > MAX_RENDERED_BYTES {
+                    return Err(EnvRenderError::TooLarge {
+                        var: name.clone(),
+                        rank: node.node_rank,
+                    });
                 }
             }
             out.insert(name.clone(), text);
