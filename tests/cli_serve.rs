@@ -804,7 +804,8 @@ fn a_secret_given_with_env_is_shown_as_set_in_the_plan_text_and_json() {
             "--env",
             "HF_TOKEN=hf_plan_secret",
             "--env",
-            "VLLM_API_KEY=k3y",
+            // Not the engine's own key variable (refused for --api-key), another secret.
+            "WANDB_API_KEY=k3y",
         ];
         if json {
             a.push("--json");
