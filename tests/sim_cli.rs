@@ -1,7 +1,8 @@
 //! `spark-launch sim` as a new user runs it in a root shell: `sim up --nodes 2` builds a
 //! simulated cluster on this machine (namespaces with their own sshd and Docker Engine, the
 //! stand-in engine image, the stand-in Hub), `up smoke-test` runs against its cluster file as
-//! against Sparks until it serves a token, `bench` measures it briefly, and `sim down` leaves
+//! against Sparks until it serves a token, `bench` measures it briefly, spark-launch's own
+//! SGLang recipe (`recipes/`) starts beside it, and `sim down` leaves
 //! no namespace, process, folder or image of it. Without root, or without a Docker Engine,
 //! `sim up` refuses with the fix and makes nothing.
 //!
@@ -96,7 +97,8 @@ impl Drop for Guard {
 }
 
 #[test]
-fn a_new_user_makes_a_sim_launches_the_smoke_test_on_it_benches_it_and_sim_down_leaves_nothing() {
+fn a_new_user_makes_a_sim_launches_the_smoke_test_and_a_recipe_on_it_benches_it_and_sim_down_leaves_nothing()
+ {
     let name = sim_name("");
     let prefix = format!("{name}-");
     let home = tempfile::tempdir().unwrap();
@@ -216,6 +218,26 @@ fn a_new_user_makes_a_sim_launches_the_smoke_test_on_it_benches_it_and_sim_down_
         level["output_tokens_per_s"].as_f64().unwrap() > 0.0,
         "{report}"
     );
+
+    // spark-launch's own SGLang recipe (recipes/), from the registry folder of the clone, on
+    // the same nodes beside the smoke test.
+    let registry = Path::new(env!("CARGO_MANIFEST_DIR")).join("recipes");
+    let registry = registry.display().to_string();
+    let mut args = vec![
+        "--cluster",
+        &c,
+        "up",
+        "qwen2.5-0.5b-sglang-v2",
+        "--registry",
+        &registry,
+        "-d",
+        "--timeout",
+        "300",
+    ];
+    args.extend(flags.iter().map(String::as_str));
+    let recipe = sl(&args, &[("HF_ENDPOINT", &hub)], home.path());
+    assert_eq!(recipe.status.code(), Some(0), "{}", text(&recipe));
+    assert!(text(&recipe).contains("first token"), "{}", text(&recipe));
 
     // Down: nothing of it is left.
     let before = processes_of(&prefix);
