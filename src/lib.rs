@@ -11,7 +11,8 @@
 //! `probe` turns a machine (or a saved snapshot of one) into plain data; `derive`, `plan`,
 //! `workload`, `fabric`, `doctor`'s fact checks and `report`'s parsers are pure functions of
 //! that data. Only `discover`, `ssh`, `runtime`, `resolve` and `apply` touch the world, and
-//! `bench`'s client, sweep, job lookup and result files. `cli` is flags and rendering: it
+//! `bench`'s client, sweep, job lookup and result files, and `sim`, which makes a simulated
+//! cluster on this machine. `cli` is flags and rendering: it
 //! parses into library types, calls the library once and renders the result.
 
 pub mod apply;
@@ -38,6 +39,7 @@ pub mod recipe;
 pub mod report;
 pub mod resolve;
 pub mod runtime;
+pub mod sim;
 pub mod ssh;
 pub mod supervise;
 pub mod text;

@@ -367,6 +367,83 @@ fn compose_writes_one_file_per_node_with_the_exact_containers_and_a_readme() {
 }
 
 #[test]
+fn compose_into_a_folder_with_a_file_it_did_not_write_refuses_naming_it_and_changes_nothing() {
+    // Issue 33 item 4: `compose smoke-test --out ./compose`, run from the clone's root as the
+    // README showed, overwrote the tracked compose/README.md.
+    let clone = tempfile::tempdir().unwrap();
+    let tracked = clone.path().join("compose/README.md");
+    std::fs::create_dir_all(tracked.parent().unwrap()).unwrap();
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("compose/README.md"))
+            .unwrap();
+    std::fs::write(&tracked, &readme).unwrap();
+    let compose = |extra: &[&str]| {
+        let cfg = tempfile::tempdir().unwrap();
+        let mut a = args(
+            &["compose", "smoke-test", "--out", "./compose"],
+            "seed-001-two-sparks-both-twins",
+        );
+        a.extend(extra.iter().map(|s| s.to_string()));
+        Command::new(env!("CARGO_BIN_EXE_spark-launch"))
+            .args(&a)
+            .current_dir(clone.path())
+            .env("SPARK_LAUNCH_NO_PROGRESS", "1")
+            .env("XDG_CONFIG_HOME", cfg.path())
+            .env("HF_HUB_OFFLINE", "1")
+            .env_remove("SPARK_LAUNCH_PROFILES")
+            .env_remove("SPARK_LAUNCH_CLUSTER")
+            .output()
+            .unwrap()
+    };
+    let out = compose(&[]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("compose/README.md: exists and spark-launch did not write it"),
+        "{err}"
+    );
+    assert!(err.contains("--force"), "{err}");
+    assert_eq!(std::fs::read_to_string(&tracked).unwrap(), readme);
+    assert!(!clone.path().join("compose/spark.compose.yaml").exists());
+
+    // Into a folder of its own it writes, and a second run replaces only its own files.
+    let own = clone.path().join("smoke");
+    std::fs::create_dir(&own).unwrap();
+    std::fs::write(own.join("notes.txt"), "mine\n").unwrap();
+    for _ in 0..2 {
+        let cfg = tempfile::tempdir().unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_spark-launch"))
+            .args(args(
+                &["compose", "smoke-test", "--out", "smoke"],
+                "seed-001-two-sparks-both-twins",
+            ))
+            .current_dir(clone.path())
+            .env("SPARK_LAUNCH_NO_PROGRESS", "1")
+            .env("XDG_CONFIG_HOME", cfg.path())
+            .env("HF_HUB_OFFLINE", "1")
+            .env_remove("SPARK_LAUNCH_PROFILES")
+            .env_remove("SPARK_LAUNCH_CLUSTER")
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    }
+    assert_eq!(
+        std::fs::read_to_string(own.join("notes.txt")).unwrap(),
+        "mine\n"
+    );
+    assert!(own.join("README.md").is_file());
+
+    // --force replaces the file it did not write (said on stderr).
+    let out = compose(&["--force"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("replaced ./compose/README.md (--force)"),
+        "{}",
+        text(&out)
+    );
+}
+
+#[test]
 fn compose_on_snapshots_names_no_branch_folder_and_prints_the_warnings_of_up_dry_run() {
     // Issue 24 item 19: compose wrote `…/snapshots/main` (a branch, no cache folder has that
     // name) and dropped the warnings `up --dry-run` printed for the same profile.

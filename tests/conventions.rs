@@ -57,7 +57,8 @@ fn every_source_file_starts_with_a_module_doc_comment() {
 fn the_pure_core_imports_no_effects() {
     // derive, plan, workload, report's parsers and doctor's checks decide; so do fabric (the
     // cabling, address plan, netplan text and node scripts as text), model (names, manifests,
-    // scripts as text), profile, compose and bench's statistics, requests and comparisons.
+    // scripts as text), profile, compose, bench's statistics, requests and comparisons, and
+    // what a simulated cluster is (sim's plan and its rendering).
     // They never touch the world (doctor's
     // live observations are gathered by the CLI, judged here).
     let pure = [
@@ -78,6 +79,8 @@ fn the_pure_core_imports_no_effects() {
         "bench/soak.rs",
         "supervise/unit.rs",
         "supervise/machine.rs",
+        "sim/plan.rs",
+        "sim/render.rs",
     ];
     let forbidden = [
         "tokio",

@@ -23,6 +23,8 @@
 //! - `trust`: `trust` ([`trust::run`]): first contact, then `ssh::trust::establish`.
 //! - `nccl`: the NCCL a job's containers load, read on the nodes (pre-plan lookup, CheckNccl,
 //!   StageNccl, doctor), once per image digest.
+//! - `owned_files`: a folder of files spark-launch writes (`compose --out`), replacing only its
+//!   own ([`owned_files::write`]).
 //! - `fabric`, `perftest`: `spark-launch fabric` ([`fabric::run`]: plan, apply, rollback,
 //!   test) and its effects (root through sudo, the privileged link probe, apply with its
 //!   self-rollback, verify, rollback) and its `ib_write_bw` runs.
@@ -51,6 +53,7 @@ pub mod jobs;
 pub mod launch;
 pub mod lookup;
 pub mod nccl;
+pub mod owned_files;
 pub mod perftest;
 pub mod phase;
 pub mod phases;

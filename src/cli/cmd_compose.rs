@@ -8,6 +8,7 @@ use super::cmd_profiles::load;
 use super::cmd_serve::ServeFlags;
 use super::{CmdResult, Context, Invalid, Outcome, print_json, print_out};
 use crate::apply::launch::{Launched, launch};
+use crate::apply::owned_files::{self, OwnedFilesError};
 use crate::compose;
 use crate::profile::SetArg;
 use crate::workload::launch::LaunchPlan;
@@ -17,9 +18,15 @@ pub struct ComposeArgs {
     /// A profile name or a path to a profile file.
     pub profile: String,
 
-    /// The folder to write the files to (created; existing compose files are replaced).
+    /// The folder to write the files to (created when missing). Files spark-launch wrote
+    /// there before are replaced; any other file is left alone and stops the write.
     #[arg(long, value_name = "DIR")]
     pub out: PathBuf,
+
+    /// Replace files in the folder that spark-launch did not write (or that were changed
+    /// since it wrote them).
+    #[arg(long)]
+    pub force: bool,
 
     /// Change a field of the profile (repeat): tp=4, model.revision=v2.
     #[arg(long = "set", value_name = "KEY=VALUE")]
@@ -59,22 +66,33 @@ pub async fn run(args: ComposeArgs, ctx: &Context) -> CmdResult {
         ctx.reporter.warn(w);
     }
     let unresolved = compose::unresolved(plan);
-    let mut files: Vec<(PathBuf, String)> = compose::files(&plan.job, &header, &unresolved)
+    let mut files: Vec<(String, String)> = compose::files(&plan.job, &header, &unresolved)
         .into_iter()
-        .map(|f| (args.out.join(&f.file_name), f.text))
+        .map(|f| (f.file_name, f.text))
         .collect();
     files.push((
-        args.out.join("README.md"),
+        "README.md".to_string(),
         compose::readme(plan, &loaded.profile.name),
     ));
-    std::fs::create_dir_all(&args.out)
-        .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", args.out.display()))?;
-    let mut written = Vec::new();
-    for (path, text) in &files {
-        std::fs::write(path, text)
-            .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
-        written.push(path.display().to_string());
+    let done = match owned_files::write(&args.out, &files, "spark-launch compose", args.force) {
+        Ok(done) => done,
+        Err(e @ OwnedFilesError::Io { .. }) => return Err(e.into()),
+        Err(e) => return Err(e).invalid(),
+    };
+    for p in &done.overwritten {
+        ctx.reporter
+            .warn(&format!("replaced {} (--force)", p.display()));
     }
+    for p in &done.removed {
+        ctx.reporter.warn(&format!(
+            "removed {}: written by an earlier `compose` into this folder, not part of this plan",
+            p.display()
+        ));
+    }
+    let written: Vec<String> = files
+        .iter()
+        .map(|(name, _)| args.out.join(name).display().to_string())
+        .collect();
     if ctx.json {
         print_json(
             &serde_json::json!({ "files": written, "plan": plan, "warnings": planned.warnings, "unresolved": unresolved }),

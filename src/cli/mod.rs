@@ -23,6 +23,7 @@ mod cmd_probe;
 mod cmd_profiles;
 mod cmd_report;
 mod cmd_serve;
+mod cmd_sim;
 mod cmd_supervise;
 mod cmd_trust;
 pub mod launch;
@@ -121,6 +122,8 @@ pub enum Command {
     Bench(cmd_bench::BenchArgs),
     /// Parse saved tool output (nccl-tests logs) into results and a verdict.
     Report(cmd_report::ReportArgs),
+    /// A simulated cluster on this machine, to try every command without Sparks.
+    Sim(cmd_sim::SimArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions(cmd_completions::CompletionsArgs),
     /// Write the man pages (spark-launch.1 and one per command) into a folder.
@@ -261,6 +264,10 @@ async fn run(cli: Cli) -> CmdResult {
         Command::Logs(_) | Command::Image(_) | Command::Bench(_) | Command::Supervise(_) => {
             ui::OnSignal::CleanUp { starts_jobs: false }
         }
+        // `sim up` removes a half-made sim; `sim down` finishes what it started.
+        Command::Sim(ref a) if !matches!(a.command, cmd_sim::SimCommand::Status) => {
+            ui::OnSignal::CleanUp { starts_jobs: false }
+        }
         // The live view puts the terminal back itself.
         Command::Status(ref a) if a.watch => ui::OnSignal::CleanUp { starts_jobs: false },
         Command::Probe(_)
@@ -268,6 +275,7 @@ async fn run(cli: Cli) -> CmdResult {
         | Command::Profiles(_)
         | Command::Status(_)
         | Command::Report(_)
+        | Command::Sim(_)
         | Command::Completions(_) => ui::OnSignal::Exit,
         _ => ui::OnSignal::Stop,
     };
@@ -318,6 +326,7 @@ async fn dispatch(command: Command, ctx: &Context) -> CmdResult {
         Command::Export(a) => cmd_supervise::export(a, ctx),
         Command::Bench(a) => cmd_bench::run(a, ctx).await,
         Command::Report(a) => cmd_report::run(a, ctx).await,
+        Command::Sim(a) => cmd_sim::run(a, ctx).await,
         Command::Completions(a) => cmd_completions::completions(a),
         Command::Man(a) => cmd_completions::man(a),
     }

@@ -105,7 +105,7 @@ pub fn parse(text: &str) -> Result<Inventory, Vec<LineError>> {
     }
     let inv: Inventory = yaml_serde::from_str(text).map_err(|e| vec![yaml_error(&e)])?;
     let starts = node_lines(text);
-    let errors: Vec<LineError> = inv
+    let mut errors: Vec<LineError> = inv
         .problems()
         .into_iter()
         .map(|(i, message)| LineError {
@@ -113,6 +113,15 @@ pub fn parse(text: &str) -> Result<Inventory, Vec<LineError>> {
             message: format!("nodes[{i}]: {message}"),
         })
         .collect();
+    errors.extend(inv.ssh.problems().into_iter().map(|message| {
+        LineError {
+            line: text
+                .lines()
+                .position(|l| l.starts_with("ssh:"))
+                .map(|i| i + 1),
+            message,
+        }
+    }));
     if errors.is_empty() {
         Ok(inv)
     } else {
@@ -414,6 +423,37 @@ mod tests {
             .into_iter()
             .map(|e| (e.line, e.message))
             .collect()
+    }
+
+    #[test]
+    fn an_ssh_section_names_a_key_and_a_known_hosts_file_by_absolute_paths_only() {
+        let inv = parse(
+            "ssh:\n  identity: /var/tmp/s/id_ed25519\n  known_hosts: /var/tmp/s/known_hosts\nnodes:\n  - name: a\n    addresses: [10.0.0.1]\n",
+        )
+        .unwrap();
+        assert_eq!(
+            inv.ssh.identity.as_deref(),
+            Some(std::path::Path::new("/var/tmp/s/id_ed25519"))
+        );
+        let errs = errors("ssh:\n  identity: id_ed25519\n  known_hosts: \"/x\\\"y\"\nnodes: []\n");
+        assert_eq!(
+            errs,
+            vec![
+                (
+                    Some(1),
+                    "ssh.identity: \"id_ed25519\" is not an absolute path".to_string()
+                ),
+                (
+                    Some(1),
+                    "ssh.known_hosts: \"/x\\\"y\" holds a quote or a control character".to_string()
+                ),
+            ]
+        );
+        assert!(
+            errors("ssh:\n  port: 2\nnodes: []\n")[0]
+                .1
+                .contains("unknown field")
+        );
     }
 
     #[test]

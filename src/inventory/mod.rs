@@ -130,10 +130,54 @@ impl FabricCache {
     }
 }
 
+/// How spark-launch's own SSH client reaches the cluster's nodes, where not as the user's
+/// defaults (a cluster of its own key, such as the one `sim up` builds). Both paths are
+/// absolute; they reach `ssh -o` quoted, so a `"` or a control character is refused.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SshSettings {
+    /// A private key to offer besides the user's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub identity: Option<std::path::PathBuf>,
+    /// The known-hosts file that pins the nodes' host keys, used instead of
+    /// `~/.ssh/spark-launch_known_hosts` and `~/.ssh/known_hosts`; a key not in it is refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub known_hosts: Option<std::path::PathBuf>,
+}
+
+impl SshSettings {
+    pub fn is_empty(&self) -> bool {
+        self.identity.is_none() && self.known_hosts.is_none()
+    }
+
+    /// What is wrong with the paths, one line each (`ssh.identity: ...`).
+    pub fn problems(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for (field, path) in [
+            ("identity", &self.identity),
+            ("known_hosts", &self.known_hosts),
+        ] {
+            let Some(p) = path else { continue };
+            let text = p.to_string_lossy();
+            if !p.is_absolute() {
+                out.push(format!("ssh.{field}: {text:?} is not an absolute path"));
+            } else if text.chars().any(|c| c == '"' || c.is_control()) {
+                out.push(format!(
+                    "ssh.{field}: {text:?} holds a quote or a control character"
+                ));
+            }
+        }
+        out
+    }
+}
+
 /// The whole cluster file.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Inventory {
+    /// How to reach the nodes over SSH, where not as the user's defaults.
+    #[serde(default, skip_serializing_if = "SshSettings::is_empty")]
+    pub ssh: SshSettings,
     #[serde(default)]
     pub nodes: Vec<NodeConfig>,
 }
@@ -427,6 +471,7 @@ mod tests {
     #[test]
     fn the_head_is_the_node_marked_head_else_the_first_and_comes_first() {
         let mut inv = Inventory {
+            ssh: SshSettings::default(),
             nodes: vec![n("a", "1.1.1.1"), n("b", "1.1.1.2"), n("c", "1.1.1.3")],
         };
         assert_eq!(inv.head().unwrap().name.as_str(), "a");
@@ -445,6 +490,7 @@ mod tests {
     #[test]
     fn selecting_an_unknown_node_names_it_and_the_known_ones() {
         let inv = Inventory {
+            ssh: SshSettings::default(),
             nodes: vec![n("a", "x"), n("b", "y")],
         };
         let err = inv
@@ -473,6 +519,7 @@ mod tests {
     #[test]
     fn a_discovered_node_gets_its_fresh_addresses_first_and_keeps_a_name_the_user_gave() {
         let mut inv = Inventory {
+            ssh: SshSettings::default(),
             nodes: vec![n("spark-b", "169.254.9.9"), n("mine", "169.254.4.4")],
         };
         inv.nodes[0].addresses.push("spark-b.lan".into());
@@ -500,6 +547,7 @@ mod tests {
     #[test]
     fn duplicate_names_shared_addresses_and_two_heads_are_all_reported() {
         let mut inv = Inventory {
+            ssh: SshSettings::default(),
             nodes: vec![n("a", "x"), n("b", "x"), n("a", "z"), n("c", "w")],
         };
         inv.nodes[0].role = Some(Role::Head);

@@ -25,7 +25,7 @@ pub use selection::{EngineRef, Selection, SnapshotRef};
 use std::sync::Arc;
 
 use crate::derive::NodeInput;
-use crate::inventory::{self, InventoryError, NodeConfig};
+use crate::inventory::{self, InventoryError, NodeConfig, SshSettings};
 use crate::node::{NodeFailures, NodeName, Role, for_each_node};
 use crate::probe::{self, NodeFacts, ProbeError};
 use crate::progress::Reporter;
@@ -316,8 +316,8 @@ pub async fn resolve(
         return this_machine(needs, Vec::new()).await;
     }
     let mut warnings = Vec::new();
-    let configured = match configured(selection)? {
-        Ok(nodes) => nodes,
+    let (configured, ssh) = match configured(selection)? {
+        Ok(found) => found,
         Err(none) => match needs.fallback {
             Fallback::Refuse => return Err(none),
             Fallback::ThisMachine | Fallback::ThisMachineWarn => {
@@ -340,7 +340,7 @@ pub async fn resolve(
         if remote == 1 { "" } else { "s" }
     ));
     let pool = match needs.unreachable {
-        Unreachable::Fail => match Pool::connect(&targets, SshOptions::default()).await {
+        Unreachable::Fail => match Pool::connect(&targets, ssh_options(&ssh)).await {
             Ok(pool) => pool,
             Err(e) => {
                 step.fail("");
@@ -348,7 +348,7 @@ pub async fn resolve(
             }
         },
         Unreachable::Report => {
-            let mut pool = Pool::new(SshOptions::default())?;
+            let mut pool = Pool::new(ssh_options(&ssh))?;
             unreachable = pool
                 .connect_all(&targets, None)
                 .await
@@ -486,9 +486,40 @@ pub async fn ssh_targets(
     if !selection.snapshots.is_empty() || !selection.engines.is_empty() || selection.local {
         return Err(ResolveError::NeedsSsh(command));
     }
-    let configured = configured(selection)??;
+    let (configured, _) = configured(selection)??;
     let local = local_facts().await?;
     Ok(targets_of(&configured, &local))
+}
+
+/// The SSH targets of the selected nodes and the options every connection to them gets (the
+/// cluster file's `ssh:` settings over the defaults), without connecting: for commands that
+/// connect by themselves (`sim up`'s trust between the nodes it made).
+pub async fn ssh_links(
+    selection: &Selection,
+    command: &'static str,
+) -> Result<(Vec<SshTarget>, SshOptions), ResolveError> {
+    selection.check()?;
+    if !selection.snapshots.is_empty() || !selection.engines.is_empty() || selection.local {
+        return Err(ResolveError::NeedsSsh(command));
+    }
+    let (configured, ssh) = configured(selection)??;
+    let local = local_facts().await?;
+    Ok((targets_of(&configured, &local), ssh_options(&ssh)))
+}
+
+/// The options of every connection: the defaults, with the cluster file's key offered and
+/// its known-hosts file, when it names one, as the only one (a host key not in it is refused,
+/// and nothing is learned into the user's own files).
+fn ssh_options(settings: &SshSettings) -> SshOptions {
+    let mut opts = SshOptions {
+        identity: settings.identity.clone(),
+        ..SshOptions::default()
+    };
+    if let Some(k) = &settings.known_hosts {
+        opts.known_hosts = vec![k.clone()];
+        opts.accept_new_host_keys = false;
+    }
+    opts
 }
 
 /// The nodes `--hosts` or the cluster file name, head first; `Ok(Err(why))` when neither
@@ -496,9 +527,12 @@ pub async fn ssh_targets(
 /// a command that needs nodes reports.
 fn configured(
     selection: &Selection,
-) -> Result<Result<Vec<NodeConfig>, ResolveError>, ResolveError> {
+) -> Result<Result<(Vec<NodeConfig>, SshSettings), ResolveError>, ResolveError> {
     if !selection.hosts.is_empty() {
-        return Ok(Ok(selection.hosts.iter().map(|h| h.to_node()).collect()));
+        return Ok(Ok((
+            selection.hosts.iter().map(|h| h.to_node()).collect(),
+            SshSettings::default(),
+        )));
     }
     let inv = match inventory::load(&selection.cluster_file) {
         Ok(inv) => inv,
@@ -515,15 +549,12 @@ fn configured(
             Err(empty())
         };
     }
-    if selection.nodes.is_empty() {
-        Ok(Ok(inv.ordered().into_iter().cloned().collect()))
+    let nodes = if selection.nodes.is_empty() {
+        inv.ordered().into_iter().cloned().collect()
     } else {
-        Ok(Ok(inv
-            .select(&selection.nodes)?
-            .into_iter()
-            .cloned()
-            .collect()))
-    }
+        inv.select(&selection.nodes)?.into_iter().cloned().collect()
+    };
+    Ok(Ok((nodes, inv.ssh)))
 }
 
 /// This machine as the only node (`--local`, or no cluster file where the command allows it).

@@ -129,6 +129,24 @@ pub async fn layer_chains(engine: &Engine) -> Result<Option<BTreeSet<String>>, R
     Ok(Some(chains))
 }
 
+/// Gives the image `source` another name, `target` (`REPO:TAG`; `docker tag`).
+pub async fn tag(engine: &Engine, source: &str, target: &str) -> Result<(), RuntimeError> {
+    let slash = target.rfind('/').map_or(0, |i| i + 1);
+    let (repo, tag) = match target[slash..].rfind(':') {
+        Some(i) => (&target[..slash + i], &target[slash + i + 1..]),
+        None => (target, "latest"),
+    };
+    let options = bollard::query_parameters::TagImageOptionsBuilder::new()
+        .repo(repo)
+        .tag(tag)
+        .build();
+    engine
+        .docker()
+        .tag_image(source, Some(options))
+        .await
+        .map_err(|e| RuntimeError::api(format!("tag image {source} as {target}"), e))
+}
+
 /// The image as a tar stream, straight from the engine (`docker save`).
 pub fn export(
     engine: &Engine,

@@ -1,0 +1,273 @@
+//! Every `spark-launch …` command line in the code blocks of the README (and of
+//! `recipes/README.md`) runs as written: a command that only plans or reads snapshots runs
+//! exactly as printed, from the clone's root; one that would touch machines runs with
+//! `--dry-run` and the bundled snapshots in place of the nodes it names; one that needs live
+//! nodes is listed below with why it is not run here (and which test runs it on simulated
+//! nodes). A command the list does not know fails the test, so a new example is classified
+//! when it is written; an entry no README holds any more fails it too.
+
+use std::path::Path;
+use std::process::Command;
+
+/// How the test runs one README command.
+#[derive(Clone, Copy, Debug)]
+enum Run {
+    /// Exactly as printed.
+    AsWritten,
+    /// On the snapshots of this bundled fixture (in place of any `--hosts`), with `--dry-run`
+    /// added when `dry_run` and the line lacks it.
+    OnSnapshots {
+        fixture: &'static str,
+        dry_run: bool,
+    },
+    /// Not run: it needs what this test has not (the reason says which test runs it).
+    Live(&'static str),
+}
+
+const SIM: &str =
+    "a simulated cluster (root, the Docker Engine): tests/sim_cli.rs runs this walk-through on one";
+
+/// Every command of the READMEs' code blocks, as printed (comments cut), and how it runs.
+const COMMANDS: &[(&str, Run)] = &[
+    (
+        "spark-launch up smoke-test --dry-run --snapshot spark=tests/fixtures/seed-001-two-sparks-both-twins/spark --snapshot spark2=tests/fixtures/seed-001-two-sparks-both-twins/spark2",
+        Run::AsWritten,
+    ),
+    ("spark-launch sim up", Run::Live(SIM)),
+    ("spark-launch up smoke-test -d --gpus none", Run::Live(SIM)),
+    ("spark-launch bench smoke-test", Run::Live(SIM)),
+    ("spark-launch status --watch smoke-test", Run::Live(SIM)),
+    ("spark-launch supervise smoke-test", Run::Live(SIM)),
+    (
+        "spark-launch export systemd smoke-test -o -",
+        Run::Live(SIM),
+    ),
+    ("spark-launch sim down", Run::Live(SIM)),
+    (
+        "spark-launch fabric plan  --hosts $H",
+        Run::OnSnapshots {
+            fixture: "fresh-two-sparks",
+            dry_run: false,
+        },
+    ),
+    (
+        "spark-launch fabric apply --hosts $H",
+        Run::OnSnapshots {
+            fixture: "fresh-two-sparks",
+            dry_run: true,
+        },
+    ),
+    (
+        "spark-launch discover --save",
+        Run::Live(
+            "mDNS answers from the other boxes on this machine's fabric ports: tests/discover.rs runs it on simulated nodes",
+        ),
+    ),
+    (
+        "spark-launch trust",
+        Run::Live(
+            "first SSH contact with every node: tests/trust.rs runs it on simulated nodes (and `sim up` runs it for its nodes)",
+        ),
+    ),
+    (
+        "spark-launch doctor",
+        Run::OnSnapshots {
+            fixture: "seed-001-two-sparks-both-twins",
+            dry_run: false,
+        },
+    ),
+    (
+        "spark-launch fabric test",
+        Run::OnSnapshots {
+            fixture: "seed-001-two-sparks-both-twins",
+            dry_run: true,
+        },
+    ),
+    (
+        "spark-launch nccl-test",
+        Run::OnSnapshots {
+            fixture: "seed-001-two-sparks-both-twins",
+            dry_run: true,
+        },
+    ),
+    (
+        "spark-launch vllm --tp 2 Qwen/Qwen2.5-0.5B-Instruct",
+        Run::OnSnapshots {
+            fixture: "seed-001-two-sparks-both-twins",
+            dry_run: true,
+        },
+    ),
+    (
+        "spark-launch up recipes/qwen2.5-0.5b-vllm-v1.yaml --dry-run",
+        Run::OnSnapshots {
+            fixture: "seed-001-two-sparks-both-twins",
+            dry_run: true,
+        },
+    ),
+    (
+        "spark-launch up qwen2.5-0.5b-vllm-v2 --registry recipes --set max_model_len=8192",
+        Run::OnSnapshots {
+            fixture: "seed-001-two-sparks-both-twins",
+            dry_run: true,
+        },
+    ),
+    (
+        "spark-launch profiles --registry recipes --snapshot spark=tests/fixtures/seed-001-two-sparks-both-twins/spark --snapshot spark2=tests/fixtures/seed-001-two-sparks-both-twins/spark2",
+        Run::AsWritten,
+    ),
+    (
+        "spark-launch up recipes/qwen2.5-0.5b-vllm-v1.yaml --dry-run --snapshot spark=tests/fixtures/seed-001-two-sparks-both-twins/spark --snapshot spark2=tests/fixtures/seed-001-two-sparks-both-twins/spark2",
+        Run::AsWritten,
+    ),
+];
+
+/// The READMEs whose examples are held to this.
+const READMES: &[&str] = &["README.md", "recipes/README.md"];
+
+fn repo() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Every `spark-launch …` command in a fenced code block of `text`: lines that start with it
+/// (a `$ ` prompt dropped) and the parts of `a && b` lines that do; a trailing `# comment` cut.
+fn commands(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut in_block = false;
+    for line in text.lines() {
+        if line.trim_start().starts_with("```") {
+            in_block = !in_block;
+            continue;
+        }
+        if !in_block {
+            continue;
+        }
+        let line = line.trim();
+        let line = line.strip_prefix("$ ").unwrap_or(line);
+        for part in line.split(" && ") {
+            let part = part.trim();
+            if !part.starts_with("spark-launch ") {
+                continue;
+            }
+            let part = part.split(" # ").next().unwrap_or(part).trim_end();
+            out.push(part.to_string());
+        }
+    }
+    out
+}
+
+/// The `--snapshot` arguments of a bundled fixture (its `nodes` file lists them, head first).
+fn snapshots(fixture: &str) -> Vec<String> {
+    let dir = Path::new("tests/fixtures").join(fixture);
+    let nodes = std::fs::read_to_string(repo().join(&dir).join("nodes")).unwrap();
+    nodes
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .flat_map(|n| {
+            [
+                "--snapshot".to_string(),
+                format!("{n}={}", dir.join(n).display()),
+            ]
+        })
+        .collect()
+}
+
+/// The words of a command as a shell would split it (the examples use no quoting).
+fn words(command: &str) -> Vec<String> {
+    command.split_whitespace().map(str::to_string).collect()
+}
+
+#[test]
+fn every_spark_launch_command_in_the_readmes_runs_as_written_or_is_listed_with_why_not() {
+    let mut found = Vec::new();
+    for readme in READMES {
+        let text = std::fs::read_to_string(repo().join(readme)).unwrap();
+        found.extend(commands(&text).into_iter().map(|c| (readme.to_string(), c)));
+    }
+    let unknown: Vec<&(String, String)> = found
+        .iter()
+        .filter(|(_, c)| !COMMANDS.iter().any(|(k, _)| k == c))
+        .collect();
+    assert!(
+        unknown.is_empty(),
+        "README commands this test does not know (add each to COMMANDS with how it runs): {unknown:#?}"
+    );
+    let stale: Vec<&str> = COMMANDS
+        .iter()
+        .map(|(c, _)| *c)
+        .filter(|c| !found.iter().any(|(_, f)| f == c))
+        .collect();
+    assert!(
+        stale.is_empty(),
+        "no README holds these any more: {stale:#?}"
+    );
+
+    let home = tempfile::tempdir().unwrap();
+    let mut failures = Vec::new();
+    let mut ran = 0;
+    for (command, how) in COMMANDS {
+        let mut argv = words(command);
+        match how {
+            Run::Live(why) => {
+                // The reason names the test that runs it on simulated nodes, which exists.
+                let test = why
+                    .split_whitespace()
+                    .find(|w| w.starts_with("tests/") && w.ends_with(".rs"))
+                    .unwrap_or_else(|| panic!("{command}: no test named in {why:?}"));
+                assert!(
+                    repo().join(test).is_file(),
+                    "{command}: {test} does not exist"
+                );
+                continue;
+            }
+            Run::AsWritten => {}
+            Run::OnSnapshots { fixture, dry_run } => {
+                if let Some(i) = argv.iter().position(|w| w == "--hosts") {
+                    argv.drain(i..(i + 2).min(argv.len()));
+                }
+                if *dry_run && !argv.iter().any(|w| w == "--dry-run") {
+                    argv.push("--dry-run".into());
+                }
+                argv.extend(snapshots(fixture));
+            }
+        }
+        assert_eq!(argv[0], "spark-launch");
+        let out = Command::new(env!("CARGO_BIN_EXE_spark-launch"))
+            .args(&argv[1..])
+            .current_dir(repo())
+            .env("HOME", home.path())
+            .env("XDG_CONFIG_HOME", home.path().join(".config"))
+            .env("SPARK_LAUNCH_STATE_DIR", home.path().join("state"))
+            .env("SPARK_LAUNCH_NO_PROGRESS", "1")
+            // A dry run on snapshots asks the Hub for the model's config.json unless told not
+            // to: this test does not depend on the internet.
+            .env("HF_HUB_OFFLINE", "1")
+            .env_remove("SPARK_LAUNCH_CLUSTER")
+            .env_remove("SPARK_LAUNCH_PROFILES")
+            .output()
+            .unwrap();
+        ran += 1;
+        if !out.status.success() {
+            failures.push(format!(
+                "{}\n  exit {:?}: {}",
+                argv.join(" "),
+                out.status.code(),
+                String::from_utf8_lossy(&out.stderr)
+                    .lines()
+                    .filter(|l| l.starts_with("error") || l.contains("caused by"))
+                    .collect::<Vec<_>>()
+                    .join("\n    ")
+            ));
+        }
+    }
+    assert!(ran >= 10, "only {ran} commands ran");
+    assert!(
+        failures.is_empty(),
+        "README commands that fail: {failures:#?}"
+    );
+}
+
+#[test]
+fn the_commands_are_found_in_fenced_blocks_after_prompts_and_inside_and_chains() {
+    let text = "text spark-launch up x\n```sh\n$ spark-launch doctor   # ready?\ncargo b && spark-launch env\nsaved: spark-launch x\n```\n";
+    assert_eq!(commands(text), ["spark-launch doctor", "spark-launch env"]);
+}
