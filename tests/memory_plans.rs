@@ -104,7 +104,7 @@ fn a_600_gb_model_on_two_sparks_is_refused_with_the_figures_and_the_ways_out_and
     // tp 2 (23.25 GiB), the 4 GiB reserve; vLLM takes 0.9 of the node's 119.05 GiB.
     assert!(
         problem.contains(
-            "spark needs 306.7 GiB (weights 279.4 + KV cache 23.3 for 1 × 196608 tokens + reserve 4.0) of its 119.0 GiB, but vLLM takes at most 107.1 GiB there"
+            "spark needs 306.6 GiB (weights 279.4 + KV cache 23.2 for 1 × 196608 tokens + reserve 4.0) of its 119.0 GiB, but vLLM takes at most 107.1 GiB there"
         ),
         "{problem}"
     );
