@@ -450,7 +450,7 @@ fn model_fit(inputs: &Inputs) -> Evaluation {
         fraction_of: FractionOf::Total,
         fraction_flag: "the engine's memory fraction",
         context: None,
-        context_flag: "the engine's context length (--max-model-len)",
+        context_flag: "the engine's context-length flag",
         sequences: None,
         sequences_flag: "the engine's sequences at once",
         kv_dtype: None,

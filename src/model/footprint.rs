@@ -438,7 +438,7 @@ mod tests {
             }
         );
         assert_eq!(kv.max_context, Some(131072));
-        // llama.cpp's log of this model (ollama issue 16480): 262144 cells of the 18 full
+        // llama.cpp's log of this model (tests/fixtures/models/README.md): 262144 cells of the 18 full
         // layers in f16 take 9216 MiB, the sliding layers' 1280 cells 90 MiB.
         let full = kv.full_layers as f64 * 262_144.0 * kv.per_token.elements(1) as f64 * 2.0;
         assert_eq!(full, 9216.0 * 1024.0 * 1024.0);
@@ -446,7 +446,7 @@ mod tests {
 
     #[test]
     fn minimax_m2_7_needs_23_25_gib_for_one_196608_token_sequence_per_node_at_tp_2() {
-        // The figure vLLM printed on two Sparks at TP=2 (eugr/spark-vllm-docker issue 396):
+        // The figure vLLM printed on two Sparks at TP=2 (tests/fixtures/models/README.md):
         // "To serve at least one request with the model's max seq len (196608), 23.25 GiB KV
         // cache is needed".
         let kv = KvLayout::parse(&fixture("nvidia--MiniMax-M2.7-NVFP4")).unwrap();
@@ -457,11 +457,11 @@ mod tests {
     #[test]
     fn qwen3_235b_per_rank_kv_matches_what_vllm_and_sglang_reported_at_tp_4() {
         let kv = KvLayout::parse(&fixture("Qwen--Qwen3-235B-A22B-FP8")).unwrap();
-        // vLLM (vllm issue 21348): 8.11 GiB of KV cache memory, 178,880 tokens.
+        // vLLM at TP=4 (tests/fixtures/models/README.md): 8.11 GiB of KV cache, 178,880 tokens.
         let per_token = kv.rank_bytes(1, 1, (4, 1), 2.0, 2.0);
         let tokens = 8.11 * GIB / per_token;
         assert!((tokens / 178_880.0 - 1.0).abs() < 0.02, "{tokens}");
-        // SGLang, same issue: 367,404 tokens, K size 8.23 GB (its GB are GiB).
+        // SGLang, same model and TP: 367,404 tokens, K size 8.23 GB (its GB are GiB).
         let k = 367_404.0 * per_token / 2.0 / GIB;
         assert!((k - 8.23).abs() < 0.01, "{k}");
     }

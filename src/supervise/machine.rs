@@ -16,7 +16,7 @@
 //!   During a restart, once the ranks are stopped and before they start again, memory must
 //!   come back ([`Supervisor::memory_back`]): every node must have the need of its share (the
 //!   plan's memory) plus the floor available, and, from the second restart on, no less than it
-//!   had after the first stop (less a tolerance). Memory that does not come back within
+//!   had after the first stop (less 4 GiB or 5 %). Memory that does not come back within
 //!   [`Policy::settle`] is a leak across restarts (event `memory_leak`): it is named, the job
 //!   is left stopped and the restarts end.
 //! - Every restart is of the whole group. The first one after a healthy spell starts at once;
@@ -549,8 +549,10 @@ impl Supervisor {
             let need = self.needs.get(&r.node).copied().unwrap_or(0);
             let want_plan = need.saturating_add(self.policy.memory_floor);
             let base = self.baseline.as_ref().and_then(|b| b.get(&r.node)).copied();
-            // What a restart may lose to noise: 2 GiB, or 2 % of the node.
-            let tolerance = (2u64 << 30).max(r.total / 50);
+            // What a restart may lose to the rest of the host (a build, a login, the page
+            // cache): 4 GiB, or 5 % of the node. A leak grows past it within a few restarts,
+            // long before the host runs out.
+            let tolerance = (4u64 << 30).max(r.total / 20);
             let want_base = base.map(|b| b.saturating_sub(tolerance)).unwrap_or(0);
             let want = want_plan.max(want_base);
             if r.available < want {
