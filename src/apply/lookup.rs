@@ -413,3 +413,46 @@ fn summary(reads: &NcclReads) -> String {
     }
     seen.join("; ")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_head_s_answer_gives_the_index_s_total_or_the_shards_sizes() {
+        let w = weights_listed(
+            "index\n{\"metadata\": {\"total_size\": 65248815744}, \"weight_map\": {\"a\": \"b",
+            "x",
+        );
+        assert_eq!(w.known().map(|w| w.bytes), Some(65_248_815_744));
+        let w = weights_listed(
+            "files\n4 /m/model-00001-of-00002.safetensors\n7 /m/model-00002-of-00002.safetensors\n",
+            "/m on the head",
+        );
+        assert_eq!(w.known().map(|w| w.bytes), Some(11));
+        // A folder without weights: not known, and why.
+        let w = weights_listed("files\n", "/m on the head");
+        assert!(
+            w.why_not().is_some_and(|w| w.contains("no *.safetensors")),
+            "{w:?}"
+        );
+    }
+
+    #[test]
+    fn a_folder_here_is_read_for_its_config_and_its_weights() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("config.json"),
+            r#"{"num_hidden_layers": 2, "num_attention_heads": 4, "head_dim": 8, "torch_dtype": "bfloat16"}"#,
+        )
+        .unwrap();
+        std::fs::write(dir.path().join("model.safetensors"), [0u8; 10]).unwrap();
+        let (config, weights) = model_in_folder(dir.path());
+        let (shape, footprint) = understood(config, weights);
+        assert!(matches!(shape, ShapeLookup::Read(_)), "{shape:?}");
+        assert!(footprint.kv.known().is_some());
+        assert_eq!(footprint.weights.known().map(|w| w.bytes), Some(10));
+        let (_, footprint) = understood(Err("offline".into()), Known::NotKnown("offline".into()));
+        assert_eq!(footprint.kv.why_not(), Some("offline"));
+    }
+}
