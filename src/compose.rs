@@ -3,7 +3,8 @@
 //!
 //! Nothing is lost in translation: image, entrypoint, command, environment, labels, host
 //! network and IPC, GPUs (`deploy.resources.reservations.devices`, what `--gpus all` means),
-//! devices, capabilities, limits and mounts. Compose interpolates `$VAR` in every string, so
+//! devices, capabilities, limits (the memory cap as `mem_limit` and `memswap_limit`, equal)
+//! and mounts. Compose interpolates `$VAR` in every string, so
 //! every `$` of a command or value is written `$$`; a mount source under `~` becomes
 //! `${HOME}/…` (the home of whoever runs compose on that node). A secret (`HF_TOKEN`, `*_KEY`)
 //! is written as `${NAME:?...}`: compose reads it from its own environment, the file never
@@ -207,6 +208,11 @@ pub fn service(spec: &ContainerSpec) -> Value {
             u.insert(s(&l.name), Value::Mapping(lim));
         }
         m.insert(s("ulimits"), Value::Mapping(u));
+    }
+    // The launcher's cap: memory and memory-swap equal (no swap beyond it).
+    if let Some(limit) = spec.memory_limit {
+        m.insert(s("mem_limit"), Value::Number(limit.into()));
+        m.insert(s("memswap_limit"), Value::Number(limit.into()));
     }
     if !spec.devices.is_empty() {
         let d: Vec<String> = spec
@@ -484,6 +490,11 @@ mod tests {
             "all"
         );
         assert_eq!(v["labels"]["dev.spark-launch.job"], "demo");
+        assert!(v.get("mem_limit").is_none());
+        spec.memory_limit = Some(121_385_703_424);
+        let v = service(&spec);
+        assert_eq!(v["mem_limit"], 121_385_703_424u64);
+        assert_eq!(v["memswap_limit"], 121_385_703_424u64);
     }
 
     #[test]

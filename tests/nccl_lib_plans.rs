@@ -84,6 +84,7 @@ fn serve(tp: u32, from: Option<&str>, allow_old: bool) -> LaunchRequest {
             allow_tcp: false,
             bind: Default::default(),
             api_key: None,
+            memory: Default::default(),
         },
         tuning: EngineOptions {
             rendezvous_port: Some(vllm::DEFAULT_MASTER_PORT),

@@ -54,6 +54,7 @@ fn serve(tp: u32, image: &str) -> ServeOptions {
         allow_tcp: false,
         bind: Default::default(),
         api_key: None,
+        memory: Default::default(),
     }
 }
 

@@ -85,12 +85,13 @@ pub async fn run(req: &DoctorRequest, reporter: &Arc<dyn Reporter>) -> Result<Re
         for w in &cluster.warnings {
             reporter.warn(w);
         }
+        let options = with_footprint(&req.options).await;
         cluster
             .scope(async |cluster| {
                 let live = if cluster.snapshots {
                     None
                 } else {
-                    Some(gather(cluster, &req.options, reporter).await)
+                    Some(gather(cluster, &options, reporter).await)
                 };
                 let nodes = cluster.inputs();
                 let derived = derive(&nodes);
@@ -98,7 +99,7 @@ pub async fn run(req: &DoctorRequest, reporter: &Arc<dyn Reporter>) -> Result<Re
                     &Inputs {
                         nodes: &nodes,
                         derived: &derived,
-                        options: &req.options,
+                        options: &options,
                         live: live.as_ref(),
                         unreachable: &cluster.unreachable,
                     },
@@ -109,6 +110,26 @@ pub async fn run(req: &DoctorRequest, reporter: &Arc<dyn Reporter>) -> Result<Re
     };
     report.logs = logs;
     Ok(report)
+}
+
+/// The options with `--model`'s footprint (its `config.json` and weights' size), read from
+/// this machine: the folder, this machine's Hugging Face cache, else the Hub (unless
+/// `HF_HUB_OFFLINE=1`). What cannot be read is said by the fit check.
+async fn with_footprint(options: &doctor::Options) -> doctor::Options {
+    let mut o = options.clone();
+    let source = match &o.model {
+        Some(doctor::ModelRef::Path(p)) => {
+            Some(crate::model::ModelSource::Local { path: p.clone() })
+        }
+        Some(doctor::ModelRef::Hf { repo, revision }) => {
+            crate::model::ModelSource::parse(repo, revision.as_deref()).ok()
+        }
+        None => None,
+    };
+    if let Some(s) = source {
+        o.footprint = Some(super::lookup::model_from_here(&s).await.1);
+    }
+    o
 }
 
 /// How long one node's gather script may run (pings and SSH attempts have their own short

@@ -191,11 +191,11 @@ async fn look_up(
         }
     } else {
         let mut none = Lookups::default();
-        // A dry run on snapshots still checks tp/pp against the model where it can: a local
-        // folder that is here too, or the Hub from here.
+        // A dry run on snapshots still checks tp/pp and memory against the model where it
+        // can: a local folder that is here too, this machine's cache, or the Hub from here.
         if let Some(model) = l.request.model().filter(|_| l.request.needs_lookups()) {
-            none.shape = tokio::select! {
-                s = super::lookup::shape_from_here(model) => s,
+            (none.shape, none.footprint) = tokio::select! {
+                s = super::lookup::model_from_here(model) => s,
                 _ = cancel.cancelled() => return Err(LaunchError::Interrupted("reading the model's config.json")),
             };
         }

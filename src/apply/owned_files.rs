@@ -23,7 +23,10 @@ use crate::digest::sha256_hex;
 pub const MANIFEST: &str = ".spark-launch-files.json";
 
 /// The largest manifest read (a few hundred bytes per file).
-const MANIFEST_MAX: u64 = 1 << 20;
+const MANIFEST_MAX: crate::input::InputLimit = crate::input::InputLimit {
+    max: 1 << 20,
+    hint: "it lists a few hundred bytes per file spark-launch wrote; remove it if it is not spark-launch's",
+};
 
 /// The manifest's content.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

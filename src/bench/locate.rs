@@ -116,6 +116,8 @@ mod tests {
             started_at: None,
             ports,
             bind: None,
+            memory_limit: None,
+            oom_killed: false,
         }
     }
 

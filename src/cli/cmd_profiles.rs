@@ -11,7 +11,6 @@ use super::args::NodeFlags;
 use super::cmd_serve::ServeFlags;
 use super::{CmdError, CmdResult, Context, Invalid, Outcome, print_json, print_out};
 use crate::profile::files::{FindError, find, user_profiles};
-use crate::profile::fit::{Capacity, capacity};
 use crate::profile::{self, Loaded, SetArg};
 use crate::recipe::loader;
 use crate::recipe::request::RecipeOverrides;
@@ -131,9 +130,9 @@ pub async fn up(args: UpArgs, ctx: &Context) -> CmdResult {
     super::launch::run(args.serve.launch(request, ctx), Default::default(), ctx).await
 }
 
-/// What the nodes given (or the cluster file's) offer, to check fit against; `None` without
-/// nodes or when they cannot be read (said).
-async fn cluster_caps(target: &NodeFlags, ctx: &Context) -> Option<Vec<Capacity>> {
+/// The nodes given (or the cluster file's), to check fit against; `None` without nodes or
+/// when they cannot be read (said).
+async fn cluster_caps(target: &NodeFlags, ctx: &Context) -> Option<Vec<crate::derive::NodeInput>> {
     let check = target.uses_snapshots()
         || !target.hosts.is_empty()
         || !target.nodes.is_empty()
@@ -143,7 +142,7 @@ async fn cluster_caps(target: &NodeFlags, ctx: &Context) -> Option<Vec<Capacity>
     }
     let selection = target.selection(ctx);
     match resolve::inputs(&selection, Needs::facts(Purpose::Plan), &ctx.reporter).await {
-        Ok(nodes) => Some(nodes.iter().map(capacity).collect()),
+        Ok(nodes) => Some(nodes),
         Err(e) => {
             ctx.reporter
                 .warn(&format!("cannot check what fits this cluster: {e}"));
@@ -186,7 +185,15 @@ pub async fn list(args: ListArgs, ctx: &Context) -> CmdResult {
     let all = profile::catalogue(user);
     // Fit: against the nodes given, or the cluster file when there is one.
     let caps = cluster_caps(&args.target, ctx).await;
-    let rows = profile::listing::rows(&all, caps.as_deref());
+    // The models whose files are on this machine (a folder, the Hugging Face cache): their
+    // memory plans; nothing is fetched.
+    let footprints = match &caps {
+        Some(_) => crate::apply::lookup::footprints_here(
+            all.iter().filter_map(|l| l.profile.model_source()),
+        ),
+        None => Default::default(),
+    };
+    let rows = profile::listing::rows(&all, caps.as_deref(), &footprints);
     if ctx.json {
         print_json(&rows)?;
     } else {

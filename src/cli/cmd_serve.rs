@@ -17,6 +17,7 @@ use crate::workload::endpoint::{ApiKeyAsk, Bind};
 use crate::workload::engines::{EngineKind, EngineOptions, Launcher, ray, sglang, trtllm, vllm};
 use crate::workload::launch::{LaunchRequest, ServeRequest};
 use crate::workload::limits;
+use crate::workload::memory::MemoryAsk;
 use crate::workload::nccl_lib::NcclFrom;
 use crate::workload::serve::ServeOptions;
 
@@ -87,6 +88,17 @@ pub struct ServeFlags {
     #[arg(long)]
     pub allow_old_nccl: bool,
 
+    /// The cap on every serving container (Docker's memory and swap limits, equal): 110G,
+    /// 512M, or a number of GiB [default: the node's MemTotal less 6 GiB for the host; a
+    /// profile's memory_limit].
+    #[arg(long, value_name = "SIZE", value_parser = crate::workload::memory::parse_memory_size)]
+    pub memory_limit: Option<u64>,
+
+    /// Start a launch whose memory plan does not fit anyway (on unified memory the host may
+    /// lock up instead of failing with out-of-memory).
+    #[arg(long)]
+    pub allow_overcommit: bool,
+
     #[command(flatten)]
     pub container: ContainerFlags,
 
@@ -112,6 +124,15 @@ impl ServeFlags {
             allow_old_nccl: self.allow_old_nccl,
             api_key: self.api_key.clone(),
             bind: self.bind,
+            memory: self.memory(),
+        }
+    }
+
+    /// `--memory-limit` and `--allow-overcommit`.
+    pub fn memory(&self) -> MemoryAsk {
+        MemoryAsk {
+            limit: self.memory_limit,
+            allow_overcommit: self.allow_overcommit,
         }
     }
 
@@ -274,6 +295,7 @@ fn serve_options(
     o.stage_model = !flags.no_stage;
     o.allow_tcp = flags.allow_tcp;
     o.bind = flags.bind.unwrap_or_default();
+    o.memory = flags.memory();
     Ok(o)
 }
 

@@ -29,6 +29,10 @@ pub struct PolicyFlags {
     /// Restarts in a row before giving up (exit 1) [default: 5].
     #[arg(long, value_name = "N")]
     pub max_restarts: Option<u32>,
+    /// MemAvailable below this on any node stops the job (exit 1) before the host stops
+    /// answering: 3G, 512M, or a number of GiB [default: 3G].
+    #[arg(long, value_name = "SIZE", value_parser = crate::workload::memory::parse_memory_size)]
+    pub memory_floor: Option<u64>,
 }
 
 impl PolicyFlags {
@@ -39,6 +43,7 @@ impl PolicyFlags {
             failures: self.failures,
             backoff_s: self.backoff,
             max_restarts: self.max_restarts,
+            memory_floor: self.memory_floor,
         }
     }
 }

@@ -1,7 +1,9 @@
 //! Cluster consistency: the same image (by content digest, never by local ID) and a matching
 //! architecture on every node, the NCCL its containers load (one release everywhere, 2.30.7 or
 //! later on a switchless ring; judged by `libnccl::check`, as launch plans are), and the same
-//! model weights everywhere.
+//! model weights everywhere; and whether that model fits the nodes' memory (its weights split
+//! over every node, the KV cache of one sequence of its whole context, the reserve, within
+//! each node's cap: `workload::memory`).
 //!
 //! Pure, on live observations. Images are compared by `RepoDigests` when the image has one;
 //! an image that was never pushed to a registry has none, and then its ID (the digest of its
@@ -13,6 +15,7 @@ use super::check::*;
 use super::live::{ImageInfo, ImageState, ModelFile};
 use super::{Check, Inputs, ModelRef};
 use crate::node::NodeName;
+use crate::workload::memory::{self, EngineFraction, EngineMemory, Fits, FractionOf, HOST_FLOOR};
 
 const fn info(id: &'static str, title: &'static str) -> CheckInfo {
     CheckInfo {
@@ -42,6 +45,15 @@ pub const CHECKS: &[Check] = &[
     Check {
         info: info("cluster.model", "same model weights everywhere"),
         run: model,
+    },
+    Check {
+        info: CheckInfo {
+            id: "cluster.model-fit",
+            category: Category::Cluster,
+            needs: CheckNeeds::Facts,
+            title: "the model fits the nodes' memory",
+        },
+        run: model_fit,
     },
 ];
 
@@ -413,12 +425,160 @@ fn sample(paths: &[&str]) -> String {
     }
 }
 
+/// `cluster.model-fit`: the memory plan of `--model` split over every node given (tensor
+/// parallel over all of them), for one sequence of its whole context, with whatever engine
+/// takes everything under the cap.
+fn model_fit(inputs: &Inputs) -> Evaluation {
+    let mut e = Evaluation::default();
+    let (Some(model), Some(footprint)) = (&inputs.options.model, &inputs.options.footprint) else {
+        for n in inputs.nodes {
+            e.skip(
+                &n.name,
+                "pass --model MODEL to check whether it fits these nodes' memory",
+            );
+        }
+        return e;
+    };
+    let gpus = inputs
+        .nodes
+        .first()
+        .map(|n| n.facts.host.gpus.len().max(1) as u32)
+        .unwrap_or(1);
+    let tp = (inputs.nodes.len() as u32).saturating_mul(gpus).max(1);
+    let engine = EngineMemory {
+        fraction: EngineFraction::LeavesReserve(HOST_FLOOR),
+        fraction_of: FractionOf::Total,
+        fraction_flag: "the engine's memory fraction",
+        context: None,
+        context_flag: "the engine's context-length flag",
+        sequences: None,
+        sequences_flag: "the engine's sequences at once",
+        kv_dtype: None,
+    };
+    let planned = memory::plan(&memory::MemoryInput {
+        model: &model.to_string(),
+        footprint,
+        engine: &engine,
+        engine_title: "an engine",
+        tp,
+        pp: 1,
+        gpus_per_node: gpus,
+        nodes: inputs.nodes,
+        ask: &memory::MemoryAsk::default(),
+    });
+    let g = |v: Option<f64>| v.map_or_else(|| "?".to_string(), |v| format!("{v:.1}"));
+    for n in inputs.nodes {
+        let Some(m) = planned.plan.nodes.get(&n.name) else {
+            continue;
+        };
+        let figures = format!(
+            "{model} with tp {tp}: {} GiB per node (weights {} + KV cache {} for {} tokens + reserve {:.1}) of {} GiB, cap {} GiB",
+            g(m.need_gib),
+            g(m.weights_gib),
+            g(m.kv_cache_gib),
+            planned
+                .plan
+                .context
+                .map_or_else(|| "?".into(), |c| c.to_string()),
+            m.reserve_gib,
+            g(m.have_gib),
+            g(m.limit_gib)
+        );
+        match m.fits {
+            Fits::Yes => e.note(&n.name, format!("fits: {figures}")),
+            Fits::No => e.push(Finding::fail(
+                &n.name,
+                format!("does not fit: {figures}"),
+                "on unified memory an engine that takes more than the node has hangs the whole host instead of failing with out-of-memory; spark-launch refuses such a launch",
+                Fix::text(
+                    planned
+                        .problems
+                        .first()
+                        .map(|p| p.fix.clone())
+                        .unwrap_or_else(|| "use more nodes or a quantized variant".into()),
+                ),
+            )),
+            Fits::NotKnown => e.skip(
+                &n.name,
+                format!(
+                    "not known: {}",
+                    if planned.plan.not_known.is_empty() {
+                        "the node's memory".to_string()
+                    } else {
+                        planned.plan.not_known.join("; ")
+                    }
+                ),
+            ),
+        }
+    }
+    e
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::doctor::Options;
     use crate::doctor::live::{ModelState, Observations};
     use crate::doctor::testkit::*;
+
+    #[test]
+    fn model_fit_says_whether_the_model_fits_every_node_with_its_whole_context() {
+        use crate::model::footprint::{Footprint, Known, KvLayout, WeightsSize};
+        let kv = KvLayout::parse(include_str!(
+            "../../tests/fixtures/models/openai--gpt-oss-120b/config.json"
+        ))
+        .unwrap();
+        let opts = |weights: Known<WeightsSize>| Options {
+            model: Some("openai/gpt-oss-120b".parse().unwrap()),
+            footprint: Some(Footprint {
+                kv: Known::Known(kv.clone()),
+                weights,
+            }),
+            ..Options::default()
+        };
+        let size = |bytes| {
+            Known::Known(WeightsSize {
+                bytes,
+                from: "test".into(),
+            })
+        };
+        let check = crate::doctor::checks()
+            .into_iter()
+            .find(|c| c.info.id == "cluster.model-fit")
+            .unwrap();
+        let e = eval(&check, &pair(), &opts(size(65_248_815_744)), None);
+        assert!(e.findings.is_empty(), "{:?}", e.findings);
+        assert!(
+            e.notes[0]
+                .text
+                .starts_with("fits: openai/gpt-oss-120b with tp 2: 36.6 GiB per node"),
+            "{}",
+            e.notes[0].text
+        );
+        let e = eval(&check, &pair(), &opts(size(600_000_000_000)), None);
+        assert_eq!(
+            verdicts(&e),
+            vec![
+                ("spark-a".into(), Severity::Fail),
+                ("spark-b".into(), Severity::Fail)
+            ]
+        );
+        assert!(
+            e.findings[0].problem.starts_with("does not fit"),
+            "{:?}",
+            e.findings[0]
+        );
+        let e = eval(
+            &check,
+            &pair(),
+            &opts(Known::NotKnown("offline".into())),
+            None,
+        );
+        assert!(e.findings.is_empty());
+        assert!(e.skipped[0].1.contains("offline"), "{:?}", e.skipped);
+        let e = eval(&check, &pair(), &Options::default(), None);
+        assert!(e.skipped[0].1.contains("pass --model"), "{:?}", e.skipped);
+    }
 
     fn opts() -> Options {
         Options {

@@ -103,12 +103,15 @@ pub fn serving_ports(
 }
 
 /// What the user asked doctor to look at, beyond the nodes.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Options {
     /// The image the cluster will run (digest, architecture, container memlock, disk checks).
     pub image: Option<String>,
     /// A model whose weights must be on every node.
     pub model: Option<ModelRef>,
+    /// What `model`'s files say about its memory, as read before judging (`None`: no model,
+    /// or not read).
+    pub footprint: Option<crate::model::footprint::Footprint>,
     pub ports: Vec<PortUse>,
 }
 
@@ -117,6 +120,7 @@ impl Default for Options {
         Options {
             image: None,
             model: None,
+            footprint: None,
             ports: default_ports(),
         }
     }

@@ -16,6 +16,7 @@
 //!   refs/<revision>                  the commit a branch or tag pointed to
 //! ```
 
+pub mod footprint;
 pub mod hub;
 pub mod manifest;
 pub mod pull;

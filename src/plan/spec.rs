@@ -361,6 +361,11 @@ pub struct ContainerSpec {
     /// networking nothing is published, the container simply listens on the node).
     #[serde(default)]
     pub ports: Vec<u16>,
+    /// The cgroup memory limit in bytes, swap included (Docker's memory and memory-swap set
+    /// equal): an engine that allocates past it is killed inside its container, the node
+    /// stays reachable. `None`: no limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_limit: Option<u64>,
     /// Files the runtime puts into the created container before it starts (the engine's
     /// archive upload): secrets that must reach neither the create body, nor argv, nor the
     /// environment (a job's SSH private keys). Printed with their contents as `<set>`.
@@ -487,6 +492,7 @@ impl ContainerSpec {
             ulimits: Vec::new(),
             workdir: None,
             ports: Vec::new(),
+            memory_limit: None,
             secret_files: Vec::new(),
             files: Vec::new(),
         }

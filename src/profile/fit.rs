@@ -1,45 +1,21 @@
-//! Can this cluster run a profile? Node count and memory per node, from probed facts.
+//! Can this cluster run a profile? Node count, then memory per node: the memory plan
+//! (`workload::memory`) of the profile's launch when its model's files can be read here (a
+//! local folder, this machine's Hugging Face cache), else the profile's hand-written
+//! `memory_gib` against each node's memory, else "not known", never a guess.
 //!
-//! Memory: a DGX Spark's GB10 shares one pool between CPU and GPU (unified memory), so its
-//! `MemTotal` is what a model's share must fit in (a node whose driver lists a GB10, or an
-//! aarch64 node with the NVIDIA driver but no GPU list). Other GPUs' memory is not probed, so
-//! their fit is "unknown", never a guess. Pure.
+//! A node's memory is its `MemTotal` where the GPU shares it (unified memory: a GB10);
+//! another GPU's own memory is not probed. Pure.
 
 use serde::Serialize;
 
 use super::Profile;
+use super::request::Overrides;
 use crate::derive::NodeInput;
-use crate::node::NodeName;
+use crate::model::footprint::Footprint;
+use crate::workload::launch::LaunchRequest;
+use crate::workload::memory::{self, Fits, MemoryInput, unified_memory};
 
-/// What one node offers.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct Capacity {
-    pub node: NodeName,
-    /// GPU-usable memory in GiB, when known.
-    pub memory_gib: Option<f64>,
-}
-
-/// A node's capacity from its facts.
-pub fn capacity(node: &NodeInput) -> Capacity {
-    let f = &node.facts;
-    let gb10 = f
-        .host
-        .gpus
-        .iter()
-        .any(|g| g.model.as_deref().is_some_and(|m| m.contains("GB10")));
-    let unified = gb10
-        || (f.host.gpus.is_empty()
-            && f.arch.as_deref() == Some("aarch64")
-            && f.host.nvidia_driver.is_present());
-    Capacity {
-        node: node.name.clone(),
-        memory_gib: if unified {
-            f.host.mem_total_kib.map(|k| k as f64 / (1024.0 * 1024.0))
-        } else {
-            None
-        },
-    }
-}
+const GIB: f64 = (1u64 << 30) as f64;
 
 /// Whether the cluster can run a profile.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -60,8 +36,9 @@ impl Fit {
     }
 }
 
-/// Checks a profile against the nodes it would use (the first `nodes`, head first).
-pub fn fit(p: &Profile, cluster: &[Capacity]) -> Fit {
+/// Checks a profile against the nodes it would use (the first `nodes`, head first), with
+/// its model's footprint when it could be read.
+pub fn fit(p: &Profile, cluster: &[NodeInput], footprint: Option<&Footprint>) -> Fit {
     let need = p.nodes as usize;
     if cluster.len() < need {
         return Fit::No(vec![format!(
@@ -70,19 +47,37 @@ pub fn fit(p: &Profile, cluster: &[Capacity]) -> Fit {
             cluster.len()
         )]);
     }
+    let nodes = &cluster[..need];
+    if let Some(f) = footprint
+        && let Some(planned) = planned(p, nodes, f)
+    {
+        return planned;
+    }
     let Some(mem) = p.memory_gib else {
-        return Fit::Yes;
+        return match p.engine.serving() {
+            Some(_) => Fit::Unknown(vec![format!(
+                "memory of {} not known: {}",
+                p.model_source()
+                    .map_or_else(|| "its model".to_string(), |m| m.to_string()),
+                footprint
+                    .and_then(|f| f.weights.why_not().or(f.kv.why_not()))
+                    .unwrap_or(
+                        "its files are not on this machine and the profile gives no memory_gib"
+                    )
+            )]),
+            None => Fit::Yes,
+        };
     };
     let mut no = Vec::new();
     let mut unknown = Vec::new();
-    for c in &cluster[..need] {
-        match c.memory_gib {
+    for n in nodes {
+        match unified_memory(n).map(|b| b as f64 / GIB) {
             Some(have) if have + 0.5 < mem => no.push(format!(
-                "needs {mem:.0} GiB per node, {} has {have:.0} GiB",
-                c.node
+                "needs {mem:.0} GiB per node (memory_gib), {} has {have:.0} GiB",
+                n.name
             )),
             Some(_) => {}
-            None => unknown.push(format!("memory of {} not known", c.node)),
+            None => unknown.push(format!("memory of {} not known", n.name)),
         }
     }
     if !no.is_empty() {
@@ -92,4 +87,51 @@ pub fn fit(p: &Profile, cluster: &[Capacity]) -> Fit {
     } else {
         Fit::Yes
     }
+}
+
+/// The verdict of the memory plan of `p`'s launch on `nodes`, when it gives one.
+fn planned(p: &Profile, nodes: &[NodeInput], f: &Footprint) -> Option<Fit> {
+    let Ok(LaunchRequest::Serve(r)) = p.request(&Overrides::default()) else {
+        return None;
+    };
+    let engine = r.engine.engine();
+    let m = memory::plan(&MemoryInput {
+        model: &r.serve.model.served_name(),
+        footprint: f,
+        engine: &engine.memory(&r.serve, &r.tuning),
+        engine_title: engine.title(),
+        tp: r.serve.tp,
+        pp: r.serve.pp,
+        gpus_per_node: r.serve.gpus_per_node,
+        nodes,
+        ask: &r.serve.memory,
+    });
+    let g = |v: Option<f64>| v.map_or_else(|| "?".into(), |v| format!("{v:.0}"));
+    let no: Vec<String> = m
+        .plan
+        .nodes
+        .iter()
+        .filter(|(_, n)| n.fits == Fits::No)
+        .map(|(name, n)| {
+            format!(
+                "{name} needs {} GiB, {} may take {} GiB of its {} GiB",
+                g(n.need_gib),
+                engine.title(),
+                g(n.engine_gib),
+                g(n.have_gib)
+            )
+        })
+        .collect();
+    if !no.is_empty() || !m.problems.is_empty() {
+        return Some(Fit::No(if no.is_empty() {
+            m.problems.iter().map(|p| p.problem.clone()).collect()
+        } else {
+            no
+        }));
+    }
+    if m.plan.nodes.values().all(|n| n.fits == Fits::Yes) {
+        return Some(Fit::Yes);
+    }
+    // The plan could not tell (memory of a node, the KV cache): the hand-written figure may.
+    None
 }

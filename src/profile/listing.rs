@@ -1,14 +1,19 @@
 //! `profiles`: every launch profile (bundled and the user's) as a row with whether a cluster
-//! can run it, and those rows as the table the command prints. Pure.
+//! can run it (its node count, and its memory plan where its model's files were read), and
+//! those rows as the table the command prints. Pure.
 
 use std::path::Path;
 
 use comfy_table::{Table, presets::UTF8_BORDERS_ONLY};
 use serde::Serialize;
 
-use super::fit::{Capacity, Fit, fit};
+use std::collections::BTreeMap;
+
+use super::fit::{Fit, fit};
 use super::{Loaded, ProfileKind, ProfileOrigin};
+use crate::derive::NodeInput;
 use crate::model::ModelSource;
+use crate::model::footprint::Footprint;
 
 /// One profile as `profiles` lists it (`--json` prints these).
 #[derive(Serialize)]
@@ -27,8 +32,13 @@ pub struct ProfileRow<'a> {
     pub fit: Option<Fit>,
 }
 
-/// The rows of `all`, each checked against `cluster` when its capacities are known.
-pub fn rows<'a>(all: &'a [Loaded], cluster: Option<&[Capacity]>) -> Vec<ProfileRow<'a>> {
+/// The rows of `all`, each checked against `cluster` when its nodes are known, with the
+/// footprints of the models that could be read here (by the model as it prints).
+pub fn rows<'a>(
+    all: &'a [Loaded],
+    cluster: Option<&[NodeInput]>,
+    footprints: &BTreeMap<String, Footprint>,
+) -> Vec<ProfileRow<'a>> {
     all.iter()
         .map(|l| ProfileRow {
             name: &l.profile.name,
@@ -41,7 +51,14 @@ pub fn rows<'a>(all: &'a [Loaded], cluster: Option<&[Capacity]>) -> Vec<ProfileR
             description: &l.profile.description,
             origin: &l.origin,
             file: &l.file,
-            fit: cluster.map(|c| fit(&l.profile, c)),
+            fit: cluster.map(|c| {
+                let model = l.profile.model_source().map(|m| m.to_string());
+                fit(
+                    &l.profile,
+                    c,
+                    model.as_ref().and_then(|m| footprints.get(m)),
+                )
+            }),
         })
         .collect()
 }

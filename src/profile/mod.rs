@@ -168,8 +168,12 @@ pub struct Profile {
     pub nodes: u32,
     #[serde(default = "one")]
     pub gpus_per_node: u32,
-    /// Memory each node needs for its share (weights, KV cache, activations), in GiB.
+    /// Memory each node needs for its share (weights, KV cache, activations), in GiB, as
+    /// written by hand; the memory plan computes it when the model's files can be read.
     pub memory_gib: Option<f64>,
+    /// The cap on every serving container (`110G`, `512M`), instead of the node's
+    /// `MemTotal` less what the host keeps; `--memory-limit` wins.
+    pub memory_limit: Option<String>,
     /// vLLM only: use Ray instead of the native multi-node mode.
     #[serde(default)]
     pub ray: bool,
@@ -444,6 +448,7 @@ fn field_type_errors(text: &str) -> Vec<(String, String)> {
             "model" => check::<Option<ProfileModel>>(v),
             "tp" | "pp" | "nodes" | "gpus_per_node" => check::<u32>(v),
             "memory_gib" => check::<Option<f64>>(v),
+            "memory_limit" => check::<Option<String>>(v),
             "ray" => check::<bool>(v),
             "engine_args" => check::<Vec<String>>(v),
             "env" => check::<BTreeMap<String, String>>(v),
@@ -559,6 +564,11 @@ pub fn validate(p: &Profile, stem: Option<&str>) -> Vec<(String, String)> {
         && !(m > 0.0 && m.is_finite())
     {
         out.push("memory_gib", format!("{m} is not a positive number of GiB"));
+    }
+    if let Some(l) = &p.memory_limit
+        && let Err(e) = crate::workload::memory::parse_memory_size(l)
+    {
+        out.push("memory_limit", e);
     }
     check_model(p, &mut out);
     check_sections(p, &mut out);

@@ -9,6 +9,7 @@ use crate::plan::spec::EnvVar;
 use crate::workload::endpoint::{ApiKeyAsk, Bind};
 use crate::workload::engines::EngineOptions;
 use crate::workload::launch::{LaunchRequest, NcclTestRequest, ServeRequest};
+use crate::workload::memory::{MemoryAsk, parse_memory_size};
 use crate::workload::nccl_lib::NcclFrom;
 use crate::workload::nccl_test::{NcclOp, NcclTestOptions, parse_bytes};
 use crate::workload::run::ContainerOverrides;
@@ -37,6 +38,8 @@ pub struct Overrides {
     pub api_key: Option<ApiKeyAsk>,
     /// `--bind`, over the profile's `bind`.
     pub bind: Option<Bind>,
+    /// `--memory-limit` (over the profile's `memory_limit`) and `--allow-overcommit`.
+    pub memory: MemoryAsk,
 }
 
 /// A profile's `api_key`: `auto` or `@FILE`. A key written in the profile itself is refused:
@@ -106,6 +109,16 @@ impl Profile {
             (Some(b), _) => b,
             (None, Some(text)) => text.parse().map_err(|e| err("bind", e))?,
             (None, None) => Bind::All,
+        };
+        serve.memory = MemoryAsk {
+            limit: match (o.memory.limit, &self.memory_limit) {
+                (Some(l), _) => Some(l),
+                (None, Some(text)) => {
+                    Some(parse_memory_size(text).map_err(|e| err("memory_limit", e))?)
+                }
+                (None, None) => None,
+            },
+            allow_overcommit: o.memory.allow_overcommit,
         };
         let api_key = match (&o.api_key, &self.api_key) {
             (Some(k), _) => Some(k.clone()),

@@ -180,25 +180,77 @@ fn user_profiles_override_bundled_ones_by_name() {
 
 #[test]
 fn fit_checks_node_count_and_unified_memory() {
-    use super::fit::{Capacity, Fit, fit};
+    use super::fit::{Fit, fit};
     let p = parse("demo.yaml", Some("demo"), GOOD, &[]).unwrap();
-    let node = |n: &str, m: Option<f64>| Capacity {
-        node: crate::node::NodeName::new(n).unwrap(),
-        memory_gib: m,
+    let node = |n: &str, m: Option<u64>| {
+        let mut facts: crate::probe::NodeFacts = serde_json::from_value(serde_json::json!({
+            "hostname": n, "arch": "aarch64", "interfaces": [], "rdma_devices": [], "routes": []
+        }))
+        .unwrap();
+        facts.host.gpus = vec![crate::probe::facts::GpuFacts {
+            bus: "000f:01:00.0".into(),
+            model: Some("NVIDIA GB10".into()),
+        }];
+        facts.host.mem_total_kib = m.map(|g| g * 1024 * 1024);
+        crate::derive::NodeInput {
+            name: crate::node::NodeName::new(n).unwrap(),
+            facts,
+        }
     };
-    assert_eq!(
-        fit(&p, &[node("a", Some(119.0)), node("b", Some(119.0))]),
-        Fit::Yes
-    );
-    assert!(matches!(fit(&p, &[node("a", Some(119.0))]), Fit::No(_)));
+    let two = [node("a", Some(119)), node("b", Some(119))];
+    assert_eq!(fit(&p, &two, None), Fit::Yes);
+    assert!(matches!(fit(&p, &two[..1], None), Fit::No(_)));
     assert!(matches!(
-        fit(&p, &[node("a", Some(119.0)), node("b", Some(8.0))]),
+        fit(&p, &[node("a", Some(119)), node("b", Some(8))], None),
         Fit::No(_)
     ));
     assert!(matches!(
-        fit(&p, &[node("a", Some(119.0)), node("b", None)]),
+        fit(&p, &[node("a", Some(119)), node("b", None)], None),
         Fit::Unknown(_)
     ));
+}
+
+#[test]
+fn fit_uses_the_memory_plan_when_the_model_s_files_were_read() {
+    use super::fit::{Fit, fit};
+    use crate::model::footprint::{Footprint, Known, KvLayout, WeightsSize};
+    let p = parse("demo.yaml", Some("demo"), GOOD, &[]).unwrap();
+    let node = |n: &str| {
+        let mut facts: crate::probe::NodeFacts = serde_json::from_value(serde_json::json!({
+            "hostname": n, "arch": "aarch64", "interfaces": [], "rdma_devices": [], "routes": []
+        }))
+        .unwrap();
+        facts.host.gpus = vec![crate::probe::facts::GpuFacts {
+            bus: "000f:01:00.0".into(),
+            model: Some("NVIDIA GB10".into()),
+        }];
+        facts.host.mem_total_kib = Some(124_830_604);
+        crate::derive::NodeInput {
+            name: crate::node::NodeName::new(n).unwrap(),
+            facts,
+        }
+    };
+    let kv = KvLayout::parse(
+        r#"{"num_hidden_layers": 28, "num_attention_heads": 28, "num_key_value_heads": 4,
+            "hidden_size": 3584, "torch_dtype": "bfloat16", "max_position_embeddings": 32768}"#,
+    )
+    .unwrap();
+    let footprint = |bytes| Footprint {
+        kv: Known::Known(kv.clone()),
+        weights: Known::Known(WeightsSize {
+            bytes,
+            from: "test".into(),
+        }),
+    };
+    let two = [node("a"), node("b")];
+    assert_eq!(fit(&p, &two, Some(&footprint(15 << 30))), Fit::Yes);
+    let Fit::No(why) = fit(&p, &two, Some(&footprint(600 << 30))) else {
+        panic!("600 GiB fits two Sparks?")
+    };
+    assert!(
+        why[0].starts_with("a needs 304 GiB, vLLM may take 107 GiB"),
+        "{why:?}"
+    );
 }
 
 #[test]

@@ -419,6 +419,7 @@ fn shared(serve: &mut ServeOptions, o: &Overrides) {
     serve.stage_model = !o.no_stage;
     serve.allow_tcp = o.allow_tcp;
     serve.bind = o.bind.unwrap_or(Bind::All);
+    serve.memory = o.memory.clone();
 }
 
 /// A variable holding a secret from the user's environment under a name that does not say

@@ -185,6 +185,12 @@ pub struct JobEntry {
     /// The one address a serving head listens on (`--bind`), when not every interface.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub bind: Option<std::net::Ipv4Addr>,
+    /// The container's memory limit in bytes (its cap), when it has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory_limit: Option<u64>,
+    /// The kernel killed it for memory (at its cap, or the host's OOM killer).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub oom_killed: bool,
 }
 
 fn ports_of(labels: Option<&String>) -> Vec<u16> {
@@ -279,24 +285,32 @@ impl NodeRuntime {
                     .as_ref()
                     .map(|s| s.to_string())
                     .unwrap_or_else(|| "unknown".to_string());
-                // Start time and exit code are only in the full inspect.
-                let (started_at, exit_code) = match engine.inspect(&name).await? {
-                    Some(i) => {
-                        let st = i.state.unwrap_or_default();
-                        let started = st
-                            .started_at
-                            .as_deref()
-                            .and_then(parse_rfc3339_seconds)
-                            .filter(|s| *s > 0);
-                        let exit = if st.running == Some(true) {
-                            None
-                        } else {
-                            st.exit_code
-                        };
-                        (started, exit)
-                    }
-                    None => continue,
-                };
+                // Start time, exit code, the cap and an OOM kill are only in the full inspect.
+                let (started_at, exit_code, memory_limit, oom_killed) =
+                    match engine.inspect(&name).await? {
+                        Some(i) => {
+                            let limit = i
+                                .host_config
+                                .as_ref()
+                                .and_then(|h| h.memory)
+                                .and_then(|m| u64::try_from(m).ok())
+                                .filter(|m| *m > 0);
+                            let st = i.state.unwrap_or_default();
+                            let oom = st.oom_killed == Some(true);
+                            let started = st
+                                .started_at
+                                .as_deref()
+                                .and_then(parse_rfc3339_seconds)
+                                .filter(|s| *s > 0);
+                            let exit = if st.running == Some(true) {
+                                None
+                            } else {
+                                st.exit_code
+                            };
+                            (started, exit, limit, oom)
+                        }
+                        None => continue,
+                    };
                 out.push(JobEntry {
                     job: labels.get(LABEL_JOB).cloned().unwrap_or_default(),
                     node: self.name().clone(),
@@ -309,6 +323,8 @@ impl NodeRuntime {
                     started_at,
                     ports: ports_of(labels.get(LABEL_PORTS)),
                     bind: labels.get(LABEL_BIND).and_then(|a| a.parse().ok()),
+                    memory_limit,
+                    oom_killed,
                 });
             }
         }
@@ -341,6 +357,8 @@ impl NodeRuntime {
                     started_at: p.started,
                     ports: ports_of(p.labels.get(LABEL_PORTS)),
                     bind: p.labels.get(LABEL_BIND).and_then(|a| a.parse().ok()),
+                    memory_limit: None,
+                    oom_killed: false,
                 });
             }
         }

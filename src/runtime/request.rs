@@ -107,6 +107,10 @@ pub fn create_request(spec: &ContainerSpec, gpu: &GpuAccess) -> CreateRequest {
                 })
                 .collect(),
         ),
+        // Memory and swap equal: no swap beyond the limit, so a container past it is
+        // OOM-killed rather than swapping the host into the ground.
+        memory: spec.memory_limit.and_then(|b| i64::try_from(b).ok()),
+        memory_swap: spec.memory_limit.and_then(|b| i64::try_from(b).ok()),
         init: Some(true),
         auto_remove: Some(false),
         restart_policy: Some(RestartPolicy {
@@ -194,6 +198,20 @@ mod tests {
         assert_eq!(s.gpus, Gpus::None);
         let req = create_request(&s, &GpuAccess::None);
         insta::assert_json_snapshot!(body(&req));
+    }
+
+    #[test]
+    fn a_memory_limit_sets_docker_s_memory_and_swap_limits_equal() {
+        let mut s = gpu_spec(true);
+        s.memory_limit = Some(121_385_703_424);
+        let req = create_request(&s, &GpuAccess::DeviceRequest { count: -1 });
+        let b = body(&req);
+        assert_eq!(b["body"]["HostConfig"]["Memory"], 121_385_703_424i64);
+        assert_eq!(b["body"]["HostConfig"]["MemorySwap"], 121_385_703_424i64);
+        // Without a limit, neither is sent (Docker's default: unlimited).
+        let b = body(&create_request(&gpu_spec(true), &GpuAccess::None));
+        assert!(b["body"]["HostConfig"].get("Memory").is_none(), "{b}");
+        assert!(b["body"]["HostConfig"].get("MemorySwap").is_none(), "{b}");
     }
 
     #[test]

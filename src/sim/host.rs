@@ -35,7 +35,10 @@ pub async fn lock() -> std::io::Result<SimLock> {
 }
 
 /// The largest record read.
-const RECORD_MAX: u64 = 1 << 20;
+const RECORD_MAX: crate::input::InputLimit = crate::input::InputLimit {
+    max: 1 << 20,
+    hint: "a simulated cluster's record is a few hundred bytes",
+};
 
 /// Everything [`MachineFacts`] holds, read now.
 pub fn read() -> MachineFacts {

@@ -10,6 +10,15 @@
 //!   `failures × bound` of the first probe it caught.
 //! - A rank's container that stopped (exited, OOM-killed) restarts the group at once; one that
 //!   was removed ends supervising (the job was stopped: nothing is left to restart).
+//! - **Memory.** Every look reads `MemAvailable` on every node; below [`Policy::memory_floor`]
+//!   on any node the machine stops the job ([`Move::StopJob`], event `memory_floor` with the
+//!   figures) instead of waiting for the host to hang, and then gives up (the caller exits 1).
+//!   During a restart, once the ranks are stopped and before they start again, memory must
+//!   come back ([`Supervisor::memory_back`]): every node must have the need of its share (the
+//!   plan's memory) plus the floor available, and, from the second restart on, no less than it
+//!   had after the first stop (less 4 GiB or 5 %). Memory that does not come back within
+//!   [`Policy::settle`] is a leak across restarts (event `memory_leak`): it is named, the job
+//!   is left stopped and the restarts end.
 //! - Every restart is of the whole group. The first one after a healthy spell starts at once;
 //!   each further one waits [`Policy::backoff`], doubled every time, at most
 //!   [`Policy::backoff_max`]. After [`Policy::max_restarts`] restarts without a healthy spell of
@@ -46,7 +55,17 @@ pub struct Policy {
     /// Healthy this long after a restart, the count of restarts starts again from zero.
     #[serde(rename = "stable_after_s", serialize_with = "secs")]
     pub stable_after: Duration,
+    /// `MemAvailable` below this on any node stops the job (bytes).
+    pub memory_floor: u64,
+    /// How long memory may take to come back after the ranks stopped, before a restart.
+    #[serde(rename = "settle_s", serialize_with = "secs")]
+    pub settle: Duration,
 }
+
+/// The floor the supervisor keeps: half of what every container's cap leaves the host. A
+/// node below it has lost memory outside the containers (what the driver keeps of a GPU
+/// allocation is not always charged to the container), and sshd is next.
+pub const DEFAULT_MEMORY_FLOOR: u64 = crate::workload::memory::HOST_FLOOR / 2;
 
 fn secs<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_f64(d.as_secs_f64())
@@ -62,6 +81,8 @@ impl Default for Policy {
             backoff_max: Duration::from_secs(300),
             max_restarts: 5,
             stable_after: Duration::from_secs(600),
+            memory_floor: DEFAULT_MEMORY_FLOOR,
+            settle: Duration::from_secs(30),
         }
     }
 }
@@ -89,6 +110,8 @@ pub struct PolicyAsk {
     pub failures: Option<u32>,
     pub backoff_s: Option<u64>,
     pub max_restarts: Option<u32>,
+    /// `--memory-floor`, in bytes.
+    pub memory_floor: Option<u64>,
 }
 
 impl PolicyAsk {
@@ -102,6 +125,7 @@ impl PolicyAsk {
             failures: self.failures.unwrap_or(d.failures).max(1),
             backoff: secs(self.backoff_s, d.backoff),
             max_restarts: self.max_restarts.unwrap_or(d.max_restarts),
+            memory_floor: self.memory_floor.unwrap_or(d.memory_floor),
             ..d
         }
     }
@@ -123,6 +147,10 @@ impl PolicyAsk {
         push("--failures", self.failures.map(|v| v.to_string()));
         push("--backoff", self.backoff_s.map(|v| v.to_string()));
         push("--max-restarts", self.max_restarts.map(|v| v.to_string()));
+        push(
+            "--memory-floor",
+            self.memory_floor.map(|b| format!("{}M", b >> 20)),
+        );
         out
     }
 }
@@ -160,6 +188,31 @@ pub enum Seen {
     },
     /// The restart of the group ended: ready again, or why not.
     Restarted(Result<(), String>),
+    /// `MemAvailable` of every node that could be read.
+    Memory(Vec<HostMemory>),
+}
+
+/// One node's `/proc/meminfo`, in bytes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HostMemory {
+    pub node: NodeName,
+    pub total: u64,
+    pub available: u64,
+}
+
+/// Whether the ranks may start again after a stop ([`Supervisor::memory_back`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Gate {
+    /// Memory came back: start every rank.
+    Start,
+    /// Not yet: read again after this long.
+    Wait(Duration),
+    /// It did not come back: a leak; the job stays stopped and the restarts end.
+    Leak(String),
+}
+
+fn gib(bytes: u64) -> f64 {
+    bytes as f64 / (1u64 << 30) as f64
 }
 
 /// What the caller does next.
@@ -176,6 +229,8 @@ pub enum Move {
     GiveUp { reason: String },
     /// Stop supervising: the job is gone (its containers were removed); nothing to keep up.
     Gone { reason: String },
+    /// Stop every rank now (memory below the floor), then give up with `reason`.
+    StopJob { reason: String },
 }
 
 /// An event's kind, as the event log spells it.
@@ -199,6 +254,10 @@ pub enum Kind {
     Gone,
     /// The supervisor stopped (Ctrl-C); the job keeps running.
     Stopped,
+    /// A node's `MemAvailable` fell below the floor: the job is stopped.
+    MemoryFloor,
+    /// Memory did not come back after the ranks stopped: the restarts end.
+    MemoryLeak,
 }
 
 /// Something to record in the job's event log (the caller stamps the time).
@@ -231,6 +290,10 @@ enum State {
     Gone {
         reason: String,
     },
+    /// Memory fell below the floor: the job is to be stopped, then the machine gives up.
+    Halting {
+        reason: String,
+    },
 }
 
 /// The supervisor's state (see the module docs).
@@ -246,6 +309,13 @@ pub struct Supervisor {
     restarts: u32,
     /// When the job was last seen ready (start or restart).
     ready_at: u64,
+    /// What each node's share of the job needs (the plan's memory), in bytes.
+    needs: std::collections::BTreeMap<NodeName, u64>,
+    /// `MemAvailable` of each node after the first stop of a restart: what a stopped job
+    /// gives back.
+    baseline: Option<std::collections::BTreeMap<NodeName, u64>>,
+    /// When the current wait for memory to come back began.
+    settling_since: Option<u64>,
     out: Vec<Happened>,
 }
 
@@ -259,8 +329,18 @@ impl Supervisor {
             health_all_along: true,
             restarts: 0,
             ready_at: now,
+            needs: Default::default(),
+            baseline: None,
+            settling_since: None,
             out: Vec::new(),
         }
+    }
+
+    /// What each node's share of the job needs, in bytes (the plan's memory), for the check
+    /// that memory came back before a restart.
+    pub fn with_needs(mut self, needs: std::collections::BTreeMap<NodeName, u64>) -> Supervisor {
+        self.needs = needs;
+        self
     }
 
     pub fn policy(&self) -> &Policy {
@@ -290,6 +370,12 @@ impl Supervisor {
         match self.state.clone() {
             State::GaveUp { reason } => Move::GiveUp { reason },
             State::Gone { reason } => Move::Gone { reason },
+            State::Halting { reason } => {
+                self.state = State::GaveUp {
+                    reason: reason.clone(),
+                };
+                Move::StopJob { reason }
+            }
             State::Watching { next_look } if now >= next_look => Move::Look,
             State::Watching { next_look } => Move::Wait(ms(next_look - now)),
             State::Backoff { at, reason } if now >= at => {
@@ -403,6 +489,29 @@ impl Supervisor {
             (_, Seen::EngineError { node, line }) => {
                 self.note(Kind::EngineError, format!("{node}: {line}"), None);
             }
+            (State::Watching { .. }, Seen::Memory(readings)) => {
+                let low: Vec<String> = readings
+                    .iter()
+                    .filter(|r| r.available < self.policy.memory_floor)
+                    .map(|r| {
+                        format!(
+                            "{}: {:.1} GiB available of {:.1} GiB",
+                            r.node,
+                            gib(r.available),
+                            gib(r.total)
+                        )
+                    })
+                    .collect();
+                if !low.is_empty() {
+                    let reason = format!(
+                        "memory below the floor of {:.1} GiB ({}): the job was stopped before the host stops answering; find what holds the memory (`spark-launch status`, `free -g` on the node; a reboot frees what the driver kept), then launch the job again",
+                        gib(self.policy.memory_floor),
+                        low.join("; ")
+                    );
+                    self.note(Kind::MemoryFloor, reason.clone(), None);
+                    self.state = State::Halting { reason };
+                }
+            }
             // Anything else is stale (a probe that ended after a restart was decided): ignored.
             _ => {}
         }
@@ -428,6 +537,77 @@ impl Supervisor {
             at: now + delay.as_millis() as u64,
             reason,
         };
+    }
+
+    /// Whether memory came back on every node after the ranks stopped (`readings`, at
+    /// `now`), so the restart may start them again (see the module docs). A leak ends the
+    /// restarts: the machine gives up.
+    pub fn memory_back(&mut self, now: u64, readings: &[HostMemory]) -> Gate {
+        let since = *self.settling_since.get_or_insert(now);
+        let mut short = Vec::new();
+        for r in readings {
+            let need = self.needs.get(&r.node).copied().unwrap_or(0);
+            let want_plan = need.saturating_add(self.policy.memory_floor);
+            let base = self.baseline.as_ref().and_then(|b| b.get(&r.node)).copied();
+            // What a restart may lose to the rest of the host (a build, a login, the page
+            // cache): 4 GiB, or 5 % of the node. A leak grows past it within a few restarts,
+            // long before the host runs out.
+            let tolerance = (4u64 << 30).max(r.total / 20);
+            let want_base = base.map(|b| b.saturating_sub(tolerance)).unwrap_or(0);
+            let want = want_plan.max(want_base);
+            if r.available < want {
+                let against = match base {
+                    Some(b) if want_base >= want_plan => {
+                        format!("after the first restart's stop it had {:.1} GiB", gib(b))
+                    }
+                    _ => format!(
+                        "its share of the job needs {:.1} GiB and the host keeps {:.1} GiB",
+                        gib(need),
+                        gib(self.policy.memory_floor)
+                    ),
+                };
+                short.push(format!(
+                    "{}: {:.1} GiB available of {:.1} GiB with every rank stopped; {against}",
+                    r.node,
+                    gib(r.available),
+                    gib(r.total)
+                ));
+            }
+        }
+        if short.is_empty() {
+            if self.baseline.is_none() {
+                self.baseline = Some(
+                    readings
+                        .iter()
+                        .map(|r| (r.node.clone(), r.available))
+                        .collect(),
+                );
+            }
+            self.settling_since = None;
+            return Gate::Start;
+        }
+        let waited = now.saturating_sub(since);
+        if waited < self.policy.settle.as_millis() as u64 {
+            return Gate::Wait(
+                Duration::from_secs(2).min(ms(self.policy.settle.as_millis() as u64 - waited)),
+            );
+        }
+        self.settling_since = None;
+        let reason = format!(
+            "memory did not come back {:.0} s after every rank stopped ({}): a leak across restarts; the job is left stopped; reboot the node to free what the driver kept, then launch the job again",
+            waited as f64 / 1000.0,
+            short.join("; ")
+        );
+        self.note(Kind::MemoryLeak, reason.clone(), None);
+        self.state = State::GaveUp {
+            reason: reason.clone(),
+        };
+        Gate::Leak(reason)
+    }
+
+    /// True when memory fell below the floor and the job is to be stopped.
+    pub fn stopping(&self) -> bool {
+        matches!(self.state, State::Halting { .. })
     }
 
     /// True once it gave up.
@@ -650,6 +830,108 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert_eq!(kinds(&mut m), [Kind::Gone]);
+    }
+
+    fn reading(node: &str, available_gib: u64) -> HostMemory {
+        HostMemory {
+            node: NodeName::new(node).unwrap(),
+            total: 119 << 30,
+            available: available_gib << 30,
+        }
+    }
+
+    #[test]
+    fn memory_below_the_floor_stops_the_job_and_gives_up_naming_the_figures() {
+        let mut m = Supervisor::new(Policy::default(), 0);
+        m.saw(0, Seen::Memory(vec![reading("n1", 40), reading("n2", 20)]));
+        assert!(m.drain().is_empty());
+        assert_eq!(m.next_move(0), Move::Look);
+        m.saw(
+            5_000,
+            Seen::Memory(vec![
+                reading("n1", 40),
+                HostMemory {
+                    node: node("n2"),
+                    total: 119 << 30,
+                    available: 2 << 30,
+                },
+            ]),
+        );
+        let h = m.drain();
+        assert_eq!(h[0].kind, Kind::MemoryFloor);
+        assert!(
+            h[0].detail
+                .contains("floor of 3.0 GiB (n2: 2.0 GiB available of 119.0 GiB)"),
+            "{}",
+            h[0].detail
+        );
+        match m.next_move(5_000) {
+            Move::StopJob { reason } => assert!(reason.contains("n2"), "{reason}"),
+            other => panic!("{other:?}"),
+        }
+        // Then it gives up: nothing restarts a job that ran the host out of memory.
+        assert!(matches!(m.next_move(5_001), Move::GiveUp { .. }));
+        assert!(m.gave_up());
+    }
+
+    #[test]
+    fn a_restart_starts_the_ranks_again_once_memory_came_back() {
+        let needs = [(node("n1"), 60u64 << 30), (node("n2"), 60 << 30)]
+            .into_iter()
+            .collect();
+        let mut m = Supervisor::new(Policy::default(), 0).with_needs(needs);
+        // Right after the stop the driver has not given everything back yet: wait.
+        assert_eq!(
+            m.memory_back(1_000, &[reading("n1", 50), reading("n2", 110)]),
+            Gate::Wait(Duration::from_secs(2))
+        );
+        assert_eq!(
+            m.memory_back(3_000, &[reading("n1", 110), reading("n2", 110)]),
+            Gate::Start
+        );
+        assert!(m.drain().is_empty());
+    }
+
+    #[test]
+    fn memory_that_does_not_come_back_after_a_stop_is_a_leak_that_ends_the_restarts() {
+        let mut m = Supervisor::new(Policy::default(), 0);
+        // The first restart: 110 GiB back with every rank stopped.
+        assert_eq!(
+            m.memory_back(0, &[reading("n1", 110), reading("n2", 110)]),
+            Gate::Start
+        );
+        // A later restart: n2 has 10 GiB less with every rank stopped, for the whole settle.
+        let after = [reading("n1", 110), reading("n2", 100)];
+        assert!(matches!(m.memory_back(600_000, &after), Gate::Wait(_)));
+        assert!(matches!(m.memory_back(620_000, &after), Gate::Wait(_)));
+        let Gate::Leak(reason) = m.memory_back(630_000, &after) else {
+            panic!("a leak was not named")
+        };
+        assert!(
+            reason.contains("n2: 100.0 GiB available of 119.0 GiB with every rank stopped; after the first restart's stop it had 110.0 GiB"),
+            "{reason}"
+        );
+        assert!(!reason.contains("n1:"), "{reason}");
+        assert_eq!(kinds(&mut m), [Kind::MemoryLeak]);
+        assert!(m.gave_up());
+        // Whatever ends the restart now, it is not restarted again.
+        m.saw(630_001, Seen::Restarted(Err(reason.clone())));
+        assert!(matches!(m.next_move(630_002), Move::GiveUp { .. }));
+    }
+
+    #[test]
+    fn the_first_restart_refuses_to_start_a_job_whose_share_no_longer_fits() {
+        let needs = [(node("n1"), 100u64 << 30)].into_iter().collect();
+        let mut m = Supervisor::new(Policy::default(), 0).with_needs(needs);
+        let low = [reading("n1", 90)];
+        assert!(matches!(m.memory_back(0, &low), Gate::Wait(_)));
+        let Gate::Leak(reason) = m.memory_back(30_000, &low) else {
+            panic!("started into a host without the memory")
+        };
+        assert!(
+            reason.contains("its share of the job needs 100.0 GiB and the host keeps 3.0 GiB"),
+            "{reason}"
+        );
     }
 
     #[test]

@@ -160,7 +160,7 @@ impl LaunchRequest {
 
 /// What the pre-plan step looked up on live nodes. Empty for a dry run on snapshots: the plan
 /// then keeps `~/…` paths and an unresolved revision, and says so in its notes.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Lookups {
     /// `$HOME` of the SSH user on each node.
     pub homes: BTreeMap<NodeName, String>,
@@ -171,6 +171,9 @@ pub struct Lookups {
     pub nccl: Option<NcclReads>,
     /// The model's `config.json`, for the tp/pp check (heads, KV heads, layers).
     pub shape: ShapeLookup,
+    /// What the model's `config.json` and weights say about its memory (KV cache per token,
+    /// the weights' bytes), for the memory plan.
+    pub footprint: crate::model::footprint::Footprint,
     /// The API key `--api-key` asked for, resolved (`auto` read from or written to its file).
     pub api_key: Option<super::endpoint::ApiKey>,
     /// The job's own SSH identity for MPI between containers, generated for this launch
@@ -429,6 +432,7 @@ fn plan_serve(
             nccl_from: r.nccl_from.as_ref(),
             allow_old_nccl: r.allow_old_nccl,
             reads: lookups.nccl.as_ref(),
+            footprint: Some(&lookups.footprint),
         }),
         recipe: r.recipe.as_deref(),
     })?;

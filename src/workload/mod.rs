@@ -10,6 +10,7 @@ pub mod engines;
 pub mod job_ssh;
 pub mod launch;
 pub mod limits;
+pub mod memory;
 pub mod nccl_build;
 pub mod nccl_lib;
 pub mod nccl_test;

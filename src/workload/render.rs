@@ -247,6 +247,12 @@ fn serve(p: &ServePlan) -> String {
         out.push_str(&nccl(n));
     }
     out.push_str(&job_body(&p.job));
+    if !p.memory.nodes.is_empty() {
+        out.push_str("\nmemory (GiB)\n");
+        for l in p.memory.lines() {
+            out.push_str(&format!("  {l}\n"));
+        }
+    }
     if !p.notes.is_empty() {
         out.push_str("\nnotes\n");
         for n in &p.notes {

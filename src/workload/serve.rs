@@ -70,6 +70,8 @@ pub struct ServeOptions {
     pub bind: super::endpoint::Bind,
     /// The API key the engine enforces (resolved before planning from `--api-key`).
     pub api_key: Option<super::endpoint::ApiKey>,
+    /// The cap on every container (`--memory-limit`) and `--allow-overcommit`.
+    pub memory: super::memory::MemoryAsk,
 }
 
 impl ServeOptions {
@@ -96,6 +98,7 @@ impl ServeOptions {
             allow_tcp: false,
             bind: super::endpoint::Bind::All,
             api_key: None,
+            memory: super::memory::MemoryAsk::default(),
         }
     }
 
@@ -119,7 +122,7 @@ pub struct Endpoint {
 }
 
 /// A whole serving job: the job plan plus what the user needs to know about it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ServePlan {
     pub engine: EngineKind,
     /// How the ranks find each other (`engines::MultiNode`): `native` or `ray` for vLLM,
@@ -139,6 +142,10 @@ pub struct ServePlan {
     pub notes: Vec<String>,
     /// Warnings from derive, per node.
     pub warnings: BTreeMap<NodeName, Vec<String>>,
+    /// Per node: the weights, KV cache and reserve it needs, what it has, the cap on its
+    /// container (`workload::memory`). A plan kept by an older version has none.
+    #[serde(default)]
+    pub memory: super::memory::MemoryPlan,
     /// Why NCCL will run on TCP sockets instead of RDMA (`--allow-tcp`); absent: RDMA.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sockets: Option<String>,

@@ -1,6 +1,7 @@
 //! The serving plan in one pass. Every engine's job has the same skeleton, built here once:
 //!
 //! ```text
+//! [memory plan: refused here when it does not fit; every container capped]
 //! CheckPorts ─► CheckReachable* ─► EnsureImage ─► [NCCL: EnsureImage StageNccl] CheckNccl
 //!   ─► StageModel ─► [StageModel of the speculative draft] ─► Start ─► the engine's waits
 //!   (WaitRay) ─► WaitServing
@@ -23,6 +24,7 @@ use super::engines::{
 };
 use super::job_ssh::JobSshKeys;
 use super::launch::LaunchRefusal;
+use super::memory;
 use super::nccl_lib::{self, NcclFrom, NcclPlan, NcclReads};
 use super::recipe_part::{self, RecipePart};
 use super::serve::{
@@ -32,6 +34,7 @@ use super::serve::{
 use super::steps;
 use crate::derive::{NodeEnv, NodeInput, topology::Topology};
 use crate::model::ModelSource;
+use crate::model::footprint::Footprint;
 use crate::model::hub::Resolved;
 use crate::model::route::{CopyRoute, copy_routes};
 use crate::node::NodeName;
@@ -64,6 +67,8 @@ pub struct LaunchPart<'a> {
     pub allow_old_nccl: bool,
     /// What the pre-plan lookup read (`None`: a dry run on snapshots).
     pub reads: Option<&'a NcclReads>,
+    /// What the model's files say about its memory (`None`: not read).
+    pub footprint: Option<&'a Footprint>,
 }
 
 /// A serving plan and what the user should read before it runs.
@@ -78,6 +83,13 @@ pub fn plan(input: &ServeInput<'_>) -> Result<Served, LaunchRefusal> {
     let engine = input.engine.engine();
     let o = input.opts;
     let sel = select(input.nodes, o, refusals(engine, input))?;
+    let memory = memory_plan(input, &sel);
+    if !memory.problems.is_empty() {
+        return Err(ServeRefusal {
+            problems: memory.problems,
+        }
+        .into());
+    }
     let head_env = &sel.env.nodes[0];
     let bound = bind_addr(o.bind, &sel.inputs[0], head_env)
         .map_err(|p| ServeRefusal { problems: vec![p] })?;
@@ -97,6 +109,7 @@ pub fn plan(input: &ServeInput<'_>) -> Result<Served, LaunchRefusal> {
         &mut notes,
         &mut recipe_warnings,
     )?;
+    cap(&mut nodes, &memory.plan);
     let launch = launched(input.launch.as_ref(), &sel, &mut nodes)?;
     let ports = engine.ports(input.tuning, o.port, used.len());
     let mut steps = port_steps(&ports, &sel.env.nodes);
@@ -132,6 +145,7 @@ pub fn plan(input: &ServeInput<'_>) -> Result<Served, LaunchRefusal> {
     }
     warnings.extend(recipe_warnings);
     warnings.extend(launch.warnings);
+    warnings.extend(memory.warnings);
     if let Some(n) = &launch.nccl {
         notes.extend(n.notes.iter().cloned());
     }
@@ -150,6 +164,7 @@ pub fn plan(input: &ServeInput<'_>) -> Result<Served, LaunchRefusal> {
         unused: sel.unused.clone(),
         notes,
         warnings: serve::warnings(&sel.env),
+        memory: memory.plan,
         sockets: sel.rdma.sockets.clone(),
         job: JobPlan {
             job: o.job.clone(),
@@ -163,6 +178,39 @@ pub fn plan(input: &ServeInput<'_>) -> Result<Served, LaunchRefusal> {
         recipe: input.recipe.map(RecipePart::summary),
     };
     Ok(Served { plan, warnings })
+}
+
+/// The memory plan of the serving nodes: the model's footprint (when the launch read it), the
+/// engine's fraction and the context its arguments give, each node's memory and cap.
+fn memory_plan(input: &ServeInput<'_>, sel: &Selected) -> memory::MemoryOutcome {
+    let engine = input.engine.engine();
+    let o = input.opts;
+    let unread = Footprint::default();
+    let footprint = input
+        .launch
+        .as_ref()
+        .and_then(|l| l.footprint)
+        .unwrap_or(&unread);
+    memory::plan(&memory::MemoryInput {
+        model: &o.model.served_name(),
+        footprint,
+        engine: &engine.memory(o, input.tuning),
+        engine_title: engine.title(),
+        tp: o.tp,
+        pp: o.pp,
+        gpus_per_node: o.gpus_per_node,
+        nodes: &sel.inputs,
+        ask: &o.memory,
+    })
+}
+
+/// Every serving container's cap, as the memory plan says.
+fn cap(nodes: &mut [NodePlan], plan: &memory::MemoryPlan) {
+    for n in nodes {
+        if let Launch::Container(spec) = &mut n.launch {
+            spec.memory_limit = plan.limit_bytes(&n.node);
+        }
+    }
 }
 
 /// Every node's container (the derived environment, the cache, the devices, the labels; the

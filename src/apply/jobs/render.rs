@@ -52,12 +52,20 @@ impl Shown for StatusReport {
         let mut table = Table::new();
         table.load_style(UTF8_BORDERS_ONLY);
         table.set_header(vec![
-            "JOB", "NODE", "RUNTIME", "STATE", "IMAGE", "UPTIME", "PORTS",
+            "JOB",
+            "NODE",
+            "RUNTIME",
+            "STATE",
+            "IMAGE",
+            "UPTIME",
+            "PORTS",
+            "MEMORY CAP",
         ]);
         for r in &self.rows {
             let e = &r.entry;
             let state = match (e.state.as_str(), e.exit_code) {
                 ("running", _) => "running".to_string(),
+                (s, Some(c)) if e.oom_killed => format!("{s} ({c}, killed for memory)"),
                 (s, Some(c)) => format!("{s} ({c})"),
                 (s, None) => s.to_string(),
             };
@@ -71,6 +79,9 @@ impl Shown for StatusReport {
                     .map(|s| human_duration(Duration::from_secs(s.unsigned_abs())))
                     .unwrap_or_else(|| "-".to_string()),
                 join(&e.ports),
+                e.memory_limit
+                    .map(|b| format!("{:.1} GiB", b as f64 / (1u64 << 30) as f64))
+                    .unwrap_or_else(|| "-".to_string()),
             ]);
         }
         let mut out = table.to_string();

@@ -2,7 +2,8 @@
 //! `spark-launch supervise JOB` as one call ([`supervise`]), and the loop every supervised job
 //! runs ([`watch`], also behind `--supervise` on the launching commands): ask the machine what
 //! to do, look (`watch`), restart the whole group (`restart`), record every event in the job's
-//! log and show it on stderr, until Ctrl-C (the job keeps running) or the machine gives up.
+//! log and show it on stderr, until Ctrl-C (the job keeps running) or the machine gives up
+//! (after stopping the job when a node's memory fell below the floor).
 
 mod restart;
 mod watch;
@@ -161,13 +162,25 @@ fn render_plan(p: &SupervisePlan) -> String {
         out.push_str(&format!("  {}. {line}\n", i + 1));
     }
     out.push_str(&format!(
-        "backoff {} s doubling up to {} s; give up after {} restarts in a row\nevents: {}",
+        "backoff {} s doubling up to {} s; give up after {} restarts in a row\nmemory: stop the job when a node's MemAvailable falls below {:.1} GiB; before a restart, wait up to {} s for it to come back\nevents: {}",
         p.policy.backoff.as_secs_f64(),
         p.policy.backoff_max.as_secs_f64(),
         p.policy.max_restarts,
+        p.policy.memory_floor as f64 / (1u64 << 30) as f64,
+        p.policy.settle.as_secs_f64(),
         p.events.display()
     ));
     out
+}
+
+/// What each node's share of `plan` needs (its memory plan), in bytes, for the check that
+/// memory came back before a restart; a node whose need is not known needs only the floor.
+fn needs_of(plan: &ServePlan) -> std::collections::BTreeMap<NodeName, u64> {
+    plan.memory
+        .nodes
+        .iter()
+        .filter_map(|(n, m)| Some((n.clone(), (m.need_gib? * (1u64 << 30) as f64) as u64)))
+        .collect()
 }
 
 /// What would be watched for `plan` (`--dry-run`).
@@ -269,7 +282,7 @@ pub async fn watch(
     let target = Watched::of(cluster, plan, key.clone());
     let started = Instant::now();
     let t = || started.elapsed().as_millis() as u64;
-    let mut m = Supervisor::new(policy.clone(), t());
+    let mut m = Supervisor::new(policy.clone(), t()).with_needs(needs_of(plan));
     let record = |happened: Vec<Happened>| -> Result<(), SuperviseError> {
         let events: Vec<JobEvent> = happened
             .into_iter()
@@ -312,6 +325,10 @@ pub async fn watch(
                 for e in errors.drain() {
                     m.saw(t(), e);
                 }
+                m.saw(t(), Seen::Memory(watch::memory(cluster, &plan.nodes).await));
+                if m.stopping() {
+                    continue;
+                }
                 let stopped = watch::ranks(&target).await;
                 if stopped.is_empty() {
                     tokio::select! {
@@ -333,7 +350,11 @@ pub async fn watch(
             Move::Restart { .. } => {
                 record(m.drain())?;
                 drop(errors);
-                let done = restart::restart(cluster, plan, key.as_ref(), reporter, cancel).await;
+                let done =
+                    restart::restart(cluster, plan, key.as_ref(), reporter, cancel, &mut |r| {
+                        m.memory_back(t(), r)
+                    })
+                    .await;
                 if !cancel.is_cancelled() {
                     m.saw(t(), Seen::Restarted(done.map_err(|e| e.to_string())));
                 }
@@ -345,6 +366,17 @@ pub async fn watch(
             }
             Move::GiveUp { reason } => {
                 record(m.drain())?;
+                return Err(SuperviseError::GaveUp { job, reason });
+            }
+            Move::StopJob { reason } => {
+                record(m.drain())?;
+                drop(errors);
+                let stop =
+                    reporter.step(&format!("Stop every rank of {job}: memory below the floor"));
+                match restart::stop_ranks(cluster, plan).await {
+                    Ok(()) => stop.ok(),
+                    Err(e) => stop.fail(&e.to_string()),
+                }
                 return Err(SuperviseError::GaveUp { job, reason });
             }
         }

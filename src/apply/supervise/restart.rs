@@ -1,5 +1,6 @@
 //! The restart of a whole group, from the job's serving plan: stop every rank's container (kept,
-//! with its configuration), then walk the plan from its first start step on — each start step
+//! with its configuration), wait for memory to come back on every node (the machine decides),
+//! then walk the plan from its first start step on — each start step
 //! starts its nodes' containers again, in the plan's order, and the steps between and after
 //! them (the waits: Ray's members, the API ready with a token) run through the executor as
 //! they did at launch. The steps before the first start (ports, image, model, NCCL staging)
@@ -21,6 +22,7 @@ use crate::plan::spec::LABEL_JOB;
 use crate::plan::{JobPlan, Launch, RuntimeKind, Step};
 use crate::progress::Reporter;
 use crate::runtime::{Cluster, RuntimeError};
+use crate::supervise::machine::{Gate, HostMemory};
 use crate::workload::serve::ServePlan;
 
 /// How long a rank gets between SIGTERM and SIGKILL when its group restarts: a wedged rank
@@ -98,19 +100,26 @@ pub enum RestartError {
     Nodes(String),
     #[error("{0}")]
     Step(String),
+    /// Memory did not come back after every rank stopped: the ranks were not started again.
+    #[error("{0}")]
+    Memory(String),
     #[error("interrupted")]
     Interrupted,
 }
 
 /// Restarts the whole group of `plan` (see the module docs). `key` is the API key the
-/// wait-serving step asks with. Ctrl-C (`cancel`) once the ranks are stopped still starts
-/// every rank again (supervising stops, the job does not); only the waits are cut short.
+/// wait-serving step asks with. Between the stop and the start, every node's memory is read
+/// and `gate` (the machine's `memory_back`) says whether it came back: start, read again
+/// after a while, or leave the job stopped (a leak). Ctrl-C (`cancel`) once the ranks are
+/// stopped still starts every rank again (supervising stops, the job does not); only the waits
+/// are cut short.
 pub async fn restart(
     cluster: &Cluster,
     plan: &ServePlan,
     key: Option<&Secret>,
     reporter: &Arc<dyn Reporter>,
     cancel: &CancellationToken,
+    gate: &mut dyn FnMut(&[HostMemory]) -> Gate,
 ) -> Result<(), RestartError> {
     let job = &plan.job;
     if job.runtime != RuntimeKind::Docker {
@@ -122,6 +131,26 @@ pub async fn restart(
         Err(e) => {
             stop.fail(&e.to_string());
             return Err(e);
+        }
+    }
+    let back = reporter.step("Wait for memory to come back on every node");
+    loop {
+        match gate(&super::watch::memory(cluster, &plan.nodes).await) {
+            Gate::Start => {
+                back.ok();
+                break;
+            }
+            Gate::Wait(d) => tokio::select! {
+                _ = tokio::time::sleep(d) => {}
+                _ = cancel.cancelled() => {
+                    back.ok();
+                    break;
+                }
+            },
+            Gate::Leak(reason) => {
+                back.fail("it did not come back: the job is left stopped");
+                return Err(RestartError::Memory(reason));
+            }
         }
     }
     let mut pending: Vec<Step> = Vec::new();
@@ -162,6 +191,12 @@ pub async fn restart(
 enum Act {
     Stop,
     Start,
+}
+
+/// Stops every rank's container of `plan` (kept, with its configuration): the memory floor's
+/// stop. Every node's failure is named.
+pub async fn stop_ranks(cluster: &Cluster, plan: &ServePlan) -> Result<(), RestartError> {
+    on_nodes(plan.nodes.clone(), cluster, &plan.job, Act::Stop).await
 }
 
 /// Does `act` to the job's container on every node of `nodes` at once, after checking that

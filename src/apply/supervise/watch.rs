@@ -1,4 +1,5 @@
-//! What the supervisor looks at, each time the machine asks for a look: every rank's container
+//! What the supervisor looks at, each time the machine asks for a look: every node's memory
+//! (`MemAvailable`), every rank's container
 //! (running or not, its exit code, an OOM kill, the first error line of its log), then one
 //! tiny real generation on the head (`workload::token_probe`, over the head's shell, the API
 //! key on stdin) and, when no token came, whether `/health` still answers. Also each rank's
@@ -20,7 +21,7 @@ use crate::plan::secret::Secret;
 use crate::plan::spec::LABEL_JOB;
 use crate::runtime::shell::NodeShell;
 use crate::runtime::{Cluster, RuntimeError};
-use crate::supervise::machine::{Probed, Seen};
+use crate::supervise::machine::{HostMemory, Probed, Seen};
 use crate::workload::engines::ReadySignals;
 use crate::workload::readiness::first_error;
 use crate::workload::serve::ServePlan;
@@ -113,6 +114,40 @@ pub async fn ranks(t: &Watched<'_>) -> Vec<Seen> {
         }
     }
     seen
+}
+
+/// `MemTotal` and `MemAvailable` of every node in `nodes` that answers (through its shell); a
+/// node that cannot be read is a hiccup (logged), never taken for one without memory.
+pub async fn memory(cluster: &Cluster, nodes: &[NodeName]) -> Vec<HostMemory> {
+    let results = for_each_node(nodes.to_vec(), 0, |node| async move {
+        let shell = cluster
+            .node(&node)
+            .map_err(|e| e.to_string())?
+            .target
+            .shell()
+            .map_err(|e| e.to_string())?;
+        let script = "grep -E '^(MemTotal|MemAvailable):' /proc/meminfo";
+        let ran =
+            tokio::time::timeout(Duration::from_secs(15), shell.run(script, Vec::new(), None))
+                .await
+                .map_err(|_| "no answer within 15 s".to_string())?
+                .map_err(|e| e.to_string())?;
+        crate::report::live::meminfo(&ran.stdout)
+            .ok_or_else(|| format!("no MemTotal/MemAvailable in {:?}", ran.stdout.trim()))
+    })
+    .await;
+    let mut out = Vec::new();
+    for (node, r) in results {
+        match r {
+            Ok(m) => out.push(HostMemory {
+                node,
+                total: m.total_bytes,
+                available: m.available_bytes,
+            }),
+            Err(e) => tracing::warn!("{node}: cannot read its memory ({e}); trying again"),
+        }
+    }
+    out
 }
 
 /// The first error line of a container's whole log.

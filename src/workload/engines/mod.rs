@@ -32,6 +32,7 @@ use serde::{Deserialize, Serialize};
 use crate::derive::{ClusterEnv, NodeInput};
 use crate::plan::{ContainerSpec, Step};
 use crate::workload::job_ssh::JobSshKeys;
+use crate::workload::memory::EngineMemory;
 use crate::workload::serve::{Problem, ServeOptions};
 use speculative::Speculative;
 
@@ -456,6 +457,10 @@ pub trait ServingEngine: Sync {
     }
     /// Refusals of extra arguments that repeat what spark-launch sets itself.
     fn reserved_args(&self, args: &[String]) -> Vec<Problem>;
+    /// How it sizes its memory with these options and extra arguments: its fraction (given
+    /// or its default, and what it is a fraction of), the context, sequences and KV dtype the
+    /// arguments set, and the flags that set them (for the memory plan and its refusals).
+    fn memory(&self, opts: &ServeOptions, tuning: &EngineOptions) -> EngineMemory;
     /// Refusals of a speculative-decoding block: a method the engine cannot express, or its
     /// flags given again in `args`. What is not refused, [`ServingEngine::ranks`] maps.
     fn speculative_problems(&self, spec: &Speculative, args: &[String]) -> Vec<Problem>;
@@ -700,6 +705,49 @@ fn refused_fix(refused: &FlagMatch) -> String {
         ),
         _ => "write the flag out in full".to_string(),
     }
+}
+
+/// The value of the last of `names` in `args` (`--flag value` or `--flag=value`), each
+/// argument's name compared after `normal` (an engine that takes `_` for `-` says so there).
+pub fn flag_value<'a>(
+    args: &'a [String],
+    names: &[&str],
+    normal: impl Fn(&str) -> String,
+) -> Option<&'a str> {
+    let mut found = None;
+    for (i, a) in args.iter().enumerate() {
+        let (name, inline) = match a.split_once('=') {
+            Some((n, v)) if n.starts_with('-') => (n, Some(v)),
+            _ => (a.as_str(), None),
+        };
+        if names.contains(&normal(name).as_str()) {
+            found = inline.or_else(|| args.get(i + 1).map(String::as_str));
+        }
+    }
+    found
+}
+
+/// A count as engines take it: `32768`, or with a suffix (`32k` = 32,000 and `32K` = 32,768,
+/// `1m` = 1,000,000 and `1M` = 1,048,576, as vLLM reads them).
+pub fn parse_count(s: &str) -> Option<u64> {
+    let t = s.trim();
+    let (num, mult) = match t.chars().last()? {
+        'k' => (&t[..t.len() - 1], 1_000f64),
+        'K' => (&t[..t.len() - 1], 1_024f64),
+        'm' => (&t[..t.len() - 1], 1_000_000f64),
+        'M' => (&t[..t.len() - 1], 1_048_576f64),
+        _ => (t, 1f64),
+    };
+    let n: f64 = num.parse().ok()?;
+    (n.is_finite() && n > 0.0).then_some((n * mult) as u64)
+}
+
+/// A fraction given as an engine's argument (`0.85`), when it is one in (0, 1].
+pub fn parse_fraction(s: &str) -> Option<f64> {
+    s.trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|f| *f > 0.0 && *f <= 1.0)
 }
 
 /// What a flag of a recipe's engine line is to spark-launch, when the engine writes it itself.
@@ -954,6 +1002,67 @@ mod tests {
         );
         assert_eq!(split.kept, words("--max_seq_len 8192"));
         assert!(matches!(split.owned[1].flag, RecipeFlag::Unsupported(_)));
+    }
+
+    #[test]
+    fn an_engine_s_memory_flags_are_read_in_either_spelling_the_last_one_winning() {
+        let args = words("--max-model-len 4096 --gpu-memory-utilization=0.8 --max_model_len 32K");
+        let n = |f: &str| f.replace('_', "-");
+        assert_eq!(flag_value(&args, &["--max-model-len"], n), Some("32K"));
+        assert_eq!(
+            flag_value(&args, &["--gpu-memory-utilization"], n),
+            Some("0.8")
+        );
+        assert_eq!(flag_value(&args, &["--kv-cache-dtype"], n), None);
+        assert_eq!(parse_count("32K"), Some(32_768));
+        assert_eq!(parse_count("32k"), Some(32_000));
+        assert_eq!(parse_count("196608"), Some(196_608));
+        assert_eq!(parse_count("x"), None);
+        assert_eq!(parse_fraction("0.85"), Some(0.85));
+        assert_eq!(parse_fraction("1.5"), None);
+    }
+
+    #[test]
+    fn every_engine_names_its_memory_flags_and_reads_them_from_its_arguments() {
+        use crate::model::ModelSource;
+        use crate::workload::memory::{EngineFraction, FractionOf};
+        let model = ModelSource::parse("org/m", None).unwrap();
+        let job = crate::plan::JobName::new("j").unwrap();
+        for kind in EngineKind::ALL {
+            let e = kind.engine();
+            let plain = e.memory(
+                &ServeOptions::new(kind, job.clone(), model.clone()),
+                &EngineOptions::default(),
+            );
+            assert!(
+                plain.context.is_none() && plain.sequences.is_none(),
+                "{kind}"
+            );
+            assert!(plain.fraction_flag.starts_with("--"), "{kind}");
+            let mut o = ServeOptions::new(kind, job.clone(), model.clone());
+            o.engine_args = words(&format!("{} 8192", plain.context_flag));
+            assert_eq!(
+                e.memory(&o, &EngineOptions::default()).context,
+                Some(8192),
+                "{kind}"
+            );
+        }
+        let mut o = ServeOptions::new(EngineKind::Vllm, job.clone(), model.clone());
+        o.engine_args = words("--gpu-memory-utilization 0.7 --max-num-seqs 4 --kv-cache-dtype fp8");
+        let m = EngineKind::Vllm
+            .engine()
+            .memory(&o, &EngineOptions::default());
+        assert_eq!(m.fraction, EngineFraction::Given(0.7));
+        assert_eq!((m.sequences, m.kv_dtype.as_deref()), (Some(4), Some("fp8")));
+        let m = EngineKind::Trtllm
+            .engine()
+            .memory(&o, &EngineOptions::default());
+        assert_eq!(m.fraction_of, FractionOf::FreeAfterWeights);
+        let m = EngineKind::Sglang.engine().memory(
+            &ServeOptions::new(EngineKind::Sglang, job, model),
+            &EngineOptions::default(),
+        );
+        assert!(matches!(m.fraction, EngineFraction::LeavesReserve(_)));
     }
 
     #[test]

@@ -28,7 +28,8 @@ use super::{
 };
 use crate::node::Role;
 use crate::plan::ContainerSpec;
-use crate::workload::serve::Problem;
+use crate::workload::memory::{EngineFraction, EngineMemory, FractionOf};
+use crate::workload::serve::{Problem, ServeOptions};
 
 /// The image used unless `--image` says otherwise: NVIDIA's NGC build of SGLang for arm64
 /// (DGX Spark) and amd64, CUDA 13; SGLang 0.5.12.post1 inside (see the README for the
@@ -39,6 +40,9 @@ pub const DEFAULT_PORT: u16 = 30000;
 /// The `--dist-init-addr` port on the head (SGLang has no default; its multi-node docs use
 /// 20000).
 pub const DEFAULT_DIST_PORT: u16 = 20000;
+/// SGLang's chunked prefill on a GPU of more than 80 GiB when `--chunked-prefill-size` is not
+/// given: what its default memory fraction is derived from.
+pub const DEFAULT_CHUNKED_PREFILL: u64 = 8192;
 /// Where the head's container holds the API key for [`KEY_PRELUDE`].
 pub const API_KEY_VAR: &str = "SL_SGLANG_API_KEY";
 
@@ -203,6 +207,36 @@ impl ServingEngine for Sglang {
     /// refuses `--tp_size`).
     fn abbreviations(&self) -> bool {
         true
+    }
+    fn memory(&self, opts: &ServeOptions, _tuning: &EngineOptions) -> EngineMemory {
+        let args = &opts.engine_args;
+        let value = |f: &str| super::flag_value(args, &[f], str::to_string);
+        let fraction = match value("--mem-fraction-static").and_then(super::parse_fraction) {
+            Some(f) => EngineFraction::Given(f),
+            None => {
+                // As SGLang derives its default when none is given (its memory hook): the
+                // node's memory less 512 MiB, 1.5 MiB per token of a chunked prefill and
+                // tp × pp / 8 GiB, at least 10 GiB on a GPU of more than 60 GiB.
+                let chunk = value("--chunked-prefill-size")
+                    .and_then(super::parse_count)
+                    .unwrap_or(DEFAULT_CHUNKED_PREFILL)
+                    .max(2048);
+                let mib = 512.0 + chunk as f64 * 1.5 + opts.world() as f64 / 8.0 * 1024.0;
+                EngineFraction::LeavesReserve(
+                    ((mib.max(10.0 * 1024.0)) * (1u64 << 20) as f64) as u64,
+                )
+            }
+        };
+        EngineMemory {
+            fraction,
+            fraction_of: FractionOf::Total,
+            fraction_flag: "--mem-fraction-static",
+            context: value("--context-length").and_then(super::parse_count),
+            context_flag: "--context-length",
+            sequences: value("--max-running-requests").and_then(super::parse_count),
+            sequences_flag: "--max-running-requests",
+            kv_dtype: value("--kv-cache-dtype").map(str::to_string),
+        }
     }
     fn recipe_launcher(&self, program: &[String]) -> Option<Launcher> {
         launcher_of(program)

@@ -35,7 +35,8 @@ use super::{
 use crate::derive::NodeInput;
 use crate::node::Role;
 use crate::plan::ContainerSpec;
-use crate::workload::serve::Problem;
+use crate::workload::memory::{EngineFraction, EngineMemory, FractionOf};
+use crate::workload::serve::{Problem, ServeOptions};
 
 /// The image used unless `--image` says otherwise (NGC release, pinned).
 pub const DEFAULT_IMAGE: &str = "nvcr.io/nvidia/tensorrt-llm/release:1.2.1";
@@ -295,6 +296,26 @@ impl ServingEngine for Trtllm {
     }
     fn reserved_args(&self, args: &[String]) -> Vec<Problem> {
         reserved_args(args)
+    }
+    fn memory(&self, opts: &ServeOptions, tuning: &EngineOptions) -> EngineMemory {
+        let normal = |flag: &str| format!("--{}", flag.replace('-', "_").trim_start_matches('_'));
+        let value = |f: &str| super::flag_value(&opts.engine_args, &[f], normal);
+        EngineMemory {
+            fraction: match tuning.memory_fraction {
+                Some(f) => EngineFraction::Given(f),
+                None => EngineFraction::Default(DEFAULT_KV_CACHE_FRACTION),
+            },
+            fraction_of: FractionOf::FreeAfterWeights,
+            fraction_flag: "--kv-cache-fraction",
+            context: value("--max_seq_len").and_then(super::parse_count),
+            context_flag: "--max_seq_len",
+            sequences: tuning
+                .max_batch_size
+                .map(u64::from)
+                .or_else(|| value("--max_batch_size").and_then(super::parse_count)),
+            sequences_flag: "--max-batch-size",
+            kv_dtype: None,
+        }
     }
     fn speculative_problems(&self, spec: &Speculative, _args: &[String]) -> Vec<Problem> {
         let fix = "use method: mtp (TensorRT-LLM's MTP), serve with vllm or sglang, or set the options file's speculative_config for your release in the profile's trtllm.options";

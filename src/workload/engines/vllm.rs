@@ -24,7 +24,8 @@ use super::{
 };
 use crate::node::Role;
 use crate::plan::{ContainerSpec, RayMember};
-use crate::workload::serve::Problem;
+use crate::workload::memory::{EngineFraction, EngineMemory, FractionOf};
+use crate::workload::serve::{Problem, ServeOptions};
 use crate::workload::steps;
 
 /// The image used unless `--image` says otherwise: NVIDIA's NGC build (multi-arch, arm64
@@ -33,6 +34,8 @@ pub const DEFAULT_IMAGE: &str = "nvcr.io/nvidia/vllm:26.04-py3";
 pub const DEFAULT_PORT: u16 = 8000;
 /// vLLM's own default rendezvous port for the multiprocessing backend.
 pub const DEFAULT_MASTER_PORT: u16 = 29501;
+/// vLLM's own `--gpu-memory-utilization` when none is given.
+pub const DEFAULT_MEMORY_UTILIZATION: f64 = 0.9;
 /// The environment variable vLLM reads its API key from.
 pub const API_KEY_VAR: &str = "VLLM_API_KEY";
 
@@ -190,6 +193,23 @@ impl ServingEngine for Vllm {
     }
     fn reserved_args(&self, args: &[String]) -> Vec<Problem> {
         reserved_args(args)
+    }
+    fn memory(&self, opts: &ServeOptions, _tuning: &EngineOptions) -> EngineMemory {
+        let args = &opts.engine_args;
+        let value = |f: &str| super::flag_value(args, &[f], |n| n.replace('_', "-"));
+        EngineMemory {
+            fraction: match value("--gpu-memory-utilization").and_then(super::parse_fraction) {
+                Some(f) => EngineFraction::Given(f),
+                None => EngineFraction::Default(DEFAULT_MEMORY_UTILIZATION),
+            },
+            fraction_of: FractionOf::Total,
+            fraction_flag: "--gpu-memory-utilization",
+            context: value("--max-model-len").and_then(super::parse_count),
+            context_flag: "--max-model-len",
+            sequences: value("--max-num-seqs").and_then(super::parse_count),
+            sequences_flag: "--max-num-seqs",
+            kv_dtype: value("--kv-cache-dtype").map(str::to_string),
+        }
     }
     fn speculative_problems(&self, spec: &Speculative, args: &[String]) -> Vec<Problem> {
         super::reserved(
