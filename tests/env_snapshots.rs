@@ -93,6 +93,11 @@ snapshot_env!(
     "fresh-spark-and-workstation"
 );
 
+snapshot_env!(
+    a_real_gpu_machine_without_rdma_or_ip_is_refused_naming_both_with_their_fixes,
+    "real-gpu-one-node-no-rdma"
+);
+
 #[test]
 fn every_fixture_folder_is_snapshot_tested() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
@@ -111,6 +116,7 @@ fn every_fixture_folder_is_snapshot_tested() {
         "fresh-spark-and-workstation",
         "fresh-triangle",
         "fresh-two-sparks",
+        "real-gpu-one-node-no-rdma",
         "ring-4-sparks",
         "seed-000-one-twin",
         "seed-001-two-sparks-both-twins",
