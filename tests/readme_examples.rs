@@ -1,10 +1,11 @@
-//! Every `spark-launch …` command line in the code blocks of the README (and of
-//! `recipes/README.md`) runs as written: a command that only plans or reads snapshots runs
+//! Every `spark-launch …` command line in the code blocks of the README, of the topic pages in
+//! `docs/` and of `recipes/README.md` runs as written: a command that only plans or reads snapshots runs
 //! exactly as printed, from the clone's root; one that would touch machines runs with
 //! `--dry-run` and the bundled snapshots in place of the nodes it names; one that needs live
 //! nodes is listed below with why it is not run here (and which test runs it on simulated
 //! nodes). A command the list does not know fails the test, so a new example is classified
-//! when it is written; an entry no README holds any more fails it too.
+//! when it is written; an entry no README holds any more fails it too. Every link between these
+//! pages reaches a file and a heading that exist.
 
 use std::path::Path;
 use std::process::Command;
@@ -121,8 +122,35 @@ const COMMANDS: &[(&str, Run)] = &[
     ),
 ];
 
-/// The READMEs whose examples are held to this.
-const READMES: &[&str] = &["README.md", "recipes/README.md"];
+/// The pages whose examples are held to this: the README, every page of `docs/` and the
+/// example recipes' README.
+fn guide_pages() -> Vec<String> {
+    let mut pages: Vec<String> = std::fs::read_dir(repo().join("docs"))
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".md"))
+        .map(|n| format!("docs/{n}"))
+        .collect();
+    pages.sort();
+    pages.insert(0, "README.md".to_string());
+    pages.push("recipes/README.md".to_string());
+    pages
+}
+
+/// The pages whose links are held to this: the guide pages and the READMEs of the other
+/// folders a user opens.
+fn readmes() -> Vec<String> {
+    let mut pages = guide_pages();
+    for other in [
+        "launch-profiles/README.md",
+        "compose/README.md",
+        "images/README.md",
+    ] {
+        pages.push(other.to_string());
+    }
+    pages
+}
 
 fn repo() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -179,8 +207,8 @@ fn words(command: &str) -> Vec<String> {
 #[test]
 fn every_spark_launch_command_in_the_readmes_runs_as_written_or_is_listed_with_why_not() {
     let mut found = Vec::new();
-    for readme in READMES {
-        let text = std::fs::read_to_string(repo().join(readme)).unwrap();
+    for readme in guide_pages() {
+        let text = std::fs::read_to_string(repo().join(&readme)).unwrap();
         found.extend(commands(&text).into_iter().map(|c| (readme.to_string(), c)));
     }
     let unknown: Vec<&(String, String)> = found
@@ -270,4 +298,127 @@ fn every_spark_launch_command_in_the_readmes_runs_as_written_or_is_listed_with_w
 fn the_commands_are_found_in_fenced_blocks_after_prompts_and_inside_and_chains() {
     let text = "text spark-launch up x\n```sh\n$ spark-launch doctor   # ready?\ncargo b && spark-launch env\nsaved: spark-launch x\n```\n";
     assert_eq!(commands(text), ["spark-launch doctor", "spark-launch env"]);
+}
+
+/// The anchors a Markdown renderer gives the headings of `text` (outside code blocks): lower
+/// case, spaces as `-`, letters, digits, `-` and `_` kept, the rest dropped; a repeated heading
+/// gets `-1`, `-2`, ….
+fn anchors(text: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let mut in_block = false;
+    for line in text.lines() {
+        if line.trim_start().starts_with("```") {
+            in_block = !in_block;
+            continue;
+        }
+        let Some(heading) = line.strip_prefix('#') else {
+            continue;
+        };
+        if in_block {
+            continue;
+        }
+        let heading = heading.trim_start_matches('#');
+        if !heading.starts_with(' ') {
+            continue;
+        }
+        let slug: String = heading
+            .trim()
+            .to_lowercase()
+            .chars()
+            .filter_map(|c| match c {
+                ' ' => Some('-'),
+                c if c.is_alphanumeric() || c == '-' || c == '_' => Some(c),
+                _ => None,
+            })
+            .collect();
+        let seen = out
+            .iter()
+            .filter(|a| {
+                **a == slug
+                    || a.strip_prefix(&format!("{slug}-"))
+                        .is_some_and(|n| n.parse::<u32>().is_ok())
+            })
+            .count();
+        out.push(if seen == 0 {
+            slug
+        } else {
+            format!("{slug}-{seen}")
+        });
+    }
+    out
+}
+
+/// Every `[text](target)` link of `text` whose target is in this repository (not a URL).
+fn local_links(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = text;
+    while let Some(i) = rest.find("](") {
+        rest = &rest[i + 2..];
+        let Some(end) = rest.find(')') else { break };
+        let target = &rest[..end];
+        if !target.contains("://") && !target.starts_with("mailto:") && !target.contains(' ') {
+            out.push(target.to_string());
+        }
+        rest = &rest[end..];
+    }
+    out
+}
+
+#[test]
+fn every_link_of_the_readme_and_docs_reaches_a_file_and_a_heading_that_exist() {
+    let mut broken = Vec::new();
+    let mut checked = 0;
+    for page in readmes() {
+        let path = repo().join(&page);
+        let text = std::fs::read_to_string(&path).unwrap();
+        for link in local_links(&text) {
+            let (file, anchor) = match link.split_once('#') {
+                Some((f, a)) => (f, Some(a)),
+                None => (link.as_str(), None),
+            };
+            let target = if file.is_empty() {
+                path.clone()
+            } else {
+                path.parent().unwrap().join(file)
+            };
+            checked += 1;
+            if !target.exists() {
+                broken.push(format!("{page}: {link}: no such file"));
+                continue;
+            }
+            if let Some(anchor) = anchor {
+                let body = std::fs::read_to_string(&target).unwrap_or_default();
+                if !anchors(&body).iter().any(|a| a == anchor) {
+                    broken.push(format!("{page}: {link}: no such heading"));
+                }
+            }
+        }
+    }
+    assert!(checked >= 20, "only {checked} links checked");
+    assert!(broken.is_empty(), "broken links: {broken:#?}");
+}
+
+#[test]
+fn the_readme_is_a_guide_of_at_most_400_lines_that_links_every_docs_page() {
+    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
+    let lines = readme.lines().count();
+    assert!(
+        lines <= 400,
+        "README.md has {lines} lines: move reference text to docs/"
+    );
+    for page in readmes().iter().filter(|p| p.starts_with("docs/")) {
+        assert!(
+            readme.contains(&format!("]({page}")),
+            "README.md does not link {page}"
+        );
+    }
+}
+
+#[test]
+fn headings_get_the_anchors_a_renderer_gives_them() {
+    let text = "# Keeping a job up: `supervise`, `--supervise`\n```\n# not a heading\n```\n## A b\n## A b\n";
+    assert_eq!(
+        anchors(text),
+        ["keeping-a-job-up-supervise---supervise", "a-b", "a-b-1"]
+    );
 }

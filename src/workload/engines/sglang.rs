@@ -32,7 +32,7 @@ use crate::workload::memory::{EngineFraction, EngineMemory, FractionOf};
 use crate::workload::serve::{Problem, ServeOptions};
 
 /// The image used unless `--image` says otherwise: NVIDIA's NGC build of SGLang for arm64
-/// (DGX Spark) and amd64, CUDA 13; SGLang 0.5.12.post1 inside (see the README for the
+/// (DGX Spark) and amd64, CUDA 13; SGLang 0.5.12.post1 inside (docs/serving.md gives the
 /// evidence), pinned so that a plan means the same thing tomorrow.
 pub const DEFAULT_IMAGE: &str = "nvcr.io/nvidia/sglang:26.06-py3";
 /// SGLang's own default `--port`.
