@@ -569,3 +569,17 @@ fn a_garbage_mtu_no_longer_passes_fabric_mtu_mismatch() {
         "{v}"
     );
 }
+
+#[test]
+fn doctor_help_names_every_port_the_engines_bind_by_default() {
+    let help = run(&["doctor", "--help"]);
+    let text = String::from_utf8_lossy(&help.stdout).replace('\n', " ");
+    for port in spark_launch::workload::engines::default_ports() {
+        assert!(
+            text.contains(&port.first.to_string()),
+            "doctor --help does not name {} ({}): {text}",
+            port.first,
+            port.what
+        );
+    }
+}

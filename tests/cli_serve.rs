@@ -1263,3 +1263,37 @@ fn the_engine_s_key_variable_given_with_env_is_refused_for_api_key_and_never_pri
     );
     assert!(!text(&out).contains("sk-env-2"), "{}", text(&out));
 }
+
+#[test]
+fn a_key_the_engine_cannot_enforce_is_refused_before_any_node_is_reached_or_key_file_written() {
+    // A live launch on a node nothing answers for (link-local): the refusal used to come after
+    // resolving the nodes and looking up the model, and `--api-key auto` had written its key
+    // file by then.
+    let cfg = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_spark-launch"))
+        .args([
+            "trtllm",
+            "--tp",
+            "1",
+            "Qwen/Qwen2.5-0.5B-Instruct",
+            "--api-key",
+            "auto",
+            "--hosts",
+            "here=nobody@169.254.77.1",
+        ])
+        .env("SPARK_LAUNCH_NO_PROGRESS", "1")
+        .env("XDG_CONFIG_HOME", cfg.path())
+        .env("HF_HUB_OFFLINE", "1")
+        .env_remove("SPARK_LAUNCH_PROFILES")
+        .env_remove("SPARK_LAUNCH_CLUSTER")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("no API-key option"), "{said}");
+    assert!(!said.contains("169.254.77.1"), "a node was reached: {said}");
+    assert!(
+        !cfg.path().join("spark-launch/api-key").exists(),
+        "the key file was written"
+    );
+}

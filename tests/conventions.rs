@@ -1,4 +1,4 @@
-//! The code conventions of STYLE.md that a machine can check: every module says what it owns,
+//! The code conventions a machine can check: every module says what it owns,
 //! the pure core has no effects, and fan-out over nodes happens in one place.
 
 use std::path::{Path, PathBuf};
@@ -300,7 +300,7 @@ fn every_public_type_name_is_used_once_across_the_crate() {
 
 #[test]
 fn nothing_outside_the_engine_seam_names_one_engine() {
-    // STYLE.md §13: everything that differs by engine lives in `workload/engines/` (one file
+    // Everything that differs by engine lives in `workload/engines/` (one file
     // per engine, registered in its mod.rs); the rest of the crate asks the seam. Only the
     // engines' own CLI subcommands (`cli/cmd_serve.rs`) name an engine, to build its request.
     // Naming one elsewhere is a `match` the compiler will not extend for the next engine.

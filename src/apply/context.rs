@@ -141,7 +141,7 @@ impl<'a> ApplyContext<'a> {
             .map_err(|e| PhaseError::node(node, e))
     }
 
-    /// The one fan-out of the executor (STYLE rule 7): runs `f` with each node's runtime on
+    /// The one fan-out of the executor (the only one it has): runs `f` with each node's runtime on
     /// every one of `nodes`, at most `--concurrency` at once, waits for all of them and returns
     /// every node's result in the order given; one node's failure stops no other. A node the
     /// cluster lacks is that node's error. Phases that judge the results themselves use this;

@@ -1,7 +1,7 @@
 //! The executor: runs a `JobPlan` on its nodes as a named list of phases, built in one readable
 //! function ([`phases_for`]): connect, check the job name is free, then one phase per plan
 //! step (each step's payload is its phase, implemented in its own file under `phases/`,
-//! sharing `context::ApplyContext`). Workloads (nccl-test, vllm, trtllm, `run`) build the
+//! sharing `context::ApplyContext`). Workloads (nccl-test, the serving engines, `run`) build the
 //! plan; this only carries it out.
 //!
 //! ```ignore

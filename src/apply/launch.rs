@@ -142,6 +142,7 @@ pub async fn launch(
                 .unwrap_or(0),
         ),
     };
+    l.request.refuse_before_nodes()?;
     let purpose = if l.dry_run {
         Purpose::Plan
     } else {

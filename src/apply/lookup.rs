@@ -1,5 +1,5 @@
 //! The pre-plan step: what a plan needs from live nodes before it can be made, looked up once
-//! (STYLE rule 5: everything checked before the first effect). Each node's `$HOME` (where its
+//! (everything is checked before the first effect). Each node's `$HOME` (where its
 //! Hugging Face cache is) and, for a Hub model, the Hub's answer from the head
 //! (the commit of the revision and its files; a gated model without a token stops here, before
 //! anything starts), and the NCCL each node's image loads (`apply::nccl`: once per image

@@ -31,7 +31,7 @@
 //!
 //! ```ignore
 //! // What a launching command in `cli` does, once its flags are parsed:
-//! let launch = Launch { request, selection, dry_run, options, detach };
+//! let launch = LaunchCommand { request, selection, dry_run, options, detach, supervise };
 //! match apply::launch::launch(&launch, &reporter, &cancel, &on_ready).await? {
 //!     Launched::Planned(p) => { /* print p.plan: exactly what a run would execute */ }
 //!     Launched::Tested { verdict, .. } => { /* render the verdict */ }

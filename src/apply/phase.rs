@@ -1,5 +1,5 @@
-//! Phases and the one loop that runs them (STYLE rules 6 and 9, after k0sctl's phase manager
-//! and kind's status lines): each phase prints exactly one status line (✗ unless it finished),
+//! Phases and the one loop that runs them (a phase is one named
+//! step with its own clean-up; the user sees one line per step): each phase prints exactly one status line (✗ unless it finished),
 //! the run ends with `Finished in Ns`, and after a failure or Ctrl-C the phases that ran are
 //! cleaned up in reverse order unless `--keep` was given. A clean-up failure is a warning; it
 //! never hides the first error.

@@ -89,8 +89,8 @@ impl From<RuntimeFlag> for RuntimeKind {
     }
 }
 
-/// The flags of every launching command (`run`, `nccl-test`, `nccl-build`, `vllm`, `trtllm`,
-/// `up`).
+/// The flags of every launching command (`run`, `nccl-test`, `nccl-build`, each serving
+/// engine's command, `up`).
 #[derive(Clone, Debug, Default, Args)]
 pub struct LaunchFlags {
     /// Print the plan (per node: container spec or process, and the steps) and touch nothing.

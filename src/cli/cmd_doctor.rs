@@ -45,7 +45,8 @@ pub struct DoctorArgs {
     pub skip: Vec<String>,
 
     /// Another TCP port that must be free on the head (beyond the ports the serving engines
-    /// bind: 8000, 29501, 6379 and 8355 on the head, 2233 on every node); repeatable.
+    /// bind with their defaults: vLLM 8000, 29501 and Ray's 6379; TensorRT-LLM 8355 on the
+    /// head and 2233 on every node; SGLang 30000 and 20000); repeatable.
     #[arg(long = "port", value_name = "PORT", value_parser = crate::workload::limits::parse_port)]
     pub ports: Vec<u16>,
 }

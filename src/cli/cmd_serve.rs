@@ -21,7 +21,7 @@ use crate::workload::memory::MemoryAsk;
 use crate::workload::nccl_lib::NcclFrom;
 use crate::workload::serve::ServeOptions;
 
-/// Flags every serving launch takes (`vllm`, `trtllm`, `up`).
+/// Flags every serving launch takes (each engine's command and `up`).
 #[derive(Debug, Clone, clap::Args)]
 pub struct ServeFlags {
     /// Return once the API answers and leave it running; without it, stay attached to the
@@ -149,7 +149,7 @@ impl ServeFlags {
     }
 }
 
-/// The model and shape, shared by `vllm` and `trtllm`.
+/// The model and shape, shared by every engine's command.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ModelArgs {
     /// The model: ORG/NAME[@REVISION] on the Hugging Face Hub, or an absolute folder on the

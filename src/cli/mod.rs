@@ -1,6 +1,6 @@
 //! The command line: clap definitions and, per command, a short function that parses its flags
-//! into library types, calls the library once and renders the result (ripgrep's "flags and
-//! glue"). Every decision lives in the library: which nodes (`resolve`), what to do on them
+//! into library types, calls the library once and renders the result: flags
+//! and glue. Every decision lives in the library: which nodes (`resolve`), what to do on them
 //! (`workload`), doing it (`apply`). No command loops over nodes or re-parses arguments.
 //!
 //! Exit codes: 0 ok; 1 a verdict, check or operation failed; 2 invalid input or a refused
@@ -93,7 +93,7 @@ pub enum Command {
     NcclBuild(cmd_nccl::BuildArgs),
     /// Containers on every node, nccl-tests across them, a verdict.
     NcclTest(cmd_nccl::NcclTestArgs),
-    /// One subcommand per serving engine (`vllm`, `trtllm`).
+    /// One subcommand per serving engine (`vllm`, `trtllm`, `sglang`).
     #[command(flatten)]
     Serve(cmd_serve::ServeCommand),
     /// Run a whole demo from a launch profile.

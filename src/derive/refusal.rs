@@ -1,5 +1,5 @@
 //! Layouts that derive refuses, each naming the node, the interfaces involved and the fix.
-//! Every violation in the cluster is collected and reported together (STYLE rule 5).
+//! Every violation in the cluster is collected and reported together, so one run shows every problem.
 
 use std::fmt;
 

@@ -195,12 +195,6 @@ impl KvLayout {
         tp > 0 && heads_ok && kv_ok
     }
 
-    /// Bytes per token of the layers whose cache grows with the context, over all ranks of
-    /// `tp` (what a context of one more token costs the node holding one rank, times `tp`).
-    pub fn growing_bytes_per_token(&self, tp: u64, elem: f64) -> f64 {
-        self.full_layers as f64 * self.per_token.elements(tp) as f64 * elem
-    }
-
     /// Bytes one rank of a `tp × pp` replica keeps for `sequences` sequences of `tokens`
     /// tokens: full layers for every token, sliding-window layers for at most their window,
     /// state layers once per sequence (in `state_elem` bytes each); the layers split over the

@@ -1,6 +1,6 @@
 //! Run one piece of work on every node at once and collect every node's result.
 //!
-//! This is the only place that fans out over nodes (STYLE rule 7): it waits for all nodes,
+//! This is the only place that fans out over nodes: it waits for all nodes,
 //! never stops at the first error, and returns results in the order the nodes were given, so a
 //! caller can report every failed node, not only the first.
 

@@ -110,7 +110,7 @@ impl JobPlan {
         self.nodes.iter().map(|n| n.node.clone()).collect()
     }
 
-    /// Every problem that makes this plan impossible to run, all at once (STYLE rule 5): steps
+    /// Every problem that makes this plan impossible to run, all at once (one run shows every problem, not the first): steps
     /// naming nodes the plan has no part for, launches of the wrong kind for the runtime, a
     /// container or process name that is not `sl-<job>-<node>`, nodes given twice.
     pub fn problems(&self) -> Vec<String> {

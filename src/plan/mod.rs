@@ -1,6 +1,6 @@
 //! A plan is plain data: the per-node container specs or host processes, and the order of
 //! steps. Workloads build plans; `--dry-run` prints them; the executor runs exactly them.
-//! Pure: no effects, no handles, no closures (STYLE rule 4).
+//! Pure: no effects, no handles, no closures: a plan is data that can be printed, compared and kept.
 
 pub mod image;
 pub mod job;

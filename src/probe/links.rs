@@ -302,11 +302,6 @@ impl Link {
     pub fn touches(&self, end: &End) -> bool {
         &self.a == end || &self.b == end
     }
-
-    /// The end on `node`, if the link has one there.
-    pub fn end_on(&self, node: &NodeName) -> Option<&End> {
-        self.ends().into_iter().find(|e| &e.node == node)
-    }
 }
 
 /// Which netdev of which node hears which: the cluster's cabling.
@@ -321,19 +316,6 @@ pub struct LinkMap {
 impl LinkMap {
     pub fn is_empty(&self) -> bool {
         self.links.is_empty()
-    }
-
-    /// Every end on `node`, each once, in link order.
-    pub fn ends_on(&self, node: &NodeName) -> Vec<&End> {
-        let mut out: Vec<&End> = Vec::new();
-        for l in &self.links {
-            for e in l.ends() {
-                if &e.node == node && !out.contains(&e) {
-                    out.push(e);
-                }
-            }
-        }
-        out
     }
 
     /// Adds a link unless one between the same two ends is there already.

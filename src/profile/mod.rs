@@ -29,7 +29,7 @@ use crate::workload::engines::{EngineKind, Launcher};
 use crate::workload::limits;
 use crate::workload::serve::Problem;
 
-/// What a profile drives: a serving engine (`vllm`, `trtllm`: the seam's names), or
+/// What a profile drives: a serving engine (by the seam's names: `vllm`, `trtllm`, `sglang`), or
 /// `nccl-test`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ProfileKind {
@@ -190,14 +190,14 @@ pub struct Profile {
     /// is staged on every node like the model.
     pub speculative: Option<Speculative>,
     pub nccl_test: Option<NcclSection>,
-    /// vllm/trtllm: `--nccl-from`: an image whose `libnccl.so.2` (or an absolute folder on
+    /// Serving engines: `--nccl-from`: an image whose `libnccl.so.2` (or an absolute folder on
     /// every node holding one) goes first on the containers' loader path.
     pub nccl_from: Option<String>,
     /// The figures `spark-launch bench` should measure on this profile's job.
     pub expect: Option<Expectations>,
     /// vllm: the API key, `auto` or `@FILE` (never the key itself: refused).
     pub api_key: Option<String>,
-    /// vllm/trtllm: where the API listens on the head: `all`, `fabric` or an address.
+    /// Serving engines: where the API listens on the head: `all`, `fabric` or an address.
     pub bind: Option<String>,
 }
 

@@ -15,7 +15,7 @@ use crate::workload::nccl_test::{NcclOp, NcclTestOptions, parse_bytes};
 use crate::workload::run::ContainerOverrides;
 use crate::workload::serve::ServeOptions;
 
-/// What the launching flags set over a profile (or over a `vllm`/`trtllm` command line).
+/// What the launching flags set over a profile (or over a serving engine's command line).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Overrides {
     /// `--job` [default: the profile's name].

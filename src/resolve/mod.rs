@@ -1,8 +1,8 @@
 //! The resolve stage: what the user typed about *which nodes* — `--snapshot NAME=DIR`,
 //! `--hosts`, the cluster file (or `--nodes` of it), `--engine NAME=SOCKET`, `--local` — becomes
 //! one [`ResolvedCluster`]: the nodes, head first, with their facts where the command needs them
-//! and the live links to them. One set of rules and one set of errors for every cluster command
-//! (ripgrep's low/high args; k0sctl's validate before change): nothing else in the crate reads
+//! and the live links to them. One set of rules and one set of errors for every cluster command,
+//! all checked before anything changes: nothing else in the crate reads
 //! the cluster file for a command or connects to its nodes.
 //!
 //! The rules, in order:
@@ -107,7 +107,7 @@ impl Needs {
     }
 }
 
-/// One node of the resolved cluster: its three shapes side by side (STYLE.md): what the user
+/// One node of the resolved cluster: its three shapes side by side: what the user
 /// wrote (`config`), what probe saw (`facts`) and the live link (`target`). Planning reads the
 /// facts through [`ResolvedCluster::inputs`] (derive's `NodeInput`), the one conversion on the
 /// launch path; the executor reads the targets through [`ResolvedCluster::runtime`].

@@ -1,4 +1,4 @@
-//! The live side of a set of nodes (STYLE rule 3: handles, never serialised): for each node its
+//! The live side of a set of nodes (live handles, never serialised): for each node its
 //! target and, once asked for, its connected engine. And the job operations that work the same
 //! for both runtimes — start a node's part, find a job's work by its labels, stop it, run a
 //! command, write a file, wait for the end, read the log — dispatched to the Docker engine or the

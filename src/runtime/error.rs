@@ -96,11 +96,6 @@ impl RuntimeError {
             cause: describe_bollard(&e),
         }
     }
-
-    /// True when retrying cannot help (STYLE rule 11: stop a wait at once).
-    pub fn is_permanent(&self) -> bool {
-        !matches!(self, RuntimeError::Timeout { .. })
-    }
 }
 
 /// The engine's own message when it sent one (`No such image: x`), otherwise the transport

@@ -1,6 +1,6 @@
 //! Where a node's work runs and how we reach it: this machine, a remote node over its
 //! multiplexed SSH connection, or only a Docker socket we were pointed at. A `NodeTarget` is a
-//! live handle description (not serde, STYLE rule 3); the SSH layer plugs in through the small
+//! live handle description (not serde: a live handle is never serialised); the SSH layer plugs in through the small
 //! [`RemoteNode`] trait (a [`NodeShell`] that can also forward a socket), so this module never
 //! learns how SSH works.
 

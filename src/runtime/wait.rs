@@ -1,5 +1,5 @@
 //! Waiting for something on a node, always with a deadline, a sleep between tries and a way to
-//! abort (STYLE rule 11). A probe answers "ready", "not yet, and here is what I saw" or "this
+//! abort: a wait that can never end is a hang, not a feature. A probe answers "ready", "not yet, and here is what I saw" or "this
 //! cannot become ready" (a permanent error stops the wait at once). A timeout is an error that
 //! names what was awaited and the last state seen.
 

@@ -25,7 +25,7 @@ enum Link {
     Remote(Box<Session>),
 }
 
-/// The live link to one node (STYLE rule 3: never serialised, never part of a plan).
+/// The live link to one node (a live handle is never serialised and never part of a plan).
 #[derive(Debug)]
 pub struct NodeHandle {
     name: NodeName,

@@ -1,5 +1,5 @@
 //! Every launching command as data: a [`LaunchRequest`] (what the user asked for: `run`,
-//! `nccl-test`, `nccl-build`, `vllm`/`trtllm`, or a profile mapped to one of them), what the
+//! `nccl-test`, `nccl-build`, a serving engine, or a profile mapped to one of them), what the
 //! pre-plan step looked up on live nodes ([`Lookups`]: each node's `$HOME`, the Hub's answer for
 //! the model), and the one function that turns them and the nodes' facts into the one
 //! [`LaunchPlan`] that `--dry-run` prints and the executor runs.
@@ -36,7 +36,7 @@ pub struct NcclTestRequest {
     pub allow_old_nccl: bool,
 }
 
-/// `vllm`/`trtllm` (or a serving profile) as asked.
+/// A serving engine (or a serving profile) as asked.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ServeRequest {
     pub engine: EngineKind,
@@ -69,9 +69,13 @@ pub enum LaunchRequest {
 }
 
 impl LaunchRequest {
-    /// Whether planning needs every node's facts (else names, roles and CPUs do).
-    pub fn needs_facts(&self) -> bool {
-        !matches!(self, LaunchRequest::Run(_))
+    /// What the engine refuses in the request as asked, checked before any node is resolved,
+    /// anything is looked up or a key file is written.
+    pub fn refuse_before_nodes(&self) -> Result<(), LaunchRefusal> {
+        if let LaunchRequest::Serve(r) = self {
+            skeleton::refusals_as_asked(r.engine, &r.serve, &r.tuning, r.api_key.is_some())?;
+        }
+        Ok(())
     }
 
     /// Whether a live run looks things up on the nodes before planning (`$HOME`, the Hub).

@@ -324,16 +324,46 @@ fn recipe_env(
 /// port (checked for the multi-node layout whatever the node count: a port given twice is a
 /// mistake either way), its own options, flags it sets itself, an API key it cannot enforce.
 fn refusals(engine: &dyn ServingEngine, input: &ServeInput<'_>) -> Vec<Problem> {
-    let o = input.opts;
+    option_refusals(
+        engine,
+        input.opts,
+        input.tuning,
+        input.opts.api_key.is_some(),
+    )
+}
+
+/// The refusals of [`refusals`] for a request as asked (`key_asked`: an API key was asked for,
+/// resolved or not): what a launch checks before it resolves a node, looks anything up or
+/// writes a key file, so a launch the engine refuses anyway touches nothing.
+pub fn refusals_as_asked(
+    engine: EngineKind,
+    o: &ServeOptions,
+    tuning: &EngineOptions,
+    key_asked: bool,
+) -> Result<(), ServeRefusal> {
+    let problems = option_refusals(engine.engine(), o, tuning, key_asked);
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(ServeRefusal { problems })
+    }
+}
+
+fn option_refusals(
+    engine: &dyn ServingEngine,
+    o: &ServeOptions,
+    tuning: &EngineOptions,
+    key_asked: bool,
+) -> Vec<Problem> {
     let named: Vec<(&str, u16)> = engine
-        .ports(input.tuning, o.port, 2)
+        .ports(tuning, o.port, 2)
         .iter()
         .filter_map(|p| p.single().map(|port| (p.name, port)))
         .collect();
     let mut out = distinct_ports(&named);
-    out.extend(engine.problems(input.tuning));
+    out.extend(engine.problems(tuning));
     out.extend(engine.reserved_args(&o.engine_args));
-    if let Some(s) = &input.tuning.speculative {
+    if let Some(s) = &tuning.speculative {
         out.extend(s.problems().into_iter().map(|(field, message)| Problem {
             problem: format!("speculative.{field}: {message}"),
             fix: "correct the speculative block (method, draft_model, tokens)".to_string(),
@@ -353,7 +383,7 @@ fn refusals(engine: &dyn ServingEngine, input: &ServeInput<'_>) -> Vec<Problem> 
             fix: "give the key with --api-key KEY|auto|@FILE (enforced, checked for readiness, <set> in plans)".to_string(),
         });
     }
-    if let (Some(_), ApiKeySupport::Refused { problem, fix }) = (&o.api_key, engine.api_key()) {
+    if let (true, ApiKeySupport::Refused { problem, fix }) = (key_asked, engine.api_key()) {
         out.push(Problem {
             problem: problem.to_string(),
             fix: fix.to_string(),

@@ -1,4 +1,4 @@
-//! Jobs found by their labels on the nodes (no local state: STYLE rule 10): what runs where
+//! Jobs found by their labels on the nodes (no local state: the nodes are the truth): what runs where
 //! (`status`), their logs (`logs`, merged by time or followed), and stopping them (`stop`),
 //! on every node at once, never touching what spark-launch did not label. Every node's
 //! failure is kept beside the others' results.

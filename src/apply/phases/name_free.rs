@@ -1,5 +1,5 @@
 //! NameFree: refuse to start a job whose name is taken on any node, and never touch an unlabelled
-//! container of that name (STYLE: validate before effects).
+//! container of that name; checked before any effect.
 
 use futures::future::BoxFuture;
 
@@ -7,7 +7,7 @@ use crate::apply::context::ApplyContext;
 use crate::apply::phase::{Phase, PhaseError};
 use crate::plan::RuntimeKind;
 
-/// Refuse to start a job whose name is taken on any node (STYLE: validate before effects).
+/// Refuse to start a job whose name is taken on any node (checked before any effect).
 pub struct NameFree;
 
 impl<'a> Phase<ApplyContext<'a>> for NameFree {
