@@ -416,6 +416,18 @@ pub(crate) fn print_out(text: &str) {
     print_raw(&crate::text::printable_lines(text));
 }
 
+/// Writes text on stdout as `print_out` does, and says whether it could: a command that goes
+/// on printing (`status --watch`) stops when its reader has gone (a broken pipe).
+pub(crate) fn write_out(text: &str) -> std::io::Result<()> {
+    let text = crate::text::printable_lines(text);
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())?;
+    if !text.ends_with('\n') {
+        out.write_all(b"\n")?;
+    }
+    out.flush()
+}
+
 /// Prints text on stdout as it is (a job's own output for `logs`), ignoring a closed pipe.
 pub(crate) fn print_raw(text: &str) {
     let mut out = std::io::stdout().lock();
