@@ -27,6 +27,7 @@ mod cmd_sim;
 mod cmd_supervise;
 mod cmd_trust;
 pub mod launch;
+mod plot_file;
 pub mod ui;
 
 /// The plan renderer, where the launching commands (and the plan tests) have always found it.
@@ -363,8 +364,18 @@ pub(crate) fn load_inventory(
     }
 }
 
-/// A library error as a command error, with the exit code the library gives it.
-/// Writes a picture `report::plot` drew. Results with nothing to draw (a run that failed
+/// Checks, before the run that draws it, that a `--plot` picture can be written where asked
+/// (refused: exit 2, nothing run).
+pub(crate) fn check_plot(path: Option<&std::path::Path>) -> Result<(), CmdError> {
+    match path {
+        Some(p) => plot_file::check(p).invalid(),
+        None => Ok(()),
+    }
+}
+
+/// Writes a picture `report::plot` drew, once the results are shown (a failed write never
+/// hides them), and says so: `wrote plot FILE` after the results on stdout (on stderr with
+/// `--json`, whose stdout is the JSON only). Results with nothing to draw (a run that failed
 /// before measuring) are a warning: the verdict still follows, and decides the exit.
 pub(crate) fn write_plot(
     path: &std::path::Path,
@@ -372,8 +383,16 @@ pub(crate) fn write_plot(
     ctx: &Context,
 ) -> anyhow::Result<()> {
     match svg {
-        Ok(svg) => std::fs::write(path, svg)
-            .map_err(|e| anyhow::anyhow!("cannot write the picture to {}: {e}", path.display())),
+        Ok(svg) => {
+            plot_file::write(path, &svg)?;
+            let said = format!("wrote plot {}", path.display());
+            if ctx.json {
+                ctx.reporter.info(&said);
+            } else {
+                print_out(&said);
+            }
+            Ok(())
+        }
         Err(e @ crate::report::plot::PlotError::Empty(_)) => {
             let shown = format!("no picture written to {}: {e}", path.display());
             ctx.reporter.warn(&shown);
