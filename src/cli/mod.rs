@@ -235,20 +235,31 @@ pub fn main() -> ExitCode {
 }
 
 fn print_error(e: &anyhow::Error) {
-    // Errors quote what nodes, files and daemons said: printable, never raw control characters.
     let mut stderr = std::io::stderr().lock();
-    let _ = writeln!(
-        stderr,
-        "error: {}",
-        crate::text::printable_lines(&e.to_string())
-    );
-    for cause in e.chain().skip(1) {
-        let _ = writeln!(
-            stderr,
-            "  caused by: {}",
-            crate::text::printable_lines(&cause.to_string())
-        );
+    for line in error_lines(e) {
+        let _ = writeln!(stderr, "{line}");
     }
+}
+
+/// An error as printed: `error: …`, then each cause the lines above do not already say
+/// (`cannot read run.log: No such file…` is not followed by `caused by: No such file…`).
+/// Errors quote what nodes, files and daemons said: printable, never raw control characters.
+fn error_lines(e: &anyhow::Error) -> Vec<String> {
+    let mut said = e.to_string();
+    let mut lines = vec![format!("error: {}", crate::text::printable_lines(&said))];
+    for cause in e.chain().skip(1) {
+        let text = cause.to_string();
+        if said.contains(&text) {
+            continue;
+        }
+        lines.push(format!(
+            "  caused by: {}",
+            crate::text::printable_lines(&text)
+        ));
+        said.push('\n');
+        said.push_str(&text);
+    }
+    lines
 }
 
 async fn run(cli: Cli) -> CmdResult {
@@ -453,5 +464,34 @@ pub(crate) fn print_raw(text: &str) {
     let _ = out.write_all(text.as_bytes());
     if !text.ends_with('\n') {
         let _ = out.write_all(b"\n");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cause_the_error_already_quotes_is_printed_once() {
+        let io = std::io::Error::from(std::io::ErrorKind::NotFound);
+        let e: anyhow::Error = crate::input::read_text(
+            std::path::Path::new("/nonexistent/run.log"),
+            crate::input::LOG,
+        )
+        .map_err(anyhow::Error::from)
+        .unwrap_err();
+        let lines = error_lines(&e);
+        assert_eq!(lines.len(), 1, "{lines:#?}");
+        assert!(lines[0].starts_with("error: "), "{lines:#?}");
+        // A cause not said yet still shows, each once.
+        let e = anyhow::Error::from(io).context("reading the plan");
+        let lines = error_lines(&e);
+        assert_eq!(
+            lines,
+            vec![
+                "error: reading the plan".to_string(),
+                "  caused by: entity not found".to_string()
+            ]
+        );
     }
 }
