@@ -809,3 +809,282 @@ fn compare_with_plot_draws_both_runs_side_by_side() {
     p.assert_drawn("this run", picture::NOW, 300);
     p.assert_drawn("the earlier run", picture::EARLIER, 300);
 }
+
+/// What a broken server sends after `200 OK` (as an event stream, then it closes).
+#[derive(Clone, Copy)]
+enum Broken {
+    /// Bytes that are no event stream at all.
+    RandomBytes,
+    /// Two tokens, then the connection closes: no `[DONE]`, no `finish_reason`.
+    CutShort,
+}
+
+/// A server that answers every request with `200 OK` and what `broken` says, then closes the
+/// connection (the body ends there); the count of requests it answered.
+fn broken_server(broken: Broken) -> (String, Arc<std::sync::atomic::AtomicUsize>) {
+    use std::io::{BufRead, Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/v1", listener.local_addr().unwrap());
+    let count = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let seen = count.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(stream) = stream else { return };
+            let seen = seen.clone();
+            std::thread::spawn(move || {
+                let mut r = std::io::BufReader::new(&stream);
+                let mut length = 0usize;
+                loop {
+                    let mut h = String::new();
+                    if r.read_line(&mut h).unwrap_or(0) == 0 {
+                        return;
+                    }
+                    let h = h.trim_end().to_ascii_lowercase();
+                    if h.is_empty() {
+                        break;
+                    }
+                    if let Some(v) = h.strip_prefix("content-length:") {
+                        length = v.trim().parse().unwrap_or(0);
+                    }
+                }
+                let mut body = vec![0u8; length];
+                if r.read_exact(&mut body).is_err() {
+                    return;
+                }
+                seen.fetch_add(1, Ordering::SeqCst);
+                let payload: Vec<u8> = match broken {
+                    // A fixed pseudo-random sequence (a linear congruential generator).
+                    Broken::RandomBytes => {
+                        let mut x = 0x2545_f491_u32;
+                        (0..4096)
+                            .map(|_| {
+                                x = x.wrapping_mul(1_103_515_245).wrapping_add(12_345);
+                                (x >> 16) as u8
+                            })
+                            .collect()
+                    }
+                    Broken::CutShort => {
+                        b"data: {\"choices\":[{\"index\":0,\"text\":\" t0\"}]}\n\ndata: {\"choices\":[{\"index\":0,\"text\":\" t1\"}]}\n\n".to_vec()
+                    }
+                };
+                let mut w = &stream;
+                let _ = w.write_all(
+                    b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n",
+                );
+                let _ = w.write_all(&payload);
+                let _ = w.flush();
+                let _ = stream.shutdown(std::net::Shutdown::Both);
+            });
+        }
+    });
+    (url, count)
+}
+
+#[test]
+fn a_200_of_random_bytes_or_a_stream_cut_short_is_a_failed_request_and_exits_one() {
+    let home = tempfile::tempdir().unwrap();
+    for (broken, reason) in [
+        (
+            Broken::RandomBytes,
+            "the answer was not a stream of server-sent events",
+        ),
+        (
+            Broken::CutShort,
+            "the stream closed before its end (no [DONE] and no finish_reason) after 2 tokens",
+        ),
+    ] {
+        let (url, answered) = broken_server(broken);
+        let common = [
+            "--url",
+            &url,
+            "--model",
+            MODEL,
+            "--concurrency",
+            "2",
+            "--requests",
+            "4",
+            "--prompt-tokens",
+            "8",
+            "--output-tokens",
+            "8",
+        ];
+        // Measured: every request failed with its reason, and the run says so.
+        let mut args = common.to_vec();
+        args.push("--no-warmup");
+        let out = bench(home.path(), &args, None);
+        assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(stdout.contains("0 (4 FAILED)"), "{}", text(&out));
+        assert!(
+            stdout.contains("EVERY REQUEST FAILED (4 of 4): nothing was measured"),
+            "{}",
+            text(&out)
+        );
+        assert!(stdout.contains(reason), "{}", text(&out));
+        assert_eq!(answered.load(Ordering::SeqCst), 4);
+        let mut args = common.to_vec();
+        args.push("--json");
+        args.push("--no-warmup");
+        let v = json(&bench(home.path(), &args, None));
+        let level = &v["report"]["levels"][0];
+        assert_eq!(
+            (&level["requests"], &level["failed"]),
+            (&0.into(), &4.into())
+        );
+        // With its warm-up, the first request's failure stops the run with the reason.
+        let out = bench(home.path(), &common, None);
+        assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+        assert!(
+            text(&out).contains(&format!("the warm-up request failed: {reason}")),
+            "{}",
+            text(&out)
+        );
+    }
+}
+
+#[test]
+fn a_soak_that_got_no_token_at_all_says_so_and_exits_one() {
+    let home = tempfile::tempdir().unwrap();
+    let (url, answered) = broken_server(Broken::RandomBytes);
+    let out = bench(
+        home.path(),
+        &[
+            "--url",
+            &url,
+            "--model",
+            MODEL,
+            "--no-warmup",
+            "--soak",
+            "3s",
+            "--concurrency",
+            "2",
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("NO TOKEN: not a single token came in 0:03 of soak"),
+        "{}",
+        text(&out)
+    );
+    assert!(!stdout.contains("no stall"), "{}", text(&out));
+    assert!(
+        stdout.contains("first failure: the answer was not a stream of server-sent events"),
+        "{}",
+        text(&out)
+    );
+    assert!(answered.load(Ordering::SeqCst) >= 2);
+}
+
+#[test]
+fn a_plot_that_cannot_be_written_and_an_endless_soak_are_refused_before_anything_is_sent() {
+    let s = standin(
+        Rate {
+            ttft: Duration::from_millis(5),
+            itl: Duration::from_millis(5),
+        },
+        None,
+    );
+    let home = tempfile::tempdir().unwrap();
+    let theirs = home.path().join("theirs.svg");
+    std::fs::write(&theirs, "<svg>someone's picture</svg>").unwrap();
+    let link = home.path().join("link.svg");
+    std::os::unix::fs::symlink(&theirs, &link).unwrap();
+    let missing = home.path().join("no/such/folder/run.svg");
+    for (plot, why) in [
+        (&missing, "does not exist"),
+        (&link, "symbolic link"),
+        (&theirs, "not a picture spark-launch drew"),
+    ] {
+        let out = bench(
+            home.path(),
+            &[
+                "--url",
+                &s.url,
+                "--soak",
+                "5s",
+                "--plot",
+                plot.to_str().unwrap(),
+            ],
+            None,
+        );
+        assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+        assert!(text(&out).contains(why), "{}", text(&out));
+    }
+    assert_eq!(
+        std::fs::read_to_string(&theirs).unwrap(),
+        "<svg>someone's picture</svg>"
+    );
+    let out = bench(
+        home.path(),
+        &["--url", &s.url, "--soak", "18446744073709551615s"],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("at most 7 days"), "{}", text(&out));
+    assert!(s.bodies.lock().unwrap().is_empty(), "nothing was sent");
+}
+
+#[test]
+fn a_picture_is_announced_after_the_results_and_a_failed_write_leaves_the_table_shown() {
+    let s = standin(
+        Rate {
+            ttft: Duration::from_millis(5),
+            itl: Duration::from_millis(5),
+        },
+        None,
+    );
+    let home = tempfile::tempdir().unwrap();
+    let svg = home.path().join("run.svg");
+    let args = [
+        "--url",
+        &s.url,
+        "--concurrency",
+        "1",
+        "--requests",
+        "2",
+        "--prompt-tokens",
+        "8",
+        "--output-tokens",
+        "8",
+        "--no-warmup",
+        "--plot",
+        svg.to_str().unwrap(),
+    ];
+    let out = bench(home.path(), &args, None);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let wrote = format!("wrote plot {}", svg.display());
+    assert!(stdout.trim_end().ends_with(&wrote), "{}", text(&out));
+    // The same place again: the picture is ours, replaced.
+    let out = bench(home.path(), &args, None);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    // Something put at the picture's place during the run (here a folder, once the first
+    // request arrived): the write fails after the run, and the table is shown before the error.
+    std::fs::remove_file(&svg).unwrap();
+    let later = home.path().join("later.svg");
+    let plot = later.to_str().unwrap().to_string();
+    let mut args = args.to_vec();
+    *args.last_mut().unwrap() = &plot;
+    args[5] = "40";
+    let bodies = s.bodies.clone();
+    let sent_before = bodies.lock().unwrap().len();
+    let swap = std::thread::spawn(move || {
+        while bodies.lock().unwrap().len() == sent_before {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        std::fs::create_dir(&later).unwrap();
+    });
+    let out = bench(home.path(), &args, None);
+    swap.join().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("CONCURRENCY"), "{}", text(&out));
+    assert!(stdout.contains("saved: "), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("not a regular file"),
+        "{}",
+        text(&out)
+    );
+}

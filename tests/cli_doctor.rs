@@ -35,10 +35,14 @@ fn log(name: &str) -> String {
         .to_string()
 }
 
+/// Runs the binary with its own cache folder: a live run reads the NCCL of `--image` and
+/// caches it, never in the user's `~/.cache`.
 fn run<S: AsRef<str>>(args: &[S]) -> Output {
+    let cache = tempfile::tempdir().unwrap();
     Command::new(env!("CARGO_BIN_EXE_spark-launch"))
         .args(args.iter().map(|a| a.as_ref()))
         .env("SPARK_LAUNCH_NO_PROGRESS", "1")
+        .env("XDG_CACHE_HOME", cache.path())
         .output()
         .unwrap()
 }
@@ -315,22 +319,44 @@ fn docker_ps_doctor_containers() -> String {
 fn on_this_machine_docker_the_image_and_a_test_container_are_checked_for_real() {
     let image = Image::build();
     let before = docker_ps_doctor_containers();
-    let out = run(&[
-        "doctor",
-        "--json",
-        "--image",
-        &image.0,
-        "--check",
-        "host.docker",
-        "--check",
-        "host.container-memlock",
-        "--check",
-        "host.disk",
-        "--check",
-        "host.nccl-conf",
-        "--check",
-        "cluster.image-digest",
-    ]);
+    // A home and a cache folder of the test's own: what the run caches (the image's NCCL)
+    // goes to the cache folder, and nothing into the home (a user's `~/.cache`).
+    let home = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_spark-launch"))
+        .env("SPARK_LAUNCH_NO_PROGRESS", "1")
+        .env("HOME", home.path().join("home"))
+        .env("XDG_CACHE_HOME", home.path().join("cache"))
+        .env("XDG_CONFIG_HOME", home.path().join("config"))
+        .env_remove("SPARK_LAUNCH_CLUSTER")
+        .args([
+            "doctor",
+            "--json",
+            "--image",
+            &image.0,
+            "--check",
+            "host.docker",
+            "--check",
+            "host.container-memlock",
+            "--check",
+            "host.disk",
+            "--check",
+            "host.nccl-conf",
+            "--check",
+            "cluster.image-digest",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        !home.path().join("home").exists(),
+        "the run wrote into its HOME"
+    );
+    let cached = std::fs::read_dir(home.path().join("cache/spark-launch/libnccl"))
+        .map(|d| d.count())
+        .unwrap_or(0);
+    assert_eq!(
+        cached, 1,
+        "the image's NCCL read, cached in the test's own folder"
+    );
     let v = json(&out);
     assert_eq!(
         check(&v, "host.docker")["status"],

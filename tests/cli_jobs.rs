@@ -376,3 +376,45 @@ fn secret_env_and_secret_like_names_print_as_set_in_json_and_text_plans() {
         String::from_utf8_lossy(&bad.stderr)
     );
 }
+
+#[test]
+fn a_closed_stdout_ends_status_watch() {
+    // `status --watch | head`: once the reader has gone, the watch ends (exit 0) rather than
+    // sampling the nodes for nobody. Run on this machine (no cluster file: the local node).
+    use std::io::BufRead;
+    use std::process::Stdio;
+    let home = tempfile::tempdir().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_spark-launch"))
+        .args(["status", "--watch"])
+        .env("SPARK_LAUNCH_NO_PROGRESS", "1")
+        .env("HOME", home.path())
+        .env("XDG_CONFIG_HOME", home.path().join("config"))
+        .env("XDG_CACHE_HOME", home.path().join("cache"))
+        .env("SPARK_LAUNCH_STATE_DIR", home.path().join("state"))
+        .env_remove("SPARK_LAUNCH_CLUSTER")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Read the first line of the first sample, then close the pipe as `head -1` does.
+    let mut first = String::new();
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    out.read_line(&mut first).unwrap();
+    assert!(first.contains("every job"), "{first:?}");
+    drop(out);
+    // The next sample comes within a few seconds and finds no reader.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("status --watch went on for 30 s after its stdout was closed");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    assert_eq!(status.code(), Some(0), "{status:?}");
+}

@@ -42,6 +42,12 @@ impl Drop for Volumes {
     }
 }
 
+/// Held by each test that points `XDG_CACHE_HOME` (where `apply::nccl` caches what it reads)
+/// at its own folder for the whole test: the environment is the process's, so two such tests
+/// run one after the other (`cargo test` runs them on threads of one process), each reading
+/// and checking its own cache, never another's nor the user's `~/.cache`.
+static OWN_CACHE: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 fn here() -> Cluster {
     let mut t = NodeTarget::local(NodeName::new("here").unwrap(), Role::Head);
     t.docker_socket = Some(HOST_SOCKET.to_string());
@@ -65,8 +71,10 @@ async fn what_a_container_loads_is_read_from_real_nccl_builds_in_images_and_nccl
     cleanup.images.push(serving.clone());
     cleanup.images.push(nccl_build.clone());
     let mut volumes = Volumes(Vec::new());
+    let _own_cache = OWN_CACHE.lock().await;
     let cache = tempfile::tempdir().unwrap();
-    // SAFETY: set before any other thread of this test process reads the environment.
+    // SAFETY: no other test of this process sets the environment meanwhile (`OWN_CACHE`),
+    // and this test's own tasks have not started yet.
     unsafe { std::env::set_var("XDG_CACHE_HOME", cache.path()) };
     run_script(
         "tests/standin/build-image",
@@ -244,8 +252,10 @@ async fn torchs_own_nccl_is_read_through_its_rpath_and_nccl_from_preloads_over_i
     cleanup
         .images
         .extend([base.clone(), torch.clone(), torch_runpath.clone()]);
+    let _own_cache = OWN_CACHE.lock().await;
     let cache = tempfile::tempdir().unwrap();
-    // SAFETY: set before any other thread of this test process reads the environment.
+    // SAFETY: no other test of this process sets the environment meanwhile (`OWN_CACHE`),
+    // and this test's own tasks have not started yet.
     unsafe { std::env::set_var("XDG_CACHE_HOME", cache.path()) };
     // The image's own NCCL (2.30.7) in its system folder, torch's wheel carrying 2.28.9.
     run_script(

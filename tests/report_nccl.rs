@@ -336,7 +336,10 @@ fn report_nccl_on_a_missing_file_is_invalid_input() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/log.txt"));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("/nonexistent/log.txt"), "{err}");
+    // Its cause is said once, in the error's own line, not again as `caused by:`.
+    assert_eq!(err.matches("No such file or directory").count(), 1, "{err}");
 }
 
 #[test]

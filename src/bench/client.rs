@@ -14,7 +14,9 @@ use tokio::net::TcpStream;
 use tokio_util::sync::CancellationToken;
 
 use super::measure::Sample;
-use super::request::{Api, BaseUrl, Event, EventReader, clip, parse_event};
+use super::request::{
+    Api, BaseUrl, Event, EventReader, StreamEnd, clip, judge_stream, parse_event,
+};
 
 /// The API key sent as `Authorization: Bearer …`. Never printed: its `Debug` says `<set>`.
 #[derive(Clone, PartialEq, Eq)]
@@ -219,15 +221,27 @@ impl Client {
             return Err(http_error(status, &String::from_utf8_lossy(&bytes)));
         }
         let mut reader = EventReader::default();
-        while let Some(frame) = body.frame().await {
-            let frame = frame.map_err(|e| format!("the stream broke: {e}"))?;
+        let mut end = StreamEnd::default();
+        'stream: while let Some(frame) = body.frame().await {
+            let frame = frame.map_err(|e| {
+                format!(
+                    "the stream broke after {} token{}: {e}",
+                    sample.tokens.len(),
+                    if sample.tokens.len() == 1 { "" } else { "s" }
+                )
+            })?;
             let Some(data) = frame.data_ref() else {
                 continue;
             };
             let now = epoch.elapsed().as_secs_f64();
             for event in reader.push(data) {
+                end.events += 1;
                 match parse_event(&event) {
-                    Event::Chunk { text, usage } => {
+                    Event::Chunk {
+                        text,
+                        usage,
+                        finished,
+                    } => {
                         if text {
                             sample.tokens.push(now);
                             on_token(now);
@@ -235,13 +249,19 @@ impl Client {
                         if usage.is_some() {
                             sample.usage = usage;
                         }
+                        end.proper_end |= finished;
                     }
-                    Event::Done => return Ok(()),
+                    Event::Done => {
+                        end.proper_end = true;
+                        break 'stream;
+                    }
                     Event::Error(e) => return Err(format!("the server reported: {e}")),
                 }
             }
         }
-        Ok(())
+        end.tokens = sample.tokens.len();
+        // A request counts only when its stream was one, with a token and its proper end.
+        judge_stream(end, reader.foreign())
     }
 }
 

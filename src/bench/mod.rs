@@ -178,6 +178,9 @@ fn validate(req: &BenchRequest) -> Result<(), BenchError> {
         if soak.duration.is_zero() {
             problems.push("--soak needs a duration of at least 1 second (e.g. 30m)".to_string());
         }
+        if soak.duration > soak::MAX_SOAK {
+            problems.push("--soak runs at most 7 days (168h)".to_string());
+        }
         if soak.settings.stall_after_s.is_nan() || soak.settings.stall_after_s < 1.0 {
             problems.push("--stall-after must be at least 1 second".to_string());
         }

@@ -139,7 +139,12 @@ fn soak_text(o: &BenchOutcome, s: &SoakReport, compare_file: Option<&std::path::
     if let Some(e) = &s.first_error {
         out.push_str(&format!("first failure: {e}\n"));
     }
-    if s.stalls.is_empty() {
+    if s.no_token() {
+        out.push_str(&format!(
+            "NO TOKEN: not a single token came in {} of soak: nothing was measured\n",
+            clock(s.elapsed_s)
+        ));
+    } else if s.stalls.is_empty() {
         out.push_str(&format!(
             "no stall: while requests were in flight, a token came at least every {} s\n",
             s.stall_after_s
@@ -234,6 +239,12 @@ fn notes(r: &BenchReport) -> Vec<String> {
             "the server reported no token usage: output tokens are the text chunks counted (usually one token each)"
                 .to_string(),
         );
+    }
+    let failed: u32 = r.levels.iter().map(|l| l.failed).sum();
+    if failed > 0 && ok.is_empty() {
+        out.push(format!(
+            "EVERY REQUEST FAILED ({failed} of {failed}): nothing was measured"
+        ));
     }
     for l in &r.levels {
         if let Some(e) = &l.first_error {

@@ -201,8 +201,13 @@ pub struct Usage {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Event {
     /// A chunk; `text` when it carried generated text (a chat stream's first chunk often
-    /// carries only the role), `usage` when the server reported the counts in it.
-    Chunk { text: bool, usage: Option<Usage> },
+    /// carries only the role), `usage` when the server reported the counts in it, `finished`
+    /// when a choice gave its `finish_reason` (the generation's own end).
+    Chunk {
+        text: bool,
+        usage: Option<Usage>,
+        finished: bool,
+    },
     /// `data: [DONE]`.
     Done,
     /// The server reported an error inside the stream.
@@ -238,6 +243,16 @@ pub fn parse_event(data: &str) -> Event {
                 piece.and_then(Value::as_str).is_some_and(|s| !s.is_empty())
             })
         });
+    let finished = v
+        .get("choices")
+        .and_then(Value::as_array)
+        .is_some_and(|choices| {
+            choices.iter().any(|c| {
+                c.get("finish_reason")
+                    .and_then(Value::as_str)
+                    .is_some_and(|r| !r.is_empty())
+            })
+        });
     let usage = v.get("usage").filter(|u| u.is_object()).map(|u| Usage {
         prompt_tokens: u
             .get("prompt_tokens")
@@ -248,14 +263,25 @@ pub fn parse_event(data: &str) -> Event {
             .and_then(Value::as_u64)
             .map(|n| n as u32),
     });
-    Event::Chunk { text, usage }
+    Event::Chunk {
+        text,
+        usage,
+        finished,
+    }
 }
 
-/// Splits a byte stream into server-sent events' `data:` payloads, across chunk boundaries.
+/// Splits a byte stream into server-sent events' `data:` payloads, across chunk boundaries,
+/// and keeps the first line that is no line of an event stream (random bytes, an HTML page).
 #[derive(Debug, Default)]
 pub struct EventReader {
     pending: Vec<u8>,
+    /// The first line that is neither a field of an event (`data:`, `event:`, `id:`,
+    /// `retry:`), a comment (`:`) nor blank, clipped and printable.
+    foreign: Option<String>,
 }
+
+/// The longest line kept pending: a stream of bytes with no line end is no event stream.
+const LINE_MAX: usize = 1 << 20;
 
 impl EventReader {
     /// Feeds bytes; returns every complete `data:` line they finished.
@@ -268,10 +294,78 @@ impl EventReader {
             let line = line.trim_end_matches(['\n', '\r']);
             if let Some(data) = line.strip_prefix("data:") {
                 out.push(data.trim_start().to_string());
+            } else {
+                self.note(line);
             }
+        }
+        if self.pending.len() > LINE_MAX {
+            let line: Vec<u8> = std::mem::take(&mut self.pending);
+            self.note(&String::from_utf8_lossy(&line));
         }
         out
     }
+
+    /// Keeps `line` when it is the first that belongs to no event stream.
+    fn note(&mut self, line: &str) {
+        let field = line.split(':').next().unwrap_or(line);
+        let sse = line.is_empty()
+            || line.starts_with(':')
+            || matches!(field, "data" | "event" | "id" | "retry");
+        if !sse && self.foreign.is_none() {
+            self.foreign = Some(crate::text::printable(&clip(line, 80)).into_owned());
+        }
+    }
+
+    /// The stream ended: the first line that was no part of an event stream, counting what
+    /// was still pending without a line end.
+    pub fn foreign(&mut self) -> Option<&str> {
+        if !self.pending.is_empty() {
+            let rest = std::mem::take(&mut self.pending);
+            self.note(&String::from_utf8_lossy(&rest));
+        }
+        self.foreign.as_deref()
+    }
+}
+
+/// How a stream ended, as the client saw it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StreamEnd {
+    /// `data:` events received.
+    pub events: usize,
+    /// Chunks of generated text received.
+    pub tokens: usize,
+    /// It ended as a generation ends: `data: [DONE]`, or a choice's `finish_reason` before
+    /// the body closed.
+    pub proper_end: bool,
+}
+
+/// Whether a streamed answer counts as a finished request: only a well-formed event stream
+/// with at least one token and its proper end does. A 200 whose body is no event stream
+/// (`foreign`: its first line that is none), that closes before its end, or that ends without
+/// a token is a failure with that reason, never a request measured at 0 tokens/s.
+pub fn judge_stream(end: StreamEnd, foreign: Option<&str>) -> Result<(), String> {
+    match (end.events, foreign) {
+        (0, Some(line)) => {
+            return Err(format!(
+                "the answer was not a stream of server-sent events (it began {line:?})"
+            ));
+        }
+        (0, None) if !end.proper_end => {
+            return Err("the stream closed before any event".to_string());
+        }
+        _ => {}
+    }
+    if !end.proper_end {
+        return Err(format!(
+            "the stream closed before its end (no [DONE] and no finish_reason) after {} token{}",
+            end.tokens,
+            if end.tokens == 1 { "" } else { "s" }
+        ));
+    }
+    if end.tokens == 0 {
+        return Err("the stream ended without a single token of text".to_string());
+    }
+    Ok(())
 }
 
 /// The first `n` characters of `s`, marked when cut.
@@ -360,7 +454,8 @@ mod tests {
             parse_event(r#"{"choices":[{"index":0,"text":" tok"}]}"#),
             Event::Chunk {
                 text: true,
-                usage: None
+                usage: None,
+                finished: false
             }
         );
         // A chat stream's first chunk names the role only; vLLM sends `usage: null` meanwhile.
@@ -370,7 +465,8 @@ mod tests {
             ),
             Event::Chunk {
                 text: false,
-                usage: None
+                usage: None,
+                finished: false
             }
         );
         assert_eq!(
@@ -380,7 +476,17 @@ mod tests {
                 usage: Some(Usage {
                     prompt_tokens: Some(12),
                     completion_tokens: Some(128)
-                })
+                }),
+                finished: false
+            }
+        );
+        // The generation's own end: vLLM's last text chunk names why it stopped.
+        assert_eq!(
+            parse_event(r#"{"choices":[{"index":0,"text":"!","finish_reason":"length"}]}"#),
+            Event::Chunk {
+                text: true,
+                usage: None,
+                finished: true
             }
         );
         assert_eq!(parse_event("[DONE]"), Event::Done);
@@ -389,5 +495,41 @@ mod tests {
             Event::Error("out of KV cache".into())
         );
         assert!(matches!(parse_event("not json"), Event::Error(_)));
+    }
+
+    #[test]
+    fn a_stream_counts_only_with_events_a_token_and_its_proper_end() {
+        let end = |events, tokens, proper_end| StreamEnd {
+            events,
+            tokens,
+            proper_end,
+        };
+        assert_eq!(judge_stream(end(18, 16, true), None), Ok(()));
+        // Random bytes with a 200: no event at all.
+        let mut r = EventReader::default();
+        assert!(r.push(b"\x8f\x01garbage\xffmore\nand more").is_empty());
+        let foreign = r.foreign().map(str::to_string);
+        let e = judge_stream(end(0, 0, false), foreign.as_deref()).unwrap_err();
+        assert!(
+            e.starts_with("the answer was not a stream of server-sent events"),
+            "{e}"
+        );
+        // Cut after a few tokens: no [DONE], no finish_reason.
+        let e = judge_stream(end(3, 3, false), None).unwrap_err();
+        assert!(
+            e.contains("closed before its end") && e.contains("after 3 tokens"),
+            "{e}"
+        );
+        assert_eq!(
+            judge_stream(end(0, 0, false), None).unwrap_err(),
+            "the stream closed before any event"
+        );
+        // [DONE] straight away: ended, but nothing was generated.
+        let e = judge_stream(end(1, 0, true), None).unwrap_err();
+        assert!(e.contains("without a single token"), "{e}");
+        // Comments, ids and blank lines belong to an event stream.
+        let mut r = EventReader::default();
+        r.push(b": keep-alive\nid: 4\nevent: message\n\nretry: 10\n");
+        assert_eq!(r.foreign(), None);
     }
 }

@@ -88,9 +88,15 @@ pub struct SoakReport {
 }
 
 impl SoakReport {
-    /// A stall, or a failed request: the soak did not hold up (exit 1).
+    /// A stall, a failed request, or no token at all: the soak did not hold up (exit 1). A
+    /// soak that never saw a token measured nothing, and says so rather than "no stall".
     pub fn failed(&self) -> bool {
-        !self.stalls.is_empty() || self.failed > 0
+        !self.stalls.is_empty() || self.failed > 0 || self.no_token()
+    }
+
+    /// Not a single token came during the whole soak.
+    pub fn no_token(&self) -> bool {
+        self.output_tokens == 0
     }
 }
 
@@ -368,8 +374,23 @@ impl SoakMeter {
     }
 }
 
-/// `--soak DURATION`: `90` or `90s`, `30m`, `2h`, `1h30m`, `1h30m15s`.
+/// The longest soak: a week. Longer is a typo (or a number meant to break the clock), and
+/// is refused before anything is sent.
+pub const MAX_SOAK: std::time::Duration = std::time::Duration::from_secs(7 * 24 * 3600);
+
+/// `--soak DURATION`: `90` or `90s`, `30m`, `2h`, `1h30m`, `1h30m15s`; at most [`MAX_SOAK`].
 pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    let d = parse_any_duration(s)?;
+    if d > MAX_SOAK {
+        return Err(format!(
+            "{s:?} is longer than a soak may run: at most 7 days (168h); a soak's windows and stalls are kept for the whole run"
+        ));
+    }
+    Ok(d)
+}
+
+/// `90` or `90s`, `30m`, `2h`, `1h30m`, `1h30m15s`, unbounded (but no overflow).
+fn parse_any_duration(s: &str) -> Result<std::time::Duration, String> {
     let text = s.trim();
     let bad = || format!("expected a duration like 90s, 30m, 2h or 1h30m, got {s:?}");
     if text.is_empty() {
@@ -418,6 +439,17 @@ mod tests {
         for bad in ["", "m", "30x", "30m5", "1.5h", "-5m"] {
             let e = parse_duration(bad).unwrap_err();
             assert!(e.contains("like 90s, 30m, 2h or 1h30m"), "{bad:?}: {e}");
+        }
+        // A week at most: the largest number of seconds is no soak.
+        assert_eq!(secs("168h"), Ok(7 * 24 * 3600));
+        for long in [
+            "168h1s",
+            "18446744073709551615s",
+            "18446744073709551615",
+            "99999999h",
+        ] {
+            let e = parse_duration(long).unwrap_err();
+            assert!(e.contains("at most 7 days"), "{long:?}: {e}");
         }
     }
 
@@ -567,6 +599,19 @@ mod tests {
         let r = m.finish(2.0, 1, 2.0);
         assert!(r.stalls.is_empty());
         assert_eq!(r.output_tokens, 3);
+    }
+
+    #[test]
+    fn a_soak_that_got_no_token_at_all_failed_even_without_a_stall_or_a_failure() {
+        // Requests in flight shorter than the stall bound, then cut at the end: nothing
+        // failed, nothing stalled, nothing came.
+        let mut m = meter(20.0);
+        m.sent(0.0);
+        m.sent(0.1);
+        let r = m.finish(5.0, 2, 5.0);
+        assert!(r.stalls.is_empty() && r.failed == 0, "{r:?}");
+        assert!(r.no_token());
+        assert!(r.failed());
     }
 
     #[test]

@@ -154,6 +154,7 @@ pub async fn soak(
         report.failed
     );
     match report.stalls.len() {
+        _ if report.no_token() => step.fail(&format!("no token came at all; {summary}")),
         0 if report.failed == 0 => step.ok_with(&summary),
         0 => step.fail(&summary),
         n => step.fail(&format!(

@@ -1,8 +1,9 @@
 //! `spark-launch bench`: flags into a `bench::BenchRequest`, one call to `bench::run`, and the
 //! result rendered — a table per run (or a soak's windows and stalls), the change against
 //! `--compare FILE`, how the run stands against a launch profile's expected figures, and
-//! `--plot FILE.svg` written. Exit 1 when a request failed, a soak stalled, or an expected
-//! figure was missed by more than 10%.
+//! `--plot FILE.svg` written (its place checked before the run, the picture written after the
+//! results are shown). Exit 1 when a request failed, a soak stalled or got no token, or an
+//! expected figure was missed by more than 10%.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -138,6 +139,8 @@ pub async fn run(args: BenchArgs, ctx: &Context) -> CmdResult {
         ))
         .invalid();
     }
+    // A picture that could not be written is found now, not after a 30-minute soak.
+    super::check_plot(args.plot.as_deref())?;
     let dir = args
         .profiles_dir
         .clone()
@@ -238,14 +241,15 @@ pub async fn run(args: BenchArgs, ctx: &Context) -> CmdResult {
         },
         e => e.into(),
     })?;
-    if let Some(path) = &args.plot {
-        let svg = crate::report::plot::bench(&outcome.report, outcome.earlier.as_ref());
-        super::write_plot(path, svg, ctx)?;
-    }
     if ctx.json {
         print_json(&outcome)?;
     } else {
         print_out(&bench::render::text(&outcome, args.compare.as_deref()));
+    }
+    // After the results: a picture that still cannot be written never hides them.
+    if let Some(path) = &args.plot {
+        let svg = crate::report::plot::bench(&outcome.report, outcome.earlier.as_ref());
+        super::write_plot(path, svg, ctx)?;
     }
     if let Some(s) = outcome.report.soak.as_ref()
         && ctx.cancel.is_cancelled()

@@ -176,7 +176,7 @@ pub async fn status(args: StatusArgs, ctx: &Context) -> CmdResult {
         let show = match (ctx.json, std::io::stdout().is_terminal()) {
             (true, _) => jobs::WatchShow::Once,
             (false, true) => jobs::WatchShow::Screen,
-            (false, false) => jobs::WatchShow::Lines(&super::print_out),
+            (false, false) => jobs::WatchShow::Lines(&super::write_out),
         };
         return match jobs::watch(&request, &ctx.reporter, &ctx.cancel, show).await {
             Ok(s) if ctx.json => print_json(&s).map(|_| Outcome::Success),

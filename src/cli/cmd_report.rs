@@ -66,6 +66,7 @@ fn nccl_logs(args: NcclArgs, ctx: &Context) -> CmdResult {
         test_hint: args.test.clone(),
         exit_code: None,
     };
+    super::check_plot(args.plot.as_deref())?;
     let mut analyses: Vec<Analysis> = Vec::new();
     for file in &args.files {
         let text = read(file).invalid()?;
@@ -74,9 +75,6 @@ fn nccl_logs(args: NcclArgs, ctx: &Context) -> CmdResult {
         analyses.push(a);
     }
     let status = nccl::overall(analyses.iter().map(|a| a.status));
-    if let Some(path) = &args.plot {
-        super::write_plot(path, plot::nccl(&analyses), ctx)?;
-    }
     if ctx.json {
         #[derive(serde::Serialize)]
         struct Out<'a> {
@@ -90,6 +88,9 @@ fn nccl_logs(args: NcclArgs, ctx: &Context) -> CmdResult {
     } else {
         let texts: Vec<String> = analyses.iter().map(nccl::render::text).collect();
         print_out(&texts.join("\n"));
+    }
+    if let Some(path) = &args.plot {
+        super::write_plot(path, plot::nccl(&analyses), ctx)?;
     }
     Ok(if status.is_bad() {
         Outcome::Failed

@@ -24,6 +24,9 @@ pub struct Extras {
 
 /// Runs one launching command and renders what it did.
 pub async fn run(l: LaunchCommand, extras: Extras, ctx: &Context) -> CmdResult {
+    if !l.dry_run {
+        super::check_plot(extras.plot.as_deref())?;
+    }
     let json = ctx.json;
     let on_ready = move |plan: &ServePlan, startup: &Startup| {
         if json {
@@ -51,10 +54,6 @@ pub async fn run(l: LaunchCommand, extras: Extras, ctx: &Context) -> CmdResult {
                     anyhow::anyhow!("cannot write the log to {}: {e}", path.display())
                 })?;
             }
-            if let (Some(path), NcclVerdict::Measured(a)) = (&extras.plot, &verdict) {
-                let svg = crate::report::plot::nccl(std::slice::from_ref(a));
-                super::write_plot(path, svg, ctx)?;
-            }
             if json {
                 print_json(&verdict)?;
             } else {
@@ -62,6 +61,10 @@ pub async fn run(l: LaunchCommand, extras: Extras, ctx: &Context) -> CmdResult {
                     NcclVerdict::Measured(a) => crate::report::nccl::render::text(a),
                     NcclVerdict::LaunchCheck(c) => render::launch_check(c),
                 });
+            }
+            if let (Some(path), NcclVerdict::Measured(a)) = (&extras.plot, &verdict) {
+                let svg = crate::report::plot::nccl(std::slice::from_ref(a));
+                super::write_plot(path, svg, ctx)?;
             }
             Ok(if verdict.failed() {
                 Outcome::Failed

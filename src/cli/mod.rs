@@ -27,6 +27,7 @@ mod cmd_sim;
 mod cmd_supervise;
 mod cmd_trust;
 pub mod launch;
+mod plot_file;
 pub mod ui;
 
 /// The plan renderer, where the launching commands (and the plan tests) have always found it.
@@ -234,20 +235,31 @@ pub fn main() -> ExitCode {
 }
 
 fn print_error(e: &anyhow::Error) {
-    // Errors quote what nodes, files and daemons said: printable, never raw control characters.
     let mut stderr = std::io::stderr().lock();
-    let _ = writeln!(
-        stderr,
-        "error: {}",
-        crate::text::printable_lines(&e.to_string())
-    );
-    for cause in e.chain().skip(1) {
-        let _ = writeln!(
-            stderr,
-            "  caused by: {}",
-            crate::text::printable_lines(&cause.to_string())
-        );
+    for line in error_lines(e) {
+        let _ = writeln!(stderr, "{line}");
     }
+}
+
+/// An error as printed: `error: …`, then each cause the lines above do not already say
+/// (`cannot read run.log: No such file…` is not followed by `caused by: No such file…`).
+/// Errors quote what nodes, files and daemons said: printable, never raw control characters.
+fn error_lines(e: &anyhow::Error) -> Vec<String> {
+    let mut said = e.to_string();
+    let mut lines = vec![format!("error: {}", crate::text::printable_lines(&said))];
+    for cause in e.chain().skip(1) {
+        let text = cause.to_string();
+        if said.contains(&text) {
+            continue;
+        }
+        lines.push(format!(
+            "  caused by: {}",
+            crate::text::printable_lines(&text)
+        ));
+        said.push('\n');
+        said.push_str(&text);
+    }
+    lines
 }
 
 async fn run(cli: Cli) -> CmdResult {
@@ -363,8 +375,18 @@ pub(crate) fn load_inventory(
     }
 }
 
-/// A library error as a command error, with the exit code the library gives it.
-/// Writes a picture `report::plot` drew. Results with nothing to draw (a run that failed
+/// Checks, before the run that draws it, that a `--plot` picture can be written where asked
+/// (refused: exit 2, nothing run).
+pub(crate) fn check_plot(path: Option<&std::path::Path>) -> Result<(), CmdError> {
+    match path {
+        Some(p) => plot_file::check(p).invalid(),
+        None => Ok(()),
+    }
+}
+
+/// Writes a picture `report::plot` drew, once the results are shown (a failed write never
+/// hides them), and says so: `wrote plot FILE` after the results on stdout (on stderr with
+/// `--json`, whose stdout is the JSON only). Results with nothing to draw (a run that failed
 /// before measuring) are a warning: the verdict still follows, and decides the exit.
 pub(crate) fn write_plot(
     path: &std::path::Path,
@@ -372,8 +394,16 @@ pub(crate) fn write_plot(
     ctx: &Context,
 ) -> anyhow::Result<()> {
     match svg {
-        Ok(svg) => std::fs::write(path, svg)
-            .map_err(|e| anyhow::anyhow!("cannot write the picture to {}: {e}", path.display())),
+        Ok(svg) => {
+            plot_file::write(path, &svg)?;
+            let said = format!("wrote plot {}", path.display());
+            if ctx.json {
+                ctx.reporter.info(&said);
+            } else {
+                print_out(&said);
+            }
+            Ok(())
+        }
         Err(e @ crate::report::plot::PlotError::Empty(_)) => {
             let shown = format!("no picture written to {}: {e}", path.display());
             ctx.reporter.warn(&shown);
@@ -416,11 +446,52 @@ pub(crate) fn print_out(text: &str) {
     print_raw(&crate::text::printable_lines(text));
 }
 
+/// Writes text on stdout as `print_out` does, and says whether it could: a command that goes
+/// on printing (`status --watch`) stops when its reader has gone (a broken pipe).
+pub(crate) fn write_out(text: &str) -> std::io::Result<()> {
+    let text = crate::text::printable_lines(text);
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())?;
+    if !text.ends_with('\n') {
+        out.write_all(b"\n")?;
+    }
+    out.flush()
+}
+
 /// Prints text on stdout as it is (a job's own output for `logs`), ignoring a closed pipe.
 pub(crate) fn print_raw(text: &str) {
     let mut out = std::io::stdout().lock();
     let _ = out.write_all(text.as_bytes());
     if !text.ends_with('\n') {
         let _ = out.write_all(b"\n");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cause_the_error_already_quotes_is_printed_once() {
+        let io = std::io::Error::from(std::io::ErrorKind::NotFound);
+        let e: anyhow::Error = crate::input::read_text(
+            std::path::Path::new("/nonexistent/run.log"),
+            crate::input::LOG,
+        )
+        .map_err(anyhow::Error::from)
+        .unwrap_err();
+        let lines = error_lines(&e);
+        assert_eq!(lines.len(), 1, "{lines:#?}");
+        assert!(lines[0].starts_with("error: "), "{lines:#?}");
+        // A cause not said yet still shows, each once.
+        let e = anyhow::Error::from(io).context("reading the plan");
+        let lines = error_lines(&e);
+        assert_eq!(
+            lines,
+            vec![
+                "error: reading the plan".to_string(),
+                "  caused by: entity not found".to_string()
+            ]
+        );
     }
 }

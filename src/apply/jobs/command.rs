@@ -126,6 +126,9 @@ pub enum JobsError {
     NoSuchJob { job: JobName, on: String },
     #[error(transparent)]
     Runtime(#[from] RuntimeError),
+    /// What was shown could not be written (stdout), other than its reader going away.
+    #[error("could not write the output: {0}")]
+    Output(std::io::Error),
 }
 
 impl JobsError {

@@ -33,11 +33,15 @@ const EVENTS: usize = 8;
 pub enum WatchShow<'a> {
     /// One sample, returned (`--json`).
     Once,
-    /// A text sample every few seconds into the sink until Ctrl-C (stdout not a terminal).
-    Lines(&'a (dyn Fn(&str) + Send + Sync)),
+    /// A text sample every few seconds into the sink until Ctrl-C, or until the sink cannot
+    /// be written (stdout not a terminal: `status --watch | head` ends when `head` does).
+    Lines(LineSink<'a>),
     /// One refreshing screen until `q`, Esc or Ctrl-C.
     Screen,
 }
+
+/// Where the text samples go; an error ends the watch (a closed reader: cleanly).
+pub type LineSink<'a> = &'a (dyn Fn(&str) -> std::io::Result<()> + Send + Sync);
 
 /// `spark-launch status --watch [JOB]`: the last sample taken.
 pub async fn watch(
@@ -58,21 +62,38 @@ pub async fn watch(
             let job = req.job.as_ref();
             match show {
                 WatchShow::Once => Ok(sample(&cluster, job).await),
-                WatchShow::Lines(sink) => {
-                    let mut last = sample(&cluster, job).await;
-                    loop {
-                        sink(&format!("{}\n", last.text()));
-                        tokio::select! {
-                            _ = cancel.cancelled() => return Ok(last),
-                            _ = tokio::time::sleep(EVERY) => {}
-                        }
-                        last = sample(&cluster, job).await;
-                    }
-                }
+                WatchShow::Lines(sink) => lines(|| sample(&cluster, job), sink, cancel).await,
                 WatchShow::Screen => screen(&cluster, job, cancel).await,
             }
         })
         .await
+}
+
+/// Text samples into `sink` until Ctrl-C or until it cannot be written: a reader that went
+/// away (a broken pipe, as after `| head`) ends the watch cleanly, as it ends other Unix
+/// tools; any other write error ends it with that error. Never polls the nodes for nobody.
+async fn lines<F, Fut>(
+    mut take: F,
+    sink: LineSink<'_>,
+    cancel: &CancellationToken,
+) -> Result<LiveSample, JobsError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = LiveSample>,
+{
+    let mut last = take().await;
+    loop {
+        match sink(&format!("{}\n", last.text())) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(last),
+            Err(e) => return Err(JobsError::Output(e)),
+        }
+        tokio::select! {
+            _ = cancel.cancelled() => return Ok(last),
+            _ = tokio::time::sleep(EVERY) => {}
+        }
+        last = take().await;
+    }
 }
 
 /// The refreshing screen: a sample is taken in the background while keys are read.
@@ -294,6 +315,46 @@ pub async fn sample(cluster: &Cluster, job: Option<&JobName>) -> LiveSample {
 mod tests {
     use super::*;
     use crate::report::live::EngineReading;
+
+    /// A sink that takes `ok` samples, then fails as `kind` says.
+    fn sink_failing_after(
+        ok: usize,
+        kind: std::io::ErrorKind,
+    ) -> impl Fn(&str) -> std::io::Result<()> + Send + Sync {
+        let written = std::sync::atomic::AtomicUsize::new(0);
+        move |_| {
+            if written.fetch_add(1, std::sync::atomic::Ordering::SeqCst) < ok {
+                Ok(())
+            } else {
+                Err(std::io::Error::from(kind))
+            }
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_closed_reader_ends_the_text_watch_cleanly_after_the_sample_it_refused() {
+        let taken = std::sync::atomic::AtomicUsize::new(0);
+        let take = || {
+            taken.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            std::future::ready(LiveSample::default())
+        };
+        let sink = sink_failing_after(2, std::io::ErrorKind::BrokenPipe);
+        let cancel = CancellationToken::new();
+        let ended = tokio::time::timeout(Duration::from_secs(60), lines(take, &sink, &cancel))
+            .await
+            .expect("the watch went on sampling for a closed reader");
+        assert!(ended.is_ok(), "{ended:?}");
+        assert_eq!(taken.load(std::sync::atomic::Ordering::SeqCst), 3);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn another_write_error_ends_the_text_watch_with_that_error() {
+        let sink = sink_failing_after(0, std::io::ErrorKind::StorageFull);
+        let cancel = CancellationToken::new();
+        let ended = lines(|| std::future::ready(LiveSample::default()), &sink, &cancel).await;
+        let e = ended.expect_err("a full disk is not a reader that left");
+        assert!(e.to_string().contains("could not write"), "{e}");
+    }
 
     #[test]
     fn the_screen_shows_every_box_of_a_sample() {
