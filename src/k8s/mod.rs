@@ -953,6 +953,17 @@ impl Ctx<'_> {
     }
 }
 
+/// Where the README's `kubectl create secret` reads a key from: the file the API key is kept
+/// in (`--api-key auto` or `@FILE`), else a file of that name beside the manifests.
+fn secret_source(plan: &ServePlan, key: &str) -> String {
+    let kept = match plan.engine.engine().api_key() {
+        ApiKeySupport::Env(var) if var == key => plan.api_key.as_ref().and_then(|k| k.file.clone()),
+        _ => None,
+    };
+    let path = kept.unwrap_or_else(|| format!("./{key}"));
+    crate::text::shell_word(&path).into_owned()
+}
+
 fn base_name(path: &str) -> String {
     path.rsplit('/').next().unwrap_or(path).to_string()
 }
@@ -1015,7 +1026,7 @@ from files (never on a command line), e.g.\n\n```\nkubectl create secret generic
             export
                 .secret_keys
                 .iter()
-                .map(|k| format!("--from-file={k}=./{k}"))
+                .map(|k| format!("--from-file={k}={}", secret_source(plan, k)))
                 .collect::<Vec<_>>()
                 .join(" ")
         ));
