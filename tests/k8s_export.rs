@@ -7,7 +7,7 @@
 //! Docker plan's (`up --dry-run --json`, the same snapshots).
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use serde::Deserialize;
@@ -152,6 +152,8 @@ fn env_file(text: &str) -> BTreeMap<String, String> {
 
 /// One export: the plan it was made from, its files, `env --json` of the same nodes.
 struct Exported {
+    /// The folder written (removed when dropped).
+    dir: tempfile::TempDir,
     plan: Value,
     env: Value,
     lws: Value,
@@ -190,13 +192,18 @@ fn export(profile: &str, fixture: &str, shape: &[&str], extra: &[&str]) -> Expor
     .map(|f| read(f))
     .collect::<Vec<_>>()
     .join("\n");
+    let lws = docs(&read("leaderworkerset.yaml")).remove(0);
+    let configmap = docs(&read("configmap.yaml")).remove(0);
+    let service = docs(&read("service.yaml")).remove(0);
+    let readme = read("README.md");
     Exported {
+        dir: out_dir,
         plan,
         env,
-        lws: docs(&read("leaderworkerset.yaml")).remove(0),
-        configmap: docs(&read("configmap.yaml")).remove(0),
-        service: docs(&read("service.yaml")).remove(0),
-        readme: read("README.md"),
+        lws,
+        configmap,
+        service,
+        readme,
         all_text,
     }
 }
@@ -459,5 +466,128 @@ fn a_cache_under_home_is_refused_with_the_flags_that_name_it() {
     assert_eq!(
         vols[0],
         serde_json::json!({"name": "hf-cache", "persistentVolumeClaim": {"claimName": "hf-cache"}})
+    );
+}
+
+/// The site of the pinned validators (tests/standin/fetch-k8s-validate, which scripts/test-all
+/// runs first): a missing one fails the test, never skips it.
+fn validator_site() -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let out = Command::new(root.join("tests/standin/fetch-k8s-validate"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
+}
+
+/// `tests/standin/k8s_validate.py` on a folder of manifests, against LWS v0.7.0's and
+/// v0.10.0's CRD schemas (tests/fixtures/k8s/README.md).
+fn validate(dir: &Path) -> Output {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    Command::new("python3")
+        .arg(root.join("tests/standin/k8s_validate.py"))
+        .arg(dir)
+        .arg(root.join("tests/fixtures/k8s/lws-v0.7.0.schema.json"))
+        .arg(root.join("tests/fixtures/k8s/lws-v0.10.0.schema.json"))
+        .env("PYTHONPATH", validator_site())
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .output()
+        .unwrap()
+}
+
+/// The files of the README's `kubectl apply`, in its order.
+const APPLIED: [&str; 3] = ["configmap.yaml", "service.yaml", "leaderworkerset.yaml"];
+
+#[test]
+fn the_manifests_pass_the_kubernetes_schemas_the_lws_crd_schemas_and_kubectl() {
+    for (fixture, shape) in CLUSTERS {
+        for (profile, _, _) in JOBS {
+            let what = format!("{profile} on {fixture}");
+            let x = export(profile, fixture, shape, &[]);
+            let out = validate(x.dir.path());
+            let report = String::from_utf8_lossy(&out.stdout);
+            assert!(out.status.success(), "{what}\n{}", text(&out));
+            assert!(
+                report.contains("3 objects, 0 failed checks"),
+                "{what}\n{report}"
+            );
+            for check in [
+                "ok LeaderWorkerSet/",
+                "lws-v0.7.0 (fields the API server would prune)",
+                "lws-v0.10.0",
+                "workerTemplate as a PodTemplate, k8s 1.37.0",
+                "ok Service/",
+                "ok ConfigMap/",
+            ] {
+                assert!(report.contains(check), "{what}: {check}\n{report}");
+            }
+            // kubectl decodes every object as the API types it names. `apply --dry-run=client`
+            // asks an API server for its kinds, and none runs here: `--local` asks none.
+            let home = tempfile::tempdir().unwrap();
+            let mut k = Command::new("kubectl");
+            k.args(["label", "--local", "-o", "name"]);
+            for f in APPLIED {
+                k.arg("-f").arg(x.dir.path().join(f));
+            }
+            let out = k
+                .arg("spark-launch.dev/checked=yes")
+                .env("HOME", home.path())
+                .env("KUBECONFIG", home.path().join("none"))
+                .output()
+                .expect("kubectl is installed (scripts/test-all installs it)");
+            assert!(out.status.success(), "{what}: kubectl\n{}", text(&out));
+            let name = x.lws["metadata"]["name"].as_str().unwrap().to_string();
+            assert_eq!(
+                String::from_utf8_lossy(&out.stdout)
+                    .lines()
+                    .collect::<Vec<_>>(),
+                [
+                    format!("configmap/{name}-env"),
+                    format!("service/{name}-api"),
+                    format!("leaderworkerset.leaderworkerset.x-k8s.io/{name}"),
+                ],
+                "{what}"
+            );
+            assert!(
+                x.readme.contains(&format!(
+                    "kubectl apply -f {} -f {} -f {}",
+                    APPLIED[0], APPLIED[1], APPLIED[2]
+                )),
+                "{}",
+                x.readme
+            );
+        }
+    }
+}
+
+#[test]
+fn the_validators_refuse_what_the_api_server_would_refuse_or_silently_drop() {
+    // A check that passes everything proves nothing: the same export, spoilt three ways.
+    let x = export("smoke-test", "seed-001-two-sparks-both-twins", &[], &[]);
+    let path = x.dir.path().join("leaderworkerset.yaml");
+    let text_of = std::fs::read_to_string(&path).unwrap();
+    let spoilt = text_of
+        .replace("RecreateGroupOnPodRestart", "Always")
+        .replace(
+            "  startupPolicy: LeaderCreated",
+            "  startupPolicy: LeaderCreated\n  groupSize: 2",
+        )
+        .replacen(
+            "hostNetwork: true",
+            "hostNetwork: true\n        hostNetworking: true",
+            1,
+        );
+    std::fs::write(&path, spoilt).unwrap();
+    let out = validate(x.dir.path());
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{report}");
+    assert!(
+        report.contains("restartPolicy: 'Always' is not one of"),
+        "{report}"
+    );
+    assert!(report.contains("spec.groupSize"), "{report}");
+    assert!(
+        report.contains("leaderTemplate as a PodTemplate, k8s 1.37.0: Additional properties are not allowed ('hostNetworking' was unexpected)"),
+        "{report}"
     );
 }
