@@ -591,3 +591,62 @@ fn the_validators_refuse_what_the_api_server_would_refuse_or_silently_drop() {
         "{report}"
     );
 }
+
+#[test]
+fn a_job_started_here_is_exported_from_its_kept_plan_as_its_profile_would_be() {
+    // The plan `up` keeps for a job it starts is the `--dry-run --json` plan (secrets shown as
+    // `<set>`); written here as `up` would, then exported by the job's name.
+    let mut u = strings(&[
+        "up",
+        "smoke-test",
+        "--job",
+        "kept-demo",
+        "--hf-home",
+        HF_HOME,
+        "--dry-run",
+        "--json",
+    ]);
+    u.extend(snapshot_args("seed-001-two-sparks-both-twins"));
+    let plan = json_of(&u);
+    let state = tempfile::tempdir().unwrap();
+    let records = state.path().join("records/kept-demo");
+    std::fs::create_dir_all(&records).unwrap();
+    std::fs::write(records.join("plan.json"), plan.to_string()).unwrap();
+    let out_dir = tempfile::tempdir().unwrap();
+    let cfg = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_spark-launch"))
+        .args(["export", "k8s", "kept-demo", "--out"])
+        .arg(out_dir.path())
+        .env("SPARK_LAUNCH_NO_PROGRESS", "1")
+        .env("XDG_CONFIG_HOME", cfg.path())
+        .env("SPARK_LAUNCH_STATE_DIR", state.path())
+        .env_remove("SPARK_LAUNCH_PROFILES")
+        .env_remove("SPARK_LAUNCH_CLUSTER")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let kept = docs(&std::fs::read_to_string(out_dir.path().join("leaderworkerset.yaml")).unwrap())
+        .remove(0);
+    let fresh = export(
+        "smoke-test",
+        "seed-001-two-sparks-both-twins",
+        &[],
+        &["--job", "kept-demo"],
+    );
+    assert_eq!(kept, fresh.lws);
+    let readme = std::fs::read_to_string(out_dir.path().join("README.md")).unwrap();
+    assert!(
+        readme.contains("the plan kept for job kept-demo"),
+        "{readme}"
+    );
+
+    // A name that is neither a profile, a recipe nor a job kept here says so.
+    let out = run(&strings(&["export", "k8s", "no-such-job"]));
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("no launch profile named \"no-such-job\"")
+            && err.contains("nor a job started from this machine"),
+        "{err}"
+    );
+}

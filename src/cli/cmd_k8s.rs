@@ -51,30 +51,33 @@ enum Source {
     Kept(Box<ServePlan>, String),
 }
 
-/// A kept plan of a job when `name` names no profile or recipe but a job started here.
-fn kept(args: &UpArgs) -> Option<(JobName, PathBuf)> {
+/// What the name given is, when it is no recipe: a profile (`None`), a job started here with
+/// its kept plan, or nothing known (the profile finder's refusal, with where no job was kept).
+fn kept(args: &UpArgs) -> Result<Option<(JobName, PathBuf)>, String> {
     if args.registry.is_some() || loader::is_recipe_file(&args.profile) {
-        return None;
+        return Ok(None);
     }
     let dir = args
         .profiles_dir
         .clone()
         .unwrap_or_else(default_profiles_dir);
-    if !matches!(
-        find(&args.profile, &dir, &[]),
-        Err(FindError::Unknown { .. })
-    ) {
-        return None;
-    }
-    let job = JobName::new(&args.profile).ok()?;
+    let unknown = match find(&args.profile, &dir, &[]) {
+        Err(e @ FindError::Unknown { .. }) => e.to_string(),
+        _ => return Ok(None),
+    };
     let state = crate::bench::store::state_dir();
-    records::plan_path(&state, &job)
-        .is_file()
-        .then_some((job, state))
+    match JobName::new(&args.profile) {
+        Ok(job) if records::plan_path(&state, &job).is_file() => Ok(Some((job, state))),
+        Ok(job) => Err(format!(
+            "{unknown}; nor a job started from this machine (no {})",
+            records::plan_path(&state, &job).display()
+        )),
+        Err(_) => Err(unknown),
+    }
 }
 
 async fn plan(args: &UpArgs, ctx: &Context) -> Result<Source, super::CmdError> {
-    if let Some((job, state)) = kept(args) {
+    if let Some((job, state)) = kept(args).map_err(anyhow::Error::msg).invalid()? {
         return match records::load_plan(&state, &job) {
             Ok(plan) => Ok(Source::Kept(
                 Box::new(plan),
