@@ -650,3 +650,53 @@ fn a_job_started_here_is_exported_from_its_kept_plan_as_its_profile_would_be() {
         "{err}"
     );
 }
+
+#[test]
+fn a_recipe_s_mods_reach_every_rank_from_a_configmap_with_their_modes() {
+    // tests/fixtures/recipes/README.md: eugr's checkout layout, a v1 recipe in a sub-folder
+    // with the mod `fix-demo-chat-template` (a chat template and its run.sh).
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/recipes/eugr-checkout");
+    let recipe = root.join("recipes/2x-cluster/demo-qwen-pp2.yaml");
+    let out_dir = tempfile::tempdir().unwrap();
+    let mut a = strings(&[
+        "export",
+        "k8s",
+        recipe.to_str().unwrap(),
+        "--hf-home",
+        HF_HOME,
+    ]);
+    a.extend(strings(&["--out", out_dir.path().to_str().unwrap()]));
+    a.extend(snapshot_args("seed-001-two-sparks-both-twins"));
+    let out = run(&a);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let read = |f: &str| std::fs::read_to_string(out_dir.path().join(f)).unwrap();
+    let maps = docs(&read("configmap.yaml"));
+    let files = maps
+        .iter()
+        .find(|m| m["metadata"]["name"] == "demo-qwen-pp2-files")
+        .expect("a ConfigMap of the recipe's files");
+    let mod_dir = root.join("mods/fix-demo-chat-template");
+    assert_eq!(
+        files["data"]["file-0-chat.jinja"].as_str().unwrap(),
+        std::fs::read_to_string(mod_dir.join("chat.jinja")).unwrap()
+    );
+    assert_eq!(
+        files["data"]["file-1-run.sh"].as_str().unwrap(),
+        std::fs::read_to_string(mod_dir.join("run.sh")).unwrap()
+    );
+    let lws = docs(&read("leaderworkerset.yaml")).remove(0);
+    for side in ["leaderTemplate", "workerTemplate"] {
+        let entry = lws["spec"]["leaderWorkerTemplate"][side]["spec"]["containers"][0]["command"]
+            [2]
+        .as_str()
+        .unwrap();
+        assert!(
+            entry.contains("install -D -m 755 '/etc/spark-launch/k8s-files/file-1-run.sh' '/workspace/mods/fix-demo-chat-template/run.sh'"),
+            "{side}: {entry}"
+        );
+    }
+    let out = validate(out_dir.path());
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{report}");
+    assert!(report.contains("4 objects, 0 failed checks"), "{report}");
+}
