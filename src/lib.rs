@@ -27,6 +27,7 @@ pub mod doctor;
 pub mod fabric;
 pub mod input;
 pub mod inventory;
+pub mod k8s;
 pub mod libnccl;
 pub mod model;
 pub mod node;

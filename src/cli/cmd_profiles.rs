@@ -93,6 +93,16 @@ pub fn load(name: &str, dir: Option<&PathBuf>, sets: &[SetArg]) -> Result<Loaded
 }
 
 pub async fn up(args: UpArgs, ctx: &Context) -> CmdResult {
+    let request = request(&args, ctx)?;
+    super::launch::run(args.serve.launch(request, ctx), Default::default(), ctx).await
+}
+
+/// The serving request `up`'s arguments name: a recipe's (a file, or a name in `--registry`)
+/// or a launch profile's, with the shape flags over it.
+pub(super) fn request(
+    args: &UpArgs,
+    ctx: &Context,
+) -> Result<crate::workload::launch::LaunchRequest, CmdError> {
     let request = if args.registry.is_some() || loader::is_recipe_file(&args.profile) {
         let input = RecipeInput {
             sets: args.sets.clone(),
@@ -127,7 +137,7 @@ pub async fn up(args: UpArgs, ctx: &Context) -> CmdResult {
         tracing::info!("profile {} from {}", loaded.profile.name, loaded.file);
         loaded.profile.request(&args.serve.overrides()).invalid()?
     };
-    super::launch::run(args.serve.launch(request, ctx), Default::default(), ctx).await
+    Ok(request)
 }
 
 /// The nodes given (or the cluster file's), to check fit against; `None` without nodes or

@@ -71,6 +71,8 @@ pub struct ExportArgs {
 pub enum ExportWhat {
     /// A systemd unit that runs `spark-launch supervise JOB`, so the job comes back after a reboot.
     Systemd(SystemdArgs),
+    /// Kubernetes manifests (a LeaderWorkerSet) of a job, profile or recipe.
+    K8s(Box<super::cmd_k8s::K8sArgs>),
 }
 
 #[derive(Debug, clap::Args)]
@@ -106,7 +108,9 @@ pub async fn run(args: SuperviseArgs, ctx: &Context) -> CmdResult {
 
 /// `spark-launch export systemd JOB`.
 pub fn export(args: ExportArgs, ctx: &Context) -> CmdResult {
-    let ExportWhat::Systemd(a) = args.what;
+    let ExportWhat::Systemd(a) = args.what else {
+        return Err(anyhow::anyhow!("export k8s is not a systemd export").into());
+    };
     let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
     let req = ExportRequest {
         job: a.job,

@@ -16,6 +16,7 @@ mod cmd_env;
 mod cmd_fabric;
 mod cmd_image;
 mod cmd_jobs;
+mod cmd_k8s;
 mod cmd_model;
 mod cmd_nccl;
 mod cmd_nodes;
@@ -117,7 +118,7 @@ pub enum Command {
     Stop(cmd_jobs::StopArgs),
     /// Keep a serving job up: probe it, restart its whole group when a rank wedges or stops.
     Supervise(cmd_supervise::SuperviseArgs),
-    /// Write what runs a job's supervisor at boot (a systemd unit).
+    /// Write what runs a job elsewhere: its supervisor at boot (systemd), or on Kubernetes.
     Export(cmd_supervise::ExportArgs),
     /// Measure a served model: tokens/s, TTFT and inter-token latency at a few concurrencies.
     Bench(cmd_bench::BenchArgs),
@@ -335,7 +336,10 @@ async fn dispatch(command: Command, ctx: &Context) -> CmdResult {
         Command::Logs(a) => cmd_jobs::logs(a, ctx).await,
         Command::Stop(a) => cmd_jobs::stop(a, ctx).await,
         Command::Supervise(a) => cmd_supervise::run(a, ctx).await,
-        Command::Export(a) => cmd_supervise::export(a, ctx),
+        Command::Export(a) => match a.what {
+            cmd_supervise::ExportWhat::K8s(k) => cmd_k8s::run(*k, ctx).await,
+            what => cmd_supervise::export(cmd_supervise::ExportArgs { what }, ctx),
+        },
         Command::Bench(a) => cmd_bench::run(a, ctx).await,
         Command::Report(a) => cmd_report::run(a, ctx).await,
         Command::Sim(a) => cmd_sim::run(a, ctx).await,

@@ -309,6 +309,56 @@ impl MultiNode {
     }
 }
 
+impl std::str::FromStr for MultiNode {
+    type Err = String;
+    /// The plan's `mode` back into the mode.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        [
+            MultiNode::Single,
+            MultiNode::Native,
+            MultiNode::Ray,
+            MultiNode::Mpi,
+        ]
+        .into_iter()
+        .find(|m| m.as_str() == s)
+        .ok_or_else(|| format!("unknown multi-node mode {s:?}: single, native, ray or mpi"))
+    }
+}
+
+/// The words that stand, in a rank's line, for what the group knows only once it is placed:
+/// its size, the rank's index (0 on the leader) and the leader's address. A Kubernetes
+/// LeaderWorkerSet gives them as `$(LWS_GROUP_SIZE)`, `$(LWS_WORKER_INDEX)` and
+/// `$(LWS_LEADER_ADDRESS)`, which the kubelet fills in before the container starts.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GroupRefs {
+    pub size: String,
+    pub rank: String,
+    pub leader: String,
+}
+
+/// A rank's line with the group's values written as [`GroupRefs`]: variables to set anew over
+/// the rank's planned environment (values may hold the references), then the command.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct GroupLine {
+    pub env: BTreeMap<String, String>,
+    pub command: Vec<String>,
+}
+
+/// Replaces the value that follows the flag word `flag` in `command` (as an engine wrote it
+/// itself: `--node-rank 1`), when the flag is there; `value` gets what was there before.
+pub fn replace_value(command: &mut [String], flag: &str, value: impl FnOnce(&str) -> String) {
+    if let Some(i) = command.iter().position(|w| w == flag)
+        && let Some(v) = command.get_mut(i + 1)
+    {
+        *v = value(v);
+    }
+}
+
+/// The port of an `ADDR:PORT` an engine wrote (the head's rendezvous), as written.
+pub fn port_of(addr_port: &str) -> &str {
+    addr_port.rsplit_once(':').map_or("", |(_, p)| p)
+}
+
 /// In which order a group's nodes start (and, for a supervisor, restart).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StartOrder {
@@ -488,6 +538,18 @@ pub trait ServingEngine: Sync {
     /// Writes every rank's command into `containers` (one per serving node, head first, each
     /// already carrying the derived environment, the cache, the devices and the labels).
     fn ranks(&self, input: &RankInput<'_>, containers: Vec<ContainerSpec>) -> EngineRanks;
+    /// A rank's line (`spec`, as [`ServingEngine::ranks`] wrote it for `role` in `mode`) for a
+    /// group placed by someone else (a Kubernetes LeaderWorkerSet): every value the engine wrote
+    /// from the plan's group — its size, this rank's index, the leader's address — written as
+    /// `refs` instead, so that every worker runs one line. What it wrote from the node's own
+    /// facts stays; so does anything the group's placer cannot know.
+    fn group_line(
+        &self,
+        mode: MultiNode,
+        role: crate::node::Role,
+        spec: &ContainerSpec,
+        refs: &GroupRefs,
+    ) -> GroupLine;
 }
 
 /// The ports of every engine in each of its multi-node modes with default options, first

@@ -23,8 +23,9 @@
 
 use super::speculative::{SpecMethod, Speculative};
 use super::{
-    ApiKeySupport, EngineOptions, EnginePort, EngineRanks, Launcher, LogPhase, MultiNode,
-    OwnedFlag, PortOn, PortReach, RankInput, ReadySignals, RecipeFlag, ServingEngine, phases,
+    ApiKeySupport, EngineOptions, EnginePort, EngineRanks, GroupLine, GroupRefs, Launcher,
+    LogPhase, MultiNode, OwnedFlag, PortOn, PortReach, RankInput, ReadySignals, RecipeFlag,
+    ServingEngine, phases,
 };
 use crate::node::Role;
 use crate::plan::ContainerSpec;
@@ -284,6 +285,26 @@ impl ServingEngine for Sglang {
         EngineRanks {
             containers,
             waits: Vec::new(),
+        }
+    }
+    /// `--nnodes`, `--node-rank` and the host of `--dist-init-addr` from the group (as
+    /// SGLang's LeaderWorkerSet examples pass them); the rendezvous port stays the plan's.
+    fn group_line(
+        &self,
+        _mode: MultiNode,
+        _role: Role,
+        spec: &ContainerSpec,
+        refs: &GroupRefs,
+    ) -> GroupLine {
+        let mut command = spec.command.clone();
+        super::replace_value(&mut command, "--nnodes", |_| refs.size.clone());
+        super::replace_value(&mut command, "--node-rank", |_| refs.rank.clone());
+        super::replace_value(&mut command, "--dist-init-addr", |was| {
+            format!("{}:{}", refs.leader, super::port_of(was))
+        });
+        GroupLine {
+            env: Default::default(),
+            command,
         }
     }
 }

@@ -29,8 +29,9 @@ use serde::{Deserialize, Serialize};
 
 use super::speculative::{SpecMethod, Speculative};
 use super::{
-    ApiKeySupport, EngineDefaults, EngineOptions, EnginePort, EngineRanks, LogPhase, MultiNode,
-    OwnedFlag, PortOn, PortReach, RankInput, ReadySignals, RecipeFlag, ServingEngine, phases,
+    ApiKeySupport, EngineDefaults, EngineOptions, EnginePort, EngineRanks, GroupLine, GroupRefs,
+    LogPhase, MultiNode, OwnedFlag, PortOn, PortReach, RankInput, ReadySignals, RecipeFlag,
+    ServingEngine, phases,
 };
 use crate::derive::NodeInput;
 use crate::node::Role;
@@ -357,6 +358,21 @@ impl ServingEngine for Trtllm {
         EngineRanks {
             containers,
             waits: Vec::new(),
+        }
+    }
+    /// The line as planned: the head's `mpirun` names every node by its own address, with
+    /// that node's own variables (one app context per node), so the group must run on the
+    /// plan's nodes; the leader's address alone would not do.
+    fn group_line(
+        &self,
+        _mode: MultiNode,
+        _role: Role,
+        spec: &ContainerSpec,
+        _refs: &GroupRefs,
+    ) -> GroupLine {
+        GroupLine {
+            env: BTreeMap::new(),
+            command: spec.command.clone(),
         }
     }
 }

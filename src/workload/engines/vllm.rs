@@ -18,9 +18,12 @@
 //! Pure: the decided plan in, the ranks' commands out.
 
 use super::speculative::{SpecMethod, Speculative};
+use std::collections::BTreeMap;
+
 use super::{
-    ApiKeySupport, EngineOptions, EnginePort, EngineRanks, FlagValues, LogPhase, MultiNode,
-    OwnedFlag, PortOn, PortReach, RankInput, ReadySignals, RecipeFlag, ServingEngine, phases, ray,
+    ApiKeySupport, EngineOptions, EnginePort, EngineRanks, FlagValues, GroupLine, GroupRefs,
+    LogPhase, MultiNode, OwnedFlag, PortOn, PortReach, RankInput, ReadySignals, RecipeFlag,
+    ServingEngine, phases, ray,
 };
 use crate::node::Role;
 use crate::plan::{ContainerSpec, RayMember};
@@ -246,6 +249,38 @@ impl ServingEngine for Vllm {
             VllmMode::Native { master_port } => native(input, containers, master_port),
             VllmMode::Ray { ray_port } => over_ray(input, containers, ray_port),
         }
+    }
+    /// Native: `--nnodes`, `--node-rank` and `--master-addr` from the group (vLLM's own
+    /// LeaderWorkerSet deployment passes the same three). Ray: a worker joins Ray at the
+    /// leader's address; the head's line names no other node but the members it waits for,
+    /// by the addresses of the plan's nodes.
+    fn group_line(
+        &self,
+        mode: MultiNode,
+        role: Role,
+        spec: &ContainerSpec,
+        refs: &GroupRefs,
+    ) -> GroupLine {
+        let mut line = GroupLine {
+            env: BTreeMap::new(),
+            command: spec.command.clone(),
+        };
+        match mode {
+            MultiNode::Ray if role == Role::Worker => {
+                if let Some(head) = spec.env.get("SL_RAY_HEAD") {
+                    let port = super::port_of(head);
+                    line.env
+                        .insert("SL_RAY_HEAD".into(), format!("{}:{port}", refs.leader));
+                }
+            }
+            MultiNode::Native => {
+                super::replace_value(&mut line.command, "--nnodes", |_| refs.size.clone());
+                super::replace_value(&mut line.command, "--node-rank", |_| refs.rank.clone());
+                super::replace_value(&mut line.command, "--master-addr", |_| refs.leader.clone());
+            }
+            _ => {}
+        }
+        line
     }
 }
 
