@@ -9,14 +9,20 @@
 //! program takes its wheel's copy when torch's RPATH names one. On a real GPU machine they
 //! differ (the loader's copy 2.28.3, PyTorch's wheel 2.28.9).
 //!
+//! A running host job's processes are observed instead ([`ProcessNccl`], for `status`): the
+//! `libnccl` files their `/proc/PID/maps` hold, with the build string of each.
+//!
 //! Pure: what the probe read in, the judge's `Loads` out. Reading the files is
 //! `runtime::host_nccl`'s job.
+
+use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
 use super::check::{LibraryOrigin, Loads};
 use super::loader::{Found, Resolution};
 use super::python::PythonSeen;
+use super::version::LibVersion;
 
 /// The snapshot file the probe writes it to (read back by `probe::read`).
 pub const SNAPSHOT_FILE: &str = "host-nccl.json";
@@ -125,6 +131,62 @@ impl HostNccl {
     }
 }
 
+/// One `libnccl` file a process of a running host job has mapped (`/proc/PID/maps`), with the
+/// build string read from that file.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Mapped {
+    /// A process of the job that maps it.
+    pub pid: u32,
+    pub path: String,
+    /// NCCL's build string in the file; `None` when it has none or could not be read (`error`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<LibVersion>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// What the processes of one running host job have loaded for NCCL (`status`): observed in
+/// the processes themselves, so no loader order is claimed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "state", rename_all = "kebab-case")]
+pub enum ProcessNccl {
+    /// The files mapped, one per path.
+    Mapped { libs: Vec<Mapped> },
+    /// No process of the job has a `libnccl` mapped (yet: NCCL is mapped when a program
+    /// first loads it, a PyTorch program at `import torch`).
+    NoneMapped,
+    /// Looking failed: why.
+    Failed { error: String },
+}
+
+impl fmt::Display for ProcessNccl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ProcessNccl::Mapped { libs } => {
+                let shown: Vec<String> = libs
+                    .iter()
+                    .map(|m| {
+                        let what = match (&m.version, &m.error) {
+                            (Some(v), _) => format!("NCCL {v}"),
+                            (None, Some(e)) => format!("a file not read ({e})"),
+                            (None, None) => "a file without NCCL's version string".to_string(),
+                        };
+                        format!("{what} from {} (mapped by pid {})", m.path, m.pid)
+                    })
+                    .collect();
+                if libs.len() > 1 {
+                    write!(f, "{} NCCL files in one job: ", libs.len())?;
+                }
+                f.write_str(&shown.join("; "))
+            }
+            ProcessNccl::NoneMapped => f.write_str(
+                "no process of it has libnccl mapped (yet: it is mapped when a program first loads NCCL)",
+            ),
+            ProcessNccl::Failed { error } => write!(f, "not read: {error}"),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -199,6 +261,38 @@ mod tests {
             HostNccl::default().loads(Program::Torch),
             Loads::Missing { .. }
         ));
+    }
+
+    #[test]
+    fn what_a_running_jobs_processes_mapped_is_said_with_the_pid_and_two_copies_are_named() {
+        let one = |pid, path: &str, v: &str| Mapped {
+            pid,
+            path: path.into(),
+            version: parse_build_string(v),
+            error: None,
+        };
+        let p = ProcessNccl::Mapped {
+            libs: vec![one(
+                4242,
+                "/usr/lib/x86_64-linux-gnu/libnccl.so.2.28.3",
+                "2.28.3+cuda13.0",
+            )],
+        };
+        assert_eq!(
+            p.to_string(),
+            "NCCL 2.28.3+cuda13.0 from /usr/lib/x86_64-linux-gnu/libnccl.so.2.28.3 (mapped by pid 4242)"
+        );
+        let two = ProcessNccl::Mapped {
+            libs: vec![
+                one(1, "/a/libnccl.so.2", "2.28.3"),
+                one(2, "/b/libnccl.so.2", "2.28.9"),
+            ],
+        };
+        assert!(
+            two.to_string()
+                .starts_with("2 NCCL files in one job: NCCL 2.28.3"),
+            "{two}"
+        );
     }
 
     #[test]
