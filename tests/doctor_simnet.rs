@@ -243,6 +243,9 @@ fn a_healthy_simulated_cluster_reports_nothing_and_two_injected_faults_exactly_t
         "reach.ssh",
         "reach.fabric",
         "reach.ports",
+        // Each node's own NCCL was read: here through n1's own files, on n2 and n3 through
+        // their shells over SSH (a failed read would be a skip).
+        "host.nccl",
     ] {
         assert!(ran(id), "{id} did not run everywhere: {v:#}");
     }

@@ -203,6 +203,27 @@ fn a_gpu_machine_without_rdma_skips_what_it_has_nothing_to_check_on_saying_why()
         )
     );
     assert_eq!(status("fabric.rdma-active").0, CheckStatus::Fail);
+    // Its own NCCL (`--runtime host`): nothing to compare on one node, what it loads noted.
+    assert_eq!(
+        status("host.nccl"),
+        (
+            CheckStatus::Skipped,
+            Some("one node: nothing to compare or reach between nodes".to_string())
+        )
+    );
+    let notes: Vec<&str> = r
+        .checks
+        .iter()
+        .filter(|c| c.info.id == "host.nccl")
+        .flat_map(|c| c.notes.iter().map(|n| n.text.as_str()))
+        .collect();
+    assert_eq!(
+        notes,
+        [
+            "its loader takes NCCL 2.28.3+cuda13.0 from /usr/lib/x86_64-linux-gnu/libnccl.so.2 → /usr/lib/x86_64-linux-gnu/libnccl.so.2.28.3 (ld.so.cache)",
+            "its python3's PyTorch takes NCCL 2.28.9 from /usr/local/lib/python3.12/dist-packages/nvidia/nccl/lib/libnccl.so.2 (RPATH of /usr/local/lib/python3.12/dist-packages/torch/lib/libtorch_cuda.so)"
+        ]
+    );
     for id in [
         "host.memlock",
         "host.nvidia-driver",

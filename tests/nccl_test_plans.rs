@@ -213,6 +213,67 @@ fn dry_run_json_from_snapshots_prints_the_whole_plan_and_nothing_else() {
 }
 
 #[test]
+fn a_host_runtime_plan_names_each_nodes_own_nccl_and_how_the_loader_finds_it() {
+    // The real GPU machine's snapshot (tests/fixtures/README.md): its loader's copy is 2.28.3
+    // (ld.so.cache), PyTorch's wheel 2.28.9 (torch's RPATH). nccl-tests' binaries take the
+    // loader's; the plan says what a PyTorch program would take instead.
+    let mut args: Vec<String> = ["--json", "nccl-test", "--dry-run", "--runtime", "host"]
+        .map(String::from)
+        .to_vec();
+    args.extend(snapshot_args("real-gpu-one-node-no-rdma"));
+    let out = spark_launch(&args);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stdout is JSON");
+    let n = &v["nccl"]["nodes"][0];
+    assert_eq!(n["node"], "vm");
+    assert_eq!(n["state"], "known", "{n}");
+    assert_eq!(n["origin"], "host");
+    assert_eq!(n["path"], "/usr/lib/x86_64-linux-gnu/libnccl.so.2");
+    assert_eq!(n["via"], "ld-so-cache");
+    assert_eq!(n["version"], "2.28.3+cuda13.0");
+    assert_eq!(v["nccl"]["rule"]["host"], true);
+    let notes: Vec<&str> = v["nccl"]["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|x| x.as_str())
+        .collect();
+    assert_eq!(
+        notes,
+        [
+            "vm: a PyTorch program there loads NCCL 2.28.9 from /usr/local/lib/python3.12/dist-packages/nvidia/nccl/lib/libnccl.so.2 (RPATH of /usr/local/lib/python3.12/dist-packages/torch/lib/libtorch_cuda.so) instead"
+        ]
+    );
+    // In text, under the plan's heading for the host runtime.
+    let text = spark_launch(&args[1..]);
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("NCCL each node's own processes load (--runtime host):\n  vm  NCCL 2.28.3+cuda13.0 from /usr/lib/x86_64-linux-gnu/libnccl.so.2 → /usr/lib/x86_64-linux-gnu/libnccl.so.2.28.3 (ld.so.cache)"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_host_runtime_plan_on_a_snapshot_without_the_nodes_own_nccl_says_it_is_not_known() {
+    let mut args: Vec<String> = ["--json", "nccl-test", "--dry-run", "--runtime", "host"]
+        .map(String::from)
+        .to_vec();
+    args.extend(snapshot_args("seed-001-two-sparks-both-twins"));
+    let out = spark_launch(&args);
+    assert_eq!(out.status.code(), Some(0));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stdout is JSON");
+    for n in v["nccl"]["nodes"].as_array().unwrap() {
+        assert_eq!(n["state"], "not-yet-known", "{n}");
+        assert!(n["why"].as_str().unwrap().contains("host-nccl.json"), "{n}");
+    }
+}
+
+#[test]
 fn an_env_value_never_reaches_the_mpirun_command_line_only_its_name_does() {
     // Issue 24 item 2: `--env HF_TOKEN=hf_X` printed `-x 'HF_TOKEN=hf_X'`, and live the token
     // was in `ps` and `docker inspect`'s Cmd. Now `-x HF_TOKEN` forwards it from the head's

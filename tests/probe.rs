@@ -90,6 +90,26 @@ fn an_unreadable_gid_slot_is_an_empty_slot_in_both_readers() {
     assert_eq!(a.rdma_devices[0].ports[0].gids.len(), 1);
 }
 
+#[test]
+fn a_snapshot_without_the_nodes_own_nccl_reads_it_as_not_recorded_and_garbage_as_garbage() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let base = tmp.path();
+    std::fs::write(base.join("hostname"), "n\n").unwrap();
+    let facts = read_facts(&DirTree::new(base)).unwrap();
+    assert_eq!(facts.host.nccl, None);
+    std::fs::write(base.join("host-nccl.json"), "{not json").unwrap();
+    let facts = read_facts(&DirTree::new(base)).unwrap();
+    assert_eq!(facts.host.nccl, None);
+    assert!(
+        facts
+            .read_warnings()
+            .iter()
+            .any(|w| w.starts_with("host-nccl.json: not what the probe writes there")),
+        "{:?}",
+        facts.read_warnings()
+    );
+}
+
 fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_spark-launch")
 }
@@ -166,6 +186,11 @@ fn a_capture_reads_back_as_the_same_machine_and_refuses_a_non_empty_folder() {
         assert_eq!(live["host"][key], back["host"][key], "{key}");
         assert_ne!(back["host"][key], "not_recorded", "{key}: {back}");
     }
+    // What this machine's own processes load for NCCL (`--runtime host`) is captured too, and
+    // reads back as it was read live.
+    assert!(dir.join("host-nccl.json").is_file());
+    assert!(live["host"]["nccl"]["loader"].is_object(), "{live}");
+    assert_eq!(live["host"]["nccl"], back["host"]["nccl"]);
 
     let again = Command::new(bin())
         .args(["probe", "--capture"])

@@ -4,6 +4,8 @@
 
 use std::process::{Command, Output};
 
+mod support;
+
 fn sl(state: &std::path::Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_spark-launch"))
         .args(args)
@@ -259,4 +261,60 @@ fn a_host_job_gets_its_secrets_through_a_private_file_never_its_command_line() {
     let out = sl(state.path(), &["stop", &job]);
     assert!(out.status.success(), "{}", describe(&out));
     assert_eq!(job_processes(&marker), 0);
+}
+
+#[test]
+fn status_names_the_nccl_a_running_host_jobs_processes_have_mapped() {
+    // A real NCCL build (tests/standin/fetch-nccl-wheels), loaded by CPython as a program
+    // loads it; status reads the job's processes' /proc/PID/maps and the file's build string.
+    let lib = support::standin::nccl_wheels().join("nvidia-nccl-cu13-2.30.7/libnccl.so.2");
+    let lib = std::fs::canonicalize(lib).unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let job = format!("sl4n{}", std::process::id());
+    let script = "import ctypes, sys, time\nctypes.CDLL(sys.argv[1])\nprint('loaded', flush=True)\ntime.sleep(60)";
+    let out = sl(
+        state.path(),
+        &[
+            "run",
+            "--job",
+            &job,
+            "--runtime",
+            "host",
+            "--",
+            "/usr/bin/python3",
+            "-c",
+            script,
+            lib.to_str().unwrap(),
+        ],
+    );
+    assert!(out.status.success(), "{}", describe(&out));
+    let started = std::time::Instant::now();
+    loop {
+        let logs = sl(state.path(), &["logs", &job]);
+        if String::from_utf8_lossy(&logs.stdout).contains("loaded") {
+            break;
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(20),
+            "the job never loaded NCCL: {}",
+            describe(&logs)
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let status = sl(state.path(), &["status", &job, "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    let mapped = &v["jobs"][0]["nccl_mapped"];
+    assert_eq!(mapped["state"], "mapped", "{v}");
+    assert_eq!(mapped["libs"][0]["path"], lib.to_str().unwrap(), "{v}");
+    assert_eq!(mapped["libs"][0]["version"], "2.30.7+cuda13.3");
+    let text = sl(state.path(), &["status", &job]);
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains(&format!(
+            "NCCL the host processes have mapped:\n  sl-{job}-"
+        )) && text.contains(&format!("NCCL 2.30.7+cuda13.3 from {}", lib.display())),
+        "{text}"
+    );
+    let stop = sl(state.path(), &["stop", &job]);
+    assert!(stop.status.success(), "{}", describe(&stop));
 }

@@ -1,5 +1,5 @@
 //! Host checks: locked-memory limits, RDMA device nodes, the NVIDIA driver, kernel and CMA,
-//! memory and disk, Docker and its GPU runtime, `/etc/nccl.conf`.
+//! memory and disk, Docker and its GPU runtime, `/etc/nccl.conf`, the nodes' own NCCL.
 //!
 //! Pure. Fact checks read `HostFacts` from the probe (so they run on snapshots); the Docker,
 //! disk and container checks judge what the live gather saw. Versions are compared with the
@@ -56,6 +56,14 @@ pub const CHECKS: &[Check] = &[
     Check {
         info: info("host.kernel", CheckNeeds::Facts, "same kernel version"),
         run: kernel,
+    },
+    Check {
+        info: info(
+            "host.nccl",
+            CheckNeeds::Facts,
+            "own NCCL, one release (--runtime host)",
+        ),
+        run: host_nccl,
     },
     Check {
         info: info(
@@ -320,6 +328,78 @@ fn kernel(inputs: &Inputs) -> Evaluation {
             ));
         },
     )
+}
+
+/// `host.nccl`: the NCCL each node's own processes load (`--runtime host`), as the probe read
+/// it: the loader's copy (what nccl-tests' binaries take) and PyTorch's wheel's when torch's
+/// RPATH names another; each compared with the head's. A difference is a warning: containers
+/// bring their own NCCL (`cluster.image-nccl`), so it breaks only jobs run on the hosts, whose
+/// ranks of different releases fail at init or hang. Not recorded, or not read: a skip.
+fn host_nccl(inputs: &Inputs) -> Evaluation {
+    use crate::libnccl::host::Program;
+    use crate::libnccl::{LibVersion, Loads};
+    let mut e = Evaluation::default();
+    let version = |l: &Loads| l.version().map(|v: &LibVersion| v.version);
+    // Per node: the two programs' answers, when read.
+    let mut read: Vec<(&NodeInput, Loads, Loads)> = Vec::new();
+    for n in inputs.nodes {
+        let Some(h) = &n.facts.host.nccl else {
+            e.skip(
+                &n.name,
+                format!(
+                    "the snapshot does not record the node's own NCCL (host-nccl.json): {RECAPTURE} what its loader and its python3's torch load)"
+                ),
+            );
+            continue;
+        };
+        if let Some(err) = &h.error {
+            e.skip(
+                &n.name,
+                format!("reading the node's own NCCL failed: {err}"),
+            );
+            continue;
+        }
+        let (plain, torch) = (h.loads(Program::Plain), h.loads(Program::Torch));
+        e.note(&n.name, format!("its loader takes {plain}"));
+        if h.torch.is_some() {
+            e.note(&n.name, format!("its python3's PyTorch takes {torch}"));
+        }
+        read.push((n, plain, torch));
+    }
+    let Some(head) = inputs.head() else { return e };
+    let head_read = read.iter().find(|(n, _, _)| n.name == head.name);
+    for (n, plain, torch) in &read {
+        if n.name == head.name {
+            continue;
+        }
+        for (what, mine, theirs) in [
+            ("its loader takes", plain, head_read.map(|(_, p, _)| p)),
+            (
+                "its python3's PyTorch takes",
+                torch,
+                head_read.map(|(_, _, t)| t),
+            ),
+        ] {
+            let (Some(v), Some(h)) = (version(mine), theirs.and_then(version)) else {
+                continue;
+            };
+            if v == h {
+                continue;
+            }
+            e.push(Finding::warn(
+                &n.name,
+                format!(
+                    "{what} NCCL {v}, but on the head {} it takes {h}",
+                    head.name
+                ),
+                "a job run on the hosts (--runtime host) loads each node's own NCCL, and ranks of different releases fail at init (`NCCL version mismatch`) or hang; containers bring their own and are not affected",
+                Fix::text(
+                    "install one NCCL release on every node (the same libnccl2 package, or one folder first on LD_LIBRARY_PATH everywhere; the same torch everywhere for PyTorch programs), or run in containers",
+                ),
+            ));
+        }
+    }
+    e
 }
 
 fn cma(inputs: &Inputs) -> Evaluation {
@@ -749,6 +829,74 @@ mod tests {
         );
         let e = facts_eval("host.nvidia-driver", &with(Some("580.126.09")));
         assert_eq!(verdicts(&e), vec![("spark-b".into(), Severity::Warn)]);
+    }
+
+    /// A node's own NCCL as on the real GPU machine of the fixtures' README, with the loader's
+    /// copy of release `loader`.
+    fn own_nccl(loader: &str) -> crate::libnccl::host::HostNccl {
+        use crate::libnccl::loader::{Found, Machine, Resolution, Via};
+        use crate::libnccl::version::parse_build_string;
+        crate::libnccl::host::HostNccl {
+            loader: Resolution {
+                loads: Some(Found {
+                    path: "/usr/lib/aarch64-linux-gnu/libnccl.so.2".into(),
+                    file: None,
+                    via: Via::LdSoCache,
+                    by: None,
+                    machine: Machine::Arm64,
+                    version: parse_build_string(loader),
+                }),
+                ..Resolution::default()
+            },
+            torch: Some(Found {
+                path: "/sp/nvidia/nccl/lib/libnccl.so.2".into(),
+                file: None,
+                via: Via::Rpath,
+                by: Some("/sp/torch/lib/libtorch_cuda.so".into()),
+                machine: Machine::Arm64,
+                version: parse_build_string("2.28.9+cuda12.9"),
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn host_nccl_warns_a_node_whose_own_loader_takes_another_release_and_skips_what_was_not_read() {
+        let with = |a: Option<&str>, b: Option<&str>| {
+            let (a, b) = (a.map(own_nccl), b.map(own_nccl));
+            vec![
+                Node::cabled_spark("spark-a", "192.168.177.11/24")
+                    .host(move |h| h.nccl = a)
+                    .named("spark-a"),
+                Node::cabled_spark("spark-b", "192.168.177.12/24")
+                    .host(move |h| h.nccl = b)
+                    .named("spark-b"),
+            ]
+        };
+        let same = facts_eval("host.nccl", &with(Some("2.28.3"), Some("2.28.3")));
+        assert!(same.findings.is_empty(), "{same:?}");
+        assert_eq!(
+            same.notes[0].text,
+            "its loader takes NCCL 2.28.3 from /usr/lib/aarch64-linux-gnu/libnccl.so.2 (ld.so.cache)"
+        );
+        assert_eq!(
+            same.notes[1].text,
+            "its python3's PyTorch takes NCCL 2.28.9+cuda12.9 from /sp/nvidia/nccl/lib/libnccl.so.2 (RPATH of /sp/torch/lib/libtorch_cuda.so)"
+        );
+        let e = facts_eval("host.nccl", &with(Some("2.28.3"), Some("2.30.7")));
+        assert_eq!(verdicts(&e), vec![("spark-b".into(), Severity::Warn)]);
+        assert_eq!(
+            e.findings[0].problem,
+            "its loader takes NCCL 2.30.7, but on the head spark-a it takes 2.28.3"
+        );
+        // Not recorded (a snapshot of an older capture): a skip saying how to record it.
+        let e = facts_eval("host.nccl", &with(Some("2.28.3"), None));
+        assert!(e.findings.is_empty());
+        assert_eq!(
+            e.status_of(&"spark-b".parse().unwrap()),
+            CheckStatus::Skipped
+        );
+        assert!(e.skipped[0].1.contains("host-nccl.json"), "{e:?}");
     }
 
     #[test]

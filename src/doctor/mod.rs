@@ -327,6 +327,7 @@ const BETWEEN_NODES: &[&str] = &[
     "reach.ssh",
     "reach.fabric",
     "host.kernel",
+    "host.nccl",
 ];
 
 /// A check that found nothing wrong on a node where it had nothing to look at is a skip that

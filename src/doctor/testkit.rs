@@ -85,6 +85,8 @@ impl Node {
                     gpus: vec![],
                     nccl_conf: Observed::Absent,
                     memlock: Some(MemlockLimit::Unlimited),
+                    // Read, and no libnccl.so.2 on the node itself: containers bring theirs.
+                    nccl: Some(Default::default()),
                 },
                 links: None,
                 netplan: None,

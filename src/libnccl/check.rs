@@ -28,6 +28,8 @@ pub enum LibraryOrigin {
     Image,
     /// The library `--nccl-from` mounted.
     NcclFrom,
+    /// The node's own (`--runtime host`: no image, the node's files and loader).
+    Host,
 }
 
 /// What one node's container will load.
@@ -214,6 +216,9 @@ pub struct Rule {
     /// The image `nccl-build` makes by default, named in the fixes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub build_image: Option<String>,
+    /// `--runtime host`: each node's own NCCL, fixed on the nodes, not in an image.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub host: bool,
 }
 
 /// One reason not to start, with the fix and the nodes it is about.
@@ -232,6 +237,9 @@ pub struct LibraryVerdict {
     pub warnings: Vec<String>,
     pub notes: Vec<String>,
 }
+
+/// The fix for different releases on the nodes themselves (`--runtime host`).
+const HOST_SAME_FIX: &str = "install one NCCL release on every node (the same libnccl2 package, or one folder first on LD_LIBRARY_PATH everywhere; a PyTorch program takes its wheel's: the same torch everywhere), or run in containers of one image";
 
 fn names<'a>(nodes: impl Iterator<Item = &'a NodeName>) -> String {
     nodes.map(|n| n.as_str()).collect::<Vec<_>>().join(", ")
@@ -256,7 +264,9 @@ pub fn judge(nodes: &[NodeNccl], rule: &Rule) -> LibraryVerdict {
         v.notes.push(format!(
             "the NCCL the containers load on {} is not yet known: {why}{}",
             names(unknown.iter().map(|(n, _)| *n)),
-            if rule.ring {
+            if rule.host {
+                String::new()
+            } else if rule.ring {
                 format!("; the launch checks it (≥ {RING_MIN} on this ring) before starting")
             } else {
                 "; the launch checks it before starting".to_string()
@@ -299,7 +309,9 @@ pub fn judge(nodes: &[NodeNccl], rule: &Rule) -> LibraryVerdict {
                 "the containers would load different NCCL releases ({}): ranks of different releases fail at init (`NCCL version mismatch`) or hang",
                 listed.join("; ")
             ),
-            fix: if rule.serving {
+            fix: if rule.host {
+                HOST_SAME_FIX.to_string()
+            } else if rule.serving {
                 format!(
                     "give every node the same library: --nccl-from {build} (or one image on every node: `spark-launch image push IMAGE`)"
                 )
@@ -329,7 +341,11 @@ pub fn judge(nodes: &[NodeNccl], rule: &Rule) -> LibraryVerdict {
                 names(old.iter().map(|(n, _)| *n)),
                 first
             );
-            let fix = if from_flag {
+            let fix = if rule.host {
+                format!(
+                    "install NCCL {RING_MIN} or later on every node where the loader finds it first (or put its folder first on LD_LIBRARY_PATH there), or run in containers with an image that has it (`spark-launch nccl-build`); or start anyway with --allow-old-nccl"
+                )
+            } else if from_flag {
                 format!(
                     "give --nccl-from a library of NCCL {RING_MIN} or later: `spark-launch nccl-build` builds one ({build})"
                 )
@@ -380,7 +396,7 @@ fn node_findings(x: &NodeNccl, rule: &Rule, build: &str, v: &mut LibraryVerdict)
         } => {
             if let Some(o) = otherwise
                 && o.path != lib.path
-                && *origin == LibraryOrigin::Image
+                && *origin != LibraryOrigin::NcclFrom
             {
                 v.notes.push(format!(
                     "{n}: the loader's own search finds {} ({}, {}), but {} loads its own through its {}: that is the NCCL the engine runs",

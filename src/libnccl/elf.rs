@@ -11,6 +11,11 @@
 //! strings lie behind the stream and outside that prefix, the reader asks for a second pass
 //! ([`Feed::Again`]) and keeps only the strings it now knows it needs.
 //!
+//! A caller that can read at any offset (a file on this machine, a node's file through its
+//! shell) asks [`DynamicReader::wanted`] for the few ranges the reader still needs and hands
+//! them in with [`DynamicReader::feed_at`]: a few KiB of a library of a GiB, in a handful of
+//! reads.
+//!
 //! 64-bit little-endian ELF only (arm64 and amd64, what the containers run). Pure: bytes in,
 //! facts out; the caller opens the stream.
 
@@ -145,7 +150,21 @@ enum Stage {
     Done(Dynamic),
 }
 
+/// The most bytes [`DynamicReader::wanted`] asks for at once for a string (the strings are
+/// short; one that runs on is asked for again from where it stopped).
+const STRING_READ: u64 = 4096;
+
 impl Stage {
+    fn windows_ref(&self) -> &[Window] {
+        match self {
+            Stage::Header(w)
+            | Stage::Phdrs { window: w, .. }
+            | Stage::Dynamic { window: w, .. } => std::slice::from_ref(w),
+            Stage::Strings { windows, .. } => windows,
+            Stage::Done(_) => &[],
+        }
+    }
+
     fn windows(&mut self) -> &mut [Window] {
         match self {
             Stage::Header(w)
@@ -256,6 +275,44 @@ impl DynamicReader {
             )));
         }
         Ok(Feed::Again)
+    }
+
+    /// The ranges of the file the reader still needs, as `(offset, length)`, in file order,
+    /// for a caller that reads at any offset instead of streaming; empty once done. A string
+    /// is asked for [`STRING_READ`] bytes at a time.
+    pub fn wanted(&self) -> Vec<(u64, u64)> {
+        let mut out: Vec<(u64, u64)> = self
+            .stage
+            .windows_ref()
+            .iter()
+            .filter(|w| !w.complete())
+            .map(|w| {
+                let have = w.data.len() as u64;
+                let left = w.want.saturating_sub(have);
+                let len = if w.cstr { left.min(STRING_READ) } else { left };
+                (w.start.saturating_add(have), len)
+            })
+            .collect();
+        out.sort_unstable();
+        out
+    }
+
+    /// Takes `bytes` read at file offset `at` (where [`DynamicReader::wanted`] pointed):
+    /// `Done` once the section is read, else `More` (ask `wanted` again). A read that comes
+    /// back short because the file ends there is answered by [`DynamicReader::finish`].
+    pub fn feed_at(&mut self, at: u64, bytes: &[u8]) -> Result<Feed, DynamicError> {
+        loop {
+            for w in self.stage.windows() {
+                w.take(at, bytes);
+            }
+            if !self.advance()? {
+                break;
+            }
+        }
+        match &self.stage {
+            Stage::Done(d) => Ok(Feed::Done(d.clone())),
+            _ => Ok(Feed::More),
+        }
     }
 
     /// The end of the stream: done, or what was missing.
@@ -452,6 +509,49 @@ mod tests {
             }
             return (r.finish(), r.pass());
         }
+    }
+
+    /// Reads `file` at the offsets the reader asks for, as a caller with random access does:
+    /// the result and the bytes read.
+    fn random(file: &[u8]) -> (Result<Dynamic, DynamicError>, u64) {
+        let mut r = DynamicReader::new();
+        let mut read = 0u64;
+        loop {
+            let wanted = r.wanted();
+            let Some(&(at, len)) = wanted.first() else {
+                return (r.finish(), read);
+            };
+            let start = (at as usize).min(file.len());
+            let end = (at.saturating_add(len) as usize).min(file.len());
+            read += (end - start) as u64;
+            if start == end {
+                return (r.finish(), read);
+            }
+            match r.feed_at(at, &file[start..end]) {
+                Ok(Feed::Done(d)) => return (Ok(d), read),
+                Ok(_) => {}
+                Err(e) => return (Err(e), read),
+            }
+        }
+    }
+
+    #[test]
+    fn a_reader_with_random_access_reads_only_the_ranges_it_is_asked_for() {
+        // Wherever the linker put the strings, a few KiB of a 12 MiB file are read.
+        let behind = PREFIX_KEEP as usize + 4096;
+        for f in [
+            synth(4096, 3 << 20, 4 << 20),
+            synth(behind, behind + (1 << 20), behind + (2 << 20)),
+        ] {
+            let (got, read) = random(&f);
+            assert_eq!(got, Ok(want()));
+            assert!(read < 6 * STRING_READ + 4096, "read {read} bytes");
+        }
+        let f = synth(300, 900, 1200);
+        assert_eq!(
+            random(&f[..500]).0,
+            Err(DynamicError::Truncated("dynamic segment"))
+        );
     }
 
     fn want() -> Dynamic {

@@ -119,9 +119,14 @@ pub fn elf_machine(head: &[u8]) -> Result<Machine, ElfError> {
 /// Whether the loader of a `want` container takes a file whose first bytes are `head`, or why
 /// it skips it.
 pub fn accepts(head: &[u8], want: Option<Machine>) -> Result<Machine, String> {
+    accepts_in(head, want, "the container")
+}
+
+/// [`accepts`] for the loader of `place` (`the container`, `the node`), named in the reason.
+pub fn accepts_in(head: &[u8], want: Option<Machine>, place: &str) -> Result<Machine, String> {
     let m = elf_machine(head).map_err(|e| e.to_string())?;
     match want {
-        Some(w) if w != m => Err(format!("built for {m}, the container is {w}")),
+        Some(w) if w != m => Err(format!("built for {m}, {place} is {w}")),
         _ => Ok(m),
     }
 }

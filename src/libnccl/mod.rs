@@ -7,11 +7,15 @@
 //! its Python would, and `elf` reads its `libtorch_cuda.so`'s RPATH, which comes before
 //! `LD_LIBRARY_PATH`.
 //!
+//! A node's own NCCL (`--runtime host`) is read with the same model on the node's files; what
+//! the probe recorded of it is `host`.
+//!
 //! Pure: the bytes of a library, an image's `ld.so.cache` and environment in; decisions out.
 //! Reading them from an image or a node is `runtime::libnccl`'s and `apply::nccl`'s job.
 
 pub mod check;
 pub mod elf;
+pub mod host;
 pub mod loader;
 pub mod python;
 pub mod version;

@@ -10,8 +10,9 @@
 //! at". With `SL_ROOT=DIR`
 //! set it reads a snapshot folder instead of the live machine (tests use that to prove the
 //! emitter covers every path the reader needs), copying that snapshot's own `recorded` list, and
-//! relays what the link probe (`link_emit`) recorded there (`links/`, `etc/netplan/`), so a
-//! snapshot streams whole. It needs only `sh`, `sed`, `cat` and
+//! relays what the link probe (`link_emit`) and the read of the node's own NCCL
+//! (`host-nccl.json`, written by spark-launch after this script, not by it) recorded there
+//! (`links/`, `etc/netplan/`), so a snapshot streams whole. It needs only `sh`, `sed`, `cat` and
 //! `ip` (iproute2), all present on DGX OS and on every distribution with RDMA support; it uses
 //! `read` rather than `cat` for single-line files, so the hundreds of GID slots cost no forks.
 
@@ -66,6 +67,8 @@ ec() {
 }
 if [ -n "$R" ]; then
   e1 hostname; e1 arch; em ip-addr.json; em ip-route.json; e1 ulimit-l; em recorded
+  # What the probe read of the node's own NCCL (runtime/host_nccl.rs), relayed likewise.
+  em host-nccl.json
   [ -d "$R/dev/infiniband" ] && printf '+dev/infiniband\n'
   # What the link probe (link_emit.rs) recorded live, relayed so a snapshot streams whole.
   if [ -e "$R/links/probe" ]; then

@@ -501,6 +501,13 @@ impl Unparsed {
 
 impl fmt::Display for Unparsed {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.path == crate::libnccl::host::SNAPSHOT_FILE {
+            return write!(
+                f,
+                "{}: {}; the node's own NCCL is left not recorded",
+                self.path, self.value
+            );
+        }
         if self.in_ip_json() {
             write!(
                 f,
@@ -615,6 +622,10 @@ pub struct HostFacts {
     #[serde(default)]
     pub nccl_conf: Observed<String>,
     pub memlock: Option<MemlockLimit>,
+    /// The NCCL the node's own processes load (`--runtime host`), as the probe read it
+    /// (`host-nccl.json`); `None`: not recorded (a snapshot of an older capture).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nccl: Option<crate::libnccl::host::HostNccl>,
 }
 
 impl HostFacts {

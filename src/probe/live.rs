@@ -1,10 +1,11 @@
-//! Probing the machine this runs on: run the emitter script with `sh` and parse its stream.
-//! The only part of `probe` that touches the world.
+//! Probing the machine this runs on: run the emitter script with `sh` and parse its stream,
+//! then add what this machine's own processes load for NCCL (`host-nccl.json`, read by
+//! `probe::host_nccl` from its files). The only part of `probe` that touches the world.
 
 use std::process::Command;
 
 use super::emit::SCRIPT;
-use super::tree::{MemTree, StreamError};
+use super::tree::{MemTree, StreamError, Tree};
 
 /// Running the emitter locally failed.
 #[derive(Debug, thiserror::Error)]
@@ -27,7 +28,23 @@ pub fn emit_local() -> Result<String, LiveError> {
 /// `/etc/netplan`), so the snapshot records the link map this machine can see.
 pub fn capture_local() -> Result<MemTree, LiveError> {
     let script = format!("{SCRIPT}\n{}", super::link_emit::SCRIPT);
-    Ok(MemTree::parse(&run_local(&script)?)?)
+    Ok(with_host_nccl(MemTree::parse(&run_local(&script)?)?))
+}
+
+/// `tree` with what this machine's own processes load for NCCL (`host-nccl.json`), read with
+/// this process's variables: what a host process started here gets.
+fn with_host_nccl(mut tree: MemTree) -> MemTree {
+    let arch = tree.read("arch").line();
+    let read = super::host_nccl::read_this_machine(arch.as_deref());
+    add_host_nccl(&mut tree, &read);
+    tree
+}
+
+/// Adds a read of the node's own NCCL to its snapshot stream.
+pub fn add_host_nccl(tree: &mut MemTree, read: &crate::libnccl::host::HostNccl) {
+    if let Ok(json) = serde_json::to_string_pretty(read) {
+        tree.insert_file(crate::libnccl::host::SNAPSHOT_FILE, json);
+    }
 }
 
 fn run_local(script: &str) -> Result<String, LiveError> {
@@ -52,5 +69,5 @@ fn run_local(script: &str) -> Result<String, LiveError> {
 
 /// Probes this machine into an in-memory snapshot.
 pub fn snapshot_local() -> Result<MemTree, LiveError> {
-    Ok(MemTree::parse(&emit_local()?)?)
+    Ok(with_host_nccl(MemTree::parse(&emit_local()?)?))
 }

@@ -5,12 +5,18 @@
 //! emitter script (`emit::SCRIPT`) and parsing its stream; a remote node runs the same script
 //! over SSH. Either way the same reader (`read::read_facts`) turns the tree into facts, so a
 //! snapshot a user attaches to a bug report is read exactly as their machine was.
+//!
+//! What the node's own processes load for NCCL (`--runtime host`) cannot be streamed by a
+//! shell script: spark-launch reads it from the node's files after the emitter (`nccl`,
+//! `host_nccl`) and adds it to the stream as `host-nccl.json`.
 
 pub mod emit;
 pub mod facts;
+pub mod host_nccl;
 pub mod link_emit;
 pub mod links;
 pub mod live;
+pub mod nccl;
 pub mod read;
 #[cfg(test)]
 pub(crate) mod testkit;

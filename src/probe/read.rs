@@ -73,13 +73,15 @@ pub fn read_facts(tree: &dyn Tree) -> Result<NodeFacts, ReadError> {
         .map(|dev| read_rdma_device(tree, dev, &mut unparsed))
         .collect();
 
+    let mut host = read_host(tree);
+    host.nccl = read_host_nccl(tree, &mut unparsed);
     Ok(NodeFacts {
         hostname,
         arch,
         interfaces,
         rdma_devices,
         routes,
-        host: read_host(tree),
+        host,
         links: super::links::read_link_probe(tree),
         netplan: read_netplan(tree),
         unparsed,
@@ -300,6 +302,31 @@ fn read_host(tree: &dyn Tree) -> HostFacts {
             .read("ulimit-l")
             .line()
             .and_then(|s| MemlockLimit::parse(&s)),
+        nccl: None,
+    }
+}
+
+/// `host-nccl.json`, what the probe read of the node's own NCCL: `None` when the snapshot
+/// does not hold it (not recorded); a file that is not what the probe writes is garbage, said
+/// so, and read as not recorded.
+fn read_host_nccl(
+    tree: &dyn Tree,
+    unparsed: &mut Vec<Unparsed>,
+) -> Option<crate::libnccl::host::HostNccl> {
+    use crate::libnccl::host::SNAPSHOT_FILE;
+    let text = match tree.read(SNAPSHOT_FILE) {
+        Read::Value(v) => v,
+        _ => return None,
+    };
+    match serde_json::from_str(&text) {
+        Ok(h) => Some(h),
+        Err(e) => {
+            unparsed.push(Unparsed {
+                path: SNAPSHOT_FILE.to_string(),
+                value: printable(&format!("not what the probe writes there ({e})")),
+            });
+            None
+        }
     }
 }
 

@@ -432,9 +432,15 @@ async fn probe_all(
         if handle.is_local() {
             Ok(local.clone())
         } else {
-            crate::ssh::probe::probe(handle)
+            let mut facts = crate::ssh::probe::probe(handle)
                 .await
-                .map_err(|e| ProbeFailure(e.to_string()))
+                .map_err(|e| ProbeFailure(e.to_string()))?;
+            // What the node's own processes load for NCCL, read through its shell: the
+            // emitter cannot (probe's module docs).
+            let shell = SshNode::new(handle.clone());
+            facts.host.nccl =
+                Some(crate::runtime::host_nccl::read_through(&shell, facts.arch.as_deref()).await);
+            Ok(facts)
         }
     })
     .await;

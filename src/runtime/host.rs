@@ -175,6 +175,58 @@ exit 0
     Ok(parse_list(&out.stdout))
 }
 
+/// The `libnccl` files the processes of host job `name` have mapped (every process of its
+/// wrapper's session, from `/proc/PID/maps`), each with the pid of a process that maps it;
+/// `None` when the job's process is not running. Only the user's own processes' maps are
+/// readable, which is what a job of theirs is.
+pub async fn mapped_nccl(
+    sh: &dyn NodeShell,
+    name: &str,
+) -> Result<Option<Vec<(u32, String)>>, RuntimeError> {
+    let script = format!(
+        r#"{STATE}
+{ALIVE_FN}
+d="$S/"{name}
+pid=$(cat "$d/pid" 2>/dev/null || true)
+alive "$d" "$pid" || exit 0
+echo alive
+for f in /proc/[0-9]*/stat; do
+  line=
+  {{ IFS= read -r line; }} < "$f" 2>/dev/null || continue
+  # After the command name: state, ppid, pgrp, session.
+  set -- ${{line##*) }}
+  [ "${{4:-}}" = "$pid" ] || continue
+  p=${{f#/proc/}}; p=${{p%/stat}}
+  grep -o '/[^ ]*libnccl[^ ]*' "/proc/$p/maps" 2>/dev/null | sort -u | sed "s|^|$p |"
+done
+exit 0
+"#,
+        name = quote(name, Style::Minimal)?,
+    );
+    let out = run_within(sh, &script, Vec::new(), SCRIPT_TIMEOUT).await?;
+    check(&out, &format!("read the maps of process {name}"))?;
+    Ok(parse_mapped(&out.stdout))
+}
+
+/// `alive` then `PID PATH` lines: one entry per path, the first pid that maps it.
+fn parse_mapped(text: &str) -> Option<Vec<(u32, String)>> {
+    let mut lines = text.lines();
+    if lines.next() != Some("alive") {
+        return None;
+    }
+    let mut out: Vec<(u32, String)> = Vec::new();
+    for l in lines {
+        let Some((pid, path)) = l.split_once(' ') else {
+            continue;
+        };
+        let Ok(pid) = pid.parse() else { continue };
+        if !out.iter().any(|(_, p)| p == path) {
+            out.push((pid, path.to_string()));
+        }
+    }
+    Some(out)
+}
+
 fn parse_list(text: &str) -> Vec<HostProcess> {
     let mut out: Vec<HostProcess> = Vec::new();
     for line in text.lines() {
@@ -364,6 +416,23 @@ mod tests {
         assert!(e.contains("abc\\0def") && e.contains("NUL byte"), "{e}");
         let ok = BTreeMap::from([("A".to_string(), "it's".to_string())]);
         assert_eq!(env_file(&ok).unwrap(), "export A=\"it's\"\n");
+    }
+
+    #[test]
+    fn mapped_files_are_listed_once_each_and_a_job_not_running_is_none() {
+        let text = "alive\n101 /usr/lib/x86_64-linux-gnu/libnccl.so.2.28.3\n102 /usr/lib/x86_64-linux-gnu/libnccl.so.2.28.3\n102 /sp/nvidia/nccl/lib/libnccl.so.2\n";
+        assert_eq!(
+            parse_mapped(text),
+            Some(vec![
+                (
+                    101,
+                    "/usr/lib/x86_64-linux-gnu/libnccl.so.2.28.3".to_string()
+                ),
+                (102, "/sp/nvidia/nccl/lib/libnccl.so.2".to_string()),
+            ])
+        );
+        assert_eq!(parse_mapped("alive\n"), Some(vec![]));
+        assert_eq!(parse_mapped(""), None);
     }
 
     #[test]

@@ -13,6 +13,9 @@
 //! RPATH then orders the candidates (`libnccl::loader::candidates_for`). A running job's
 //! container is read the same way, in place (`resolve_container`, for `status`).
 //!
+//! The walk itself is `probe::nccl::walk`, over the container's files here: a node's own
+//! files (`--runtime host`) are read by the same walk, so exactly as an image's.
+//!
 //! Also: the same read of a library on the node itself (`--nccl-from PATH`, through the node's
 //! shell), and filling the named volume `--nccl-from IMAGE` mounts (a short container copies the
 //! image's `libnccl.so.2` into it). Effects only; what to judge is `libnccl::check`'s.
@@ -23,6 +26,7 @@ use std::time::Duration;
 use bollard::query_parameters::DownloadFromContainerOptionsBuilder;
 use bytes::Bytes;
 use futures::StreamExt;
+use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio_util::io::StreamReader;
@@ -31,14 +35,11 @@ use tokio_util::sync::CancellationToken;
 use super::engine::Engine;
 use super::error::{RuntimeError, describe_bollard, status_of};
 use super::shell::NodeShell;
-use crate::libnccl::elf::{Dynamic, DynamicReader, Feed};
-use crate::libnccl::loader::{
-    self, Candidate, Found, LoaderEnv, Machine, Resolution, Skipped, Via,
-};
-use crate::libnccl::python::{self, Interpreter, PythonEnv, PythonSeen, Torch};
-use crate::libnccl::version::Scanner;
+use crate::libnccl::loader::{Machine, Resolution, Via};
+use crate::libnccl::python::PythonEnv;
 use crate::node::{NodeName, Role};
 use crate::plan::spec::{ContainerSpec, JobName, Mount, MountKind};
+use crate::probe::nccl::{FileError, Files, LibRead, LoaderVars, Opened, PathStat, scan_lib, walk};
 
 /// The job label of the short-lived containers made here.
 pub const PROBE_JOB: &str = "nccl-probe";
@@ -185,97 +186,66 @@ async fn resolve_in(
     probe: &LoaderProbe,
     image: &ImageLoader,
 ) -> Result<Resolution, RuntimeError> {
-    let cache = match read_small(engine, container, "/etc/ld.so.cache").await? {
-        Some(bytes) => loader::parse_ld_cache(&bytes).unwrap_or_default(),
-        None => Vec::new(),
-    };
-    let ld_so_preload = read_small(engine, container, "/etc/ld.so.preload")
-        .await?
-        .map(|b| String::from_utf8_lossy(&b).into_owned());
-    let env = LoaderEnv {
+    let files = ContainerFiles { engine, container };
+    let vars = LoaderVars {
         ld_preload: probe.ld_preload.clone().or(image.ld_preload.clone()),
-        ld_so_preload,
         ld_library_path: probe
             .ld_library_path
             .clone()
             .or(image.ld_library_path.clone()),
     };
-    let mut out = Resolution::default();
-    // A preloaded NCCL is taken whatever asks for it: torch's RPATH does not matter then.
-    let (preloads, plain): (Vec<Candidate>, Vec<Candidate>) =
-        loader::candidates(&env, &cache, image.machine)
-            .into_iter()
-            .partition(|c| c.via == Via::Preload);
-    out.loads = first_lib(engine, container, &preloads, image, &mut out.skipped).await?;
-    if out.loads.is_some() {
-        return Ok(out);
-    }
-    let seen = find_torch(engine, container, &image.python, image.machine).await?;
-    let requester = seen.torch.as_ref().and_then(Torch::requester);
-    out.python = Some(Box::new(seen));
-    let Some(requester) = requester else {
-        out.loads = first_lib(engine, container, &plain, image, &mut out.skipped).await?;
-        return Ok(out);
-    };
-    let ordered: Vec<Candidate> =
-        loader::candidates_for(&env, &cache, image.machine, Some(&requester))
-            .into_iter()
-            .filter(|c| c.via != Via::Preload)
-            .collect();
-    out.loads = first_lib(engine, container, &ordered, image, &mut out.skipped).await?;
-    if let Some(f) = &mut out.loads
-        && matches!(f.via, Via::Rpath | Via::Runpath)
-    {
-        f.by = Some(requester.object.clone());
-        // What the loader's own search would take: the answer that leaves torch out.
-        let mut ignored = Vec::new();
-        out.otherwise = first_lib(engine, container, &plain, image, &mut ignored)
-            .await?
-            .filter(|o| o.path != f.path)
-            .map(Box::new);
-    }
-    Ok(out)
-}
-
-/// The first of `candidates` the loader takes (read), noting the ones it skips.
-async fn first_lib(
-    engine: &Engine,
-    container: &str,
-    candidates: &[Candidate],
-    image: &ImageLoader,
-    skipped: &mut Vec<Skipped>,
-) -> Result<Option<Found>, RuntimeError> {
-    for Candidate { path, via } in candidates {
-        match read_lib(engine, container, path, image.machine).await? {
-            LibRead::Absent => {}
-            LibRead::Skip(why) => skipped.push(Skipped {
-                path: path.clone(),
-                why,
-            }),
-            LibRead::Lib {
-                path: real,
-                machine,
-                version,
-            } => {
-                return Ok(Some(Found {
-                    file: (real != *path).then_some(real),
-                    path: path.clone(),
-                    via: *via,
-                    by: None,
-                    machine,
-                    version,
-                }));
-            }
+    let w = walk(&files, &vars, &image.python, image.machine)
+        .await
+        .map_err(|e| RuntimeError::Other(e.to_string()))?;
+    let otherwise = match &w.loads {
+        Some(f) if matches!(f.via, Via::Rpath | Via::Runpath) => {
+            w.plain.filter(|o| o.path != f.path).map(Box::new)
         }
-    }
-    Ok(None)
+        _ => None,
+    };
+    Ok(Resolution {
+        loads: w.loads,
+        skipped: w.skipped,
+        python: w.python,
+        otherwise,
+    })
 }
 
-/// One path of the container as the archive API's stat says (nothing is read): whether it is a
-/// folder, and where it leads when a link (the engine resolves the whole chain).
-struct PathStat {
-    dir: bool,
-    link: Option<String>,
+/// A container's files through the engine's archive API.
+struct ContainerFiles<'a> {
+    engine: &'a Engine,
+    container: &'a str,
+}
+
+impl Files for ContainerFiles<'_> {
+    fn place(&self) -> &'static str {
+        "the container"
+    }
+
+    fn label(&self) -> String {
+        format!("in {}", self.container)
+    }
+
+    fn stat<'a>(&'a self, path: &'a str) -> BoxFuture<'a, Result<Option<PathStat>, FileError>> {
+        Box::pin(async move { Ok(stat(self.engine, self.container, path).await?) })
+    }
+
+    fn read_small<'a>(
+        &'a self,
+        path: &'a str,
+    ) -> BoxFuture<'a, Result<Option<Vec<u8>>, FileError>> {
+        Box::pin(async move { Ok(read_small(self.engine, self.container, path).await?) })
+    }
+
+    fn open<'a>(&'a self, path: &'a str) -> BoxFuture<'a, Result<Opened, FileError>> {
+        Box::pin(async move { Ok(open_file(self.engine, self.container, path).await?) })
+    }
+}
+
+impl From<RuntimeError> for FileError {
+    fn from(e: RuntimeError) -> Self {
+        FileError(e.to_string())
+    }
 }
 
 async fn stat(
@@ -299,130 +269,6 @@ async fn stat(
         Err(e) if status_of(&e) == Some(404) => Ok(None),
         Err(e) => Err(RuntimeError::api(format!("stat {path} in {container}"), e)),
     }
-}
-
-fn join(dir: &str, name: &str) -> String {
-    format!("{}/{name}", dir.trim_end_matches('/'))
-}
-
-/// Finds the `torch` an `import torch` of the image's `python3` gets (`libnccl::python`) and
-/// reads its CUDA library's dynamic section.
-async fn find_torch(
-    engine: &Engine,
-    container: &str,
-    env: &PythonEnv,
-    machine: Option<Machine>,
-) -> Result<PythonSeen, RuntimeError> {
-    let mut seen = PythonSeen::default();
-    let names = python::interpreters(env.path.as_deref());
-    let mut found = None;
-    for p in &names {
-        if let Some(st) = stat(engine, container, p).await?
-            && !st.dir
-        {
-            found = Some(Interpreter {
-                path: p.clone(),
-                file: st.link,
-                ..Interpreter::default()
-            });
-            break;
-        }
-    }
-    let Some(mut i) = found else {
-        seen.searched = names;
-        return Ok(seen);
-    };
-    i.version = python::version_of(&[i.file.as_deref().unwrap_or(""), &i.path]);
-    for root in python::venv_roots(&i.path) {
-        if let Some(cfg) = read_small(engine, container, &join(&root, "pyvenv.cfg")).await? {
-            i.venv = Some(python::parse_pyvenv(&root, &String::from_utf8_lossy(&cfg)));
-            break;
-        }
-    }
-    let dirs = i.site_dirs(env);
-    seen.interpreter = Some(i);
-    for d in dirs {
-        seen.searched.push(d.clone());
-        if stat(engine, container, &join(&d, python::TORCH_INIT))
-            .await?
-            .is_none()
-        {
-            continue;
-        }
-        let lib = join(&d, python::TORCH_CUDA);
-        let mut torch = Torch {
-            package: join(&d, "torch"),
-            cuda_lib: None,
-            dynamic: None,
-            error: None,
-        };
-        if stat(engine, container, &lib).await?.is_some() {
-            match read_dynamic(engine, container, &lib, machine).await? {
-                Ok(dynamic) => torch.dynamic = Some(dynamic),
-                Err(why) => torch.error = Some(why),
-            }
-            torch.cuda_lib = Some(lib);
-        }
-        seen.torch = Some(torch);
-        break;
-    }
-    Ok(seen)
-}
-
-/// The dynamic section of a library in the container (links followed), streamed once, or
-/// again when its strings lie behind the stream; `Err` says why it is not readable.
-async fn read_dynamic(
-    engine: &Engine,
-    container: &str,
-    path: &str,
-    want: Option<Machine>,
-) -> Result<Result<Dynamic, String>, RuntimeError> {
-    let mut reader = DynamicReader::new();
-    let mut buf = vec![0u8; 256 * 1024];
-    'pass: loop {
-        let mut body = match open_file(engine, container, path).await? {
-            Opened::File { body, .. } => body,
-            Opened::Absent => return Ok(Err("not found".into())),
-            Opened::NotFile(why) => return Ok(Err(why)),
-        };
-        loop {
-            let n = body
-                .read(&mut buf)
-                .await
-                .map_err(|e| RuntimeError::Other(format!("read {path} in {container}: {e}")))?;
-            let fed = if n == 0 {
-                reader.finish().map(Feed::Done)
-            } else {
-                reader.feed(&buf[..n])
-            };
-            match fed {
-                Ok(Feed::More) => {}
-                Ok(Feed::Again) => {
-                    reader.again();
-                    continue 'pass;
-                }
-                Ok(Feed::Done(d)) => {
-                    return Ok(match (reader.machine(), want) {
-                        (Some(m), Some(w)) if m != w => {
-                            Err(format!("built for {m}, the container is {w}"))
-                        }
-                        _ => Ok(d),
-                    });
-                }
-                Err(e) => return Ok(Err(e.to_string())),
-            }
-        }
-    }
-}
-
-enum LibRead {
-    Absent,
-    Skip(String),
-    Lib {
-        path: String,
-        machine: Machine,
-        version: Option<crate::libnccl::LibVersion>,
-    },
 }
 
 /// One entry of a tar stream, as far as this module needs it.
@@ -625,18 +471,6 @@ fn link_target(path: &str, target: &str) -> String {
     format!("/{}", parts.join("/"))
 }
 
-/// A file of the container opened through the archive API, links followed.
-enum Opened {
-    Absent,
-    /// Not a regular file, or a chain of links too long.
-    NotFile(String),
-    File {
-        /// Where the links led.
-        path: String,
-        body: tokio::io::Take<StreamReader<BoxStream<'static, std::io::Result<Bytes>>, Bytes>>,
-    },
-}
-
 async fn open_file(engine: &Engine, container: &str, path: &str) -> Result<Opened, RuntimeError> {
     let mut at = path.to_string();
     for _ in 0..MAX_LINKS {
@@ -653,7 +487,7 @@ async fn open_file(engine: &Engine, container: &str, path: &str) -> Result<Opene
             b'0' | 0 | b'7' => {
                 return Ok(Opened::File {
                     path: at,
-                    body: r.take(e.size),
+                    body: Box::pin(r.take(e.size)),
                 });
             }
             _ => return Ok(Opened::NotFile("not a file".to_string())),
@@ -662,72 +496,6 @@ async fn open_file(engine: &Engine, container: &str, path: &str) -> Result<Opene
     Ok(Opened::NotFile(format!(
         "more than {MAX_LINKS} symbolic links"
     )))
-}
-
-/// Reads a candidate: absent, skipped (not ELF, another machine), or the library with its
-/// build string (read until found, then the stream is dropped).
-async fn read_lib(
-    engine: &Engine,
-    container: &str,
-    path: &str,
-    want: Option<Machine>,
-) -> Result<LibRead, RuntimeError> {
-    let (at, body) = match open_file(engine, container, path).await? {
-        Opened::Absent => return Ok(LibRead::Absent),
-        Opened::NotFile(why) => return Ok(LibRead::Skip(why)),
-        Opened::File { path, body } => (path, body),
-    };
-    scan_lib(body, want)
-        .await
-        .map(|r| match r {
-            LibRead::Lib {
-                machine, version, ..
-            } => LibRead::Lib {
-                path: at.clone(),
-                machine,
-                version,
-            },
-            other => other,
-        })
-        .map_err(|x| RuntimeError::Other(format!("read {at} in {container}: {x}")))
-}
-
-/// The ELF header and NCCL's build string of a library read from `r`.
-async fn scan_lib<R: AsyncRead + Unpin>(
-    mut r: R,
-    want: Option<Machine>,
-) -> std::io::Result<LibRead> {
-    let mut buf = vec![0u8; 256 * 1024];
-    let mut head = Vec::new();
-    let mut scanner = Scanner::new();
-    let mut machine = None;
-    loop {
-        let n = r.read(&mut buf).await?;
-        if n == 0 {
-            break;
-        }
-        let chunk = &buf[..n];
-        if machine.is_none() {
-            head.extend_from_slice(&chunk[..chunk.len().min(64 - head.len().min(64))]);
-            if head.len() >= 20 {
-                match loader::accepts(&head, want) {
-                    Ok(m) => machine = Some(m),
-                    Err(why) => return Ok(LibRead::Skip(why)),
-                }
-            }
-        }
-        if scanner.feed(chunk).is_some() && machine.is_some() {
-            break;
-        }
-    }
-    let Some(machine) = machine else {
-        return Ok(LibRead::Skip("not an ELF file".to_string()));
-    };
-    Ok(LibRead::Lib {
-        path: String::new(),
-        machine,
-        version: scanner.finish().cloned(),
-    })
 }
 
 /// A library on the node itself (`--nccl-from PATH`): its machine and build string, read
@@ -741,7 +509,7 @@ pub async fn read_host_lib(
         .stream(&format!("exec cat -- {q}"))
         .map(|r| r.map_err(|e| std::io::Error::other(e.to_string())));
     let r = StreamReader::new(stream.boxed());
-    match scan_lib(r, None).await {
+    match scan_lib(r, None, "the node").await {
         Ok(LibRead::Lib {
             machine, version, ..
         }) => Ok((machine, version)),
@@ -923,7 +691,9 @@ mod tests {
         lib.extend(62u16.to_le_bytes());
         lib.extend(vec![0u8; 300_000]);
         lib.extend(b"NCCL version 2.30.7+cuda13.3\0");
-        let r = scan_lib(&lib[..], Some(Machine::Amd64)).await.unwrap();
+        let r = scan_lib(&lib[..], Some(Machine::Amd64), "the container")
+            .await
+            .unwrap();
         let LibRead::Lib {
             machine, version, ..
         } = r
@@ -932,11 +702,17 @@ mod tests {
         };
         assert_eq!(machine, Machine::Amd64);
         assert_eq!(version.unwrap().to_string(), "2.30.7+cuda13.3");
-        let r = scan_lib(&lib[..], Some(Machine::Arm64)).await.unwrap();
-        assert!(matches!(r, LibRead::Skip(w) if w == "built for amd64, the container is arm64"));
-        let r = scan_lib(&b"#!/bin/sh\necho not a library at all"[..], None)
+        let r = scan_lib(&lib[..], Some(Machine::Arm64), "the container")
             .await
             .unwrap();
+        assert!(matches!(r, LibRead::Skip(w) if w == "built for amd64, the container is arm64"));
+        let r = scan_lib(
+            &b"#!/bin/sh\necho not a library at all"[..],
+            None,
+            "the node",
+        )
+        .await
+        .unwrap();
         assert!(matches!(r, LibRead::Skip(_)));
     }
 }

@@ -9,6 +9,7 @@
 //! - `layer_store`: an image's layers read from the engine's classic store on this machine,
 //!   without the engine's whole-image export.
 //! - `libnccl`: which NCCL a container of an image would load, read without starting it.
+//! - `host_nccl`: the same read over a node's own files (`--runtime host`), for the probe.
 //! - `shell`: the one way to run a script on a node (`NodeShell`: this machine, or over SSH).
 //! - `host`: the host-process runtime, as short scripts run through the node's shell.
 //! - `cluster`: node handles and the job operations common to both runtimes.
@@ -19,6 +20,7 @@ pub mod engine;
 pub mod error;
 pub mod features;
 pub mod host;
+pub mod host_nccl;
 pub mod http;
 pub mod image;
 pub mod layer_store;

@@ -364,6 +364,7 @@ fn plan_nccl_test(
         None,
         rule,
         lookups.nccl.as_ref(),
+        inputs,
     )
     .map_err(LaunchRefusal::Nccl)?;
     warnings.extend(nccl.warnings.iter().cloned());

@@ -28,6 +28,9 @@ use crate::plan::{Launch, NodePlan, RuntimeKind, Step};
 use crate::workload::nccl_build;
 use crate::workload::steps;
 
+/// What stands in for the image of a host process in the NCCL section and its notes.
+pub const HOST: &str = "the host";
+
 /// `--nccl-from`: the `libnccl.so.2` of an image (the one its own loader resolves; an
 /// `nccl-build` image), or a folder on every node holding `libnccl.so.2`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -138,7 +141,49 @@ pub fn rule(
             .and_then(|h| h.facts.arch.as_deref())
             .and_then(nccl_build::CpuArch::from_uname)
             .map(nccl_build::default_image),
+        host: false,
     }
+}
+
+/// What a host process of the job loads on `node` (`--runtime host`): the node's own NCCL as
+/// the probe read it, for a program without an RPATH of its own (the host runtime's NCCL
+/// workload is nccl-tests' binaries under mpirun); not known when the probe did not record it
+/// or the job sets the loader's variables to other values than the probe read with.
+fn host_loads(
+    node: &NodeName,
+    input: Option<&NodeInput>,
+    env: &BTreeMap<String, String>,
+    notes: &mut Vec<String>,
+) -> Loads {
+    use crate::libnccl::host::Program;
+    let Some(h) = input.and_then(|i| i.facts.host.nccl.as_ref()) else {
+        return Loads::NotYetKnown {
+            why: format!(
+                "the probe of {node} does not record its own NCCL (host-nccl.json: a snapshot of an older capture); capture it again with this spark-launch (`spark-launch probe --capture DIR` there)"
+            ),
+        };
+    };
+    for (var, read) in [
+        ("LD_LIBRARY_PATH", &h.ld_library_path),
+        ("LD_PRELOAD", &h.ld_preload),
+    ] {
+        if let Some(set) = env.get(var)
+            && Some(set) != read.as_ref()
+        {
+            return Loads::NotYetKnown {
+                why: format!(
+                    "the job sets {var}={set}, the probe read {node} with {}",
+                    read.as_deref()
+                        .map(|r| format!("{var}={r}"))
+                        .unwrap_or_else(|| format!("{var} unset"))
+                ),
+            };
+        }
+    }
+    if let Some(n) = h.other_note(Program::Plain) {
+        notes.push(format!("{node}: {n}"));
+    }
+    h.loads(Program::Plain)
 }
 
 /// The ring's cabling direction (`fabric::cabling::ring_direction`) as plan warnings.
@@ -306,23 +351,29 @@ pub fn section(
     job_nodes: &mut [NodePlan],
     runtime: RuntimeKind,
     nccl_from: Option<&NcclFrom>,
-    rule: Rule,
+    mut rule: Rule,
     reads: Option<&NcclReads>,
+    inputs: &[NodeInput],
 ) -> Result<NcclPlan, Vec<NcclProblem>> {
     let mut problems = Vec::new();
     let mut notes = Vec::new();
     let mut nodes = Vec::new();
-    if runtime != RuntimeKind::Docker {
-        notes.push(
-            "--runtime host: each node's own NCCL is used; spark-launch reads NCCL only in images"
-                .to_string(),
-        );
-    }
+    rule.host = runtime == RuntimeKind::Host;
     for n in job_nodes.iter_mut() {
-        let Launch::Container(spec) = &mut n.launch else {
-            continue;
-        };
         let node = n.node.clone();
+        let spec = match &mut n.launch {
+            Launch::Container(spec) => spec,
+            Launch::Process(p) => {
+                let input = inputs.iter().find(|i| i.name == node);
+                let loads = host_loads(&node, input, &p.env, &mut notes);
+                nodes.push(NodeNccl {
+                    node,
+                    image: HOST.to_string(),
+                    loads,
+                });
+                continue;
+            }
+        };
         let read = reads.and_then(|r| image_read(r, &node, &spec.image));
         let image_loads = match read {
             Some(ImageRead::Read { resolution, .. }) => {

@@ -280,7 +280,12 @@ fn nccl(n: &NcclPlan) -> String {
         need.push(format!("--nccl-from {f} first on the loader path"));
     }
     let mut out = format!(
-        "NCCL the containers load{}:\n",
+        "NCCL {}{}:\n",
+        if n.rule.host {
+            "each node's own processes load (--runtime host)"
+        } else {
+            "the containers load"
+        },
         if need.is_empty() {
             String::new()
         } else {

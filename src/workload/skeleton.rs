@@ -513,8 +513,15 @@ fn launched(
     );
     let names: Vec<NodeName> = nodes.iter().map(|n| n.node.clone()).collect();
     let nccl_steps = nccl_lib::steps(&names, l.nccl_from, &rule);
-    let nccl = nccl_lib::section(nodes, RuntimeKind::Docker, l.nccl_from, rule, l.reads)
-        .map_err(LaunchRefusal::Nccl)?;
+    let nccl = nccl_lib::section(
+        nodes,
+        RuntimeKind::Docker,
+        l.nccl_from,
+        rule,
+        l.reads,
+        &sel.inputs,
+    )
+    .map_err(LaunchRefusal::Nccl)?;
     warnings.extend(nccl.warnings.iter().cloned());
     Ok(FromLaunch {
         nccl_steps,

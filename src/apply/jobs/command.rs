@@ -58,6 +58,9 @@ pub struct StatusRow {
     /// The NCCL the container loads (`apply::nccl::in_containers`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub nccl: Option<crate::libnccl::Loads>,
+    /// The NCCL a running host process's job has mapped (`process_nccl`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nccl_mapped: Option<crate::libnccl::host::ProcessNccl>,
 }
 
 /// What runs where.
@@ -181,14 +184,15 @@ pub async fn status(
             let cluster = resolved.runtime()?;
             let found = find(&cluster, req.job.as_ref()).await;
             let nccl = crate::apply::nccl::in_containers(&cluster, &found.entries, 0).await;
-            Ok::<_, JobsError>((cluster.names(), found, nccl))
+            let mapped = super::process_nccl::in_processes(&cluster, &found.entries, 0).await;
+            Ok::<_, JobsError>((cluster.names(), found, nccl.into_iter().zip(mapped)))
         })
         .await?;
     let rows: Vec<StatusRow> = found
         .entries
         .into_iter()
         .zip(nccl)
-        .map(|(entry, nccl)| {
+        .map(|(entry, (nccl, nccl_mapped))| {
             let uptime_s = match (entry.state.as_str(), entry.started_at) {
                 ("running", Some(t)) => Some((now() - t).max(0)),
                 _ => None,
@@ -197,6 +201,7 @@ pub async fn status(
                 entry,
                 uptime_s,
                 nccl,
+                nccl_mapped,
             }
         })
         .collect();

@@ -4,9 +4,11 @@
 //! failure is kept beside the others' results.
 //!
 //! `command`: the commands as one call each ([`status`], [`logs`], [`stop`]: request in,
-//! report out); `render`: how their reports are shown; `watch`: `status --watch`'s live view.
+//! report out); `render`: how their reports are shown; `watch`: `status --watch`'s live view;
+//! `process_nccl`: the NCCL running host processes have mapped, for `status`.
 
 mod command;
+mod process_nccl;
 mod render;
 mod watch;
 

@@ -93,6 +93,17 @@ impl Shown for StatusReport {
         if !nccl.is_empty() {
             out.push_str(&format!("\nNCCL the containers load:\n{}", nccl.join("\n")));
         }
+        let mapped: Vec<String> = self
+            .rows
+            .iter()
+            .filter_map(|r| Some(format!("  {}  {}", r.entry.name, r.nccl_mapped.as_ref()?)))
+            .collect();
+        if !mapped.is_empty() {
+            out.push_str(&format!(
+                "\nNCCL the host processes have mapped:\n{}",
+                mapped.join("\n")
+            ));
+        }
         if let Some(s) = &self.startup {
             out.push_str(&format!("\n{}, launched {}", s.text(), s.launched_at));
         }
