@@ -451,6 +451,45 @@ pub fn section(
 mod tests {
     use super::*;
 
+    /// A node whose probe read its own NCCL with `LD_LIBRARY_PATH=/opt/nccl/lib`.
+    fn host_node() -> NodeInput {
+        let mut tree = crate::probe::MemTree::default();
+        tree.insert_file("hostname", "a".into());
+        tree.insert_file(
+            crate::libnccl::host::SNAPSHOT_FILE,
+            r#"{"ld_library_path": "/opt/nccl/lib", "loader": {"loads": {"path": "/opt/nccl/lib/libnccl.so.2", "via": "ld-library-path", "machine": "arm64", "version": "2.30.7"}}}"#.into(),
+        );
+        NodeInput {
+            name: NodeName::new("a").unwrap(),
+            facts: crate::probe::read_facts(&tree).unwrap(),
+        }
+    }
+
+    #[test]
+    fn a_host_process_loads_what_the_probe_read_unless_the_job_sets_the_loaders_variables_otherwise()
+     {
+        let node = NodeName::new("a").unwrap();
+        let input = host_node();
+        let mut notes = Vec::new();
+        let same = BTreeMap::from([("LD_LIBRARY_PATH".to_string(), "/opt/nccl/lib".to_string())]);
+        assert_eq!(
+            host_loads(&node, Some(&input), &same, &mut notes).to_string(),
+            "NCCL 2.30.7 from /opt/nccl/lib/libnccl.so.2 (LD_LIBRARY_PATH)"
+        );
+        let other = BTreeMap::from([("LD_LIBRARY_PATH".to_string(), "/x".to_string())]);
+        assert_eq!(
+            host_loads(&node, Some(&input), &other, &mut notes).to_string(),
+            "not yet known (the job sets LD_LIBRARY_PATH=/x, the probe read a with LD_LIBRARY_PATH=/opt/nccl/lib)"
+        );
+        let preload = BTreeMap::from([("LD_PRELOAD".to_string(), "/x/libnccl.so.2".to_string())]);
+        assert!(
+            host_loads(&node, Some(&input), &preload, &mut notes)
+                .to_string()
+                .contains("LD_PRELOAD unset"),
+        );
+        assert!(notes.is_empty());
+    }
+
     #[test]
     fn nccl_from_is_a_folder_when_absolute_and_an_image_otherwise() {
         assert_eq!(
