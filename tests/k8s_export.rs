@@ -700,3 +700,26 @@ fn a_recipe_s_mods_reach_every_rank_from_a_configmap_with_their_modes() {
     assert!(out.status.success(), "{report}");
     assert!(report.contains("4 objects, 0 failed checks"), "{report}");
 }
+
+#[test]
+fn a_node_no_kubernetes_node_can_be_named_as_is_refused_before_any_file() {
+    let root =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/seed-001-two-sparks-both-twins");
+    let out_dir = tempfile::tempdir().unwrap();
+    let mut a = strings(&["export", "k8s", "smoke-test", "--hf-home", HF_HOME, "--out"]);
+    a.push(out_dir.path().join("k8s").display().to_string());
+    a.extend([
+        "--snapshot".to_string(),
+        format!("Spark_1={}", root.join("spark").display()),
+        "--snapshot".to_string(),
+        format!("spark2={}", root.join("spark2").display()),
+    ]);
+    let out = run(&a);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("node Spark_1 cannot be a Kubernetes node's name"),
+        "{err}"
+    );
+    assert!(!out_dir.path().join("k8s").exists(), "nothing written");
+}

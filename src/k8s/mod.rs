@@ -367,6 +367,25 @@ fn sides<'a>(plan: &'a ServePlan, problems: &mut Vec<Problem>) -> (Side<'a>, Sid
         };
         side.nodes.push(&n.node);
         side.specs.push(c);
+        // No script or environment file can carry a NUL byte (the quoting refuses one).
+        let words = c
+            .env
+            .iter()
+            .flat_map(|(k, v)| [k, v])
+            .chain(&c.command)
+            .chain(c.entrypoint.iter().flatten())
+            .chain(c.files.iter().map(|f| &f.path))
+            .chain(c.secret_files.iter().map(|f| &f.path));
+        if let Some(w) = words.into_iter().find(|w| w.contains('\0')) {
+            problems.push(problem(
+                format!(
+                    "{}: `{}` holds a NUL byte, which no script or environment file can carry",
+                    n.node,
+                    crate::text::printable(w)
+                ),
+                "remove it from the value",
+            ));
+        }
         if !is_k8s_node_name(n.node.as_str()) {
             problems.push(problem(
                 format!(
