@@ -57,7 +57,8 @@ fn every_source_file_starts_with_a_module_doc_comment() {
 fn the_pure_core_imports_no_effects() {
     // derive, plan, workload, report's parsers and doctor's checks decide; so do fabric (the
     // cabling, address plan, netplan text and node scripts as text), model (names, manifests,
-    // scripts as text), profile, compose, bench's statistics, requests and comparisons, and
+    // scripts as text), profile, compose, k8s (manifests as text), bench's statistics,
+    // requests and comparisons, and
     // what a simulated cluster is (sim's plan and its rendering).
     // They never touch the world (doctor's
     // live observations are gathered by the CLI, judged here).
@@ -72,6 +73,7 @@ fn the_pure_core_imports_no_effects() {
         "profile",
         "recipe",
         "compose.rs",
+        "k8s",
         "libnccl",
         "bench/request.rs",
         "bench/measure.rs",

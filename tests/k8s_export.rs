@@ -700,3 +700,106 @@ fn a_recipe_s_mods_reach_every_rank_from_a_configmap_with_their_modes() {
     assert!(out.status.success(), "{report}");
     assert!(report.contains("4 objects, 0 failed checks"), "{report}");
 }
+
+#[test]
+fn a_node_no_kubernetes_node_can_be_named_as_is_refused_before_any_file() {
+    let root =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/seed-001-two-sparks-both-twins");
+    let out_dir = tempfile::tempdir().unwrap();
+    let mut a = strings(&["export", "k8s", "smoke-test", "--hf-home", HF_HOME, "--out"]);
+    a.push(out_dir.path().join("k8s").display().to_string());
+    a.extend([
+        "--snapshot".to_string(),
+        format!("Spark_1={}", root.join("spark").display()),
+        "--snapshot".to_string(),
+        format!("spark2={}", root.join("spark2").display()),
+    ]);
+    let out = run(&a);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("node Spark_1 cannot be a Kubernetes node's name"),
+        "{err}"
+    );
+    assert!(!out_dir.path().join("k8s").exists(), "nothing written");
+}
+
+#[test]
+fn the_entrypoint_reads_its_node_s_file_puts_the_keys_in_place_and_finds_the_model_s_commit() {
+    // The leader's entrypoint of a TensorRT-LLM export, run by bash here with its absolute
+    // folders moved under a temporary root (the kubelet's `$$` read as `$`): what a rank does
+    // before the engine starts.
+    let x = export(
+        "trtllm-qwen-7b-tp2",
+        "seed-001-two-sparks-both-twins",
+        &[],
+        &[],
+    );
+    let root = tempfile::tempdir().unwrap();
+    let r = root.path().display().to_string();
+    let k8s = root.path().join("etc/spark-launch/k8s");
+    let secret = root.path().join("etc/spark-launch/k8s-secret");
+    let hub = root
+        .path()
+        .join("root/.cache/huggingface/hub/models--Qwen--Qwen2.5-7B-Instruct");
+    for d in [&k8s, &secret, &hub.join("refs")] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    std::fs::write(
+        k8s.join("spark.env"),
+        x.configmap["data"]["spark.env"].as_str().unwrap(),
+    )
+    .unwrap();
+    for k in ["id_ed25519", "ssh_host_ed25519_key"] {
+        std::fs::write(secret.join(k), format!("key {k}\n")).unwrap();
+    }
+    std::fs::write(hub.join("refs/main"), "0123abcd").unwrap();
+    let c = &x.lws["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["spec"]["containers"][0];
+    let script = kubelet_expand(c["command"][2].as_str().unwrap(), &BTreeMap::new())
+        .replace("/etc/spark-launch", &format!("{r}/etc/spark-launch"))
+        .replace("/root/.cache", &format!("{r}/root/.cache"));
+    let planned =
+        format!("{r}/root/.cache/huggingface/hub/models--Qwen--Qwen2.5-7B-Instruct/snapshots/main");
+    let rank = |node: &str| {
+        Command::new("bash")
+            .args(["-c", &script, "spark-launch-k8s", "sh", "-c"])
+            .arg("printf '%s|%s|%s\\n' \"$1\" \"$NCCL_IB_HCA\" \"$SL_SSHD_LISTEN\"")
+            .arg("sh")
+            .arg(format!("--model={planned}"))
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .env("NODE_NAME", node)
+            .output()
+            .unwrap()
+    };
+    let out = rank("spark");
+    assert!(out.status.success(), "{}", text(&out));
+    let head_env = &containers(&x.plan)[0].1["env"];
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        format!(
+            "--model={r}/root/.cache/huggingface/hub/models--Qwen--Qwen2.5-7B-Instruct/snapshots/0123abcd|{}|{}\n",
+            head_env["NCCL_IB_HCA"].as_str().unwrap(),
+            head_env["SL_SSHD_LISTEN"].as_str().unwrap()
+        )
+    );
+    use std::os::unix::fs::PermissionsExt;
+    for k in ["id_ed25519", "ssh_host_ed25519_key"] {
+        let p = root.path().join("etc/spark-launch/job-ssh").join(k);
+        assert_eq!(
+            std::fs::metadata(&p).unwrap().permissions().mode() & 0o777,
+            0o600,
+            "{}",
+            p.display()
+        );
+    }
+    // A node the plan does not name has no file: the rank refuses to start, naming the plan's.
+    let out = rank("spark9");
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("node spark9 has no environment in ConfigMap trtllm-qwen-7b-tp2-env: this group runs only on the plan's nodes (spark, spark2)"),
+        "{}",
+        text(&out)
+    );
+}

@@ -35,6 +35,13 @@ const COMMANDS: &[(&str, Run)] = &[
         Run::AsWritten,
     ),
     ("spark-launch sim up", Run::Live(SIM)),
+    (
+        "spark-launch export k8s smoke-test --hf-home /home/nvidia/.cache/huggingface --out smoke-k8s",
+        Run::OnSnapshots {
+            fixture: "seed-001-two-sparks-both-twins",
+            dry_run: true,
+        },
+    ),
     ("spark-launch up smoke-test -d --gpus none", Run::Live(SIM)),
     ("spark-launch bench smoke-test", Run::Live(SIM)),
     ("spark-launch status --watch smoke-test", Run::Live(SIM)),

@@ -72,6 +72,10 @@ pub enum ExportWhat {
     /// A systemd unit that runs `spark-launch supervise JOB`, so the job comes back after a reboot.
     Systemd(SystemdArgs),
     /// Kubernetes manifests (a LeaderWorkerSet) of a job, profile or recipe.
+    ///
+    /// PROFILE may also name a job started from this machine: when no profile or recipe has
+    /// that name, the plan the job keeps is exported. The folder's README.md says what the
+    /// cluster needs and how to apply the files.
     K8s(Box<super::cmd_k8s::K8sArgs>),
 }
 

@@ -218,50 +218,7 @@ pub fn export(plan: &ServePlan, opts: &K8sOptions) -> Result<K8sExport, K8sRefus
         }
     };
 
-    let mut leader = Side {
-        role: Role::Head,
-        nodes: Vec::new(),
-        specs: Vec::new(),
-    };
-    let mut workers = Side {
-        role: Role::Worker,
-        nodes: Vec::new(),
-        specs: Vec::new(),
-    };
-    for n in &plan.job.nodes {
-        let Launch::Container(c) = &n.launch else {
-            problems.push(problem(
-                format!("{}: the plan runs a host process, not a container", n.node),
-                "plan it with containers (the default runtime) to run it on Kubernetes",
-            ));
-            continue;
-        };
-        let side = if n.role == Role::Head {
-            &mut leader
-        } else {
-            &mut workers
-        };
-        side.nodes.push(&n.node);
-        side.specs.push(c);
-        if !is_k8s_node_name(n.node.as_str()) {
-            problems.push(problem(
-                format!(
-                    "node {} cannot be a Kubernetes node's name (lowercase letters, digits, '-' and '.')",
-                    n.node
-                ),
-                "name the node in the cluster file (or --snapshot NAME=DIR) as Kubernetes names it: `kubectl get nodes`",
-            ));
-        }
-    }
-    if leader.specs.len() != 1 {
-        problems.push(problem(
-            format!(
-                "the plan has {} head containers; a group has one leader",
-                leader.specs.len()
-            ),
-            "plan the job again",
-        ));
-    }
+    let (leader, workers) = sides(plan, &mut problems);
     if !problems.is_empty() {
         return Err(K8sRefusal { problems });
     }
@@ -382,6 +339,75 @@ pub fn export(plan: &ServePlan, opts: &K8sOptions) -> Result<K8sExport, K8sRefus
     Ok(export)
 }
 
+/// The plan's containers by side (the head's, the workers'), with a problem for a host
+/// process, a node no Kubernetes node can be named as, or a plan without one head.
+fn sides<'a>(plan: &'a ServePlan, problems: &mut Vec<Problem>) -> (Side<'a>, Side<'a>) {
+    let mut leader = Side {
+        role: Role::Head,
+        nodes: Vec::new(),
+        specs: Vec::new(),
+    };
+    let mut workers = Side {
+        role: Role::Worker,
+        nodes: Vec::new(),
+        specs: Vec::new(),
+    };
+    for n in &plan.job.nodes {
+        let Launch::Container(c) = &n.launch else {
+            problems.push(problem(
+                format!("{}: the plan runs a host process, not a container", n.node),
+                "plan it with containers (the default runtime) to run it on Kubernetes",
+            ));
+            continue;
+        };
+        let side = if n.role == Role::Head {
+            &mut leader
+        } else {
+            &mut workers
+        };
+        side.nodes.push(&n.node);
+        side.specs.push(c);
+        // No script or environment file can carry a NUL byte (the quoting refuses one).
+        let words = c
+            .env
+            .iter()
+            .flat_map(|(k, v)| [k, v])
+            .chain(&c.command)
+            .chain(c.entrypoint.iter().flatten())
+            .chain(c.files.iter().map(|f| &f.path))
+            .chain(c.secret_files.iter().map(|f| &f.path));
+        if let Some(w) = words.into_iter().find(|w| w.contains('\0')) {
+            problems.push(problem(
+                format!(
+                    "{}: `{}` holds a NUL byte, which no script or environment file can carry",
+                    n.node,
+                    crate::text::printable(w)
+                ),
+                "remove it from the value",
+            ));
+        }
+        if !is_k8s_node_name(n.node.as_str()) {
+            problems.push(problem(
+                format!(
+                    "node {} cannot be a Kubernetes node's name (lowercase letters, digits, '-' and '.')",
+                    n.node
+                ),
+                "name the node in the cluster file (or --snapshot NAME=DIR) as Kubernetes names it: `kubectl get nodes`",
+            ));
+        }
+    }
+    if leader.specs.len() != 1 {
+        problems.push(problem(
+            format!(
+                "the plan has {} head containers; a group has one leader",
+                leader.specs.len()
+            ),
+            "plan the job again",
+        ));
+    }
+    (leader, workers)
+}
+
 /// The models of the plan whose commit is not recorded, with the file that holds it inside
 /// the containers.
 fn unresolved(plan: &ServePlan) -> Vec<ResolveAtStart> {
@@ -472,6 +498,105 @@ impl Ctx<'_> {
         notes: &mut Vec<String>,
     ) -> Option<Value> {
         let first = side.specs.first()?;
+        let args = self.args(side, first, problems);
+
+        // The Secret's files and the plan's plain files, copied into place at start.
+        let mut copies: Vec<CopyIn> = Vec::new();
+        for f in &first.secret_files {
+            copies.push(CopyIn {
+                from: format!("{}/{}", script::SECRET_DIR, base_name(&f.path)),
+                to: f.path.clone(),
+                mode: f.mode,
+            });
+        }
+        for f in &first.files {
+            if let Some((key, _)) = self.files.iter().find(|(_, o)| o.path == f.path) {
+                copies.push(CopyIn {
+                    from: format!("{}/{key}", script::FILES_DIR),
+                    to: f.path.clone(),
+                    mode: f.mode,
+                });
+            }
+        }
+        let entry =
+            script::entrypoint(&self.env_configmap(), self.all_nodes, &copies, self.resolve);
+        let command = json!([
+            "bash",
+            "-c",
+            script::kubelet_escape(&entry),
+            script::ENTRY_NAME
+        ]);
+
+        // The environment: the node's name (its file is read by the entrypoint), every
+        // secret from the Secret.
+        let mut env = vec![json!({
+            "name": "NODE_NAME",
+            "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}},
+        })];
+        let secret_vars: BTreeSet<&String> = side
+            .specs
+            .iter()
+            .flat_map(|s| s.env.keys().filter(|k| is_secret_in(&s.env, k)))
+            .collect();
+        for k in secret_vars {
+            env.push(json!({
+                "name": k,
+                "valueFrom": {"secretKeyRef": {"name": secret_name(self.name), "key": k}},
+            }));
+        }
+
+        let limits = self.resources(side, first, problems, notes);
+        let mounts = self.mounts(first, problems);
+
+        let mut c = json!({
+            "name": self.plan.engine.as_str(),
+            "image": first.image,
+            "command": command,
+            "args": args,
+            "env": env,
+            "resources": {"limits": limits, "requests": limits},
+            "securityContext": {"capabilities": {"add": first.cap_add}},
+            "volumeMounts": mounts,
+        });
+        if first.cap_add.is_empty()
+            && let Some(o) = c.as_object_mut()
+        {
+            o.remove("securityContext");
+        }
+        if let Some(w) = &first.workdir
+            && let Some(o) = c.as_object_mut()
+        {
+            o.insert("workingDir".into(), json!(w));
+        }
+        if side.role == Role::Head
+            && let Some(o) = c.as_object_mut()
+        {
+            o.insert(
+                "ports".into(),
+                json!([{"name": "api", "containerPort": self.plan.endpoint.port, "protocol": "TCP"}]),
+            );
+            o.insert(
+                "readinessProbe".into(),
+                json!({
+                    "exec": {"command": ["python3", format!("{}/{}", script::MOUNT_DIR, script::READY_FILE)]},
+                    "periodSeconds": PROBE_PERIOD_S,
+                    "timeoutSeconds": PROBE_TIMEOUT_S,
+                    "failureThreshold": 3,
+                }),
+            );
+        }
+        Some(c)
+    }
+
+    /// The side's arguments: the engine's one line for every rank of the side (what differs
+    /// between them written from the group's references), escaped for the kubelet but for
+    /// those references; a problem when the side's containers differ otherwise.
+    fn args(
+        &self,
+        side: &Side<'_>,
+        first: &ContainerSpec,
+        problems: &mut Vec<Problem>,
+    ) -> Vec<Value> {
         let who = side.role.as_str();
         let engine = self.plan.engine.engine();
         let refs = lws_refs();
@@ -535,53 +660,19 @@ impl Ctx<'_> {
             .iter()
             .map(|a| Value::String(script::kubelet_escape_except(a, &keep)))
             .collect();
+        args
+    }
 
-        // The Secret's files and the plan's plain files, copied into place at start.
-        let mut copies: Vec<CopyIn> = Vec::new();
-        for f in &first.secret_files {
-            copies.push(CopyIn {
-                from: format!("{}/{}", script::SECRET_DIR, base_name(&f.path)),
-                to: f.path.clone(),
-                mode: f.mode,
-            });
-        }
-        for f in &first.files {
-            if let Some((key, _)) = self.files.iter().find(|(_, o)| o.path == f.path) {
-                copies.push(CopyIn {
-                    from: format!("{}/{key}", script::FILES_DIR),
-                    to: f.path.clone(),
-                    mode: f.mode,
-                });
-            }
-        }
-        let entry =
-            script::entrypoint(&self.env_configmap(), self.all_nodes, &copies, self.resolve);
-        let command = json!([
-            "bash",
-            "-c",
-            script::kubelet_escape(&entry),
-            script::ENTRY_NAME
-        ]);
-
-        // The environment: the node's name (its file is read by the entrypoint), every
-        // secret from the Secret.
-        let mut env = vec![json!({
-            "name": "NODE_NAME",
-            "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}},
-        })];
-        let secret_vars: BTreeSet<&String> = side
-            .specs
-            .iter()
-            .flat_map(|s| s.env.keys().filter(|k| is_secret_in(&s.env, k)))
-            .collect();
-        for k in secret_vars {
-            env.push(json!({
-                "name": k,
-                "valueFrom": {"secretKeyRef": {"name": secret_name(self.name), "key": k}},
-            }));
-        }
-
-        // Resources: GPUs, the RDMA resource for /dev/infiniband, the memory cap.
+    /// The side's resources: GPUs, the RDMA resource for `/dev/infiniband`, the memory cap
+    /// (the smallest of its nodes').
+    fn resources(
+        &self,
+        side: &Side<'_>,
+        first: &ContainerSpec,
+        problems: &mut Vec<Problem>,
+        notes: &mut Vec<String>,
+    ) -> serde_json::Map<String, Value> {
+        let who = side.role.as_str();
         let mut limits = serde_json::Map::new();
         match first.gpus {
             Gpus::None => {}
@@ -631,7 +722,12 @@ impl Ctx<'_> {
             )),
         }
 
-        // Mounts: the model's cache, the node's folders, /dev/shm, the ConfigMap, the Secret.
+        limits
+    }
+
+    /// The side's mounts: the model's cache, the node's folders, `/dev/shm`, the ConfigMap,
+    /// the Secret's and the plain files' folders.
+    fn mounts(&self, first: &ContainerSpec, problems: &mut Vec<Problem>) -> Vec<Value> {
         let mut mounts = Vec::new();
         for (i, m) in first.mounts.iter().enumerate() {
             let vol = if m.target == CONTAINER_HF_HOME {
@@ -682,44 +778,7 @@ impl Ctx<'_> {
             );
         }
 
-        let mut c = json!({
-            "name": self.plan.engine.as_str(),
-            "image": first.image,
-            "command": command,
-            "args": args,
-            "env": env,
-            "resources": {"limits": limits, "requests": limits},
-            "securityContext": {"capabilities": {"add": first.cap_add}},
-            "volumeMounts": mounts,
-        });
-        if first.cap_add.is_empty()
-            && let Some(o) = c.as_object_mut()
-        {
-            o.remove("securityContext");
-        }
-        if let Some(w) = &first.workdir
-            && let Some(o) = c.as_object_mut()
-        {
-            o.insert("workingDir".into(), json!(w));
-        }
-        if side.role == Role::Head
-            && let Some(o) = c.as_object_mut()
-        {
-            o.insert(
-                "ports".into(),
-                json!([{"name": "api", "containerPort": self.plan.endpoint.port, "protocol": "TCP"}]),
-            );
-            o.insert(
-                "readinessProbe".into(),
-                json!({
-                    "exec": {"command": ["python3", format!("{}/{}", script::MOUNT_DIR, script::READY_FILE)]},
-                    "periodSeconds": PROBE_PERIOD_S,
-                    "timeoutSeconds": PROBE_TIMEOUT_S,
-                    "failureThreshold": 3,
-                }),
-            );
-        }
-        Some(c)
+        mounts
     }
 
     /// The volumes of a pod running `spec`'s container.

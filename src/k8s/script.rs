@@ -90,6 +90,8 @@ impl ResolveAtStart {
     }
 }
 
+/// `word` in single quotes. The export refuses a plan with a NUL byte before any text is
+/// made, so the quoting's refusal cannot happen here.
 fn q(word: &str) -> String {
     quote(word, Style::Always)
         .map(|c| c.into_owned())

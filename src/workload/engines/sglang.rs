@@ -554,4 +554,25 @@ mod tests {
             "--speculative-algorithm NEXTN --speculative-num-steps 3 --speculative-eagle-topk 1 --speculative-num-draft-tokens 4"
         );
     }
+
+    #[test]
+    fn a_group_placed_by_others_keeps_the_planned_rendezvous_port() {
+        let job = crate::plan::JobName::new("j").unwrap();
+        let node = crate::node::NodeName::new("b").unwrap();
+        let mut spec = ContainerSpec::new(&job, &node, Role::Worker, "img");
+        spec.command = "sglang serve --nnodes 4 --node-rank 3 --dist-init-addr 10.0.0.1:20000"
+            .split(' ')
+            .map(String::from)
+            .collect();
+        let refs = GroupRefs {
+            size: "$(SIZE)".into(),
+            rank: "$(RANK)".into(),
+            leader: "$(LEADER)".into(),
+        };
+        let line = Sglang.group_line(MultiNode::Native, Role::Worker, &spec, &refs);
+        assert_eq!(
+            line.command.join(" "),
+            "sglang serve --nnodes $(SIZE) --node-rank $(RANK) --dist-init-addr $(LEADER):20000"
+        );
+    }
 }

@@ -563,4 +563,39 @@ mod tests {
         assert_eq!(p.len(), 1);
         assert_eq!(p[0].fix, "use --tp");
     }
+
+    fn refs() -> GroupRefs {
+        GroupRefs {
+            size: "$(SIZE)".into(),
+            rank: "$(RANK)".into(),
+            leader: "$(LEADER)".into(),
+        }
+    }
+
+    #[test]
+    fn a_group_placed_by_others_gets_its_size_rank_and_leader_where_the_plan_wrote_them() {
+        let job = crate::plan::JobName::new("j").unwrap();
+        let node = crate::node::NodeName::new("b").unwrap();
+        let mut spec = ContainerSpec::new(&job, &node, Role::Worker, "img");
+        spec.command = "vllm serve /m --nnodes 2 --node-rank 1 --master-addr 10.0.0.1 --master-port 29501 --headless"
+            .split(' ')
+            .map(String::from)
+            .collect();
+        let line = Vllm.group_line(MultiNode::Native, Role::Worker, &spec, &refs());
+        assert_eq!(
+            line.command.join(" "),
+            "vllm serve /m --nnodes $(SIZE) --node-rank $(RANK) --master-addr $(LEADER) --master-port 29501 --headless"
+        );
+        assert!(line.env.is_empty());
+
+        // Over Ray a worker joins the leader's Ray at the planned port; its line stays.
+        spec.command = vec!["bash".into(), "-c".into(), RAY_WORKER_SH.into()];
+        spec.env
+            .insert("SL_RAY_HEAD".into(), "10.0.0.1:6379".into());
+        let line = Vllm.group_line(MultiNode::Ray, Role::Worker, &spec, &refs());
+        assert_eq!(line.command, spec.command);
+        assert_eq!(line.env["SL_RAY_HEAD"], "$(LEADER):6379");
+        let head = Vllm.group_line(MultiNode::Ray, Role::Head, &spec, &refs());
+        assert!(head.env.is_empty());
+    }
 }
