@@ -1,15 +1,14 @@
 //! The benchmark protocols people compare numbers by, each as its own tool defines it:
 //! [`llama_benchy`] (pp/tg/depth/concurrency grid, its metric definitions and JSON file),
 //! [`arena_v2`] (Spark Arena's profile v2: a fixed llama-benchy grid run cell by cell in a
-//! seeded heat-aware order) and [`lil`] (llm-inference-bench: sustained decode cells at long
-//! contexts). The present concurrency sweep stays the default protocol (`bench::sweep`).
+//! seeded heat-aware order). The present concurrency sweep stays the default protocol
+//! (`bench::sweep`).
 //!
 //! Pure: the grids, orders, prompts ([`corpus`], from the model's own tokenizer) and metric
 //! math. Effects: [`run`] (the requests of each cell, through `bench::client`).
 
 pub mod arena_v2;
 pub mod corpus;
-pub mod lil;
 pub mod llama_benchy;
 pub mod run;
 
@@ -21,7 +20,6 @@ pub enum Protocol {
     Sweep,
     LlamaBenchy,
     ArenaV2,
-    Lil,
 }
 
 impl Protocol {
@@ -30,9 +28,71 @@ impl Protocol {
             Protocol::Sweep => "sweep",
             Protocol::LlamaBenchy => "llama-benchy",
             Protocol::ArenaV2 => "arena-v2",
-            Protocol::Lil => "lil",
         }
     }
+}
+
+/// How llama-benchy's `--save-result FILE` is written (its `--format`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ResultFormat {
+    Json,
+    Md,
+}
+
+/// A protocol run, resolved from the command line.
+pub struct ProtocolRequest {
+    pub target: crate::bench::Target,
+    pub model: Option<String>,
+    pub api_key: Option<crate::bench::client::BearerKey>,
+    pub timeout: std::time::Duration,
+    pub protocol: Protocol,
+    /// The llama-benchy grid and options this protocol runs (arena-v2: its own).
+    pub options: llama_benchy::Options,
+    /// The cells in the order they run.
+    pub cells: Vec<llama_benchy::Cell>,
+    /// Only the first cell gets a warm-up run (arena-v2 runs each cell as its own llama-benchy
+    /// call, warmed once per session).
+    pub warm_first_cell_only: bool,
+    /// The seed of the prompts' places (and of arena-v2's order), recorded in the result.
+    pub seed: u64,
+    /// The model's tokenizer.json (or the folder holding it).
+    pub tokenizer: std::path::PathBuf,
+    /// The text prompts are cut from: a file, or a URL llama-benchy already cached.
+    pub book: String,
+    /// The tool's own file (`--save-result`) and its format.
+    pub save_result: Option<(std::path::PathBuf, ResultFormat)>,
+    /// spark-launch's own result file; `None`: a new file under the state folder.
+    pub save_to: Option<std::path::PathBuf>,
+}
+
+/// spark-launch's result file of a protocol run: what was asked, in which order, with which
+/// seed, and the figures in the tool's own shape.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+pub struct ProtocolReport {
+    pub version: u32,
+    pub protocol: Protocol,
+    pub started_at: String,
+    pub url: String,
+    pub job: Option<String>,
+    pub model: String,
+    pub seed: u64,
+    pub options: llama_benchy::Options,
+    pub order: Vec<llama_benchy::Cell>,
+    pub requests: u32,
+    pub failed: u32,
+    pub delta_user: i64,
+    pub delta_context: i64,
+    /// The figures, as llama-benchy's `--save-result --format json` holds them.
+    pub llama_benchy: llama_benchy::Report,
+}
+
+/// What a protocol run found and where it was written.
+#[derive(Debug, serde::Serialize)]
+pub struct ProtocolOutcome {
+    pub report: ProtocolReport,
+    pub saved: std::path::PathBuf,
+    pub tool_file: Option<std::path::PathBuf>,
 }
 
 /// A small seeded generator (splitmix64): the same seed gives the same prompts and the same

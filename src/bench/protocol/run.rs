@@ -117,6 +117,7 @@ pub async fn llama_benchy(
     opts: &Options,
     cells: &[Cell],
     seed: u64,
+    warm_first_cell_only: bool,
     reporter: &dyn Reporter,
     cancel: &CancellationToken,
 ) -> Result<Measured, BenchError> {
@@ -167,20 +168,21 @@ pub async fn llama_benchy(
         latency_s * 1000.0
     ));
     let mut runs = Vec::new();
-    for &cell in cells {
+    for (n, &cell) in cells.iter().enumerate() {
+        let warm_run = !opts.no_warmup && (n == 0 || !warm_first_cell_only);
         let step = reporter.step(&format!(
             "pp={} tg={} depth={} concurrency={}",
             cell.pp, cell.tg, cell.depth, cell.concurrency
         ));
         let (pp, depth) = llama_benchy::adapted(cell, opts.adapt_prompt, delta_user, delta_context);
-        let total = opts.runs + if opts.no_warmup { 0 } else { 1 };
+        let total = opts.runs + u32::from(warm_run);
         let phased = opts.enable_prefix_caching && cell.depth > 0;
         let (mut std_batches, mut ctx_batches) = (Vec::new(), Vec::new());
         for i in 0..total {
             if cancel.is_cancelled() {
                 return Err(BenchError::Interrupted);
             }
-            let warmup = !opts.no_warmup && i == 0;
+            let warmup = warm_run && i == 0;
             let mut asks = Vec::new();
             for _ in 0..cell.concurrency {
                 let p = corpus
@@ -272,5 +274,143 @@ async fn latency(run: &mut Run<'_>, mode: LatencyMode) -> Result<f64, String> {
         0.0
     } else {
         got.iter().sum::<f64>() / got.len() as f64
+    })
+}
+
+/// A whole protocol run: finds the endpoint and the model, reads the tokenizer and the book,
+/// runs the cells, writes the tool's file and spark-launch's.
+pub async fn session(
+    req: super::ProtocolRequest,
+    reporter: std::sync::Arc<dyn Reporter>,
+    cancel: CancellationToken,
+) -> Result<super::ProtocolOutcome, BenchError> {
+    use crate::bench::{Target, locate, measure, store};
+    let mut problems = req.options.problems();
+    if req.timeout.is_zero() {
+        problems.push("--timeout must be at least 1 second".into());
+    }
+    if !problems.is_empty() {
+        return Err(BenchError::Invalid(problems.join("; ")));
+    }
+    let invalid = |e: super::corpus::CorpusError| BenchError::Invalid(e.to_string());
+    let tok = super::corpus::Tok::load(&req.tokenizer).map_err(invalid)?;
+    let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
+    let text = super::corpus::book_text(&req.book, home.as_deref()).map_err(invalid)?;
+    let corpus = Corpus::new(tok, &text).map_err(invalid)?;
+    reporter.info(&format!(
+        "{} tokens of text to cut prompts from",
+        corpus.len()
+    ));
+    let (base, job) = match req.target {
+        Target::Url(u) => (u, None),
+        Target::Job {
+            cluster,
+            job,
+            addresses,
+        } => {
+            let step = reporter.step(&format!("find job {job}"));
+            let url = locate::job_url(&cluster, &job, &addresses).await?;
+            step.ok_with(&url.to_string());
+            (url, Some(job.to_string()))
+        }
+    };
+    let client = Client {
+        base: base.clone(),
+        api_key: req.api_key,
+        timeout: req.timeout,
+    };
+    let server = |message: String| BenchError::Server {
+        url: base.to_string(),
+        message,
+    };
+    let model = match req.model {
+        Some(m) => m,
+        None => match client.models().await.map_err(server)?.as_slice() {
+            [one] => one.clone(),
+            [] => return Err(server("the server lists no model at /models".into())),
+            many => {
+                return Err(server(format!(
+                    "the server lists {} models ({}): choose one with --model",
+                    many.len(),
+                    many.join(", ")
+                )));
+            }
+        },
+    };
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    let started_at = measure::utc_stamp(now.as_secs() as i64);
+    let m = llama_benchy(
+        &client,
+        &model,
+        &corpus,
+        &req.options,
+        &req.cells,
+        req.seed,
+        req.warm_first_cell_only,
+        reporter.as_ref(),
+        &cancel,
+    )
+    .await?;
+    let tool = llama_benchy::Report {
+        version: format!(
+            "spark-launch {} (llama-benchy {} protocol)",
+            env!("CARGO_PKG_VERSION"),
+            llama_benchy::PROTOCOL_VERSION
+        ),
+        timestamp: started_at.replace('T', " "),
+        latency_mode: req.options.latency_mode.name().to_string(),
+        latency_ms: m.latency_s * 1000.0,
+        model: model.clone(),
+        prefix_caching_enabled: req.options.enable_prefix_caching,
+        max_concurrency: req.options.concurrency.iter().copied().max().unwrap_or(1),
+        benchmarks: m.runs,
+    };
+    let report = super::ProtocolReport {
+        version: 1,
+        protocol: req.protocol,
+        started_at,
+        url: base.to_string(),
+        job: job.clone(),
+        model,
+        seed: req.seed,
+        options: req.options,
+        order: req.cells,
+        requests: m.requests,
+        failed: m.failed,
+        delta_user: m.delta_user,
+        delta_context: m.delta_context,
+        llama_benchy: tool,
+    };
+    let tool_file = match req.save_result {
+        Some((path, format)) => {
+            let io = |source| BenchError::Io {
+                path: path.clone(),
+                source,
+            };
+            let text = match format {
+                super::ResultFormat::Json => serde_json::to_string_pretty(&report.llama_benchy)
+                    .map_err(|e| io(std::io::Error::other(e.to_string())))?,
+                super::ResultFormat::Md => llama_benchy::markdown(&report.llama_benchy),
+            };
+            std::fs::write(&path, text).map_err(io)?;
+            Some(path)
+        }
+        None => None,
+    };
+    let saved = req.save_to.unwrap_or_else(|| {
+        let label = job.unwrap_or_else(|| base.authority());
+        store::default_path(
+            &store::state_dir(),
+            &format!("{label}-{}", report.protocol.name()),
+            &report.started_at,
+        )
+    });
+    store::save(&report, &saved)?;
+    Ok(super::ProtocolOutcome {
+        report,
+        saved,
+        tool_file,
     })
 }
