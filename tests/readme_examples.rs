@@ -44,6 +44,12 @@ const COMMANDS: &[(&str, Run)] = &[
     ),
     ("spark-launch up smoke-test -d --gpus none", Run::Live(SIM)),
     ("spark-launch bench smoke-test", Run::Live(SIM)),
+    (
+        "spark-launch bench --protocol llama-benchy --url http://127.0.0.1:8000/v1 --tokenizer tokenizer.json --book-url book.txt --pp 2048 --tg 32 --depth 0 4096 --concurrency 1 2 --save-result llama-benchy.json",
+        Run::Live(
+            "a served model: tests/bench_protocols.rs runs this protocol against the paced stand-in server",
+        ),
+    ),
     ("spark-launch status --watch smoke-test", Run::Live(SIM)),
     ("spark-launch supervise smoke-test", Run::Live(SIM)),
     (

@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::measure::Sample;
 use super::request::{
-    Api, BaseUrl, Event, EventReader, StreamEnd, clip, judge_stream, parse_event,
+    Api, BaseUrl, Event, EventReader, StreamEnd, chunk_detail, clip, judge_stream, parse_event,
 };
 
 /// The API key sent as `Authorization: Bearer …`. Never printed: its `Debug` says `<set>`.
@@ -164,12 +164,42 @@ impl Client {
         cancel: &CancellationToken,
         on_token: &mut (dyn FnMut(f64) + Send),
     ) -> Sample {
+        self.stream_with(conn, api, body, epoch, cancel, on_token, false)
+            .await
+    }
+
+    /// [`Client::stream`], also noting the first response and every chunk of generated
+    /// content or reasoning with its token ids (`Sample::first_response`, `Sample::pieces`):
+    /// what a protocol's metrics need.
+    pub async fn stream_detailed(
+        &self,
+        conn: &mut Option<Connection>,
+        api: Api,
+        body: Vec<u8>,
+        epoch: Instant,
+        cancel: &CancellationToken,
+    ) -> Sample {
+        self.stream_with(conn, api, body, epoch, cancel, &mut |_| {}, true)
+            .await
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn stream_with(
+        &self,
+        conn: &mut Option<Connection>,
+        api: Api,
+        body: Vec<u8>,
+        epoch: Instant,
+        cancel: &CancellationToken,
+        on_token: &mut (dyn FnMut(f64) + Send),
+        detail: bool,
+    ) -> Sample {
         let mut sample = Sample {
             sent: epoch.elapsed().as_secs_f64(),
             ..Sample::default()
         };
         let result = tokio::select! {
-            r = tokio::time::timeout(self.timeout, self.stream_inner(conn, api, body, epoch, &mut sample, on_token)) => match r {
+            r = tokio::time::timeout(self.timeout, self.stream_inner(conn, api, body, epoch, &mut sample, on_token, detail)) => match r {
                 Ok(r) => r,
                 Err(_) => Err(format!("no end of the stream within {}s", self.timeout.as_secs())),
             },
@@ -183,6 +213,7 @@ impl Client {
         sample
     }
 
+    #[allow(clippy::too_many_arguments)]
     async fn stream_inner(
         &self,
         conn: &mut Option<Connection>,
@@ -191,6 +222,7 @@ impl Client {
         epoch: Instant,
         sample: &mut Sample,
         on_token: &mut (dyn FnMut(f64) + Send),
+        detail: bool,
     ) -> Result<(), String> {
         if let Some(c) = conn.as_mut()
             && c.sender.ready().await.is_err()
@@ -236,6 +268,12 @@ impl Client {
             let now = epoch.elapsed().as_secs_f64();
             for event in reader.push(data) {
                 end.events += 1;
+                if detail && let Some(d) = chunk_detail(&event) {
+                    sample.first_response.get_or_insert(now);
+                    if d.generated {
+                        sample.pieces.push((now, d.token_ids));
+                    }
+                }
                 match parse_event(&event) {
                     Event::Chunk {
                         text,
@@ -259,7 +297,8 @@ impl Client {
                 }
             }
         }
-        end.tokens = sample.tokens.len();
+        // A detailed stream's reasoning is generated text too.
+        end.tokens = sample.tokens.len().max(sample.pieces.len());
         // A request counts only when its stream was one, with a token and its proper end.
         judge_stream(end, reader.foreign())
     }

@@ -28,6 +28,12 @@ pub struct Sample {
     /// It failed before the server took it: no connection, the request could not be sent, or
     /// the answer was 502/503 (a server restarting or not ready). Safe to send again.
     pub refused: bool,
+    /// Only for a detailed stream (`Client::stream_detailed`): when the first chunk with a
+    /// choice arrived, even one without text (a chat stream's role).
+    pub first_response: Option<f64>,
+    /// Only for a detailed stream: each chunk of generated content or reasoning, with the
+    /// number of token ids it carried when the server sent them.
+    pub pieces: Vec<(f64, Option<u32>)>,
 }
 
 impl Sample {
@@ -255,6 +261,7 @@ mod tests {
             }),
             error: None,
             refused: false,
+            ..Sample::default()
         }
     }
 

@@ -19,6 +19,7 @@ pub mod client;
 pub mod compare;
 pub mod locate;
 pub mod measure;
+pub mod protocol;
 pub mod render;
 pub mod request;
 pub mod soak;

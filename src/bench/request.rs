@@ -270,6 +270,37 @@ pub fn parse_event(data: &str) -> Event {
     }
 }
 
+/// What a chunk carried, in the detail a protocol's metrics need.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ChunkDetail {
+    /// It had a choice (the first such chunk is a response, even without text).
+    pub choice: bool,
+    /// Its choice carried generated content or reasoning (`reasoning_content`, `reasoning`).
+    pub generated: bool,
+    /// The token ids it carried (`return_token_ids`), when it carried them.
+    pub token_ids: Option<u32>,
+}
+
+/// Reads one event's payload for [`ChunkDetail`]; `None` for anything but a chunk.
+pub fn chunk_detail(data: &str) -> Option<ChunkDetail> {
+    let v: Value = serde_json::from_str(data.trim()).ok()?;
+    let choice = v.get("choices")?.as_array()?.first()?;
+    let piece = |c: &Value| c.as_str().is_some_and(|s| !s.is_empty());
+    let delta = choice.get("delta");
+    let generated = choice.get("text").is_some_and(piece)
+        || ["content", "reasoning_content", "reasoning"]
+            .iter()
+            .any(|k| delta.and_then(|d| d.get(*k)).is_some_and(piece));
+    Some(ChunkDetail {
+        choice: true,
+        generated,
+        token_ids: choice
+            .get("token_ids")
+            .and_then(Value::as_array)
+            .map(|a| a.len() as u32),
+    })
+}
+
 /// Splits a byte stream into server-sent events' `data:` payloads, across chunk boundaries,
 /// and keeps the first line that is no line of an event stream (random bytes, an HTML page).
 #[derive(Debug, Default)]
@@ -446,6 +477,29 @@ mod tests {
         assert!(r.push(b"data: {\"choices\":[{\"te").is_empty());
         let got = r.push(b"xt\":\"a\"}]}\r\n\r\ndata: [DONE]\n\n: keep-alive\n");
         assert_eq!(got, vec![r#"{"choices":[{"text":"a"}]}"#, "[DONE]"]);
+    }
+
+    #[test]
+    fn a_chunks_detail_says_response_reasoning_and_token_ids() {
+        let d = |s| chunk_detail(s);
+        assert_eq!(
+            d(r#"{"choices":[{"delta":{"role":"assistant","content":""}}]}"#),
+            Some(ChunkDetail {
+                choice: true,
+                generated: false,
+                token_ids: None
+            })
+        );
+        assert_eq!(
+            d(r#"{"choices":[{"delta":{"reasoning_content":"hm"},"token_ids":[5,6]}]}"#),
+            Some(ChunkDetail {
+                choice: true,
+                generated: true,
+                token_ids: Some(2)
+            })
+        );
+        assert_eq!(d(r#"{"choices":[],"usage":{"prompt_tokens":3}}"#), None);
+        assert_eq!(d("[DONE]"), None);
     }
 
     #[test]

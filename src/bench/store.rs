@@ -43,8 +43,8 @@ pub fn default_path(state: &Path, label: &str, started_at: &str) -> PathBuf {
     state.join("bench").join(format!("{label}-{stamp}.json"))
 }
 
-/// Writes `report` to `path`, readable by its owner only; creates the folder (0700) if needed.
-pub fn save(report: &BenchReport, path: &Path) -> Result<(), BenchError> {
+/// Writes `report` (any result file's JSON) to `path`, readable by its owner only; creates the folder (0700) if needed.
+pub fn save<T: serde::Serialize + ?Sized>(report: &T, path: &Path) -> Result<(), BenchError> {
     let io = |source| BenchError::Io {
         path: path.to_path_buf(),
         source,

@@ -30,7 +30,7 @@ pub struct BenchArgs {
     pub job: Option<JobName>,
 
     /// Any OpenAI-compatible API instead of a job: http://HOST:PORT[/v1].
-    #[arg(long, value_name = "URL")]
+    #[arg(long, value_name = "URL", alias = "base-url")]
     pub url: Option<String>,
 
     /// The model to ask for [default: the one the server lists at /v1/models].
@@ -39,7 +39,8 @@ pub struct BenchArgs {
 
     /// Requests in flight at once, per level (comma-separated) [default: 1,4,16,32 and the
     /// profile's levels].
-    #[arg(long, value_delimiter = ',', value_name = "N,...")]
+    /// (With --protocol llama-benchy, as its --concurrency: `--concurrency 1 2 4` too.)
+    #[arg(long, value_delimiter = ',', num_args = 1.., value_name = "N,...")]
     pub concurrency: Vec<u32>,
 
     /// Words (≈ tokens) in each generated prompt [default: 512, or the profile's].
@@ -104,10 +105,101 @@ pub struct BenchArgs {
     pub profiles_dir: Option<PathBuf>,
 
     #[command(flatten)]
+    pub protocol: ProtocolFlags,
+
+    #[command(flatten)]
     pub engines: EngineFlags,
 
     #[command(flatten)]
     pub target: NodeFlags,
+}
+
+/// `--protocol` and the options of the community's tools, with their names and meaning.
+#[derive(Debug, clap::Args)]
+pub struct ProtocolFlags {
+    /// Measure as a community benchmark does, so the numbers compare with theirs:
+    /// llama-benchy (its options below) or arena-v2 (Spark Arena's profile v2: a fixed
+    /// llama-benchy grid in a seeded heat-aware order). Needs --tokenizer. sweep:
+    /// spark-launch's own levels.
+    #[arg(long, value_enum, default_value_t = ProtocolFlag::Sweep)]
+    pub protocol: ProtocolFlag,
+
+    /// llama-benchy: prompt tokens per request (several: `--pp 512 2048`) [default: 2048].
+    #[arg(long, value_delimiter = ',', num_args = 1.., value_name = "N")]
+    pub pp: Vec<u32>,
+
+    /// llama-benchy: tokens generated per request [default: 32].
+    #[arg(long, value_delimiter = ',', num_args = 1.., value_name = "N")]
+    pub tg: Vec<u32>,
+
+    /// llama-benchy: tokens of previous conversation before the prompt [default: 0].
+    #[arg(long, value_delimiter = ',', num_args = 1.., value_name = "N")]
+    pub depth: Vec<u32>,
+
+    /// llama-benchy: measured runs per cell, after one warm-up run [default: 3].
+    #[arg(long, value_name = "N")]
+    pub runs: Option<u32>,
+
+    /// The model's tokenizer.json, or the model folder holding it: prompts are cut to exact
+    /// token counts with it.
+    #[arg(long, value_name = "FILE|DIR")]
+    pub tokenizer: Option<PathBuf>,
+
+    /// The text prompts are cut from: a file, or a URL llama-benchy has already downloaded
+    /// (its cache is read; nothing is downloaded) [default: llama-benchy's book].
+    #[arg(long, value_name = "FILE|URL")]
+    pub book_url: Option<String>,
+
+    /// llama-benchy: make every prompt unique (no prefix cache can answer it) and ask the
+    /// server not to cache.
+    #[arg(long)]
+    pub no_cache: bool,
+
+    /// llama-benchy: load each depth's conversation first (reported as ctx_pp/ctx_tg), then
+    /// ask the prompt after it, as a prefix cache serves a chat.
+    #[arg(long)]
+    pub enable_prefix_caching: bool,
+
+    /// llama-benchy: leave the prompt its full size (the chat template's tokens not taken off).
+    #[arg(long)]
+    pub no_adapt_prompt: bool,
+
+    /// llama-benchy: how the idle round trip taken off TTFR is measured.
+    #[arg(long, value_enum, default_value_t = LatencyFlag::Api)]
+    pub latency_mode: LatencyFlag,
+
+    /// Also write the result in the tool's own file (llama-benchy's JSON, or --format md).
+    #[arg(long, value_name = "FILE")]
+    pub save_result: Option<PathBuf>,
+
+    /// The format of --save-result.
+    #[arg(long, value_enum, default_value_t = FormatFlag::Json)]
+    pub format: FormatFlag,
+
+    /// The seed of the prompts' places in the text (and arena-v2's order) [default: random,
+    /// recorded in the result; arena-v2: 42].
+    #[arg(long, value_name = "N")]
+    pub seed: Option<u64>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ProtocolFlag {
+    Sweep,
+    LlamaBenchy,
+    ArenaV2,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum LatencyFlag {
+    Api,
+    Generation,
+    None,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum FormatFlag {
+    Json,
+    Md,
 }
 
 /// The API key, from the environment only (never a flag: argv is visible to every user).
@@ -141,6 +233,10 @@ pub async fn run(args: BenchArgs, ctx: &Context) -> CmdResult {
     }
     // A picture that could not be written is found now, not after a 30-minute soak.
     super::check_plot(args.plot.as_deref())?;
+    if args.protocol.protocol != ProtocolFlag::Sweep {
+        return super::cmd_bench_protocol::run(&args, ctx).await;
+    }
+    super::cmd_bench_protocol::refuse_protocol_flags(&args)?;
     let dir = args
         .profiles_dir
         .clone()

@@ -8,6 +8,7 @@
 
 mod args;
 mod cmd_bench;
+mod cmd_bench_protocol;
 mod cmd_completions;
 mod cmd_compose;
 mod cmd_discover;

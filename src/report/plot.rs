@@ -499,6 +499,90 @@ fn soak_chart(
     })
 }
 
+/// Ticks of a linear axis of context tokens: `0`, `16k`, `100k`.
+fn depth_label(v: &f64) -> String {
+    if *v < 0.0 {
+        return String::new();
+    }
+    if *v >= 1000.0 {
+        format!("{:.0}k", v / 1000.0)
+    } else {
+        format!("{v:.0}")
+    }
+}
+
+/// A protocol run (`bench --protocol`): prompt processing and generation tokens/s (each
+/// figure's mean over the runs) against the context depth, one curve per concurrency.
+pub fn protocol(r: &crate::bench::protocol::ProtocolReport) -> Result<String, PlotError> {
+    use crate::bench::protocol::llama_benchy::Metric;
+    let runs: Vec<_> = r
+        .llama_benchy
+        .benchmarks
+        .iter()
+        .filter(|b| !b.is_context_prefill_phase)
+        .collect();
+    let mut levels: Vec<u32> = runs.iter().map(|b| b.concurrency).collect();
+    levels.sort_unstable();
+    levels.dedup();
+    let curves =
+        |pick: &dyn Fn(&crate::bench::protocol::llama_benchy::BenchmarkRun) -> Option<&Metric>| {
+            levels
+                .iter()
+                .enumerate()
+                .map(|(i, &c)| {
+                    let mut points: Vec<(f64, f64)> = runs
+                        .iter()
+                        .filter(|b| b.concurrency == c)
+                        .filter_map(|b| Some((f64::from(b.context_size), pick(b)?.mean)))
+                        .collect();
+                    points.sort_by(|a, b| a.0.total_cmp(&b.0));
+                    Curve {
+                        label: format!("concurrency {c}"),
+                        color: SERIES[i % SERIES.len()],
+                        dashed: false,
+                        markers: true,
+                        points,
+                    }
+                })
+                .filter(|c| !c.points.is_empty())
+                .collect::<Vec<_>>()
+        };
+    let pp = curves(&|b| b.pp_throughput.as_ref());
+    let tg = curves(&|b| b.tg_throughput.as_ref());
+    if pp.is_empty() && tg.is_empty() {
+        return Err(PlotError::Empty(
+            "no cell of the run finished a request".to_string(),
+        ));
+    }
+    let xs: Vec<f64> = pp
+        .iter()
+        .chain(&tg)
+        .flat_map(|c| c.points.iter().map(|p| p.0))
+        .collect();
+    let lo = xs.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = xs.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let x = padded(lo, hi, (hi - lo).max(1.0) * 0.05);
+    let axes = |caption, y_desc, cs: &[Curve]| Axes {
+        caption,
+        x_desc: "context depth (tokens)",
+        y_desc,
+        x: x.clone(),
+        y: 0.0..top(
+            cs.iter().flat_map(|c| c.points.iter().map(|p| p.1)),
+            cs.len(),
+        ),
+        x_label: &depth_label,
+        x_ticks: 8,
+    };
+    let pp_axes = axes("prompt processing tokens/s by depth", "pp t/s", &pp);
+    let tg_axes = axes("generation tokens/s by depth", "tg t/s", &tg);
+    svg((1280, 520), |root| {
+        let halves = root.split_evenly((1, 2));
+        chart(&halves[0], &pp_axes, &pp, &[], &[], None)?;
+        chart(&halves[1], &tg_axes, &tg, &[], &[], None)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
