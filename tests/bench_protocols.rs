@@ -209,7 +209,7 @@ fn llama_benchy_figures_give_back_the_paced_servers_rates_in_llama_benchys_file(
         // tokens/s. A figure never beats the pace (15 % for clocks); on a crowded machine the
         // server's sleeps run long and a second stream waits for the first one's prefill, so
         // only a floor of 40 % is held here: bench/protocols.sh measures the exact ratios.
-        let paced = |measured: f64, known: f64| measured <= known * 1.15 && measured >= known * 0.4;
+        let paced = |measured: f64, known: f64| (known * 0.4..=known * 1.15).contains(&measured);
         assert!(paced(mean(r, "pp_throughput"), PREFILL), "pp: {r}");
         assert!(paced(mean(r, "tg_req_throughput"), DECODE), "tg: {r}");
     }
@@ -225,7 +225,7 @@ fn llama_benchy_figures_give_back_the_paced_servers_rates_in_llama_benchys_file(
     // The prompt alone takes 100 ms to prefill; the whole conversation would take 300 ms.
     let ttft_ms = mean(asked, "e2e_ttft");
     assert!(
-        ttft_ms >= 400.0 / PREFILL * 1000.0 * 0.85 && ttft_ms < 1200.0 / PREFILL * 1000.0 * 0.85,
+        (400.0 / PREFILL * 1000.0 * 0.85..1200.0 / PREFILL * 1000.0 * 0.85).contains(&ttft_ms),
         "{asked}"
     );
     let saved = out.lines().find_map(|l| l.strip_prefix("saved ")).unwrap();
