@@ -66,14 +66,16 @@ fn processes_of(prefix: &str) -> Vec<(String, String)> {
     out
 }
 
+/// When the process `pid` started, while it runs (an exited process not yet reaped, a zombie,
+/// has none).
 fn start_time(pid: &str) -> Option<String> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // Field 22, counted after the command's closing parenthesis.
-    stat.rsplit_once(')')?
-        .1
-        .split_whitespace()
-        .nth(19)
-        .map(str::to_string)
+    // Fields 3 (the state) and 22, counted after the command's closing parenthesis.
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    if matches!(fields.first(), Some(&"Z") | Some(&"X")) {
+        return None;
+    }
+    fields.get(19).map(|s| s.to_string())
 }
 
 fn names_in(dir: &Path) -> Vec<String> {
