@@ -262,7 +262,17 @@ fn a_new_user_makes_a_sim_launches_the_smoke_test_and_a_recipe_on_it_benches_it_
         .iter()
         .filter(|(pid, start)| start_time(pid).as_ref() == Some(start))
         .collect();
-    assert!(survivors.is_empty(), "still running: {survivors:?}");
+    let named: Vec<String> = survivors
+        .iter()
+        .map(|(pid, _)| {
+            let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            format!(
+                "{pid}: {}",
+                String::from_utf8_lossy(&cmd).replace('\0', " ")
+            )
+        })
+        .collect();
+    assert!(named.is_empty(), "still running: {named:#?}");
     for left in [
         Path::new(ROOT).join(&name),
         Path::new(ROOT).join("nodes").join(&prefix),
