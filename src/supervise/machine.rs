@@ -269,6 +269,29 @@ pub struct Happened {
     pub seconds: Option<f64>,
 }
 
+impl Happened {
+    /// The first event of a supervisor: what it watches, how often.
+    pub fn watching(job: &crate::plan::JobName, ranks: usize, policy: &Policy) -> Happened {
+        Happened {
+            kind: Kind::Watching,
+            detail: format!(
+                "watching {ranks} rank(s) of {job}: a token probe every {} s (Ctrl-C stops supervising, not the job)",
+                policy.interval.as_secs_f64()
+            ),
+            seconds: None,
+        }
+    }
+
+    /// The last event of a supervisor that Ctrl-C (or SIGTERM) ended.
+    pub fn stopped() -> Happened {
+        Happened {
+            kind: Kind::Stopped,
+            detail: "supervising stopped (Ctrl-C); the job keeps running".into(),
+            seconds: None,
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum State {
     /// Watching a job that serves; the next look is due at `next_look`.

@@ -271,6 +271,20 @@ pub fn render_events(events: &[JobEvent]) -> String {
         .join("\n")
 }
 
+/// An event as the supervisor says it on stderr: `JOB: DETAIL`. A detail is a sentence of its
+/// own (`watching 2 rank(s) of JOB: ...`, `supervising stopped (Ctrl-C); ...`), so the kind
+/// is not put before it again; the few whose detail does not say what happened get the words
+/// that do.
+pub fn said(job: &JobName, e: &JobEvent) -> String {
+    let lead = match e.kind {
+        Kind::ProbeFailed => "a probe failed: ",
+        Kind::EngineError => "an error line in a rank's log: ",
+        Kind::RestartFailed => "the restart failed: ",
+        _ => "",
+    };
+    format!("{job}: {lead}{}", e.detail)
+}
+
 /// `logs JOB --events`: every event of the job's log.
 #[derive(Debug, Serialize)]
 pub struct EventsReport {
@@ -361,6 +375,33 @@ mod tests {
         // No log yet: no events, no error.
         let other = JobName::new("other").unwrap();
         assert!(read_events(dir.path(), &other, None).unwrap().is_empty());
+    }
+
+    #[test]
+    fn the_supervisor_says_each_event_on_stderr_without_doubled_words() {
+        let job = JobName::new("sup").unwrap();
+        let policy = crate::supervise::Policy::default();
+        let line = |h: Happened| said(&job, &JobEvent::stamped(h, 0));
+        assert_eq!(
+            line(Happened::watching(&job, 2, &policy)),
+            "sup: watching 2 rank(s) of sup: a token probe every 5 s (Ctrl-C stops supervising, not the job)"
+        );
+        assert_eq!(
+            line(Happened::stopped()),
+            "sup: supervising stopped (Ctrl-C); the job keeps running"
+        );
+        let failed = Happened {
+            kind: Kind::RestartFailed,
+            detail: "spark-2: no answer".into(),
+            seconds: Some(0.1),
+        };
+        assert_eq!(line(failed), "sup: the restart failed: spark-2: no answer");
+        // No word twice in a row, whatever the kind.
+        for h in [Happened::watching(&job, 1, &policy), Happened::stopped()] {
+            let l = line(h);
+            let words: Vec<&str> = l.split_whitespace().collect();
+            assert!(words.windows(2).all(|w| w[0] != w[1]), "{l}");
+        }
     }
 
     #[test]

@@ -24,7 +24,7 @@ use crate::progress::Reporter;
 use crate::report::shown::{Ending, Shown};
 use crate::resolve::{self, Needs, Purpose, ResolveError, Selection};
 use crate::runtime::{Cluster, RuntimeError};
-use crate::supervise::machine::{Happened, Kind, Move, Policy, Seen, Supervisor};
+use crate::supervise::machine::{Happened, Move, Policy, Seen, Supervisor};
 use crate::supervise::records::{self, JobEvent, RecordError};
 use crate::workload::endpoint::{ApiKeyAsk, CLIENT_KEY_VAR};
 use crate::workload::serve::ServePlan;
@@ -289,35 +289,19 @@ pub async fn watch(
             .map(|h| JobEvent::stamped(h, records::now_ms()))
             .collect();
         for e in &events {
-            reporter.warn(&format!(
-                "{job}: {} {}",
-                records::kind_name(e.kind),
-                e.detail
-            ));
+            reporter.warn(&records::said(&job, e));
         }
         records::append(state_dir, &job, &events).map_err(|source| SuperviseError::Events {
             job: job.clone(),
             source,
         })
     };
-    record(vec![Happened {
-        kind: Kind::Watching,
-        detail: format!(
-            "watching {} rank(s) of {job}: a token probe every {} s (Ctrl-C stops supervising, not the job)",
-            plan.nodes.len(),
-            policy.interval.as_secs_f64()
-        ),
-        seconds: None,
-    }])?;
+    record(vec![Happened::watching(&job, plan.nodes.len(), policy)])?;
     let mut errors = watch::follow_errors(&target).await;
     loop {
         record(m.drain())?;
         if cancel.is_cancelled() {
-            record(vec![Happened {
-                kind: Kind::Stopped,
-                detail: "supervising stopped (Ctrl-C); the job keeps running".into(),
-                seconds: None,
-            }])?;
+            record(vec![Happened::stopped()])?;
             return Ok(Supervised::Stopped { job });
         }
         match m.next_move(t()) {
