@@ -255,3 +255,69 @@ fn supervise_dry_run_says_what_it_watches_and_the_order_of_a_restart_without_tou
         "{shown}"
     );
 }
+
+/// `spark-launch ARGS` with the state folder `state`, killed after 20 s (a FIFO read forever
+/// would hang the test otherwise).
+fn spark_launch_within(state: &Path, args: &[&str]) -> Output {
+    let mut c = Command::new("timeout");
+    c.args(["-s", "KILL", "20"])
+        .arg(env!("CARGO_BIN_EXE_spark-launch"));
+    c.args(args)
+        .env("SPARK_LAUNCH_STATE_DIR", state)
+        .env("SPARK_LAUNCH_NO_PROGRESS", "1")
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn a_kept_record_that_is_not_what_spark_launch_wrote_is_refused_by_name_and_a_bad_event_line_hides_nothing_else()
+ {
+    let tmp = tempfile::tempdir().unwrap();
+    let state = kept_plan(tmp.path());
+    let dir = state.join("records/demo");
+    // An event log with a line that is not UTF-8 between two good ones.
+    let good = |at: &str| {
+        format!(
+            r#"{{"at":"{at}","kind":"stopped","detail":"supervising stopped (Ctrl-C); the job keeps running"}}"#
+        )
+    };
+    let mut log = good("2026-11-26T18:00:00.000Z").into_bytes();
+    log.extend_from_slice(b"\n{\"at\":\"x\",\"kind\":\"ready\",\"detail\":\"\xff\"}\n");
+    log.extend_from_slice(good("2026-11-26T18:00:01.000Z").as_bytes());
+    log.push(b'\n');
+    std::fs::write(dir.join("events.jsonl"), log).unwrap();
+    let out = spark_launch_within(&state, &["logs", "demo", "--events"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(shown.matches("supervising stopped").count(), 2, "{shown}");
+    assert!(shown.contains("(1 line of "), "{shown}");
+
+    // A kept plan whose job name breaks the rule a given name meets.
+    let plan = std::fs::read_to_string(dir.join("plan.json")).unwrap();
+    let bad = plan.replace("\"job\": \"demo\"", "\"job\": \"demo/../../x\"");
+    assert_ne!(bad, plan, "the plan names its job");
+    std::fs::write(dir.join("plan.json"), &bad).unwrap();
+    let out = spark_launch_within(&state, &["supervise", "demo", "--dry-run"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("invalid job name"), "{}", text(&out));
+
+    // A FIFO in place of the plan: refused at once, never read forever.
+    std::fs::remove_file(dir.join("plan.json")).unwrap();
+    let made = Command::new("mkfifo")
+        .arg(dir.join("plan.json"))
+        .status()
+        .unwrap();
+    assert!(made.success());
+    for args in [
+        &["supervise", "demo", "--dry-run"][..],
+        &["export", "systemd", "demo", "--output", "-"][..],
+    ] {
+        let out = spark_launch_within(&state, args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out));
+        assert!(
+            text(&out).contains("plan.json is not a regular file (a FIFO"),
+            "{}",
+            text(&out)
+        );
+    }
+}

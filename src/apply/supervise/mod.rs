@@ -68,6 +68,7 @@ impl SuperviseError {
         match self {
             SuperviseError::Record(RecordError::NoPlan { .. }) => 2,
             SuperviseError::Record(RecordError::Supervised { .. }) => 2,
+            SuperviseError::Record(RecordError::BadPlan { .. } | RecordError::Input(_)) => 2,
             SuperviseError::Resolve(e) if e.is_invalid_input() => 2,
             SuperviseError::MissingNode { .. } => 2,
             _ => 1,
