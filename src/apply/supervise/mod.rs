@@ -5,6 +5,7 @@
 //! log and show it on stderr, until Ctrl-C (the job keeps running) or the machine gives up
 //! (after stopping the job when a node's memory fell below the floor).
 
+mod reach;
 mod restart;
 mod watch;
 
@@ -310,19 +311,42 @@ pub async fn watch(
                 for e in errors.drain() {
                     m.saw(t(), e);
                 }
-                m.saw(t(), Seen::Memory(watch::memory(cluster, &plan.nodes).await));
+                let lost: Vec<NodeName> = plan
+                    .nodes
+                    .iter()
+                    .filter(|n| m.is_lost(n))
+                    .cloned()
+                    .collect();
+                let answering: Vec<NodeName> = plan
+                    .nodes
+                    .iter()
+                    .filter(|n| !lost.contains(n))
+                    .cloned()
+                    .collect();
+                m.saw(t(), Seen::Memory(watch::memory(cluster, &answering).await));
                 if m.stopping() {
                     continue;
                 }
-                let stopped = watch::ranks(&target).await;
-                if stopped.is_empty() {
+                // Every node's container; a node whose connection dropped is connected to
+                // again first.
+                let seen = tokio::select! {
+                    s = watch::ranks(&target) => s,
+                    _ = cancel.cancelled() => continue,
+                };
+                for s in seen {
+                    m.saw(t(), s);
+                }
+                // A node that answers again: its log is followed again from now (the old
+                // stream ended with its connection).
+                if lost.iter().any(|n| !m.is_lost(n)) {
+                    errors = watch::follow_errors(&target).await;
+                }
+                // A probe while the head does not answer would only find the link down.
+                let head_lost = plan.nodes.first().is_some_and(|h| m.is_lost(h));
+                if m.watching() && !head_lost {
                     tokio::select! {
                         p = watch::probe(&target, policy.probe_timeout) => m.saw(t(), Seen::Probe(p)),
                         _ = cancel.cancelled() => {}
-                    }
-                } else {
-                    for s in stopped {
-                        m.saw(t(), s);
                     }
                 }
             }
@@ -341,6 +365,17 @@ pub async fn watch(
                     })
                     .await;
                 if !cancel.is_cancelled() {
+                    if let Err(e) = &done {
+                        for (node, detail) in e.lost() {
+                            m.saw(
+                                t(),
+                                Seen::Unreachable {
+                                    node: node.clone(),
+                                    detail: detail.clone(),
+                                },
+                            );
+                        }
+                    }
                     m.saw(t(), Seen::Restarted(done.map_err(|e| e.to_string())));
                 }
                 errors = watch::follow_errors(&target).await;
