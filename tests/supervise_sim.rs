@@ -399,6 +399,33 @@ fn a_supervisor_connects_again_to_a_worker_whose_ssh_dropped_and_restarts_the_gr
     let (net, hub, image, _rt) = two_nodes_serving("w", MODEL);
     let job = "supr";
     launch(&net, &hub, &image, job);
+    // The launch kept its --hosts entries, and the unit for the job reaches those hosts (no
+    // cluster file names them).
+    let out = net.exec_user(
+        1,
+        &[
+            net.binary().to_str().unwrap(),
+            "export",
+            "systemd",
+            job,
+            "-o",
+            "-",
+        ],
+        &[],
+        None,
+    );
+    assert!(out.status.success(), "{}", describe(&out));
+    let unit = stdout(&out);
+    let exec = unit
+        .lines()
+        .find(|l| l.starts_with("ExecStart=:"))
+        .unwrap_or_default();
+    assert!(
+        exec.contains(&format!(" supervise {job} --hosts {}=", net.hostname(1))),
+        "{unit}"
+    );
+    assert!(exec.contains(&format!(",{}=", net.hostname(2))), "{unit}");
+    assert!(!exec.contains("--cluster"), "{unit}");
     let worker_node = net.hostname(2);
     let worker = format!("sl-{job}-{worker_node}");
     let policy = [

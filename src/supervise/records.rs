@@ -9,6 +9,10 @@
 //!   mod) is kept as its SHA-256 and size, never its bytes. The supervisor reads its nodes, the order of its start
 //!   steps and the steps that follow them (the waits), the API's address and model, and where
 //!   the API key is kept.
+//! - `hosts.json`: for a job whose nodes were given with `--hosts`, those entries, each naming
+//!   its node (`{"hosts": ["spark-a=nvidia@169.254.3.7", ...]}`), so that a supervisor started
+//!   later (a systemd unit) reaches the same nodes; absent when they came from the cluster
+//!   file.
 //! - `events.jsonl`: the supervisor's event log, one JSON object a line:
 //!   `{"at": RFC 3339, "kind": "wedge", "detail": "...", "seconds": 12.5}` (`seconds` only
 //!   where a duration goes with the event). `status JOB` shows the last ones and
@@ -24,6 +28,7 @@ use serde::{Deserialize, Serialize};
 
 use super::machine::{Happened, Kind};
 use crate::input::{InputError, InputLimit};
+use crate::inventory::hosts::HostSpec;
 use crate::plan::JobName;
 use crate::workload::serve::ServePlan;
 
@@ -51,6 +56,8 @@ pub enum RecordError {
     },
     #[error("{}: not a serving plan spark-launch wrote ({cause})", path.display())]
     BadPlan { path: PathBuf, cause: String },
+    #[error("{}: not the nodes spark-launch kept ({cause})", path.display())]
+    BadHosts { path: PathBuf, cause: String },
     #[error(transparent)]
     Input(#[from] InputError),
 }
@@ -209,6 +216,64 @@ pub fn load_plan(state: &Path, job: &JobName) -> Result<ServePlan, RecordError> 
         });
     }
     Ok(plan)
+}
+
+/// `<state>/records/<JOB>/hosts.json`.
+pub fn hosts_path(state: &Path, job: &JobName) -> PathBuf {
+    job_dir(state, job).join("hosts.json")
+}
+
+/// What `hosts.json` holds.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct KeptHosts {
+    hosts: Vec<String>,
+}
+
+/// Keeps the `--hosts` entries a job was launched with (each naming its node), or forgets
+/// those of an earlier launch under the name when its nodes came from the cluster file.
+pub fn save_hosts(state: &Path, job: &JobName, hosts: &[HostSpec]) -> Result<(), RecordError> {
+    let path = hosts_path(state, job);
+    if hosts.is_empty() {
+        return match std::fs::remove_file(&path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(io(&path)(e)),
+            _ => Ok(()),
+        };
+    }
+    let kept = KeptHosts {
+        hosts: hosts.iter().map(|h| h.to_string()).collect(),
+    };
+    let text = serde_json::to_string_pretty(&kept)
+        .map_err(|e| io(&path)(std::io::Error::other(e.to_string())))?;
+    write_record(state, job, "hosts.json", format!("{text}\n").as_bytes()).map(|_| ())
+}
+
+/// The `--hosts` entries `job` was launched with; `None` when its nodes came from the cluster
+/// file (or it was launched by a version that kept none). Each entry is checked as `--hosts`
+/// checks it.
+pub fn load_hosts(state: &Path, job: &JobName) -> Result<Option<Vec<HostSpec>>, RecordError> {
+    const LIMIT: InputLimit = InputLimit {
+        max: 1 << 20,
+        hint: "it lists a few nodes; this is not one spark-launch wrote",
+    };
+    let path = hosts_path(state, job);
+    let Some(bytes) = read_record(&path, LIMIT)? else {
+        return Ok(None);
+    };
+    let bad = |cause: String| RecordError::BadHosts {
+        path: path.clone(),
+        cause,
+    };
+    let kept: KeptHosts = serde_json::from_slice(&bytes).map_err(|e| bad(e.to_string()))?;
+    let hosts = kept
+        .hosts
+        .iter()
+        .map(|h| h.parse::<HostSpec>().map_err(|e| bad(e.to_string())))
+        .collect::<Result<Vec<_>, _>>()?;
+    if hosts.is_empty() {
+        return Err(bad("no node".into()));
+    }
+    Ok(Some(hosts))
 }
 
 /// The one supervisor of a job on this machine: an exclusive lock on
