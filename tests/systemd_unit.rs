@@ -399,6 +399,14 @@ fn a_job_launched_with_hosts_gets_a_unit_that_reaches_those_hosts_and_one_the_cl
         "{unit}"
     );
     assert!(!unit.contains("--cluster"), "{unit}");
+    // `supervise` without them says which were kept.
+    let out = spark_launch_within(&state, &["supervise", "demo", "--cluster", "/nonexistent"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        text(&out).contains("it was launched with --hosts: give them again (--hosts spark-3f21=192.168.1.41,spark-8c04=nvidia@192.168.1.42:2222)"),
+        "{}",
+        text(&out)
+    );
     let verified = verify(&file, true, &runtime);
     assert!(
         verified.status.success() && verified.stderr.is_empty(),

@@ -305,9 +305,15 @@ pub fn lock(state: &Path, job: &JobName) -> Result<SuperviseLock, RecordError> {
         }
         Err((_, nix::errno::Errno::EWOULDBLOCK)) => Err(RecordError::Supervised {
             job: job.clone(),
-            pid: std::fs::read_to_string(&path)
-                .map(|p| p.trim().to_string())
-                .unwrap_or_else(|_| "?".into()),
+            pid: crate::input::read_bytes(
+                &path,
+                InputLimit {
+                    max: 64,
+                    hint: "a lock holds a process id",
+                },
+            )
+            .map(|p| String::from_utf8_lossy(&p).trim().to_string())
+            .unwrap_or_else(|_| "?".into()),
             path,
         }),
         Err((_, e)) => Err(io(&path)(std::io::Error::from(e))),

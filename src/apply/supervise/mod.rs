@@ -54,9 +54,14 @@ pub enum SuperviseError {
     #[error("the job's API key: {0}")]
     Key(String),
     #[error(
-        "{node} runs a rank of {job} but is not among the nodes given (--hosts, the cluster file)"
+        "{node} runs a rank of {job} but is not among the nodes given (--hosts, the cluster file){hint}"
     )]
-    MissingNode { job: JobName, node: NodeName },
+    MissingNode {
+        job: JobName,
+        node: NodeName,
+        /// How the job was launched, when its `--hosts` were kept.
+        hint: String,
+    },
     #[error("{job}: {reason}; the job is left as it is (see `spark-launch logs {job} --events`)")]
     GaveUp { job: JobName, reason: String },
     #[error("{job}: the event log: {source}")]
@@ -249,9 +254,21 @@ pub async fn supervise(
         .scope(async |resolved| {
             let cluster = resolved.runtime()?;
             if let Some(node) = plan.nodes.iter().find(|n| cluster.node(n).is_err()) {
+                let hint = match records::load_hosts(&req.state_dir, &req.job) {
+                    Ok(Some(hosts)) => format!(
+                        "; it was launched with --hosts: give them again (--hosts {})",
+                        hosts
+                            .iter()
+                            .map(|h| h.to_string())
+                            .collect::<Vec<_>>()
+                            .join(",")
+                    ),
+                    _ => String::new(),
+                };
                 return Err(SuperviseError::MissingNode {
                     job: req.job.clone(),
                     node: node.clone(),
+                    hint,
                 });
             }
             watch(
