@@ -21,7 +21,7 @@ use serde::Serialize;
 
 use super::records::{self, RecordError};
 use super::unit::{UnitError, UnitNodes, UnitOptions, UnitScope, unit, unit_dir};
-use crate::inventory::{HostSpec, Inventory};
+use crate::inventory::HostSpec;
 use crate::node::NodeName;
 use crate::plan::JobName;
 use crate::report::shown::Shown;
@@ -122,7 +122,7 @@ pub fn nodes_of(
     plan_nodes: &[NodeName],
     kept_hosts: Option<Vec<HostSpec>>,
     cluster_file: &Path,
-    cluster: Result<Inventory, String>,
+    cluster: Result<Vec<NodeName>, String>,
 ) -> Result<UnitNodes, ExportError> {
     if let Some(hosts) = kept_hosts {
         return Ok(UnitNodes::Hosts(
@@ -135,10 +135,10 @@ pub fn nodes_of(
         cluster_file: cluster_file.to_path_buf(),
         why,
     };
-    let inv = cluster.map_err(unknown)?;
+    let named = cluster.map_err(unknown)?;
     let missing: Vec<NodeName> = plan_nodes
         .iter()
-        .filter(|n| inv.get(n).is_none())
+        .filter(|n| !named.contains(n))
         .cloned()
         .collect();
     if !missing.is_empty() {
@@ -257,7 +257,7 @@ pub fn export_systemd(req: &ExportRequest) -> Result<Exported, ExportError> {
     let cluster = if kept.is_some() {
         Err(String::new())
     } else {
-        crate::inventory::load(&req.cluster_file).map_err(|e| e.to_string())
+        crate::resolve::cluster_file_nodes(&req.cluster_file).map_err(|e| e.to_string())
     };
     let nodes = nodes_of(&req.job, &plan.nodes, kept, &req.cluster_file, cluster)?;
     let (scope, from_env) = match &req.system_user {
