@@ -393,6 +393,102 @@ fn a_supervised_job_heals_a_wedge_and_a_crashed_rank_by_restarting_its_whole_gro
     remove_job(&net, job);
 }
 
+#[test]
+fn a_supervisor_connects_again_to_a_worker_whose_ssh_dropped_and_restarts_the_group_once_it_answers()
+ {
+    let (net, hub, image, _rt) = two_nodes_serving("w", MODEL);
+    let job = "supr";
+    launch(&net, &hub, &image, job);
+    // The launch kept its --hosts entries, and the unit for the job reaches those hosts (no
+    // cluster file names them).
+    let out = net.exec_user(
+        1,
+        &[
+            net.binary().to_str().unwrap(),
+            "export",
+            "systemd",
+            job,
+            "-o",
+            "-",
+        ],
+        &[],
+        None,
+    );
+    assert!(out.status.success(), "{}", describe(&out));
+    let unit = stdout(&out);
+    let exec = unit
+        .lines()
+        .find(|l| l.starts_with("ExecStart=:"))
+        .unwrap_or_default();
+    assert!(
+        exec.contains(&format!(" supervise {job} --hosts {}=", net.hostname(1))),
+        "{unit}"
+    );
+    assert!(exec.contains(&format!(",{}=", net.hostname(2))), "{unit}");
+    assert!(!exec.contains("--cluster"), "{unit}");
+    let worker_node = net.hostname(2);
+    let worker = format!("sl-{job}-{worker_node}");
+    let policy = [
+        "--probe-every",
+        "2",
+        "--probe-timeout",
+        "4",
+        "--backoff",
+        "2",
+    ];
+    let out = std::thread::scope(|s| {
+        let sup = spawn_supervise(s, &net, job, &policy);
+        wait_for(&net, job, "watching", 1, Duration::from_secs(60));
+        // The worker's sshd goes, and with it the connection the supervisor holds: named once,
+        // by the SSH connection.
+        net.stop(2, "sshd-all");
+        let log = wait_for(&net, job, "connection_lost", 1, Duration::from_secs(40));
+        let lost = log.iter().find(|e| e["kind"] == "connection_lost").unwrap()["detail"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert!(
+            lost.starts_with(&format!(
+                "{worker_node}: no answer through the SSH connection ("
+            )),
+            "{lost}"
+        );
+        assert!(!lost.to_lowercase().contains("hyper"), "{lost}");
+        std::thread::sleep(Duration::from_secs(6));
+        assert_eq!(
+            kinds(&events(&net, job))
+                .iter()
+                .filter(|k| *k == "connection_lost")
+                .count(),
+            1
+        );
+        // sshd is back: the supervisor connects again, and says so once.
+        net.start(2, "sshd");
+        wait_for(&net, job, "connected_again", 1, Duration::from_secs(40));
+        // The worker crashes now: the restart reaches it through the new connection.
+        let out = docker(&net, 2, &["kill", &worker]);
+        assert!(out.status.success(), "docker kill: {}", describe(&out));
+        let log = wait_for(&net, job, "ready", 1, Duration::from_secs(180));
+        let k = kinds(&log);
+        assert!(!k.contains(&"restart_failed".to_string()), "{log:#?}");
+        assert!(!k.contains(&"gave_up".to_string()), "{log:#?}");
+        assert_eq!(inspect(&net, 2, &worker, "{{.State.Status}}"), "running");
+        assert!(token(&net).contains("data:"), "no token after the restart");
+        let out = net.exec_user(1, &["sh", "-c", "kill -INT $(cat ~/sup.pid)"], &[], None);
+        assert!(out.status.success(), "{}", describe(&out));
+        sup.join().unwrap()
+    });
+    assert!(out.status.success(), "{}", describe(&out));
+    let err = support::stderr(&out);
+    assert!(!err.to_lowercase().contains("hyper"), "{err}");
+    assert_eq!(
+        err.matches("no answer through the SSH connection").count(),
+        1,
+        "{err}"
+    );
+    remove_job(&net, job);
+}
+
 fn wall_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)

@@ -9,7 +9,7 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 use spark_launch::plan::JobName;
-use spark_launch::supervise::unit::{UnitOptions, UnitScope, unit};
+use spark_launch::supervise::unit::{UnitNodes, UnitOptions, UnitScope, unit};
 
 fn verify(file: &Path, user: bool, runtime_dir: &Path) -> Output {
     let mut c = Command::new("systemd-analyze");
@@ -33,9 +33,10 @@ fn text(o: &Output) -> String {
 }
 
 /// This build's binary, linked into a folder whose name systemd must quote and escape (`%h`
-/// is a specifier systemd would expand to a home folder, were it not written `%%h`).
+/// is a specifier systemd would expand to a home folder, were it not written `%%h`; a `$`
+/// must reach systemd as a `$`, as it reads no `$$` in the binary's path).
 fn odd_binary(dir: &Path) -> std::path::PathBuf {
-    let bin = dir.join("spark launch %h").join("spark-launch");
+    let bin = dir.join("spark launch %h $HOME").join("spark-launch");
     std::fs::create_dir_all(bin.parent().unwrap()).unwrap();
     let src = Path::new(env!("CARGO_BIN_EXE_spark-launch"));
     if std::fs::hard_link(src, &bin).is_err() {
@@ -49,7 +50,7 @@ fn options(scope: UnitScope, binary: &Path, dir: &Path) -> UnitOptions {
         job: JobName::new("qwen-tp2").unwrap(),
         scope,
         binary: binary.to_path_buf(),
-        cluster_file: dir.join("my cluster/cluster 50%.yaml"),
+        nodes: UnitNodes::ClusterFile(dir.join("my cluster/cluster 50%.yaml")),
         supervise_args: vec!["--probe-every".into(), "5".into()],
         environment: vec![
             ("RUST_LOG".into(), "spark_launch=info".into()),
@@ -90,11 +91,11 @@ fn generated_system_and_user_units_pass_systemd_analyze_verify_without_a_warning
             u.text
         );
         assert!(
-            u.text.contains("ExecStart=\""),
-            "the binary's path needs quotes: {}",
+            u.text.contains("ExecStart=:\""),
+            "the binary's path needs quotes, and no variable expansion: {}",
             u.text
         );
-        assert!(u.text.contains("launch %%h/"), "{}", u.text);
+        assert!(u.text.contains("launch %%h $HOME/"), "{}", u.text);
     }
 }
 
@@ -158,11 +159,25 @@ fn kept_plan(tmp: &Path) -> std::path::PathBuf {
     state
 }
 
+/// A cluster file naming the two nodes of the kept plan (written by hand in the layout
+/// `discover --save` writes; the addresses are those of the `fresh-two-sparks` snapshots'
+/// management interfaces), beside the state folder.
+fn cluster_file(state: &Path) -> std::path::PathBuf {
+    let file = state.parent().unwrap().join("cluster.yaml");
+    std::fs::write(
+        &file,
+        "nodes:\n  - name: spark-3f21\n    addresses: [192.168.1.41]\n  - name: spark-8c04\n    addresses: [192.168.1.42]\n",
+    )
+    .unwrap();
+    file
+}
+
 fn spark_launch(state: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_spark-launch"))
         .args(args)
         .env("SPARK_LAUNCH_STATE_DIR", state)
         .env("SPARK_LAUNCH_NO_PROGRESS", "1")
+        .env("SPARK_LAUNCH_CLUSTER", cluster_file(state))
         .output()
         .unwrap()
 }
@@ -254,4 +269,269 @@ fn supervise_dry_run_says_what_it_watches_and_the_order_of_a_restart_without_tou
         shown.contains("1. stop sl-demo-spark-3f21, sl-demo-spark-8c04"),
         "{shown}"
     );
+}
+
+/// `spark-launch ARGS` with the state folder `state`, killed after 20 s (a FIFO read forever
+/// would hang the test otherwise).
+fn spark_launch_within(state: &Path, args: &[&str]) -> Output {
+    let mut c = Command::new("timeout");
+    c.args(["-s", "KILL", "20"])
+        .arg(env!("CARGO_BIN_EXE_spark-launch"));
+    c.args(args)
+        .env("SPARK_LAUNCH_STATE_DIR", state)
+        .env("SPARK_LAUNCH_NO_PROGRESS", "1")
+        .env("SPARK_LAUNCH_CLUSTER", cluster_file(state))
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn a_kept_record_that_is_not_what_spark_launch_wrote_is_refused_by_name_and_a_bad_event_line_hides_nothing_else()
+ {
+    let tmp = tempfile::tempdir().unwrap();
+    let state = kept_plan(tmp.path());
+    let dir = state.join("records/demo");
+    // An event log with a line that is not UTF-8 between two good ones.
+    let good = |at: &str| {
+        format!(
+            r#"{{"at":"{at}","kind":"stopped","detail":"supervising stopped (Ctrl-C); the job keeps running"}}"#
+        )
+    };
+    let mut log = good("2026-11-26T18:00:00.000Z").into_bytes();
+    log.extend_from_slice(b"\n{\"at\":\"x\",\"kind\":\"ready\",\"detail\":\"\xff\"}\n");
+    log.extend_from_slice(good("2026-11-26T18:00:01.000Z").as_bytes());
+    log.push(b'\n');
+    std::fs::write(dir.join("events.jsonl"), log).unwrap();
+    let out = spark_launch_within(&state, &["logs", "demo", "--events"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(shown.matches("supervising stopped").count(), 2, "{shown}");
+    assert!(shown.contains("(1 line of "), "{shown}");
+
+    // A kept plan whose job name breaks the rule a given name meets.
+    let plan = std::fs::read_to_string(dir.join("plan.json")).unwrap();
+    let bad = plan.replace("\"job\": \"demo\"", "\"job\": \"demo/../../x\"");
+    assert_ne!(bad, plan, "the plan names its job");
+    std::fs::write(dir.join("plan.json"), &bad).unwrap();
+    let out = spark_launch_within(&state, &["supervise", "demo", "--dry-run"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("invalid job name"), "{}", text(&out));
+
+    // A FIFO in place of the plan: refused at once, never read forever.
+    std::fs::remove_file(dir.join("plan.json")).unwrap();
+    let made = Command::new("mkfifo")
+        .arg(dir.join("plan.json"))
+        .status()
+        .unwrap();
+    assert!(made.success());
+    for args in [
+        &["supervise", "demo", "--dry-run"][..],
+        &["export", "systemd", "demo", "--output", "-"][..],
+    ] {
+        let out = spark_launch_within(&state, args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out));
+        assert!(
+            text(&out).contains("plan.json is not a regular file (a FIFO"),
+            "{}",
+            text(&out)
+        );
+    }
+}
+
+#[test]
+fn a_job_launched_with_hosts_gets_a_unit_that_reaches_those_hosts_and_one_the_cluster_file_does_not_name_is_refused()
+ {
+    let tmp = tempfile::tempdir().unwrap();
+    let state = kept_plan(tmp.path());
+    let runtime = tmp.path().join("run");
+    std::fs::create_dir(&runtime).unwrap();
+    // No hosts kept, and a cluster file that does not name spark-8c04: refused, naming it.
+    let other = tmp.path().join("other.yaml");
+    std::fs::write(
+        &other,
+        "nodes:\n  - name: spark-3f21\n    addresses: [192.168.1.41]\n",
+    )
+    .unwrap();
+    let out = spark_launch(
+        &state,
+        &[
+            "export",
+            "systemd",
+            "demo",
+            "-o",
+            "-",
+            "--cluster",
+            other.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        text(&out).contains("it does not name spark-8c04") && text(&out).contains("--hosts"),
+        "{}",
+        text(&out)
+    );
+    // The hosts the launch kept (`vllm ... --hosts 192.168.1.41,spark-8c04=nvidia@192.168.1.42:2222`
+    // keeps them so): the unit passes them, and no cluster file.
+    std::fs::write(
+        state.join("records/demo/hosts.json"),
+        r#"{"hosts": ["spark-3f21=192.168.1.41", "spark-8c04=nvidia@192.168.1.42:2222"]}"#,
+    )
+    .unwrap();
+    let file = tmp.path().join("spark-launch-demo.service");
+    let out = spark_launch(
+        &state,
+        &[
+            "export",
+            "systemd",
+            "demo",
+            "-o",
+            file.to_str().unwrap(),
+            "--cluster",
+            other.to_str().unwrap(),
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let unit = std::fs::read_to_string(&file).unwrap();
+    assert!(
+        unit.contains(
+            " supervise demo --hosts spark-3f21=192.168.1.41,spark-8c04=nvidia@192.168.1.42:2222\n"
+        ),
+        "{unit}"
+    );
+    assert!(!unit.contains("--cluster"), "{unit}");
+    // `supervise` without them says which were kept.
+    let out = spark_launch_within(&state, &["supervise", "demo", "--cluster", "/nonexistent"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        text(&out).contains("it was launched with --hosts: give them again (--hosts spark-3f21=192.168.1.41,spark-8c04=nvidia@192.168.1.42:2222)"),
+        "{}",
+        text(&out)
+    );
+    let verified = verify(&file, true, &runtime);
+    assert!(
+        verified.status.success() && verified.stderr.is_empty(),
+        "{}\n--- the unit\n{unit}",
+        text(&verified)
+    );
+    // The entries are read back as --hosts reads them: one that is not a host is refused.
+    std::fs::write(
+        state.join("records/demo/hosts.json"),
+        r#"{"hosts": ["spark-3f21=192.168.1.41; rm -rf ~"]}"#,
+    )
+    .unwrap();
+    let out = spark_launch(&state, &["export", "systemd", "demo", "-o", "-"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        text(&out).contains("not the nodes spark-launch kept"),
+        "{}",
+        text(&out)
+    );
+}
+
+#[test]
+fn export_writes_over_no_file_it_did_not_write_and_never_through_a_link() {
+    let tmp = tempfile::tempdir().unwrap();
+    let state = kept_plan(tmp.path());
+    let export = |path: &Path, force: bool| {
+        let mut args = vec!["export", "systemd", "demo", "-o", path.to_str().unwrap()];
+        if force {
+            args.push("--force");
+        }
+        spark_launch(&state, &args)
+    };
+    // A file of the user's: refused, untouched; --force replaces it.
+    let theirs = tmp.path().join("notes.txt");
+    std::fs::write(&theirs, "mine\n").unwrap();
+    let out = export(&theirs, false);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        text(&out).contains("exists and spark-launch did not write it")
+            && text(&out).contains("--force"),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(std::fs::read_to_string(&theirs).unwrap(), "mine\n");
+    // Its own unit: written again.
+    let unit = tmp.path().join("spark-launch-demo.service");
+    assert!(export(&unit, false).status.success());
+    let out = export(&unit, false);
+    assert!(out.status.success(), "{}", text(&out));
+    // A link: refused, the file it points at untouched; with --force the link itself is
+    // replaced by the unit, never written through.
+    let target = tmp.path().join("target.txt");
+    std::fs::write(&target, "theirs\n").unwrap();
+    let link = tmp.path().join("link.service");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    let out = export(&link, false);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        text(&out).contains("is a link (never written through)"),
+        "{}",
+        text(&out)
+    );
+    let out = export(&link, true);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "theirs\n");
+    let meta = std::fs::symlink_metadata(&link).unwrap();
+    assert!(meta.is_file(), "the link was replaced by the unit");
+    assert!(
+        std::fs::read_to_string(&link)
+            .unwrap()
+            .starts_with("# Written by spark-launch")
+    );
+    let out = export(&theirs, true);
+    assert!(out.status.success(), "{}", text(&out));
+    // A folder in its place: refused, even with --force.
+    let dir = tmp.path().join("a-folder");
+    std::fs::create_dir(&dir).unwrap();
+    let out = export(&dir, true);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        text(&out).contains("is not a regular file"),
+        "{}",
+        text(&out)
+    );
+}
+
+#[test]
+fn a_system_unit_whose_user_is_not_known_says_where_the_name_comes_from_and_how_to_give_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let state = kept_plan(tmp.path());
+    let run = |envs: &[(&str, &str)], extra: &[&str]| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_spark-launch"));
+        c.args(["export", "systemd", "demo", "--system", "-o", "-"])
+            .args(extra)
+            .env("SPARK_LAUNCH_STATE_DIR", &state)
+            .env("SPARK_LAUNCH_NO_PROGRESS", "1")
+            .env("SPARK_LAUNCH_CLUSTER", cluster_file(&state))
+            .env_remove("USER")
+            .env_remove("SUDO_USER");
+        for (k, v) in envs {
+            c.env(k, v);
+        }
+        c.output().unwrap()
+    };
+    // As root in a service or a container: neither variable set.
+    let out = run(&[("USER", ""), ("SUDO_USER", "")], &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let t = text(&out);
+    assert!(
+        t.contains("$SUDO_USER (set by sudo) and $USER are empty") && t.contains("--run-as NAME"),
+        "{t}"
+    );
+    assert!(!t.contains("\"\" is not a user name"), "{t}");
+    // A name from the environment that User= cannot take: where it came from.
+    let out = run(&[("SUDO_USER", "a b")], &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        text(&out).contains("(the name came from $SUDO_USER)"),
+        "{}",
+        text(&out)
+    );
+    // Given: used.
+    let out = run(&[("USER", "")], &["--run-as", "sparkuser"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("\nUser=sparkuser\n"));
+    let out = run(&[("SUDO_USER", "nvidia"), ("USER", "root")], &[]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("\nUser=nvidia\n"));
 }

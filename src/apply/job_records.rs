@@ -7,7 +7,7 @@ use std::path::Path;
 use std::time::Instant;
 
 use crate::apply::context::Marks;
-use crate::workload::startup::{Startup, record_dir, record_path, tenths};
+use crate::workload::startup::{Startup, record_path, tenths};
 
 /// The timings of a launch that began at `began` (`launched_at`: the same moment, RFC 3339)
 /// from the stages its phases marked.
@@ -24,11 +24,19 @@ pub fn startup_of(job: &str, launched_at: &str, began: Instant, marks: &Marks) -
     }
 }
 
-/// Writes `startup.json` of its job under `state_dir`.
+/// Writes `startup.json` of its job under `state_dir`, as every record is written (0600, its
+/// folders 0700, never through a link: `supervise::records::write_record`).
 pub fn save_startup(state_dir: &Path, s: &Startup) -> std::io::Result<()> {
-    std::fs::create_dir_all(record_dir(state_dir, &s.job))?;
+    let job = crate::plan::JobName::new(s.job.as_str()).map_err(std::io::Error::other)?;
     let text = serde_json::to_string_pretty(s).map_err(std::io::Error::other)?;
-    std::fs::write(record_path(state_dir, &s.job), text + "\n")
+    crate::supervise::records::write_record(
+        state_dir,
+        &job,
+        "startup.json",
+        (text + "\n").as_bytes(),
+    )
+    .map(|_| ())
+    .map_err(std::io::Error::other)
 }
 
 /// Removes `startup.json` of `job` (a new launch under that name: the old timings are not its).
@@ -36,10 +44,14 @@ pub fn forget_startup(state_dir: &Path, job: &str) {
     let _ = std::fs::remove_file(record_path(state_dir, job));
 }
 
-/// `startup.json` of `job`, if there is a readable one.
+/// `startup.json` of `job`, if there is a readable one (a regular file, read with a cap).
 pub fn load_startup(state_dir: &Path, job: &str) -> Option<Startup> {
-    let text = std::fs::read_to_string(record_path(state_dir, job)).ok()?;
-    serde_json::from_str(&text).ok()
+    let limit = crate::input::InputLimit {
+        max: 1 << 20,
+        hint: "a start-up record is a few hundred bytes",
+    };
+    let bytes = crate::input::read_bytes(&record_path(state_dir, job), limit).ok()?;
+    serde_json::from_slice(&bytes).ok()
 }
 
 #[cfg(test)]

@@ -330,7 +330,9 @@ async fn launch_on(
                 ));
             }
             // Kept for `supervise JOB` (and a supervisor started at boot): secrets as `<set>`.
-            if let Err(e) = crate::supervise::records::save_plan(&state, &serve) {
+            if let Err(e) = crate::supervise::records::save_plan(&state, &serve).and_then(|_| {
+                crate::supervise::records::save_hosts(&state, &serve.job.job, &l.selection.hosts)
+            }) {
                 reporter.warn(&format!(
                     "the plan could not be kept for `spark-launch supervise {job}`: {e}"
                 ));

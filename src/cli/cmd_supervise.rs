@@ -8,7 +8,7 @@ use super::{CmdResult, Context, coded, show};
 use crate::apply::supervise::{SuperviseRequest, supervise};
 use crate::plan::JobName;
 use crate::supervise::PolicyAsk;
-use crate::supervise::export::{ExportRequest, export_systemd};
+use crate::supervise::export::{ExportRequest, RunAs, export_systemd};
 use crate::workload::limits::parse_seconds;
 
 /// How the supervisor probes and restarts.
@@ -85,12 +85,19 @@ pub struct SystemdArgs {
     /// A user unit (~/.config/systemd/user; at boot with `loginctl enable-linger`) [default].
     #[arg(long, conflicts_with = "system")]
     pub user: bool,
-    /// A system unit (/etc/systemd/system), run as you ($SUDO_USER under sudo).
+    /// A system unit (/etc/systemd/system), run as you ($SUDO_USER under sudo, else $USER).
     #[arg(long)]
     pub system: bool,
+    /// The user a system unit runs the supervisor as (whose SSH keys and state folder the job
+    /// uses) [default: $SUDO_USER, else $USER].
+    #[arg(long, value_name = "NAME", requires = "system")]
+    pub run_as: Option<String>,
     /// Write it here instead (`-`: print it).
     #[arg(long, short, value_name = "FILE")]
     pub output: Option<PathBuf>,
+    /// Replace a file spark-launch did not write (never through a link).
+    #[arg(long)]
+    pub force: bool,
     #[command(flatten)]
     pub policy: PolicyFlags,
 }
@@ -116,12 +123,18 @@ pub fn export(args: ExportArgs, ctx: &Context) -> CmdResult {
         return Err(anyhow::anyhow!("export k8s is not a systemd export").into());
     };
     let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+    let run_as = || match a.run_as.clone() {
+        Some(name) => RunAs::Given(name),
+        None => ["SUDO_USER", "USER"]
+            .into_iter()
+            .find_map(|var| env(var).map(|name| RunAs::FromEnv { var, name }))
+            .unwrap_or(RunAs::Unknown),
+    };
     let req = ExportRequest {
-        job: a.job,
-        system_user: a
-            .system
-            .then(|| env("SUDO_USER").or_else(|| env("USER")).unwrap_or_default()),
-        output: a.output,
+        job: a.job.clone(),
+        system_user: a.system.then(run_as),
+        output: a.output.clone(),
+        force: a.force,
         binary: std::env::current_exe()?,
         cluster_file: ctx.cluster_file.clone(),
         state_dir: crate::bench::store::state_dir(),

@@ -83,6 +83,26 @@ fn parse_port(p: &str) -> Result<u16, String> {
     }
 }
 
+/// The entry as `--hosts` takes it back, its node named: `NAME=[user@]host[:port]` (an IPv6
+/// host in brackets, the port only when it is not 22).
+impl std::fmt::Display for HostSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}=", self.node_name())?;
+        if let Some(u) = &self.user {
+            write!(f, "{u}@")?;
+        }
+        if self.host.contains(':') {
+            write!(f, "[{}]", self.host)?;
+        } else {
+            f.write_str(&self.host)?;
+        }
+        if self.port != SSH_PORT {
+            write!(f, ":{}", self.port)?;
+        }
+        Ok(())
+    }
+}
+
 impl HostSpec {
     /// The node's name: the one given, else derived from the host.
     pub fn node_name(&self) -> NodeName {
@@ -120,6 +140,26 @@ mod tests {
 
     fn p(s: &str) -> HostSpec {
         s.parse().unwrap()
+    }
+
+    #[test]
+    fn an_entry_is_written_back_as_hosts_takes_it_with_its_node_named() {
+        for (given, written) in [
+            ("169.254.3.7", "169.254.3.7=169.254.3.7"),
+            (
+                "spark-a=nvidia@169.254.3.7:2222",
+                "spark-a=nvidia@169.254.3.7:2222",
+            ),
+            ("spark-1d84.local", "spark-1d84=spark-1d84.local"),
+            ("[fe80::1]:23", "fe80--1=[fe80::1]:23"),
+            ("ws@host:22", "host=ws@host"),
+        ] {
+            let h = p(given);
+            assert_eq!(h.to_string(), written);
+            let back = p(written);
+            assert_eq!(back.node_name(), h.node_name());
+            assert_eq!((back.user, back.host, back.port), (h.user, h.host, h.port));
+        }
     }
 
     #[test]

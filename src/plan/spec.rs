@@ -23,9 +23,24 @@ pub const LABEL_PORTS: &str = "dev.spark-launch.ports";
 pub const LABEL_BIND: &str = "dev.spark-launch.bind";
 
 /// The name of a job: a set of containers or processes on several nodes.
+/// Read from a file (a kept plan) by the same rule as when given: a name that breaks it is an
+/// error there, never a container name made of it.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(transparent)]
+#[serde(try_from = "String", into = "String")]
 pub struct JobName(String);
+
+impl From<JobName> for String {
+    fn from(j: JobName) -> String {
+        j.0
+    }
+}
+
+impl TryFrom<String> for JobName {
+    type Error = InvalidJobName;
+    fn try_from(s: String) -> Result<Self, Self::Error> {
+        JobName::new(s)
+    }
+}
 
 impl JobName {
     /// Letters, digits and `-`, starting with a letter, at most 40 characters (it becomes part
@@ -564,6 +579,19 @@ impl ContainerSpec {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_job_name_read_from_a_file_meets_the_rule_of_one_given_on_the_command_line() {
+        let ok: JobName = serde_json::from_str("\"qwen-tp2\"").unwrap();
+        assert_eq!(ok.as_str(), "qwen-tp2");
+        assert_eq!(serde_json::to_string(&ok).unwrap(), "\"qwen-tp2\"");
+        for bad in ["\"../../x\"", "\"a b\"", "\"\"", "\"-x\""] {
+            let e = serde_json::from_str::<JobName>(bad)
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("invalid job name"), "{bad}: {e}");
+        }
+    }
 
     #[test]
     fn a_default_job_name_is_a_valid_slug_of_the_engine_and_the_model() {

@@ -528,6 +528,13 @@ fn ssh_options(settings: &SshSettings) -> SshOptions {
     opts
 }
 
+/// The names of the nodes the cluster file at `path` lists, head first, reaching none of
+/// them: what a command given this file would look for.
+pub fn cluster_file_nodes(path: &std::path::Path) -> Result<Vec<NodeName>, ResolveError> {
+    let inv = inventory::load(path)?;
+    Ok(inv.ordered().into_iter().map(|n| n.name.clone()).collect())
+}
+
 /// The nodes `--hosts` or the cluster file name, head first; `Ok(Err(why))` when neither
 /// names any (no `--hosts`, no `--nodes`, and no cluster file or an empty one), with the error
 /// a command that needs nodes reports.

@@ -604,6 +604,30 @@ impl Engine {
             .stderr(true)
             .timestamps(timestamps)
             .build();
+        self.logs_with(name, options)
+    }
+
+    /// The container's log from second `since` (Unix time) on, each line stamped by Docker
+    /// (RFC 3339 with nanoseconds, then a space), without following it.
+    pub fn logs_since(
+        &self,
+        name: &str,
+        since: i32,
+    ) -> impl Stream<Item = Result<LogChunk, RuntimeError>> + Send + 'static {
+        let options = LogsOptionsBuilder::new()
+            .since(since)
+            .stdout(true)
+            .stderr(true)
+            .timestamps(true)
+            .build();
+        self.logs_with(name, options)
+    }
+
+    fn logs_with(
+        &self,
+        name: &str,
+        options: bollard::query_parameters::LogsOptions,
+    ) -> impl Stream<Item = Result<LogChunk, RuntimeError>> + Send + 'static {
         let what = format!("read the log of {name}");
         self.streaming.logs(name, Some(options)).map(move |item| {
             use bollard::container::LogOutput;

@@ -19,6 +19,11 @@
 //!   had after the first stop (less 4 GiB or 5 %). Memory that does not come back within
 //!   [`Policy::settle`] is a leak across restarts (event `memory_leak`): it is named, the job
 //!   is left stopped and the restarts end.
+//! - **A node that does not answer** (its SSH connection dropped, and opening it again failed)
+//!   is named once when lost (event `connection_lost`) and once when it answers again
+//!   (`connected_again`); meanwhile it is looked at again every interval, and a restart that
+//!   is due waits until every node answers: a restart that cannot reach a node can only fail,
+//!   and would spend the restarts on the link rather than on the job.
 //! - Every restart is of the whole group. The first one after a healthy spell starts at once;
 //!   each further one waits [`Policy::backoff`], doubled every time, at most
 //!   [`Policy::backoff_max`]. After [`Policy::max_restarts`] restarts without a healthy spell of
@@ -190,6 +195,16 @@ pub enum Seen {
     Restarted(Result<(), String>),
     /// `MemAvailable` of every node that could be read.
     Memory(Vec<HostMemory>),
+    /// A node did not answer through its connection, and connecting again failed (`detail`
+    /// says how it is reached and why).
+    Unreachable {
+        node: NodeName,
+        detail: String,
+    },
+    /// A node answered.
+    Reachable {
+        node: NodeName,
+    },
 }
 
 /// One node's `/proc/meminfo`, in bytes.
@@ -258,6 +273,10 @@ pub enum Kind {
     MemoryFloor,
     /// Memory did not come back after the ranks stopped: the restarts end.
     MemoryLeak,
+    /// A node stopped answering through its SSH connection, and connecting again failed.
+    ConnectionLost,
+    /// A node that did not answer answers again.
+    ConnectedAgain,
 }
 
 /// Something to record in the job's event log (the caller stamps the time).
@@ -267,6 +286,29 @@ pub struct Happened {
     pub detail: String,
     /// A duration that goes with it (the backoff before a restart, the time a restart took).
     pub seconds: Option<f64>,
+}
+
+impl Happened {
+    /// The first event of a supervisor: what it watches, how often.
+    pub fn watching(job: &crate::plan::JobName, ranks: usize, policy: &Policy) -> Happened {
+        Happened {
+            kind: Kind::Watching,
+            detail: format!(
+                "watching {ranks} rank(s) of {job}: a token probe every {} s (Ctrl-C stops supervising, not the job)",
+                policy.interval.as_secs_f64()
+            ),
+            seconds: None,
+        }
+    }
+
+    /// The last event of a supervisor that Ctrl-C (or SIGTERM) ended.
+    pub fn stopped() -> Happened {
+        Happened {
+            kind: Kind::Stopped,
+            detail: "supervising stopped (Ctrl-C); the job keeps running".into(),
+            seconds: None,
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -316,6 +358,10 @@ pub struct Supervisor {
     baseline: Option<std::collections::BTreeMap<NodeName, u64>>,
     /// When the current wait for memory to come back began.
     settling_since: Option<u64>,
+    /// The nodes that do not answer, with when they were found so.
+    lost: std::collections::BTreeMap<NodeName, u64>,
+    /// When a node that does not answer was last looked at while a restart waited for it.
+    looked_lost: Option<u64>,
     out: Vec<Happened>,
 }
 
@@ -332,6 +378,8 @@ impl Supervisor {
             needs: Default::default(),
             baseline: None,
             settling_since: None,
+            lost: Default::default(),
+            looked_lost: None,
             out: Vec::new(),
         }
     }
@@ -350,6 +398,16 @@ impl Supervisor {
     /// Restarts in a row so far.
     pub fn restarts(&self) -> u32 {
         self.restarts
+    }
+
+    /// Whether `node` does not answer (found so, and not answering since).
+    pub fn is_lost(&self, node: &NodeName) -> bool {
+        self.lost.contains_key(node)
+    }
+
+    /// Whether it is watching a job that serves (not waiting to restart it, nor restarting).
+    pub fn watching(&self) -> bool {
+        matches!(self.state, State::Watching { .. })
     }
 
     /// The events to record since the last call.
@@ -378,6 +436,20 @@ impl Supervisor {
             }
             State::Watching { next_look } if now >= next_look => Move::Look,
             State::Watching { next_look } => Move::Wait(ms(next_look - now)),
+            // A restart is due, but a node does not answer: look again (each look connects
+            // to it again) every interval until it does, then restart.
+            State::Backoff { at, .. } if now >= at && !self.lost.is_empty() => {
+                let interval = self.policy.interval.as_millis() as u64;
+                match self.looked_lost {
+                    Some(last) if now.saturating_sub(last) < interval => {
+                        Move::Wait(ms(interval - now.saturating_sub(last)))
+                    }
+                    _ => {
+                        self.looked_lost = Some(now);
+                        Move::Look
+                    }
+                }
+            }
             State::Backoff { at, reason } if now >= at => {
                 self.state = State::Restarting { since: now };
                 let n = self.restarts;
@@ -510,6 +582,29 @@ impl Supervisor {
                     );
                     self.note(Kind::MemoryFloor, reason.clone(), None);
                     self.state = State::Halting { reason };
+                }
+            }
+            (_, Seen::Unreachable { node, detail }) if !self.lost.contains_key(&node) => {
+                self.note(
+                    Kind::ConnectionLost,
+                    format!(
+                        "{node}: {detail}; connecting to {node} again every {} s until it answers (a restart waits for it)",
+                        self.policy.interval.as_secs_f64()
+                    ),
+                    None,
+                );
+                self.lost.insert(node, now);
+            }
+            (_, Seen::Reachable { node }) => {
+                if let Some(since) = self.lost.remove(&node) {
+                    self.note(
+                        Kind::ConnectedAgain,
+                        format!("{node}: connected again"),
+                        Some(secs_between(since, now)),
+                    );
+                    if self.lost.is_empty() {
+                        self.looked_lost = None;
+                    }
                 }
             }
             // Anything else is stale (a probe that ended after a restart was decided): ignored.
@@ -718,6 +813,93 @@ mod tests {
         assert_eq!(h[0].kind, Kind::ContainerStopped);
         assert_eq!(h[0].detail, "n2: exited (code 137)");
         assert_eq!(m.next_move(3_000), Move::Restart { attempt: 1 });
+    }
+
+    #[test]
+    fn a_node_that_stops_answering_is_named_once_and_once_again_when_it_answers() {
+        let mut m = Supervisor::new(Policy::default(), 0);
+        let lost = || Seen::Unreachable {
+            node: node("n2"),
+            detail: "no answer through the SSH connection (ssh root@10.0.0.2)".into(),
+        };
+        m.saw(1_000, lost());
+        m.saw(6_000, lost());
+        m.saw(11_000, Seen::Reachable { node: node("n1") });
+        let h = m.drain();
+        assert_eq!(h.len(), 1, "{h:?}");
+        assert_eq!(h[0].kind, Kind::ConnectionLost);
+        assert!(
+            h[0].detail.starts_with(
+                "n2: no answer through the SSH connection (ssh root@10.0.0.2); connecting to n2 again every 5 s"
+            ),
+            "{}",
+            h[0].detail
+        );
+        assert!(m.is_lost(&node("n2")));
+        m.saw(31_000, Seen::Reachable { node: node("n2") });
+        m.saw(36_000, Seen::Reachable { node: node("n2") });
+        let h = m.drain();
+        assert_eq!(h.len(), 1, "{h:?}");
+        assert_eq!(h[0].kind, Kind::ConnectedAgain);
+        assert_eq!(h[0].detail, "n2: connected again");
+        assert_eq!(h[0].seconds, Some(30.0));
+        assert!(!m.is_lost(&node("n2")));
+    }
+
+    #[test]
+    fn a_restart_that_could_not_reach_a_node_waits_for_it_to_answer_before_the_next() {
+        let policy = Policy {
+            backoff: Duration::from_secs(10),
+            ..Policy::default()
+        };
+        let mut m = Supervisor::new(policy, 0);
+        m.saw(
+            0,
+            Seen::RankStopped {
+                node: node("n2"),
+                detail: "exited".into(),
+            },
+        );
+        assert_eq!(m.next_move(0), Move::Restart { attempt: 1 });
+        // The restart finds n2's connection gone, and cannot open it again.
+        m.saw(
+            2,
+            Seen::Unreachable {
+                node: node("n2"),
+                detail: "no answer through the SSH connection".into(),
+            },
+        );
+        m.saw(2, Seen::Restarted(Err("n2: no answer".into())));
+        assert_eq!(m.restarts(), 2);
+        // The backoff passes; n2 still does not answer: a look every interval, no restart.
+        assert_eq!(m.next_move(10_002), Move::Look);
+        assert_eq!(
+            m.next_move(11_000),
+            Move::Wait(Duration::from_millis(4_002))
+        );
+        assert_eq!(m.next_move(15_002), Move::Look);
+        assert_eq!(m.restarts(), 2);
+        m.saw(
+            15_100,
+            Seen::Unreachable {
+                node: node("n2"),
+                detail: "no answer".into(),
+            },
+        );
+        // It answers: the restart goes ahead, counted as before.
+        m.saw(20_000, Seen::Reachable { node: node("n2") });
+        assert_eq!(m.next_move(20_000), Move::Restart { attempt: 2 });
+        assert_eq!(
+            kinds(&mut m),
+            [
+                Kind::ContainerStopped,
+                Kind::Restart,
+                Kind::ConnectionLost,
+                Kind::RestartFailed,
+                Kind::ConnectedAgain,
+                Kind::Restart
+            ]
+        );
     }
 
     #[test]

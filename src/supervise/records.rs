@@ -1,11 +1,18 @@
 //! What spark-launch keeps about a serving job on the machine that launched it, under
-//! `<state_dir>/records/<JOB>/` (0700, files 0600; `state_dir` as `bench::store::state_dir`):
+//! `<state_dir>/records/<JOB>/` (`records/` and every job's folder 0700, every file 0600, none
+//! written through a link; `state_dir` as `bench::store::state_dir`). Every record is read as
+//! a user's file is (`input`: a regular file, with a cap), so a FIFO in its place cannot hang
+//! a command:
 //!
 //! - `plan.json`: the serving plan the job was started with, as `--dry-run --json` prints it
 //!   (every secret shown as `<set>`), except that a file put into a container (a recipe's
 //!   mod) is kept as its SHA-256 and size, never its bytes. The supervisor reads its nodes, the order of its start
 //!   steps and the steps that follow them (the waits), the API's address and model, and where
 //!   the API key is kept.
+//! - `hosts.json`: for a job whose nodes were given with `--hosts`, those entries, each naming
+//!   its node (`{"hosts": ["spark-a=nvidia@169.254.3.7", ...]}`), so that a supervisor started
+//!   later (a systemd unit) reaches the same nodes; absent when they came from the cluster
+//!   file.
 //! - `events.jsonl`: the supervisor's event log, one JSON object a line:
 //!   `{"at": RFC 3339, "kind": "wedge", "detail": "...", "seconds": 12.5}` (`seconds` only
 //!   where a duration goes with the event). `status JOB` shows the last ones and
@@ -14,12 +21,14 @@
 //! File effects only; decides nothing.
 
 use std::io::Write;
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
 use super::machine::{Happened, Kind};
+use crate::input::{InputError, InputLimit};
+use crate::inventory::hosts::HostSpec;
 use crate::plan::JobName;
 use crate::workload::serve::ServePlan;
 
@@ -47,6 +56,10 @@ pub enum RecordError {
     },
     #[error("{}: not a serving plan spark-launch wrote ({cause})", path.display())]
     BadPlan { path: PathBuf, cause: String },
+    #[error("{}: not the nodes spark-launch kept ({cause})", path.display())]
+    BadHosts { path: PathBuf, cause: String },
+    #[error(transparent)]
+    Input(#[from] InputError),
 }
 
 /// `<state>/records/<JOB>`.
@@ -71,18 +84,41 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> RecordError + '_ {
     }
 }
 
-/// The folder of `path`, made 0700 (with its parents) when missing.
+/// The folder of `path` (`records/<JOB>`) and `records/` above it, each made 0700: created so
+/// when missing, and made so again when an older version left it 0755. A link in their place
+/// is refused, never followed (a record written through it would land wherever it points).
 fn ensure_dir(path: &Path) -> Result<(), RecordError> {
     let Some(dir) = path.parent() else {
         return Ok(());
     };
-    if !dir.exists() {
-        std::fs::create_dir_all(dir).map_err(io(dir))?;
-        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).map_err(io(dir))?;
+    let Some(records) = dir.parent() else {
+        return Ok(());
+    };
+    if let Some(state) = records.parent()
+        && !state.as_os_str().is_empty()
+    {
+        std::fs::create_dir_all(state).map_err(io(state))?;
+    }
+    for d in [records, dir] {
+        match std::fs::DirBuilder::new().mode(0o700).create(d) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(io(d)(e)),
+        }
+        let meta = std::fs::symlink_metadata(d).map_err(io(d))?;
+        if !meta.is_dir() {
+            return Err(io(d)(std::io::Error::other(
+                "not a folder (a link or a file): records are written only into a folder of their own",
+            )));
+        }
+        if meta.permissions().mode() & 0o777 != 0o700 {
+            std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o700)).map_err(io(d))?;
+        }
     }
     Ok(())
 }
 
+/// Opens a record file for writing, 0600, never through a link (`O_NOFOLLOW`).
 fn open_0600(path: &Path, append: bool) -> Result<std::fs::File, RecordError> {
     ensure_dir(path)?;
     let f = std::fs::OpenOptions::new()
@@ -91,11 +127,51 @@ fn open_0600(path: &Path, append: bool) -> Result<std::fs::File, RecordError> {
         .append(append)
         .truncate(!append)
         .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
         .open(path)
         .map_err(io(path))?;
     f.set_permissions(std::fs::Permissions::from_mode(0o600))
         .map_err(io(path))?;
     Ok(f)
+}
+
+/// Writes `bytes` as the record `name` of `job` (`records/<JOB>/<name>`, 0600, the folders
+/// 0700), replacing what was there.
+pub fn write_record(
+    state: &Path,
+    job: &JobName,
+    name: &str,
+    bytes: &[u8],
+) -> Result<PathBuf, RecordError> {
+    let path = job_dir(state, job).join(name);
+    let mut f = open_0600(&path, false)?;
+    f.write_all(bytes).map_err(io(&path))?;
+    Ok(path)
+}
+
+/// The most a kept plan may hold: a plan is tens of KiB (files put into containers are kept
+/// as digests), so a larger one is not a plan spark-launch wrote.
+const PLAN_LIMIT: InputLimit = InputLimit {
+    max: 16 << 20,
+    hint: "a kept plan is tens of KiB; this is not one spark-launch wrote",
+};
+
+/// The most of an event log read: a line every few seconds for years is far less.
+const EVENTS_LIMIT: InputLimit = InputLimit {
+    max: 64 << 20,
+    hint: "move the event log aside (spark-launch starts a new one)",
+};
+
+/// A record's bytes through `input` (a regular file only: a FIFO or device in its place is
+/// refused at once, never read forever), `None` when there is none.
+fn read_record(path: &Path, limit: InputLimit) -> Result<Option<Vec<u8>>, RecordError> {
+    match crate::input::read_bytes(path, limit) {
+        Ok(b) => Ok(Some(b)),
+        Err(InputError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+            Ok(None)
+        }
+        Err(e) => Err(RecordError::Input(e)),
+    }
 }
 
 /// Keeps the serving plan of a job that starts (secrets as `<set>`, the files put into its
@@ -111,29 +187,93 @@ pub fn save_plan(state: &Path, plan: &ServePlan) -> Result<PathBuf, RecordError>
     }
     let text = serde_json::to_string_pretty(&kept)
         .map_err(|e| io(&path)(std::io::Error::other(e.to_string())))?;
-    let mut f = open_0600(&path, false)?;
-    f.write_all(text.as_bytes()).map_err(io(&path))?;
-    f.write_all(b"\n").map_err(io(&path))?;
-    Ok(path)
+    write_record(
+        state,
+        &plan.job.job,
+        "plan.json",
+        format!("{text}\n").as_bytes(),
+    )
 }
 
-/// The serving plan kept for `job`.
+/// The serving plan kept for `job`: read as every record is ([`read_record`]), its job name
+/// checked by the rule a name given on the command line meets, and it must be `job`'s.
 pub fn load_plan(state: &Path, job: &JobName) -> Result<ServePlan, RecordError> {
     let path = plan_path(state, job);
-    let text = match std::fs::read_to_string(&path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(RecordError::NoPlan {
-                job: job.clone(),
-                path,
-            });
-        }
-        Err(e) => return Err(io(&path)(e)),
+    let Some(bytes) = read_record(&path, PLAN_LIMIT)? else {
+        return Err(RecordError::NoPlan {
+            job: job.clone(),
+            path,
+        });
     };
-    serde_json::from_str(&text).map_err(|e| RecordError::BadPlan {
-        path,
+    let plan: ServePlan = serde_json::from_slice(&bytes).map_err(|e| RecordError::BadPlan {
+        path: path.clone(),
         cause: e.to_string(),
-    })
+    })?;
+    if &plan.job.job != job {
+        return Err(RecordError::BadPlan {
+            path,
+            cause: format!("it is the plan of job {}, not of {job}", plan.job.job),
+        });
+    }
+    Ok(plan)
+}
+
+/// `<state>/records/<JOB>/hosts.json`.
+pub fn hosts_path(state: &Path, job: &JobName) -> PathBuf {
+    job_dir(state, job).join("hosts.json")
+}
+
+/// What `hosts.json` holds.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct KeptHosts {
+    hosts: Vec<String>,
+}
+
+/// Keeps the `--hosts` entries a job was launched with (each naming its node), or forgets
+/// those of an earlier launch under the name when its nodes came from the cluster file.
+pub fn save_hosts(state: &Path, job: &JobName, hosts: &[HostSpec]) -> Result<(), RecordError> {
+    let path = hosts_path(state, job);
+    if hosts.is_empty() {
+        return match std::fs::remove_file(&path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(io(&path)(e)),
+            _ => Ok(()),
+        };
+    }
+    let kept = KeptHosts {
+        hosts: hosts.iter().map(|h| h.to_string()).collect(),
+    };
+    let text = serde_json::to_string_pretty(&kept)
+        .map_err(|e| io(&path)(std::io::Error::other(e.to_string())))?;
+    write_record(state, job, "hosts.json", format!("{text}\n").as_bytes()).map(|_| ())
+}
+
+/// The `--hosts` entries `job` was launched with; `None` when its nodes came from the cluster
+/// file (or it was launched by a version that kept none). Each entry is checked as `--hosts`
+/// checks it.
+pub fn load_hosts(state: &Path, job: &JobName) -> Result<Option<Vec<HostSpec>>, RecordError> {
+    const LIMIT: InputLimit = InputLimit {
+        max: 1 << 20,
+        hint: "it lists a few nodes; this is not one spark-launch wrote",
+    };
+    let path = hosts_path(state, job);
+    let Some(bytes) = read_record(&path, LIMIT)? else {
+        return Ok(None);
+    };
+    let bad = |cause: String| RecordError::BadHosts {
+        path: path.clone(),
+        cause,
+    };
+    let kept: KeptHosts = serde_json::from_slice(&bytes).map_err(|e| bad(e.to_string()))?;
+    let hosts = kept
+        .hosts
+        .iter()
+        .map(|h| h.parse::<HostSpec>().map_err(|e| bad(e.to_string())))
+        .collect::<Result<Vec<_>, _>>()?;
+    if hosts.is_empty() {
+        return Err(bad("no node".into()));
+    }
+    Ok(Some(hosts))
 }
 
 /// The one supervisor of a job on this machine: an exclusive lock on
@@ -154,6 +294,7 @@ pub fn lock(state: &Path, job: &JobName) -> Result<SuperviseLock, RecordError> {
         .create(true)
         .truncate(false)
         .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
         .open(&path)
         .map_err(io(&path))?;
     match nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock) {
@@ -164,9 +305,15 @@ pub fn lock(state: &Path, job: &JobName) -> Result<SuperviseLock, RecordError> {
         }
         Err((_, nix::errno::Errno::EWOULDBLOCK)) => Err(RecordError::Supervised {
             job: job.clone(),
-            pid: std::fs::read_to_string(&path)
-                .map(|p| p.trim().to_string())
-                .unwrap_or_else(|_| "?".into()),
+            pid: crate::input::read_bytes(
+                &path,
+                InputLimit {
+                    max: 64,
+                    hint: "a lock holds a process id",
+                },
+            )
+            .map(|p| String::from_utf8_lossy(&p).trim().to_string())
+            .unwrap_or_else(|_| "?".into()),
             path,
         }),
         Err((_, e)) => Err(io(&path)(std::io::Error::from(e))),
@@ -227,28 +374,57 @@ pub fn append(state: &Path, job: &JobName, events: &[JobEvent]) -> Result<(), Re
     f.write_all(text.as_bytes()).map_err(io(&path))
 }
 
+/// The job's event log as read: its events and how many lines were skipped.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct EventLog {
+    /// Oldest first.
+    pub events: Vec<JobEvent>,
+    /// Lines that are not an event (a torn write, a byte that is not UTF-8, an edit): each is
+    /// skipped, never the rest of the log with it.
+    pub skipped: usize,
+}
+
+/// The job's event log (the last `last` events when given); empty when there is no log.
+pub fn read_log(state: &Path, job: &JobName, last: Option<usize>) -> Result<EventLog, RecordError> {
+    let path = events_path(state, job);
+    let Some(bytes) = read_record(&path, EVENTS_LIMIT)? else {
+        return Ok(EventLog::default());
+    };
+    let mut log = parse_events(&bytes);
+    if let Some(n) = last {
+        let skip = log.events.len().saturating_sub(n);
+        log.events.drain(..skip);
+    }
+    Ok(log)
+}
+
+/// The events of a log's bytes, line by line: a line that is not UTF-8 or not an event is
+/// counted and skipped.
+pub fn parse_events(bytes: &[u8]) -> EventLog {
+    let mut log = EventLog::default();
+    for line in bytes.split(|b| *b == b'\n') {
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        match std::str::from_utf8(line)
+            .ok()
+            .and_then(|l| serde_json::from_str::<JobEvent>(l).ok())
+        {
+            Some(e) => log.events.push(e),
+            None => log.skipped += 1,
+        }
+    }
+    log
+}
+
 /// The job's events, oldest first (the last `last` when given); none when there is no log.
-/// Lines that do not parse (a torn write) are skipped.
+/// Lines that are not events are skipped ([`read_log`] counts them).
 pub fn read_events(
     state: &Path,
     job: &JobName,
     last: Option<usize>,
 ) -> Result<Vec<JobEvent>, RecordError> {
-    let path = events_path(state, job);
-    let text = match std::fs::read_to_string(&path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(io(&path)(e)),
-    };
-    let mut all: Vec<JobEvent> = text
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect();
-    if let Some(n) = last {
-        let skip = all.len().saturating_sub(n);
-        all.drain(..skip);
-    }
-    Ok(all)
+    read_log(state, job, last).map(|l| l.events)
 }
 
 /// Events as text lines: `AT  KIND  DETAIL (N s)`.
@@ -271,35 +447,62 @@ pub fn render_events(events: &[JobEvent]) -> String {
         .join("\n")
 }
 
+/// An event as the supervisor says it on stderr: `JOB: DETAIL`. A detail is a sentence of its
+/// own (`watching 2 rank(s) of JOB: ...`, `supervising stopped (Ctrl-C); ...`), so the kind
+/// is not put before it again; the few whose detail does not say what happened get the words
+/// that do.
+pub fn said(job: &JobName, e: &JobEvent) -> String {
+    let lead = match e.kind {
+        Kind::ProbeFailed => "a probe failed: ",
+        Kind::EngineError => "an error line in a rank's log: ",
+        Kind::RestartFailed => "the restart failed: ",
+        _ => "",
+    };
+    format!("{job}: {lead}{}", e.detail)
+}
+
 /// `logs JOB --events`: every event of the job's log.
 #[derive(Debug, Serialize)]
 pub struct EventsReport {
     pub job: JobName,
     pub path: PathBuf,
     pub events: Vec<JobEvent>,
+    /// Lines of the log that are not events, skipped.
+    pub skipped_lines: usize,
 }
 
 impl EventsReport {
     /// The events of `job` kept under `state`.
     pub fn read(state: &Path, job: &JobName) -> Result<EventsReport, RecordError> {
+        let log = read_log(state, job, None)?;
         Ok(EventsReport {
             job: job.clone(),
             path: events_path(state, job),
-            events: read_events(state, job, None)?,
+            events: log.events,
+            skipped_lines: log.skipped,
         })
     }
 }
 
 impl crate::report::shown::Shown for EventsReport {
     fn text(&self) -> String {
+        let skipped = match self.skipped_lines {
+            0 => String::new(),
+            n => format!(
+                "\n({n} line{} of {} {} not an event (not UTF-8 or not JSON): skipped)",
+                if n == 1 { "" } else { "s" },
+                self.path.display(),
+                if n == 1 { "is" } else { "are" },
+            ),
+        };
         if self.events.is_empty() {
             return format!(
-                "no supervisor events for {} yet (they go to {})",
+                "no supervisor events for {} yet (they go to {}){skipped}",
                 self.job,
                 self.path.display()
             );
         }
-        render_events(&self.events)
+        format!("{}{skipped}", render_events(&self.events))
     }
     fn json(&self) -> serde_json::Result<String> {
         serde_json::to_string_pretty(self)
@@ -361,6 +564,131 @@ mod tests {
         // No log yet: no events, no error.
         let other = JobName::new("other").unwrap();
         assert!(read_events(dir.path(), &other, None).unwrap().is_empty());
+    }
+
+    #[test]
+    fn the_supervisor_says_each_event_on_stderr_without_doubled_words() {
+        let job = JobName::new("sup").unwrap();
+        let policy = crate::supervise::Policy::default();
+        let line = |h: Happened| said(&job, &JobEvent::stamped(h, 0));
+        assert_eq!(
+            line(Happened::watching(&job, 2, &policy)),
+            "sup: watching 2 rank(s) of sup: a token probe every 5 s (Ctrl-C stops supervising, not the job)"
+        );
+        assert_eq!(
+            line(Happened::stopped()),
+            "sup: supervising stopped (Ctrl-C); the job keeps running"
+        );
+        let failed = Happened {
+            kind: Kind::RestartFailed,
+            detail: "spark-2: no answer".into(),
+            seconds: Some(0.1),
+        };
+        assert_eq!(line(failed), "sup: the restart failed: spark-2: no answer");
+        // No word twice in a row, whatever the kind.
+        for h in [Happened::watching(&job, 1, &policy), Happened::stopped()] {
+            let l = line(h);
+            let words: Vec<&str> = l.split_whitespace().collect();
+            assert!(words.windows(2).all(|w| w[0] != w[1]), "{l}");
+        }
+    }
+
+    #[test]
+    fn records_are_0600_in_folders_of_0700_also_where_an_older_version_left_them_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let job = JobName::new("demo").unwrap();
+        // As an older version left them: `records/` 0755, made with the umask.
+        std::fs::create_dir_all(dir.path().join("records/demo")).unwrap();
+        for d in ["records", "records/demo"] {
+            std::fs::set_permissions(dir.path().join(d), std::fs::Permissions::from_mode(0o755))
+                .unwrap();
+        }
+        let path = write_record(dir.path(), &job, "startup.json", b"{}\n").unwrap();
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&path), 0o600);
+        assert_eq!(mode(&dir.path().join("records")), 0o700);
+        assert_eq!(mode(&dir.path().join("records/demo")), 0o700);
+        // A fresh state folder: the same.
+        let fresh = tempfile::tempdir().unwrap();
+        let state = fresh.path().join("state");
+        append(&state, &job, &[JobEvent::stamped(Happened::stopped(), 0)]).unwrap();
+        assert_eq!(mode(&state.join("records")), 0o700);
+        assert_eq!(mode(&state.join("records/demo")), 0o700);
+        assert_eq!(mode(&events_path(&state, &job)), 0o600);
+    }
+
+    #[test]
+    fn a_record_is_never_written_through_a_link() {
+        let dir = tempfile::tempdir().unwrap();
+        let job = JobName::new("demo").unwrap();
+        let elsewhere = dir.path().join("elsewhere");
+        std::fs::write(&elsewhere, "theirs").unwrap();
+        std::fs::create_dir_all(dir.path().join("records/demo")).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, dir.path().join("records/demo/startup.json"))
+            .unwrap();
+        assert!(write_record(dir.path(), &job, "startup.json", b"{}").is_err());
+        assert_eq!(std::fs::read_to_string(&elsewhere).unwrap(), "theirs");
+        // Nor into a job folder that is a link.
+        let other = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(other.path().join("records")).unwrap();
+        std::os::unix::fs::symlink(dir.path(), other.path().join("records/demo")).unwrap();
+        assert!(write_record(other.path(), &job, "plan.json", b"{}").is_err());
+        assert!(!dir.path().join("plan.json").exists());
+    }
+
+    #[test]
+    fn a_line_of_the_event_log_that_is_not_utf8_is_skipped_and_counted_not_the_whole_log() {
+        let dir = tempfile::tempdir().unwrap();
+        let job = JobName::new("demo").unwrap();
+        append(
+            dir.path(),
+            &job,
+            &[JobEvent::stamped(Happened::stopped(), 1_795_000_000_123)],
+        )
+        .unwrap();
+        let path = events_path(dir.path(), &job);
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap();
+        f.write_all(b"{\"at\":\"x\",\"kind\":\"ready\",\"detail\":\"\xff\"}\n")
+            .unwrap();
+        f.write_all(b"not json\n").unwrap();
+        drop(f);
+        append(
+            dir.path(),
+            &job,
+            &[JobEvent::stamped(Happened::stopped(), 1_795_000_000_456)],
+        )
+        .unwrap();
+        let log = read_log(dir.path(), &job, None).unwrap();
+        assert_eq!(log.events.len(), 2);
+        assert_eq!(log.skipped, 2);
+        let shown =
+            crate::report::shown::Shown::text(&EventsReport::read(dir.path(), &job).unwrap());
+        assert!(shown.contains("supervising stopped"), "{shown}");
+        assert!(
+            shown.contains("(2 lines of ")
+                && shown.contains("are not an event (not UTF-8 or not JSON): skipped)"),
+            "{shown}"
+        );
+    }
+
+    #[test]
+    fn a_fifo_in_place_of_a_record_is_refused_at_once_not_read_forever() {
+        let dir = tempfile::tempdir().unwrap();
+        let job = JobName::new("demo").unwrap();
+        std::fs::create_dir_all(job_dir(dir.path(), &job)).unwrap();
+        for path in [plan_path(dir.path(), &job), events_path(dir.path(), &job)] {
+            nix::unistd::mkfifo(&path, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        }
+        let e = load_plan(dir.path(), &job).unwrap_err().to_string();
+        assert!(e.contains("plan.json is not a regular file (a FIFO"), "{e}");
+        let e = read_log(dir.path(), &job, None).unwrap_err().to_string();
+        assert!(
+            e.contains("events.jsonl is not a regular file (a FIFO"),
+            "{e}"
+        );
     }
 
     #[test]

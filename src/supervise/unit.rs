@@ -7,9 +7,12 @@
 //! itself crashed or gave up: start it again after a pause), a system unit ordered after
 //! `network-online.target` and `docker.service` (a user unit cannot order itself against
 //! system units: the supervisor waits for Docker itself), `SPARK_LAUNCH_NO_PROGRESS=1` (the
-//! journal is no terminal), and whatever environment the caller adds. Every argument and value
-//! is quoted as systemd reads it (`%` and `$` doubled, double quotes around anything with a
-//! space). Secrets never go in: a unit file is readable by every user, so a variable named like
+//! journal is no terminal), and whatever environment the caller adds. The nodes are those of
+//! the job: the cluster file, or the `--hosts` entries the job was launched with. Every
+//! argument and value is quoted as systemd reads it: `%` doubled (specifiers), double quotes
+//! around anything with a space or a quote; `ExecStart=` starts with `:`, so systemd expands no
+//! `$` variable anywhere in the line — it would not in the binary's path at all, where a `$$`
+//! stays two characters, so no other spelling of a `$` works there and in the arguments alike. Secrets never go in: a unit file is readable by every user, so a variable named like
 //! a key, token, secret or password is refused (the supervisor reads the API key from the 0600
 //! file `--api-key auto` keeps).
 //!
@@ -39,14 +42,23 @@ pub struct UnitOptions {
     pub scope: UnitScope,
     /// The spark-launch binary, absolute.
     pub binary: PathBuf,
-    /// The cluster file the job's nodes come from, absolute.
-    pub cluster_file: PathBuf,
+    /// Where the job's nodes come from.
+    pub nodes: UnitNodes,
     /// More arguments for `supervise` (after the job's name).
     pub supervise_args: Vec<String>,
     /// More environment (`NAME`, `value`), e.g. `SPARK_LAUNCH_STATE_DIR`, `RUST_LOG`.
     pub environment: Vec<(String, String)>,
     /// Seconds systemd waits before starting a failed supervisor again.
     pub restart_sec: u32,
+}
+
+/// Where the supervisor the unit runs finds the job's nodes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum UnitNodes {
+    /// The cluster file, absolute (`--cluster FILE`).
+    ClusterFile(PathBuf),
+    /// `--hosts` entries, each naming its node (`spark-a=nvidia@169.254.3.7`).
+    Hosts(Vec<String>),
 }
 
 /// A unit file: its name and its text.
@@ -120,13 +132,14 @@ fn plain_line(what: &str, s: &str) -> Result<(), UnitError> {
     Ok(())
 }
 
-/// `%` and `$` as systemd reads them in a command line: specifiers and variables doubled.
+/// `%` as systemd reads it in a command line: a specifier, doubled. A `$` is left alone: the
+/// line is written with the `:` prefix, which turns variable expansion off ([`unit`]).
 fn escape_specials(s: &str) -> String {
-    s.replace('%', "%%").replace('$', "$$")
+    s.replace('%', "%%")
 }
 
 /// One argument of `ExecStart=`: as is when it is plain, else in double quotes with `\` and
-/// `"` escaped; `%` and `$` doubled either way.
+/// `"` escaped; `%` doubled either way.
 pub fn exec_arg(s: &str) -> String {
     let plain = !s.is_empty()
         && s.chars()
@@ -184,7 +197,18 @@ fn check_user(user: &str) -> Result<(), UnitError> {
 /// The unit for `opts`, or the first thing wrong with them.
 pub fn unit(opts: &UnitOptions) -> Result<UnitFile, UnitError> {
     let binary = text_of("spark-launch binary", &opts.binary)?;
-    let cluster = text_of("cluster file", &opts.cluster_file)?;
+    let nodes = match &opts.nodes {
+        UnitNodes::ClusterFile(f) => vec![
+            "--cluster".to_string(),
+            text_of("cluster file", f)?.to_string(),
+        ],
+        UnitNodes::Hosts(hosts) => {
+            for h in hosts {
+                plain_line("--hosts entry", h)?;
+            }
+            vec!["--hosts".to_string(), hosts.join(",")]
+        }
+    };
     for a in &opts.supervise_args {
         plain_line("supervise argument", a)?;
     }
@@ -196,13 +220,8 @@ pub fn unit(opts: &UnitOptions) -> Result<UnitFile, UnitError> {
         check_user(user)?;
     }
     let job = &opts.job;
-    let mut argv = vec![
-        binary.to_string(),
-        "supervise".to_string(),
-        job.to_string(),
-        "--cluster".to_string(),
-        cluster.to_string(),
-    ];
+    let mut argv = vec![binary.to_string(), "supervise".to_string(), job.to_string()];
+    argv.extend(nodes);
     argv.extend(opts.supervise_args.iter().cloned());
     let exec = argv
         .iter()
@@ -243,7 +262,8 @@ pub fn unit(opts: &UnitOptions) -> Result<UnitFile, UnitError> {
     for (name, value) in &opts.environment {
         let _ = writeln!(t, "{}", environment_line(name, value));
     }
-    let _ = writeln!(t, "ExecStart={exec}");
+    // `:`: no variable expansion in the line (a `$` in a path is a `$`).
+    let _ = writeln!(t, "ExecStart=:{exec}");
     let _ = writeln!(t, "Restart=on-failure");
     let _ = writeln!(t, "RestartSec={}", opts.restart_sec);
     let _ = writeln!(t);
@@ -271,7 +291,9 @@ mod tests {
             job: JobName::new("qwen").unwrap(),
             scope,
             binary: "/usr/local/bin/spark-launch".into(),
-            cluster_file: "/home/sparkuser/.config/spark-launch/cluster.yaml".into(),
+            nodes: UnitNodes::ClusterFile(
+                "/home/sparkuser/.config/spark-launch/cluster.yaml".into(),
+            ),
             supervise_args: vec![],
             environment: vec![],
             restart_sec: 10,
@@ -300,7 +322,8 @@ mod tests {
         assert_eq!(exec_arg("/usr/bin/x"), "/usr/bin/x");
         assert_eq!(exec_arg("/opt/my tools/x"), "\"/opt/my tools/x\"");
         assert_eq!(exec_arg("50%"), "50%%");
-        assert_eq!(exec_arg("$HOME"), "$$HOME");
+        assert_eq!(exec_arg("$HOME"), "$HOME");
+        assert_eq!(exec_arg("/opt/a$b/x"), "/opt/a$b/x");
         assert_eq!(exec_arg(r#"a "b" \c"#), r#""a \"b\" \\c""#);
         assert_eq!(exec_arg(""), "\"\"");
         assert_eq!(

@@ -441,6 +441,11 @@ async fn tee_push(
     );
     let reference = image.reference.clone();
     let total_layers = image.layers.len();
+    // Why the read of the source failed, when it did: each import then fails with it, and
+    // says so rather than the engine client's words about a body that broke off.
+    let source_failed: Arc<Mutex<Option<String>>> = Arc::new(Mutex::new(None));
+    let failed_at_source = source_failed.clone();
+    let source_node = src_engine.node().clone();
     // The pump owns the senders: when it ends, every import sees the end of its input.
     let pump = async move {
         let mut senders = senders;
@@ -465,6 +470,9 @@ async fn tee_push(
                     }
                 }
                 Some(Err(e)) => {
+                    if let Ok(mut f) = failed_at_source.lock() {
+                        *f = Some(e.to_string());
+                    }
                     send_all(&mut senders, Err(std::io::Error::other(e.to_string()))).await;
                     return;
                 }
@@ -504,6 +512,8 @@ async fn tee_push(
         let transfer: Arc<dyn Transfer> = Arc::from(reporter.transfer(&node, &label, estimate));
         let expected = image.content.clone();
         let reference = image.reference.clone();
+        let source_failed = source_failed.clone();
+        let source_node = source_node.clone();
         async move {
             let Some(rx) = rx else {
                 return Err(RuntimeError::Other("internal: no channel".to_string()));
@@ -517,7 +527,14 @@ async fn tee_push(
             let seconds = started.elapsed().as_secs_f64();
             if let Err(e) = result {
                 transfer.finish("failed");
-                return Err(e);
+                let at_source = source_failed.lock().ok().and_then(|f| f.clone());
+                return Err(push_failure(
+                    &reference,
+                    &source_node,
+                    read_from,
+                    at_source.as_deref(),
+                    e,
+                ));
             }
             // Trust, but verify: the node must now hold exactly the content we sent.
             match image_facts(engine, &reference).await? {
@@ -537,6 +554,31 @@ async fn tee_push(
     });
     let ((), results) = tokio::join!(pump, imports);
     (read_from, results)
+}
+
+/// Why a node's push failed: when reading the image on the source failed, that (the source,
+/// how it was read, its error), never the load's error about an input that broke off; else
+/// the load's own error.
+fn push_failure(
+    reference: &str,
+    source: &NodeName,
+    read_from: ReadFrom,
+    at_source: Option<&str>,
+    load: RuntimeError,
+) -> RuntimeError {
+    match at_source {
+        Some(why) => {
+            let how = match read_from {
+                ReadFrom::LayerStore => "reading its layers from the engine's store",
+                ReadFrom::Export => "the engine's export (docker save)",
+            };
+            tracing::debug!("the load broke off with the source: {load}");
+            RuntimeError::Other(format!(
+                "reading {reference} on {source} ({how}) failed, so nothing more could be sent here: {why}"
+            ))
+        }
+        None => load,
+    }
 }
 
 /// Sends an error (or the end) to every live target.
@@ -771,6 +813,38 @@ mod tests {
 
     fn n(s: &str) -> NodeName {
         NodeName::new(s).unwrap()
+    }
+
+    #[test]
+    fn a_push_whose_source_failed_names_the_source_and_its_error_not_the_loads() {
+        // What the target's load says when its input breaks off (the engine client's words).
+        let load = || {
+            RuntimeError::Other(
+            "load the image: error in the hyper legacy client: error reading a body from connection".into(),
+        )
+        };
+        let e = push_failure(
+            "vllm:26.04",
+            &n("spark-1"),
+            ReadFrom::Export,
+            Some("export image vllm:26.04: No such image: vllm:26.04 (HTTP 404)"),
+            load(),
+        )
+        .to_string();
+        assert_eq!(
+            e,
+            "reading vllm:26.04 on spark-1 (the engine's export (docker save)) failed, so nothing more could be sent here: export image vllm:26.04: No such image: vllm:26.04 (HTTP 404)"
+        );
+        assert!(!e.contains("hyper") && !e.contains("load the image"), "{e}");
+        // The source read to its end: the load's own error is the cause.
+        let e = push_failure(
+            "vllm:26.04",
+            &n("spark-1"),
+            ReadFrom::LayerStore,
+            None,
+            load(),
+        );
+        assert!(e.to_string().starts_with("load the image:"), "{e}");
     }
 
     fn report(nodes: Vec<(NodeName, NodePush)>, mixed: Option<Vec<String>>) -> PushReport {

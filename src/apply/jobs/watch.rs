@@ -304,7 +304,8 @@ pub async fn sample(cluster: &Cluster, job: Option<&JobName>) -> LiveSample {
         let path =
             crate::workload::startup::record_dir(&crate::bench::store::state_dir(), j.as_str())
                 .join("events.jsonl");
-        if let Ok(text) = std::fs::read_to_string(path) {
+        // Read as a log is (a bad byte spoils its line, never the rest; a FIFO is refused).
+        if let Ok(text) = crate::input::read_text(&path, crate::input::LOG) {
             s.events = live::last_events(&text, EVENTS);
         }
     }

@@ -5,6 +5,7 @@
 //! log and show it on stderr, until Ctrl-C (the job keeps running) or the machine gives up
 //! (after stopping the job when a node's memory fell below the floor).
 
+mod reach;
 mod restart;
 mod watch;
 
@@ -24,7 +25,7 @@ use crate::progress::Reporter;
 use crate::report::shown::{Ending, Shown};
 use crate::resolve::{self, Needs, Purpose, ResolveError, Selection};
 use crate::runtime::{Cluster, RuntimeError};
-use crate::supervise::machine::{Happened, Kind, Move, Policy, Seen, Supervisor};
+use crate::supervise::machine::{Happened, Move, Policy, Seen, Supervisor};
 use crate::supervise::records::{self, JobEvent, RecordError};
 use crate::workload::endpoint::{ApiKeyAsk, CLIENT_KEY_VAR};
 use crate::workload::serve::ServePlan;
@@ -53,9 +54,14 @@ pub enum SuperviseError {
     #[error("the job's API key: {0}")]
     Key(String),
     #[error(
-        "{node} runs a rank of {job} but is not among the nodes given (--hosts, the cluster file)"
+        "{node} runs a rank of {job} but is not among the nodes given (--hosts, the cluster file){hint}"
     )]
-    MissingNode { job: JobName, node: NodeName },
+    MissingNode {
+        job: JobName,
+        node: NodeName,
+        /// How the job was launched, when its `--hosts` were kept.
+        hint: String,
+    },
     #[error("{job}: {reason}; the job is left as it is (see `spark-launch logs {job} --events`)")]
     GaveUp { job: JobName, reason: String },
     #[error("{job}: the event log: {source}")]
@@ -68,6 +74,7 @@ impl SuperviseError {
         match self {
             SuperviseError::Record(RecordError::NoPlan { .. }) => 2,
             SuperviseError::Record(RecordError::Supervised { .. }) => 2,
+            SuperviseError::Record(RecordError::BadPlan { .. } | RecordError::Input(_)) => 2,
             SuperviseError::Resolve(e) if e.is_invalid_input() => 2,
             SuperviseError::MissingNode { .. } => 2,
             _ => 1,
@@ -247,9 +254,21 @@ pub async fn supervise(
         .scope(async |resolved| {
             let cluster = resolved.runtime()?;
             if let Some(node) = plan.nodes.iter().find(|n| cluster.node(n).is_err()) {
+                let hint = match records::load_hosts(&req.state_dir, &req.job) {
+                    Ok(Some(hosts)) => format!(
+                        "; it was launched with --hosts: give them again (--hosts {})",
+                        hosts
+                            .iter()
+                            .map(|h| h.to_string())
+                            .collect::<Vec<_>>()
+                            .join(",")
+                    ),
+                    _ => String::new(),
+                };
                 return Err(SuperviseError::MissingNode {
                     job: req.job.clone(),
                     node: node.clone(),
+                    hint,
                 });
             }
             watch(
@@ -289,35 +308,19 @@ pub async fn watch(
             .map(|h| JobEvent::stamped(h, records::now_ms()))
             .collect();
         for e in &events {
-            reporter.warn(&format!(
-                "{job}: {} {}",
-                records::kind_name(e.kind),
-                e.detail
-            ));
+            reporter.warn(&records::said(&job, e));
         }
         records::append(state_dir, &job, &events).map_err(|source| SuperviseError::Events {
             job: job.clone(),
             source,
         })
     };
-    record(vec![Happened {
-        kind: Kind::Watching,
-        detail: format!(
-            "watching {} rank(s) of {job}: a token probe every {} s (Ctrl-C stops supervising, not the job)",
-            plan.nodes.len(),
-            policy.interval.as_secs_f64()
-        ),
-        seconds: None,
-    }])?;
+    record(vec![Happened::watching(&job, plan.nodes.len(), policy)])?;
     let mut errors = watch::follow_errors(&target).await;
     loop {
         record(m.drain())?;
         if cancel.is_cancelled() {
-            record(vec![Happened {
-                kind: Kind::Stopped,
-                detail: "supervising stopped (Ctrl-C); the job keeps running".into(),
-                seconds: None,
-            }])?;
+            record(vec![Happened::stopped()])?;
             return Ok(Supervised::Stopped { job });
         }
         match m.next_move(t()) {
@@ -325,19 +328,42 @@ pub async fn watch(
                 for e in errors.drain() {
                     m.saw(t(), e);
                 }
-                m.saw(t(), Seen::Memory(watch::memory(cluster, &plan.nodes).await));
+                let lost: Vec<NodeName> = plan
+                    .nodes
+                    .iter()
+                    .filter(|n| m.is_lost(n))
+                    .cloned()
+                    .collect();
+                let answering: Vec<NodeName> = plan
+                    .nodes
+                    .iter()
+                    .filter(|n| !lost.contains(n))
+                    .cloned()
+                    .collect();
+                m.saw(t(), Seen::Memory(watch::memory(cluster, &answering).await));
                 if m.stopping() {
                     continue;
                 }
-                let stopped = watch::ranks(&target).await;
-                if stopped.is_empty() {
+                // Every node's container; a node whose connection dropped is connected to
+                // again first.
+                let seen = tokio::select! {
+                    s = watch::ranks(&target) => s,
+                    _ = cancel.cancelled() => continue,
+                };
+                for s in seen {
+                    m.saw(t(), s);
+                }
+                // A node that answers again: its log is followed again from now (the old
+                // stream ended with its connection).
+                if lost.iter().any(|n| !m.is_lost(n)) {
+                    errors = watch::follow_errors(&target).await;
+                }
+                // A probe while the head does not answer would only find the link down.
+                let head_lost = plan.nodes.first().is_some_and(|h| m.is_lost(h));
+                if m.watching() && !head_lost {
                     tokio::select! {
                         p = watch::probe(&target, policy.probe_timeout) => m.saw(t(), Seen::Probe(p)),
                         _ = cancel.cancelled() => {}
-                    }
-                } else {
-                    for s in stopped {
-                        m.saw(t(), s);
                     }
                 }
             }
@@ -356,6 +382,17 @@ pub async fn watch(
                     })
                     .await;
                 if !cancel.is_cancelled() {
+                    if let Err(e) = &done {
+                        for (node, detail) in e.lost() {
+                            m.saw(
+                                t(),
+                                Seen::Unreachable {
+                                    node: node.clone(),
+                                    detail: detail.clone(),
+                                },
+                            );
+                        }
+                    }
                     m.saw(t(), Seen::Restarted(done.map_err(|e| e.to_string())));
                 }
                 errors = watch::follow_errors(&target).await;

@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
+use super::reach::{Unanswered, asked};
 use crate::apply::context::ApplyOptions;
 use crate::apply::executor::execute;
 use crate::node::{NodeName, all_ok, for_each_node};
@@ -95,9 +96,13 @@ fn restart_steps(job: &JobPlan) -> impl Iterator<Item = &Step> {
 pub enum RestartError {
     #[error("the job runs as host processes: the supervisor restarts containers only")]
     NotContainers,
-    /// Stopping or starting the ranks failed (every failed node named).
-    #[error("{0}")]
-    Nodes(String),
+    /// Stopping or starting the ranks failed (every failed node named); `lost`: those of them
+    /// that did not answer through their SSH connection (and why), for the machine.
+    #[error("{text}")]
+    Nodes {
+        text: String,
+        lost: Vec<(NodeName, String)>,
+    },
     #[error("{0}")]
     Step(String),
     /// Memory did not come back after every rank stopped: the ranks were not started again.
@@ -105,6 +110,16 @@ pub enum RestartError {
     Memory(String),
     #[error("interrupted")]
     Interrupted,
+}
+
+impl RestartError {
+    /// The nodes that did not answer through their SSH connection, with why.
+    pub fn lost(&self) -> &[(NodeName, String)] {
+        match self {
+            RestartError::Nodes { lost, .. } => lost,
+            _ => &[],
+        }
+    }
 }
 
 /// Restarts the whole group of `plan` (see the module docs). `key` is the API key the
@@ -199,31 +214,50 @@ pub async fn stop_ranks(cluster: &Cluster, plan: &ServePlan) -> Result<(), Resta
     on_nodes(plan.nodes.clone(), cluster, &plan.job, Act::Stop).await
 }
 
-/// Does `act` to the job's container on every node of `nodes` at once, after checking that
-/// container carries the job's label; every node's failure is named.
+/// Does `act` to the job's container on every node of `nodes` at once, after checking on
+/// every one of them that the container carries the job's label: when a node cannot be asked
+/// (its SSH connection is gone and cannot be opened again, `reach::asked`), nothing is done
+/// on any node, so a restart never leaves part of the group stopped for want of a link.
+/// Every node's failure is named.
 async fn on_nodes(
     nodes: Vec<NodeName>,
     cluster: &Cluster,
     job: &JobPlan,
     act: Act,
 ) -> Result<(), RestartError> {
-    let results = for_each_node(nodes, 0, |node| async move {
+    let checked = for_each_node(nodes.clone(), 0, |node| async move {
         let name = job.job.container_name(&node);
-        let engine = cluster.node(&node)?.engine().await?;
-        let labelled = engine
-            .inspect(&name)
-            .await?
-            .and_then(|c| c.config)
-            .and_then(|c| c.labels)
-            .and_then(|l| l.get(LABEL_JOB).cloned());
+        let runtime = cluster.node(&node)?;
+        let name = name.as_str();
+        let labelled = asked(runtime, || async move {
+            runtime.engine().await?.inspect(name).await
+        })
+        .await?
+        .and_then(|c| c.config)
+        .and_then(|c| c.labels)
+        .and_then(|l| l.get(LABEL_JOB).cloned());
         if labelled.as_deref() != Some(job.job.as_str()) {
-            return Err(RuntimeError::Other(format!(
+            return Err(Unanswered::Runtime(RuntimeError::Other(format!(
                 "{name} is missing or carries no label of job {}: left alone; start the job again",
                 job.job
-            )));
+            ))));
         }
+        Ok(())
+    })
+    .await;
+    failures(checked)?;
+    let results = for_each_node(nodes, 0, |node| async move {
+        let name = job.job.container_name(&node);
+        let runtime = cluster.node(&node)?;
+        let name = name.as_str();
         match act {
-            Act::Stop => engine.stop(&name, STOP_GRACE).await.map(|_| ()),
+            Act::Stop => {
+                asked(runtime, || async move {
+                    runtime.engine().await?.stop(name, STOP_GRACE).await
+                })
+                .await?;
+                Ok(())
+            }
             Act::Start => {
                 let spec = job
                     .nodes
@@ -235,14 +269,32 @@ async fn on_nodes(
                     .ok_or_else(|| {
                         RuntimeError::Other(format!("{name} has no part in the plan"))
                     })?;
-                engine.start(spec).await
+                asked(runtime, || async move {
+                    runtime.engine().await?.start(spec).await
+                })
+                .await
             }
         }
     })
     .await;
+    failures(results)
+}
+
+/// Every node's failure as one error, naming the nodes that did not answer at all.
+fn failures(results: Vec<(NodeName, Result<(), Unanswered>)>) -> Result<(), RestartError> {
+    let lost: Vec<(NodeName, String)> = results
+        .iter()
+        .filter_map(|(n, r)| match r {
+            Err(e @ Unanswered::Lost { .. }) => Some((n.clone(), e.to_string())),
+            _ => None,
+        })
+        .collect();
     all_ok(results)
         .map(|_| ())
-        .map_err(|f| RestartError::Nodes(f.to_string()))
+        .map_err(|f| RestartError::Nodes {
+            text: f.to_string(),
+            lost,
+        })
 }
 
 /// Runs plan steps through the executor (nothing is removed if one fails: `keep`), the

@@ -14,13 +14,14 @@ use std::time::Duration;
 use futures::StreamExt;
 use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
 
+use super::reach::{Unanswered, asked};
 use crate::model::script::quote;
 use crate::node::{NodeName, for_each_node};
 use crate::plan::JobName;
 use crate::plan::secret::Secret;
 use crate::plan::spec::LABEL_JOB;
+use crate::runtime::Cluster;
 use crate::runtime::shell::NodeShell;
-use crate::runtime::{Cluster, RuntimeError};
 use crate::supervise::machine::{HostMemory, Probed, Seen};
 use crate::workload::engines::ReadySignals;
 use crate::workload::readiness::first_error;
@@ -58,15 +59,22 @@ impl<'a> Watched<'a> {
 }
 
 /// Every rank's container that is not running, as [`Seen::RankStopped`] (or
-/// [`Seen::RankGone`] when it was removed). A node that cannot be
-/// asked is a hiccup (logged, looked at again next time), never taken for a stopped rank; a
+/// [`Seen::RankGone`] when it was removed), and for every node whether it answered
+/// ([`Seen::Reachable`], or [`Seen::Unreachable`] when its SSH connection dropped and could
+/// not be opened again: `reach::asked` connects again first). A node that answered with an
+/// error is a hiccup (logged, looked at again next time), never taken for a stopped rank; a
 /// paused container counts as running (a frozen rank is for the probe to find).
 pub async fn ranks(t: &Watched<'_>) -> Vec<Seen> {
     let results = for_each_node(t.nodes.clone(), 0, |node| async move {
         let name = t.job.container_name(&node);
-        let engine = t.cluster.node(&node)?.engine().await?;
-        let Some(c) = engine.inspect(&name).await? else {
-            return Ok::<_, RuntimeError>(Some(None));
+        let runtime = t.cluster.node(&node)?;
+        let name = name.as_str();
+        let found = asked(runtime, || async move {
+            runtime.engine().await?.inspect(name).await
+        })
+        .await?;
+        let Some(c) = found else {
+            return Ok::<_, Unanswered>(Some(None));
         };
         let ours = c
             .config
@@ -96,7 +104,9 @@ pub async fn ranks(t: &Watched<'_>) -> Vec<Seen> {
         if st.oom_killed == Some(true) {
             detail.push_str(", killed for lack of memory (OOM)");
         }
-        if let Some(line) = log_error(engine, &name).await {
+        if let Ok(engine) = runtime.engine().await
+            && let Some(line) = log_error(engine, name, st.started_at.as_deref()).await
+        {
             detail.push_str(&format!("; first error line: {line}"));
         }
         Ok(Some(Some(detail)))
@@ -105,10 +115,19 @@ pub async fn ranks(t: &Watched<'_>) -> Vec<Seen> {
     let mut seen = Vec::new();
     for (node, r) in results {
         match r {
-            Ok(Some(Some(detail))) => seen.push(Seen::RankStopped { node, detail }),
-            Ok(Some(None)) => seen.push(Seen::RankGone { node }),
-            Ok(None) => {}
-            Err(e) => {
+            Ok(found) => {
+                seen.push(Seen::Reachable { node: node.clone() });
+                match found {
+                    Some(Some(detail)) => seen.push(Seen::RankStopped { node, detail }),
+                    Some(None) => seen.push(Seen::RankGone { node }),
+                    None => {}
+                }
+            }
+            Err(Unanswered::Lost { via, cause }) => seen.push(Seen::Unreachable {
+                node,
+                detail: Unanswered::Lost { via, cause }.to_string(),
+            }),
+            Err(Unanswered::Runtime(e)) => {
                 tracing::warn!("{node}: cannot look at the job's container ({e}); trying again")
             }
         }
@@ -150,14 +169,51 @@ pub async fn memory(cluster: &Cluster, nodes: &[NodeName]) -> Vec<HostMemory> {
     out
 }
 
-/// The first error line of a container's whole log.
-async fn log_error(engine: &crate::runtime::engine::Engine, name: &str) -> Option<String> {
-    let mut stream = engine.logs(name, false, false);
+/// The first error line of a container's last run: its log since its last start
+/// (`State.StartedAt`), never a line an earlier run wrote; none when the start is not known.
+async fn log_error(
+    engine: &crate::runtime::engine::Engine,
+    name: &str,
+    started_at: Option<&str>,
+) -> Option<String> {
+    let started = started_at.and_then(stamp_ns)?;
+    // Docker cuts at whole seconds; the lines of the same second before the start are cut
+    // here, by their stamps.
+    let second = i32::try_from(started.div_euclid(1_000_000_000)).ok()?;
+    let mut stream = engine.logs_since(name, second);
     let mut text = Vec::new();
     while let Some(Ok(chunk)) = stream.next().await {
         text.extend_from_slice(&chunk.bytes);
     }
-    first_error(&String::from_utf8_lossy(&text))
+    first_error(&since_start(&String::from_utf8_lossy(&text), started))
+}
+
+/// A Docker timestamp (`2026-11-26T18:00:00.123456789Z`, UTC, up to nine decimals) in
+/// nanoseconds since the epoch.
+fn stamp_ns(stamp: &str) -> Option<i128> {
+    let secs = crate::runtime::cluster::parse_rfc3339_seconds(stamp)?;
+    let rest = stamp.trim().get(19..)?;
+    let digits: String = rest
+        .strip_prefix('.')
+        .unwrap_or("")
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .take(9)
+        .collect();
+    let nanos: i128 = format!("{digits:0<9}").parse().ok()?;
+    Some(i128::from(secs) * 1_000_000_000 + nanos)
+}
+
+/// The lines of a timestamped log (`STAMP TEXT` each) written at or after `started`
+/// (nanoseconds), without their stamps; a line without a stamp that can be read is left out.
+fn since_start(log: &str, started: i128) -> String {
+    log.lines()
+        .filter_map(|l| {
+            let (stamp, text) = l.split_once(' ').unwrap_or((l, ""));
+            (stamp_ns(stamp)? >= started).then_some(text)
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// One token probe on the head, then `/health` when no token came.
@@ -284,4 +340,37 @@ pub async fn follow_errors(t: &Watched<'_>) -> ErrorLines {
         }));
     }
     ErrorLines { rx, tasks }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stopped_ranks_error_line_is_read_from_its_last_run_only() {
+        // A container that failed once (the CUDA error), was started again at 18:02:03.5,
+        // and stopped again with another error; Docker's stamps as `docker logs -t` prints
+        // them (nanoseconds, trailing zeros dropped).
+        let log = "\
+2026-11-26T18:00:00.1Z INFO starting
+2026-11-26T18:02:03.25Z RuntimeError: CUDA error: an illegal memory access was encountered
+2026-11-26T18:02:03.5Z INFO starting
+2026-11-26T18:02:09.123456789Z ValueError: the model's max seq len is larger than the KV cache
+";
+        let started = stamp_ns("2026-11-26T18:02:03.5Z").unwrap();
+        let last = since_start(log, started);
+        assert!(!last.contains("CUDA"), "{last}");
+        let line = first_error(&last).unwrap();
+        assert!(
+            line.contains("ValueError: the model's max seq len"),
+            "{line}"
+        );
+        // Docker's StartedAt has all nine decimals, its log stamps drop trailing zeros.
+        assert_eq!(
+            stamp_ns("2026-11-26T18:02:03.500000000Z"),
+            stamp_ns("2026-11-26T18:02:03.5Z")
+        );
+        assert!(stamp_ns("2026-11-26T18:02:03.25Z") < stamp_ns("2026-11-26T18:02:03.5Z"));
+        assert_eq!(stamp_ns("not a stamp"), None);
+    }
 }
