@@ -37,6 +37,14 @@ const COMMANDS: &[(&str, Run)] = &[
     ("spark-launch sim up", Run::Live(SIM)),
     ("spark-launch up smoke-test -d --gpus none", Run::Live(SIM)),
     ("spark-launch bench smoke-test", Run::Live(SIM)),
+    (
+        "spark-launch check smoke-test",
+        Run::Live("a running job: tests/check_sim.rs checks one by name"),
+    ),
+    (
+        "spark-launch check --url http://127.0.0.1:8000/v1 --context 8000 --json",
+        Run::Live("a server: tests/check_answers.rs runs check --url against the stand-in"),
+    ),
     ("spark-launch status --watch smoke-test", Run::Live(SIM)),
     ("spark-launch supervise smoke-test", Run::Live(SIM)),
     (
