@@ -17,6 +17,7 @@
 
 pub mod apply;
 pub mod bench;
+pub mod check;
 pub mod cli;
 pub mod clock;
 pub mod compose;

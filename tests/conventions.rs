@@ -64,6 +64,7 @@ fn the_pure_core_imports_no_effects() {
     // live observations are gathered by the CLI, judged here).
     let pure = [
         "derive",
+        "check",
         "fabric",
         "plan",
         "workload",

@@ -81,6 +81,7 @@ fn serve(tp: u32, from: Option<&str>, allow_old: bool) -> LaunchRequest {
             gpus: None,
             ready_timeout_s: DEFAULT_READY_TIMEOUT_S,
             stage_model: true,
+            check_answers: true,
             allow_tcp: false,
             bind: Default::default(),
             api_key: None,

@@ -50,6 +50,14 @@ const COMMANDS: &[(&str, Run)] = &[
             "a served model: tests/bench_protocols.rs runs this protocol against the paced stand-in server",
         ),
     ),
+    (
+        "spark-launch check smoke-test",
+        Run::Live("a running job: tests/check_sim.rs checks one by name"),
+    ),
+    (
+        "spark-launch check --url http://127.0.0.1:8000/v1 --context 8000 --json",
+        Run::Live("a server: tests/check_answers.rs runs check --url against the stand-in"),
+    ),
     ("spark-launch status --watch smoke-test", Run::Live(SIM)),
     ("spark-launch supervise smoke-test", Run::Live(SIM)),
     (

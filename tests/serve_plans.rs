@@ -51,6 +51,7 @@ fn serve(tp: u32, image: &str) -> ServeOptions {
         gpus: None,
         ready_timeout_s: DEFAULT_READY_TIMEOUT_S,
         stage_model: true,
+        check_answers: true,
         allow_tcp: false,
         bind: Default::default(),
         api_key: None,

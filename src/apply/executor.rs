@@ -467,6 +467,8 @@ mod tests {
                 engine: "vllm".into(),
                 timeout_s: 30,
                 api_key: None,
+                // This API answers the token probe only: what is tested is readiness.
+                no_check: true,
             }),
             Step::Stop(Stop),
         ];
@@ -505,6 +507,8 @@ mod tests {
                 engine: "vllm".into(),
                 timeout_s: 30,
                 api_key: None,
+                // This API answers the token probe only: what is tested is readiness.
+                no_check: true,
             }),
         ];
         p

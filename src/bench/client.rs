@@ -304,6 +304,35 @@ impl Client {
     }
 }
 
+/// Not streamed: one JSON request and its whole answer (`spark-launch check`'s questions).
+impl Client {
+    /// Posts `body` to `tail` under the base URL and returns the status and the body's text,
+    /// within the client's timeout; a failure to connect or a timeout is the error.
+    pub async fn post_json(&self, tail: &str, body: Vec<u8>) -> Result<(u16, String), String> {
+        let fut = async {
+            let mut conn = self.connect().await?;
+            let req = self.request("POST", tail, body)?;
+            let resp = conn
+                .sender
+                .send_request(req)
+                .await
+                .map_err(|e| format!("POST {}: {e}", self.base.path_of(tail)))?;
+            let status = resp.status().as_u16();
+            let bytes = resp
+                .into_body()
+                .collect()
+                .await
+                .map_err(|e| format!("reading the answer: {e}"))?
+                .to_bytes();
+            Ok((status, String::from_utf8_lossy(&bytes).into_owned()))
+        };
+        match tokio::time::timeout(self.timeout, fut).await {
+            Ok(r) => r,
+            Err(_) => Err(format!("no answer within {}s", self.timeout.as_secs())),
+        }
+    }
+}
+
 /// An HTTP error with the server's own message, and what to do about the usual ones.
 fn http_error(status: u16, body: &str) -> String {
     let message = serde_json::from_str::<serde_json::Value>(body)

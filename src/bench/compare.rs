@@ -475,6 +475,7 @@ mod tests {
             output_tokens: 128,
             levels,
             soak: None,
+            answer_check: None,
         }
     }
 

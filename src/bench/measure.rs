@@ -106,6 +106,10 @@ pub struct BenchReport {
     /// runs before soaks existed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub soak: Option<super::soak::SoakReport>,
+    /// Whether the model answered right before it was measured (`spark-launch check`'s
+    /// questions), or `skipped (--skip-check)`. Absent in files of runs before the check.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer_check: Option<String>,
 }
 
 impl BenchReport {

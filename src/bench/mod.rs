@@ -15,6 +15,7 @@
 //! (the soak's streams and clock), [`locate`] (a job's endpoint, by labels), [`store`] (result
 //! files). [`run`] ties them together for the CLI.
 
+pub mod answers;
 pub mod client;
 pub mod compare;
 pub mod locate;
@@ -62,6 +63,12 @@ pub enum BenchError {
     },
     #[error("interrupted")]
     Interrupted,
+    /// The model answered wrong before it was measured: no numbers were taken or saved.
+    #[error(
+        "{url}: the model does not answer right, so bench measures nothing and saves nothing (`spark-launch check` shows every answer; --skip-check measures anyway):\n  {}",
+        failures.join("\n  ")
+    )]
+    AnswersWrong { url: String, failures: Vec<String> },
 }
 
 /// What to benchmark.
@@ -99,6 +106,9 @@ pub struct BenchRequest {
     pub expect: Option<(String, Expectations)>,
     /// A soak instead of a sweep: `levels` then holds its one concurrency.
     pub soak: Option<SoakSpec>,
+    /// `--skip-check`: measure without asking first whether the model answers right (the
+    /// result file says so).
+    pub skip_check: bool,
 }
 
 /// How long a soak runs and how it is judged.
@@ -220,44 +230,32 @@ pub async fn run(
         Some(p) => Some(store::load(p)?),
         None => None,
     };
-    let (base, job) = match req.target {
-        Target::Url(u) => (u, None),
-        Target::Job {
-            cluster,
-            job,
-            addresses,
-        } => {
-            let step = reporter.step(&format!("find job {job}"));
-            let url = locate::job_url(&cluster, &job, &addresses).await?;
-            step.ok_with(&url.to_string());
-            (url, Some(job.to_string()))
-        }
-    };
+    let (base, job) = answers::endpoint(req.target, reporter.as_ref()).await?;
     let client = Client {
         base: base.clone(),
         api_key: req.api_key,
         timeout: req.timeout,
     };
-    let server = |message: String| BenchError::Server {
-        url: base.to_string(),
-        message,
-    };
-    let model = match req.model {
-        Some(m) => m,
-        None => {
-            let models = client.models().await.map_err(server)?;
-            match models.as_slice() {
-                [one] => one.clone(),
-                [] => return Err(server("the server lists no model at /models".into())),
-                many => {
-                    return Err(server(format!(
-                        "the server lists {} models ({}): choose one with --model",
-                        many.len(),
-                        many.join(", ")
-                    )));
-                }
-            }
+    let model = answers::served_model(&client, req.model).await?;
+    // Numbers from a model that answers garbage mean nothing: it is asked first.
+    let answer_check = if req.skip_check {
+        reporter.info("not checking the answers first (--skip-check): the result file says so");
+        "skipped (--skip-check)".to_string()
+    } else {
+        let opts = crate::check::AnswerOptions {
+            model: model.clone(),
+            seed: answers::clock_seed(),
+            max_tokens: crate::check::DEFAULT_MAX_TOKENS,
+            context: None,
+        };
+        let checked = answers::ask(&client, &opts, reporter.as_ref(), &cancel).await?;
+        if !checked.passed() {
+            return Err(BenchError::AnswersWrong {
+                url: base.to_string(),
+                failures: checked.failures(),
+            });
         }
+        format!("answers right: {}", checked.summary())
     };
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -309,6 +307,7 @@ pub async fn run(
         output_tokens: opts.output_tokens,
         levels,
         soak,
+        answer_check: Some(answer_check),
     };
     let saved = req.save_to.unwrap_or_else(|| {
         let label = job.unwrap_or_else(|| base.authority());
@@ -354,6 +353,7 @@ mod tests {
                     stall_after_s: 20.0,
                 },
             }),
+            skip_check: false,
         }
     }
 

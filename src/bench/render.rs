@@ -37,6 +37,9 @@ pub fn text(o: &BenchOutcome, compare_file: Option<&std::path::Path>) -> String 
         out.push_str(&line);
         out.push('\n');
     }
+    if let Some(c) = r.answer_check.as_ref().filter(|c| c.starts_with("skipped")) {
+        out.push_str(&format!("answers not checked first: {c}\n"));
+    }
     out.push_str(&format!("saved: {}\n", o.saved.display()));
     if let Some(c) = &o.comparison {
         out.push('\n');

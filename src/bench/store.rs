@@ -111,6 +111,7 @@ mod tests {
             output_tokens: 8,
             levels: vec![],
             soak: None,
+            answer_check: None,
         }
     }
 

@@ -67,6 +67,11 @@ pub struct BenchArgs {
     #[arg(long)]
     pub no_warmup: bool,
 
+    /// Measure without first asking whether the model answers right (`spark-launch check`'s
+    /// questions); the result file records that the check was skipped.
+    #[arg(long)]
+    pub skip_check: bool,
+
     /// A soak instead of a sweep: keep --concurrency N streams (one number; default 8) busy
     /// for this long (90s, 30m, 2h, 1h30m) and report output tokens/s per window, errors and
     /// every stall. Exit 1 on a stall.
@@ -278,6 +283,7 @@ pub async fn run(args: BenchArgs, ctx: &Context) -> CmdResult {
         compare: args.compare.clone(),
         expect: expect.clone(),
         soak,
+        skip_check: args.skip_check,
     };
     let (reporter, cancel) = (ctx.reporter.clone(), ctx.cancel.clone());
     let outcome = match (&args.url, &args.job) {

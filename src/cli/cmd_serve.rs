@@ -43,6 +43,12 @@ pub struct ServeFlags {
     #[arg(long, value_name = "DIR")]
     pub hf_home: Option<String>,
 
+    /// Count the job ready at its first token, without asking it the questions of
+    /// `spark-launch check` (arithmetic it must get right, answers that stop, prose that is
+    /// words); the start then says the answers were not checked.
+    #[arg(long)]
+    pub no_check: bool,
+
     /// Seconds to wait for the API to answer (loading and compiling take long on first start)
     /// [default: the profile's, else 1200].
     #[arg(long, value_name = "SECONDS", value_parser = limits::parse_seconds)]
@@ -118,6 +124,7 @@ impl ServeFlags {
             container: self.container.overrides(),
             ready_timeout_s: self.timeout,
             no_stage: self.no_stage,
+            no_check: self.no_check,
             hf_home: self.hf_home.clone(),
             allow_tcp: self.allow_tcp,
             nccl_from: self.nccl_from.clone(),
@@ -293,6 +300,7 @@ fn serve_options(
     o.ulimits = flags.container.ulimits.clone();
     o.gpus = flags.container.gpus;
     o.stage_model = !flags.no_stage;
+    o.check_answers = !flags.no_check;
     o.allow_tcp = flags.allow_tcp;
     o.bind = flags.bind.unwrap_or_default();
     o.memory = flags.memory();

@@ -9,6 +9,7 @@
 mod args;
 mod cmd_bench;
 mod cmd_bench_protocol;
+mod cmd_check;
 mod cmd_completions;
 mod cmd_compose;
 mod cmd_discover;
@@ -123,6 +124,9 @@ pub enum Command {
     Export(cmd_supervise::ExportArgs),
     /// Measure a served model: tokens/s, TTFT and inter-token latency at a few concurrencies.
     Bench(cmd_bench::BenchArgs),
+    /// Is the served model answering right: arithmetic it must get right, answers that stop,
+    /// prose that is words, a code word found deep in its context.
+    Check(cmd_check::CheckArgs),
     /// Parse saved tool output (nccl-tests logs) into results and a verdict.
     Report(cmd_report::ReportArgs),
     /// A simulated cluster on this machine, to try every command without Sparks.
@@ -275,9 +279,11 @@ async fn run(cli: Cli) -> CmdResult {
         | Command::NcclBuild(_)
         | Command::Serve(_)
         | Command::Up(_) => ui::OnSignal::CleanUp { starts_jobs: true },
-        Command::Logs(_) | Command::Image(_) | Command::Bench(_) | Command::Supervise(_) => {
-            ui::OnSignal::CleanUp { starts_jobs: false }
-        }
+        Command::Logs(_)
+        | Command::Image(_)
+        | Command::Bench(_)
+        | Command::Check(_)
+        | Command::Supervise(_) => ui::OnSignal::CleanUp { starts_jobs: false },
         // `sim up` removes a half-made sim; `sim down` finishes what it started.
         Command::Sim(ref a) if !matches!(a.command, cmd_sim::SimCommand::Status) => {
             ui::OnSignal::CleanUp { starts_jobs: false }
@@ -342,6 +348,7 @@ async fn dispatch(command: Command, ctx: &Context) -> CmdResult {
             what => cmd_supervise::export(cmd_supervise::ExportArgs { what }, ctx),
         },
         Command::Bench(a) => cmd_bench::run(a, ctx).await,
+        Command::Check(a) => cmd_check::run(a, ctx).await,
         Command::Report(a) => cmd_report::run(a, ctx).await,
         Command::Sim(a) => cmd_sim::run(a, ctx).await,
         Command::Completions(a) => cmd_completions::completions(a),

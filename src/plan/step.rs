@@ -415,6 +415,10 @@ pub struct WaitServing {
     /// The API key `/v1/models` is asked with (printed as `<set>`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api_key: Option<super::secret::Secret>,
+    /// `--no-check`: ready at the first token; the questions of `spark-launch check` are not
+    /// asked (shown only when set).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub no_check: bool,
 }
 
 impl StepPayload for WaitServing {
@@ -423,11 +427,16 @@ impl StepPayload for WaitServing {
     }
     fn describe(&self) -> String {
         format!(
-            "Poll the API and wait (≤ {}) until {}/health answers on {}, /v1/models lists {} and a streamed completion brings a token back",
+            "Poll the API and wait (≤ {}) until {}/health answers on {}, /v1/models lists {} and a streamed completion brings a token back{}",
             within(self.timeout_s),
             self.url,
             self.node,
-            self.model
+            self.model,
+            if self.no_check {
+                "; its answers are not checked (--no-check)"
+            } else {
+                "; then ask it questions it must answer right (spark-launch check's arithmetic, termination and soup)"
+            }
         )
     }
     fn nodes(&self) -> Vec<&NodeName> {

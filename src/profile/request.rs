@@ -27,6 +27,8 @@ pub struct Overrides {
     pub ready_timeout_s: Option<u64>,
     /// `--no-stage`: the weights are already on every node.
     pub no_stage: bool,
+    /// `--no-check`: ready at the first token, the answers not checked.
+    pub no_check: bool,
     pub hf_home: Option<String>,
     /// `--allow-tcp`: run NCCL on sockets rather than refuse a node whose RDMA is unusable.
     pub allow_tcp: bool,
@@ -104,6 +106,7 @@ impl Profile {
         serve.ulimits = o.container.ulimits.clone();
         serve.gpus = o.container.gpus;
         serve.stage_model = !o.no_stage;
+        serve.check_answers = !o.no_check;
         serve.allow_tcp = o.allow_tcp;
         serve.bind = match (o.bind, &self.bind) {
             (Some(b), _) => b,

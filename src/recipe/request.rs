@@ -417,6 +417,7 @@ fn shared(serve: &mut ServeOptions, o: &Overrides) {
     serve.ulimits = o.container.ulimits.clone();
     serve.gpus = o.container.gpus;
     serve.stage_model = !o.no_stage;
+    serve.check_answers = !o.no_check;
     serve.allow_tcp = o.allow_tcp;
     serve.bind = o.bind.unwrap_or(Bind::All);
     serve.memory = o.memory.clone();

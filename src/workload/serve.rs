@@ -63,6 +63,9 @@ pub struct ServeOptions {
     pub ready_timeout_s: u64,
     /// Stage the weights on every node before starting (off: they are already there).
     pub stage_model: bool,
+    /// Readiness asks the questions of `spark-launch check` after the first token (off:
+    /// `--no-check`).
+    pub check_answers: bool,
     /// Run NCCL on TCP sockets rather than refuse when a node's containers could not reach its
     /// RDMA devices (`--allow-tcp`).
     pub allow_tcp: bool,
@@ -95,6 +98,7 @@ impl ServeOptions {
             gpus: None,
             ready_timeout_s: e.defaults().ready_timeout_s,
             stage_model: true,
+            check_answers: true,
             allow_tcp: false,
             bind: super::endpoint::Bind::All,
             api_key: None,

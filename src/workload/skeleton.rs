@@ -137,6 +137,7 @@ pub fn plan(input: &ServeInput<'_>) -> Result<Served, LaunchRefusal> {
         engine.name().to_string(),
         o.ready_timeout_s,
         o.api_key.as_ref().map(|k| k.key.clone()),
+        !o.check_answers,
     ));
     path_notes(o, &used, &sel.assumed, &mut notes);
     let mut warnings = node_warnings(&sel);

@@ -77,6 +77,7 @@ pub fn wait_serving(
     engine: String,
     timeout_s: u64,
     api_key: Option<Secret>,
+    no_check: bool,
 ) -> Step {
     Step::WaitServing(WaitServing {
         node,
@@ -85,6 +86,7 @@ pub fn wait_serving(
         engine,
         timeout_s,
         api_key,
+        no_check,
     })
 }
 

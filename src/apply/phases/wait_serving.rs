@@ -11,6 +11,7 @@ use futures::future::BoxFuture;
 
 use crate::apply::context::{ApplyContext, first_errors, look_at_job, shell_for};
 use crate::apply::phase::{Phase, PhaseError};
+use crate::check;
 use crate::model::script::quote;
 use crate::plan::{StepPayload, WaitServing};
 use crate::runtime::RuntimeError;
@@ -31,6 +32,46 @@ fn wait_bound(timeout_s: u64) -> Duration {
 /// How long one token probe waits for its first token (`curl --max-time`); without one it is
 /// sent again at the next poll, until the readiness deadline.
 const TOKEN_BOUND_S: u64 = 30;
+
+/// How long one of the check's questions may take on the head (`curl --max-time`): a reasoning
+/// model's think section included.
+const QUESTION_BOUND_S: u64 = 300;
+
+/// Asks the served model the questions of `spark-launch check` from the head (where an API
+/// bound to loopback answers too), one at a time, and judges the answers. `None` when
+/// cancelled.
+async fn ask_answers(
+    shell: &dyn crate::runtime::NodeShell,
+    url: &str,
+    model: &str,
+    key: Option<&str>,
+    cancel: &tokio_util::sync::CancellationToken,
+) -> Option<check::AnswerReport> {
+    let opts = check::AnswerOptions {
+        model: model.to_string(),
+        seed: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or_default(),
+        max_tokens: check::DEFAULT_MAX_TOKENS,
+        context: None,
+    };
+    let asked = check::questions(&opts);
+    let mut answered = Vec::with_capacity(asked.len());
+    for q in &asked {
+        let script = check::curl::script(url, &q.body(&opts), QUESTION_BOUND_S);
+        let ran = tokio::select! {
+            r = shell.run(&script, check::curl::header_stdin(key), None) => r,
+            _ = cancel.cancelled() => return None,
+        };
+        answered.push(match ran {
+            Ok(out) if out.success() => check::curl::parse(&out.stdout, QUESTION_BOUND_S),
+            Ok(out) => Err(out.stderr_tail().trim().to_string()),
+            Err(e) => Err(e.to_string()),
+        });
+    }
+    Some(check::judge(url, &opts, &asked, &answered))
+}
 
 /// What the readiness wait keeps between polls.
 struct Watch {
@@ -249,15 +290,42 @@ impl<'a> Phase<ApplyContext<'a>> for WaitServing {
                 });
             }
             let result = match waited {
-                Ok(models) => Ok(Some(format!(
-                    "serving {} after {}, first token in {}",
-                    models.join(", "),
-                    crate::workload::readiness::duration(now()),
-                    ctx.marks()
-                        .token_after_ms
-                        .map(|ms| format!("{ms} ms"))
-                        .unwrap_or_else(|| "(not timed)".into())
-                ))),
+                Ok(models) => {
+                    let serving = format!(
+                        "serving {} after {}, first token in {}",
+                        models.join(", "),
+                        crate::workload::readiness::duration(now()),
+                        ctx.marks()
+                            .token_after_ms
+                            .map(|ms| format!("{ms} ms"))
+                            .unwrap_or_else(|| "(not timed)".into())
+                    );
+                    // A first token says nothing of what the model answers: a model that
+                    // answers garbage or thinks forever is a failed start (unless --no-check).
+                    let model = models
+                        .first()
+                        .cloned()
+                        .unwrap_or_else(|| self.model.clone());
+                    let key = self.api_key.as_ref().map(|k| k.expose());
+                    if self.no_check {
+                        Ok(Some(format!("{serving}; answers not checked (--no-check)")))
+                    } else {
+                        match ask_answers(shell.as_ref(), &self.url, &model, key, &ctx.cancel).await
+                        {
+                            None => Err(PhaseError::Cancelled),
+                            Some(r) if r.passed() => {
+                                Ok(Some(format!("{serving}; answers right ({})", r.summary())))
+                            }
+                            Some(r) => Err(PhaseError::Other(format!(
+                                "{} serves {model} but does not answer right ({}):\n  {}\nmore: spark-launch check {}; --no-check starts it anyway",
+                                self.url,
+                                r.summary(),
+                                r.failures().join("\n  "),
+                                ctx.plan.job
+                            ))),
+                        }
+                    }
+                }
                 Err(RuntimeError::Cancelled { .. }) => Err(PhaseError::Cancelled),
                 Err(e) => {
                     let why = match e {
