@@ -1,7 +1,8 @@
 //! The benchmark protocols people compare numbers by, each as its own tool defines it:
 //! [`llama_benchy`] (pp/tg/depth/concurrency grid, its metric definitions and JSON file),
 //! [`arena_v2`] (Spark Arena's profile v2: a fixed llama-benchy grid run cell by cell in a
-//! seeded heat-aware order). The present concurrency sweep stays the default protocol
+//! seeded heat-aware order), [`lil`] (llm-inference-bench's sustained decode cells over
+//! contexts to 128K, its metrics and its `benchmark_results.json`). The present concurrency sweep stays the default protocol
 //! (`bench::sweep`).
 //!
 //! Pure: the grids, orders, prompts ([`corpus`], from the model's own tokenizer) and metric
@@ -9,6 +10,7 @@
 
 pub mod arena_v2;
 pub mod corpus;
+pub mod lil;
 pub mod llama_benchy;
 pub mod run;
 
