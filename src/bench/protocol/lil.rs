@@ -420,4 +420,64 @@ mod tests {
         };
         assert_eq!(o.problems().len(), 5);
     }
+
+    #[test]
+    fn the_file_has_the_tools_top_level_keys_and_string_keyed_summary() {
+        // Keys as llm_decode_bench.py 0.6.x's save_results writes them.
+        let r = aggregate(
+            Cell {
+                concurrency: 4,
+                context_tokens: 16384,
+            },
+            &[Stream {
+                start: 0.0,
+                tokens: vec![0.5, 1.0],
+                failed: false,
+            }],
+            0.0,
+            1.0,
+            1.0,
+        );
+        let report = Report {
+            metadata: Metadata {
+                version: PROTOCOL_VERSION.into(),
+                engine: String::new(),
+                model: "m".into(),
+                server: "http://127.0.0.1:8000".into(),
+                timestamp: "2026-01-01T00:00:00".into(),
+                decode_mode: "duration".into(),
+                primary_decode_layer: "sustained_decode".into(),
+                duration_per_test: 30.0,
+                request_count: 0,
+                run_burst: false,
+                prefill_mode: "integrated_decode_scout".into(),
+                skip_prefill: false,
+                decode_warmup_seconds: 3.0,
+                max_tokens: 2048,
+                concurrency_levels: vec![4],
+                context_lengths: vec![16384],
+                generator: "spark-launch".into(),
+            },
+            prefill: [("16384".to_string(), Prefill::from_scout(16384, 2.0))].into(),
+            summary_table: summary_table(std::slice::from_ref(&r)),
+            results: vec![r],
+            burst_results: vec![],
+            burst_summary_table: BTreeMap::new(),
+        };
+        let v = serde_json::to_value(&report).unwrap();
+        for k in [
+            "metadata",
+            "prefill",
+            "results",
+            "summary_table",
+            "burst_results",
+            "burst_summary_table",
+        ] {
+            assert!(v.get(k).is_some(), "{k}");
+        }
+        assert_eq!(v["summary_table"]["16384"]["4"], 2.0);
+        assert_eq!(v["prefill"]["16384"]["tok_per_sec"], 8192.0);
+        assert_eq!(v["results"][0]["aggregate_tps"], 2.0);
+        assert!(markdown(&report).contains("| 16K | 2.0 |"));
+    }
 }
