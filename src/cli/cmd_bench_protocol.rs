@@ -8,7 +8,7 @@ use std::time::Duration;
 use super::cmd_bench::{BenchArgs, FormatFlag, LatencyFlag, ProtocolFlag};
 use super::{CmdError, CmdResult, Context, Invalid, Outcome, print_json, print_out};
 use crate::bench::client::BearerKey;
-use crate::bench::protocol::llama_benchy::{self, LatencyMode, Options};
+use crate::bench::protocol::llama_benchy::{self, BenchyOptions, LatencyMode};
 use crate::bench::protocol::{Protocol, ProtocolRequest, ResultFormat, arena_v2, corpus, run};
 use crate::bench::request::BaseUrl;
 use crate::bench::{BenchError, Target};
@@ -73,7 +73,7 @@ fn protocol(p: ProtocolFlag) -> Protocol {
 
 /// The grid and options: llama-benchy's from the flags (its defaults otherwise); arena-v2's
 /// own, which takes no grid flags.
-fn grid(args: &BenchArgs) -> Result<(Options, Vec<llama_benchy::Cell>, u64, bool), CmdError> {
+fn grid(args: &BenchArgs) -> Result<(BenchyOptions, Vec<llama_benchy::Cell>, u64, bool), CmdError> {
     let p = &args.protocol;
     let latency_mode = match p.latency_mode {
         LatencyFlag::Api => LatencyMode::Api,
@@ -106,9 +106,9 @@ fn grid(args: &BenchArgs) -> Result<(Options, Vec<llama_benchy::Cell>, u64, bool
         let cells = arena_v2::order(&o.depth, &o.concurrency, seed);
         return Ok((o, cells, seed, true));
     }
-    let d = Options::default();
+    let d = BenchyOptions::default();
     let pick = |v: &Vec<u32>, def: &Vec<u32>| if v.is_empty() { def.clone() } else { v.clone() };
-    let o = Options {
+    let o = BenchyOptions {
         pp: pick(&p.pp, &d.pp),
         tg: pick(&p.tg, &d.tg),
         depth: pick(&p.depth, &d.depth),

@@ -13,7 +13,7 @@
 //! recorded in the result, so any run can be repeated cell for cell.
 
 use super::Rng;
-use super::llama_benchy::{Cell, LatencyMode, Options};
+use super::llama_benchy::{BenchyOptions, Cell, LatencyMode};
 
 pub const DEPTHS: [u32; 7] = [0, 4096, 8192, 16384, 32768, 65535, 100000];
 pub const CONCURRENCY: [u32; 4] = [1, 2, 5, 10];
@@ -24,8 +24,8 @@ pub const RUNS: u32 = 3;
 pub const DEFAULT_SEED: u64 = 42;
 
 /// The profile's llama-benchy options.
-pub fn options() -> Options {
-    Options {
+pub fn options() -> BenchyOptions {
+    BenchyOptions {
         pp: vec![PP],
         tg: vec![TG],
         depth: DEPTHS.to_vec(),

@@ -50,7 +50,7 @@ impl LatencyMode {
 
 /// llama-benchy's options, with its defaults.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Options {
+pub struct BenchyOptions {
     pub pp: Vec<u32>,
     pub tg: Vec<u32>,
     pub depth: Vec<u32>,
@@ -63,9 +63,9 @@ pub struct Options {
     pub latency_mode: LatencyMode,
 }
 
-impl Default for Options {
-    fn default() -> Options {
-        Options {
+impl Default for BenchyOptions {
+    fn default() -> BenchyOptions {
+        BenchyOptions {
             pp: vec![2048],
             tg: vec![32],
             depth: vec![0],
@@ -80,7 +80,7 @@ impl Default for Options {
     }
 }
 
-impl Options {
+impl BenchyOptions {
     /// What cannot be run, every problem at once.
     pub fn problems(&self) -> Vec<String> {
         let mut p = Vec::new();
@@ -120,7 +120,7 @@ pub struct Cell {
 }
 
 /// The cells in llama-benchy's order: depth, then pp, then tg, then concurrency.
-pub fn cells(o: &Options) -> Vec<Cell> {
+pub fn cells(o: &BenchyOptions) -> Vec<Cell> {
     let mut out = Vec::new();
     for &depth in &o.depth {
         for &pp in &o.pp {
@@ -181,7 +181,7 @@ pub fn body(model: &str, context: &str, prompt: &str, max_tokens: u32, no_cache:
 
 /// One chunk of generated text (content or reasoning) as it arrived.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Piece {
+pub struct StreamPiece {
     pub at: f64,
     /// How many token ids the chunk carried (`return_token_ids`), if it carried them.
     pub token_ids: Option<u32>,
@@ -189,7 +189,7 @@ pub struct Piece {
 
 /// One request as observed, times in seconds from one epoch.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct Observed {
+pub struct ObservedStream {
     pub start: f64,
     pub first_response: Option<f64>,
     pub first_token: Option<f64>,
@@ -204,7 +204,7 @@ pub struct Observed {
 /// counts them: the token ids of every chunk when every chunk has them (several in one chunk
 /// spread evenly since the one before); else the server's completion count spread evenly
 /// from the first chunk to the last; else one token per chunk.
-pub fn token_times(pieces: &[Piece], usage_completion: Option<u32>) -> Vec<f64> {
+pub fn token_times(pieces: &[StreamPiece], usage_completion: Option<u32>) -> Vec<f64> {
     if pieces.is_empty() {
         return Vec::new();
     }
@@ -290,7 +290,7 @@ pub struct BenchmarkRun {
 
 /// The whole file: llama-benchy's metadata, flattened, and its runs.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Report {
+pub struct BenchyReport {
     pub version: String,
     pub timestamp: String,
     pub latency_mode: String,
@@ -336,7 +336,7 @@ pub fn peak(times: &[f64]) -> f64 {
 /// taken instead when within 20% of it); `latency_s`: the idle round trip.
 pub fn aggregate(
     cell: Cell,
-    batches: &[Vec<Observed>],
+    batches: &[Vec<ObservedStream>],
     latency_s: f64,
     expected_prompt: u32,
     context_phase: bool,
@@ -351,7 +351,7 @@ pub fn aggregate(
     let mut peaks = Vec::new();
     let mut req_peaks = Vec::new();
     for batch in batches {
-        let ok: Vec<&Observed> = batch.iter().filter(|r| r.error.is_none()).collect();
+        let ok: Vec<&ObservedStream> = batch.iter().filter(|r| r.error.is_none()).collect();
         if ok.is_empty() {
             continue;
         }
@@ -447,7 +447,7 @@ pub fn aggregate(
 
 /// One row of llama-benchy's table.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Row<'a> {
+pub struct BenchyRow<'a> {
     pub test: String,
     pub t_s: Option<&'a Metric>,
     pub t_s_req: Option<&'a Metric>,
@@ -459,7 +459,7 @@ pub struct Row<'a> {
 
 /// The table's rows, named as llama-benchy names them (`pp2048 @ d4096 (c2)`, `tg32`,
 /// `ctx_pp @ d4096`, …).
-pub fn rows(report: &Report) -> Vec<Row<'_>> {
+pub fn rows(report: &BenchyReport) -> Vec<BenchyRow<'_>> {
     let mut out = Vec::new();
     for run in &report.benchmarks {
         let c = if report.max_concurrency > 1 {
@@ -484,7 +484,7 @@ pub fn rows(report: &Report) -> Vec<Row<'_>> {
             )
         };
         if run.pp_throughput.is_some() {
-            out.push(Row {
+            out.push(BenchyRow {
                 test: pp_name,
                 t_s: run.pp_throughput.as_ref(),
                 t_s_req: run.pp_req_throughput.as_ref(),
@@ -495,7 +495,7 @@ pub fn rows(report: &Report) -> Vec<Row<'_>> {
             });
         }
         if run.tg_throughput.is_some() || run.peak_throughput.is_some() {
-            out.push(Row {
+            out.push(BenchyRow {
                 test: tg_name,
                 t_s: run.tg_throughput.as_ref(),
                 t_s_req: run.tg_req_throughput.as_ref(),
@@ -510,7 +510,7 @@ pub fn rows(report: &Report) -> Vec<Row<'_>> {
 }
 
 /// llama-benchy's markdown table (its `--format md`).
-pub fn markdown(report: &Report) -> String {
+pub fn markdown(report: &BenchyReport) -> String {
     let f =
         |m: Option<&Metric>| m.map_or(String::new(), |m| format!("{:.2} ± {:.2}", m.mean, m.std));
     let many = report.max_concurrency > 1;
@@ -543,12 +543,12 @@ mod tests {
 
     #[test]
     fn the_grid_nests_depth_then_pp_then_tg_then_concurrency() {
-        let o = Options {
+        let o = BenchyOptions {
             pp: vec![512, 1024],
             tg: vec![32],
             depth: vec![0, 4096],
             concurrency: vec![1, 2],
-            ..Options::default()
+            ..BenchyOptions::default()
         };
         let c = cells(&o);
         assert_eq!(c.len(), 8);
@@ -556,12 +556,12 @@ mod tests {
         assert_eq!((c[1].depth, c[1].pp, c[1].concurrency), (0, 512, 2));
         assert_eq!((c[2].depth, c[2].pp, c[2].concurrency), (0, 1024, 1));
         assert_eq!((c[4].depth, c[4].pp, c[4].concurrency), (4096, 512, 1));
-        assert!(Options::default().problems().is_empty());
-        let bad = Options {
+        assert!(BenchyOptions::default().problems().is_empty());
+        let bad = BenchyOptions {
             runs: 0,
             pp: vec![],
             concurrency: vec![0],
-            ..Options::default()
+            ..BenchyOptions::default()
         };
         assert_eq!(bad.problems().len(), 3, "{:?}", bad.problems());
     }
@@ -596,7 +596,7 @@ mod tests {
 
     #[test]
     fn tokens_are_counted_by_token_ids_else_by_usage_spread_evenly_else_one_per_chunk() {
-        let p = |at, ids| Piece { at, token_ids: ids };
+        let p = |at, ids| StreamPiece { at, token_ids: ids };
         let ids = [p(1.0, Some(1)), p(2.0, Some(2)), p(3.0, Some(1))];
         assert_eq!(token_times(&ids, None), vec![1.0, 1.5, 2.0, 3.0]);
         let plain = [p(1.0, None), p(2.0, None), p(3.0, None)];
@@ -605,8 +605,8 @@ mod tests {
         assert!(token_times(&[], Some(3)).is_empty());
     }
 
-    fn request(start: f64, first: f64, itl: f64, n: usize, prompt: u32) -> Observed {
-        Observed {
+    fn request(start: f64, first: f64, itl: f64, n: usize, prompt: u32) -> ObservedStream {
+        ObservedStream {
             start,
             first_response: Some(first),
             first_token: Some(first),
@@ -705,7 +705,7 @@ mod tests {
             throughput_over_time: None,
             requests_throughput_over_time: None,
         };
-        let report = Report {
+        let report = BenchyReport {
             version: "x".into(),
             timestamp: "t".into(),
             latency_mode: "api".into(),

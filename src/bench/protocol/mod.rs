@@ -50,7 +50,7 @@ pub struct ProtocolRequest {
     pub timeout: std::time::Duration,
     pub protocol: Protocol,
     /// The llama-benchy grid and options this protocol runs (arena-v2: its own).
-    pub options: llama_benchy::Options,
+    pub options: llama_benchy::BenchyOptions,
     /// The cells in the order they run.
     pub cells: Vec<llama_benchy::Cell>,
     /// Only the first cell gets a warm-up run (arena-v2 runs each cell as its own llama-benchy
@@ -79,14 +79,14 @@ pub struct ProtocolReport {
     pub job: Option<String>,
     pub model: String,
     pub seed: u64,
-    pub options: llama_benchy::Options,
+    pub options: llama_benchy::BenchyOptions,
     pub order: Vec<llama_benchy::Cell>,
     pub requests: u32,
     pub failed: u32,
     pub delta_user: i64,
     pub delta_context: i64,
     /// The figures, as llama-benchy's `--save-result --format json` holds them.
-    pub llama_benchy: llama_benchy::Report,
+    pub llama_benchy: llama_benchy::BenchyReport,
 }
 
 /// What a protocol run found and where it was written.

@@ -5,14 +5,15 @@
 
 use std::time::Instant;
 
-use futures::future::join_all;
+use futures::StreamExt as _;
+use futures::stream::FuturesOrdered;
 use tokio_util::sync::CancellationToken;
 
 use super::Rng;
 use super::corpus::Corpus;
 use super::llama_benchy::{
-    self, BenchmarkRun, CONTEXT_LOAD_USER_MESSAGE, Cell, LatencyMode, Observed, Options, Piece,
-    WARMUP_TEXT,
+    self, BenchmarkRun, BenchyOptions, CONTEXT_LOAD_USER_MESSAGE, Cell, LatencyMode,
+    ObservedStream, StreamPiece, WARMUP_TEXT,
 };
 use crate::bench::BenchError;
 use crate::bench::client::{Client, Connection};
@@ -35,14 +36,14 @@ pub struct Measured {
     pub requests: u32,
 }
 
-fn observed(s: &Sample) -> Observed {
-    let pieces: Vec<Piece> = s
+fn observed(s: &Sample) -> ObservedStream {
+    let pieces: Vec<StreamPiece> = s
         .pieces
         .iter()
-        .map(|&(at, token_ids)| Piece { at, token_ids })
+        .map(|&(at, token_ids)| StreamPiece { at, token_ids })
         .collect();
     let completion = s.usage.as_ref().and_then(|u| u.completion_tokens);
-    Observed {
+    ObservedStream {
         start: s.sent,
         first_response: s.first_response,
         first_token: pieces.first().map(|p| p.at),
@@ -69,7 +70,7 @@ impl Run<'_> {
         asks: &[(String, String)],
         max_tokens: u32,
         no_cache: bool,
-    ) -> Vec<Observed> {
+    ) -> Vec<ObservedStream> {
         if self.conns.len() < asks.len() {
             self.conns.resize_with(asks.len(), || None);
         }
@@ -82,7 +83,8 @@ impl Run<'_> {
                 let body = llama_benchy::body(model, ctx, prompt, max_tokens, no_cache).to_string();
                 client.stream_detailed(conn, Api::Chat, body.into_bytes(), epoch, cancel)
             });
-        let samples = join_all(futs).await;
+        // Every stream of the batch at once, their samples in the order asked.
+        let samples: Vec<_> = futs.collect::<FuturesOrdered<_>>().collect().await;
         self.requests += samples.len() as u32;
         self.failed += samples.iter().filter(|s| !s.ok()).count() as u32;
         samples.iter().map(observed).collect()
@@ -114,7 +116,7 @@ pub async fn llama_benchy(
     client: &Client,
     model: &str,
     corpus: &Corpus,
-    opts: &Options,
+    opts: &BenchyOptions,
     cells: &[Cell],
     seed: u64,
     warm_first_cell_only: bool,
@@ -353,7 +355,7 @@ pub async fn session(
         &cancel,
     )
     .await?;
-    let tool = llama_benchy::Report {
+    let tool = llama_benchy::BenchyReport {
         version: format!(
             "spark-launch {} (llama-benchy {} protocol)",
             env!("CARGO_PKG_VERSION"),
