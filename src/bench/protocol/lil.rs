@@ -38,14 +38,14 @@ explanations. Do not summarize - provide maximum detail on every topic.";
 
 /// One cell of the grid.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct Cell {
+pub struct LilCell {
     pub concurrency: u32,
     pub context_tokens: u32,
 }
 
 /// The grid and its settings.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct Options {
+pub struct LilOptions {
     pub concurrency: Vec<u32>,
     pub contexts: Vec<u32>,
     pub max_tokens: u32,
@@ -55,9 +55,9 @@ pub struct Options {
     pub decode_warmup_s: f64,
 }
 
-impl Default for Options {
+impl Default for LilOptions {
     fn default() -> Self {
-        Options {
+        LilOptions {
             concurrency: CONCURRENCY.to_vec(),
             contexts: CONTEXTS.to_vec(),
             max_tokens: MAX_TOKENS,
@@ -67,7 +67,7 @@ impl Default for Options {
     }
 }
 
-impl Options {
+impl LilOptions {
     /// What makes the options unusable, each said once.
     pub fn problems(&self) -> Vec<String> {
         let mut out = Vec::new();
@@ -92,11 +92,11 @@ impl Options {
 
 /// The cells in the order the tool runs them: context by context, each over every
 /// concurrency, so one scout per context fills the prefix cache its cells share.
-pub fn cells(o: &Options) -> Vec<Cell> {
+pub fn cells(o: &LilOptions) -> Vec<LilCell> {
     o.contexts
         .iter()
         .flat_map(|&context_tokens| {
-            o.concurrency.iter().map(move |&concurrency| Cell {
+            o.concurrency.iter().map(move |&concurrency| LilCell {
                 concurrency,
                 context_tokens,
             })
@@ -107,26 +107,26 @@ pub fn cells(o: &Options) -> Vec<Cell> {
 /// One stream of a cell: when it started and when each of its tokens arrived (seconds from
 /// one epoch), and whether it failed.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct Stream {
+pub struct LilStream {
     pub start: f64,
     pub tokens: Vec<f64>,
     pub failed: bool,
 }
 
 /// TTFT of one stream, when it saw a token.
-pub fn ttft(s: &Stream) -> Option<f64> {
+pub fn ttft(s: &LilStream) -> Option<f64> {
     s.tokens.first().map(|t| t - s.start)
 }
 
 /// ITL of one stream: (last − first) / (n − 1); not known below two tokens.
-pub fn itl(s: &Stream) -> Option<f64> {
+pub fn itl(s: &LilStream) -> Option<f64> {
     match (s.tokens.first(), s.tokens.last()) {
         (Some(f), Some(l)) if s.tokens.len() >= 2 => Some((l - f) / (s.tokens.len() - 1) as f64),
         _ => None,
     }
 }
 
-/// Prefill rate of a scout: prompt tokens / TTFT (not known without both).
+/// LilPrefill rate of a scout: prompt tokens / TTFT (not known without both).
 pub fn prefill_tps(prompt_tokens: u32, ttft_s: f64) -> Option<f64> {
     (prompt_tokens > 0 && ttft_s > 0.0).then(|| f64::from(prompt_tokens) / ttft_s)
 }
@@ -137,7 +137,7 @@ fn mean(v: &[f64]) -> Option<f64> {
 
 /// One cell as the tool's file holds it (`results[]`): the tool's own field names.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct CellResult {
+pub struct LilCellResult {
     pub concurrency: u32,
     pub context_tokens: u32,
     /// Tokens per second across all streams in the window; `null` when the cell is invalid.
@@ -158,14 +158,20 @@ pub struct CellResult {
 
 /// A cell's figures from its streams and its measured window `[from, to]`: only tokens
 /// that arrived inside the window count; any failed stream makes the cell invalid.
-pub fn aggregate(cell: Cell, streams: &[Stream], from: f64, to: f64, wall_s: f64) -> CellResult {
+pub fn aggregate(
+    cell: LilCell,
+    streams: &[LilStream],
+    from: f64,
+    to: f64,
+    wall_s: f64,
+) -> LilCellResult {
     let window = (to - from).max(0.0);
     let in_window: u64 = streams
         .iter()
         .map(|s| s.tokens.iter().filter(|&&t| t >= from && t <= to).count() as u64)
         .sum();
     let failed = streams.iter().filter(|s| s.failed).count() as u32;
-    let ok: Vec<&Stream> = streams.iter().filter(|s| !s.failed).collect();
+    let ok: Vec<&LilStream> = streams.iter().filter(|s| !s.failed).collect();
     let ttfts: Vec<f64> = ok.iter().filter_map(|s| ttft(s)).collect();
     let itls: Vec<f64> = ok.iter().filter_map(|s| itl(s)).collect();
     let itl_mean = mean(&itls);
@@ -176,7 +182,7 @@ pub fn aggregate(cell: Cell, streams: &[Stream], from: f64, to: f64, wall_s: f64
     } else {
         None
     };
-    CellResult {
+    LilCellResult {
         concurrency: cell.concurrency,
         context_tokens: cell.context_tokens,
         aggregate_tps: error.is_none().then(|| in_window as f64 / window),
@@ -195,7 +201,7 @@ pub fn aggregate(cell: Cell, streams: &[Stream], from: f64, to: f64, wall_s: f64
 
 /// A context's scout, as the tool's file holds it (`prefill{}`).
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct Prefill {
+pub struct LilPrefill {
     pub ttft_seconds: f64,
     pub prefill_seconds: f64,
     pub tok_per_sec: Option<f64>,
@@ -206,10 +212,10 @@ pub struct Prefill {
     pub method: String,
 }
 
-impl Prefill {
-    pub fn from_scout(prompt_tokens: u32, ttft_s: f64) -> Prefill {
+impl LilPrefill {
+    pub fn from_scout(prompt_tokens: u32, ttft_s: f64) -> LilPrefill {
         let tps = prefill_tps(prompt_tokens, ttft_s);
-        Prefill {
+        LilPrefill {
             ttft_seconds: ttft_s,
             prefill_seconds: ttft_s,
             tok_per_sec: tps,
@@ -224,7 +230,7 @@ impl Prefill {
 
 /// The file's `metadata`: the fields spark-launch knows the value of.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct Metadata {
+pub struct LilMetadata {
     pub version: String,
     pub engine: String,
     pub model: String,
@@ -247,19 +253,19 @@ pub struct Metadata {
 
 /// The tool's `benchmark_results.json`, as far as spark-launch measures it.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct Report {
-    pub metadata: Metadata,
+pub struct LilReport {
+    pub metadata: LilMetadata,
     /// Context (as a string) → its scout.
-    pub prefill: BTreeMap<String, Prefill>,
-    pub results: Vec<CellResult>,
+    pub prefill: BTreeMap<String, LilPrefill>,
+    pub results: Vec<LilCellResult>,
     /// Context → concurrency → aggregate tok/s (`null`: invalid cell), both keys strings.
     pub summary_table: BTreeMap<String, BTreeMap<String, Option<f64>>>,
-    pub burst_results: Vec<CellResult>,
+    pub burst_results: Vec<LilCellResult>,
     pub burst_summary_table: BTreeMap<String, BTreeMap<String, Option<f64>>>,
 }
 
 /// The summary table of `results`, keyed as the tool keys it.
-pub fn summary_table(results: &[CellResult]) -> BTreeMap<String, BTreeMap<String, Option<f64>>> {
+pub fn summary_table(results: &[LilCellResult]) -> BTreeMap<String, BTreeMap<String, Option<f64>>> {
     let mut out: BTreeMap<String, BTreeMap<String, Option<f64>>> = BTreeMap::new();
     for r in results {
         out.entry(r.context_tokens.to_string())
@@ -270,7 +276,7 @@ pub fn summary_table(results: &[CellResult]) -> BTreeMap<String, BTreeMap<String
 }
 
 /// The tool's final matrix, as Markdown: contexts down, concurrency across, aggregate tok/s.
-pub fn markdown(r: &Report) -> String {
+pub fn markdown(r: &LilReport) -> String {
     let conc = &r.metadata.concurrency_levels;
     let mut out = String::from("| ctx \\ conc |");
     for c in conc {
@@ -300,6 +306,20 @@ pub fn markdown(r: &Report) -> String {
     out
 }
 
+/// Whether a `benchmark_results.json` is one spark-launch wrote (its `metadata.generator`
+/// names spark-launch): only such a file may be replaced by a new run.
+pub fn written_by_us(text: &str) -> bool {
+    serde_json::from_str::<serde_json::Value>(text)
+        .ok()
+        .and_then(|v| {
+            v.get("metadata")?
+                .get("generator")?
+                .as_str()
+                .map(|g| g.starts_with("spark-launch "))
+        })
+        .unwrap_or(false)
+}
+
 /// `0`, `16K`, `128K`: the tool's context labels.
 pub fn context_label(tokens: u32) -> String {
     if tokens >= 1024 && tokens.is_multiple_of(1024) {
@@ -314,21 +334,33 @@ mod tests {
     use super::*;
 
     #[test]
+    fn only_a_file_naming_spark_launch_as_its_generator_is_ours_to_replace() {
+        assert!(written_by_us(
+            r#"{"metadata":{"generator":"spark-launch 0.1.0 (llm-inference-bench 0.6.2 protocol)"}}"#
+        ));
+        // The tool's own file has no generator field.
+        assert!(!written_by_us(
+            r#"{"metadata":{"version":"0.6.2"},"results":[]}"#
+        ));
+        assert!(!written_by_us("not json"));
+    }
+
+    #[test]
     fn the_default_grid_is_eight_concurrencies_over_five_contexts_to_128k() {
-        let o = Options::default();
+        let o = LilOptions::default();
         assert!(o.problems().is_empty());
         let c = cells(&o);
         assert_eq!(c.len(), 40);
         assert_eq!(
             c[0],
-            Cell {
+            LilCell {
                 concurrency: 1,
                 context_tokens: 0
             }
         );
         assert_eq!(
             c[39],
-            Cell {
+            LilCell {
                 concurrency: 128,
                 context_tokens: 131072
             }
@@ -341,18 +373,18 @@ mod tests {
 
     #[test]
     fn only_tokens_inside_the_window_count_toward_aggregate_throughput() {
-        // Two streams; the window is [10, 12]. Stream a: 3 tokens inside, 2 outside.
-        let a = Stream {
+        // Two streams; the window is [10, 12]. LilStream a: 3 tokens inside, 2 outside.
+        let a = LilStream {
             start: 9.0,
             tokens: vec![9.5, 10.0, 11.0, 12.0, 12.5],
             failed: false,
         };
-        let b = Stream {
+        let b = LilStream {
             start: 10.5,
             tokens: vec![11.0, 11.5],
             failed: false,
         };
-        let cell = Cell {
+        let cell = LilCell {
             concurrency: 2,
             context_tokens: 0,
         };
@@ -369,18 +401,18 @@ mod tests {
 
     #[test]
     fn a_failed_stream_leaves_the_cells_throughput_null() {
-        let ok = Stream {
+        let ok = LilStream {
             start: 0.0,
             tokens: vec![0.1, 0.2],
             failed: false,
         };
-        let bad = Stream {
+        let bad = LilStream {
             start: 0.0,
             tokens: vec![],
             failed: true,
         };
         let r = aggregate(
-            Cell {
+            LilCell {
                 concurrency: 2,
                 context_tokens: 0,
             },
@@ -397,7 +429,7 @@ mod tests {
 
     #[test]
     fn itl_and_prefill_are_not_known_without_their_inputs() {
-        let one = Stream {
+        let one = LilStream {
             start: 0.0,
             tokens: vec![0.3],
             failed: false,
@@ -411,7 +443,7 @@ mod tests {
 
     #[test]
     fn bad_options_are_each_named() {
-        let o = Options {
+        let o = LilOptions {
             concurrency: vec![0],
             contexts: vec![],
             max_tokens: 0,
@@ -425,11 +457,11 @@ mod tests {
     fn the_file_has_the_tools_top_level_keys_and_string_keyed_summary() {
         // Keys as llm_decode_bench.py 0.6.x's save_results writes them.
         let r = aggregate(
-            Cell {
+            LilCell {
                 concurrency: 4,
                 context_tokens: 16384,
             },
-            &[Stream {
+            &[LilStream {
                 start: 0.0,
                 tokens: vec![0.5, 1.0],
                 failed: false,
@@ -438,8 +470,8 @@ mod tests {
             1.0,
             1.0,
         );
-        let report = Report {
-            metadata: Metadata {
+        let report = LilReport {
+            metadata: LilMetadata {
                 version: PROTOCOL_VERSION.into(),
                 engine: String::new(),
                 model: "m".into(),
@@ -458,7 +490,7 @@ mod tests {
                 context_lengths: vec![16384],
                 generator: "spark-launch".into(),
             },
-            prefill: [("16384".to_string(), Prefill::from_scout(16384, 2.0))].into(),
+            prefill: [("16384".to_string(), LilPrefill::from_scout(16384, 2.0))].into(),
             summary_table: summary_table(std::slice::from_ref(&r)),
             results: vec![r],
             burst_results: vec![],
