@@ -435,6 +435,21 @@ fn lil_and_llama_benchy_refuse_each_others_grid_flags() {
         "{}",
         text(&o)
     );
+    let o = bench(
+        home.path(),
+        &[
+            "--url",
+            url,
+            "--protocol",
+            "lil",
+            "--tokenizer",
+            &tok,
+            "--plot",
+            "p.svg",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("no picture yet"), "{}", text(&o));
     let o = bench(home.path(), &["--url", url, "--duration", "5"]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(

@@ -491,11 +491,17 @@ async fn lil_window(
                     .await;
                 let cut_short = cut.is_cancelled();
                 let o = observed(&s);
+                let failed = o.error.is_some() && !cut_short;
                 got.push(super::lil::LilStream {
                     start: o.start,
                     tokens: o.tokens,
-                    failed: o.error.is_some() && !cut_short,
+                    failed,
                 });
+                // One failed stream already makes the cell invalid: this slot sends no more
+                // (a refusing server is not asked again and again until the window ends).
+                if failed {
+                    break;
+                }
             }
             got
         }
