@@ -301,6 +301,7 @@ fn lil_cells_give_back_the_paced_decode_rate_in_llm_inference_benchs_file() {
     let out_dir = home.path().join("runs");
     std::fs::create_dir_all(&out_dir).unwrap();
     let ours = out_dir.join("lil.json");
+    let plot = home.path().join("lil.svg");
     let o = bench(
         home.path(),
         &[
@@ -327,6 +328,8 @@ fn lil_cells_give_back_the_paced_decode_rate_in_llm_inference_benchs_file() {
             "0.5",
             "--out",
             ours.to_str().unwrap(),
+            "--plot",
+            plot.to_str().unwrap(),
         ],
     );
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
@@ -390,6 +393,8 @@ fn lil_cells_give_back_the_paced_decode_rate_in_llm_inference_benchs_file() {
     let saved: Value = serde_json::from_str(&std::fs::read_to_string(&ours).unwrap()).unwrap();
     assert_eq!(saved["protocol"], "lil");
     assert_eq!(saved["lil"]["results"].as_array().unwrap().len(), 4);
+    let svg = std::fs::read_to_string(&plot).unwrap();
+    assert!(svg.contains("<svg") && svg.contains("context 1K"), "{svg}");
 }
 
 #[test]
@@ -435,21 +440,6 @@ fn lil_and_llama_benchy_refuse_each_others_grid_flags() {
         "{}",
         text(&o)
     );
-    let o = bench(
-        home.path(),
-        &[
-            "--url",
-            url,
-            "--protocol",
-            "lil",
-            "--tokenizer",
-            &tok,
-            "--plot",
-            "p.svg",
-        ],
-    );
-    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
-    assert!(text(&o).contains("no picture yet"), "{}", text(&o));
     let o = bench(home.path(), &["--url", url, "--duration", "5"]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(

@@ -111,12 +111,6 @@ fn grid(args: &BenchArgs) -> Result<(BenchyOptions, Vec<llama_benchy::Cell>, u64
             ))
             .invalid();
         }
-        if args.plot.is_some() {
-            return Err(anyhow::anyhow!(
-                "--plot draws llama-benchy's grid; --protocol lil has no picture yet: leave it out"
-            ))
-            .invalid();
-        }
         let seed = p.seed.unwrap_or(0);
         return Ok((BenchyOptions::default(), Vec::new(), seed, false));
     }
@@ -322,7 +316,10 @@ pub async fn run(args: &BenchArgs, ctx: &Context) -> CmdResult {
         print_out(&text);
     }
     if let Some(path) = &args.plot {
-        let svg = crate::report::plot::protocol(r);
+        let svg = match &r.lil {
+            Some(l) => crate::report::plot::lil(l),
+            None => crate::report::plot::protocol(r),
+        };
         super::write_plot(path, svg, ctx)?;
     }
     Ok(if r.failed > 0 {
