@@ -193,7 +193,12 @@ fn lil_options(args: &BenchArgs) -> Option<lil::LilOptions> {
         },
         max_tokens: p.max_tokens.unwrap_or(d.max_tokens),
         duration_s: p.duration.unwrap_or(d.duration_s),
-        decode_warmup_s: p.decode_warmup_seconds.unwrap_or(d.decode_warmup_s),
+        // --no-warmup means no warm-up here too.
+        decode_warmup_s: if args.no_warmup {
+            0.0
+        } else {
+            p.decode_warmup_seconds.unwrap_or(d.decode_warmup_s)
+        },
     })
 }
 
