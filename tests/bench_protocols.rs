@@ -293,3 +293,158 @@ fn each_protocol_refuses_what_is_not_its_own_before_sending_anything() {
         text(&o)
     );
 }
+
+#[test]
+fn lil_cells_give_back_the_paced_decode_rate_in_llm_inference_benchs_file() {
+    let s = standin();
+    let home = tempfile::tempdir().unwrap();
+    let out_dir = home.path().join("runs");
+    std::fs::create_dir_all(&out_dir).unwrap();
+    let ours = out_dir.join("lil.json");
+    let plot = home.path().join("lil.svg");
+    let o = bench(
+        home.path(),
+        &[
+            "--protocol",
+            "lil",
+            "--base-url",
+            &s.url,
+            "--tokenizer",
+            &fixture("tokenizer.json"),
+            "--book-url",
+            &fixture("book.txt"),
+            "--contexts",
+            "0",
+            "1024",
+            "--concurrency",
+            "1",
+            "2",
+            "--duration",
+            "2",
+            // Streams of half a second: each cell replaces finished streams within its window.
+            "--max-tokens",
+            "50",
+            "--decode-warmup-seconds",
+            "0.5",
+            "--out",
+            ours.to_str().unwrap(),
+            "--plot",
+            plot.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("| ctx \\ conc | 1 | 2 |"), "{}", text(&o));
+    let file = out_dir.join("benchmark_results.json");
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    // llm_decode_bench's top-level keys.
+    for k in [
+        "metadata",
+        "prefill",
+        "results",
+        "summary_table",
+        "burst_results",
+        "burst_summary_table",
+    ] {
+        assert!(v.get(k).is_some(), "no {k} in {v}");
+    }
+    assert_eq!(
+        v["metadata"]["context_lengths"],
+        serde_json::json!([0, 1024])
+    );
+    assert_eq!(
+        v["metadata"]["concurrency_levels"],
+        serde_json::json!([1, 2])
+    );
+    // The scout of context 1024 prefilled at about the paced rate (a floor, as above).
+    let pf = v["prefill"]["1024"]["tok_per_sec"].as_f64().unwrap();
+    assert!(
+        (PREFILL * 0.4..=PREFILL * 1.15).contains(&pf),
+        "prefill: {v}"
+    );
+    let results = v["results"].as_array().unwrap();
+    assert_eq!(results.len(), 4, "{v}");
+    for r in results {
+        for k in [
+            "concurrency",
+            "context_tokens",
+            "aggregate_tps",
+            "measurement_seconds",
+            "loop_detected",
+        ] {
+            assert!(r.get(k).is_some(), "no {k} in {r}");
+        }
+        // Each stream decodes at DECODE tokens/s; a cell of c streams at about c times that.
+        // A stream replaced inside the window spends a moment on its prompt, and a crowded
+        // machine's sleeps run long: only a floor of 40 % and a ceiling of 115 % are held.
+        let c = r["concurrency"].as_f64().unwrap();
+        let tps = r["aggregate_tps"].as_f64().unwrap_or(0.0);
+        assert!(
+            (DECODE * c * 0.4..=DECODE * c * 1.15).contains(&tps),
+            "aggregate: {r}"
+        );
+        assert_eq!(r["failed_streams"], 0, "{r}");
+        let key = (
+            r["context_tokens"].to_string(),
+            r["concurrency"].to_string(),
+        );
+        assert_eq!(v["summary_table"][&key.0][&key.1], r["aggregate_tps"]);
+    }
+    let saved: Value = serde_json::from_str(&std::fs::read_to_string(&ours).unwrap()).unwrap();
+    assert_eq!(saved["protocol"], "lil");
+    assert_eq!(saved["lil"]["results"].as_array().unwrap().len(), 4);
+    let svg = std::fs::read_to_string(&plot).unwrap();
+    assert!(svg.contains("<svg") && svg.contains("context 1K"), "{svg}");
+}
+
+#[test]
+fn lil_and_llama_benchy_refuse_each_others_grid_flags() {
+    let home = tempfile::tempdir().unwrap();
+    let url = "http://127.0.0.1:9/v1";
+    let tok = fixture("tokenizer.json");
+    let o = bench(
+        home.path(),
+        &[
+            "--url",
+            url,
+            "--protocol",
+            "lil",
+            "--tokenizer",
+            &tok,
+            "--pp",
+            "512",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        text(&o).contains("--pp belong to llama-benchy, not to --protocol lil"),
+        "{}",
+        text(&o)
+    );
+    let o = bench(
+        home.path(),
+        &[
+            "--url",
+            url,
+            "--protocol",
+            "llama-benchy",
+            "--tokenizer",
+            &tok,
+            "--contexts",
+            "0",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        text(&o).contains("--contexts belong to --protocol lil"),
+        "{}",
+        text(&o)
+    );
+    let o = bench(home.path(), &["--url", url, "--duration", "5"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        text(&o).contains("--duration belong to a protocol"),
+        "{}",
+        text(&o)
+    );
+}

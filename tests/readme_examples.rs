@@ -58,6 +58,12 @@ const COMMANDS: &[(&str, Run)] = &[
         "spark-launch check --url http://127.0.0.1:8000/v1 --context 8000 --json",
         Run::Live("a server: tests/check_answers.rs runs check --url against the stand-in"),
     ),
+    (
+        "spark-launch bench --protocol lil --url http://127.0.0.1:8000/v1 --tokenizer tokenizer.json --book-url book.txt --contexts 0 16384 --concurrency 1 8 --duration 30 --out runs/lil.json",
+        Run::Live(
+            "a served model: tests/bench_protocols.rs runs this protocol against the paced stand-in server",
+        ),
+    ),
     ("spark-launch status --watch smoke-test", Run::Live(SIM)),
     ("spark-launch supervise smoke-test", Run::Live(SIM)),
     (

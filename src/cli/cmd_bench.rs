@@ -124,7 +124,8 @@ pub struct BenchArgs {
 pub struct ProtocolFlags {
     /// Measure as a community benchmark does, so the numbers compare with theirs:
     /// llama-benchy (its options below) or arena-v2 (Spark Arena's profile v2: a fixed
-    /// llama-benchy grid in a seeded heat-aware order). Needs --tokenizer. sweep:
+    /// llama-benchy grid in a seeded heat-aware order), or lil (llm-inference-bench's
+    /// sustained decode over contexts). Needs --tokenizer. sweep:
     /// spark-launch's own levels.
     #[arg(long, value_enum, default_value_t = ProtocolFlag::Sweep)]
     pub protocol: ProtocolFlag,
@@ -181,6 +182,24 @@ pub struct ProtocolFlags {
     #[arg(long, value_enum, default_value_t = FormatFlag::Json)]
     pub format: FormatFlag,
 
+    /// lil: the context lengths in tokens, each a row of cells [default: 0 16384 32768 65536
+    /// 131072].
+    #[arg(long, value_delimiter = ',', num_args = 1.., value_name = "N")]
+    pub contexts: Vec<u32>,
+
+    /// lil: seconds each cell is measured [default: 30].
+    #[arg(long, value_name = "SECONDS")]
+    pub duration: Option<f64>,
+
+    /// lil: the most tokens one request may generate [default: 2048].
+    #[arg(long, value_name = "N")]
+    pub max_tokens: Option<u32>,
+
+    /// lil: seconds of the hidden warm-up, one stream at the largest context (0: none)
+    /// [default: 3].
+    #[arg(long, value_name = "SECONDS")]
+    pub decode_warmup_seconds: Option<f64>,
+
     /// The seed of the prompts' places in the text (and arena-v2's order) [default: random,
     /// recorded in the result; arena-v2: 42].
     #[arg(long, value_name = "N")]
@@ -192,6 +211,7 @@ pub enum ProtocolFlag {
     Sweep,
     LlamaBenchy,
     ArenaV2,
+    Lil,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]

@@ -9,7 +9,7 @@ use super::cmd_bench::{BenchArgs, FormatFlag, LatencyFlag, ProtocolFlag};
 use super::{CmdError, CmdResult, Context, Invalid, Outcome, print_json, print_out};
 use crate::bench::client::BearerKey;
 use crate::bench::protocol::llama_benchy::{self, BenchyOptions, LatencyMode};
-use crate::bench::protocol::{Protocol, ProtocolRequest, ResultFormat, arena_v2, corpus, run};
+use crate::bench::protocol::{Protocol, ProtocolRequest, ResultFormat, arena_v2, corpus, lil, run};
 use crate::bench::request::BaseUrl;
 use crate::bench::{BenchError, Target};
 use crate::resolve::{self, Needs, Purpose};
@@ -29,13 +29,17 @@ pub fn refuse_protocol_flags(args: &BenchArgs) -> Result<(), CmdError> {
         ("--no-adapt-prompt", p.no_adapt_prompt),
         ("--save-result", p.save_result.is_some()),
         ("--seed", p.seed.is_some()),
+        ("--contexts", !p.contexts.is_empty()),
+        ("--duration", p.duration.is_some()),
+        ("--max-tokens", p.max_tokens.is_some()),
+        ("--decode-warmup-seconds", p.decode_warmup_seconds.is_some()),
     ];
     let named: Vec<&str> = given.iter().filter(|g| g.1).map(|g| g.0).collect();
     if named.is_empty() {
         return Ok(());
     }
     Err(anyhow::anyhow!(
-        "{} belong to a protocol: add --protocol llama-benchy",
+        "{} belong to a protocol: add --protocol llama-benchy (or lil)",
         named.join(", ")
     ))
     .invalid()
@@ -68,6 +72,7 @@ fn protocol(p: ProtocolFlag) -> Protocol {
         ProtocolFlag::Sweep => Protocol::Sweep,
         ProtocolFlag::LlamaBenchy => Protocol::LlamaBenchy,
         ProtocolFlag::ArenaV2 => Protocol::ArenaV2,
+        ProtocolFlag::Lil => Protocol::Lil,
     }
 }
 
@@ -80,6 +85,44 @@ fn grid(args: &BenchArgs) -> Result<(BenchyOptions, Vec<llama_benchy::Cell>, u64
         LatencyFlag::Generation => LatencyMode::Generation,
         LatencyFlag::None => LatencyMode::None,
     };
+    let lil_flags = [
+        ("--contexts", !p.contexts.is_empty()),
+        ("--duration", p.duration.is_some()),
+        ("--max-tokens", p.max_tokens.is_some()),
+        ("--decode-warmup-seconds", p.decode_warmup_seconds.is_some()),
+    ];
+    if p.protocol == ProtocolFlag::Lil {
+        // lil has its own grid: llama-benchy's grid flags mean nothing to it.
+        let theirs = [
+            ("--pp", !p.pp.is_empty()),
+            ("--tg", !p.tg.is_empty()),
+            ("--depth", !p.depth.is_empty()),
+            ("--runs", p.runs.is_some()),
+            ("--no-cache", p.no_cache),
+            ("--enable-prefix-caching", p.enable_prefix_caching),
+            ("--no-adapt-prompt", p.no_adapt_prompt),
+            ("--save-result", p.save_result.is_some()),
+        ];
+        let named: Vec<&str> = theirs.iter().filter(|g| g.1).map(|g| g.0).collect();
+        if !named.is_empty() {
+            return Err(anyhow::anyhow!(
+                "{} belong to llama-benchy, not to --protocol lil (its grid is --concurrency, --contexts, --duration, --max-tokens): leave them out",
+                named.join(", ")
+            ))
+            .invalid();
+        }
+        let seed = p.seed.unwrap_or(0);
+        return Ok((BenchyOptions::default(), Vec::new(), seed, false));
+    }
+    let named: Vec<&str> = lil_flags.iter().filter(|g| g.1).map(|g| g.0).collect();
+    if !named.is_empty() {
+        return Err(anyhow::anyhow!(
+            "{} belong to --protocol lil, not to --protocol {}: leave them out",
+            named.join(", "),
+            protocol(p.protocol).name()
+        ))
+        .invalid();
+    }
     if p.protocol == ProtocolFlag::ArenaV2 {
         let fixed = [
             ("--pp", !p.pp.is_empty()),
@@ -130,6 +173,35 @@ fn grid(args: &BenchArgs) -> Result<(BenchyOptions, Vec<llama_benchy::Cell>, u64
     Ok((o, cells, seed, false))
 }
 
+/// lil's grid from its flags (the tool's defaults otherwise); `None` for other protocols.
+fn lil_options(args: &BenchArgs) -> Option<lil::LilOptions> {
+    let p = &args.protocol;
+    if p.protocol != ProtocolFlag::Lil {
+        return None;
+    }
+    let d = lil::LilOptions::default();
+    Some(lil::LilOptions {
+        concurrency: if args.concurrency.is_empty() {
+            d.concurrency
+        } else {
+            args.concurrency.clone()
+        },
+        contexts: if p.contexts.is_empty() {
+            d.contexts
+        } else {
+            p.contexts.clone()
+        },
+        max_tokens: p.max_tokens.unwrap_or(d.max_tokens),
+        duration_s: p.duration.unwrap_or(d.duration_s),
+        // --no-warmup means no warm-up here too.
+        decode_warmup_s: if args.no_warmup {
+            0.0
+        } else {
+            p.decode_warmup_seconds.unwrap_or(d.decode_warmup_s)
+        },
+    })
+}
+
 /// `spark-launch bench --protocol …`.
 pub async fn run(args: &BenchArgs, ctx: &Context) -> CmdResult {
     refuse_sweep_flags(args)?;
@@ -173,6 +245,7 @@ pub async fn run(args: &BenchArgs, ctx: &Context) -> CmdResult {
             (p, f)
         }),
         save_to: args.out.clone(),
+        lil: lil_options(args),
     };
     let (reporter, cancel) = (ctx.reporter.clone(), ctx.cancel.clone());
     let outcome = match (&args.url, &args.job) {
@@ -232,16 +305,26 @@ pub async fn run(args: &BenchArgs, ctx: &Context) -> CmdResult {
             r.seed,
             r.requests,
             r.failed,
-            llama_benchy::markdown(&r.llama_benchy)
+            match &r.lil {
+                Some(l) => lil::markdown(l),
+                None => llama_benchy::markdown(&r.llama_benchy),
+            }
         );
         if let Some(f) = &outcome.tool_file {
-            text.push_str(&format!("\nllama-benchy's file: {}", f.display()));
+            let whose = match r.protocol {
+                Protocol::Lil => "llm-inference-bench's",
+                _ => "llama-benchy's",
+            };
+            text.push_str(&format!("\n{whose} file: {}", f.display()));
         }
         text.push_str(&format!("\nsaved {}", outcome.saved.display()));
         print_out(&text);
     }
     if let Some(path) = &args.plot {
-        let svg = crate::report::plot::protocol(r);
+        let svg = match &r.lil {
+            Some(l) => crate::report::plot::lil(l),
+            None => crate::report::plot::protocol(r),
+        };
         super::write_plot(path, svg, ctx)?;
     }
     Ok(if r.failed > 0 {

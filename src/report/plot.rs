@@ -583,6 +583,63 @@ pub fn protocol(r: &crate::bench::protocol::ProtocolReport) -> Result<String, Pl
     })
 }
 
+/// A lil run: aggregate decode tokens/s by concurrency (log2), one curve per context; an
+/// invalid cell (`null`) is no point.
+pub fn lil(r: &crate::bench::protocol::lil::LilReport) -> Result<String, PlotError> {
+    let curves: Vec<Curve> = r
+        .metadata
+        .context_lengths
+        .iter()
+        .enumerate()
+        .map(|(i, &ctx)| {
+            let mut points: Vec<(f64, f64)> = r
+                .results
+                .iter()
+                .filter(|c| c.context_tokens == ctx && c.concurrency > 0)
+                .filter_map(|c| Some((f64::from(c.concurrency).log2(), c.aggregate_tps?)))
+                .collect();
+            points.sort_by(|a, b| a.0.total_cmp(&b.0));
+            Curve {
+                label: format!(
+                    "context {}",
+                    crate::bench::protocol::lil::context_label(ctx)
+                ),
+                color: SERIES[i % SERIES.len()],
+                dashed: false,
+                markers: true,
+                points,
+            }
+        })
+        .filter(|c| !c.points.is_empty())
+        .collect();
+    if curves.is_empty() {
+        return Err(PlotError::Empty(
+            "no cell of the run has a valid figure".to_string(),
+        ));
+    }
+    let xs: Vec<f64> = curves
+        .iter()
+        .flat_map(|c| c.points.iter().map(|p| p.0))
+        .collect();
+    let lo = xs.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = xs.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let axes = Axes {
+        caption: "aggregate decode tokens/s by concurrency",
+        x_desc: "concurrency",
+        y_desc: "tok/s",
+        x: padded(lo, hi, 0.25),
+        y: 0.0..top(
+            curves.iter().flat_map(|c| c.points.iter().map(|p| p.1)),
+            curves.len(),
+        ),
+        x_label: &count_label,
+        x_ticks: 8,
+    };
+    svg((960, 520), |root| {
+        chart(root, &axes, &curves, &[], &[], None)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,7 +1,8 @@
 //! The benchmark protocols people compare numbers by, each as its own tool defines it:
 //! [`llama_benchy`] (pp/tg/depth/concurrency grid, its metric definitions and JSON file),
 //! [`arena_v2`] (Spark Arena's profile v2: a fixed llama-benchy grid run cell by cell in a
-//! seeded heat-aware order). The present concurrency sweep stays the default protocol
+//! seeded heat-aware order), [`lil`] (llm-inference-bench's sustained decode cells over
+//! contexts to 128K, its metrics and its `benchmark_results.json`). The present concurrency sweep stays the default protocol
 //! (`bench::sweep`).
 //!
 //! Pure: the grids, orders, prompts ([`corpus`], from the model's own tokenizer) and metric
@@ -9,6 +10,7 @@
 
 pub mod arena_v2;
 pub mod corpus;
+pub mod lil;
 pub mod llama_benchy;
 pub mod run;
 
@@ -20,6 +22,7 @@ pub enum Protocol {
     Sweep,
     LlamaBenchy,
     ArenaV2,
+    Lil,
 }
 
 impl Protocol {
@@ -28,6 +31,7 @@ impl Protocol {
             Protocol::Sweep => "sweep",
             Protocol::LlamaBenchy => "llama-benchy",
             Protocol::ArenaV2 => "arena-v2",
+            Protocol::Lil => "lil",
         }
     }
 }
@@ -64,6 +68,8 @@ pub struct ProtocolRequest {
     pub save_result: Option<(std::path::PathBuf, ResultFormat)>,
     /// spark-launch's own result file; `None`: a new file under the state folder.
     pub save_to: Option<std::path::PathBuf>,
+    /// lil's grid; `Some` exactly when `protocol` is `Lil` (the llama-benchy grid is unused).
+    pub lil: Option<lil::LilOptions>,
 }
 
 /// spark-launch's result file of a protocol run: what was asked, in which order, with which
@@ -85,6 +91,10 @@ pub struct ProtocolReport {
     pub delta_context: i64,
     /// The figures, as llama-benchy's `--save-result --format json` holds them.
     pub llama_benchy: llama_benchy::BenchyReport,
+    /// lil's figures, as llm-inference-bench's `benchmark_results.json` holds them (only a
+    /// lil run has them; llama_benchy then holds no benchmark).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lil: Option<lil::LilReport>,
 }
 
 /// What a protocol run found and where it was written.

@@ -287,7 +287,10 @@ pub async fn session(
     cancel: CancellationToken,
 ) -> Result<super::ProtocolOutcome, BenchError> {
     use crate::bench::{Target, locate, measure, store};
-    let mut problems = req.options.problems();
+    let mut problems = match &req.lil {
+        Some(o) => o.problems(),
+        None => req.options.problems(),
+    };
     if req.timeout.is_zero() {
         problems.push("--timeout must be at least 1 second".into());
     }
@@ -343,6 +346,30 @@ pub async fn session(
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default();
     let started_at = measure::utc_stamp(now.as_secs() as i64);
+    if let Some(opts) = &req.lil {
+        let m = lil(
+            &client,
+            &model,
+            &corpus,
+            opts,
+            req.seed,
+            reporter.as_ref(),
+            &cancel,
+        )
+        .await?;
+        let head = Head {
+            protocol: req.protocol,
+            seed: req.seed,
+            options: req.options,
+            save_to: req.save_to,
+            url: base.to_string(),
+            label: job.clone().unwrap_or_else(|| base.authority()),
+            job,
+            model,
+            started_at,
+        };
+        return lil_files(head, opts.clone(), m);
+    }
     let m = llama_benchy(
         &client,
         &model,
@@ -384,6 +411,7 @@ pub async fn session(
         delta_user: m.delta_user,
         delta_context: m.delta_context,
         llama_benchy: tool,
+        lil: None,
     };
     let tool_file = match req.save_result {
         Some((path, format)) => {
@@ -414,5 +442,335 @@ pub async fn session(
         report,
         saved,
         tool_file,
+    })
+}
+
+/// What a lil run measured: each context's scout and each cell's figures.
+pub struct LilMeasured {
+    pub prefill: std::collections::BTreeMap<String, super::lil::LilPrefill>,
+    pub results: Vec<super::lil::LilCellResult>,
+    pub failed: u32,
+    pub requests: u32,
+}
+
+/// Keeps `concurrency` streams busy for `duration_s` (a finished stream is replaced at once)
+/// and gives back every stream with the window `[from, to]`. A stream still running at the
+/// window's end is cut there: it is not a failure, its tokens inside the window count.
+#[allow(clippy::too_many_arguments)]
+async fn lil_window(
+    client: &Client,
+    model: &str,
+    context: &str,
+    concurrency: u32,
+    max_tokens: u32,
+    duration_s: f64,
+    epoch: Instant,
+    cancel: &CancellationToken,
+) -> Result<(Vec<super::lil::LilStream>, f64, f64, f64), BenchError> {
+    let cut = cancel.child_token();
+    let started = Instant::now();
+    let from = epoch.elapsed().as_secs_f64();
+    let to = from + duration_s;
+    let window = std::time::Duration::from_secs_f64(duration_s);
+    let body = llama_benchy::body(
+        model,
+        context,
+        super::lil::GENERATION_PROMPT,
+        max_tokens,
+        false,
+    )
+    .to_string();
+    let worker = |cut: CancellationToken| {
+        let body = body.clone();
+        async move {
+            let mut conn: Option<Connection> = None;
+            let mut got = Vec::new();
+            while !cut.is_cancelled() {
+                let s = client
+                    .stream_detailed(&mut conn, Api::Chat, body.clone().into_bytes(), epoch, &cut)
+                    .await;
+                let cut_short = cut.is_cancelled();
+                let o = observed(&s);
+                let failed = o.error.is_some() && !cut_short;
+                got.push(super::lil::LilStream {
+                    start: o.start,
+                    tokens: o.tokens,
+                    failed,
+                });
+                // One failed stream already makes the cell invalid: this slot sends no more
+                // (a refusing server is not asked again and again until the window ends).
+                if failed {
+                    break;
+                }
+            }
+            got
+        }
+    };
+    let workers: FuturesOrdered<_> = (0..concurrency).map(|_| worker(cut.clone())).collect();
+    let timer = {
+        let cut = cut.clone();
+        async move {
+            tokio::time::sleep(window).await;
+            cut.cancel();
+        }
+    };
+    let (streams, ()) = tokio::join!(workers.collect::<Vec<Vec<_>>>(), timer);
+    if cancel.is_cancelled() {
+        return Err(BenchError::Interrupted);
+    }
+    let wall = started.elapsed().as_secs_f64();
+    Ok((streams.into_iter().flatten().collect(), from, to, wall))
+}
+
+/// Runs llm-inference-bench's grid: the hidden warm-up, then context by context a scout
+/// (one token, its prefill rate; it also fills the prefix cache) and each concurrency's
+/// measured window.
+pub async fn lil(
+    client: &Client,
+    model: &str,
+    corpus: &Corpus,
+    opts: &super::lil::LilOptions,
+    seed: u64,
+    reporter: &dyn Reporter,
+    cancel: &CancellationToken,
+) -> Result<LilMeasured, BenchError> {
+    use super::lil;
+    let server = |message: String| BenchError::Server {
+        url: client.base.to_string(),
+        message,
+    };
+    let invalid = |e: super::corpus::CorpusError| BenchError::Invalid(e.to_string());
+    let epoch = Instant::now();
+    let mut rng = Rng::new(seed);
+    let mut contexts = Vec::new();
+    for &ctx in &opts.contexts {
+        let text = corpus
+            .prompt(&mut rng, 0, ctx, false)
+            .map_err(invalid)?
+            .context;
+        contexts.push((ctx, text));
+    }
+    let (mut requests, mut failed) = (0u32, 0u32);
+    if opts.decode_warmup_s > 0.0 {
+        let step = reporter.step("warm up: one stream at the largest context");
+        // Its own place in the text: the warm-up must not fill the prefix cache the scouts'
+        // prefill rate is measured against.
+        let largest = opts.contexts.iter().copied().max().unwrap_or(0);
+        let text = corpus
+            .prompt(&mut rng, 0, largest, false)
+            .map_err(invalid)?
+            .context;
+        let (streams, ..) = lil_window(
+            client,
+            model,
+            &text,
+            1,
+            opts.max_tokens,
+            opts.decode_warmup_s,
+            epoch,
+            cancel,
+        )
+        .await?;
+        requests += streams.len() as u32;
+        step.ok();
+    }
+    let mut prefill = std::collections::BTreeMap::new();
+    let mut results = Vec::new();
+    for (ctx, text) in &contexts {
+        if *ctx > 0 {
+            let step = reporter.step(&format!("scout at {}", lil::context_label(*ctx)));
+            let body =
+                llama_benchy::body(model, text, lil::GENERATION_PROMPT, 1, false).to_string();
+            let mut conn = None;
+            let s = client
+                .stream_detailed(&mut conn, Api::Chat, body.into_bytes(), epoch, cancel)
+                .await;
+            requests += 1;
+            if cancel.is_cancelled() {
+                return Err(BenchError::Interrupted);
+            }
+            if let Some(e) = &s.error {
+                return Err(server(e.clone()));
+            }
+            let o = observed(&s);
+            // The server's count of the prompt when it gives one, else the cut's own length.
+            let prompt_tokens = if o.prompt_tokens > 0 {
+                o.prompt_tokens
+            } else {
+                *ctx
+            };
+            match o.first_token.or(o.first_response).map(|t| t - o.start) {
+                Some(ttft) => {
+                    let p = lil::LilPrefill::from_scout(prompt_tokens, ttft);
+                    step.ok_with(&match p.tok_per_sec {
+                        Some(t) => format!("{t:.0} tok/s prefill"),
+                        None => "prefill not known".into(),
+                    });
+                    prefill.insert(ctx.to_string(), p);
+                }
+                None => step.ok_with("no token seen: prefill not known"),
+            }
+        }
+        for &concurrency in &opts.concurrency {
+            let cell = lil::LilCell {
+                concurrency,
+                context_tokens: *ctx,
+            };
+            let step = reporter.step(&format!(
+                "context {} concurrency {concurrency}",
+                lil::context_label(*ctx)
+            ));
+            let (streams, from, to, wall) = lil_window(
+                client,
+                model,
+                text,
+                concurrency,
+                opts.max_tokens,
+                opts.duration_s,
+                epoch,
+                cancel,
+            )
+            .await?;
+            requests += streams.len() as u32;
+            let r = lil::aggregate(cell, &streams, from, to, wall);
+            failed += r.failed_streams;
+            match r.aggregate_tps {
+                Some(t) => step.ok_with(&format!("{t:.1} tok/s")),
+                None => step.fail(r.error.as_deref().unwrap_or("invalid")),
+            }
+            results.push(r);
+        }
+    }
+    Ok(LilMeasured {
+        prefill,
+        results,
+        failed,
+        requests,
+    })
+}
+
+/// What every protocol's result file starts with.
+struct Head {
+    protocol: super::Protocol,
+    seed: u64,
+    options: llama_benchy::BenchyOptions,
+    save_to: Option<std::path::PathBuf>,
+    url: String,
+    label: String,
+    job: Option<String>,
+    model: String,
+    started_at: String,
+}
+
+/// lil's files: spark-launch's own, and the tool's `benchmark_results.json` beside it (an
+/// existing file of that name is not ours to overwrite: it is refused).
+fn lil_files(
+    h: Head,
+    opts: super::lil::LilOptions,
+    m: LilMeasured,
+) -> Result<super::ProtocolOutcome, BenchError> {
+    use super::lil;
+    use crate::bench::store;
+    let tool = lil::LilReport {
+        metadata: lil::LilMetadata {
+            version: lil::PROTOCOL_VERSION.to_string(),
+            engine: "openai-compatible".into(),
+            model: h.model.clone(),
+            server: h.url.clone(),
+            timestamp: h.started_at.clone(),
+            decode_mode: "sustained".into(),
+            primary_decode_layer: "sustained".into(),
+            duration_per_test: opts.duration_s,
+            request_count: m.requests,
+            run_burst: false,
+            prefill_mode: "client".into(),
+            skip_prefill: false,
+            decode_warmup_seconds: opts.decode_warmup_s,
+            max_tokens: opts.max_tokens,
+            concurrency_levels: opts.concurrency.clone(),
+            context_lengths: opts.contexts.clone(),
+            generator: format!(
+                "spark-launch {} (llm-inference-bench {} protocol)",
+                env!("CARGO_PKG_VERSION"),
+                lil::PROTOCOL_VERSION
+            ),
+        },
+        prefill: m.prefill,
+        summary_table: lil::summary_table(&m.results),
+        results: m.results,
+        burst_results: Vec::new(),
+        burst_summary_table: Default::default(),
+    };
+    let report = super::ProtocolReport {
+        version: 1,
+        protocol: h.protocol,
+        started_at: h.started_at.clone(),
+        url: h.url,
+        job: h.job,
+        model: h.model.clone(),
+        seed: h.seed,
+        options: h.options,
+        order: Vec::new(),
+        requests: m.requests,
+        failed: m.failed,
+        delta_user: 0,
+        delta_context: 0,
+        llama_benchy: llama_benchy::BenchyReport {
+            version: format!("spark-launch {}", env!("CARGO_PKG_VERSION")),
+            timestamp: h.started_at.replace('T', " "),
+            latency_mode: "none".into(),
+            latency_ms: 0.0,
+            model: h.model,
+            prefix_caching_enabled: false,
+            max_concurrency: opts.concurrency.iter().copied().max().unwrap_or(1),
+            benchmarks: Vec::new(),
+        },
+        lil: Some(tool),
+    };
+    let saved = h.save_to.unwrap_or_else(|| {
+        store::default_path(
+            &store::state_dir(),
+            &format!("{}-{}", h.label, report.protocol.name()),
+            &report.started_at,
+        )
+    });
+    store::save(&report, &saved)?;
+    let dir = saved
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(std::path::Path::new("."));
+    let path = dir.join("benchmark_results.json");
+    let io = |source| BenchError::Io {
+        path: path.clone(),
+        source,
+    };
+    let text = serde_json::to_string_pretty(&report.lil)
+        .map_err(|e| io(std::io::Error::other(e.to_string())))?;
+    // A benchmark_results.json already there is replaced only when spark-launch wrote it
+    // (the tool's own, or a link, stays as it was and the run says so).
+    if let Ok(meta) = std::fs::symlink_metadata(&path) {
+        let limit = crate::input::InputLimit {
+            max: 64 << 20,
+            hint: "a benchmark_results.json is a few KiB",
+        };
+        let ours = meta.file_type().is_file()
+            && crate::input::read_text(&path, limit)
+                .map(|t| lil::written_by_us(&t))
+                .unwrap_or(false);
+        if !ours {
+            return Err(io(std::io::Error::new(
+                std::io::ErrorKind::AlreadyExists,
+                format!(
+                    "a benchmark_results.json spark-launch did not write is there; spark-launch's own result is in {}: move that file, or give --out in another folder",
+                    saved.display()
+                ),
+            )));
+        }
+    }
+    std::fs::write(&path, text).map_err(io)?;
+    Ok(super::ProtocolOutcome {
+        report,
+        saved,
+        tool_file: Some(path),
     })
 }
