@@ -231,6 +231,14 @@ fn llama_benchy_figures_give_back_the_paced_servers_rates_in_llama_benchys_file(
     let saved = out.lines().find_map(|l| l.strip_prefix("saved ")).unwrap();
     let ours: Value = serde_json::from_str(&std::fs::read_to_string(saved).unwrap()).unwrap();
     assert_eq!(ours["protocol"], "llama-benchy");
+    // The model was asked first, as before any bench, and the file says how it answered.
+    assert!(
+        ours["answer_check"]
+            .as_str()
+            .unwrap()
+            .starts_with("answers right"),
+        "{ours}"
+    );
     assert_eq!(ours["seed"], 5);
     assert_eq!(
         ours["llama_benchy"]["benchmarks"].as_array().unwrap().len(),

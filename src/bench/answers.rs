@@ -144,3 +144,32 @@ pub async fn run(
     };
     ask(&client, &opts, reporter.as_ref(), &cancel).await
 }
+
+/// The gate before any measurement: asks the questions and refuses to measure a model that
+/// answers wrong (`skip`: `--skip-check`, said and recorded). What the result file records.
+pub async fn gate(
+    client: &Client,
+    model: &str,
+    skip: bool,
+    reporter: &dyn Reporter,
+    cancel: &CancellationToken,
+) -> Result<String, BenchError> {
+    if skip {
+        reporter.info("not checking the answers first (--skip-check): the result file says so");
+        return Ok("skipped (--skip-check)".to_string());
+    }
+    let opts = crate::check::AnswerOptions {
+        model: model.to_string(),
+        seed: clock_seed(),
+        max_tokens: crate::check::DEFAULT_MAX_TOKENS,
+        context: None,
+    };
+    let checked = ask(client, &opts, reporter, cancel).await?;
+    if !checked.passed() {
+        return Err(BenchError::AnswersWrong {
+            url: client.base.to_string(),
+            failures: checked.failures(),
+        });
+    }
+    Ok(format!("answers right: {}", checked.summary()))
+}

@@ -238,25 +238,8 @@ pub async fn run(
     };
     let model = answers::served_model(&client, req.model).await?;
     // Numbers from a model that answers garbage mean nothing: it is asked first.
-    let answer_check = if req.skip_check {
-        reporter.info("not checking the answers first (--skip-check): the result file says so");
-        "skipped (--skip-check)".to_string()
-    } else {
-        let opts = crate::check::AnswerOptions {
-            model: model.clone(),
-            seed: answers::clock_seed(),
-            max_tokens: crate::check::DEFAULT_MAX_TOKENS,
-            context: None,
-        };
-        let checked = answers::ask(&client, &opts, reporter.as_ref(), &cancel).await?;
-        if !checked.passed() {
-            return Err(BenchError::AnswersWrong {
-                url: base.to_string(),
-                failures: checked.failures(),
-            });
-        }
-        format!("answers right: {}", checked.summary())
-    };
+    let answer_check =
+        answers::gate(&client, &model, req.skip_check, reporter.as_ref(), &cancel).await?;
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default();

@@ -246,6 +246,7 @@ pub async fn run(args: &BenchArgs, ctx: &Context) -> CmdResult {
         }),
         save_to: args.out.clone(),
         lil: lil_options(args),
+        skip_check: args.skip_check,
     };
     let (reporter, cancel) = (ctx.reporter.clone(), ctx.cancel.clone());
     let outcome = match (&args.url, &args.job) {

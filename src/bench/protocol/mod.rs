@@ -70,6 +70,8 @@ pub struct ProtocolRequest {
     pub save_to: Option<std::path::PathBuf>,
     /// lil's grid; `Some` exactly when `protocol` is `Lil` (the llama-benchy grid is unused).
     pub lil: Option<lil::LilOptions>,
+    /// `--skip-check`: measure without asking the questions first (recorded).
+    pub skip_check: bool,
 }
 
 /// spark-launch's result file of a protocol run: what was asked, in which order, with which
@@ -95,6 +97,9 @@ pub struct ProtocolReport {
     /// lil run has them; llama_benchy then holds no benchmark).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lil: Option<lil::LilReport>,
+    /// What the questions asked before measuring found, or that they were skipped.
+    #[serde(default)]
+    pub answer_check: String,
 }
 
 /// What a protocol run found and where it was written.

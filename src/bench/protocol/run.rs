@@ -342,6 +342,10 @@ pub async fn session(
             }
         },
     };
+    // Numbers from a model that answers garbage mean nothing: it is asked first.
+    let answer_check =
+        crate::bench::answers::gate(&client, &model, req.skip_check, reporter.as_ref(), &cancel)
+            .await?;
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default();
@@ -367,6 +371,7 @@ pub async fn session(
             job,
             model,
             started_at,
+            answer_check,
         };
         return lil_files(head, opts.clone(), m);
     }
@@ -412,6 +417,7 @@ pub async fn session(
         delta_context: m.delta_context,
         llama_benchy: tool,
         lil: None,
+        answer_check,
     };
     let tool_file = match req.save_result {
         Some((path, format)) => {
@@ -660,6 +666,7 @@ struct Head {
     job: Option<String>,
     model: String,
     started_at: String,
+    answer_check: String,
 }
 
 /// lil's files: spark-launch's own, and the tool's `benchmark_results.json` beside it (an
@@ -726,6 +733,7 @@ fn lil_files(
             benchmarks: Vec::new(),
         },
         lil: Some(tool),
+        answer_check: h.answer_check,
     };
     let saved = h.save_to.unwrap_or_else(|| {
         store::default_path(
