@@ -141,7 +141,7 @@ pub async fn restart(
         return Err(RestartError::NotContainers);
     }
     let stop = reporter.step(&format!("Stop every rank of {}", job.job));
-    match on_nodes(plan.nodes.clone(), cluster, job, Act::Stop).await {
+    match on_nodes(plan.nodes.clone(), cluster, job, Act::Stop, Every::OrNone).await {
         Ok(()) => stop.ok(),
         Err(e) => {
             stop.fail(&e.to_string());
@@ -187,7 +187,7 @@ pub async fn restart(
                 }
                 let started =
                     reporter.step(&format!("Start {} again", crate::node::join(&s.nodes)));
-                match on_nodes(s.nodes.clone(), cluster, job, Act::Start).await {
+                match on_nodes(s.nodes.clone(), cluster, job, Act::Start, Every::OrNone).await {
                     Ok(()) => started.ok(),
                     Err(e) => {
                         started.fail(&e.to_string());
@@ -209,21 +209,40 @@ enum Act {
 }
 
 /// Stops every rank's container of `plan` (kept, with its configuration): the memory floor's
-/// stop. Every node's failure is named.
+/// stop, on every node that answers even when one does not (memory is running out: what can
+/// be freed is). Every node's failure is named.
 pub async fn stop_ranks(cluster: &Cluster, plan: &ServePlan) -> Result<(), RestartError> {
-    on_nodes(plan.nodes.clone(), cluster, &plan.job, Act::Stop).await
+    on_nodes(
+        plan.nodes.clone(),
+        cluster,
+        &plan.job,
+        Act::Stop,
+        Every::AsCan,
+    )
+    .await
+}
+
+/// Whether an act needs every node to answer first.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Every {
+    /// Every node is checked first; when one cannot be, nothing is done on any (a restart).
+    OrNone,
+    /// Done on every node that could be checked (the memory floor's stop).
+    AsCan,
 }
 
 /// Does `act` to the job's container on every node of `nodes` at once, after checking on
-/// every one of them that the container carries the job's label: when a node cannot be asked
-/// (its SSH connection is gone and cannot be opened again, `reach::asked`), nothing is done
-/// on any node, so a restart never leaves part of the group stopped for want of a link.
-/// Every node's failure is named.
+/// every one of them that the container carries the job's label. With [`Every::OrNone`], when
+/// a node cannot be checked (its SSH connection is gone and cannot be opened again,
+/// `reach::asked`; its container is not the job's), nothing is done on any node, so a restart
+/// never leaves part of the group stopped for want of a link; with [`Every::AsCan`], it is
+/// done on the others. Every node's failure is named.
 async fn on_nodes(
     nodes: Vec<NodeName>,
     cluster: &Cluster,
     job: &JobPlan,
     act: Act,
+    every: Every,
 ) -> Result<(), RestartError> {
     let checked = for_each_node(nodes.clone(), 0, |node| async move {
         let name = job.job.container_name(&node);
@@ -245,8 +264,17 @@ async fn on_nodes(
         Ok(())
     })
     .await;
-    failures(checked)?;
-    let results = for_each_node(nodes, 0, |node| async move {
+    let ready: Vec<NodeName> = checked
+        .iter()
+        .filter(|(_, r)| r.is_ok())
+        .map(|(n, _)| n.clone())
+        .collect();
+    let unchecked: Vec<(NodeName, Result<(), Unanswered>)> =
+        checked.into_iter().filter(|(_, r)| r.is_err()).collect();
+    if every == Every::OrNone && !unchecked.is_empty() {
+        return failures(unchecked);
+    }
+    let mut results = for_each_node(ready, 0, |node| async move {
         let name = job.job.container_name(&node);
         let runtime = cluster.node(&node)?;
         let name = name.as_str();
@@ -277,6 +305,7 @@ async fn on_nodes(
         }
     })
     .await;
+    results.extend(unchecked);
     failures(results)
 }
 
