@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Benchmark (issue 24, item 7): three inputs that were quadratic or exponential are now linear.
+# Benchmark: three inputs that were quadratic or exponential are now linear.
 # Each is a hostile snapshot made from a bundled fixture (`tests/fixtures/fresh-two-sparks`, with
 # its link probe, for ping and glob; `seed-001-two-sparks-both-twins`, addressed, for overlap):
 #

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Measurement (issue 14): the floor of the registry route for an image update, next to the
+# Measurement: the floor of the registry route for an image update, next to the
 # engine export the archive route (`image push`) waits for. Two simulated nodes; the head runs
 # a stand-in registry (bench/registry_standin.py) on 127.0.0.1; the node reaches it as its
 # own localhost:5000 through `ssh -R` (the engine allows plain HTTP to localhost registries).

@@ -1,4 +1,4 @@
-# Shared by bench/runtime_start.sh and bench/runtime_push.sh (issue 4): simulated nodes with
+# Shared by bench/runtime_start.sh and bench/runtime_push.sh: simulated nodes with
 # their own dockerd and sshd, the test user's key on the head authorised everywhere, the
 # spark-launch binary placed where the nodes can run it, a busybox base image built here.
 # Sourced, not run. Everything carries the prefix $P and is removed on exit.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Benchmark (issue 4, "Measure" a): how long `spark-launch run` takes to start one job on 1, 2,
+# Benchmark: how long `spark-launch run` takes to start one job on 1, 2,
 # 4 and 8 simulated nodes, each with its own dockerd (the image is already on every node, so
 # EnsureImage only compares). Three series, all in the same run:
 #   ssh     from inside the head as the test user, as on a real cluster: the head's engine

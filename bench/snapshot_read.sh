@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Benchmark (issue 12): the snapshot reader parses in linear time. A snapshot whose
+# Benchmark: the snapshot reader parses in linear time. A snapshot whose
 # `ip-addr.json` lists 20,000 and then 200,000 interfaces (each with an IPv4 address, as `ip -j
 # addr` prints them) is read with `spark-launch probe --root DIR --json`; the baseline is a
 # plain parse of the same file (`jq length`). Before the fix 20k took 2.4 s and 200k 380 s

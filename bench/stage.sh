@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Benchmark (issue 14): `spark-launch model pull` of a model folder on the head (MIB MiB of
+# Benchmark: `spark-launch model pull` of a model folder on the head (MIB MiB of
 # weights as 4 safetensors-like shards plus a config) to the other simulated nodes, against
 #   - one plain `tar c | ssh NODE tar x` stream per node, all nodes at once (the fastest plain
 #     copy), and

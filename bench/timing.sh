@@ -1,4 +1,4 @@
-# Shared by bench/runtime_push.sh and bench/stage.sh (issue 14): interleaved timing on a shared
+# Shared by bench/runtime_push.sh and bench/stage.sh: interleaved timing on a shared
 # machine. Each case is measured as wall time of one command run inside the head as the test
 # user (after an untimed prepare), and the cores' busy time over the same interval (all
 # processes, /proc/stat: other engineers' builds included), so every figure can be read next

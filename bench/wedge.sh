@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Benchmark (issue 23, "Measured"): a 2-node stand-in vLLM job (tests/standin/vllm: every token
+# Benchmark: a 2-node stand-in vLLM job (tests/standin/vllm: every token
 # is a round trip to the worker rank, so a frozen worker wedges generation while /health still
 # answers) started on simulated nodes (tests/harness/simnet, each with its own dockerd), kept by
 # `spark-launch supervise JOB` with its default policy (a token probe every 5 s, 10 s for a

@@ -416,7 +416,7 @@ fn a_snapshot_run_never_starts_anything_even_with_an_image() {
 
 #[test]
 fn doctor_on_healthy_snapshots_without_dev_and_the_driver_skips_what_it_never_saw() {
-    // Issue 12: two healthy Sparks captured without `dev/` and `sys/module/nvidia` got
+    // Seen once: two healthy Sparks captured without `dev/` and `sys/module/nvidia` got
     // `FAIL host.infiniband-dev` and `FAIL host.nvidia-driver` on both nodes, exit 1.
     let (_tmp, snaps) = fixtures::edited("seed-001-two-sparks-both-twins", fixtures::older_capture);
     let mut a = vec!["doctor".to_string(), "--json".to_string()];
@@ -489,7 +489,7 @@ fn rename_everywhere(dir: &Path, from: &str, to: &str) {
 
 #[test]
 fn garbage_bytes_from_sysfs_and_logs_are_never_echoed_raw_into_findings_and_fix_commands() {
-    // Issue 12 (smaller list): control characters from sysfs and logs reached the terminal,
+    // Seen once: control characters from sysfs and logs reached the terminal,
     // and a hostile name reached a paste-ready fix command as shell syntax.
     let (_tmp, snaps) = fixtures::edited("broken-mtu-mismatch", |node| {
         if node.ends_with("spark2") {
@@ -536,7 +536,7 @@ fn garbage_bytes_from_sysfs_and_logs_are_never_echoed_raw_into_findings_and_fix_
 
 #[test]
 fn a_nonsense_gid_is_not_blamed_on_a_missing_ipv4_address_that_is_there() {
-    // Issue 12 (smaller list): a GID slot holding garbage made roce-gid say the address had
+    // Seen once: a GID slot holding garbage made roce-gid say the address had
     // no GID, with a fix that re-applies an address that is there.
     let (_tmp, snaps) = fixtures::edited("seed-001-two-sparks-both-twins", |node| {
         if node.ends_with("spark") {
@@ -568,7 +568,7 @@ fn a_nonsense_gid_is_not_blamed_on_a_missing_ipv4_address_that_is_there() {
 
 #[test]
 fn a_garbage_mtu_no_longer_passes_fabric_mtu_mismatch() {
-    // Issue 12 (smaller list): an MTU of `abc` was skipped, and the check passed.
+    // Seen once: an MTU of `abc` was skipped, and the check passed.
     let (_tmp, snaps) = fixtures::edited("seed-001-two-sparks-both-twins", |node| {
         if node.ends_with("spark2") {
             std::fs::write(node.join("sys/class/net/enp1s0f1np1/mtu"), "abc\n").unwrap();

@@ -173,7 +173,7 @@ fn the_same_node_twice_is_refused() {
 
 #[test]
 fn a_folder_of_snapshots_given_as_one_is_refused_once_naming_the_node_folders_inside() {
-    // Issue 24 item 20: the error was said twice and did not name the node folders.
+    // Seen once: the error was said twice and did not name the node folders.
     let cluster = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures/seed-001-two-sparks-both-twins")
         .display()
@@ -202,7 +202,7 @@ fn a_folder_of_snapshots_given_as_one_is_refused_once_naming_the_node_folders_in
 
 #[test]
 fn a_commands_help_lists_the_global_flags_under_their_own_heading() {
-    // Issue 24 item 20: `--help` of a command mixed the global flags into its own.
+    // Seen once: `--help` of a command mixed the global flags into its own.
     let out = run(&["env".into(), "--help".into()]);
     assert!(out.status.success());
     let help = String::from_utf8_lossy(&out.stdout);
@@ -306,7 +306,7 @@ fn renamed(old: &str, new: &[u8]) -> (tempfile::TempDir, Vec<String>) {
 
 #[test]
 fn names_nccl_reads_as_list_syntax_or_that_are_not_utf8_are_refused_naming_them() {
-    // Issue 24, item 14: `roce,p1s0f1` made NCCL_IB_HCA a list of other devices, and a
+    // Seen once: `roce,p1s0f1` made NCCL_IB_HCA a list of other devices, and a
     // non-UTF-8 interface name became U+FFFD in the variables (naming no interface).
     let cases: [(&str, &[u8], &str); 4] = [
         (

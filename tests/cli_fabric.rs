@@ -62,7 +62,7 @@ fn a_refused_plan_exits_2_with_the_cable_to_move_and_json_says_refused() {
     let o = run(&["fabric", "plan"], "broken-link-down");
     assert_eq!(o.status.code(), Some(2));
     // The fixture records no link probe: said so, with how to record or state the cables
-    // (issue 24, item 12; it said "nothing cabled" and "plug a QSFP cable").
+    // (it said "nothing cabled" and "plug a QSFP cable").
     assert!(
         err(&o).contains("spark2's cabling was not recorded"),
         "{}",

@@ -265,7 +265,7 @@ fn a_dry_run_with_an_unreadable_snapshot_names_the_node() {
 
 #[test]
 fn ulimit_nofile_10_5_is_refused_on_the_command_line() {
-    // Issue 12 (smaller list): `--ulimit nofile=10:5` (soft above hard) was accepted.
+    // Seen once: `--ulimit nofile=10:5` (soft above hard) was accepted.
     let out = run(&[
         "run",
         "--job",
@@ -310,7 +310,7 @@ fn an_image_with_shell_syntax_is_refused_by_run_even_in_a_dry_run() {
 
 #[test]
 fn secret_env_and_secret_like_names_print_as_set_in_json_and_text_plans() {
-    // Issue 24, item 15: `DB_PASS` and `AUTH_BEARER` were printed, and no flag could mark a
+    // Seen once: `DB_PASS` and `AUTH_BEARER` were printed, and no flag could mark a
     // variable named otherwise.
     let a = snapshot("spark");
     let b = snapshot("spark2");

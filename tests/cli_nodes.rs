@@ -147,7 +147,7 @@ const COMMENTED: &str = include_str!("fixtures/cluster-files/hand-edited.yaml");
 
 #[test]
 fn nodes_add_and_rm_change_only_the_lines_of_that_node_byte_for_byte() {
-    // Issue 12: `nodes add`/`nodes remove` dropped every comment of a hand-edited file and
+    // Seen once: `nodes add`/`nodes remove` dropped every comment of a hand-edited file and
     // reformatted it.
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("cluster.yaml");
@@ -216,7 +216,7 @@ fn a_cluster_file_that_cannot_be_edited_line_by_line_and_has_comments_is_left_un
 
 #[test]
 fn a_binary_cluster_yaml_exits_2_not_1() {
-    // Issue 12 (smaller list): a binary cluster.yaml exited 1, as if an operation had failed.
+    // Seen once: a binary cluster.yaml exited 1, as if an operation had failed.
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("cluster.yaml");
     std::fs::write(&file, [0xff, 0xfe, 0x00, 0x01, 0x80, b'\n']).unwrap();
@@ -238,7 +238,7 @@ fn a_binary_cluster_yaml_exits_2_not_1() {
 
 #[test]
 fn a_new_config_folder_is_0700_and_the_cluster_file_0600() {
-    // Issue 12: `~/.config/spark-launch` was created 0755.
+    // Seen once: `~/.config/spark-launch` was created 0755.
     use std::os::unix::fs::PermissionsExt;
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("config/spark-launch/cluster.yaml");
@@ -252,7 +252,7 @@ fn a_new_config_folder_is_0700_and_the_cluster_file_0600() {
 
 #[test]
 fn node_names_dot_dot_dot_and_address_999_1_1_1_are_refused_on_the_command_line() {
-    // Issue 12 (smaller list): node names `.`/`..` and the address `999.1.1.1` were accepted.
+    // Seen once: node names `.`/`..` and the address `999.1.1.1` were accepted.
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("cluster.yaml");
     for (arg, want) in [

@@ -241,7 +241,7 @@ fn set_changes_a_bundled_profile_and_an_unknown_profile_lists_the_known_ones() {
 
 #[test]
 fn a_ready_timeout_past_30_days_from_set_is_refused_with_exit_2_naming_the_field() {
-    // Issue 24 item 5: the flag was bounded, the profile field was not (a panic, exit 101,
+    // Seen once: the flag was bounded, the profile field was not (a panic, exit 101,
     // after containers had started).
     let out = run(&args(
         &[
@@ -267,7 +267,7 @@ fn a_ready_timeout_past_30_days_from_set_is_refused_with_exit_2_naming_the_field
 
 #[test]
 fn a_local_model_folder_plans_the_hugging_face_cache_folder_created_on_every_node() {
-    // Issue 24 item 16: Start failed on a node without ~/.cache/huggingface (Docker refuses a
+    // Seen once: Start failed on a node without ~/.cache/huggingface (Docker refuses a
     // missing bind-mount source); the staging step now creates it, and the dry run says so.
     let out = run(&args(
         &["vllm", "/models/my-model", "--tp", "2", "--dry-run"],
@@ -368,7 +368,7 @@ fn compose_writes_one_file_per_node_with_the_exact_containers_and_a_readme() {
 
 #[test]
 fn compose_into_a_folder_with_a_file_it_did_not_write_refuses_naming_it_and_changes_nothing() {
-    // Issue 33 item 4: `compose smoke-test --out ./compose`, run from the clone's root as the
+    // Seen once: `compose smoke-test --out ./compose`, run from the clone's root as the
     // README showed, overwrote the tracked compose/README.md.
     let clone = tempfile::tempdir().unwrap();
     let tracked = clone.path().join("compose/README.md");
@@ -445,7 +445,7 @@ fn compose_into_a_folder_with_a_file_it_did_not_write_refuses_naming_it_and_chan
 
 #[test]
 fn compose_on_snapshots_names_no_branch_folder_and_prints_the_warnings_of_up_dry_run() {
-    // Issue 24 item 19: compose wrote `…/snapshots/main` (a branch, no cache folder has that
+    // Seen once: compose wrote `…/snapshots/main` (a branch, no cache folder has that
     // name) and dropped the warnings `up --dry-run` printed for the same profile.
     let up = run(&args(
         &["up", "qwen-32b-ray-tp2", "--dry-run"],
@@ -697,7 +697,7 @@ fn devices(plan: &serde_json::Value) -> Vec<(String, Vec<String>)> {
 
 #[test]
 fn vllm_on_snapshots_that_do_not_record_dev_passes_infiniband_and_says_it_assumed_it() {
-    // Issue 12: on snapshots without `dev/`, `vllm --dry-run` planned containers without
+    // Seen once: on snapshots without `dev/`, `vllm --dry-run` planned containers without
     // /dev/infiniband and said nothing: NCCL would have run on TCP.
     let (_tmp, snaps) = fixtures::edited("seed-001-two-sparks-both-twins", fixtures::older_capture);
     let mut a: Vec<String> = [
@@ -788,7 +788,7 @@ fn vllm_on_a_node_without_infiniband_devices_refuses_with_the_modprobe_fix_unles
 
 #[test]
 fn absurd_tp_and_pp_are_refused_naming_the_limit_never_wrapped() {
-    // Issue 12: `--tp 4294967295 --pp 4294967295` planned a one-node job; `--tp 65536 --pp
+    // Seen once: `--tp 4294967295 --pp 4294967295` planned a one-node job; `--tp 65536 --pp
     // 65536` said "refusing to start: 0 problems".
     for (tp, pp, want) in [
         (
@@ -842,7 +842,7 @@ fn absurd_tp_and_pp_are_refused_naming_the_limit_never_wrapped() {
 
 #[test]
 fn port_0_is_refused_as_no_port() {
-    // Issue 12 (smaller list): `--port 0` was accepted.
+    // Seen once: `--port 0` was accepted.
     let out = run(&args(
         &[
             "vllm",
@@ -871,7 +871,7 @@ fn port_0_is_refused_as_no_port() {
 
 #[test]
 fn a_secret_given_with_env_is_shown_as_set_in_the_plan_text_and_json() {
-    // Issue 12: secrets in plans. `--env HF_TOKEN=…` must not be printed by `--dry-run`.
+    // Seen once: secrets in plans. `--env HF_TOKEN=…` must not be printed by `--dry-run`.
     for json in [false, true] {
         let mut a = vec![
             "vllm",
@@ -904,7 +904,7 @@ fn a_secret_given_with_env_is_shown_as_set_in_the_plan_text_and_json() {
 
 #[test]
 fn a_profile_image_with_shell_syntax_never_reaches_the_compose_readme() {
-    // Issue 12: a profile `image: "img; touch x"` landed in a paste-ready command of the
+    // Seen once: a profile `image: "img; touch x"` landed in a paste-ready command of the
     // compose README.
     let out_dir = tempfile::tempdir().unwrap();
     let out = run(&args(

@@ -341,7 +341,7 @@ fn nothing_outside_the_engine_seam_names_one_engine() {
 
 #[test]
 fn the_readme_opens_with_two_commands_that_work_as_written_in_a_root_shell() {
-    // Issue 24 item 20: `sudo scripts/test-all` failed in a root shell without sudo, and
+    // Seen once: `sudo scripts/test-all` failed in a root shell without sudo, and
     // `cargo install --path .` without `--locked` built newer crates than Cargo.lock pins.
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let readme = std::fs::read_to_string(root.join("README.md")).unwrap();

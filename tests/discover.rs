@@ -90,7 +90,7 @@ fn discovery_of_four_nodes_finds_each_once_from_any_node() {
 
 #[test]
 fn discovery_right_after_eight_nodes_booted_finds_all_eight_every_time() {
-    // Issue 12: right after the avahi-daemons start, peers that multicast their records less
+    // Seen once: right after the avahi-daemons start, peers that multicast their records less
     // than a second ago stay silent to multicast queries (RFC 6762 §6), and the browse stopped
     // after 0.3 s of quiet with 2 to 7 of the 8 nodes. The same happens to a browse right
     // after another one (the first one's answers were multicast). Three browses back to back,

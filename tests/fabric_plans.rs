@@ -145,7 +145,7 @@ fn a_triangle_given_by_link_is_a_ring_with_six_subnets() {
     assert_eq!(p.topology, fabric::FabricTopology::Ring);
     assert_eq!(p.links.len(), 6);
     // Without --link and without a link probe record there is no cabling to plan, and the
-    // refusal says it was not recorded (issue 24, item 12; it said "nothing cabled").
+    // refusal says it was not recorded (it said "nothing cabled").
     let err = plan_of("fresh-triangle", &[], &opts(false)).unwrap_err();
     assert!(
         err.to_string().contains("cabling was not recorded"),
@@ -176,7 +176,7 @@ fn seed_001_keeps_its_address_adds_the_twin_and_names_its_netplan_file() {
 fn a_cable_whose_far_end_is_down_is_refused_naming_both_nodes() {
     let err = plan_of("broken-link-down", &[], &opts(false)).unwrap_err();
     let text = err.to_string();
-    // The fixture records no link probe: the cabling is unknown, and said so (issue 24,
+    // The fixture records no link probe: the cabling is unknown, and said so (
     // item 12; it said "nothing cabled: no fabric port hears another node").
     assert!(text.contains("spark's cabling was not recorded"), "{text}");
     assert!(text.contains("spark2's cabling was not recorded"), "{text}");
@@ -265,7 +265,7 @@ fn every_planned_netplan_file_is_accepted_by_the_real_netplan_with_its_addresses
 
 #[test]
 fn kernel_legal_names_yaml_or_netplan_would_misread_configure_exactly_that_interface() {
-    // Issue 24, item 13: the file wrote names unquoted; `*cx5`, `&cx5`, `'cx5'` and `[cx5]`
+    // Seen once: the file wrote names unquoted; `*cx5`, `&cx5`, `'cx5'` and `[cx5]`
     // gave invalid YAML or configured another interface. The fixture's plan, with its
     // interfaces given such names (and a MAC each).
     let p = plan_of("fresh-two-sparks", &[], &opts(false)).unwrap();

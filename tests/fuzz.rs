@@ -1,4 +1,4 @@
-//! The fuzz loop (issue 12): a seeded, bounded mutation loop over the readers of foreign input —
+//! The fuzz loop: a seeded, bounded mutation loop over the readers of foreign input —
 //! the snapshot reader (emitter streams and snapshot files), the nccl-tests parser and the
 //! cluster file (reading it, and editing it with `nodes add`/`rm`) — on stable Rust, run by CI
 //! with the rest of the suite. It starts from the bundled fixtures, mutates them (flip, insert,

@@ -408,7 +408,7 @@ impl spark_launch::progress::Reporter for CancelAfter {
 
 #[tokio::test]
 async fn a_link_planted_in_a_shared_cache_is_refused_by_name_and_what_it_points_to_is_untouched() {
-    // Issue 24 item 1: `FILE.sl-partial -> /victim` in a shared cache had the victim's first
+    // Seen once: `FILE.sl-partial -> /victim` in a shared cache had the victim's first
     // bytes overwritten, and the error then said the file was "discarded".
     let repo = tiny_repo("spark-test/tiny", 300_000);
     let hub = HubStandin::start(vec![repo.clone()]).await;

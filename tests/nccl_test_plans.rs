@@ -275,7 +275,7 @@ fn a_host_runtime_plan_on_a_snapshot_without_the_nodes_own_nccl_says_it_is_not_k
 
 #[test]
 fn an_env_value_never_reaches_the_mpirun_command_line_only_its_name_does() {
-    // Issue 24 item 2: `--env HF_TOKEN=hf_X` printed `-x 'HF_TOKEN=hf_X'`, and live the token
+    // Seen once: `--env HF_TOKEN=hf_X` printed `-x 'HF_TOKEN=hf_X'`, and live the token
     // was in `ps` and `docker inspect`'s Cmd. Now `-x HF_TOKEN` forwards it from the head's
     // environment, where the plan shows it as set.
     for json in [false, true] {
@@ -333,7 +333,7 @@ fn an_env_value_never_reaches_the_mpirun_command_line_only_its_name_does() {
 
 #[test]
 fn the_dry_run_shows_what_each_worker_runs_never_an_empty_command() {
-    // Issue 24 item 20: the worker's `command` printed empty; it runs the image's entrypoint,
+    // Seen once: the worker's `command` printed empty; it runs the image's entrypoint,
     // which starts the sshd the head's mpirun reaches it through.
     let mut args: Vec<String> = ["nccl-test", "--dry-run"].map(String::from).to_vec();
     args.extend(snapshot_args("seed-001-two-sparks-both-twins"));

@@ -178,7 +178,7 @@ fn a_capture_reads_back_as_the_same_machine_and_refuses_a_non_empty_folder() {
         back["interfaces"].as_array().map(|a| a.len())
     );
     assert_eq!(live["routes"], back["routes"]);
-    // The capture records what it looked at (issue 12): read back, a machine without
+    // The capture records what it looked at: read back, a machine without
     // /dev/infiniband or the NVIDIA driver (this one, in CI) shows them absent, not unknown.
     assert!(dir.join("recorded").is_file());
     assert!(dir.join("dev/infiniband").is_dir());
@@ -246,7 +246,7 @@ fn stderr_of(o: &std::process::Output) -> String {
 
 #[test]
 fn a_fifo_in_a_snapshot_is_refused_without_hanging() {
-    // Issue 12: a FIFO hung `probe`.
+    // Seen once: a FIFO hung `probe`.
     let (_tmp, snap) = copy_of_a_snapshot();
     std::fs::remove_file(snap.join("sys/class/net/enp1s0f1np1/mtu")).unwrap();
     assert!(
@@ -267,7 +267,7 @@ fn a_fifo_in_a_snapshot_is_refused_without_hanging() {
 
 #[test]
 fn a_snapshot_file_that_is_dev_urandom_or_huge_is_refused_within_bounded_memory() {
-    // Issue 12: a snapshot file that is /dev/urandom grew memory without bound.
+    // Seen once: a snapshot file that is /dev/urandom grew memory without bound.
     let (_tmp, snap) = copy_of_a_snapshot();
     std::fs::remove_file(snap.join("proc/meminfo")).unwrap();
     std::os::unix::fs::symlink("/dev/urandom", snap.join("proc/meminfo")).unwrap();
@@ -293,7 +293,7 @@ fn a_snapshot_file_that_is_dev_urandom_or_huge_is_refused_within_bounded_memory(
 
 #[test]
 fn a_symlink_out_of_the_snapshot_is_never_followed() {
-    // Issue 12: a snapshot's `etc/nccl.conf -> /etc/shadow` printed the host's file.
+    // Seen once: a snapshot's `etc/nccl.conf -> /etc/shadow` printed the host's file.
     let (tmp, snap) = copy_of_a_snapshot();
     let outside = tmp.path().join("private");
     std::fs::write(&outside, "NCCL_SECRET_MARKER=do-not-print\n").unwrap();
@@ -328,7 +328,7 @@ fn a_symlink_out_of_the_snapshot_is_never_followed() {
 
 #[test]
 fn a_snapshot_given_as_a_file_is_named_as_not_a_folder() {
-    // Issue 12 (smaller list): `--snapshot a=/etc/passwd` said "does not exist".
+    // Seen once: `--snapshot a=/etc/passwd` said "does not exist".
     let out = Command::new(bin())
         .args(["env", "--snapshot", "a=/etc/passwd"])
         .env("SPARK_LAUNCH_NO_PROGRESS", "1")
@@ -342,7 +342,7 @@ fn a_snapshot_given_as_a_file_is_named_as_not_a_folder() {
 
 #[test]
 fn a_busy_read_only_command_ends_at_once_on_the_first_signal_and_names_no_launch() {
-    // Issue 24 item 8: `probe` and `env` busy probing ignored the first SIGTERM/Ctrl-C, and
+    // Seen once: `probe` and `env` busy probing ignored the first SIGTERM/Ctrl-C, and
     // the second said "check with `spark-launch status`". Here the machine's `ip` is a
     // stand-in that says it started, then takes 20 s (a slow or hung `ip`).
     use nix::sys::signal::{Signal, kill};
@@ -403,7 +403,7 @@ fn a_busy_read_only_command_ends_at_once_on_the_first_signal_and_names_no_launch
 }
 
 /// A folder of links to this machine's tools, `ip` left out: the PATH of a minimal GPU VM image
-/// (issue 24, item 10).
+///.
 fn path_without_ip() -> tempfile::TempDir {
     let bin = tempfile::tempdir().unwrap();
     for tool in [
@@ -492,7 +492,7 @@ fn a_capture_without_ip_records_no_addresses_and_every_reader_says_so() {
 
 #[test]
 fn an_out_of_range_field_in_ip_json_is_named_and_the_rest_of_the_entry_kept() {
-    // Issue 24, item 11: `"mtu": 4294967296` on the fabric entry dropped its addresses, and
+    // Seen once: `"mtu": 4294967296` on the fabric entry dropped its addresses, and
     // env moved the control plane to the management interface.
     let tmp = tempfile::tempdir().unwrap();
     let src =

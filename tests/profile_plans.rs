@@ -1,4 +1,4 @@
-//! The flagship launch profiles (issue 22 item 3) planned on seed 001's two Sparks (probe
+//! The flagship launch profiles planned on seed 001's two Sparks (probe
 //! snapshots, nothing looked up): each profile's whole dry-run plan, snapshot-tested, and the
 //! engine flags its `speculative:` block becomes on every rank.
 

@@ -344,7 +344,7 @@ fn report_nccl_on_a_missing_file_is_invalid_input() {
 
 #[test]
 fn a_log_cut_before_its_closing_lines_is_incomplete_not_measured() {
-    // Issue 12: `report nccl` on a log whose last lines were cut off said "measured".
+    // Seen once: `report nccl` on a log whose last lines were cut off said "measured".
     for name in [
         "all_reduce_2gpu_nvlink.log",
         "all_gather_2spark_both_twins.log",
@@ -380,7 +380,7 @@ fn a_log_cut_before_its_closing_lines_is_incomplete_not_measured() {
 
 #[test]
 fn report_nccl_on_dev_zero_or_a_fifo_is_refused_at_once() {
-    // Issue 12: `report nccl /dev/zero` hung.
+    // Seen once: `report nccl /dev/zero` hung.
     let dir = tempfile::tempdir().unwrap();
     let fifo = dir.path().join("log.fifo");
     assert!(

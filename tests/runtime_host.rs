@@ -172,7 +172,7 @@ fn mode(p: &std::path::Path) -> u32 {
 
 #[test]
 fn a_host_job_gets_its_secrets_through_a_private_file_never_its_command_line() {
-    // Issue 12: with `--runtime host`, `-e HF_TOKEN=…` appeared in `ps` argv; the job folder
+    // Seen once: with `--runtime host`, `-e HF_TOKEN=…` appeared in `ps` argv; the job folder
     // was 0755 and its files 0644.
     let state = tempfile::tempdir().unwrap();
     let job = format!("sl12s{}", std::process::id());

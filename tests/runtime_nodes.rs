@@ -1092,7 +1092,7 @@ fn a_signal_at_any_instant_of_run_leaves_nothing_or_says_exactly_what_keeps_runn
 #[test]
 fn the_name_clash_refusal_for_an_unlabelled_container_never_suggests_a_stop_that_cannot_remove_it()
 {
-    // Issue 12 (smaller list): the refusal said "stop it first with `spark-launch stop JOB`",
+    // Seen once: the refusal said "stop it first with `spark-launch stop JOB`",
     // which never touches a container spark-launch did not label.
     let net = SimNet::builder(1).services("dockerd").tag("u").up();
     let runtime = rt();

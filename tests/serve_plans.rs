@@ -325,7 +325,7 @@ fn a_user_variable_replaces_the_derived_one_and_the_plan_says_so() {
 
 #[test]
 fn trtllm_forwards_a_users_variable_by_name_so_its_value_is_on_no_command_line() {
-    // Issue 24 item 2: `--env HF_TOKEN=hf_X` went onto mpirun's argv as `-x HF_TOKEN=hf_X`
+    // Seen once: `--env HF_TOKEN=hf_X` went onto mpirun's argv as `-x HF_TOKEN=hf_X`
     // (every local user's `ps`, `docker inspect`'s Cmd). The value rides in the containers'
     // env; mpirun forwards it by name from the head's.
     let mut o = trt_opts(2);

@@ -47,7 +47,7 @@ fn cluster_with(n: usize, tag: &str, ray: WithRay, more: Vec<hub_standin::FakeRe
         WithRay::No => format!("{}{STANDIN_TAG}", net.prefix()),
     };
     // The same image on every node up front: EnsureImage then checks digests and skips (image
-    // push itself is tested with the runtime, issue 4).
+    // push itself is tested with the runtime).
     standin_on_every_node(&net, &image, ray);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -1033,7 +1033,7 @@ fn attached_the_job_serves_until_ctrl_c_then_every_node_is_stopped() {
 #[test]
 fn attached_the_watcher_reconnects_to_a_worker_whose_ssh_dropped_and_ctrl_c_still_stops_every_node()
 {
-    // Issue 24 item 6: with the worker's SSH connection gone, the watcher said "cannot look …
+    // Seen once: with the worker's SSH connection gone, the watcher said "cannot look …
     // trying again" forever (hidden under SPARK_LAUNCH_NO_PROGRESS=1) and never reconnected;
     // Ctrl-C then failed with a raw hyper error, exit 1, and left the worker's container.
     use std::os::unix::process::CommandExt;
@@ -1146,7 +1146,7 @@ fn attached_the_watcher_reconnects_to_a_worker_whose_ssh_dropped_and_ctrl_c_stil
 
 #[test]
 fn trtllm_serves_across_two_nodes_with_mpirun_between_their_containers() {
-    // An `--env` secret: every rank gets it, no command line shows it (issue 24 item 2).
+    // An `--env` secret: every rank gets it, no command line shows it.
     const TOKEN: &str = "hf_sl24livetoken";
     let net = SimNet::builder(2).services("sshd,dockerd").tag("l").up();
     trust_all(&net);

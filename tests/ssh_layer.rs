@@ -336,7 +336,7 @@ fn a_changed_host_key_is_refused_and_names_the_fix() {
 
 #[test]
 fn under_stock_sshd_limits_connections_made_at_once_and_sessions_past_max_sessions_all_succeed() {
-    // Issue 24 item 9: OpenSSH's own MaxStartups 10:30:100 turns away some of many connections
+    // Seen once: OpenSSH's own MaxStartups 10:30:100 turns away some of many connections
     // made at once (`kex_exchange_identification`), and MaxSessions 10 refuses the 11th
     // session on one connection. These nodes keep both defaults.
     let net = SimNet::builder(2)

@@ -285,7 +285,7 @@ fn in_a_ring_the_node_opposite_the_head_copies_through_a_node_between_them() {
 
 #[test]
 fn under_stock_sshd_limits_many_commands_at_once_and_24_streams_per_node_all_get_through() {
-    // Issue 24 item 9: with OpenSSH's own MaxStartups (10:30:100) some of 20 commands started
+    // Seen once: with OpenSSH's own MaxStartups (10:30:100) some of 20 commands started
     // at once failed with `kex_exchange_identification`, and `model pull --streams 24` failed
     // with "Session open refused by peer" (more than MaxSessions 10 on one connection). The
     // other tests raise both limits; these nodes keep sshd's defaults.

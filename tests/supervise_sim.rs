@@ -1,4 +1,4 @@
-//! The supervisor on simulated nodes (issue 23, item 2): a 2-node stand-in vLLM job
+//! The supervisor on simulated nodes: a 2-node stand-in vLLM job
 //! (tests/standin/vllm: every token the head generates is one round trip to the worker rank, so
 //! a frozen worker wedges generation while `/health` answers 200) started with
 //! `spark-launch vllm --tp 2 -d` on nodes that each run their own dockerd (tests/harness/simnet),

@@ -595,7 +595,7 @@ mod tests {
 
     #[test]
     fn a_glob_of_many_stars_takes_steps_bounded_by_name_times_pattern() {
-        // The hostile `match: name:` of issue 24: 14 stars on a 40-character name, which the
+        // The hostile `match: name:`: 14 stars on a 40-character name, which the
         // recursive matcher never finished, and a 4,096-character one.
         let name = "a".repeat(40);
         let pattern = format!("{}b", "a*".repeat(14));

@@ -272,7 +272,7 @@ fn link_local_addresses_one_twin_of_the_one_cable_and_only_for_a_direct_cable() 
 
 #[test]
 fn without_a_cabling_record_the_plan_says_it_was_not_recorded_and_how_to_record_or_state_it() {
-    // Issue 24, item 12: snapshots with no link probe said "no fabric port hears another
+    // Seen once: snapshots with no link probe said "no fabric port hears another
     // node", though nothing had listened.
     let mut n = fresh(2, &[&[F1, P2F1], &[F1, P2F1]]);
     for node in &mut n {

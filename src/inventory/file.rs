@@ -505,7 +505,7 @@ mod tests {
 
     #[test]
     fn address_999_1_1_1_is_refused_as_no_ipv4_address() {
-        // Issue 12 (smaller list): `999.1.1.1` was accepted as a host name.
+        // Seen once: `999.1.1.1` was accepted as a host name.
         let e = check_host("999.1.1.1").unwrap_err();
         assert!(e.contains("is not an IPv4 address"), "{e}");
         assert!(check_host("1.2.3").is_err());

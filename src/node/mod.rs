@@ -112,7 +112,7 @@ mod tests {
 
     #[test]
     fn node_names_dot_and_dot_dot_are_refused() {
-        // Issue 12 (smaller list): `.` and `..` were accepted (and name files and folders).
+        // Seen once: `.` and `..` were accepted (and name files and folders).
         for bad in [".", "..", ".hidden", "-oProxyCommand=x", "_x"] {
             let e = NodeName::new(bad).unwrap_err();
             assert!(

@@ -212,7 +212,7 @@ mod tests {
 
     #[test]
     fn common_secret_names_beyond_token_and_key_are_masked() {
-        // Issue 24, item 15: `DB_PASS` and `AUTH_BEARER` were printed.
+        // Seen once: `DB_PASS` and `AUTH_BEARER` were printed.
         for n in [
             "DB_PASS",
             "AUTH_BEARER",

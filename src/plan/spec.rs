@@ -709,7 +709,7 @@ mod tests {
 
     #[test]
     fn ulimit_nofile_10_5_is_refused_soft_above_hard() {
-        // Issue 12 (smaller list): `--ulimit nofile=10:5` was accepted.
+        // Seen once: `--ulimit nofile=10:5` was accepted.
         let e = "nofile=10:5".parse::<Ulimit>().unwrap_err();
         assert!(
             e.contains("soft limit (10) is above the hard limit (5)"),

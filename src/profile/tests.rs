@@ -294,7 +294,7 @@ fn mistakes_in_expected_figures_name_their_line_and_field() {
 
 #[test]
 fn a_profile_shape_past_the_limits_is_refused_naming_them_never_multiplied_to_zero() {
-    // Issue 12: profiles printed "65536 × 65536 = 0 GPUs".
+    // Seen once: profiles printed "65536 × 65536 = 0 GPUs".
     let sets = ["tp=65536".parse().unwrap(), "pp=65536".parse().unwrap()];
     let e = parse("demo.yaml", Some("demo"), GOOD, &sets)
         .unwrap_err()
@@ -317,7 +317,7 @@ fn a_profile_shape_past_the_limits_is_refused_naming_them_never_multiplied_to_ze
 
 #[test]
 fn a_ready_timeout_past_30_days_is_refused_in_the_file_and_by_set_naming_the_field() {
-    // Issue 24 item 5: u64::MAX panicked in the readiness wait after containers started.
+    // Seen once: u64::MAX panicked in the readiness wait after containers started.
     let text = format!("{GOOD}ready_timeout_s: 18446744073709551615\n");
     let e = errors(&text);
     assert!(
@@ -340,7 +340,7 @@ fn a_ready_timeout_past_30_days_is_refused_in_the_file_and_by_set_naming_the_fie
 
 #[test]
 fn profile_type_errors_are_all_reported_at_once() {
-    // Issue 12 (smaller list): type errors stopped at the first one though the README promises
+    // Seen once: type errors stopped at the first one though the README promises
     // all at once.
     let text = GOOD
         .replace("tp: 2", "tp: two")

@@ -184,7 +184,7 @@ mod ulimit_tests {
 
     #[test]
     fn a_nofile_ulimit_failure_suggests_lowering_nofile_not_memlock() {
-        // Issue 12 (smaller list): a refused nofile suggested lowering memlock.
+        // Seen once: a refused nofile suggested lowering memlock.
         let fix = ulimit_fix(
             "failed to create task: error setting rlimits for ready process: error setting rlimit type 7: operation not permitted",
         );

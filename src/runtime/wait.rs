@@ -160,7 +160,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_bound_too_far_for_the_clock_waits_without_panicking() {
-        // Issue 24 item 5: `Instant + Duration` overflowed at u64::MAX seconds.
+        // Seen once: `Instant + Duration` overflowed at u64::MAX seconds.
         for (timeout, interval) in [
             (Duration::MAX, Duration::from_secs(1)),
             (Duration::from_secs(u64::MAX), Duration::from_secs(2)),

@@ -1,4 +1,4 @@
-//! Keeping a served job alive (issue 23): the supervisor that probes a job with a tiny real
+//! Keeping a served job alive: the supervisor that probes a job with a tiny real
 //! generation, watches every rank's container, and restarts the **whole group** when a rank
 //! wedges or stops; and what starts that supervisor at boot — [`mod@unit`], the systemd unit that
 //! runs `spark-launch supervise JOB`.

@@ -555,7 +555,7 @@ mod tests {
 
     #[test]
     fn a_shape_past_the_limits_is_refused_naming_the_limit_never_wrapped() {
-        // Issue 12: `--tp 4294967295 --pp 4294967295` planned a one-node job, `--tp 65536
+        // Seen once: `--tp 4294967295 --pp 4294967295` planned a one-node job, `--tp 65536
         // --pp 65536` refused with "0 problems".
         let p = nodes_needed(u32::MAX, u32::MAX, 1, 2).unwrap_err();
         assert_eq!(p.problem, "--tp 4294967295: at most 1024 is supported");

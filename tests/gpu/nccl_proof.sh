@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Proof of `spark-launch nccl-test` on real GPUs (issue 5): builds nccl-tests on the GPU machine,
+# Proof of `spark-launch nccl-test` on real GPUs: builds nccl-tests on the GPU machine,
 # then runs the same binary twice per case, once through a plain mpirun and once through
 # `spark-launch nccl-test --local --runtime host`, with 2 GPUs as two ranks:
 #   1. normally (NVLink / P2P), all_reduce and all_gather;

@@ -154,7 +154,7 @@ pub fn remove_job(net: &SimNet, job: &str) {
     }
 }
 
-/// The TensorRT-LLM stand-in (tests/standin/trtllm) on every node: issue 5's nccl-tests
+/// The TensorRT-LLM stand-in (tests/standin/trtllm) on every node: the nccl-tests
 /// stand-in built on node 1 (tests/harness/nccl-standin), the trtllm stand-ins added with
 /// `docker build`, then the same image loaded on every other node.
 pub fn trtllm_standin_on_every_node(net: &SimNet, tag: &str) {

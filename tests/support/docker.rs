@@ -1,4 +1,4 @@
-//! Test support for the runtime tests (issue 4): names unique to this test run, a tiny
+//! Test support for the runtime tests: names unique to this test run, a tiny
 //! busybox image built here (no registry is reachable; CI starts with no images), and guards
 //! that remove what a test created even when it fails. Never touches anything it did not create.
 #![allow(dead_code)]

@@ -11,13 +11,13 @@
 //! it never skips.
 #![allow(dead_code)]
 
-/// Images, names and engine helpers for the runtime tests (issue 4).
+/// Images, names and engine helpers for the runtime tests.
 pub mod docker;
-/// Bundled snapshot fixtures, copied and edited (issue 12).
+/// Bundled snapshot fixtures, copied and edited.
 pub mod fixtures;
-/// SGLang's own argument parser over the pinned wheel (issue 22).
+/// SGLang's own argument parser over the pinned wheel.
 pub mod sglang;
-/// The stand-in scripts: real NCCL wheels, image builders (issue 17).
+/// The stand-in scripts: real NCCL wheels, image builders.
 pub mod standin;
 
 use std::io::Write;

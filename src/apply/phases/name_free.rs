@@ -60,7 +60,7 @@ impl<'a> Phase<ApplyContext<'a>> for NameFree {
                 Ok(None)
             } else {
                 // `stop` never touches a container spark-launch did not label: do not offer it
-                // for one (issue 12).
+                // for one.
                 let fix = if taken.iter().any(|t| t.contains(UNLABELLED)) {
                     "pick another job name, or remove what spark-launch did not start yourself (the `docker rm -f` above)".to_string()
                 } else {

@@ -215,7 +215,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_missing_hugging_face_cache_folder_is_created_before_the_containers_mount_it() {
-        // Issue 24 item 16: with a local model folder nothing filled the cache, and Docker
+        // Seen once: with a local model folder nothing filled the cache, and Docker
         // refused to start a container whose bind-mount source did not exist.
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().join("home/user/.cache/huggingface");
