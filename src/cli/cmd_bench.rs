@@ -10,17 +10,15 @@ use std::time::Duration;
 
 use super::args::{EngineFlags, NodeFlags};
 use super::cmd_profiles::{default_profiles_dir, load};
+use super::served::{ServerFlags, with_served};
 use super::{CmdError, CmdResult, Context, Invalid, Outcome, print_json, print_out};
 use crate::bench::client::BearerKey;
 use crate::bench::compare::Expectations;
-use crate::bench::request::{Api, BaseUrl};
+use crate::bench::request::Api;
 use crate::bench::soak::{SoakSettings, clock};
-use crate::bench::{
-    self, BenchError, BenchRequest, DEFAULT_OUTPUT_TOKENS, DEFAULT_PROMPT_TOKENS, SoakSpec, Target,
-};
+use crate::bench::{self, BenchRequest, DEFAULT_OUTPUT_TOKENS, DEFAULT_PROMPT_TOKENS, SoakSpec};
 use crate::plan::JobName;
 use crate::profile;
-use crate::resolve::{self, Needs, Purpose};
 
 #[derive(Debug, clap::Args)]
 pub struct BenchArgs {
@@ -306,63 +304,17 @@ pub async fn run(args: BenchArgs, ctx: &Context) -> CmdResult {
         skip_check: args.skip_check,
     };
     let (reporter, cancel) = (ctx.reporter.clone(), ctx.cancel.clone());
-    let outcome = match (&args.url, &args.job) {
-        (Some(url), _) => {
-            if !args.target.hosts.is_empty()
-                || !args.target.nodes.is_empty()
-                || !args.engines.engines.is_empty()
-            {
-                return Err(anyhow::anyhow!(
-                    "--url names the server itself: leave out --hosts, --nodes and --engine"
-                ))
-                .invalid();
-            }
-            let url = BaseUrl::parse(url).map_err(anyhow::Error::msg).invalid()?;
-            bench::run(request(Target::Url(url)), reporter, cancel).await
-        }
-        (None, Some(job)) => {
-            let mut selection = args.target.selection(ctx);
-            selection.engines = args.engines.engines.clone();
-            let nodes = resolve::resolve(
-                &selection,
-                Needs::links(Purpose::Observe("bench")),
-                &ctx.reporter,
-            )
-            .await
-            .map_err(super::resolve_error)?;
-            // The job's nodes stay connected while it is measured, and close after.
-            nodes
-                .scope(async |nodes| {
-                    let addresses = nodes
-                        .configured
-                        .iter()
-                        .filter_map(|n| Some((n.name.clone(), n.addresses.first()?.clone())))
-                        .collect();
-                    let cluster = nodes.runtime().map_err(super::resolve_error)?;
-                    let target = Target::Job {
-                        cluster,
-                        job: job.clone(),
-                        addresses,
-                    };
-                    Ok::<_, CmdError>(bench::run(request(target), reporter, cancel).await)
-                })
-                .await?
-        }
-        (None, None) => {
-            return Err(anyhow::anyhow!("name a job, or give --url")).invalid();
-        }
+    let served = ServerFlags {
+        url: args.url.as_deref(),
+        job: args.job.as_ref(),
+        target: &args.target,
+        engines: &args.engines,
+        command: "bench",
     };
-    let outcome = outcome.map_err(|e| match e {
-        BenchError::Invalid(_) => CmdError {
-            code: 2,
-            error: e.into(),
-        },
-        BenchError::Interrupted => CmdError {
-            code: 130,
-            error: e.into(),
-        },
-        e => e.into(),
-    })?;
+    let outcome = with_served(served, ctx, async |target| {
+        bench::run(request(target), reporter, cancel).await
+    })
+    .await?;
     if ctx.json {
         print_json(&outcome)?;
     } else {

@@ -6,13 +6,11 @@
 use std::time::Duration;
 
 use super::cmd_bench::{BenchArgs, FormatFlag, LatencyFlag, ProtocolFlag};
+use super::served::{ServerFlags, with_served};
 use super::{CmdError, CmdResult, Context, Invalid, Outcome, print_json, print_out};
 use crate::bench::client::BearerKey;
 use crate::bench::protocol::llama_benchy::{self, BenchyOptions, LatencyMode};
 use crate::bench::protocol::{Protocol, ProtocolRequest, ResultFormat, arena_v2, corpus, lil, run};
-use crate::bench::request::BaseUrl;
-use crate::bench::{BenchError, Target};
-use crate::resolve::{self, Needs, Purpose};
 
 /// The default sweep takes none of the protocols' options: each is refused, named.
 pub fn refuse_protocol_flags(args: &BenchArgs) -> Result<(), CmdError> {
@@ -249,51 +247,17 @@ pub async fn run(args: &BenchArgs, ctx: &Context) -> CmdResult {
         skip_check: args.skip_check,
     };
     let (reporter, cancel) = (ctx.reporter.clone(), ctx.cancel.clone());
-    let outcome = match (&args.url, &args.job) {
-        (Some(url), _) => {
-            let url = BaseUrl::parse(url).map_err(anyhow::Error::msg).invalid()?;
-            run::session(request(Target::Url(url)), reporter, cancel).await
-        }
-        (None, Some(job)) => {
-            let mut selection = args.target.selection(ctx);
-            selection.engines = args.engines.engines.clone();
-            let nodes = resolve::resolve(
-                &selection,
-                Needs::links(Purpose::Observe("bench")),
-                &ctx.reporter,
-            )
-            .await
-            .map_err(super::resolve_error)?;
-            nodes
-                .scope(async |nodes| {
-                    let addresses = nodes
-                        .configured
-                        .iter()
-                        .filter_map(|n| Some((n.name.clone(), n.addresses.first()?.clone())))
-                        .collect();
-                    let cluster = nodes.runtime().map_err(super::resolve_error)?;
-                    let target = Target::Job {
-                        cluster,
-                        job: job.clone(),
-                        addresses,
-                    };
-                    Ok::<_, CmdError>(run::session(request(target), reporter, cancel).await)
-                })
-                .await?
-        }
-        (None, None) => return Err(anyhow::anyhow!("name a job, or give --url")).invalid(),
+    let served = ServerFlags {
+        url: args.url.as_deref(),
+        job: args.job.as_ref(),
+        target: &args.target,
+        engines: &args.engines,
+        command: "bench",
     };
-    let outcome = outcome.map_err(|e| match e {
-        BenchError::Invalid(_) => CmdError {
-            code: 2,
-            error: e.into(),
-        },
-        BenchError::Interrupted => CmdError {
-            code: 130,
-            error: e.into(),
-        },
-        e => e.into(),
-    })?;
+    let outcome = with_served(served, ctx, async |target| {
+        run::session(request(target), reporter, cancel).await
+    })
+    .await?;
     let r = &outcome.report;
     if ctx.json {
         print_json(&outcome)?;

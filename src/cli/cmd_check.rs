@@ -5,12 +5,11 @@
 use std::time::Duration;
 
 use super::args::{EngineFlags, NodeFlags};
-use super::{CmdError, CmdResult, Context, Invalid, Outcome, print_json, print_out};
+use super::served::{ServerFlags, with_served};
+use super::{CmdResult, Context, Invalid, Outcome, print_json, print_out};
+use crate::bench::answers;
 use crate::bench::client::BearerKey;
-use crate::bench::request::BaseUrl;
-use crate::bench::{BenchError, Target, answers};
 use crate::plan::JobName;
-use crate::resolve::{self, Needs, Purpose};
 
 #[derive(Debug, clap::Args)]
 pub struct CheckArgs {
@@ -80,62 +79,17 @@ pub async fn run(args: CheckArgs, ctx: &Context) -> CmdResult {
         seed: args.seed,
     };
     let (reporter, cancel) = (ctx.reporter.clone(), ctx.cancel.clone());
-    let report = match (&args.url, &args.job) {
-        (Some(url), _) => {
-            if !args.target.hosts.is_empty()
-                || !args.target.nodes.is_empty()
-                || !args.engines.engines.is_empty()
-            {
-                return Err(anyhow::anyhow!(
-                    "--url names the server itself: leave out --hosts, --nodes and --engine"
-                ))
-                .invalid();
-            }
-            let url = BaseUrl::parse(url).map_err(anyhow::Error::msg).invalid()?;
-            answers::run(request(Target::Url(url)), reporter, cancel).await
-        }
-        (None, Some(job)) => {
-            let mut selection = args.target.selection(ctx);
-            selection.engines = args.engines.engines.clone();
-            let nodes = resolve::resolve(
-                &selection,
-                Needs::links(Purpose::Observe("check")),
-                &ctx.reporter,
-            )
-            .await
-            .map_err(super::resolve_error)?;
-            nodes
-                .scope(async |nodes| {
-                    let addresses = nodes
-                        .configured
-                        .iter()
-                        .filter_map(|n| Some((n.name.clone(), n.addresses.first()?.clone())))
-                        .collect();
-                    let cluster = nodes.runtime().map_err(super::resolve_error)?;
-                    let target = Target::Job {
-                        cluster,
-                        job: job.clone(),
-                        addresses,
-                    };
-                    Ok::<_, CmdError>(answers::run(request(target), reporter, cancel).await)
-                })
-                .await?
-        }
-        (None, None) => {
-            return Err(anyhow::anyhow!("name a job, or give --url")).invalid();
-        }
+    let served = ServerFlags {
+        url: args.url.as_deref(),
+        job: args.job.as_ref(),
+        target: &args.target,
+        engines: &args.engines,
+        command: "check",
     };
-    let report = report.map_err(|e| match e {
-        BenchError::Invalid(_) => CmdError {
-            code: 2,
-            error: e.into(),
-        },
-        BenchError::Interrupted => CmdError {
-            code: 130,
-            error: e.into(),
-        },
-        e => e.into(),
-    })?;
+    let report = with_served(served, ctx, async |target| {
+        answers::run(request(target), reporter, cancel).await
+    })
+    .await?;
     if ctx.json {
         print_json(&report)?;
     } else {

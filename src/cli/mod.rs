@@ -31,6 +31,7 @@ mod cmd_supervise;
 mod cmd_trust;
 pub mod launch;
 mod plot_file;
+mod served;
 pub mod ui;
 
 /// The plan renderer, where the launching commands (and the plan tests) have always found it.
