@@ -20,7 +20,7 @@ pub enum Unanswered {
     #[error(transparent)]
     Runtime(#[from] RuntimeError),
     /// No answer through the node's SSH connection, and opening it again failed.
-    #[error("no answer through the SSH connection ({via}); connecting again failed: {cause}")]
+    #[error("no answer through the SSH connection ({via}); connecting again: {cause}")]
     Lost { via: String, cause: String },
 }
 
@@ -65,7 +65,15 @@ where
         Ok(v) => return Ok(v),
         Err(e) => e,
     };
-    let reconnected = runtime.reconnect().await;
+    let reconnected = match &runtime.target.reach {
+        // The SSH layer's own words (`ssh 10.0.0.2: connection refused: ...`), without the
+        // node's name it starts with: the event names the node already.
+        Reach::Remote(remote) => remote.reconnect().await.map_err(|e| {
+            let node = format!("{}: ", runtime.name());
+            RuntimeError::Other(e.strip_prefix(&node).unwrap_or(&e).to_string())
+        }),
+        _ => Ok(false),
+    };
     match next(&reconnected) {
         Next::Again => {
             tracing::debug!(
@@ -203,7 +211,7 @@ mod tests {
     async fn a_connection_that_cannot_be_opened_again_is_named_by_how_the_node_is_reached_not_by_the_engine_client()
      {
         let (rt, _) = runtime(vec![Err(
-            "ssh: connect to host 10.0.0.2 port 22: Connection refused".into(),
+            "spark-2: ssh root@10.0.0.2: connection refused".into()
         )]);
         let e = asked(&rt, || async { Err::<(), _>(dead_socket()) })
             .await
@@ -211,7 +219,7 @@ mod tests {
         assert!(matches!(e, Unanswered::Lost { .. }));
         let text = e.to_string();
         assert!(
-            text.starts_with("no answer through the SSH connection (ssh root@10.0.0.2); connecting again failed: connect again over ssh root@10.0.0.2: ssh: connect to host 10.0.0.2 port 22: Connection refused"),
+            text == "no answer through the SSH connection (ssh root@10.0.0.2); connecting again: ssh root@10.0.0.2: connection refused",
             "{text}"
         );
         assert!(!text.contains("hyper"), "{text}");
