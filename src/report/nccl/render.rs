@@ -6,7 +6,7 @@
 use comfy_table::{CellAlignment, ContentArrangement, LineStyle, Table, TableStyle};
 
 /// Columns separated by spaces, one rule under the header: easy to read and to paste.
-const TABLE_STYLE: TableStyle =
+const BORDERS: TableStyle =
     TableStyle::new().header_separator(LineStyle::none().fill('─').junction('─'));
 
 use super::{Analysis, Measure, ProcessTransport, Status, TestAnalysis, Transport};
@@ -97,7 +97,7 @@ fn test(t: &TestAnalysis) -> String {
 fn results(t: &TestAnalysis) -> String {
     let mut table = Table::new();
     table
-        .load_style(TABLE_STYLE)
+        .load_style(BORDERS)
         .set_content_arrangement(ContentArrangement::Disabled)
         .set_header(vec![
             "size",
@@ -149,7 +149,7 @@ fn measure(m: Option<&Measure>) -> Vec<String> {
 fn transport(procs: &[ProcessTransport]) -> String {
     let mut table = Table::new();
     table
-        .load_style(TABLE_STYLE)
+        .load_style(BORDERS)
         .set_content_arrangement(ContentArrangement::Disabled)
         .set_header(vec!["rank", "host", "GPU", "transport", "devices", "paths"]);
     for p in procs {
