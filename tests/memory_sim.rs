@@ -26,7 +26,9 @@ fn inspect(net: &SimNet, node: usize, name: &str, format: &str) -> String {
 }
 
 /// `vllm MODEL --tp 2 --job JOB -d --memory-limit LIMIT` on the stand-in, then `extra` for
-/// the engine.
+/// the engine. `--no-check`: a rank that eats its cap seconds after the first token would
+/// otherwise be killed while readiness asks the model its questions, and the launch itself
+/// would fail; what these tests prove comes after the start.
 fn launch(net: &SimNet, hub_url: &str, image: &str, job: &str, limit: &str, extra: &[&str]) {
     let hosts = hosts(net);
     let mut args = vec![
@@ -37,6 +39,7 @@ fn launch(net: &SimNet, hub_url: &str, image: &str, job: &str, limit: &str, extr
         "--job",
         job,
         "-d",
+        "--no-check",
         "--timeout",
         "180",
         "--memory-limit",
