@@ -99,16 +99,11 @@ pub fn read(
     })
 }
 
-/// The shape flags as a profile's fields.
+/// The shape flags (`--tp`, `--pp`) as a profile's fields.
 fn shape_sets(flags: &PartialServe) -> Vec<SetArg> {
     let fields = [
         flags.tp.as_ref().map(|t| format!("tp={}", t.value)),
         flags.pp.as_ref().map(|p| format!("pp={}", p.value)),
-        flags
-            .port
-            .as_ref()
-            .map(|p| format!("ports.api={}", p.value)),
-        flags.image.as_ref().map(|i| format!("image={}", i.value)),
     ];
     fields
         .into_iter()
