@@ -296,14 +296,17 @@ impl<'de> Deserialize<'de> for EngineSections {
 }
 
 /// A profile read from one source (its text, or the YAML after `--set`): its fields, then its
-/// top-level keys; the first error in the text's order when both fail.
+/// top-level keys. When both fail, the error the parser meets first reading the text: the
+/// earlier one, a missing field (found at the mapping's end) after any other.
 fn read_profile(
     fields: Result<Profile, yaml_serde::Error>,
     keys: Result<EngineSections, yaml_serde::Error>,
 ) -> Result<Profile, yaml_serde::Error> {
     let at = |e: &yaml_serde::Error| {
-        e.location()
-            .map_or((usize::MAX, usize::MAX), |l| (l.line(), l.column()))
+        let (line, column) = e
+            .location()
+            .map_or((usize::MAX, usize::MAX), |l| (l.line(), l.column()));
+        (e.to_string().starts_with("missing field"), line, column)
     };
     match (fields, keys) {
         (Ok(mut p), Ok(sections)) => {

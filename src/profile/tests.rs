@@ -520,6 +520,12 @@ fn an_unknown_top_level_key_is_refused_where_it_is_written() {
         e[0].starts_with("my/demo.yaml:13:1: unknown field `tokenizer`, expected one of `name`"),
         "{e:?}"
     );
+    // Before the fields it lacks, which the parser finds missing only at the end.
+    let e = errors("name: demo\nengine: vllm\ntpp: 2\n");
+    assert!(
+        e[0].starts_with("my/demo.yaml:3:1: unknown field `tpp`"),
+        "{e:?}"
+    );
     let set: SetArg = "sgl.launcher=serve".parse().unwrap();
     let e = parse("my/demo.yaml", Some("demo"), GOOD, &[set]).unwrap_err();
     assert!(e.to_string().contains("unknown field `sgl`"), "{e}");
