@@ -15,6 +15,7 @@
 //! cluster on this machine. `cli` is flags and rendering: it
 //! parses into library types, calls the library once and renders the result.
 
+pub mod api_key;
 pub mod apply;
 pub mod bench;
 pub mod check;
@@ -26,24 +27,33 @@ pub mod digest;
 pub mod discover;
 pub mod doctor;
 pub mod fabric;
+pub mod fabric_apply;
+pub mod images;
 pub mod input;
 pub mod inventory;
+pub mod jobs;
 pub mod k8s;
+pub mod launch;
 pub mod libnccl;
 pub mod model;
 pub mod node;
+pub mod owned_files;
 pub mod plan;
 pub mod probe;
 pub mod profile;
 pub mod progress;
+pub mod pull;
 pub mod quote;
 pub mod recipe;
+pub mod records;
 pub mod report;
 pub mod resolve;
 pub mod runtime;
 pub mod sim;
 pub mod ssh;
+pub mod staging;
 pub mod supervise;
 pub mod text;
+pub mod trust;
 pub mod workload;
 pub mod yaml;

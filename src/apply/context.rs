@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use futures::StreamExt;
 
-use super::images::PushPolicy;
 use crate::apply::phase::PhaseError;
+use crate::images::PushPolicy;
 use crate::node::NodeName;
 use crate::node::fanout::{all_ok, for_each_node};
 use crate::plan::JobPlan;

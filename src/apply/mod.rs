@@ -39,31 +39,12 @@
 //! }
 //! ```
 
-pub mod api_key;
-pub mod build;
 pub mod context;
-pub mod doctor;
 pub mod executor;
-pub mod fabric;
-pub mod hub_curl;
-pub mod images;
-pub mod job_records;
-pub mod job_ssh;
-pub mod jobs;
-pub mod launch;
-pub mod lookup;
 pub mod nccl;
-pub mod owned_files;
-pub mod perftest;
 pub mod phase;
 pub mod phases;
-pub mod pull;
-pub mod serving;
-pub mod stage;
-pub mod supervise;
-pub mod trust;
 
 pub use context::{ApplyContext, ApplyOptions, Capture, Captures};
 pub use executor::{Applied, ApplyError, ApplyErrorKind, execute};
-pub use images::{NodePush, PushPlan, PushPolicy, PushReport, ensure_image, plan_push, push_image};
 pub use phase::{Phase, PhaseError, PhaseFailure, Runner};

@@ -7,9 +7,9 @@ use std::path::PathBuf;
 use super::cmd_profiles::load;
 use super::cmd_serve::ServeFlags;
 use super::{CmdResult, Context, Invalid, Outcome, print_json, print_out};
-use crate::apply::launch::{Launched, launch};
-use crate::apply::owned_files::{self, OwnedFilesError};
 use crate::compose;
+use crate::launch::{Launched, launch};
+use crate::owned_files::{self, OwnedFilesError};
 use crate::profile::SetArg;
 use crate::workload::launch::LaunchPlan;
 

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 
 use super::args::NodeFlags;
 use super::{CmdResult, Context, Outcome, coded, print_json, print_out};
-use crate::apply::doctor::{self as check, DoctorRequest};
+use crate::doctor::gather::{self as check, DoctorRequest};
 use crate::doctor::{self, CheckSelection, ModelRef, Options, PortScope, PortUse};
 
 #[derive(Debug, clap::Args)]

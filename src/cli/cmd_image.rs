@@ -4,7 +4,7 @@
 
 use super::args::{EngineFlags, NodeFlags};
 use super::{CmdResult, Context, coded, show};
-use crate::apply::images::{ImagePushRequest, push};
+use crate::images::{ImagePushRequest, push};
 use crate::node::NodeName;
 
 #[derive(Debug, clap::Args)]

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use super::args::{ContainerFlags, EngineFlags, LaunchFlags, NodeFlags, RuntimeFlag};
 use super::{CmdResult, Context, Outcome, coded, print_json, print_raw, show};
-use crate::apply::jobs::{self, LogsRequest, StatusRequest, StopRequest};
-use crate::apply::launch::LaunchCommand;
+use crate::jobs::{self, LogsRequest, StatusRequest, StopRequest};
+use crate::launch::LaunchCommand;
 use crate::node::NodeName;
 use crate::plan::JobName;
 use crate::plan::spec::{EnvVar, Mount};
@@ -194,10 +194,7 @@ pub async fn status(args: StatusArgs, ctx: &Context) -> CmdResult {
 pub async fn logs(args: LogsArgs, ctx: &Context) -> CmdResult {
     if args.events {
         let state = crate::bench::store::state_dir();
-        return show(
-            &crate::supervise::records::EventsReport::read(&state, &args.job)?,
-            ctx,
-        );
+        return show(&crate::records::EventsReport::read(&state, &args.job)?, ctx);
     }
     let request = LogsRequest {
         selection: selection(&args.target, args.engines, ctx),

@@ -8,13 +8,13 @@ use std::path::PathBuf;
 
 use super::cmd_profiles::{UpArgs, default_profiles_dir};
 use super::{CmdResult, Context, Invalid, Outcome, coded, print_json, print_out};
-use crate::apply::launch::{Launched, launch};
-use crate::apply::owned_files::{self, OwnedFilesError};
 use crate::k8s::{self, K8sOptions};
+use crate::launch::{Launched, launch};
+use crate::owned_files::{self, OwnedFilesError};
 use crate::plan::JobName;
 use crate::profile::files::{FindError, find};
 use crate::recipe::loader;
-use crate::supervise::records::{self, RecordError};
+use crate::records::{self, RecordError};
 use crate::workload::launch::LaunchPlan;
 use crate::workload::serve::ServePlan;
 

@@ -5,9 +5,9 @@
 
 use super::args::NodeFlags;
 use super::{CmdResult, Context, Invalid, coded, show};
-use crate::apply::pull::{PullCommand, run as pull};
 use crate::model::ModelSource;
 use crate::model::pull::PullRequest;
+use crate::pull::{PullCommand, run as pull};
 
 #[derive(Debug, clap::Args)]
 pub struct ModelCmdArgs {

@@ -5,10 +5,10 @@ use std::path::PathBuf;
 
 use super::args::NodeFlags;
 use super::{CmdResult, Context, coded, show};
-use crate::apply::supervise::{SuperviseRequest, supervise};
 use crate::plan::JobName;
 use crate::supervise::PolicyAsk;
 use crate::supervise::export::{ExportRequest, RunAs, export_systemd};
+use crate::supervise::run::{SuperviseRequest, supervise};
 use crate::workload::limits::parse_seconds;
 
 /// How the supervisor probes and restarts.

@@ -6,8 +6,8 @@
 
 use super::args::NodeFlags;
 use super::{CmdResult, Context, coded, show};
-use crate::apply::trust::{self, TrustRequest};
 use crate::ssh::prompt::PasswordInput;
+use crate::trust::{self, TrustRequest};
 
 #[derive(Debug, clap::Args)]
 pub struct TrustArgs {

@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 
 use super::{CmdError, CmdResult, Context, Outcome, print_json, print_out, render};
-use crate::apply::launch::{LaunchCommand, LaunchError, Launched, launch};
+use crate::launch::{LaunchCommand, LaunchError, Launched, launch};
 use crate::plan::JobPlan;
 use crate::workload::launch::{LaunchRefusal, Planned};
 use crate::workload::nccl_test::NcclVerdict;

@@ -14,6 +14,7 @@ pub mod cabling;
 pub mod check;
 pub mod cluster;
 pub mod fabric;
+pub mod gather;
 pub mod host;
 pub mod live;
 pub mod logs;

@@ -35,7 +35,7 @@
 
 pub mod export;
 pub mod machine;
-pub mod records;
+pub mod run;
 pub mod unit;
 
 pub use machine::{Policy, PolicyAsk};

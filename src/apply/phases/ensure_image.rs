@@ -5,8 +5,8 @@
 use futures::future::BoxFuture;
 
 use crate::apply::context::ApplyContext;
-use crate::apply::images::{EnsureError, PushError, ensure_image};
 use crate::apply::phase::{Phase, PhaseError};
+use crate::images::{EnsureError, PushError, ensure_image};
 use crate::node::fanout::NodeFailures;
 use crate::plan::{EnsureImage, RuntimeKind, StepPayload};
 use crate::runtime::RuntimeError;

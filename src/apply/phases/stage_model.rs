@@ -5,11 +5,11 @@ use futures::future::BoxFuture;
 
 use crate::apply::context::{ApplyContext, shell_error, shell_for};
 use crate::apply::phase::{Phase, PhaseError};
-use crate::apply::stage::{self, StageNode, StageOptions, StageSpec};
 use crate::model::CONTAINER_HF_HOME;
 use crate::model::hub::HubError;
 use crate::node::NodeName;
 use crate::plan::{Launch, StageModel, StepPayload};
+use crate::staging::{self as stage, StageNode, StageOptions, StageSpec};
 
 /// The node's Hugging Face cache: the source of the mount the plan puts at `HF_HOME`.
 pub fn hf_home_of(ctx: &ApplyContext<'_>, node: &NodeName) -> Option<String> {

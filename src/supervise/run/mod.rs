@@ -22,11 +22,11 @@ use crate::node::NodeName;
 use crate::plan::JobName;
 use crate::plan::secret::Secret;
 use crate::progress::Reporter;
+use crate::records::{self, JobEvent, RecordError};
 use crate::report::shown::{Ending, Shown};
 use crate::resolve::{self, Needs, Purpose, ResolveError, Selection};
 use crate::runtime::{Cluster, RuntimeError};
 use crate::supervise::machine::{Happened, Move, Policy, Seen, Supervisor};
-use crate::supervise::records::{self, JobEvent, RecordError};
 use crate::workload::endpoint::{ApiKeyAsk, CLIENT_KEY_VAR};
 use crate::workload::serve::ServePlan;
 
@@ -219,7 +219,7 @@ pub fn key_of(plan: &ServePlan) -> Result<Option<Secret>, SuperviseError> {
         return Ok(None);
     };
     if let Some(file) = &k.file {
-        return crate::apply::api_key::resolve(&ApiKeyAsk::File(file.clone()), false)
+        return crate::api_key::resolve(&ApiKeyAsk::File(file.clone()), false)
             .map(|k| Some(k.key))
             .map_err(|e| SuperviseError::Key(e.to_string()));
     }
@@ -305,7 +305,7 @@ pub async fn watch(
     let record = |happened: Vec<Happened>| -> Result<(), SuperviseError> {
         let events: Vec<JobEvent> = happened
             .into_iter()
-            .map(|h| JobEvent::stamped(h, records::now_ms()))
+            .map(|h| h.stamped(records::now_ms()))
             .collect();
         for e in &events {
             reporter.warn(&records::said(&job, e));

@@ -14,6 +14,8 @@
 //! Effects only: what to fetch comes from `model::manifest::diff`, how from the scripts of
 //! `model::script`. Progress: one byte-counted transfer per node through the `Reporter`.
 
+pub mod hub_curl;
+
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -842,7 +844,7 @@ pub async fn resolve_on_head(
     match model {
         ModelSource::Hub { repo, revision, .. } => {
             let have_token = token.is_some();
-            let transport = super::hub_curl::CurlHub::new(head, token);
+            let transport = hub_curl::CurlHub::new(head, token);
             hub::resolve(&transport, endpoint, repo, revision, have_token)
                 .await
                 .map(Some)

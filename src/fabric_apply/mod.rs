@@ -19,6 +19,7 @@
 //! `render`: how a report is shown.
 
 mod command;
+pub mod perftest;
 mod render;
 
 pub use command::{

@@ -29,14 +29,9 @@ pub fn startup_of(job: &str, launched_at: &str, began: Instant, marks: &Marks) -
 pub fn save_startup(state_dir: &Path, s: &Startup) -> std::io::Result<()> {
     let job = crate::plan::JobName::new(s.job.as_str()).map_err(std::io::Error::other)?;
     let text = serde_json::to_string_pretty(s).map_err(std::io::Error::other)?;
-    crate::supervise::records::write_record(
-        state_dir,
-        &job,
-        "startup.json",
-        (text + "\n").as_bytes(),
-    )
-    .map(|_| ())
-    .map_err(std::io::Error::other)
+    crate::records::write_record(state_dir, &job, "startup.json", (text + "\n").as_bytes())
+        .map(|_| ())
+        .map_err(std::io::Error::other)
 }
 
 /// Removes `startup.json` of `job` (a new launch under that name: the old timings are not its).

@@ -20,13 +20,14 @@
 //!
 //! File effects only; decides nothing.
 
+pub mod startup;
+
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::machine::{Happened, Kind};
 use crate::input::{InputError, InputLimit};
 use crate::inventory::hosts::HostSpec;
 use crate::plan::JobName;
@@ -320,25 +321,56 @@ pub fn lock(state: &Path, job: &JobName) -> Result<SuperviseLock, RecordError> {
     }
 }
 
+/// An event's kind, as the event log spells it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EventKind {
+    /// The supervisor started watching.
+    Watching,
+    ProbeFailed,
+    /// Probes answer again before a wedge was named.
+    ProbeRecovered,
+    Wedge,
+    NotServing,
+    ContainerStopped,
+    EngineError,
+    Restart,
+    RestartFailed,
+    Ready,
+    GaveUp,
+    /// A rank's container was removed: the job is gone, supervising ends.
+    Gone,
+    /// The supervisor stopped (Ctrl-C); the job keeps running.
+    Stopped,
+    /// A node's `MemAvailable` fell below the floor: the job is stopped.
+    MemoryFloor,
+    /// Memory did not come back after the ranks stopped: the restarts end.
+    MemoryLeak,
+    /// A node stopped answering through its SSH connection, and connecting again failed.
+    ConnectionLost,
+    /// A node that did not answer answers again.
+    ConnectedAgain,
+}
+
 /// One line of the event log.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct JobEvent {
     /// RFC 3339, UTC, with milliseconds.
     pub at: String,
-    pub kind: Kind,
+    pub kind: EventKind,
     pub detail: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seconds: Option<f64>,
 }
 
 impl JobEvent {
-    /// `happened`, stamped with the time `now` (milliseconds since the epoch).
-    pub fn stamped(happened: Happened, now_ms: i64) -> JobEvent {
+    /// An event of `kind` at `now_ms` (milliseconds since the epoch).
+    pub fn at(now_ms: i64, kind: EventKind, detail: String, seconds: Option<f64>) -> JobEvent {
         JobEvent {
             at: rfc3339_ms(now_ms),
-            kind: happened.kind,
-            detail: happened.detail,
-            seconds: happened.seconds,
+            kind,
+            detail,
+            seconds,
         }
     }
 }
@@ -453,9 +485,9 @@ pub fn render_events(events: &[JobEvent]) -> String {
 /// that do.
 pub fn said(job: &JobName, e: &JobEvent) -> String {
     let lead = match e.kind {
-        Kind::ProbeFailed => "a probe failed: ",
-        Kind::EngineError => "an error line in a rank's log: ",
-        Kind::RestartFailed => "the restart failed: ",
+        EventKind::ProbeFailed => "a probe failed: ",
+        EventKind::EngineError => "an error line in a rank's log: ",
+        EventKind::RestartFailed => "the restart failed: ",
         _ => "",
     };
     format!("{job}: {lead}{}", e.detail)
@@ -510,7 +542,7 @@ impl crate::report::shown::Shown for EventsReport {
 }
 
 /// The kind as the log spells it (`probe_failed`).
-pub fn kind_name(kind: Kind) -> String {
+pub fn kind_name(kind: EventKind) -> String {
     serde_json::to_value(kind)
         .ok()
         .and_then(|v| v.as_str().map(str::to_string))
@@ -520,20 +552,20 @@ pub fn kind_name(kind: Kind) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::supervise::machine::Happened;
+    use EventKind as Kind;
 
     #[test]
     fn events_are_appended_one_json_line_each_and_read_back_last_first_cut() {
         let dir = tempfile::tempdir().unwrap();
         let job = JobName::new("demo").unwrap();
         let e = |kind, detail: &str, s| {
-            JobEvent::stamped(
-                Happened {
-                    kind,
-                    detail: detail.into(),
-                    seconds: s,
-                },
-                1_795_000_000_123,
-            )
+            Happened {
+                kind,
+                detail: detail.into(),
+                seconds: s,
+            }
+            .stamped(1_795_000_000_123)
         };
         append(dir.path(), &job, &[e(Kind::Wedge, "no token", None)]).unwrap();
         append(
@@ -570,7 +602,7 @@ mod tests {
     fn the_supervisor_says_each_event_on_stderr_without_doubled_words() {
         let job = JobName::new("sup").unwrap();
         let policy = crate::supervise::Policy::default();
-        let line = |h: Happened| said(&job, &JobEvent::stamped(h, 0));
+        let line = |h: Happened| said(&job, &h.stamped(0));
         assert_eq!(
             line(Happened::watching(&job, 2, &policy)),
             "sup: watching 2 rank(s) of sup: a token probe every 5 s (Ctrl-C stops supervising, not the job)"
@@ -611,7 +643,7 @@ mod tests {
         // A fresh state folder: the same.
         let fresh = tempfile::tempdir().unwrap();
         let state = fresh.path().join("state");
-        append(&state, &job, &[JobEvent::stamped(Happened::stopped(), 0)]).unwrap();
+        append(&state, &job, &[Happened::stopped().stamped(0)]).unwrap();
         assert_eq!(mode(&state.join("records")), 0o700);
         assert_eq!(mode(&state.join("records/demo")), 0o700);
         assert_eq!(mode(&events_path(&state, &job)), 0o600);
@@ -643,7 +675,7 @@ mod tests {
         append(
             dir.path(),
             &job,
-            &[JobEvent::stamped(Happened::stopped(), 1_795_000_000_123)],
+            &[Happened::stopped().stamped(1_795_000_000_123)],
         )
         .unwrap();
         let path = events_path(dir.path(), &job);
@@ -658,7 +690,7 @@ mod tests {
         append(
             dir.path(),
             &job,
-            &[JobEvent::stamped(Happened::stopped(), 1_795_000_000_456)],
+            &[Happened::stopped().stamped(1_795_000_000_456)],
         )
         .unwrap();
         let log = read_log(dir.path(), &job, None).unwrap();

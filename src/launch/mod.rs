@@ -13,20 +13,24 @@
 //! Ctrl-C (the `cancel` token) is looked at between the stages and by every phase; whatever
 //! started is cleaned up by the executor (unless `--keep`).
 
+pub mod job_ssh;
+pub mod lookup;
+pub mod serving;
+
 use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use tokio_util::sync::CancellationToken;
 
-use super::build::{BuildPlanFailure, BuiltImage, build_all};
-use super::context::ApplyOptions;
-use super::executor::{ApplyError, execute};
-use super::job_records;
-use super::lookup::{LookupError, lookups, nccl};
-use super::serving::{AttachError, attach_then_stop};
+use self::lookup::{LookupError, lookups, nccl};
+use self::serving::{AttachError, attach_then_stop};
+use crate::apply::context::ApplyOptions;
+use crate::apply::executor::{ApplyError, execute};
 use crate::derive::NodeInput;
+use crate::images::build::{BuildPlanFailure, BuiltImage, build_all};
 use crate::plan::JobPlan;
 use crate::progress::Reporter;
+use crate::records::startup as job_records;
 use crate::resolve::{self, Needs, Purpose, ResolveError, ResolvedCluster, Selection};
 use crate::runtime::Cluster;
 use crate::workload::job_ssh::JobSshKeys;
@@ -93,7 +97,7 @@ pub enum LaunchError {
     #[error(transparent)]
     Build(#[from] BuildPlanFailure),
     #[error(transparent)]
-    JobSsh(#[from] super::job_ssh::JobSshError),
+    JobSsh(#[from] job_ssh::JobSshError),
     #[error("the job ran but its driver left no output (capture {CAPTURE} missing)")]
     NoCapture,
     #[error("interrupted while {0}; nothing was started")]
@@ -196,7 +200,7 @@ async fn look_up(
         // can: a local folder that is here too, this machine's cache, or the Hub from here.
         if let Some(model) = l.request.model().filter(|_| l.request.needs_lookups()) {
             (none.shape, none.footprint) = tokio::select! {
-                s = super::lookup::model_from_here(model) => s,
+                s = lookup::model_from_here(model) => s,
                 _ = cancel.cancelled() => return Err(LaunchError::Interrupted("reading the model's config.json")),
             };
         }
@@ -215,7 +219,7 @@ async fn look_up(
         && let Some(ask) = &s.api_key
     {
         looked_up.api_key = Some(
-            super::api_key::resolve(ask, !l.dry_run)
+            crate::api_key::resolve(ask, !l.dry_run)
                 .map_err(|e| LaunchRefusal::Input(e.to_string()))?,
         );
     }
@@ -225,7 +229,7 @@ async fn look_up(
         looked_up.job_ssh = Some(if l.dry_run {
             JobSshKeys::placeholder()
         } else {
-            super::job_ssh::generate(job.as_str()).await?
+            job_ssh::generate(job.as_str()).await?
         });
     }
     Ok(looked_up)
@@ -330,8 +334,8 @@ async fn launch_on(
                 ));
             }
             // Kept for `supervise JOB` (and a supervisor started at boot): secrets as `<set>`.
-            if let Err(e) = crate::supervise::records::save_plan(&state, &serve).and_then(|_| {
-                crate::supervise::records::save_hosts(&state, &serve.job.job, &l.selection.hosts)
+            if let Err(e) = crate::records::save_plan(&state, &serve).and_then(|_| {
+                crate::records::save_hosts(&state, &serve.job.job, &l.selection.hosts)
             }) {
                 reporter.warn(&format!(
                     "the plan could not be kept for `spark-launch supervise {job}`: {e}"
@@ -341,10 +345,12 @@ async fn launch_on(
             let attached = if let Some(policy) = &l.supervise {
                 let key = serve.api_key.as_ref().map(|k| k.key.clone());
                 // Ended by Ctrl-C or a stop: the job was not stopped by us, as with `-d`.
-                super::supervise::watch(&runtime, &serve, key, policy, &state, reporter, cancel)
-                    .await
-                    .err()
-                    .map(|e| Err(AttachError::from(e)))
+                crate::supervise::run::watch(
+                    &runtime, &serve, key, policy, &state, reporter, cancel,
+                )
+                .await
+                .err()
+                .map(|e| Err(AttachError::from(e)))
             } else if l.detach {
                 None
             } else {

@@ -111,7 +111,7 @@ impl Shown for StatusReport {
             out.push_str(&format!(
                 "\nthe supervisor's last events (all: spark-launch logs {} --events):\n{}",
                 self.job.as_ref().map(|j| j.as_str()).unwrap_or_default(),
-                crate::supervise::records::render_events(&self.events)
+                crate::records::render_events(&self.events)
             ));
         }
         out

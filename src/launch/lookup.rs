@@ -20,7 +20,7 @@ use crate::runtime::shell::NodeShell;
 use crate::workload::launch::Lookups;
 use crate::workload::nccl_lib::{ImageAsk, NcclFrom, NcclReads};
 
-use super::stage;
+use crate::staging as stage;
 
 /// Why the lookups failed.
 #[derive(Debug, thiserror::Error)]
@@ -164,7 +164,7 @@ async fn from_hub(
     let token = stage::hf_token();
     let auth = token.is_some();
     let url = crate::model::hub::resolve_url(&stage::hf_endpoint(), repo, rev, file);
-    let transport = super::hub_curl::CurlHub::new(shell, token);
+    let transport = crate::staging::hub_curl::CurlHub::new(shell, token);
     match transport.get(&url, auth).await {
         Ok(a) if a.status == 200 => Ok(a.body),
         Ok(a) => Err(format!("{url} answered HTTP {}", a.status)),
@@ -397,7 +397,7 @@ pub async fn nccl(
             )
         })
         .collect();
-    let reads = super::nccl::lookups(cluster, &probes, from, concurrency).await;
+    let reads = crate::apply::nccl::lookups(cluster, &probes, from, concurrency).await;
     step.ok_with(&summary(&reads));
     reads
 }

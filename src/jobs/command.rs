@@ -75,7 +75,7 @@ pub struct StatusReport {
     /// `status JOB` of a serving job: the start-up timings of its last launch from here.
     pub startup: Option<crate::workload::startup::Startup>,
     /// `status JOB`: the supervisor's last events for the job (`supervise::records`).
-    pub events: Vec<crate::supervise::records::JobEvent>,
+    pub events: Vec<crate::records::JobEvent>,
 }
 
 /// What `logs` printed: whether every node could be asked.
@@ -208,20 +208,18 @@ pub async fn status(
     warn_failed(&found.failed, reporter);
     let startup = match &req.job {
         Some(j) if !rows.is_empty() => {
-            crate::apply::job_records::load_startup(&crate::bench::store::state_dir(), j.as_str())
+            crate::records::startup::load_startup(&crate::bench::store::state_dir(), j.as_str())
         }
         _ => None,
     };
     let events = match &req.job {
-        Some(job) => crate::supervise::records::read_events(
-            &crate::bench::store::state_dir(),
-            job,
-            Some(LAST_EVENTS),
-        )
-        .unwrap_or_else(|e| {
-            reporter.warn(&format!("the supervisor's events of {job}: {e}"));
-            Vec::new()
-        }),
+        Some(job) => {
+            crate::records::read_events(&crate::bench::store::state_dir(), job, Some(LAST_EVENTS))
+                .unwrap_or_else(|e| {
+                    reporter.warn(&format!("the supervisor's events of {job}: {e}"));
+                    Vec::new()
+                })
+        }
         None => Vec::new(),
     };
     Ok(StatusReport {
