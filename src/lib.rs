@@ -52,6 +52,7 @@ pub mod runtime;
 pub mod sim;
 pub mod ssh;
 pub mod staging;
+pub mod state;
 pub mod supervise;
 pub mod text;
 pub mod trust;

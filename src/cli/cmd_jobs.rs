@@ -193,7 +193,7 @@ pub async fn status(args: StatusArgs, ctx: &Context) -> CmdResult {
 /// `spark-launch logs JOB [--node N] [-f]`: the job's own output, printed as it is.
 pub async fn logs(args: LogsArgs, ctx: &Context) -> CmdResult {
     if args.events {
-        let state = crate::bench::store::state_dir();
+        let state = crate::state::state_dir();
         return show(&crate::records::EventsReport::read(&state, &args.job)?, ctx);
     }
     let request = LogsRequest {

@@ -65,7 +65,7 @@ fn kept(args: &UpArgs) -> Result<Option<(JobName, PathBuf)>, String> {
         Err(e @ FindError::Unknown { .. }) => e.to_string(),
         _ => return Ok(None),
     };
-    let state = crate::bench::store::state_dir();
+    let state = crate::state::state_dir();
     match JobName::new(&args.profile) {
         Ok(job) if records::plan_path(&state, &job).is_file() => Ok(Some((job, state))),
         Ok(job) => Err(format!(

@@ -207,14 +207,12 @@ pub async fn status(
         .collect();
     warn_failed(&found.failed, reporter);
     let startup = match &req.job {
-        Some(j) if !rows.is_empty() => {
-            crate::records::startup::load_startup(&crate::bench::store::state_dir(), j.as_str())
-        }
+        Some(j) if !rows.is_empty() => crate::records::load_startup(&crate::state::state_dir(), j),
         _ => None,
     };
     let events = match &req.job {
         Some(job) => {
-            crate::records::read_events(&crate::bench::store::state_dir(), job, Some(LAST_EVENTS))
+            crate::records::read_events(&crate::state::state_dir(), job, Some(LAST_EVENTS))
                 .unwrap_or_else(|e| {
                     reporter.warn(&format!("the supervisor's events of {job}: {e}"));
                     Vec::new()

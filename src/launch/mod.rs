@@ -25,12 +25,13 @@ use tokio_util::sync::CancellationToken;
 use self::lookup::{LookupError, lookups, nccl};
 use self::serving::{AttachError, attach_then_stop};
 use crate::apply::context::ApplyOptions;
+use crate::apply::context::Marks;
 use crate::apply::executor::{ApplyError, execute};
 use crate::derive::NodeInput;
 use crate::images::build::{BuildPlanFailure, BuiltImage, build_all};
 use crate::plan::JobPlan;
 use crate::progress::Reporter;
-use crate::records::startup as job_records;
+use crate::records;
 use crate::resolve::{self, Needs, Purpose, ResolveError, ResolvedCluster, Selection};
 use crate::runtime::Cluster;
 use crate::workload::job_ssh::JobSshKeys;
@@ -38,7 +39,7 @@ use crate::workload::launch::{LaunchPlan, LaunchRefusal, LaunchRequest, Lookups,
 use crate::workload::nccl_build::BuildPlan;
 use crate::workload::nccl_test::{CAPTURE, NcclTestPlan, NcclVerdict};
 use crate::workload::serve::ServePlan;
-use crate::workload::startup::Startup;
+use crate::workload::startup::{Startup, tenths};
 
 /// A launching command, as the CLI parsed it.
 #[derive(Clone, Debug)]
@@ -130,6 +131,25 @@ struct Began {
     stamp: String,
 }
 
+impl Began {
+    /// The timings of `job`'s launch from the stages its phases marked, in seconds since it
+    /// began (tenths).
+    fn startup(&self, job: &str, marks: &Marks) -> Startup {
+        let s = |t: Option<Instant>| {
+            t.map(|t| tenths(t.saturating_duration_since(self.at).as_millis()))
+        };
+        Startup {
+            job: job.to_string(),
+            launched_at: self.stamp.clone(),
+            containers_started_s: s(marks.containers_started),
+            port_open_s: s(marks.port_open),
+            http_ready_s: s(marks.http_ready),
+            first_token_s: s(marks.first_token),
+            token_after_ms: marks.token_after_ms,
+        }
+    }
+}
+
 /// Runs one launching command (see the module docs).
 pub async fn launch(
     l: &LaunchCommand,
@@ -139,7 +159,7 @@ pub async fn launch(
 ) -> Result<Launched, LaunchError> {
     let began = Began {
         at: Instant::now(),
-        stamp: crate::bench::measure::utc_stamp(
+        stamp: crate::clock::utc_stamp(
             SystemTime::now()
                 .duration_since(UNIX_EPOCH)
                 .map(|d| d.as_secs() as i64)
@@ -273,7 +293,7 @@ async fn launch_on(
     match planned.plan {
         LaunchPlan::Run(job) => {
             // Timings kept for a serving job of the same name are not this job's.
-            job_records::forget_startup(&crate::bench::store::state_dir(), job.job.as_str());
+            records::forget_startup(&crate::state::state_dir(), &job.job);
             execute(&job, &runtime, &l.options, reporter.clone(), cancel.clone()).await?;
             Ok(Launched::Started(job))
         }
@@ -315,9 +335,9 @@ async fn launch_on(
             })
         }
         LaunchPlan::Serve(serve) => {
-            let state = crate::bench::store::state_dir();
+            let state = crate::state::state_dir();
             let job = serve.job.job.to_string();
-            job_records::forget_startup(&state, &job);
+            records::forget_startup(&state, &serve.job.job);
             let applied = execute(
                 &serve.job,
                 &runtime,
@@ -326,12 +346,9 @@ async fn launch_on(
                 cancel.clone(),
             )
             .await?;
-            let startup = job_records::startup_of(&job, &began.stamp, began.at, &applied.marks);
-            if let Err(e) = job_records::save_startup(&state, &startup) {
-                reporter.warn(&format!(
-                    "cannot keep the start-up timings in {}: {e}",
-                    crate::workload::startup::record_path(&state, &job).display()
-                ));
+            let startup = began.startup(&job, &applied.marks);
+            if let Err(e) = records::save_startup(&state, &serve.job.job, &startup) {
+                reporter.warn(&format!("cannot keep the start-up timings: {e}"));
             }
             // Kept for `supervise JOB` (and a supervisor started at boot): secrets as `<set>`.
             if let Err(e) = crate::records::save_plan(&state, &serve).and_then(|_| {
@@ -371,5 +388,31 @@ async fn launch_on(
                 attached,
             })
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn start_up_timings_are_the_marked_stages_in_tenths_of_a_second_since_the_launch_began() {
+        let began = Began {
+            at: Instant::now(),
+            stamp: "2026-11-26T17:00:00Z".into(),
+        };
+        let marks = Marks {
+            containers_started: Some(began.at + Duration::from_millis(4_140)),
+            port_open: Some(began.at + Duration::from_millis(9_800)),
+            http_ready: Some(began.at + Duration::from_millis(12_000)),
+            first_token: None,
+            token_after_ms: None,
+        };
+        let s = began.startup("j", &marks);
+        assert_eq!(s.launched_at, "2026-11-26T17:00:00Z");
+        assert_eq!(s.containers_started_s, Some(4.1));
+        assert_eq!(s.http_ready_s, Some(12.0));
+        assert_eq!(s.first_token_s, None);
     }
 }

@@ -1,6 +1,6 @@
 //! What spark-launch keeps about a serving job on the machine that launched it, under
 //! `<state_dir>/records/<JOB>/` (`records/` and every job's folder 0700, every file 0600, none
-//! written through a link; `state_dir` as `bench::store::state_dir`). Every record is read as
+//! written through a link; `state_dir` as `crate::state::state_dir`). Every record is read as
 //! a user's file is (`input`: a regular file, with a cap), so a FIFO in its place cannot hang
 //! a command:
 //!
@@ -21,6 +21,8 @@
 //! File effects only; decides nothing.
 
 pub mod startup;
+
+pub use startup::{forget_startup, load_startup, save_startup, startup_path};
 
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
@@ -377,7 +379,7 @@ impl JobEvent {
 
 /// `2026-11-26T18:02:03.456Z`.
 pub fn rfc3339_ms(ms: i64) -> String {
-    let s = crate::bench::measure::utc_stamp(ms.div_euclid(1000));
+    let s = crate::clock::utc_stamp(ms.div_euclid(1000));
     format!("{}.{:03}Z", s.trim_end_matches('Z'), ms.rem_euclid(1000))
 }
 

@@ -38,7 +38,7 @@ pub struct SuperviseRequest {
     pub policy: Policy,
     /// Say what would be watched and how the group would restart; touch nothing.
     pub dry_run: bool,
-    /// Where the job's records are (`bench::store::state_dir()`).
+    /// Where the job's records are (`bench::crate::state::state_dir()`).
     pub state_dir: PathBuf,
 }
 
