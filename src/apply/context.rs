@@ -211,7 +211,7 @@ pub fn shell_for(handle: &NodeRuntime) -> Result<Arc<dyn NodeShell>, PhaseError>
     handle
         .target
         .shell()
-        .map_err(|e| PhaseError::Other(format!("{e}; serving needs a shell on every node")))
+        .map_err(|source| PhaseError::NoShell { source })
 }
 
 pub fn shell_error(e: ShellError) -> RuntimeError {

@@ -1,7 +1,7 @@
 //! `spark-launch doctor`: every known way a multi-node setup silently goes wrong, checked on
 //! every node, each problem with its fix.
 //!
-//! Flags and glue: one `apply::doctor::run` call (the nodes, the live observations, the
+//! Flags and glue: one `doctor::gather::run` call (the nodes, the live observations, the
 //! judgement of `doctor::run`; `--log FILE` adds the last-run analysers, and with only
 //! `--log` no machine is touched), its report rendered by `doctor::render`.
 

@@ -1,5 +1,5 @@
 //! `spark-launch run`, `status`, `logs` and `stop`: flags and glue. `run` is a launching
-//! command (`apply::launch`); the others are one `apply::jobs` call each, which finds any
+//! command (`launch`); the others are one `jobs` call each, which finds any
 //! job's work by its labels on the nodes, never touching containers spark-launch did not label.
 
 use std::collections::BTreeMap;

@@ -1,7 +1,7 @@
 //! `spark-launch export k8s JOB|PROFILE|RECIPE [--out DIR]`: the serving plan `up` would run
 //! (from the same profile or recipe, planned as `up --dry-run` plans it), or the plan a job
 //! started from this machine keeps, written as Kubernetes manifests (`k8s::export`) into a
-//! folder of files spark-launch owns (`apply::owned_files`, as `compose` writes). Flags and
+//! folder of files spark-launch owns (`owned_files`, as `compose` writes). Flags and
 //! glue.
 
 use std::path::PathBuf;

@@ -2,7 +2,7 @@
 //! need a node's password (asked once per node on the terminal, once for all with
 //! `--same-password`, or read from stdin with `--password-stdin`); after that everything runs
 //! in BatchMode. Prints what changed (or that nothing did) and the verified all-pairs matrix.
-//! Flags and glue: one `apply::trust::run` call, its outcome shown.
+//! Flags and glue: one `trust::run` call, its outcome shown.
 
 use super::args::NodeFlags;
 use super::{CmdResult, Context, coded, show};

@@ -1,5 +1,5 @@
 //! What every launching command shares once its flags are parsed into a
-//! `apply::launch::LaunchCommand`: one call into the library, then the result rendered — the plan
+//! `launch::LaunchCommand`: one call into the library, then the result rendered — the plan
 //! (`--dry-run`), the started job, the nccl-test verdict, the images built, the serving
 //! endpoint — and the outcome mapped to an exit code. Flags and rendering only.
 

@@ -74,7 +74,7 @@ pub struct StatusReport {
     pub failed: Vec<(NodeName, RuntimeError)>,
     /// `status JOB` of a serving job: the start-up timings of its last launch from here.
     pub startup: Option<crate::workload::startup::Startup>,
-    /// `status JOB`: the supervisor's last events for the job (`supervise::records`).
+    /// `status JOB`: the supervisor's last events for the job (`records`).
     pub events: Vec<crate::records::JobEvent>,
 }
 

@@ -16,7 +16,7 @@ use crate::model::script::quote;
 use crate::model::shape::{ModelShape, ShapeLookup};
 use crate::node::{NodeFailures, all_ok, for_each_node};
 use crate::progress::Reporter;
-use crate::runtime::shell::NodeShell;
+use crate::runtime::shell::{NodeShell, ShellError};
 use crate::workload::launch::Lookups;
 use crate::workload::nccl_lib::{ImageAsk, NcclFrom, NcclReads};
 
@@ -26,9 +26,20 @@ use crate::staging as stage;
 #[derive(Debug, thiserror::Error)]
 pub enum LookupError {
     #[error("cannot read $HOME: {0}")]
-    Homes(NodeFailures<String>),
+    Homes(NodeFailures<HomeError>),
     #[error(transparent)]
     Hub(#[from] HubError),
+}
+
+/// Why one node's `$HOME` could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum HomeError {
+    #[error("no shell")]
+    NoShell,
+    #[error(transparent)]
+    Shell(#[from] ShellError),
+    #[error("no absolute $HOME ({stderr})")]
+    NotAbsolute { stderr: String },
 }
 
 impl LookupError {
@@ -56,14 +67,13 @@ pub async fn lookups(
     let results = for_each_node(shells.iter().map(|s| s.node().clone()), 0, |name| {
         let shell = shells.iter().find(|s| *s.node() == name).cloned();
         async move {
-            let shell = shell.ok_or_else(|| "no shell".to_string())?;
-            let out = shell
-                .run("printf '%s' \"$HOME\"", Vec::new(), None)
-                .await
-                .map_err(|e| e.to_string())?;
+            let shell = shell.ok_or(HomeError::NoShell)?;
+            let out = shell.run("printf '%s' \"$HOME\"", Vec::new(), None).await?;
             let home = out.stdout.trim().to_string();
             if !out.success() || !home.starts_with('/') {
-                return Err(format!("no absolute $HOME ({})", out.stderr_tail().trim()));
+                return Err(HomeError::NotAbsolute {
+                    stderr: out.stderr_tail().trim().to_string(),
+                });
             }
             Ok(home)
         }

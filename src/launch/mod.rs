@@ -12,6 +12,13 @@
 //!
 //! Ctrl-C (the `cancel` token) is looked at between the stages and by every phase; whatever
 //! started is cleaned up by the executor (unless `--keep`).
+//!
+//! - [`lookup`]: the pre-plan lookups (each node's `$HOME`, the Hub from the head, each image's
+//!   NCCL), read-only, so a dry run on live nodes prints the plan a run executes.
+//! - [`job_ssh`]: the job's own SSH keys, for a job that runs `mpirun` between containers.
+//! - [`serving`]: staying attached to a serving job until Ctrl-C.
+//! - The executor (`crate::apply`) runs the plan; a serving job's plan, hosts and start-up
+//!   timings are kept through `crate::records`; `--supervise` hands over to `crate::supervise::run`.
 
 pub mod job_ssh;
 pub mod lookup;

@@ -1,5 +1,7 @@
-//! What spark-launch keeps about a serving job on the machine that launched it, under
-//! `<state_dir>/records/<JOB>/` (`records/` and every job's folder 0700, every file 0600, none
+//! What spark-launch keeps about a job on the machine that launched it, under
+//! `<state_dir>/records/<JOB>/`. This module is the one home of that folder: its layout, and
+//! every read and write of it (the launch, `status`, `logs --events`, the supervisor and
+//! `export` call it), so the rules below hold for every record (`records/` and every job's folder 0700, every file 0600, none
 //! written through a link; `state_dir` as `crate::state::state_dir`). Every record is read as
 //! a user's file is (`input`: a regular file, with a cap), so a FIFO in its place cannot hang
 //! a command:
@@ -17,6 +19,8 @@
 //!   `{"at": RFC 3339, "kind": "wedge", "detail": "...", "seconds": 12.5}` (`seconds` only
 //!   where a duration goes with the event). `status JOB` shows the last ones and
 //!   `logs JOB --events` all of them.
+//! - `startup.json`: the start-up timings of the job's last launch ([`startup`]).
+//! - `supervise.lock`: held by the job's one supervisor ([`lock`]).
 //!
 //! File effects only; decides nothing.
 

@@ -1,6 +1,6 @@
 //! EnsureImage: every node of the step holds the image, compared by content; a missing one gets it
 //! pushed (or the plan is refused with `--no-push`); an image no node has refuses the start
-//! (exit 2, `--image` as the other fix). The work is `apply::images`.
+//! (exit 2, `--image` as the other fix). The work is `images`.
 
 use futures::future::BoxFuture;
 
@@ -53,7 +53,7 @@ impl<'a> Phase<ApplyContext<'a>> for EnsureImage {
                         .map(|(n, e)| (n.clone(), RuntimeError::Other(e.to_string())))
                         .collect(),
                 })),
-                Err(e) => Err(PhaseError::Other(e.to_string())),
+                Err(e) => Err(PhaseError::Image(e)),
             }
         })
     }

@@ -1,4 +1,4 @@
-//! The supervisor's effects (its decisions and records are `crate::supervise`'s):
+//! The supervisor's effects (its decisions are `supervise::machine`'s, its records `crate::records`'):
 //! `spark-launch supervise JOB` as one call ([`supervise`]), and the loop every supervised job
 //! runs ([`watch`], also behind `--supervise` on the launching commands): ask the machine what
 //! to do, look (`watch`), restart the whole group (`restart`), record every event in the job's
