@@ -127,7 +127,7 @@ async fn with_footprint(options: &doctor::Options) -> doctor::Options {
         None => None,
     };
     if let Some(s) = source {
-        o.footprint = Some(crate::launch::lookup::model_from_here(&s).await.1);
+        o.footprint = Some(crate::staging::shape::model_from_here(&s).await.1);
     }
     o
 }

@@ -227,7 +227,7 @@ async fn look_up(
         // can: a local folder that is here too, this machine's cache, or the Hub from here.
         if let Some(model) = l.request.model().filter(|_| l.request.needs_lookups()) {
             (none.shape, none.footprint) = tokio::select! {
-                s = lookup::model_from_here(model) => s,
+                s = crate::staging::shape::model_from_here(model) => s,
                 _ = cancel.cancelled() => return Err(LaunchError::Interrupted("reading the model's config.json")),
             };
         }

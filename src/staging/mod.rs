@@ -16,6 +16,7 @@
 //! `model::script`. Progress: one byte-counted transfer per node through the `Reporter`.
 
 pub mod hub_curl;
+pub mod shape;
 
 use std::sync::Arc;
 use std::time::Instant;
