@@ -35,7 +35,7 @@ pub enum PhaseError {
     Hub(#[from] crate::model::hub::HubError),
     /// The image could not be made present on every node.
     #[error(transparent)]
-    Image(#[from] crate::images::EnsureError),
+    Image(Box<crate::images::EnsureError>),
     /// A node's runtime gives no shell (a phase that runs commands on every node needs one).
     #[error("{source}; serving needs a shell on every node")]
     NoShell { source: RuntimeError },

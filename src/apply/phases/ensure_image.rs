@@ -53,7 +53,7 @@ impl<'a> Phase<ApplyContext<'a>> for EnsureImage {
                         .map(|(n, e)| (n.clone(), RuntimeError::Other(e.to_string())))
                         .collect(),
                 })),
-                Err(e) => Err(PhaseError::Image(e)),
+                Err(e) => Err(PhaseError::Image(Box::new(e))),
             }
         })
     }
