@@ -5,16 +5,22 @@
 //!
 //! ```text
 //! discover ─► inventory ─► resolve ─► probe ─► derive ─► workload::launch ─► apply ─► report
-//!  (mDNS)    (cluster.yaml) (nodes)    (facts)  (env)    (the one plan)     (effects) (verdict)
+//!  (mDNS)    (cluster.yaml) (nodes)    (facts)  (env)    (the one plan)   (executor) (verdict)
 //! ```
 //!
 //! `probe` turns a machine (or a saved snapshot of one) into plain data; `derive`, `plan`,
 //! `workload`, `fabric`, `doctor`'s fact checks and `report`'s parsers are pure functions of
-//! that data. Only `discover`, `ssh`, `runtime`, `resolve` and `apply` touch the world, and
-//! `bench`'s client, sweep, job lookup and result files, and `sim`, which makes a simulated
-//! cluster on this machine. `cli` is flags and rendering: it
-//! parses into library types, calls the library once and renders the result.
+//! that data. `launch` is the pipeline of every launching command (resolve, look up, plan, run
+//! through `apply`, the executor, then the verdict or staying attached). Each other command's
+//! effects are a module of that command: `images` (push, ensure), `staging` and `pull` (model
+//! weights), `jobs` (status, logs, stop), `trust`, `fabric_apply`, `doctor::gather`,
+//! `supervise::run`. What spark-launch keeps on this machine is `records` (a job's
+//! `records/JOB/`), under `state`'s folder, with `api_key` and `owned_files` beside them. Only
+//! these, `discover`, `ssh`, `runtime`, `resolve`, `bench`'s client, sweep and result files,
+//! and `sim` (a simulated cluster on this machine) touch the world. `cli` is flags and
+//! rendering: it parses into library types, calls the library once and renders the result.
 
+pub mod api_key;
 pub mod apply;
 pub mod bench;
 pub mod check;
@@ -26,25 +32,35 @@ pub mod digest;
 pub mod discover;
 pub mod doctor;
 pub mod fabric;
+pub mod fabric_apply;
+pub mod images;
 pub mod input;
 pub mod inventory;
+pub mod jobs;
 pub mod k8s;
+pub mod launch;
 pub mod launch_file;
 pub mod libnccl;
 pub mod model;
 pub mod node;
+pub mod owned_files;
 pub mod plan;
 pub mod probe;
 pub mod profile;
 pub mod progress;
+pub mod pull;
 pub mod quote;
 pub mod recipe;
+pub mod records;
 pub mod report;
 pub mod resolve;
 pub mod runtime;
 pub mod sim;
 pub mod ssh;
+pub mod staging;
+pub mod state;
 pub mod supervise;
 pub mod text;
+pub mod trust;
 pub mod workload;
 pub mod yaml;

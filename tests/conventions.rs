@@ -59,9 +59,10 @@ fn the_pure_core_imports_no_effects() {
     // cabling, address plan, netplan text and node scripts as text), model (names, manifests,
     // scripts as text), profile, compose, k8s (manifests as text), bench's statistics,
     // requests and comparisons, and
-    // what a simulated cluster is (sim's plan and its rendering).
+    // what a simulated cluster is (sim's plan and its rendering), and how each command's report
+    // is shown.
     // They never touch the world (doctor's
-    // live observations are gathered by the CLI, judged here).
+    // live observations are gathered by `doctor/gather.rs`, judged by the rest of `doctor`).
     let pure = [
         "derive",
         "check",
@@ -84,6 +85,12 @@ fn the_pure_core_imports_no_effects() {
         "supervise/machine.rs",
         "sim/plan.rs",
         "sim/render.rs",
+        // Each command's renderer, next to the report it renders.
+        "images/render.rs",
+        "jobs/render.rs",
+        "pull/render.rs",
+        "trust/render.rs",
+        "fabric_apply/render.rs",
     ];
     let forbidden = [
         "tokio",
@@ -99,9 +106,14 @@ fn the_pure_core_imports_no_effects() {
         "crate::runtime",
         "crate::apply",
     ];
+    // Inside a pure folder, the one file that gathers from live nodes what the rest judges.
+    let gatherers = ["doctor/gather.rs"];
     let mut offenders = Vec::new();
     for dir in pure {
         for p in rust_files(&src().join(dir)) {
+            if gatherers.iter().any(|g| p.ends_with(g)) {
+                continue;
+            }
             let text = std::fs::read_to_string(&p).unwrap_or_default();
             // Unit tests may use anything.
             let body = text.split("#[cfg(test)]").next().unwrap_or("");
@@ -202,10 +214,12 @@ fn find(rel: &str, needle: &str) -> Vec<String> {
 }
 
 #[test]
-fn ssh_never_imports_apply_and_the_executor_and_serving_do_not_import_each_other() {
+fn ssh_never_imports_apply_and_the_executor_never_imports_what_runs_on_top_of_it() {
+    // The executor runs any plan: the launch pipeline and the supervisor call it, never the
+    // other way round.
     let mut offenders = find("ssh", "crate::apply");
-    offenders.extend(find("apply/executor.rs", "serving"));
-    offenders.extend(find("apply/serving.rs", "executor"));
+    offenders.extend(find("apply", "crate::launch"));
+    offenders.extend(find("apply", "crate::supervise"));
     offenders.extend(find("runtime", "crate::apply"));
     assert!(offenders.is_empty(), "import cycles: {offenders:#?}");
 }
@@ -571,4 +585,48 @@ fn no_two_top_level_modules_depend_on_each_other_even_through_others() {
     );
     // The walk sees the graph: the flow of DESIGN.md is there.
     assert!(graph["derive"].contains("probe") && graph["plan"].contains("model"));
+}
+
+#[test]
+fn the_executor_reaches_only_what_its_phases_need() {
+    // `apply` runs any plan: the runtime, the plan, the workload's readiness, images, model
+    // staging and the NCCL library are what its phases use. A command's effects belong in
+    // the module of that command, which calls the executor, never the other way round.
+    let graph = module_imports();
+    let allowed = [
+        "check", "digest", "images", "libnccl", "model", "node", "plan", "progress", "runtime",
+        "staging", "workload",
+    ];
+    let beyond: Vec<&String> = graph["apply"]
+        .iter()
+        .filter(|m| !allowed.contains(&m.as_str()))
+        .collect();
+    assert!(
+        beyond.is_empty(),
+        "apply imports {beyond:?}: move that effect to the module of its command"
+    );
+}
+
+#[test]
+fn a_jobs_records_folder_is_laid_out_in_one_module() {
+    // `records/<JOB>/` (plan, hosts, events, start-up timings, the supervisor's lock) is named
+    // and written only by `records`; everything else asks it for a path or a record.
+    let mut offenders = Vec::new();
+    for p in rust_files(&src()) {
+        let rel = p.strip_prefix(src()).unwrap_or(&p).to_path_buf();
+        if rel.starts_with("records") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&p).unwrap_or_default();
+        let body = text.split("#[cfg(test)]").next().unwrap_or("");
+        for line in code_lines(body) {
+            if line.contains("\"records\"") || line.contains("\"records/") {
+                offenders.push(format!("{}: {}", p.display(), line.trim()));
+            }
+        }
+    }
+    assert!(
+        offenders.is_empty(),
+        "use crate::records for records/JOB: {offenders:#?}"
+    );
 }

@@ -11,14 +11,14 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use hub_standin::{FakeRepo, HubStandin, tiny_repo};
-use spark_launch::apply::stage::{
-    HeadAccess, NodeStaged, StageError, StageNode, StageOptions, StageSpec, resolve_on_head, stage,
-};
 use spark_launch::model::ModelSource;
 use spark_launch::model::hub::HubError;
 use spark_launch::node::NodeName;
 use spark_launch::progress::{NullReporter, RecordingReporter};
 use spark_launch::runtime::shell::LocalShell;
+use spark_launch::staging::{
+    HeadAccess, NodeStaged, StageError, StageNode, StageOptions, StageSpec, resolve_on_head, stage,
+};
 
 struct Cluster {
     _dir: tempfile::TempDir,

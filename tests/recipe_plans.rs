@@ -263,7 +263,7 @@ fn a_kept_plan_holds_each_mod_file_s_digest_never_its_bytes() {
         "the dry run shows the mod's files"
     );
     let state = tempfile::tempdir().unwrap();
-    let kept_at = spark_launch::supervise::records::save_plan(state.path(), serve).unwrap();
+    let kept_at = spark_launch::records::save_plan(state.path(), serve).unwrap();
     let kept = std::fs::read_to_string(&kept_at).unwrap();
     assert!(
         !kept.contains("m.content"),
@@ -273,6 +273,6 @@ fn a_kept_plan_holds_each_mod_file_s_digest_never_its_bytes() {
     let digest = spark_launch::digest::sha256_hex(template.as_bytes());
     assert_eq!(kept.matches(&digest).count(), 2, "one per rank: {kept}");
     // The supervisor reads it back.
-    let back = spark_launch::supervise::records::load_plan(state.path(), &serve.job.job).unwrap();
+    let back = spark_launch::records::load_plan(state.path(), &serve.job.job).unwrap();
     assert_eq!(back.job.nodes.len(), 2);
 }

@@ -382,7 +382,7 @@ fn a_printed_plan_survives_a_json_round_trip_with_its_secrets_still_set() {
 /// the public halves too.
 #[tokio::test]
 async fn no_half_of_the_jobs_real_ssh_keys_appears_in_a_printed_plan() {
-    let keys = spark_launch::apply::job_ssh::generate("smoke")
+    let keys = spark_launch::launch::job_ssh::generate("smoke")
         .await
         .expect("ssh-keygen makes the job's keys");
     let plan = trtllm_plan(

@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use futures::StreamExt;
 
-use super::images::PushPolicy;
 use crate::apply::phase::PhaseError;
+use crate::images::PushPolicy;
 use crate::node::NodeName;
 use crate::node::fanout::{all_ok, for_each_node};
 use crate::plan::JobPlan;
@@ -211,7 +211,7 @@ pub fn shell_for(handle: &NodeRuntime) -> Result<Arc<dyn NodeShell>, PhaseError>
     handle
         .target
         .shell()
-        .map_err(|e| PhaseError::Other(format!("{e}; serving needs a shell on every node")))
+        .map_err(|source| PhaseError::NoShell { source })
 }
 
 pub fn shell_error(e: ShellError) -> RuntimeError {

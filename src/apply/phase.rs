@@ -27,6 +27,18 @@ pub enum PhaseError {
     /// The configuration is refused (a taken job name, a wrong-arch image): exit 2.
     #[error("{0}")]
     Refused(String),
+    /// Staging the model's files failed.
+    #[error(transparent)]
+    Stage(#[from] crate::staging::StageError),
+    /// The Hub did not answer what the model is (not a refusal: those are `Refused`).
+    #[error(transparent)]
+    Hub(#[from] crate::model::hub::HubError),
+    /// The image could not be made present on every node.
+    #[error(transparent)]
+    Image(Box<crate::images::EnsureError>),
+    /// A node's runtime gives no shell (a phase that runs commands on every node needs one).
+    #[error("{source}; serving needs a shell on every node")]
+    NoShell { source: RuntimeError },
     /// Anything else, already worded for the user.
     #[error("{0}")]
     Other(String),

@@ -226,28 +226,6 @@ pub fn summarize(concurrency: u32, samples: &[Sample]) -> LevelResult {
     }
 }
 
-/// Seconds since the epoch as `YYYY-MM-DDTHH:MM:SSZ` (UTC).
-pub fn utc_stamp(secs: i64) -> String {
-    let days = secs.div_euclid(86_400);
-    let rem = secs.rem_euclid(86_400);
-    // Civil from days (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        (rem % 3600) / 60,
-        rem % 60
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -337,12 +315,5 @@ mod tests {
         assert_eq!(requests_for(1, None), 8);
         assert_eq!(requests_for(32, None), 128);
         assert_eq!(requests_for(32, Some(10)), 10);
-    }
-
-    #[test]
-    fn utc_stamps_read_like_rfc_3339() {
-        assert_eq!(utc_stamp(0), "1970-01-01T00:00:00Z");
-        assert_eq!(utc_stamp(1_714_564_800), "2024-05-01T12:00:00Z");
-        assert_eq!(utc_stamp(951_827_696), "2000-02-29T12:34:56Z");
     }
 }

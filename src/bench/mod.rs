@@ -243,7 +243,7 @@ pub async fn run(
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default();
-    let started_at = measure::utc_stamp(now.as_secs() as i64);
+    let started_at = crate::clock::utc_stamp(now.as_secs() as i64);
     let opts = SweepOptions {
         model: model.clone(),
         api: req.api,
@@ -294,7 +294,7 @@ pub async fn run(
     };
     let saved = req.save_to.unwrap_or_else(|| {
         let label = job.unwrap_or_else(|| base.authority());
-        store::default_path(&store::state_dir(), &label, &report.started_at)
+        store::default_path(&crate::state::state_dir(), &label, &report.started_at)
     });
     store::save(&report, &saved)?;
     let comparison = earlier.as_ref().map(|e| compare::compare(e, &report));

@@ -1,7 +1,5 @@
 //! Result files: every run saved as JSON (0600, in a 0700 folder) under the state folder
-//! (`$SPARK_LAUNCH_STATE_DIR`, else `$XDG_STATE_HOME/spark-launch`, else
-//! `~/.local/state/spark-launch`, as the host runtime keeps its jobs), `bench/` inside; read
-//! back for `--compare`.
+//! (`crate::state::state_dir`), `bench/` inside; read back for `--compare`.
 
 use std::io::Write;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
@@ -9,19 +7,6 @@ use std::path::{Path, PathBuf};
 
 use super::BenchError;
 use super::measure::BenchReport;
-
-/// spark-launch's state folder.
-pub fn state_dir() -> PathBuf {
-    let env = |k: &str| {
-        std::env::var_os(k)
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from)
-    };
-    env("SPARK_LAUNCH_STATE_DIR")
-        .or_else(|| env("XDG_STATE_HOME").map(|d| d.join("spark-launch")))
-        .or_else(|| env("HOME").map(|h| h.join(".local/state/spark-launch")))
-        .unwrap_or_else(|| PathBuf::from(".spark-launch-state"))
-}
 
 /// `DIR/bench/LABEL-20261123T204158Z.json`; the label is the job's name, or the server's
 /// host and port.

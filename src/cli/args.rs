@@ -7,7 +7,8 @@
 use clap::{Args, ValueEnum};
 
 use super::Context;
-use crate::apply::{ApplyOptions, PushPolicy};
+use crate::apply::ApplyOptions;
+use crate::images::PushPolicy;
 use crate::inventory::HostSpec;
 use crate::node::NodeName;
 use crate::plan::secret::secret_env_name;

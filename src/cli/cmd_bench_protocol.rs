@@ -216,8 +216,7 @@ pub async fn run(args: &BenchArgs, ctx: &Context) -> CmdResult {
     let key = if args.url.is_some() {
         from_env.and_then(crate::plan::secret::Secret::new)
     } else {
-        crate::apply::api_key::key_for_job(from_env, &crate::apply::api_key::auto_key_file())
-            .invalid()?
+        crate::api_key::key_for_job(from_env, &crate::api_key::auto_key_file()).invalid()?
     };
     let request = |target| ProtocolRequest {
         target,

@@ -7,10 +7,10 @@ use std::path::PathBuf;
 use super::cmd_profiles::{default_profiles_dir, read_file};
 use super::cmd_serve::ServeFlags;
 use super::{CmdResult, Context, Invalid, Outcome, print_json, print_out};
-use crate::apply::launch::{Launched, launch};
-use crate::apply::owned_files::{self, OwnedFilesError};
 use crate::compose;
+use crate::launch::{Launched, launch};
 use crate::launch_file::{self, FileSource};
+use crate::owned_files::{self, OwnedFilesError};
 use crate::profile::SetArg;
 use crate::workload::launch::LaunchPlan;
 

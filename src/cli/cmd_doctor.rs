@@ -1,7 +1,7 @@
 //! `spark-launch doctor`: every known way a multi-node setup silently goes wrong, checked on
 //! every node, each problem with its fix.
 //!
-//! Flags and glue: one `apply::doctor::run` call (the nodes, the live observations, the
+//! Flags and glue: one `doctor::gather::run` call (the nodes, the live observations, the
 //! judgement of `doctor::run`; `--log FILE` adds the last-run analysers, and with only
 //! `--log` no machine is touched), its report rendered by `doctor::render`.
 
@@ -9,7 +9,7 @@ use std::path::PathBuf;
 
 use super::args::NodeFlags;
 use super::{CmdResult, Context, Outcome, coded, print_json, print_out};
-use crate::apply::doctor::{self as check, DoctorRequest};
+use crate::doctor::gather::{self as check, DoctorRequest};
 use crate::doctor::{self, CheckSelection, ModelRef, Options, PortScope, PortUse};
 
 #[derive(Debug, clap::Args)]

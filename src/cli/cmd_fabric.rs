@@ -1,14 +1,14 @@
 //! `spark-launch fabric plan|apply|rollback|test`: from a plugged cable to a verified RoCE
-//! fabric. Flags and glue: the flags become one `apply::fabric::FabricRequest`, the library
-//! does the rest (`apply::fabric::run`: reach the nodes, probe, plan, apply, verify, roll
+//! fabric. Flags and glue: the flags become one `fabric_apply::FabricRequest`, the library
+//! does the rest (`fabric_apply::run`: reach the nodes, probe, plan, apply, verify, roll
 //! back, measure) and its report is shown.
 
 use clap::Subcommand;
 
 use super::args::NodeFlags;
 use super::{CmdResult, Context, coded, print_json, show};
-use crate::apply::fabric::{self, FabricAction, FabricError, FabricPlanInput, FabricRequest};
 use crate::fabric::{AddressPool, DEFAULT_MTU, PlanError, PlanOptions};
+use crate::fabric_apply::{self, FabricAction, FabricError, FabricPlanInput, FabricRequest};
 use crate::probe::links::LinkArg;
 use crate::ssh::prompt::PasswordInput;
 
@@ -179,7 +179,7 @@ pub async fn run(args: FabricArgs, ctx: &Context) -> CmdResult {
         passwords: auth,
         action,
     };
-    match fabric::run(&request, &ctx.reporter).await {
+    match fabric_apply::run(&request, &ctx.reporter).await {
         Ok(report) => show(&report, ctx),
         Err(e) => {
             if ctx.json

@@ -1,10 +1,10 @@
 //! `spark-launch image push IMAGE [--to NODES]`: images on every node, compared by content,
 //! streamed only where missing, all target nodes at once with a progress bar each. Flags and
-//! glue: one `apply::images::push` call, its report shown.
+//! glue: one `images::push` call, its report shown.
 
 use super::args::{EngineFlags, NodeFlags};
 use super::{CmdResult, Context, coded, show};
-use crate::apply::images::{ImagePushRequest, push};
+use crate::images::{ImagePushRequest, push};
 use crate::node::NodeName;
 
 #[derive(Debug, clap::Args)]

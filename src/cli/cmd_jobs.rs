@@ -1,5 +1,5 @@
 //! `spark-launch run`, `status`, `logs` and `stop`: flags and glue. `run` is a launching
-//! command (`apply::launch`); the others are one `apply::jobs` call each, which finds any
+//! command (`launch`); the others are one `jobs` call each, which finds any
 //! job's work by its labels on the nodes, never touching containers spark-launch did not label.
 
 use std::collections::BTreeMap;
@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use super::args::{ContainerFlags, EngineFlags, LaunchFlags, NodeFlags, RuntimeFlag};
 use super::{CmdResult, Context, Outcome, coded, print_json, print_raw, show};
-use crate::apply::jobs::{self, LogsRequest, StatusRequest, StopRequest};
-use crate::apply::launch::LaunchCommand;
+use crate::jobs::{self, LogsRequest, StatusRequest, StopRequest};
+use crate::launch::LaunchCommand;
 use crate::node::NodeName;
 use crate::plan::JobName;
 use crate::plan::spec::{EnvVar, Mount};
@@ -193,11 +193,8 @@ pub async fn status(args: StatusArgs, ctx: &Context) -> CmdResult {
 /// `spark-launch logs JOB [--node N] [-f]`: the job's own output, printed as it is.
 pub async fn logs(args: LogsArgs, ctx: &Context) -> CmdResult {
     if args.events {
-        let state = crate::bench::store::state_dir();
-        return show(
-            &crate::supervise::records::EventsReport::read(&state, &args.job)?,
-            ctx,
-        );
+        let state = crate::state::state_dir();
+        return show(&crate::records::EventsReport::read(&state, &args.job)?, ctx);
     }
     let request = LogsRequest {
         selection: selection(&args.target, args.engines, ctx),

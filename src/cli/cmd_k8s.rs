@@ -1,20 +1,20 @@
 //! `spark-launch export k8s JOB|PROFILE|RECIPE [--out DIR]`: the serving plan `up` would run
 //! (from the same profile or recipe, planned as `up --dry-run` plans it), or the plan a job
 //! started from this machine keeps, written as Kubernetes manifests (`k8s::export`) into a
-//! folder of files spark-launch owns (`apply::owned_files`, as `compose` writes). Flags and
+//! folder of files spark-launch owns (`owned_files`, as `compose` writes). Flags and
 //! glue.
 
 use std::path::PathBuf;
 
 use super::cmd_profiles::{UpArgs, default_profiles_dir};
 use super::{CmdResult, Context, Invalid, Outcome, coded, print_json, print_out};
-use crate::apply::launch::{Launched, launch};
-use crate::apply::owned_files::{self, OwnedFilesError};
 use crate::k8s::{self, K8sOptions};
+use crate::launch::{Launched, launch};
+use crate::owned_files::{self, OwnedFilesError};
 use crate::plan::JobName;
 use crate::profile::files::{FindError, find};
 use crate::recipe::loader;
-use crate::supervise::records::{self, RecordError};
+use crate::records::{self, RecordError};
 use crate::workload::launch::LaunchPlan;
 use crate::workload::serve::ServePlan;
 
@@ -65,7 +65,7 @@ fn kept(args: &UpArgs) -> Result<Option<(JobName, PathBuf)>, String> {
         Err(e @ FindError::Unknown { .. }) => e.to_string(),
         _ => return Ok(None),
     };
-    let state = crate::bench::store::state_dir();
+    let state = crate::state::state_dir();
     match JobName::new(&args.profile) {
         Ok(job) if records::plan_path(&state, &job).is_file() => Ok(Some((job, state))),
         Ok(job) => Err(format!(

@@ -1,13 +1,13 @@
 //! `spark-launch model pull MODEL`: the weights on every node. The head downloads once from
 //! the Hub (or already has the folder); every other node copies from the head over the fast
 //! link, in parallel streams, resumable, keeping the Hugging Face cache layout. Flags and
-//! glue: one `apply::pull::run` call, its report shown.
+//! glue: one `pull::run` call, its report shown.
 
 use super::args::NodeFlags;
 use super::{CmdResult, Context, Invalid, coded, show};
-use crate::apply::pull::{PullCommand, run as pull};
 use crate::model::ModelSource;
 use crate::model::pull::PullRequest;
+use crate::pull::{PullCommand, run as pull};
 
 #[derive(Debug, clap::Args)]
 pub struct ModelCmdArgs {

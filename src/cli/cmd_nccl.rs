@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use super::args::{ContainerFlags, EngineFlags, LaunchFlags, NodeFlags, RuntimeFlag};
 use super::{CmdResult, Context};
-use crate::apply::launch::LaunchCommand;
+use crate::launch::LaunchCommand;
 use crate::plan::spec::EnvVar;
 use crate::plan::{JobName, RuntimeKind};
 use crate::workload::launch::{LaunchRequest, NcclTestRequest};
@@ -261,7 +261,7 @@ mod tests {
     use clap::Parser;
 
     use super::*;
-    use crate::apply::PushPolicy;
+    use crate::images::PushPolicy;
 
     #[derive(Parser)]
     struct T {

@@ -201,7 +201,7 @@ pub async fn list(args: ListArgs, ctx: &Context) -> CmdResult {
     // The models whose files are on this machine (a folder, the Hugging Face cache): their
     // memory plans; nothing is fetched.
     let footprints = match &caps {
-        Some(_) => crate::apply::lookup::footprints_here(
+        Some(_) => crate::staging::shape::footprints_here(
             all.iter().filter_map(|l| l.profile.model_source()),
         ),
         None => Default::default(),

@@ -6,7 +6,7 @@
 
 use super::args::{ContainerFlags, LaunchFlags, NodeFlags};
 use super::{CmdResult, Context, Invalid};
-use crate::apply::launch::LaunchCommand;
+use crate::launch::LaunchCommand;
 use crate::model::ModelSource;
 use crate::plan::JobName;
 use crate::plan::spec::EnvVar;

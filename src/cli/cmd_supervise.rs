@@ -5,10 +5,10 @@ use std::path::PathBuf;
 
 use super::args::NodeFlags;
 use super::{CmdResult, Context, coded, show};
-use crate::apply::supervise::{SuperviseRequest, supervise};
 use crate::plan::JobName;
 use crate::supervise::PolicyAsk;
 use crate::supervise::export::{ExportRequest, RunAs, export_systemd};
+use crate::supervise::run::{SuperviseRequest, supervise};
 use crate::workload::limits::parse_seconds;
 
 /// How the supervisor probes and restarts.
@@ -109,7 +109,7 @@ pub async fn run(args: SuperviseArgs, ctx: &Context) -> CmdResult {
         job: args.job,
         policy: args.policy.ask().policy(),
         dry_run: args.dry_run,
-        state_dir: crate::bench::store::state_dir(),
+        state_dir: crate::state::state_dir(),
     };
     match supervise(&req, &ctx.reporter, &ctx.cancel).await {
         Ok(done) => show(&done, ctx),
@@ -137,7 +137,7 @@ pub fn export(args: ExportArgs, ctx: &Context) -> CmdResult {
         force: a.force,
         binary: std::env::current_exe()?,
         cluster_file: ctx.cluster_file.clone(),
-        state_dir: crate::bench::store::state_dir(),
+        state_dir: crate::state::state_dir(),
         home: env("HOME").map(PathBuf::from).unwrap_or_default(),
         supervise_args: a.policy.ask().args(),
     };

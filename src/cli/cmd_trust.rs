@@ -2,12 +2,12 @@
 //! need a node's password (asked once per node on the terminal, once for all with
 //! `--same-password`, or read from stdin with `--password-stdin`); after that everything runs
 //! in BatchMode. Prints what changed (or that nothing did) and the verified all-pairs matrix.
-//! Flags and glue: one `apply::trust::run` call, its outcome shown.
+//! Flags and glue: one `trust::run` call, its outcome shown.
 
 use super::args::NodeFlags;
 use super::{CmdResult, Context, coded, show};
-use crate::apply::trust::{self, TrustRequest};
 use crate::ssh::prompt::PasswordInput;
+use crate::trust::{self, TrustRequest};
 
 #[derive(Debug, clap::Args)]
 pub struct TrustArgs {

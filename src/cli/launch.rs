@@ -1,12 +1,12 @@
 //! What every launching command shares once its flags are parsed into a
-//! `apply::launch::LaunchCommand`: one call into the library, then the result rendered — the plan
+//! `launch::LaunchCommand`: one call into the library, then the result rendered — the plan
 //! (`--dry-run`), the started job, the nccl-test verdict, the images built, the serving
 //! endpoint — and the outcome mapped to an exit code. Flags and rendering only.
 
 use std::path::PathBuf;
 
 use super::{CmdError, CmdResult, Context, Outcome, print_json, print_out, render};
-use crate::apply::launch::{LaunchCommand, LaunchError, Launched, launch};
+use crate::launch::{LaunchCommand, LaunchError, Launched, launch};
 use crate::plan::JobPlan;
 use crate::workload::launch::{LaunchRefusal, Planned};
 use crate::workload::nccl_test::NcclVerdict;

@@ -4,7 +4,8 @@
 //! Every check is a pure function of [`Inputs`]: the probe facts of every node, what `derive`
 //! made of them, the user's options and — for live checks — the observations gathered on the
 //! live nodes (`live::Observations`, made by running `live::script` on each node through the
-//! SSH layer). Nothing here touches the world: the CLI gathers, this module judges. A check that
+//! SSH layer). Only [`gather`] touches the world (it resolves the nodes and runs the script on
+//! them); the rest of this module judges what it gathered. A check that
 //! needs live observations on a `--snapshot` run is skipped, with the reason.
 //!
 //! Fabric rules are `derive`'s: the checks wrap its `Refusal` violations and build on its
@@ -14,6 +15,7 @@ pub mod cabling;
 pub mod check;
 pub mod cluster;
 pub mod fabric;
+pub mod gather;
 pub mod host;
 pub mod live;
 pub mod logs;

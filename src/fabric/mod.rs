@@ -3,7 +3,7 @@
 //!
 //! Pure: facts (and `--link`, `--pool`, `--mtu`) in, a [`FabricPlan`] out, or a [`FabricRefusal`]
 //! naming the cable to move. Nothing here touches a machine; the scripts a node runs to apply,
-//! verify or roll back are rendered as text by [`script`] and run by `apply::fabric`.
+//! verify or roll back are rendered as text by [`script`] and run by `fabric_apply`.
 //!
 //! The address rule is NVIDIA's current one: each twin of each cabled port gets its own
 //! subnet, one address per interface per subnet, the two ends of a cable share it (a ring: a

@@ -1,7 +1,7 @@
 //! What `fabric test` runs: perftest's `ib_write_bw` over every twin pair of the addressed
 //! fabric, cable by cable, both twins of a cable at once (one server per twin on one end, one
 //! client per twin on the other, as NVIDIA's benchmarking guide does), and what each twin pair
-//! may carry. Pure: facts in, a [`TestPlan`] and its two scripts out; `apply::perftest` runs
+//! may carry. Pure: facts in, a [`TestPlan`] and its two scripts out; `fabric_apply::perftest` runs
 //! them and `report::perftest` reads and judges the output.
 //!
 //! Cables run one after another: a Spark's two ports share one pair of PCIe links, so two

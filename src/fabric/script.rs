@@ -1,5 +1,5 @@
 //! What a node runs for `fabric apply`, `fabric rollback` and the verification, as POSIX shell
-//! text, and the readers of what those scripts print. Pure: `apply::fabric` runs them (as root,
+//! text, and the readers of what those scripts print. Pure: `fabric_apply` runs them (as root,
 //! through sudo where needed) and decides nothing either; the flow is:
 //!
 //! 1. [`stage`]: writes the new file into the state folder (`/var/lib/spark-launch/fabric`,

@@ -15,7 +15,7 @@
 //! guessed.
 //!
 //! Pure: text and listings in, figures or the reason they are not known out. Reading the files
-//! (here, from the head, from the Hub) is `apply::lookup`'s.
+//! (here, from the head, from the Hub) is `staging::shape`'s.
 
 use serde::Serialize;
 

@@ -3,7 +3,7 @@
 //! where a container sees it.
 //!
 //! Pure: parsing, naming and paths. Talking to the Hub happens behind [`hub::Hub`]; scanning
-//! and copying files on nodes happens in `apply::stage`, which runs the scripts of
+//! and copying files on nodes happens in `staging`, which runs the scripts of
 //! [`script`] and feeds their output to [`manifest`].
 //!
 //! The cache layout kept on every node is the one `huggingface_hub` writes, so that vLLM,

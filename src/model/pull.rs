@@ -1,6 +1,6 @@
 //! `model pull` as a plan: where the weights come from (the Hub, or a folder on the head), the
 //! route each worker's copy takes to the head over the fabric, and the cache folder on every
-//! node. Pure: `--dry-run` prints it; `apply::pull` carries it out.
+//! node. Pure: `--dry-run` prints it; `pull` carries it out.
 
 use serde::Serialize;
 

@@ -1,5 +1,5 @@
 //! The shell scripts that stage a model on a node, as plain strings, and the lines they read and
-//! print. The executor (`apply::stage`) runs them through a node's shell (locally, or over
+//! print. The executor (`staging`) runs them through a node's shell (locally, or over
 //! SSH); nothing here runs anything.
 //!
 //! They need bash, GNU coreutils (`dd` with byte offsets, `sha256sum`, `sha1sum`), GNU find,

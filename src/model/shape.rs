@@ -11,7 +11,7 @@
 //! `language_config`): the nested config is read when the top level lacks them.
 //!
 //! Pure: text in, a shape or a reason out. Reading the file (from the Hub or the head) is
-//! `apply::lookup`'s.
+//! `staging::shape`'s.
 
 use std::fmt;
 

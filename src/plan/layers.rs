@@ -21,7 +21,7 @@
 //!   trying each chain ID of the image finds the one that reproduces the v1 ID.
 //!
 //! An entry that is not recognised goes to every target: a wrong guess can only cost bytes,
-//! never a layer. The node's own check after the load (`apply::images`) proves the result.
+//! never a layer. The node's own check after the load (`images`) proves the result.
 
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -1,6 +1,6 @@
 //! Images on one engine: what an image is (by content), and streaming one out of an engine
 //! (`GET /images/{name}/get`) or into one (`POST /images/load`) without ever holding the whole
-//! image in memory or on disk. Fanning a push out to several nodes is `apply::images`' job.
+//! image in memory or on disk. Fanning a push out to several nodes is `images`' job.
 //!
 //! ## Why a content key and not the image ID
 //!

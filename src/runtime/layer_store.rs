@@ -25,7 +25,7 @@
 //! stream this machine's file), so a path through a link is refused too. Anything else (the
 //! containerd image store, an engine on another machine, no permission) is an
 //! [`LayerStoreError`] and the caller exports through the engine as before. The receiving
-//! engine checks each layer's digest on load, and `apply::images` checks the loaded image's
+//! engine checks each layer's digest on load, and `images` checks the loaded image's
 //! content, so a wrong byte can only fail a push, never land.
 //!
 //! The archive: `blobs/sha256/<hex>` entries for the config and each wanted layer, and a
@@ -678,7 +678,7 @@ mod tests {
 
     #[test]
     fn a_layer_that_reaches_outside_through_a_link_is_not_read_so_the_push_exports_instead() {
-        // `apply::images::read_source` exports through the engine whenever `archive` errs: the
+        // `images::read_source` exports through the engine whenever `archive` errs: the
         // refusal has to come here, before the first byte, not from the receiving engine.
         let (root, image, layer) = store();
         let mut features = crate::runtime::features::sample(&[], &[]);

@@ -19,11 +19,11 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use super::records::{self, RecordError};
 use super::unit::{UnitError, UnitNodes, UnitOptions, UnitScope, unit, unit_dir};
 use crate::inventory::HostSpec;
 use crate::node::NodeName;
 use crate::plan::JobName;
+use crate::records::{self, RecordError};
 use crate::report::shown::Shown;
 
 /// `export systemd JOB`, as the CLI parsed it.

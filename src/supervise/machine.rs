@@ -37,6 +37,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::node::NodeName;
+use crate::records::{EventKind as Kind, JobEvent};
 
 /// How the supervisor probes and restarts.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -248,37 +249,6 @@ pub enum Move {
     StopJob { reason: String },
 }
 
-/// An event's kind, as the event log spells it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Kind {
-    /// The supervisor started watching.
-    Watching,
-    ProbeFailed,
-    /// Probes answer again before a wedge was named.
-    ProbeRecovered,
-    Wedge,
-    NotServing,
-    ContainerStopped,
-    EngineError,
-    Restart,
-    RestartFailed,
-    Ready,
-    GaveUp,
-    /// A rank's container was removed: the job is gone, supervising ends.
-    Gone,
-    /// The supervisor stopped (Ctrl-C); the job keeps running.
-    Stopped,
-    /// A node's `MemAvailable` fell below the floor: the job is stopped.
-    MemoryFloor,
-    /// Memory did not come back after the ranks stopped: the restarts end.
-    MemoryLeak,
-    /// A node stopped answering through its SSH connection, and connecting again failed.
-    ConnectionLost,
-    /// A node that did not answer answers again.
-    ConnectedAgain,
-}
-
 /// Something to record in the job's event log (the caller stamps the time).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Happened {
@@ -289,6 +259,12 @@ pub struct Happened {
 }
 
 impl Happened {
+    /// This event as the log keeps it, stamped with the time `now_ms` (milliseconds since the
+    /// epoch).
+    pub fn stamped(self, now_ms: i64) -> JobEvent {
+        JobEvent::at(now_ms, self.kind, self.detail, self.seconds)
+    }
+
     /// The first event of a supervisor: what it watches, how often.
     pub fn watching(job: &crate::plan::JobName, ranks: usize, policy: &Policy) -> Happened {
         Happened {

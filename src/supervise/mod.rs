@@ -5,10 +5,9 @@
 //!
 //! - [`machine`]: the decisions, pure (what was seen and the time in; look, restart, wait or
 //!   give up out; events to record), tested with a fake clock.
-//! - [`records`]: the plan kept at launch and the event log, under
-//!   `<state_dir>/records/<JOB>/`.
 //! - [`export`]: `export systemd JOB`, the unit written where systemd reads it.
-//! - The effects live in `apply::supervise`: `supervise JOB` and the loop that ties the
+//! - The plan kept at launch and the event log are `crate::records`' (`records/<JOB>/`).
+//! - [`run`]: the effects, `supervise JOB` and the loop that ties the
 //!   machine to the looks (each rank's container: exit, OOM kill, first error line; the token
 //!   probe on the head and `/health`; error lines in the ranks' logs) and to the restart (stop
 //!   every rank, start them again in the plan's order, wait ready).
@@ -35,7 +34,7 @@
 
 pub mod export;
 pub mod machine;
-pub mod records;
+pub mod run;
 pub mod unit;
 
 pub use machine::{Policy, PolicyAsk};

@@ -4,7 +4,7 @@
 //! - `all` (the default) listens on every interface of the head, `fabric` on the head's
 //!   control-plane address on the cluster's fabric (derive's choice), `ADDR` on an address the
 //!   head's facts list (or loopback); anything else is refused before anything starts.
-//! - The key is resolved before planning (`apply::api_key`: `auto` is generated once and kept in
+//! - The key is resolved before planning (`api_key`: `auto` is generated once and kept in
 //!   a 0600 file in the config folder) and reaches the engine where its seam says
 //!   (`engines::ApiKeySupport`: vLLM's `VLLM_API_KEY` in the head's environment), never on a
 //!   command line; every plan printout shows `<set>`. An engine that cannot enforce a key

@@ -1,5 +1,5 @@
 //! A job's own SSH identity for MPI between containers (`trtllm`, `nccl-test` in containers):
-//! one client key pair and one host key pair, generated for each launch (`apply::job_ssh`),
+//! one client key pair and one host key pair, generated for each launch (`launch::job_ssh`),
 //! never the user's `~/.ssh` or the node's `/etc/ssh`. This module says what goes where:
 //!
 //! - the public halves travel in the environment (`SL_JOB_SSH_PUBKEY`: the one key sshd

@@ -5,7 +5,7 @@
 //! [`LaunchPlan`] that `--dry-run` prints and the executor runs.
 //!
 //! Pure: no network, no Docker, no files. The effects (resolving nodes, the lookups, running
-//! the plan) are `apply::launch`'s.
+//! the plan) are `launch`'s.
 
 use std::collections::BTreeMap;
 

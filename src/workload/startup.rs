@@ -1,11 +1,9 @@
 //! How long a serving job took to start, stage by stage, in seconds since the launch began:
 //! its containers started, its port answered, its API was ready (`/health` 200 and the model
 //! listed), its first streamed token came back. Printed after `ready`, in `--json`, and kept in
-//! `<state_dir>/records/<JOB>/startup.json` for `status JOB` ([`record_path`]).
+//! `records/<JOB>/startup.json` for `status JOB` (`crate::records::startup`).
 //!
-//! Pure: the type, its text and where it is kept; the apply layer measures and writes it.
-
-use std::path::{Path, PathBuf};
+//! Pure: the type and its text; the launch measures it and `records` keeps it.
 
 use serde::{Deserialize, Serialize};
 
@@ -48,16 +46,6 @@ impl Startup {
     }
 }
 
-/// `<state_dir>/records/<JOB>`: what spark-launch keeps about a job on this machine.
-pub fn record_dir(state_dir: &Path, job: &str) -> PathBuf {
-    state_dir.join("records").join(job)
-}
-
-/// `<state_dir>/records/<JOB>/startup.json`.
-pub fn record_path(state_dir: &Path, job: &str) -> PathBuf {
-    record_dir(state_dir, job).join("startup.json")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -76,10 +64,6 @@ mod tests {
         assert_eq!(
             s.text(),
             "start-up: containers started 4.1s · port open 9.8s · HTTP ready 12.0s · first token not recorded (since the launch began)"
-        );
-        assert_eq!(
-            record_path(Path::new("/s"), "j"),
-            PathBuf::from("/s/records/j/startup.json")
         );
     }
 }

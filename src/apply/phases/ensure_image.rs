@@ -1,12 +1,12 @@
 //! EnsureImage: every node of the step holds the image, compared by content; a missing one gets it
 //! pushed (or the plan is refused with `--no-push`); an image no node has refuses the start
-//! (exit 2, `--image` as the other fix). The work is `apply::images`.
+//! (exit 2, `--image` as the other fix). The work is `images`.
 
 use futures::future::BoxFuture;
 
 use crate::apply::context::ApplyContext;
-use crate::apply::images::{EnsureError, PushError, ensure_image};
 use crate::apply::phase::{Phase, PhaseError};
+use crate::images::{EnsureError, PushError, ensure_image};
 use crate::node::fanout::NodeFailures;
 use crate::plan::{EnsureImage, RuntimeKind, StepPayload};
 use crate::runtime::RuntimeError;
@@ -53,7 +53,7 @@ impl<'a> Phase<ApplyContext<'a>> for EnsureImage {
                         .map(|(n, e)| (n.clone(), RuntimeError::Other(e.to_string())))
                         .collect(),
                 })),
-                Err(e) => Err(PhaseError::Other(e.to_string())),
+                Err(e) => Err(PhaseError::Image(Box::new(e))),
             }
         })
     }

@@ -1,15 +1,15 @@
-//! StageModel: the weights on every node before anything starts (the work is `apply::stage`); with
+//! StageModel: the weights on every node before anything starts (the work is `staging`); with
 //! `copy` false (`--no-stage`), only the check that they are there.
 
 use futures::future::BoxFuture;
 
 use crate::apply::context::{ApplyContext, shell_error, shell_for};
 use crate::apply::phase::{Phase, PhaseError};
-use crate::apply::stage::{self, StageNode, StageOptions, StageSpec};
 use crate::model::CONTAINER_HF_HOME;
 use crate::model::hub::HubError;
 use crate::node::NodeName;
 use crate::plan::{Launch, StageModel, StepPayload};
+use crate::staging::{self as stage, StageNode, StageOptions, StageSpec};
 
 /// The node's Hugging Face cache: the source of the mount the plan puts at `HF_HOME`.
 pub fn hf_home_of(ctx: &ApplyContext<'_>, node: &NodeName) -> Option<String> {
@@ -53,7 +53,7 @@ impl<'a> Phase<ApplyContext<'a>> for StageModel {
             }
             let run = stage::stage(&spec, ctx.reporter.clone());
             let reports = tokio::select! {
-                r = run => r.map_err(|e| PhaseError::Other(e.to_string()))?,
+                r = run => r?,
                 _ = ctx.cancel.cancelled() => return Err(PhaseError::Cancelled),
             };
             let moved: u64 = reports.iter().map(|r| r.fetched_bytes).sum();
@@ -147,7 +147,7 @@ async fn spec_of(
             | HubError::NotFound { .. }
             | HubError::NoRevision { .. }),
         ) => return Err(PhaseError::Refused(e.to_string())),
-        Err(e) => return Err(PhaseError::Other(e.to_string())),
+        Err(e) => return Err(PhaseError::Hub(e)),
     };
     let addr = control_addr(ctx, head).unwrap_or_else(|| head.to_string());
     let head_node = nodes.remove(0);
@@ -182,7 +182,7 @@ async fn check_only(
     spec: &StageSpec,
 ) -> Result<Option<String>, PhaseError> {
     let lacks = tokio::select! {
-        r = stage::verify(spec) => r.map_err(|e| PhaseError::Other(e.to_string()))?,
+        r = stage::verify(spec) => r?,
         _ = ctx.cancel.cancelled() => return Err(PhaseError::Cancelled),
     };
     let short: Vec<String> = lacks

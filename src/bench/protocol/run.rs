@@ -286,7 +286,7 @@ pub async fn session(
     reporter: std::sync::Arc<dyn Reporter>,
     cancel: CancellationToken,
 ) -> Result<super::ProtocolOutcome, BenchError> {
-    use crate::bench::{Target, locate, measure, store};
+    use crate::bench::{Target, locate, store};
     let mut problems = match &req.lil {
         Some(o) => o.problems(),
         None => req.options.problems(),
@@ -349,7 +349,7 @@ pub async fn session(
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default();
-    let started_at = measure::utc_stamp(now.as_secs() as i64);
+    let started_at = crate::clock::utc_stamp(now.as_secs() as i64);
     if let Some(opts) = &req.lil {
         let m = lil(
             &client,
@@ -438,7 +438,7 @@ pub async fn session(
     let saved = req.save_to.unwrap_or_else(|| {
         let label = job.unwrap_or_else(|| base.authority());
         store::default_path(
-            &store::state_dir(),
+            &crate::state::state_dir(),
             &format!("{label}-{}", report.protocol.name()),
             &report.started_at,
         )
@@ -737,7 +737,7 @@ fn lil_files(
     };
     let saved = h.save_to.unwrap_or_else(|| {
         store::default_path(
-            &store::state_dir(),
+            &crate::state::state_dir(),
             &format!("{}-{}", h.label, report.protocol.name()),
             &report.started_at,
         )

@@ -4,7 +4,7 @@
 //! host keys in spark-launch's own known-hosts file; then `hostname` is run from every node to
 //! every other node. No private key ever leaves its node.
 //!
-//! The caller connects the pool (first contact may use a password, see `apply::trust`);
+//! The caller connects the pool (first contact may use a password, see `trust`);
 //! [`establish`] then reads every node, plans (`plan`, pure), writes only what is missing, and
 //! verifies. A node that fails at any step is reported with its reason and left out of the
 //! following steps; the others carry on.

@@ -16,9 +16,10 @@
 //! 5. verify every link end (address up, route, don't-fragment ping at the MTU).
 //!
 //! `command`: each `fabric` command as one call ([`run`]: request in, [`FabricReport`] out);
-//! `render`: how a report is shown.
+//! `render`: how a report is shown; [`perftest`]: `fabric test`'s `ib_write_bw` runs.
 
 mod command;
+pub mod perftest;
 mod render;
 
 pub use command::{

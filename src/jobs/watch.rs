@@ -273,7 +273,7 @@ pub async fn sample(cluster: &Cluster, job: Option<&JobName>) -> LiveSample {
     })
     .await;
     let mut s = LiveSample {
-        at: crate::bench::measure::utc_stamp(
+        at: crate::clock::utc_stamp(
             SystemTime::now()
                 .duration_since(UNIX_EPOCH)
                 .map(|d| d.as_secs() as i64)
@@ -301,9 +301,7 @@ pub async fn sample(cluster: &Cluster, job: Option<&JobName>) -> LiveSample {
         }
     }
     if let Some(j) = job {
-        let path =
-            crate::workload::startup::record_dir(&crate::bench::store::state_dir(), j.as_str())
-                .join("events.jsonl");
+        let path = crate::records::events_path(&crate::state::state_dir(), j);
         // Read as a log is (a bad byte spoils its line, never the rest; a FIFO is refused).
         if let Ok(text) = crate::input::read_text(&path, crate::input::LOG) {
             s.events = live::last_events(&text, EVENTS);

@@ -1,4 +1,4 @@
-//! The supervisor's effects (its decisions and records are `crate::supervise`'s):
+//! The supervisor's effects (its decisions are `supervise::machine`'s, its records `crate::records`'):
 //! `spark-launch supervise JOB` as one call ([`supervise`]), and the loop every supervised job
 //! runs ([`watch`], also behind `--supervise` on the launching commands): ask the machine what
 //! to do, look (`watch`), restart the whole group (`restart`), record every event in the job's
@@ -22,11 +22,11 @@ use crate::node::NodeName;
 use crate::plan::JobName;
 use crate::plan::secret::Secret;
 use crate::progress::Reporter;
+use crate::records::{self, JobEvent, RecordError};
 use crate::report::shown::{Ending, Shown};
 use crate::resolve::{self, Needs, Purpose, ResolveError, Selection};
 use crate::runtime::{Cluster, RuntimeError};
 use crate::supervise::machine::{Happened, Move, Policy, Seen, Supervisor};
-use crate::supervise::records::{self, JobEvent, RecordError};
 use crate::workload::endpoint::{ApiKeyAsk, CLIENT_KEY_VAR};
 use crate::workload::serve::ServePlan;
 
@@ -38,7 +38,7 @@ pub struct SuperviseRequest {
     pub policy: Policy,
     /// Say what would be watched and how the group would restart; touch nothing.
     pub dry_run: bool,
-    /// Where the job's records are (`bench::store::state_dir()`).
+    /// Where the job's records are (`bench::crate::state::state_dir()`).
     pub state_dir: PathBuf,
 }
 
@@ -219,7 +219,7 @@ pub fn key_of(plan: &ServePlan) -> Result<Option<Secret>, SuperviseError> {
         return Ok(None);
     };
     if let Some(file) = &k.file {
-        return crate::apply::api_key::resolve(&ApiKeyAsk::File(file.clone()), false)
+        return crate::api_key::resolve(&ApiKeyAsk::File(file.clone()), false)
             .map(|k| Some(k.key))
             .map_err(|e| SuperviseError::Key(e.to_string()));
     }
@@ -305,7 +305,7 @@ pub async fn watch(
     let record = |happened: Vec<Happened>| -> Result<(), SuperviseError> {
         let events: Vec<JobEvent> = happened
             .into_iter()
-            .map(|h| JobEvent::stamped(h, records::now_ms()))
+            .map(|h| h.stamped(records::now_ms()))
             .collect();
         for e in &events {
             reporter.warn(&records::said(&job, e));

@@ -1,116 +1,17 @@
-//! The pre-plan step: what a plan needs from live nodes before it can be made, looked up once
-//! (everything is checked before the first effect). Each node's `$HOME` (where its
-//! Hugging Face cache is) and, for a Hub model, the Hub's answer from the head
-//! (the commit of the revision and its files; a gated model without a token stops here, before
-//! anything starts), and the NCCL each node's image loads (`apply::nccl`: once per image
-//! digest, cached; with `--nccl-from`, its library too). Read-only (the NCCL is read in a
-//! container that is created, never started, and removed): a dry run on live nodes does it too,
-//! so the plan it prints is the plan a run executes.
+//! What a model is, read where its files are: its shape (for the tp/pp check) and footprint
+//! (for the memory plan) from its `config.json` and the size of its weights — on the head
+//! (a local folder there, or the Hub asked from the head with [`super::hub_curl`]), or on this
+//! machine (a local folder, the Hugging Face cache, else the Hub) for a dry run on snapshots,
+//! `doctor` and `profiles`. Read-only: nothing is downloaded but two small files.
 
 use std::sync::Arc;
 
 use crate::model::ModelSource;
 use crate::model::footprint::{Footprint, INDEX, Known, KvLayout, WeightsSize};
-use crate::model::hub::{HubError, HubTransport};
+use crate::model::hub::HubTransport;
 use crate::model::script::quote;
 use crate::model::shape::{ModelShape, ShapeLookup};
-use crate::node::{NodeFailures, all_ok, for_each_node};
-use crate::progress::Reporter;
 use crate::runtime::shell::NodeShell;
-use crate::workload::launch::Lookups;
-use crate::workload::nccl_lib::{ImageAsk, NcclFrom, NcclReads};
-
-use super::stage;
-
-/// Why the lookups failed.
-#[derive(Debug, thiserror::Error)]
-pub enum LookupError {
-    #[error("cannot read $HOME: {0}")]
-    Homes(NodeFailures<String>),
-    #[error(transparent)]
-    Hub(#[from] HubError),
-}
-
-impl LookupError {
-    /// The user's to fix (a gated or missing model, a revision that does not exist): exit 2.
-    pub fn is_refusal(&self) -> bool {
-        matches!(
-            self,
-            LookupError::Hub(
-                HubError::GatedNoToken { .. }
-                    | HubError::NoAccess { .. }
-                    | HubError::NotFound { .. }
-                    | HubError::NoRevision { .. }
-            )
-        )
-    }
-}
-
-/// Looks up every node's `$HOME` and, for a Hub model, the Hub's answer through the head
-/// (`shells[0]`).
-pub async fn lookups(
-    shells: &[Arc<dyn NodeShell>],
-    model: Option<&ModelSource>,
-    reporter: &Arc<dyn Reporter>,
-) -> Result<Lookups, LookupError> {
-    let results = for_each_node(shells.iter().map(|s| s.node().clone()), 0, |name| {
-        let shell = shells.iter().find(|s| *s.node() == name).cloned();
-        async move {
-            let shell = shell.ok_or_else(|| "no shell".to_string())?;
-            let out = shell
-                .run("printf '%s' \"$HOME\"", Vec::new(), None)
-                .await
-                .map_err(|e| e.to_string())?;
-            let home = out.stdout.trim().to_string();
-            if !out.success() || !home.starts_with('/') {
-                return Err(format!("no absolute $HOME ({})", out.stderr_tail().trim()));
-            }
-            Ok(home)
-        }
-    })
-    .await;
-    let homes = all_ok(results).map_err(LookupError::Homes)?;
-    let mut found = Lookups {
-        homes: homes.into_iter().collect(),
-        ..Lookups::default()
-    };
-    let (Some(model), Some(head)) = (model, shells.first()) else {
-        return Ok(found);
-    };
-    if let ModelSource::Local { path } = model {
-        let (shape, footprint) = model_on_head(head.as_ref(), path).await;
-        found.shape = shape;
-        found.footprint = footprint;
-        return Ok(found);
-    }
-    let step = reporter.step(&format!("Resolve {model}"));
-    let resolved = stage::resolve_on_head(
-        head.clone(),
-        &stage::hf_endpoint(),
-        model,
-        stage::hf_token(),
-    )
-    .await?;
-    if let Some(r) = &resolved {
-        step.ok_with(&format!(
-            "commit {}, {}",
-            r.commit.chars().take(12).collect::<String>(),
-            crate::progress::human_bytes(r.total_bytes())
-        ));
-    } else {
-        step.ok();
-    }
-    if let (Some(r), ModelSource::Hub { repo, .. }) = (&resolved, model) {
-        let config = config_from_hub(head.clone(), repo, &r.commit).await;
-        let weights = WeightsSize::from_files(
-            r.files.iter().map(|f| (f.path.as_str(), f.size)),
-            "the Hub's listing",
-        );
-        (found.shape, found.footprint) = understood(config, weights.into());
-    }
-    found.model = resolved;
-    Ok(found)
-}
 
 /// The most of a `config.json` read: real ones are a few KB.
 const CONFIG_MAX: u64 = 4 << 20;
@@ -131,7 +32,7 @@ const INDEX_LIMIT: crate::input::InputLimit = crate::input::InputLimit {
 
 /// The shape (for the tp/pp check) and the footprint (for the memory plan) from the text of
 /// `config.json`, or why it could not be read; the weights as found.
-fn understood(
+pub fn understood(
     config: Result<String, String>,
     weights: Known<WeightsSize>,
 ) -> (ShapeLookup, Footprint) {
@@ -161,9 +62,9 @@ async fn from_hub(
     rev: &str,
     file: &str,
 ) -> Result<String, String> {
-    let token = stage::hf_token();
+    let token = super::hf_token();
     let auth = token.is_some();
-    let url = crate::model::hub::resolve_url(&stage::hf_endpoint(), repo, rev, file);
+    let url = crate::model::hub::resolve_url(&super::hf_endpoint(), repo, rev, file);
     let transport = super::hub_curl::CurlHub::new(shell, token);
     match transport.get(&url, auth).await {
         Ok(a) if a.status == 200 => Ok(a.body),
@@ -172,7 +73,7 @@ async fn from_hub(
     }
 }
 
-async fn config_from_hub(
+pub async fn config_from_hub(
     shell: Arc<dyn NodeShell>,
     repo: &crate::model::RepoId,
     rev: &str,
@@ -182,7 +83,7 @@ async fn config_from_hub(
 
 /// A local model folder on the head: its `config.json`, and its weights (the index's
 /// `total_size`, else the sizes of its `*.safetensors`), read through `shell`.
-async fn model_on_head(shell: &dyn NodeShell, path: &str) -> (ShapeLookup, Footprint) {
+pub async fn model_on_head(shell: &dyn NodeShell, path: &str) -> (ShapeLookup, Footprint) {
     let dir = path.trim_end_matches('/');
     let file = format!("{dir}/config.json");
     let script = format!("head -c {CONFIG_MAX} -- {}", quote(&file));
@@ -362,66 +263,6 @@ pub async fn model_from_here(model: &ModelSource) -> (ShapeLookup, Footprint) {
             understood(config, weights)
         }
     }
-}
-
-/// Reads the NCCL of every node's image (and `--nccl-from`'s library) for the plan, with one
-/// progress line. Failures are part of the answer (the plan says "not yet known" and why);
-/// nothing here stops a launch.
-pub async fn nccl(
-    cluster: &crate::runtime::Cluster,
-    asks: &std::collections::BTreeMap<crate::node::NodeName, ImageAsk>,
-    from: Option<&NcclFrom>,
-    concurrency: usize,
-    reporter: &Arc<dyn Reporter>,
-) -> NcclReads {
-    let mut images: Vec<&str> = asks.values().map(|a| a.image.as_str()).collect();
-    images.sort();
-    images.dedup();
-    let step = reporter.step(&format!(
-        "Read the NCCL of {} on {} node{}",
-        images.join(", "),
-        asks.len(),
-        if asks.len() == 1 { "" } else { "s" }
-    ));
-    let probes = asks
-        .iter()
-        .map(|(n, a)| {
-            (
-                n.clone(),
-                crate::runtime::libnccl::LoaderProbe {
-                    image: a.image.clone(),
-                    ld_library_path: a.ld_library_path.clone(),
-                    ld_preload: a.ld_preload.clone(),
-                    mounts: Vec::new(),
-                },
-            )
-        })
-        .collect();
-    let reads = super::nccl::lookups(cluster, &probes, from, concurrency).await;
-    step.ok_with(&summary(&reads));
-    reads
-}
-
-fn summary(reads: &NcclReads) -> String {
-    use crate::libnccl::ImageRead;
-    let mut seen: Vec<String> = Vec::new();
-    for (_, r) in reads.images.values() {
-        let s = match r {
-            ImageRead::Read { resolution, .. } => match &resolution.loads {
-                Some(f) => match &f.version {
-                    Some(v) => format!("NCCL {v}"),
-                    None => format!("{} (no NCCL version string)", f.path),
-                },
-                None => "no libnccl.so.2".to_string(),
-            },
-            ImageRead::NotOnNode => "not on the node yet".to_string(),
-            ImageRead::Failed { .. } => "unreadable".to_string(),
-        };
-        if !seen.contains(&s) {
-            seen.push(s);
-        }
-    }
-    seen.join("; ")
 }
 
 #[cfg(test)]

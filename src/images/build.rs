@@ -8,7 +8,7 @@ use std::sync::Arc;
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
-use super::images::{PushError, push_image};
+use super::{PushError, push_image};
 use crate::node::NodeName;
 use crate::progress::Reporter;
 use crate::runtime::build::{BuildError, BuildRequest, build_image};

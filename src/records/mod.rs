@@ -1,6 +1,8 @@
-//! What spark-launch keeps about a serving job on the machine that launched it, under
-//! `<state_dir>/records/<JOB>/` (`records/` and every job's folder 0700, every file 0600, none
-//! written through a link; `state_dir` as `bench::store::state_dir`). Every record is read as
+//! What spark-launch keeps about a job on the machine that launched it, under
+//! `<state_dir>/records/<JOB>/`. This module is the one home of that folder: its layout, and
+//! every read and write of it (the launch, `status`, `logs --events`, the supervisor and
+//! `export` call it), so the rules below hold for every record (`records/` and every job's folder 0700, every file 0600, none
+//! written through a link; `state_dir` as `crate::state::state_dir`). Every record is read as
 //! a user's file is (`input`: a regular file, with a cap), so a FIFO in its place cannot hang
 //! a command:
 //!
@@ -13,12 +15,23 @@
 //!   its node (`{"hosts": ["spark-a=nvidia@169.254.3.7", ...]}`), so that a supervisor started
 //!   later (a systemd unit) reaches the same nodes; absent when they came from the cluster
 //!   file.
-//! - `events.jsonl`: the supervisor's event log, one JSON object a line:
+//! - `events.jsonl` ([`events`]): the supervisor's event log, one JSON object a line:
 //!   `{"at": RFC 3339, "kind": "wedge", "detail": "...", "seconds": 12.5}` (`seconds` only
 //!   where a duration goes with the event). `status JOB` shows the last ones and
 //!   `logs JOB --events` all of them.
+//! - `startup.json`: the start-up timings of the job's last launch ([`startup`]).
+//! - `supervise.lock`: held by the job's one supervisor ([`lock`]).
 //!
 //! File effects only; decides nothing.
+
+pub mod events;
+pub mod startup;
+
+pub use events::{
+    EventKind, EventLog, EventsReport, JobEvent, append, kind_name, now_ms, parse_events,
+    read_events, read_log, render_events, rfc3339_ms, said,
+};
+pub use startup::{forget_startup, load_startup, save_startup, startup_path};
 
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
@@ -26,7 +39,6 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::machine::{Happened, Kind};
 use crate::input::{InputError, InputLimit};
 use crate::inventory::hosts::HostSpec;
 use crate::plan::JobName;
@@ -77,7 +89,7 @@ pub fn events_path(state: &Path, job: &JobName) -> PathBuf {
     job_dir(state, job).join("events.jsonl")
 }
 
-fn io(path: &Path) -> impl FnOnce(std::io::Error) -> RecordError + '_ {
+pub(crate) fn io(path: &Path) -> impl FnOnce(std::io::Error) -> RecordError + '_ {
     move |source| RecordError::Io {
         path: path.to_path_buf(),
         source,
@@ -119,7 +131,7 @@ fn ensure_dir(path: &Path) -> Result<(), RecordError> {
 }
 
 /// Opens a record file for writing, 0600, never through a link (`O_NOFOLLOW`).
-fn open_0600(path: &Path, append: bool) -> Result<std::fs::File, RecordError> {
+pub(crate) fn open_0600(path: &Path, append: bool) -> Result<std::fs::File, RecordError> {
     ensure_dir(path)?;
     let f = std::fs::OpenOptions::new()
         .write(true)
@@ -156,15 +168,9 @@ const PLAN_LIMIT: InputLimit = InputLimit {
     hint: "a kept plan is tens of KiB; this is not one spark-launch wrote",
 };
 
-/// The most of an event log read: a line every few seconds for years is far less.
-const EVENTS_LIMIT: InputLimit = InputLimit {
-    max: 64 << 20,
-    hint: "move the event log aside (spark-launch starts a new one)",
-};
-
 /// A record's bytes through `input` (a regular file only: a FIFO or device in its place is
 /// refused at once, never read forever), `None` when there is none.
-fn read_record(path: &Path, limit: InputLimit) -> Result<Option<Vec<u8>>, RecordError> {
+pub(crate) fn read_record(path: &Path, limit: InputLimit) -> Result<Option<Vec<u8>>, RecordError> {
     match crate::input::read_bytes(path, limit) {
         Ok(b) => Ok(Some(b)),
         Err(InputError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
@@ -320,278 +326,10 @@ pub fn lock(state: &Path, job: &JobName) -> Result<SuperviseLock, RecordError> {
     }
 }
 
-/// One line of the event log.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct JobEvent {
-    /// RFC 3339, UTC, with milliseconds.
-    pub at: String,
-    pub kind: Kind,
-    pub detail: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub seconds: Option<f64>,
-}
-
-impl JobEvent {
-    /// `happened`, stamped with the time `now` (milliseconds since the epoch).
-    pub fn stamped(happened: Happened, now_ms: i64) -> JobEvent {
-        JobEvent {
-            at: rfc3339_ms(now_ms),
-            kind: happened.kind,
-            detail: happened.detail,
-            seconds: happened.seconds,
-        }
-    }
-}
-
-/// `2026-11-26T18:02:03.456Z`.
-pub fn rfc3339_ms(ms: i64) -> String {
-    let s = crate::bench::measure::utc_stamp(ms.div_euclid(1000));
-    format!("{}.{:03}Z", s.trim_end_matches('Z'), ms.rem_euclid(1000))
-}
-
-/// Milliseconds since the epoch, now.
-pub fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
-}
-
-/// Appends events to the job's log, one line each.
-pub fn append(state: &Path, job: &JobName, events: &[JobEvent]) -> Result<(), RecordError> {
-    if events.is_empty() {
-        return Ok(());
-    }
-    let path = events_path(state, job);
-    let mut text = String::new();
-    for e in events {
-        let line = serde_json::to_string(e)
-            .map_err(|err| io(&path)(std::io::Error::other(err.to_string())))?;
-        text.push_str(&line);
-        text.push('\n');
-    }
-    let mut f = open_0600(&path, true)?;
-    f.write_all(text.as_bytes()).map_err(io(&path))
-}
-
-/// The job's event log as read: its events and how many lines were skipped.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct EventLog {
-    /// Oldest first.
-    pub events: Vec<JobEvent>,
-    /// Lines that are not an event (a torn write, a byte that is not UTF-8, an edit): each is
-    /// skipped, never the rest of the log with it.
-    pub skipped: usize,
-}
-
-/// The job's event log (the last `last` events when given); empty when there is no log.
-pub fn read_log(state: &Path, job: &JobName, last: Option<usize>) -> Result<EventLog, RecordError> {
-    let path = events_path(state, job);
-    let Some(bytes) = read_record(&path, EVENTS_LIMIT)? else {
-        return Ok(EventLog::default());
-    };
-    let mut log = parse_events(&bytes);
-    if let Some(n) = last {
-        let skip = log.events.len().saturating_sub(n);
-        log.events.drain(..skip);
-    }
-    Ok(log)
-}
-
-/// The events of a log's bytes, line by line: a line that is not UTF-8 or not an event is
-/// counted and skipped.
-pub fn parse_events(bytes: &[u8]) -> EventLog {
-    let mut log = EventLog::default();
-    for line in bytes.split(|b| *b == b'\n') {
-        if line.iter().all(u8::is_ascii_whitespace) {
-            continue;
-        }
-        match std::str::from_utf8(line)
-            .ok()
-            .and_then(|l| serde_json::from_str::<JobEvent>(l).ok())
-        {
-            Some(e) => log.events.push(e),
-            None => log.skipped += 1,
-        }
-    }
-    log
-}
-
-/// The job's events, oldest first (the last `last` when given); none when there is no log.
-/// Lines that are not events are skipped ([`read_log`] counts them).
-pub fn read_events(
-    state: &Path,
-    job: &JobName,
-    last: Option<usize>,
-) -> Result<Vec<JobEvent>, RecordError> {
-    read_log(state, job, last).map(|l| l.events)
-}
-
-/// Events as text lines: `AT  KIND  DETAIL (N s)`.
-pub fn render_events(events: &[JobEvent]) -> String {
-    let width = events
-        .iter()
-        .map(|e| kind_name(e.kind).len())
-        .max()
-        .unwrap_or(0);
-    events
-        .iter()
-        .map(|e| {
-            let secs = e
-                .seconds
-                .map(|s| format!(" ({s:.1} s)"))
-                .unwrap_or_default();
-            format!("{}  {:width$}  {}{secs}", e.at, kind_name(e.kind), e.detail)
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
-/// An event as the supervisor says it on stderr: `JOB: DETAIL`. A detail is a sentence of its
-/// own (`watching 2 rank(s) of JOB: ...`, `supervising stopped (Ctrl-C); ...`), so the kind
-/// is not put before it again; the few whose detail does not say what happened get the words
-/// that do.
-pub fn said(job: &JobName, e: &JobEvent) -> String {
-    let lead = match e.kind {
-        Kind::ProbeFailed => "a probe failed: ",
-        Kind::EngineError => "an error line in a rank's log: ",
-        Kind::RestartFailed => "the restart failed: ",
-        _ => "",
-    };
-    format!("{job}: {lead}{}", e.detail)
-}
-
-/// `logs JOB --events`: every event of the job's log.
-#[derive(Debug, Serialize)]
-pub struct EventsReport {
-    pub job: JobName,
-    pub path: PathBuf,
-    pub events: Vec<JobEvent>,
-    /// Lines of the log that are not events, skipped.
-    pub skipped_lines: usize,
-}
-
-impl EventsReport {
-    /// The events of `job` kept under `state`.
-    pub fn read(state: &Path, job: &JobName) -> Result<EventsReport, RecordError> {
-        let log = read_log(state, job, None)?;
-        Ok(EventsReport {
-            job: job.clone(),
-            path: events_path(state, job),
-            events: log.events,
-            skipped_lines: log.skipped,
-        })
-    }
-}
-
-impl crate::report::shown::Shown for EventsReport {
-    fn text(&self) -> String {
-        let skipped = match self.skipped_lines {
-            0 => String::new(),
-            n => format!(
-                "\n({n} line{} of {} {} not an event (not UTF-8 or not JSON): skipped)",
-                if n == 1 { "" } else { "s" },
-                self.path.display(),
-                if n == 1 { "is" } else { "are" },
-            ),
-        };
-        if self.events.is_empty() {
-            return format!(
-                "no supervisor events for {} yet (they go to {}){skipped}",
-                self.job,
-                self.path.display()
-            );
-        }
-        format!("{}{skipped}", render_events(&self.events))
-    }
-    fn json(&self) -> serde_json::Result<String> {
-        serde_json::to_string_pretty(self)
-    }
-}
-
-/// The kind as the log spells it (`probe_failed`).
-pub fn kind_name(kind: Kind) -> String {
-    serde_json::to_value(kind)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_string))
-        .unwrap_or_default()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn events_are_appended_one_json_line_each_and_read_back_last_first_cut() {
-        let dir = tempfile::tempdir().unwrap();
-        let job = JobName::new("demo").unwrap();
-        let e = |kind, detail: &str, s| {
-            JobEvent::stamped(
-                Happened {
-                    kind,
-                    detail: detail.into(),
-                    seconds: s,
-                },
-                1_795_000_000_123,
-            )
-        };
-        append(dir.path(), &job, &[e(Kind::Wedge, "no token", None)]).unwrap();
-        append(
-            dir.path(),
-            &job,
-            &[
-                e(Kind::Restart, "every rank", Some(0.0)),
-                e(Kind::Ready, "again", Some(21.5)),
-            ],
-        )
-        .unwrap();
-        let path = events_path(dir.path(), &job);
-        let text = std::fs::read_to_string(&path).unwrap();
-        let first: serde_json::Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
-        assert_eq!(first["kind"], "wedge");
-        assert_eq!(first["detail"], "no token");
-        assert_eq!(first["at"], "2026-11-18T11:06:40.123Z");
-        assert!(first.get("seconds").is_none());
-        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
-        assert_eq!(mode, 0o600);
-        let last = read_events(dir.path(), &job, Some(2)).unwrap();
-        assert_eq!(
-            last.iter().map(|e| e.kind).collect::<Vec<_>>(),
-            [Kind::Restart, Kind::Ready]
-        );
-        let text = render_events(&last);
-        assert!(text.contains("ready    again (21.5 s)"), "{text}");
-        // No log yet: no events, no error.
-        let other = JobName::new("other").unwrap();
-        assert!(read_events(dir.path(), &other, None).unwrap().is_empty());
-    }
-
-    #[test]
-    fn the_supervisor_says_each_event_on_stderr_without_doubled_words() {
-        let job = JobName::new("sup").unwrap();
-        let policy = crate::supervise::Policy::default();
-        let line = |h: Happened| said(&job, &JobEvent::stamped(h, 0));
-        assert_eq!(
-            line(Happened::watching(&job, 2, &policy)),
-            "sup: watching 2 rank(s) of sup: a token probe every 5 s (Ctrl-C stops supervising, not the job)"
-        );
-        assert_eq!(
-            line(Happened::stopped()),
-            "sup: supervising stopped (Ctrl-C); the job keeps running"
-        );
-        let failed = Happened {
-            kind: Kind::RestartFailed,
-            detail: "spark-2: no answer".into(),
-            seconds: Some(0.1),
-        };
-        assert_eq!(line(failed), "sup: the restart failed: spark-2: no answer");
-        // No word twice in a row, whatever the kind.
-        for h in [Happened::watching(&job, 1, &policy), Happened::stopped()] {
-            let l = line(h);
-            let words: Vec<&str> = l.split_whitespace().collect();
-            assert!(words.windows(2).all(|w| w[0] != w[1]), "{l}");
-        }
-    }
+    use crate::supervise::machine::Happened;
 
     #[test]
     fn records_are_0600_in_folders_of_0700_also_where_an_older_version_left_them_open() {
@@ -611,7 +349,7 @@ mod tests {
         // A fresh state folder: the same.
         let fresh = tempfile::tempdir().unwrap();
         let state = fresh.path().join("state");
-        append(&state, &job, &[JobEvent::stamped(Happened::stopped(), 0)]).unwrap();
+        append(&state, &job, &[Happened::stopped().stamped(0)]).unwrap();
         assert_eq!(mode(&state.join("records")), 0o700);
         assert_eq!(mode(&state.join("records/demo")), 0o700);
         assert_eq!(mode(&events_path(&state, &job)), 0o600);
@@ -634,44 +372,6 @@ mod tests {
         std::os::unix::fs::symlink(dir.path(), other.path().join("records/demo")).unwrap();
         assert!(write_record(other.path(), &job, "plan.json", b"{}").is_err());
         assert!(!dir.path().join("plan.json").exists());
-    }
-
-    #[test]
-    fn a_line_of_the_event_log_that_is_not_utf8_is_skipped_and_counted_not_the_whole_log() {
-        let dir = tempfile::tempdir().unwrap();
-        let job = JobName::new("demo").unwrap();
-        append(
-            dir.path(),
-            &job,
-            &[JobEvent::stamped(Happened::stopped(), 1_795_000_000_123)],
-        )
-        .unwrap();
-        let path = events_path(dir.path(), &job);
-        let mut f = std::fs::OpenOptions::new()
-            .append(true)
-            .open(&path)
-            .unwrap();
-        f.write_all(b"{\"at\":\"x\",\"kind\":\"ready\",\"detail\":\"\xff\"}\n")
-            .unwrap();
-        f.write_all(b"not json\n").unwrap();
-        drop(f);
-        append(
-            dir.path(),
-            &job,
-            &[JobEvent::stamped(Happened::stopped(), 1_795_000_000_456)],
-        )
-        .unwrap();
-        let log = read_log(dir.path(), &job, None).unwrap();
-        assert_eq!(log.events.len(), 2);
-        assert_eq!(log.skipped, 2);
-        let shown =
-            crate::report::shown::Shown::text(&EventsReport::read(dir.path(), &job).unwrap());
-        assert!(shown.contains("supervising stopped"), "{shown}");
-        assert!(
-            shown.contains("(2 lines of ")
-                && shown.contains("are not an event (not UTF-8 or not JSON): skipped)"),
-            "{shown}"
-        );
     }
 
     #[test]

@@ -9,10 +9,14 @@
 //! (`ssh::bulk_ciphers`), and a worker that is not the head's neighbour (a ring) reaches it
 //! through the node between them (`model::route`, carried in [`HeadAccess`]). Each node
 //! keeps the Hugging Face cache layout (blobs, snapshot symlinks, refs). Files already
-//! present with the same size and hash are skipped.
+//! present with the same size and hash are skipped. [`hub_curl`]: the Hub asked with curl on
+//! the head (the head is the node that downloads).
 //!
 //! Effects only: what to fetch comes from `model::manifest::diff`, how from the scripts of
 //! `model::script`. Progress: one byte-counted transfer per node through the `Reporter`.
+
+pub mod hub_curl;
+pub mod shape;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -842,7 +846,7 @@ pub async fn resolve_on_head(
     match model {
         ModelSource::Hub { repo, revision, .. } => {
             let have_token = token.is_some();
-            let transport = super::hub_curl::CurlHub::new(head, token);
+            let transport = hub_curl::CurlHub::new(head, token);
             hub::resolve(&transport, endpoint, repo, revision, have_token)
                 .await
                 .map(Some)

@@ -13,7 +13,6 @@ use crate::plan::RuntimeKind;
 use crate::plan::spec::LABEL_JOB;
 use crate::progress::human_duration;
 use crate::report::shown::{Ending, Shown};
-use crate::runtime::RuntimeError;
 
 /// A node that could not be asked, for `--json`.
 #[derive(Debug, Serialize)]
@@ -22,7 +21,7 @@ struct Unreachable {
     error: String,
 }
 
-fn unreachable(failed: &[(NodeName, RuntimeError)]) -> Vec<Unreachable> {
+fn unreachable(failed: &[(NodeName, impl std::fmt::Display)]) -> Vec<Unreachable> {
     failed
         .iter()
         .map(|(node, e)| Unreachable {
@@ -111,7 +110,7 @@ impl Shown for StatusReport {
             out.push_str(&format!(
                 "\nthe supervisor's last events (all: spark-launch logs {} --events):\n{}",
                 self.job.as_ref().map(|j| j.as_str()).unwrap_or_default(),
-                crate::supervise::records::render_events(&self.events)
+                crate::records::render_events(&self.events)
             ));
         }
         out

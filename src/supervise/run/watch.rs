@@ -306,7 +306,7 @@ impl Drop for ErrorLines {
 /// Follows every rank's log (lines stamped by Docker from now on) for error lines.
 pub async fn follow_errors(t: &Watched<'_>) -> ErrorLines {
     let (tx, rx) = unbounded_channel();
-    let since = crate::supervise::records::now_ms() / 1000;
+    let since = crate::records::now_ms() / 1000;
     let mut tasks = Vec::new();
     for node in &t.nodes {
         let name = t.job.container_name(node);

@@ -31,7 +31,7 @@ pub enum AttachError {
     Runtime(#[from] RuntimeError),
     /// `--supervise`: the supervisor gave up (the job is left as it is).
     #[error(transparent)]
-    Supervise(#[from] super::supervise::SuperviseError),
+    Supervise(#[from] crate::supervise::run::SuperviseError),
     #[error("stopping {job}: {failures}")]
     Stop {
         job: JobName,

@@ -229,7 +229,7 @@ async fn test(
             let pool = cluster
                 .pool()
                 .ok_or(ResolveError::NeedsSsh("fabric test"))?;
-            let outputs = crate::apply::perftest::run(&plan, pool, reporter).await;
+            let outputs = super::perftest::run(&plan, pool, reporter).await;
             Ok(FabricReport::Tested(perf::report(&plan, &outputs)))
         })
         .await

@@ -12,21 +12,33 @@
 //!
 //! Ctrl-C (the `cancel` token) is looked at between the stages and by every phase; whatever
 //! started is cleaned up by the executor (unless `--keep`).
+//!
+//! - [`lookup`]: the pre-plan lookups (each node's `$HOME`, the Hub from the head, each image's
+//!   NCCL), read-only, so a dry run on live nodes prints the plan a run executes.
+//! - [`job_ssh`]: the job's own SSH keys, for a job that runs `mpirun` between containers.
+//! - [`serving`]: staying attached to a serving job until Ctrl-C.
+//! - The executor (`crate::apply`) runs the plan; a serving job's plan, hosts and start-up
+//!   timings are kept through `crate::records`; `--supervise` hands over to `crate::supervise::run`.
+
+pub mod job_ssh;
+pub mod lookup;
+pub mod serving;
 
 use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use tokio_util::sync::CancellationToken;
 
-use super::build::{BuildPlanFailure, BuiltImage, build_all};
-use super::context::ApplyOptions;
-use super::executor::{ApplyError, execute};
-use super::job_records;
-use super::lookup::{LookupError, lookups, nccl};
-use super::serving::{AttachError, attach_then_stop};
+use self::lookup::{LookupError, lookups, nccl};
+use self::serving::{AttachError, attach_then_stop};
+use crate::apply::context::ApplyOptions;
+use crate::apply::context::Marks;
+use crate::apply::executor::{ApplyError, execute};
 use crate::derive::NodeInput;
+use crate::images::build::{BuildPlanFailure, BuiltImage, build_all};
 use crate::plan::JobPlan;
 use crate::progress::Reporter;
+use crate::records;
 use crate::resolve::{self, Needs, Purpose, ResolveError, ResolvedCluster, Selection};
 use crate::runtime::Cluster;
 use crate::workload::job_ssh::JobSshKeys;
@@ -34,7 +46,7 @@ use crate::workload::launch::{LaunchPlan, LaunchRefusal, LaunchRequest, Lookups,
 use crate::workload::nccl_build::BuildPlan;
 use crate::workload::nccl_test::{CAPTURE, NcclTestPlan, NcclVerdict};
 use crate::workload::serve::ServePlan;
-use crate::workload::startup::Startup;
+use crate::workload::startup::{Startup, tenths};
 
 /// A launching command, as the CLI parsed it.
 #[derive(Clone, Debug)]
@@ -93,7 +105,7 @@ pub enum LaunchError {
     #[error(transparent)]
     Build(#[from] BuildPlanFailure),
     #[error(transparent)]
-    JobSsh(#[from] super::job_ssh::JobSshError),
+    JobSsh(#[from] job_ssh::JobSshError),
     #[error("the job ran but its driver left no output (capture {CAPTURE} missing)")]
     NoCapture,
     #[error("interrupted while {0}; nothing was started")]
@@ -126,6 +138,25 @@ struct Began {
     stamp: String,
 }
 
+impl Began {
+    /// The timings of `job`'s launch from the stages its phases marked, in seconds since it
+    /// began (tenths).
+    fn startup(&self, job: &str, marks: &Marks) -> Startup {
+        let s = |t: Option<Instant>| {
+            t.map(|t| tenths(t.saturating_duration_since(self.at).as_millis()))
+        };
+        Startup {
+            job: job.to_string(),
+            launched_at: self.stamp.clone(),
+            containers_started_s: s(marks.containers_started),
+            port_open_s: s(marks.port_open),
+            http_ready_s: s(marks.http_ready),
+            first_token_s: s(marks.first_token),
+            token_after_ms: marks.token_after_ms,
+        }
+    }
+}
+
 /// Runs one launching command (see the module docs).
 pub async fn launch(
     l: &LaunchCommand,
@@ -135,7 +166,7 @@ pub async fn launch(
 ) -> Result<Launched, LaunchError> {
     let began = Began {
         at: Instant::now(),
-        stamp: crate::bench::measure::utc_stamp(
+        stamp: crate::clock::utc_stamp(
             SystemTime::now()
                 .duration_since(UNIX_EPOCH)
                 .map(|d| d.as_secs() as i64)
@@ -196,7 +227,7 @@ async fn look_up(
         // can: a local folder that is here too, this machine's cache, or the Hub from here.
         if let Some(model) = l.request.model().filter(|_| l.request.needs_lookups()) {
             (none.shape, none.footprint) = tokio::select! {
-                s = super::lookup::model_from_here(model) => s,
+                s = crate::staging::shape::model_from_here(model) => s,
                 _ = cancel.cancelled() => return Err(LaunchError::Interrupted("reading the model's config.json")),
             };
         }
@@ -215,7 +246,7 @@ async fn look_up(
         && let Some(ask) = &s.api_key
     {
         looked_up.api_key = Some(
-            super::api_key::resolve(ask, !l.dry_run)
+            crate::api_key::resolve(ask, !l.dry_run)
                 .map_err(|e| LaunchRefusal::Input(e.to_string()))?,
         );
     }
@@ -225,7 +256,7 @@ async fn look_up(
         looked_up.job_ssh = Some(if l.dry_run {
             JobSshKeys::placeholder()
         } else {
-            super::job_ssh::generate(job.as_str()).await?
+            job_ssh::generate(job.as_str()).await?
         });
     }
     Ok(looked_up)
@@ -269,7 +300,7 @@ async fn launch_on(
     match planned.plan {
         LaunchPlan::Run(job) => {
             // Timings kept for a serving job of the same name are not this job's.
-            job_records::forget_startup(&crate::bench::store::state_dir(), job.job.as_str());
+            records::forget_startup(&crate::state::state_dir(), &job.job);
             execute(&job, &runtime, &l.options, reporter.clone(), cancel.clone()).await?;
             Ok(Launched::Started(job))
         }
@@ -311,9 +342,9 @@ async fn launch_on(
             })
         }
         LaunchPlan::Serve(serve) => {
-            let state = crate::bench::store::state_dir();
+            let state = crate::state::state_dir();
             let job = serve.job.job.to_string();
-            job_records::forget_startup(&state, &job);
+            records::forget_startup(&state, &serve.job.job);
             let applied = execute(
                 &serve.job,
                 &runtime,
@@ -322,16 +353,13 @@ async fn launch_on(
                 cancel.clone(),
             )
             .await?;
-            let startup = job_records::startup_of(&job, &began.stamp, began.at, &applied.marks);
-            if let Err(e) = job_records::save_startup(&state, &startup) {
-                reporter.warn(&format!(
-                    "cannot keep the start-up timings in {}: {e}",
-                    crate::workload::startup::record_path(&state, &job).display()
-                ));
+            let startup = began.startup(&job, &applied.marks);
+            if let Err(e) = records::save_startup(&state, &serve.job.job, &startup) {
+                reporter.warn(&format!("cannot keep the start-up timings: {e}"));
             }
             // Kept for `supervise JOB` (and a supervisor started at boot): secrets as `<set>`.
-            if let Err(e) = crate::supervise::records::save_plan(&state, &serve).and_then(|_| {
-                crate::supervise::records::save_hosts(&state, &serve.job.job, &l.selection.hosts)
+            if let Err(e) = crate::records::save_plan(&state, &serve).and_then(|_| {
+                crate::records::save_hosts(&state, &serve.job.job, &l.selection.hosts)
             }) {
                 reporter.warn(&format!(
                     "the plan could not be kept for `spark-launch supervise {job}`: {e}"
@@ -341,10 +369,12 @@ async fn launch_on(
             let attached = if let Some(policy) = &l.supervise {
                 let key = serve.api_key.as_ref().map(|k| k.key.clone());
                 // Ended by Ctrl-C or a stop: the job was not stopped by us, as with `-d`.
-                super::supervise::watch(&runtime, &serve, key, policy, &state, reporter, cancel)
-                    .await
-                    .err()
-                    .map(|e| Err(AttachError::from(e)))
+                crate::supervise::run::watch(
+                    &runtime, &serve, key, policy, &state, reporter, cancel,
+                )
+                .await
+                .err()
+                .map(|e| Err(AttachError::from(e)))
             } else if l.detach {
                 None
             } else {
@@ -365,5 +395,31 @@ async fn launch_on(
                 attached,
             })
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn start_up_timings_are_the_marked_stages_in_tenths_of_a_second_since_the_launch_began() {
+        let began = Began {
+            at: Instant::now(),
+            stamp: "2026-11-26T17:00:00Z".into(),
+        };
+        let marks = Marks {
+            containers_started: Some(began.at + Duration::from_millis(4_140)),
+            port_open: Some(began.at + Duration::from_millis(9_800)),
+            http_ready: Some(began.at + Duration::from_millis(12_000)),
+            first_token: None,
+            token_after_ms: None,
+        };
+        let s = began.startup("j", &marks);
+        assert_eq!(s.launched_at, "2026-11-26T17:00:00Z");
+        assert_eq!(s.containers_started_s, Some(4.1));
+        assert_eq!(s.http_ready_s, Some(12.0));
+        assert_eq!(s.first_token_s, None);
     }
 }

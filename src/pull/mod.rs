@@ -11,14 +11,14 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use super::lookup::{LookupError, lookups};
-use super::stage::{self, NodeStaged, StageError, StageNode, StageOptions, StageSpec};
+use crate::launch::lookup::{LookupError, lookups};
 use crate::model::ModelSource;
 use crate::model::pull::{PullPlan, PullRequest, plan};
 use crate::model::route::CopyRoute;
 use crate::node::NodeName;
 use crate::progress::Reporter;
 use crate::resolve::{self, Needs, Purpose, ResolveError, ResolvedCluster, Selection};
+use crate::staging::{self as stage, NodeStaged, StageError, StageNode, StageOptions, StageSpec};
 
 /// `model pull`, as the CLI parsed it.
 #[derive(Clone, Debug)]

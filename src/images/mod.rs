@@ -13,6 +13,7 @@
 //! `command`: `image push` as one call ([`push`]: request in, [`ImagePushReport`] out);
 //! `render`: how its report is shown.
 
+pub mod build;
 mod command;
 mod render;
 

@@ -127,7 +127,7 @@ async fn with_footprint(options: &doctor::Options) -> doctor::Options {
         None => None,
     };
     if let Some(s) = source {
-        o.footprint = Some(super::lookup::model_from_here(&s).await.1);
+        o.footprint = Some(crate::staging::shape::model_from_here(&s).await.1);
     }
     o
 }
@@ -245,7 +245,7 @@ async fn read_nccl(
         return;
     }
     let step = reporter.step(&format!("read the NCCL of {image} on every node"));
-    let reads = super::nccl::read_images(&runtime, &probes, 0).await;
+    let reads = crate::apply::nccl::read_images(&runtime, &probes, 0).await;
     step.ok();
     for (node, read) in reads {
         if let Some(Ok(o)) = results.get_mut(&node) {

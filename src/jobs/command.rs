@@ -74,8 +74,8 @@ pub struct StatusReport {
     pub failed: Vec<(NodeName, RuntimeError)>,
     /// `status JOB` of a serving job: the start-up timings of its last launch from here.
     pub startup: Option<crate::workload::startup::Startup>,
-    /// `status JOB`: the supervisor's last events for the job (`supervise::records`).
-    pub events: Vec<crate::supervise::records::JobEvent>,
+    /// `status JOB`: the supervisor's last events for the job (`records`).
+    pub events: Vec<crate::records::JobEvent>,
 }
 
 /// What `logs` printed: whether every node could be asked.
@@ -207,21 +207,17 @@ pub async fn status(
         .collect();
     warn_failed(&found.failed, reporter);
     let startup = match &req.job {
-        Some(j) if !rows.is_empty() => {
-            crate::apply::job_records::load_startup(&crate::bench::store::state_dir(), j.as_str())
-        }
+        Some(j) if !rows.is_empty() => crate::records::load_startup(&crate::state::state_dir(), j),
         _ => None,
     };
     let events = match &req.job {
-        Some(job) => crate::supervise::records::read_events(
-            &crate::bench::store::state_dir(),
-            job,
-            Some(LAST_EVENTS),
-        )
-        .unwrap_or_else(|e| {
-            reporter.warn(&format!("the supervisor's events of {job}: {e}"));
-            Vec::new()
-        }),
+        Some(job) => {
+            crate::records::read_events(&crate::state::state_dir(), job, Some(LAST_EVENTS))
+                .unwrap_or_else(|e| {
+                    reporter.warn(&format!("the supervisor's events of {job}: {e}"));
+                    Vec::new()
+                })
+        }
         None => Vec::new(),
     };
     Ok(StatusReport {
