@@ -34,6 +34,7 @@ pub mod model;
 pub mod node;
 pub mod plan;
 pub mod probe;
+pub mod problem;
 pub mod profile;
 pub mod progress;
 pub mod quote;

@@ -145,7 +145,7 @@ fn every_derive_warning_and_refusal_is_reported_by_the_check_that_owns_it() {
                         c.findings.iter().any(|f| {
                             f.node == v.node
                                 && f.severity == doctor::Severity::Fail
-                                && f.fix.text == v.fix
+                                && f.problem.fix.text == v.problem.fix
                         })
                     });
                     assert!(failed, "{name}: refusal {v} is not a FAIL finding");

@@ -133,9 +133,9 @@ fn every_fixture_log_gets_the_verdict_its_readme_promises() {
                     .first_cause()
                     .unwrap_or_else(|| panic!("{name}: no cause"));
                 assert!(
-                    first.problem.contains(c),
+                    first.problem.what.contains(c),
                     "{name}: first cause {:?} should mention {c:?}",
-                    first.problem
+                    first.problem.what
                 );
             }
             None => assert!(a.first_cause().is_none(), "{name}: {:?}", a.first_cause()),
@@ -207,7 +207,14 @@ fn a_failed_run_is_failed_with_its_first_cause_never_zero_bandwidth() {
     assert!(v.run_failed);
     assert_eq!(v.peak_busbw_gbs, None);
     assert_eq!(v.avg_busbw_gbs, None);
-    assert!(v.causes[0].fix.as_deref().unwrap().contains("memlock=-1"));
+    assert!(
+        v.causes[0]
+            .problem
+            .fix
+            .as_deref()
+            .unwrap()
+            .contains("memlock=-1")
+    );
     assert_eq!(v.causes[0].host.as_deref(), Some("spark-1d84"));
     assert!(!render::text(&a).contains("GB/s"));
 }
@@ -250,9 +257,9 @@ fn a_pair_below_the_pass_mark_fails_with_the_figure_named() {
     assert_eq!(a.status, Status::Fail);
     let cause = a.first_cause().unwrap();
     assert!(
-        cause.problem.contains("below the 21.875 GB/s"),
+        cause.problem.what.contains("below the 21.875 GB/s"),
         "{}",
-        cause.problem
+        cause.problem.what
     );
 }
 

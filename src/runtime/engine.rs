@@ -25,6 +25,7 @@ use super::target::EngineEndpoint;
 use super::wait::{self, Probe};
 use crate::node::NodeName;
 use crate::plan::spec::{ContainerFile, ContainerSpec, LABEL_JOB};
+use crate::problem::Problem;
 
 /// Requests that should answer quickly (inspect, create, start).
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
@@ -313,9 +314,13 @@ impl Engine {
                         .collect();
                     Err(RuntimeError::UlimitRefused {
                         container: spec.name.clone(),
-                        limits: limits.join(" "),
-                        fix: super::error::ulimit_fix(&cause),
-                        cause,
+                        problem: Problem::new(
+                            format!(
+                                "the engine may not set these ulimits ({}): {cause}",
+                                limits.join(" ")
+                            ),
+                            super::error::ulimit_fix(&cause),
+                        ),
                     })
                 } else {
                     Err(RuntimeError::Api {
