@@ -19,7 +19,7 @@ use crate::plan::spec::Mount;
 use crate::plan::{ContainerSpec, Gpus, JobName, JobPlan, Ulimit};
 use crate::workload::engines::EngineKind;
 use crate::workload::limits;
-use crate::workload::rdma::{RdmaAccess, rdma_access};
+use crate::workload::rdma::{NoVerbs, RdmaAccess, rdma_access};
 
 pub const LABEL_WORKLOAD: &str = "dev.spark-launch.workload";
 pub const LABEL_MODEL: &str = "dev.spark-launch.model";
@@ -356,7 +356,7 @@ pub fn select(
     let rdma = match rdma_access(&inputs, opts.allow_tcp) {
         Ok(a) => a,
         Err(missing) => {
-            problems.extend(missing.iter().map(|m| Problem::new(m.problem(), m.fix())));
+            problems.extend(missing.iter().map(NoVerbs::problem));
             RdmaAccess::default()
         }
     };
