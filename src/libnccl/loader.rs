@@ -569,7 +569,10 @@ mod tests {
 
     #[test]
     fn a_lexical_path_folds_dots_and_never_climbs_above_the_root() {
-        assert_eq!(lexical("/usr/lib/./x/../libnccl.so.2"), "/usr/lib/libnccl.so.2");
+        assert_eq!(
+            lexical("/usr/lib/./x/../libnccl.so.2"),
+            "/usr/lib/libnccl.so.2"
+        );
         assert_eq!(lexical("/../../etc//nccl.conf"), "/etc/nccl.conf");
         assert_eq!(lexical("opt/nccl/"), "/opt/nccl");
         assert_eq!(lexical("/"), "/");
