@@ -13,6 +13,9 @@ use std::process::{Command, Output};
 use serde::Deserialize;
 use serde_json::Value;
 
+mod support;
+use support::fixtures::snapshot_args;
+
 /// The four launches: (profile, engine and mode as the plan names them).
 const JOBS: [(&str, &str, &str); 4] = [
     ("smoke-test", "vllm", "native"),
@@ -29,23 +32,6 @@ const CLUSTERS: [(&str, &[&str]); 2] = [
 
 /// The folder every node's Hugging Face cache is at, in these tests.
 const HF_HOME: &str = "/data/hf-cache";
-
-fn snapshot_args(fixture: &str) -> Vec<String> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(fixture);
-    let nodes = std::fs::read_to_string(root.join("nodes")).unwrap();
-    nodes
-        .lines()
-        .filter(|l| !l.is_empty())
-        .flat_map(|n| {
-            [
-                "--snapshot".to_string(),
-                format!("{n}={}", root.join(n).display()),
-            ]
-        })
-        .collect()
-}
 
 /// Runs the binary with no cluster file, no user profiles and the Hub out of reach.
 fn run(args: &[String]) -> Output {
