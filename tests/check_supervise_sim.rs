@@ -10,14 +10,19 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use sim_serving::{docker, hosts, remove_job, two_nodes_serving};
+use sim_serving::{Serving, docker, hosts, remove_job, two_nodes_serving};
 use support::{describe, stdout};
 
 const MODEL: &str = "spark-test/tiny";
 
 #[test]
 fn a_group_that_comes_back_answering_soup_is_a_failed_restart_with_the_evidence() {
-    let (net, hub, image, _rt) = two_nodes_serving("k", MODEL);
+    let Serving {
+        net,
+        hub,
+        image,
+        rt: _rt,
+    } = two_nodes_serving("k", MODEL);
     let job = "supsoup";
     let h = hosts(&net);
     let args = [

@@ -13,7 +13,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use sim_serving::{docker, hosts, remove_job, two_nodes_serving};
+use sim_serving::{Serving, docker, hosts, remove_job, two_nodes_serving};
 use support::{SimNet, describe, stderr, stdout};
 
 const MODEL: &str = "spark-test/tiny";
@@ -66,7 +66,12 @@ fn launch(net: &SimNet, hub_url: &str, image: &str, job: &str, limit: &str, extr
 #[test]
 fn a_rank_that_eats_past_its_cap_is_killed_there_while_its_node_answers_ssh_and_the_supervisor_stops_a_job_below_the_floor()
  {
-    let (net, hub, image, _rt) = two_nodes_serving("m", MODEL);
+    let Serving {
+        net,
+        hub,
+        image,
+        rt: _rt,
+    } = two_nodes_serving("m", MODEL);
     let job = "eat";
     let worker = format!("sl-{job}-{}", net.hostname(2));
     let head = format!("sl-{job}-{}", net.hostname(1));
