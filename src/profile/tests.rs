@@ -366,28 +366,29 @@ fn profile_type_errors_are_all_reported_at_once() {
 
 #[test]
 fn nccl_from_becomes_the_serving_request_s_and_a_flag_replaces_it() {
-    use crate::workload::launch::LaunchRequest;
     use crate::workload::nccl_lib::NcclFrom;
+    use crate::workload::partial::{self, Given, LaunchAsk, PartialServe};
     let text = format!("{GOOD}nccl_from: spark-launch/nccl-tests:nccl-v2.30.7-1-sm121-arm64\n");
     let p = parse("demo.yaml", Some("demo"), &text, &[]).unwrap();
-    let o = request::Overrides::default();
-    let LaunchRequest::Serve(s) = p.request(&o).unwrap() else {
-        panic!("not a serving request")
+    let request = |flags: PartialServe| {
+        let LaunchAsk::Serve(ask) = p.ask("demo.yaml").unwrap() else {
+            panic!("not a serving request")
+        };
+        partial::layer(*ask, flags).unwrap()
     };
+    let s = request(PartialServe::default());
     assert_eq!(
         s.nccl_from,
         Some(NcclFrom::Image(
             "spark-launch/nccl-tests:nccl-v2.30.7-1-sm121-arm64".into()
         ))
     );
-    let flag = request::Overrides {
-        nccl_from: Some(NcclFrom::Path("/opt/nccl/lib".into())),
-        allow_old_nccl: true,
-        ..request::Overrides::default()
+    let flag = PartialServe {
+        nccl_from: Given::flag_opt(Some(NcclFrom::Path("/opt/nccl/lib".into())), "--nccl-from"),
+        allow_old_nccl: Given::flag_opt(Some(true), "--allow-old-nccl"),
+        ..PartialServe::default()
     };
-    let LaunchRequest::Serve(s) = p.request(&flag).unwrap() else {
-        panic!("not a serving request")
-    };
+    let s = request(flag);
     assert_eq!(s.nccl_from, Some(NcclFrom::Path("/opt/nccl/lib".into())));
     assert!(s.allow_old_nccl);
     let bad = errors(&format!("{GOOD}nccl_from: ./lib\n"));
@@ -476,10 +477,69 @@ fn an_sglang_profile_takes_its_launcher_and_refuses_its_speculative_flags_twice(
         "  - --trust-remote-code\n",
     );
     let p = parse("my/demo.yaml", Some("demo"), &ok, &[]).unwrap();
+    let mut tuning = EngineOptions::default();
+    p.read_section(&mut tuning);
     assert_eq!(
-        p.sglang.and_then(|s| s.launcher),
+        tuning.launcher,
         Some(crate::workload::engines::Launcher::Serve)
     );
+}
+
+#[test]
+fn an_engine_s_section_is_read_by_its_engine_each_problem_on_its_line() {
+    let text = GOOD.replace("engine: vllm", "engine: trtllm").replace(
+        "engine_args:\n  - --max-model-len\n  - \"4096\"\n",
+        "trtllm:\n  kv_cache_fraction: 0.5\n  max_batch_size: many\n  bogus: 1\n",
+    );
+    let e = errors(&text);
+    assert_eq!(e.len(), 2, "{e:?}");
+    assert!(
+        e[0].starts_with("my/demo.yaml:12: trtllm.max_batch_size: invalid type: string \"many\""),
+        "{e:?}"
+    );
+    assert!(
+        e[1].starts_with("my/demo.yaml:13: trtllm.bogus: unknown field `bogus`"),
+        "{e:?}"
+    );
+    let good = text.replace(
+        "  max_batch_size: many\n  bogus: 1\n",
+        "  max_batch_size: 8\n",
+    );
+    let p = parse("my/demo.yaml", Some("demo"), &good, &[]).unwrap();
+    let mut tuning = EngineOptions::default();
+    p.read_section(&mut tuning);
+    assert_eq!(
+        (tuning.memory_fraction, tuning.max_batch_size),
+        (Some(0.5), Some(8))
+    );
+}
+
+#[test]
+fn an_unknown_top_level_key_is_refused_where_it_is_written() {
+    let e = errors(&format!("{GOOD}tokenizer: x\n"));
+    assert!(
+        e[0].starts_with("my/demo.yaml:13:1: unknown field `tokenizer`, expected one of `name`"),
+        "{e:?}"
+    );
+    // Before the fields it lacks, which the parser finds missing only at the end.
+    let e = errors("name: demo\nengine: vllm\ntpp: 2\n");
+    assert!(
+        e[0].starts_with("my/demo.yaml:3:1: unknown field `tpp`"),
+        "{e:?}"
+    );
+    let set: SetArg = "sgl.launcher=serve".parse().unwrap();
+    let e = parse("my/demo.yaml", Some("demo"), GOOD, &[set]).unwrap_err();
+    assert!(e.to_string().contains("unknown field `sgl`"), "{e}");
+}
+
+#[test]
+fn the_fields_a_profile_reads_are_the_fields_it_has() {
+    let p = parse("demo.yaml", Some("demo"), GOOD, &[]).unwrap();
+    let yaml_serde::Value::Mapping(m) = yaml_serde::to_value(&p).unwrap() else {
+        panic!("a profile serializes as a mapping");
+    };
+    let keys: Vec<&str> = m.keys().filter_map(|k| k.as_str()).collect();
+    assert_eq!(keys, FIELDS);
 }
 
 #[test]

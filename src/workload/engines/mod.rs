@@ -6,27 +6,44 @@
 //! An engine says its name, default image and API port, the ports it binds (API, rendezvous,
 //! Ray, the containers' sshd; [`EnginePort`]), whether and how it enforces an API key, how
 //! readiness and progress show ([`ReadySignals`]), how its ranks find each other across nodes
-//! ([`MultiNode`]), its defaults, the flags it sets itself, and — given the containers the
-//! shared serving plan built — the per-rank commands and the waits of its own.
+//! ([`MultiNode`]), whether they use NCCL, in which order its nodes start ([`StartOrder`]),
+//! its defaults, the flags it sets itself, its launch-profile section (its key and how it is
+//! read), how community recipes write it ([`spelling::RecipeSpelling`]: program words, flag
+//! spellings, runtime names, sparkrun's flag table), and — given the containers the shared
+//! serving plan built — the per-rank commands and the waits of its own.
 //!
-//! The serving plan (`workload::skeleton`), the CLI, profiles, doctor's port list, readiness and
-//! the executor's waits ask here; nothing outside this folder matches on an engine
-//! (`tests/conventions.rs` checks).
+//! The serving plan (`workload::skeleton`), the CLI, profiles, recipes, doctor's port list,
+//! readiness and the executor's waits ask here; nothing outside this folder lists or matches on
+//! engines but the engines' CLI subcommands (`tests/conventions.rs` checks).
 //!
-//! Adding an engine: a file here implementing [`ServingEngine`], its variant in [`EngineKind`]
-//! with its line in [`EngineKind::engine`] and [`EngineKind::ALL`], and its CLI subcommand.
+//! Adding an engine touches three files:
+//! 1. `workload/engines/NAME.rs`: a unit struct implementing [`ServingEngine`] (the required
+//!    methods, and the defaults it changes: `recipe` to run community recipes, `profile_section`
+//!    and `read_profile_section` for a profile section of its own, `uses_nccl`, `start_order`);
+//!    options it needs beyond `ServeOptions` go in [`EngineOptions`], here.
+//! 2. this file: `pub mod NAME;`, its variant in [`EngineKind`], its line in
+//!    [`EngineKind::engine`] and in [`EngineKind::ALL`].
+//! 3. `cli/cmd_serve.rs`: its subcommand (its flags, a `ServeCommand` variant, the arm in
+//!    `run` that builds its `EngineOptions`).
+//!
+//! Recipes whose runtime it answers to, profiles with `engine: NAME` and its section, doctor's
+//! ports, readiness, compose and the plan follow. A sparkrun runtime refused as "not supported
+//! yet" by the recipe reader (`recipe/runtime.rs`) leaves that list once an engine answers to
+//! it (a test there says so).
 //!
 //! Pure: options and facts in, containers and steps out.
 
 pub mod ray;
 pub mod sglang;
 pub mod speculative;
+pub mod spelling;
 pub mod trtllm;
 pub mod vllm;
 
 use std::collections::BTreeMap;
 use std::fmt;
 
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::derive::{ClusterEnv, NodeInput};
@@ -35,6 +52,7 @@ use crate::workload::job_ssh::JobSshKeys;
 use crate::workload::memory::EngineMemory;
 use crate::workload::serve::{Problem, ServeOptions};
 use speculative::Speculative;
+use spelling::RecipeSpelling;
 
 /// A serving engine: the one enum of engines in the crate.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -365,6 +383,11 @@ pub enum StartOrder {
     /// Every node's container at once; the ranks wait for each other (a rendezvous, Ray's
     /// join loop, the head's wait for every sshd).
     Together,
+    /// Servers first, then the head: every worker's container starts, and once each worker's
+    /// server answers on `port` (at its control-plane address), the head starts, whose
+    /// process connects to them as it comes up and fails when one is not there yet (RPC
+    /// servers, then the program that spreads its layers over them).
+    ServersFirst { port: u16 },
 }
 
 /// How an engine's server program is spelled, where it has two that take the same arguments
@@ -437,6 +460,30 @@ pub struct EngineOptions {
     pub speculative: Option<Speculative>,
 }
 
+impl EngineOptions {
+    /// These options with `top`'s over them, field by field (`config` key by key).
+    pub fn under(self, top: EngineOptions) -> EngineOptions {
+        let mut config = self.config;
+        config.extend(top.config);
+        EngineOptions {
+            ray: top.ray || self.ray,
+            rendezvous_port: top.rendezvous_port.or(self.rendezvous_port),
+            ray_port: top.ray_port.or(self.ray_port),
+            ssh_port: top.ssh_port.or(self.ssh_port),
+            memory_fraction: top.memory_fraction.or(self.memory_fraction),
+            cuda_graph_padding: top.cuda_graph_padding.or(self.cuda_graph_padding),
+            disable_overlap_scheduler: top
+                .disable_overlap_scheduler
+                .or(self.disable_overlap_scheduler),
+            max_batch_size: top.max_batch_size.or(self.max_batch_size),
+            max_num_tokens: top.max_num_tokens.or(self.max_num_tokens),
+            config,
+            launcher: top.launcher.or(self.launcher),
+            speculative: top.speculative.or(self.speculative),
+        }
+    }
+}
+
 /// Everything an engine needs to write its ranks: the decisions are made already.
 pub struct RankInput<'a> {
     pub opts: &'a ServeOptions,
@@ -485,16 +532,40 @@ pub trait ServingEngine: Sync {
     fn ray(&self) -> bool {
         false
     }
-    /// The profile section of its own knobs (`trtllm:`), if it reads one.
+    /// The profile section of its own knobs (`trtllm:`), if it reads one: a top-level key of
+    /// a launch profile that the profile reader hands to [`ServingEngine::read_profile_section`].
     fn profile_section(&self) -> Option<&'static str> {
         None
+    }
+    /// Reads its profile section (the YAML under [`ServingEngine::profile_section`], not null)
+    /// into `into`: every problem as `(field inside the section, message)`, the field empty for
+    /// the section as a whole; the profile reader puts each on its line. [`read_section`] reads
+    /// a section's type field by field.
+    fn read_profile_section(
+        &self,
+        _section: &yaml_serde::Value,
+        _into: &mut EngineOptions,
+    ) -> Vec<(String, String)> {
+        Vec::new()
+    }
+    /// How community recipes write it: its program words, runtime names, flag table
+    /// ([`RecipeSpelling`]); [`RecipeSpelling::NONE`]: recipes cannot run it.
+    fn recipe(&self) -> &'static RecipeSpelling {
+        &RecipeSpelling::NONE
+    }
+    /// Whether its ranks talk over NCCL: the plan then checks the NCCL every container loads
+    /// (its steps, its section and their verdict), and `--nccl-from` can replace it. An engine
+    /// that says no gets none of them.
+    fn uses_nccl(&self) -> bool {
+        true
     }
     /// Whether it runs MPI between containers over SSH: the launch then makes the job's own
     /// SSH identity before planning.
     fn job_ssh(&self) -> bool {
         false
     }
-    fn start_order(&self) -> StartOrder {
+    /// In which order its group's nodes start with these options ([`StartOrder`]).
+    fn start_order(&self, _tuning: &EngineOptions) -> StartOrder {
         StartOrder::Together
     }
     /// How `nodes` nodes run one replica with these options.
@@ -575,6 +646,32 @@ pub fn default_ports() -> Vec<EnginePort> {
         }
     }
     out
+}
+
+/// Reads a profile section into `T` (a struct of optional fields that refuses unknown ones),
+/// key by key when it does not read whole, so that each problem names its field:
+/// `(field, message)`, the field empty for the section as a whole.
+pub fn read_section<T: DeserializeOwned>(
+    section: &yaml_serde::Value,
+) -> Result<T, Vec<(String, String)>> {
+    let whole = match yaml_serde::from_value::<T>(section.clone()) {
+        Ok(t) => return Ok(t),
+        Err(e) => e.to_string(),
+    };
+    let mut out = Vec::new();
+    if let yaml_serde::Value::Mapping(m) = section {
+        for (k, v) in m {
+            let one: yaml_serde::Mapping = std::iter::once((k.clone(), v.clone())).collect();
+            if let Err(e) = yaml_serde::from_value::<T>(yaml_serde::Value::Mapping(one)) {
+                let field = k.as_str().map(str::to_string).unwrap_or_default();
+                out.push((field, e.to_string()));
+            }
+        }
+    }
+    if out.is_empty() {
+        out.push((String::new(), whole));
+    }
+    Err(out)
 }
 
 /// Problems for flags in `args` that spark-launch sets itself: `reserved` lists them, `fix`

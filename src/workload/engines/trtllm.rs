@@ -28,16 +28,32 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::speculative::{SpecMethod, Speculative};
+use super::spelling::{ProgramWords, RecipeRuntime, RecipeSpelling};
 use super::{
     ApiKeySupport, EngineDefaults, EngineOptions, EnginePort, EngineRanks, GroupLine, GroupRefs,
     LogPhase, MultiNode, OwnedFlag, PortOn, PortReach, RankInput, ReadySignals, RecipeFlag,
-    ServingEngine, phases,
+    ServingEngine, phases, read_section,
 };
 use crate::derive::NodeInput;
 use crate::node::Role;
 use crate::plan::ContainerSpec;
 use crate::workload::memory::{EngineFraction, EngineMemory, FractionOf};
 use crate::workload::serve::{Problem, ServeOptions};
+
+/// A launch profile's `trtllm:` section.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TrtllmSection {
+    /// `kv_cache_config.free_gpu_memory_fraction`.
+    pub kv_cache_fraction: Option<f64>,
+    pub cuda_graph_padding: Option<bool>,
+    pub disable_overlap_scheduler: Option<bool>,
+    pub max_batch_size: Option<u32>,
+    pub max_num_tokens: Option<u32>,
+    /// Merged into the LLM-API options file as is.
+    #[serde(default)]
+    pub options: BTreeMap<String, yaml_serde::Value>,
+}
 
 /// The image used unless `--image` says otherwise (NGC release, pinned).
 pub const DEFAULT_IMAGE: &str = "nvcr.io/nvidia/tensorrt-llm/release:1.2.1";
@@ -269,6 +285,29 @@ impl ServingEngine for Trtllm {
     fn profile_section(&self) -> Option<&'static str> {
         Some("trtllm")
     }
+    fn read_profile_section(
+        &self,
+        section: &yaml_serde::Value,
+        into: &mut EngineOptions,
+    ) -> Vec<(String, String)> {
+        let t: TrtllmSection = match read_section(section) {
+            Ok(t) => t,
+            Err(problems) => return problems,
+        };
+        let mut problems = Vec::new();
+        if let Some(f) = t.kv_cache_fraction
+            && !(f > 0.0 && f <= 1.0)
+        {
+            problems.push(("kv_cache_fraction".into(), format!("{f} is outside (0, 1]")));
+        }
+        into.memory_fraction = t.kv_cache_fraction;
+        into.cuda_graph_padding = t.cuda_graph_padding;
+        into.disable_overlap_scheduler = t.disable_overlap_scheduler;
+        into.max_batch_size = t.max_batch_size;
+        into.max_num_tokens = t.max_num_tokens;
+        into.config = t.options;
+        problems
+    }
     fn job_ssh(&self) -> bool {
         true
     }
@@ -336,6 +375,9 @@ impl ServingEngine for Trtllm {
     }
     fn owned_flags(&self) -> &'static [OwnedFlag] {
         &OWNED
+    }
+    fn recipe(&self) -> &'static RecipeSpelling {
+        &RECIPE
     }
     /// `trtllm-serve`'s options are click's, spelled with `_`; spark-launch reads `-` as `_`
     /// too (and one leading dash as two), so no spelling of its flags slips through. Click
@@ -589,6 +631,30 @@ fn control_subnets(inputs: &[NodeInput], env: &crate::derive::ClusterEnv) -> Vec
 /// LLM-API options file is refused: it would replace spark-launch's, and the settings of both
 /// cannot be merged without reading it. `trtllm-serve` has no API-key option: a key in a
 /// recipe's line is taken out as every engine's is (and the launch then refuses it).
+/// How recipes write TensorRT-LLM: sparkrun's runtime `trtllm`, hinted by `trtllm-serve` and
+/// by an `mpirun` line that runs it (`mpirun … trtllm-llmapi-launch trtllm-serve …`; such a
+/// line is not run as written: spark-launch writes its own `mpirun`). No flag table: a recipe
+/// without `command:` is refused.
+static RECIPE: RecipeSpelling = RecipeSpelling {
+    programs: &[
+        ProgramWords::Command(&["trtllm-serve", "serve"]),
+        ProgramWords::Command(&["trtllm-serve"]),
+    ],
+    model_positional: true,
+    data_parallel: &[],
+    runtimes: &[RecipeRuntime {
+        name: "trtllm",
+        ray: None,
+    }],
+    hints: &[
+        ProgramWords::Command(&["trtllm-serve"]),
+        ProgramWords::Mpirun("trtllm"),
+    ],
+    fallback: false,
+    ray_key: None,
+    table: None,
+};
+
 static OWNED: [OwnedFlag; 9] = [
     OwnedFlag::one("--tp_size", "--tp_size", RecipeFlag::Tp),
     OwnedFlag::one("--pp_size", "--pp_size", RecipeFlag::Pp),
