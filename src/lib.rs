@@ -46,6 +46,7 @@ pub mod node;
 pub mod owned_files;
 pub mod plan;
 pub mod probe;
+pub mod problem;
 pub mod profile;
 pub mod progress;
 pub mod pull;

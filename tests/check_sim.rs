@@ -10,73 +10,23 @@ mod hub_standin;
 mod sim_serving;
 mod support;
 
-use std::path::PathBuf;
 use std::process::Output;
 
-use hub_standin::{HubStandin, tiny_repo};
-use sim_serving::{WithRay, containers, hosts, remove_job, standin_on_every_node, trust_all};
-use support::{SimNet, describe, stderr, stdout};
+use hub_standin::tiny_repo;
+use sim_serving::{Serving, WithRay, hosts, remove_job};
+use support::{describe, stderr, stdout};
 
 const MODEL: &str = "spark-test/tiny";
-const STANDIN_TAG: &str = "standin-noray:test";
 
-struct Cluster {
-    net: SimNet,
-    hub: HubStandin,
-    image: String,
-    _rt: tokio::runtime::Runtime,
-}
-
-fn cluster() -> Cluster {
-    let net = SimNet::builder(1).services("sshd,dockerd").tag("q").up();
-    trust_all(&net);
-    let image = format!("{}{STANDIN_TAG}", net.prefix());
-    standin_on_every_node(&net, &image, WithRay::No);
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let netns = PathBuf::from("/var/run/netns").join(format!("{}n1", net.prefix()));
-    let hub = rt.block_on(HubStandin::start_in_netns(
-        vec![tiny_repo(MODEL, 50_000)],
-        &netns,
-    ));
-    Cluster {
-        net,
-        hub,
-        image,
-        _rt: rt,
-    }
+fn cluster() -> Serving {
+    Serving::up(1, "q", WithRay::No, vec![tiny_repo(MODEL, 50_000)])
 }
 
 /// `spark-launch vllm MODEL --job JOB -d …` on the one node, with the stand-in's `extra`.
-fn start(c: &Cluster, job: &str, flags: &[&str], extra: &[&str]) -> Output {
-    let h = hosts(&c.net);
-    let mut all: Vec<&str> = vec!["vllm", MODEL, "--job", job, "-d", "--timeout", "120"];
-    all.extend_from_slice(flags);
-    all.extend([
-        "--hosts",
-        &h,
-        "--image",
-        &c.image,
-        "--gpus",
-        "none",
-        "--ulimit",
-        "memlock=8388608",
-        "--ulimit",
-        "nofile=16384",
-    ]);
-    if !extra.is_empty() {
-        all.push("--");
-        all.extend(extra);
-    }
-    c.net
-        .spark_launch_with(1, &all, &[("HF_ENDPOINT", c.hub.url.as_str())], None)
-}
-
-fn gone(c: &Cluster, job: &str) {
-    let left = containers(&c.net, 1, &format!("sl-{job}-"));
-    assert!(left.is_empty(), "n1 still has {left:?}");
+fn start(c: &Serving, job: &str, flags: &[&str], extra: &[&str]) -> Output {
+    let mut args: Vec<&str> = vec!["vllm", MODEL, "--job", job, "-d", "--timeout", "120"];
+    args.extend_from_slice(flags);
+    c.launch(&args, extra)
 }
 
 #[test]
@@ -90,7 +40,7 @@ fn readiness_fails_a_start_that_answers_soup_or_thinks_forever_and_passes_a_righ
     assert!(err.contains("soup (prose): the answer is soup"), "{err}");
     assert!(err.contains("it answered: sky blue blue sky"), "{err}");
     assert!(err.contains("--no-check starts it anyway"), "{err}");
-    gone(&c, "slsoup");
+    c.gone("slsoup");
 
     // Fast tokens: thinking until the token limit (2048) takes a second, not a minute.
     let out = start(
@@ -107,7 +57,7 @@ fn readiness_fails_a_start_that_answers_soup_or_thinks_forever_and_passes_a_righ
         ),
         "{err}"
     );
-    gone(&c, "slthink");
+    c.gone("slthink");
 
     let out = start(&c, "slright", &[], &[]);
     assert_eq!(out.status.code(), Some(0), "{}", describe(&out));

@@ -17,33 +17,24 @@ const MODEL: &str = "spark-test/tiny";
 
 #[test]
 fn a_group_that_comes_back_answering_soup_is_a_failed_restart_with_the_evidence() {
-    let (net, hub, image, _rt) = two_nodes_serving("k", MODEL);
+    let c = two_nodes_serving("k", MODEL);
+    let net = &c.net;
     let job = "supsoup";
-    let h = hosts(&net);
-    let args = [
-        "vllm",
-        MODEL,
-        "--tp",
-        "2",
-        "--job",
-        job,
-        "-d",
-        "--timeout",
-        "180",
-        "--hosts",
-        &h,
-        "--image",
-        &image,
-        "--gpus",
-        "none",
-        "--ulimit",
-        "memlock=8388608",
-        "--ulimit",
-        "nofile=16384",
-        "--",
-        "--fake-soup-after-restart",
-    ];
-    let out = net.spark_launch_with(1, &args, &[("HF_ENDPOINT", hub.url.as_str())], None);
+    let h = hosts(net);
+    let out = c.launch(
+        &[
+            "vllm",
+            MODEL,
+            "--tp",
+            "2",
+            "--job",
+            job,
+            "-d",
+            "--timeout",
+            "180",
+        ],
+        &["--fake-soup-after-restart"],
+    );
     assert!(out.status.success(), "{}", describe(&out));
     let worker = format!("sl-{job}-{}", net.hostname(2));
     let events = || -> Vec<serde_json::Value> {
@@ -99,9 +90,9 @@ fn a_group_that_comes_back_answering_soup_is_a_failed_restart_with_the_evidence(
                     .exec_user(1, &["sh", "-c", "kill -INT $(cat ~/sup.pid)"], &[], None);
             }
         }
-        let _interrupt = Interrupt(&net);
+        let _interrupt = Interrupt(net);
         wait_for("watching");
-        let out = docker(&net, 2, &["kill", &worker]);
+        let out = docker(net, 2, &["kill", &worker]);
         assert!(out.status.success(), "docker kill: {}", describe(&out));
         let log = wait_for("restart_failed");
         let failed = log.iter().find(|e| e["kind"] == "restart_failed").unwrap();
@@ -118,5 +109,5 @@ fn a_group_that_comes_back_answering_soup_is_a_failed_restart_with_the_evidence(
         drop(_interrupt);
         let _ = sup.join();
     });
-    remove_job(&net, job);
+    remove_job(net, job);
 }

@@ -8,23 +8,7 @@ use std::process::{Command, Output};
 
 mod support;
 use support::fixtures;
-
-fn fixture_args(name: &str) -> Vec<String> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(name);
-    let nodes = std::fs::read_to_string(root.join("nodes")).unwrap();
-    nodes
-        .lines()
-        .filter(|l| !l.is_empty())
-        .flat_map(|n| {
-            [
-                "--snapshot".to_string(),
-                format!("{n}={}", root.join(n).display()),
-            ]
-        })
-        .collect()
-}
+use support::fixtures::snapshot_args;
 
 /// A fixture log: `logs/NAME` or `nccl-tests/NAME` under tests/fixtures.
 fn log(name: &str) -> String {
@@ -49,7 +33,7 @@ fn run<S: AsRef<str>>(args: &[S]) -> Output {
 
 fn args(prefix: &[&str], fixture: &str) -> Vec<String> {
     let mut a: Vec<String> = prefix.iter().map(|s| s.to_string()).collect();
-    a.extend(fixture_args(fixture));
+    a.extend(snapshot_args(fixture));
     a
 }
 

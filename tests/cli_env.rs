@@ -3,22 +3,8 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
-fn fixture_args(name: &str) -> Vec<String> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(name);
-    let nodes = std::fs::read_to_string(root.join("nodes")).unwrap();
-    nodes
-        .lines()
-        .filter(|l| !l.is_empty())
-        .flat_map(|n| {
-            [
-                "--snapshot".to_string(),
-                format!("{n}={}", root.join(n).display()),
-            ]
-        })
-        .collect()
-}
+mod support;
+use support::fixtures::snapshot_args;
 
 fn run(args: &[String]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_spark-launch"))
@@ -30,7 +16,7 @@ fn run(args: &[String]) -> Output {
 
 fn args(prefix: &[&str], fixture: &str) -> Vec<String> {
     let mut a: Vec<String> = prefix.iter().map(|s| s.to_string()).collect();
-    a.extend(fixture_args(fixture));
+    a.extend(snapshot_args(fixture));
     a
 }
 
@@ -165,7 +151,7 @@ fn a_bad_snapshot_argument_is_a_usage_error() {
 #[test]
 fn the_same_node_twice_is_refused() {
     let mut a = args(&["env"], "seed-001-two-sparks-both-twins");
-    a.extend(fixture_args("seed-001-two-sparks-both-twins"));
+    a.extend(snapshot_args("seed-001-two-sparks-both-twins"));
     let out = run(&a);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("node name spark is given twice"));

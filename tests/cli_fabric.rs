@@ -2,29 +2,14 @@
 //! `plan`, `apply --dry-run` and `test --dry-run` (the live paths run on simulated nodes in
 //! `tests/fabric_sim.rs`).
 
-use std::path::Path;
 use std::process::{Command, Output};
 
-fn fixture_args(name: &str) -> Vec<String> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(name);
-    let nodes = std::fs::read_to_string(root.join("nodes")).unwrap();
-    nodes
-        .lines()
-        .filter(|l| !l.is_empty())
-        .flat_map(|n| {
-            [
-                "--snapshot".to_string(),
-                format!("{n}={}", root.join(n).display()),
-            ]
-        })
-        .collect()
-}
+mod support;
+use support::fixtures::snapshot_args;
 
 fn run(prefix: &[&str], fixture: &str) -> Output {
     let mut a: Vec<String> = prefix.iter().map(|s| s.to_string()).collect();
-    a.extend(fixture_args(fixture));
+    a.extend(snapshot_args(fixture));
     Command::new(env!("CARGO_BIN_EXE_spark-launch"))
         .args(&a)
         .env("SPARK_LAUNCH_NO_PROGRESS", "1")

@@ -7,23 +7,7 @@ use std::process::{Command, Output};
 
 mod support;
 use support::fixtures;
-
-fn fixture_args(name: &str) -> Vec<String> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(name);
-    let nodes = std::fs::read_to_string(root.join("nodes")).unwrap();
-    nodes
-        .lines()
-        .filter(|l| !l.is_empty())
-        .flat_map(|n| {
-            [
-                "--snapshot".to_string(),
-                format!("{n}={}", root.join(n).display()),
-            ]
-        })
-        .collect()
-}
+use support::fixtures::snapshot_args;
 
 /// Runs the binary with no cluster file and no user profiles (an empty config folder).
 fn run(args: &[String]) -> Output {
@@ -43,7 +27,7 @@ fn run(args: &[String]) -> Output {
 
 fn args(prefix: &[&str], fixture: &str) -> Vec<String> {
     let mut a: Vec<String> = prefix.iter().map(|s| s.to_string()).collect();
-    a.extend(fixture_args(fixture));
+    a.extend(snapshot_args(fixture));
     a
 }
 
@@ -307,7 +291,7 @@ fn profiles_lists_every_bundled_profile_with_whether_it_fits() {
     assert_eq!(smoke["fit"]["fit"], "yes", "{smoke}");
 
     // One Spark: every two-node profile says why not.
-    let one = fixture_args("seed-001-two-sparks-both-twins")[..2].to_vec();
+    let one = snapshot_args("seed-001-two-sparks-both-twins")[..2].to_vec();
     let mut a = vec!["profiles".to_string(), "--json".to_string()];
     a.extend(one);
     let out = run(&a);

@@ -91,6 +91,7 @@ fn the_pure_core_imports_no_effects() {
         "pull/render.rs",
         "trust/render.rs",
         "fabric_apply/render.rs",
+        "problem.rs",
     ];
     let forbidden = [
         "tokio",

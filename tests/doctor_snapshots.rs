@@ -2,31 +2,15 @@
 //! the JSON report are snapshot-tested, and every warning and refusal `derive` has for a
 //! fixture shows up in the doctor check that owns it (doctor never hides what `env` says).
 
-use std::path::{Path, PathBuf};
-
-use spark_launch::derive::{NodeInput, derive};
+use spark_launch::derive::derive;
 use spark_launch::doctor::{self, CheckSelection, CheckStatus, Inputs, Options, Report};
 use spark_launch::node::NodeName;
-use spark_launch::probe::read_snapshot_dir;
 
-fn fixture(name: &str) -> Vec<NodeInput> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(name);
-    let order = std::fs::read_to_string(root.join("nodes")).expect("fixture has a nodes file");
-    order
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|n| NodeInput {
-            name: NodeName::new(n.trim()).expect("valid node name"),
-            facts: read_snapshot_dir(&PathBuf::from(&root).join(n.trim()))
-                .expect("readable snapshot"),
-        })
-        .collect()
-}
+mod support;
+use support::fixtures::fixture_nodes;
 
 fn report(name: &str) -> Report {
-    let nodes = fixture(name);
+    let nodes = fixture_nodes(name);
     let derived = derive(&nodes);
     doctor::run(
         &Inputs {
@@ -114,7 +98,7 @@ fn owner(warning: &str) -> &'static str {
 #[test]
 fn every_derive_warning_and_refusal_is_reported_by_the_check_that_owns_it() {
     for name in FIXTURES {
-        let nodes = fixture(name);
+        let nodes = fixture_nodes(name);
         let r = report(name);
         let said = |id: &str, node: &NodeName| {
             let c = r.checks.iter().find(|c| c.info.id == id).unwrap();
@@ -145,7 +129,7 @@ fn every_derive_warning_and_refusal_is_reported_by_the_check_that_owns_it() {
                         c.findings.iter().any(|f| {
                             f.node == v.node
                                 && f.severity == doctor::Severity::Fail
-                                && f.fix.text == v.fix
+                                && f.problem.fix.text == v.problem.fix
                         })
                     });
                     assert!(failed, "{name}: refusal {v} is not a FAIL finding");

@@ -1,30 +1,15 @@
 //! The full `env --json` output of every fixture cluster, through the real reader and derive,
 //! snapshot-tested. A refused layout snapshots its violations instead.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use spark_launch::derive::{NodeInput, derive};
-use spark_launch::node::NodeName;
-use spark_launch::probe::read_snapshot_dir;
+use spark_launch::derive::derive;
 
-fn fixture(name: &str) -> Vec<NodeInput> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(name);
-    let order = std::fs::read_to_string(root.join("nodes")).expect("fixture has a nodes file");
-    order
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|n| NodeInput {
-            name: NodeName::new(n.trim()).expect("valid node name"),
-            facts: read_snapshot_dir(&PathBuf::from(&root).join(n.trim()))
-                .expect("readable snapshot"),
-        })
-        .collect()
-}
+mod support;
+use support::fixtures::fixture_nodes;
 
 fn env_json(name: &str) -> serde_json::Value {
-    match derive(&fixture(name)) {
+    match derive(&fixture_nodes(name)) {
         Ok(c) => serde_json::to_value(&c).expect("serialises"),
         Err(r) => serde_json::json!({ "refused": r.violations, "message": r.to_string() }),
     }

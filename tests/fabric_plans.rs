@@ -3,31 +3,15 @@
 //! contain validated by the real netplan (`netplan generate --root-dir`, Debian's netplan.io):
 //! a file it rejects, or whose networkd output lacks the planned address or MTU, fails.
 
-use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use spark_launch::derive::NodeInput;
 use spark_launch::fabric::{self, FabricPlan, PlanError, PlanOptions, render};
 use spark_launch::node::NodeName;
 use spark_launch::probe::facts::NetIf;
 use spark_launch::probe::links::LinkArg;
-use spark_launch::probe::read_snapshot_dir;
 
-fn fixture(name: &str) -> Vec<NodeInput> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(name);
-    let order = std::fs::read_to_string(root.join("nodes")).expect("fixture has a nodes file");
-    order
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|n| NodeInput {
-            name: NodeName::new(n.trim()).expect("valid node name"),
-            facts: read_snapshot_dir(&PathBuf::from(&root).join(n.trim()))
-                .expect("readable snapshot"),
-        })
-        .collect()
-}
+mod support;
+use support::fixtures::fixture_nodes;
 
 fn links(args: &[&str]) -> Vec<LinkArg> {
     args.iter()
@@ -36,7 +20,7 @@ fn links(args: &[&str]) -> Vec<LinkArg> {
 }
 
 fn plan_of(name: &str, given: &[&str], opts: &PlanOptions) -> Result<FabricPlan, PlanError> {
-    fabric::plan(&fixture(name), &links(given), opts)
+    fabric::plan(&fixture_nodes(name), &links(given), opts)
 }
 
 fn json_of(r: &Result<FabricPlan, PlanError>) -> serde_json::Value {

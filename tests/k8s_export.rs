@@ -12,6 +12,12 @@ use std::process::{Command, Output};
 
 use serde::Deserialize;
 use serde_json::Value;
+use spark_launch::k8s::script::{
+    ENTRY_NAME, MOUNT_DIR, SECRET_DIR, kubelet_escape, kubelet_escape_except,
+};
+
+mod support;
+use support::fixtures::snapshot_args;
 
 /// The four launches: (profile, engine and mode as the plan names them).
 const JOBS: [(&str, &str, &str); 4] = [
@@ -29,23 +35,6 @@ const CLUSTERS: [(&str, &[&str]); 2] = [
 
 /// The folder every node's Hugging Face cache is at, in these tests.
 const HF_HOME: &str = "/data/hf-cache";
-
-fn snapshot_args(fixture: &str) -> Vec<String> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(fixture);
-    let nodes = std::fs::read_to_string(root.join("nodes")).unwrap();
-    nodes
-        .lines()
-        .filter(|l| !l.is_empty())
-        .flat_map(|n| {
-            [
-                "--snapshot".to_string(),
-                format!("{n}={}", root.join(n).display()),
-            ]
-        })
-        .collect()
-}
 
 /// Runs the binary with no cluster file, no user profiles and the Hub out of reach.
 fn run(args: &[String]) -> Output {
@@ -88,8 +77,9 @@ fn docs(text: &str) -> Vec<Value> {
         .collect()
 }
 
-/// The kubelet's expansion of `$(NAME)` in a container's args (`$$` is `$`; an unknown name
-/// stays as written).
+/// The kubelet's expansion of `$(NAME)` in a container's command and args (`$$` is `$`; an
+/// unknown name stays as written; any other `$` stays): what the export's escaping is checked
+/// against, here and in the round trip below.
 fn kubelet_expand(s: &str, vars: &BTreeMap<&str, String>) -> String {
     let b = s.as_bytes();
     let mut out = String::new();
@@ -127,6 +117,27 @@ fn kubelet_expand(s: &str, vars: &BTreeMap<&str, String>) -> String {
         }
     }
     out
+}
+
+#[test]
+fn an_escaped_word_comes_back_from_the_kubelet_as_written_with_only_the_references_filled() {
+    let vars = BTreeMap::from([
+        ("LWS_WORKER_INDEX", "3".to_string()),
+        ("HOME", "/x".to_string()),
+    ]);
+    for word in [
+        "plain",
+        "$$ $( $(HOME) $$(HOME) $HOME ${HOME} $",
+        "exec \"$@\"",
+        "c=$(cat /a/refs/main)",
+    ] {
+        assert_eq!(kubelet_expand(&kubelet_escape(word), &vars), word, "{word}");
+    }
+    let line = kubelet_escape_except(
+        "--node-rank=$(LWS_WORKER_INDEX) $(HOME)",
+        &["$(LWS_WORKER_INDEX)"],
+    );
+    assert_eq!(kubelet_expand(&line, &vars), "--node-rank=3 $(HOME)");
 }
 
 /// The variables an environment file sets, as bash reads it (`. FILE` in an empty
@@ -737,8 +748,8 @@ fn the_entrypoint_reads_its_node_s_file_puts_the_keys_in_place_and_finds_the_mod
     );
     let root = tempfile::tempdir().unwrap();
     let r = root.path().display().to_string();
-    let k8s = root.path().join("etc/spark-launch/k8s");
-    let secret = root.path().join("etc/spark-launch/k8s-secret");
+    let k8s = root.path().join(MOUNT_DIR.trim_start_matches('/'));
+    let secret = root.path().join(SECRET_DIR.trim_start_matches('/'));
     let hub = root
         .path()
         .join("root/.cache/huggingface/hub/models--Qwen--Qwen2.5-7B-Instruct");
@@ -762,7 +773,7 @@ fn the_entrypoint_reads_its_node_s_file_puts_the_keys_in_place_and_finds_the_mod
         format!("{r}/root/.cache/huggingface/hub/models--Qwen--Qwen2.5-7B-Instruct/snapshots/main");
     let rank = |node: &str| {
         Command::new("bash")
-            .args(["-c", &script, "spark-launch-k8s", "sh", "-c"])
+            .args(["-c", &script, ENTRY_NAME, "sh", "-c"])
             .arg("printf '%s|%s|%s\\n' \"$1\" \"$NCCL_IB_HCA\" \"$SL_SSHD_LISTEN\"")
             .arg("sh")
             .arg(format!("--model={planned}"))

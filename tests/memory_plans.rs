@@ -10,22 +10,8 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
-fn fixture_args(name: &str) -> Vec<String> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(name);
-    let nodes = std::fs::read_to_string(root.join("nodes")).unwrap();
-    nodes
-        .lines()
-        .filter(|l| !l.is_empty())
-        .flat_map(|n| {
-            [
-                "--snapshot".to_string(),
-                format!("{n}={}", root.join(n).display()),
-            ]
-        })
-        .collect()
-}
+mod support;
+use support::fixtures::snapshot_args;
 
 /// Runs the binary with no cluster file, no user profiles and no Hub.
 fn run(args: &[String]) -> Output {
@@ -59,7 +45,7 @@ fn plan(engine: &str, folder: &Path, flags: &[&str], engine_args: &[&str]) -> Ou
         .collect();
     a.extend(flags.iter().map(|s| s.to_string()));
     a.extend(["--dry-run".to_string(), "--json".to_string()]);
-    a.extend(fixture_args("seed-001-two-sparks-both-twins"));
+    a.extend(snapshot_args("seed-001-two-sparks-both-twins"));
     if !engine_args.is_empty() {
         a.push("--".into());
         a.extend(engine_args.iter().map(|s| s.to_string()));
@@ -190,7 +176,7 @@ fn a_model_that_fits_is_planned_with_its_memory_per_node_and_every_container_cap
     .iter()
     .map(|s| s.to_string())
     .collect();
-    a.extend(fixture_args("seed-001-two-sparks-both-twins"));
+    a.extend(snapshot_args("seed-001-two-sparks-both-twins"));
     a.extend(["--", "--max-model-len", "32768"].map(String::from));
     let out = run(&a);
     assert!(

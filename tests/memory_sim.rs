@@ -13,7 +13,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use sim_serving::{docker, hosts, remove_job, two_nodes_serving};
+use sim_serving::{Serving, docker, hosts, remove_job, two_nodes_serving};
 use support::{SimNet, describe, stderr, stdout};
 
 const MODEL: &str = "spark-test/tiny";
@@ -29,53 +29,39 @@ fn inspect(net: &SimNet, node: usize, name: &str, format: &str) -> String {
 /// the engine. `--no-check`: a rank that eats its cap seconds after the first token would
 /// otherwise be killed while readiness asks the model its questions, and the launch itself
 /// would fail; what these tests prove comes after the start.
-fn launch(net: &SimNet, hub_url: &str, image: &str, job: &str, limit: &str, extra: &[&str]) {
-    let hosts = hosts(net);
-    let mut args = vec![
-        "vllm",
-        MODEL,
-        "--tp",
-        "2",
-        "--job",
-        job,
-        "-d",
-        "--no-check",
-        "--timeout",
-        "180",
-        "--memory-limit",
-        limit,
-        "--hosts",
-        &hosts,
-        "--image",
-        image,
-        "--gpus",
-        "none",
-        "--ulimit",
-        "memlock=8388608",
-        "--ulimit",
-        "nofile=16384",
-    ];
-    if !extra.is_empty() {
-        args.push("--");
-        args.extend_from_slice(extra);
-    }
-    let out = net.spark_launch_with(1, &args, &[("HF_ENDPOINT", hub_url)], None);
+fn launch(c: &Serving, job: &str, limit: &str, extra: &[&str]) {
+    let out = c.launch(
+        &[
+            "vllm",
+            MODEL,
+            "--tp",
+            "2",
+            "--job",
+            job,
+            "-d",
+            "--no-check",
+            "--timeout",
+            "180",
+            "--memory-limit",
+            limit,
+        ],
+        extra,
+    );
     assert!(out.status.success(), "{}", describe(&out));
 }
 
 #[test]
 fn a_rank_that_eats_past_its_cap_is_killed_there_while_its_node_answers_ssh_and_the_supervisor_stops_a_job_below_the_floor()
  {
-    let (net, hub, image, _rt) = two_nodes_serving("m", MODEL);
+    let c = two_nodes_serving("m", MODEL);
+    let net = &c.net;
     let job = "eat";
     let worker = format!("sl-{job}-{}", net.hostname(2));
     let head = format!("sl-{job}-{}", net.hostname(1));
     // 256 MiB for each rank; the worker allocates 1 GiB 10 s after it starts (the job serves
     // by then: the launch returns once a token came back).
     launch(
-        &net,
-        &hub.url,
-        &image,
+        &c,
         job,
         "256M",
         &[
@@ -88,23 +74,23 @@ fn a_rank_that_eats_past_its_cap_is_killed_there_while_its_node_answers_ssh_and_
         ],
     );
     assert_eq!(
-        inspect(&net, 2, &worker, "{{.HostConfig.Memory}}"),
+        inspect(net, 2, &worker, "{{.HostConfig.Memory}}"),
         (256u64 << 20).to_string()
     );
     let t = Instant::now();
     loop {
-        if inspect(&net, 2, &worker, "{{.State.OOMKilled}}") == "true" {
+        if inspect(net, 2, &worker, "{{.State.OOMKilled}}") == "true" {
             break;
         }
         assert!(
             t.elapsed() < Duration::from_secs(90),
             "the worker was not killed at its cap: {}",
-            inspect(&net, 2, &worker, "{{json .State}}")
+            inspect(net, 2, &worker, "{{json .State}}")
         );
         std::thread::sleep(Duration::from_millis(500));
     }
-    assert_eq!(inspect(&net, 2, &worker, "{{.State.Status}}"), "exited");
-    assert_eq!(inspect(&net, 2, &worker, "{{.State.ExitCode}}"), "137");
+    assert_eq!(inspect(net, 2, &worker, "{{.State.Status}}"), "exited");
+    assert_eq!(inspect(net, 2, &worker, "{{.State.ExitCode}}"), "137");
     // The node itself is fine: it answers SSH from the head, and the head's rank runs on.
     let alias = format!("HostKeyAlias={}", net.hostname(2));
     let ssh = net.exec_user(
@@ -124,10 +110,10 @@ fn a_rank_that_eats_past_its_cap_is_killed_there_while_its_node_answers_ssh_and_
         None,
     );
     assert!(ssh.status.success(), "ssh to the node: {}", describe(&ssh));
-    assert_eq!(inspect(&net, 1, &head, "{{.State.Status}}"), "running");
-    assert_eq!(inspect(&net, 1, &head, "{{.State.OOMKilled}}"), "false");
+    assert_eq!(inspect(net, 1, &head, "{{.State.Status}}"), "running");
+    assert_eq!(inspect(net, 1, &head, "{{.State.OOMKilled}}"), "false");
     // `status` shows the cap and the kill.
-    let out = net.spark_launch(1, &["status", job, "--hosts", &hosts(&net)]);
+    let out = net.spark_launch(1, &["status", job, "--hosts", &hosts(net)]);
     assert!(out.status.success(), "{}", describe(&out));
     let text = stdout(&out);
     assert!(
@@ -136,7 +122,7 @@ fn a_rank_that_eats_past_its_cap_is_killed_there_while_its_node_answers_ssh_and_
         describe(&out)
     );
     assert!(text.contains("0.2 GiB"), "{}", describe(&out));
-    let out = net.spark_launch(1, &["status", job, "--json", "--hosts", &hosts(&net)]);
+    let out = net.spark_launch(1, &["status", job, "--json", "--hosts", &hosts(net)]);
     let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
     let rows = v["jobs"].as_array().unwrap();
     assert!(
@@ -145,11 +131,11 @@ fn a_rank_that_eats_past_its_cap_is_killed_there_while_its_node_answers_ssh_and_
             && r["memory_limit"] == 256u64 << 20),
         "{v}"
     );
-    remove_job(&net, job);
+    remove_job(net, job);
 
     // The supervisor's floor: above what these nodes have, so its first look stops the job.
     let job = "floor";
-    launch(&net, &hub.url, &image, job, "1G", &[]);
+    launch(&c, job, "1G", &[]);
     let out = net.spark_launch(
         1,
         &[
@@ -158,7 +144,7 @@ fn a_rank_that_eats_past_its_cap_is_killed_there_while_its_node_answers_ssh_and_
             "--memory-floor",
             "100000G",
             "--hosts",
-            &hosts(&net),
+            &hosts(net),
         ],
     );
     assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
@@ -186,7 +172,7 @@ fn a_rank_that_eats_past_its_cap_is_killed_there_while_its_node_answers_ssh_and_
     // Every rank stopped (kept, for its log), none restarted.
     for i in 1..=2 {
         let name = format!("sl-{job}-{}", net.hostname(i));
-        assert_eq!(inspect(&net, i, &name, "{{.State.Status}}"), "exited");
+        assert_eq!(inspect(net, i, &name, "{{.State.Status}}"), "exited");
     }
-    remove_job(&net, job);
+    remove_job(net, job);
 }

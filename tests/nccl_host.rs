@@ -4,18 +4,13 @@
 //! 0; a run that falls back to sockets, with mpirun failing, exits 1 with its cause.
 
 mod support;
+use support::fixtures::fixture;
 
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 
 use support::describe;
-
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/nccl-tests")
-        .join(name)
-}
 
 /// A folder of stand-in `*_perf` binaries: rank 0 prints the log, the exit status is given.
 fn perf_dir(dir: &Path, logs: &[(&str, &str, i32)]) {
@@ -25,7 +20,7 @@ fn perf_dir(dir: &Path, logs: &[(&str, &str, i32)]) {
             &path,
             format!(
                 "#!/bin/sh\n[ \"${{OMPI_COMM_WORLD_RANK:-0}}\" = 0 ] && cat {}\nexit {code}\n",
-                fixture(log).display()
+                fixture(&format!("nccl-tests/{log}")).display()
             ),
         )
         .unwrap();

@@ -3,44 +3,18 @@
 //! mounts, ulimits; steps), snapshot-tested; and `nccl-test --snapshot ... --dry-run --json` as
 //! a user runs it.
 
-use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use spark_launch::derive::{NodeInput, derive};
-use spark_launch::node::NodeName;
+use spark_launch::derive::derive;
 use spark_launch::plan::{JobName, Launch, RuntimeKind, Step};
-use spark_launch::probe::read_snapshot_dir;
 use spark_launch::workload::job_ssh::JobSshKeys;
 use spark_launch::workload::nccl_test::{self, NcclTestOptions, NcclTestPlan};
 
-fn root(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(name)
-}
-
-fn node_names(name: &str) -> Vec<String> {
-    std::fs::read_to_string(root(name).join("nodes"))
-        .expect("fixture has a nodes file")
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .map(str::to_string)
-        .collect()
-}
-
-fn fixture(name: &str) -> Vec<NodeInput> {
-    node_names(name)
-        .into_iter()
-        .map(|n| NodeInput {
-            facts: read_snapshot_dir(&root(name).join(&n)).expect("readable snapshot"),
-            name: NodeName::new(n).expect("valid node name"),
-        })
-        .collect()
-}
+mod support;
+use support::fixtures::{fixture_nodes, snapshot_args};
 
 fn plan_for(name: &str, runtime: RuntimeKind) -> NcclTestPlan {
-    let inputs = fixture(name);
+    let inputs = fixture_nodes(name);
     let cluster = derive(&inputs).expect("the fixture derives");
     let nodes = nccl_test::test_nodes(&inputs, Some(&cluster), None);
     let mut opts = NcclTestOptions::new(JobName::new("nccl-test").unwrap());
@@ -158,16 +132,6 @@ fn the_driver_is_valid_posix_shell() {
             String::from_utf8_lossy(&out.stderr)
         );
     }
-}
-
-fn snapshot_args(name: &str) -> Vec<String> {
-    node_names(name)
-        .into_iter()
-        .flat_map(|n| {
-            let dir = root(name).join(&n);
-            ["--snapshot".to_string(), format!("{n}={}", dir.display())]
-        })
-        .collect()
 }
 
 fn spark_launch(args: &[String]) -> std::process::Output {
@@ -372,7 +336,7 @@ fn a_refused_layout_is_invalid_input_with_the_fix() {
 
 #[test]
 fn ranks_per_node_default_to_the_gpus_the_probe_found_and_a_flag_overrides_them() {
-    let mut inputs = fixture("seed-004-spark-and-workstation");
+    let mut inputs = fixture_nodes("seed-004-spark-and-workstation");
     // A second GPU in the workstation.
     let extra = inputs[1].facts.host.gpus[0].clone();
     inputs[1]

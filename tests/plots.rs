@@ -7,18 +7,13 @@
 
 mod picture;
 mod support;
+use support::fixtures::fixture;
 
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 
 use support::describe;
-
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/nccl-tests")
-        .join(name)
-}
 
 fn spark_launch(args: &[&str], state: &Path) -> Output {
     Command::new(env!("CARGO_BIN_EXE_spark-launch"))
@@ -33,8 +28,8 @@ fn spark_launch(args: &[&str], state: &Path) -> Output {
 fn report_nccl_draws_each_logs_curve_and_the_figure_two_sparks_must_reach() {
     let tmp = tempfile::tempdir().unwrap();
     let svg = tmp.path().join("busbw.svg");
-    let both = fixture("all_gather_2spark_both_twins.log");
-    let one = fixture("all_gather_2spark_one_twin.log");
+    let both = fixture("nccl-tests/all_gather_2spark_both_twins.log");
+    let one = fixture("nccl-tests/all_gather_2spark_one_twin.log");
     let out = spark_launch(
         &[
             "report",
@@ -69,7 +64,7 @@ fn report_nccl_draws_each_logs_curve_and_the_figure_two_sparks_must_reach() {
 #[test]
 fn a_picture_must_be_svg_and_a_failed_run_draws_none_but_keeps_its_verdict() {
     let tmp = tempfile::tempdir().unwrap();
-    let log = fixture("all_gather_2spark_both_twins.log");
+    let log = fixture("nccl-tests/all_gather_2spark_both_twins.log");
     let out = spark_launch(
         &[
             "report",
@@ -88,7 +83,7 @@ fn a_picture_must_be_svg_and_a_failed_run_draws_none_but_keeps_its_verdict() {
     );
     // A run that failed before measuring has no curve: a warning, no file, the verdict.
     let svg = tmp.path().join("none.svg");
-    let failed = fixture("mpirun_host_key_changed.log");
+    let failed = fixture("nccl-tests/mpirun_host_key_changed.log");
     let out = spark_launch(
         &[
             "report",
@@ -122,7 +117,7 @@ fn nccl_test_draws_the_run_it_just_measured() {
         &perf,
         format!(
             "#!/bin/sh\n[ \"${{OMPI_COMM_WORLD_RANK:-0}}\" = 0 ] && cat {}\nexit 0\n",
-            fixture("all_gather_2spark_both_twins.log").display()
+            fixture("nccl-tests/all_gather_2spark_both_twins.log").display()
         ),
     )
     .unwrap();

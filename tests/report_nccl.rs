@@ -2,18 +2,18 @@
 //! (`tests/fixtures/nccl-tests/`, each described in its README), and `spark-launch report
 //! nccl` on them as a user runs it.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use spark_launch::derive::Topology;
 use spark_launch::report::nccl::{self, AnalysisContext, Status, Transport, render};
 
-fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/nccl-tests")
-}
+mod support;
+use support::fixtures::fixture;
 
 fn read(name: &str) -> String {
-    std::fs::read_to_string(fixtures().join(name)).unwrap_or_else(|e| panic!("{name}: {e}"))
+    std::fs::read_to_string(fixture("nccl-tests").join(name))
+        .unwrap_or_else(|e| panic!("{name}: {e}"))
 }
 
 /// What each fixture must yield: status, the transport of every process, and a phrase of the
@@ -95,7 +95,7 @@ const EXPECTED: &[(&str, Status, Option<Transport>, Option<&str>)] = &[
 
 #[test]
 fn every_fixture_log_gets_the_verdict_its_readme_promises() {
-    let mut logs: Vec<String> = std::fs::read_dir(fixtures())
+    let mut logs: Vec<String> = std::fs::read_dir(fixture("nccl-tests"))
         .unwrap()
         .filter_map(|e| e.ok()?.file_name().into_string().ok())
         .filter(|n| n.ends_with(".log"))
@@ -133,9 +133,9 @@ fn every_fixture_log_gets_the_verdict_its_readme_promises() {
                     .first_cause()
                     .unwrap_or_else(|| panic!("{name}: no cause"));
                 assert!(
-                    first.problem.contains(c),
+                    first.problem.what.contains(c),
                     "{name}: first cause {:?} should mention {c:?}",
-                    first.problem
+                    first.problem.what
                 );
             }
             None => assert!(a.first_cause().is_none(), "{name}: {:?}", a.first_cause()),
@@ -207,7 +207,14 @@ fn a_failed_run_is_failed_with_its_first_cause_never_zero_bandwidth() {
     assert!(v.run_failed);
     assert_eq!(v.peak_busbw_gbs, None);
     assert_eq!(v.avg_busbw_gbs, None);
-    assert!(v.causes[0].fix.as_deref().unwrap().contains("memlock=-1"));
+    assert!(
+        v.causes[0]
+            .problem
+            .fix
+            .as_deref()
+            .unwrap()
+            .contains("memlock=-1")
+    );
     assert_eq!(v.causes[0].host.as_deref(), Some("spark-1d84"));
     assert!(!render::text(&a).contains("GB/s"));
 }
@@ -250,9 +257,9 @@ fn a_pair_below_the_pass_mark_fails_with_the_figure_named() {
     assert_eq!(a.status, Status::Fail);
     let cause = a.first_cause().unwrap();
     assert!(
-        cause.problem.contains("below the 21.875 GB/s"),
+        cause.problem.what.contains("below the 21.875 GB/s"),
         "{}",
-        cause.problem
+        cause.problem.what
     );
 }
 
@@ -290,7 +297,7 @@ fn spark_launch() -> Command {
 fn report_nccl_exits_one_on_a_fallback_and_zero_on_a_clean_log() {
     let out = spark_launch()
         .args(["report", "nccl"])
-        .arg(fixtures().join("all_reduce_2rank_net_socket.log"))
+        .arg(fixture("nccl-tests").join("all_reduce_2rank_net_socket.log"))
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
@@ -298,8 +305,8 @@ fn report_nccl_exits_one_on_a_fallback_and_zero_on_a_clean_log() {
     assert!(stdout.contains("✗ FAILED"), "{stdout}");
     let out = spark_launch()
         .args(["report", "nccl"])
-        .arg(fixtures().join("all_reduce_2gpu_nvlink.log"))
-        .arg(fixtures().join("all_gather_2spark_both_twins.log"))
+        .arg(fixture("nccl-tests").join("all_reduce_2gpu_nvlink.log"))
+        .arg(fixture("nccl-tests").join("all_gather_2spark_both_twins.log"))
         .output()
         .unwrap();
     assert_eq!(
@@ -314,8 +321,8 @@ fn report_nccl_exits_one_on_a_fallback_and_zero_on_a_clean_log() {
 fn report_nccl_json_is_one_clean_document_with_every_log() {
     let out = spark_launch()
         .args(["--json", "report", "nccl"])
-        .arg(fixtures().join("all_gather_2spark_one_twin.log"))
-        .arg(fixtures().join("all_reduce_2gpu_nvlink.log"))
+        .arg(fixture("nccl-tests").join("all_gather_2spark_one_twin.log"))
+        .arg(fixture("nccl-tests").join("all_reduce_2gpu_nvlink.log"))
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));

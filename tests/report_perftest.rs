@@ -2,13 +2,13 @@
 //! `ib_write_lat` and `ib_send_bw` outputs and captured variants (both twins at once, one twin
 //! down, RoCE at MTU 1024), and `fabric test`'s plan and verdict on a fixture cluster.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use spark_launch::derive::NodeInput;
 use spark_launch::fabric::perftest::{self as plan, TestPlan};
-use spark_launch::node::NodeName;
-use spark_launch::probe::read_snapshot_dir;
 use spark_launch::report::perftest::{self, PerfVerdict, RoundOutput, RunOutput};
+
+mod support;
+use support::fixtures::fixture_nodes;
 
 fn text(name: &str) -> String {
     std::fs::read_to_string(
@@ -17,21 +17,6 @@ fn text(name: &str) -> String {
             .join(name),
     )
     .unwrap_or_else(|e| panic!("{name}: {e}"))
-}
-
-fn fixture(name: &str) -> Vec<NodeInput> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(name);
-    std::fs::read_to_string(root.join("nodes"))
-        .unwrap()
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|n| NodeInput {
-            name: NodeName::new(n.trim()).unwrap(),
-            facts: read_snapshot_dir(&PathBuf::from(&root).join(n.trim())).unwrap(),
-        })
-        .collect()
 }
 
 #[test]
@@ -113,7 +98,7 @@ fn outputs(plan: &TestPlan, clients: &[&[&str]]) -> Vec<RoundOutput> {
 
 #[test]
 fn fabric_test_runs_both_twins_of_the_one_cable_at_once_and_passes_near_line_rate() {
-    let p = plan::plan(&fixture("seed-001-two-sparks-both-twins"), &[], 5).unwrap();
+    let p = plan::plan(&fixture_nodes("seed-001-two-sparks-both-twins"), &[], 5).unwrap();
     insta::assert_json_snapshot!("test-plan-seed-001", p);
     assert_eq!(p.rounds.len(), 1);
     assert_eq!(
@@ -122,7 +107,7 @@ fn fabric_test_runs_both_twins_of_the_one_cable_at_once_and_passes_near_line_rat
         "the second twin has no address: {p:?}"
     );
     // With both twins addressed (after `fabric apply`), both run at once.
-    let p = plan::plan(&fixture("ring-4-sparks"), &[], 5).unwrap();
+    let p = plan::plan(&fixture_nodes("ring-4-sparks"), &[], 5).unwrap();
     assert_eq!(p.rounds.len(), 4, "one cable after another");
     assert!(p.skipped.len() == 4, "{:?}", p.skipped);
 }
@@ -130,7 +115,7 @@ fn fabric_test_runs_both_twins_of_the_one_cable_at_once_and_passes_near_line_rat
 #[test]
 fn both_twins_pass_a_twin_down_fails_and_an_mtu_of_1024_warns() {
     // A plan with two twin pairs on one cable, as after `fabric apply` on two Sparks.
-    let nodes = fixture("seed-001-two-sparks-both-twins");
+    let nodes = fixture_nodes("seed-001-two-sparks-both-twins");
     let mut p = plan::plan(&nodes, &[], 5).unwrap();
     let mut second = p.rounds[0].runs[0].clone();
     second.port += 1;

@@ -3,13 +3,10 @@
 //! vLLM with Ray and TensorRT-LLM, snapshot-tested; and the refusals.
 
 use std::collections::BTreeMap;
-use std::path::Path;
 
 use spark_launch::derive::NodeInput;
 use spark_launch::model::ModelSource;
-use spark_launch::node::NodeName;
 use spark_launch::plan::{JobName, Launch, Step};
-use spark_launch::probe::read_snapshot_dir;
 use spark_launch::workload::engines::{
     DEFAULT_READY_TIMEOUT_S, EngineKind, EngineOptions, ray, trtllm, vllm,
 };
@@ -18,20 +15,8 @@ use spark_launch::workload::launch::LaunchRefusal;
 use spark_launch::workload::serve::{ServeOptions, ServePlan};
 use spark_launch::workload::skeleton::{self, ServeInput};
 
-fn fixture(name: &str) -> Vec<NodeInput> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(name);
-    std::fs::read_to_string(root.join("nodes"))
-        .expect("fixture has a nodes file")
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|n| NodeInput {
-            name: NodeName::new(n.trim()).unwrap(),
-            facts: read_snapshot_dir(&root.join(n.trim())).unwrap(),
-        })
-        .collect()
-}
+mod support;
+use support::fixtures::fixture_nodes;
 
 const COMMIT: &str = "7ae557604adf67be50417f59c2c2f167def9a775";
 
@@ -130,7 +115,7 @@ fn trtllm_plan(
 fn vllm_native_on_two_sparks_runs_serve_on_both_with_ranks_and_a_headless_worker() {
     let plan = vllm_plan(
         &vllm_opts(2, native()),
-        &fixture("seed-001-two-sparks-both-twins"),
+        &fixture_nodes("seed-001-two-sparks-both-twins"),
     )
     .unwrap();
     insta::assert_yaml_snapshot!(plan);
@@ -161,7 +146,7 @@ fn vllm_with_ray_waits_for_every_node_at_its_intended_address() {
                 ..EngineOptions::default()
             },
         ),
-        &fixture("seed-001-two-sparks-both-twins"),
+        &fixture_nodes("seed-001-two-sparks-both-twins"),
     )
     .unwrap();
     insta::assert_yaml_snapshot!(plan);
@@ -184,7 +169,7 @@ fn vllm_with_ray_waits_for_every_node_at_its_intended_address() {
 fn trtllm_on_two_sparks_runs_mpirun_from_the_head_over_sshd_on_2233() {
     let plan = trtllm_plan(
         &trt_opts(2),
-        &fixture("seed-001-two-sparks-both-twins"),
+        &fixture_nodes("seed-001-two-sparks-both-twins"),
         &JobSshKeys::placeholder(),
     )
     .unwrap();
@@ -256,7 +241,7 @@ fn trtllm_on_two_sparks_runs_mpirun_from_the_head_over_sshd_on_2233() {
 fn a_spark_and_a_workstation_each_get_their_own_interface_names() {
     let plan = vllm_plan(
         &vllm_opts(2, native()),
-        &fixture("seed-004-spark-and-workstation"),
+        &fixture_nodes("seed-004-spark-and-workstation"),
     )
     .unwrap();
     insta::assert_yaml_snapshot!(plan);
@@ -264,7 +249,7 @@ fn a_spark_and_a_workstation_each_get_their_own_interface_names() {
 
 #[test]
 fn the_triangle_serves_on_the_management_network_with_subnet_aware_routing() {
-    let plan = vllm_plan(&vllm_opts(3, native()), &fixture("seed-003-triangle")).unwrap();
+    let plan = vllm_plan(&vllm_opts(3, native()), &fixture_nodes("seed-003-triangle")).unwrap();
     insta::assert_yaml_snapshot!(plan);
 }
 
@@ -272,7 +257,7 @@ fn the_triangle_serves_on_the_management_network_with_subnet_aware_routing() {
 fn trtllm_on_link_local_sparks() {
     let plan = trtllm_plan(
         &trt_opts(2),
-        &fixture("seed-002-link-local"),
+        &fixture_nodes("seed-002-link-local"),
         &JobSshKeys::placeholder(),
     )
     .unwrap();
@@ -281,7 +266,7 @@ fn trtllm_on_link_local_sparks() {
 
 #[test]
 fn tp_2_on_three_switched_sparks_uses_the_first_two_and_says_so() {
-    let plan = vllm_plan(&vllm_opts(2, native()), &fixture("switch-3-sparks")).unwrap();
+    let plan = vllm_plan(&vllm_opts(2, native()), &fixture_nodes("switch-3-sparks")).unwrap();
     assert_eq!(plan.nodes.len(), 2);
     assert_eq!(plan.unused.len(), 1);
     assert!(
@@ -296,10 +281,14 @@ fn tp_2_on_three_switched_sparks_uses_the_first_two_and_says_so() {
 fn a_shape_that_does_not_fit_and_a_broken_fabric_are_refused_together() {
     let mut o = vllm_opts(4, native());
     o.serve.engine_args = vec!["--tensor-parallel-size".into(), "4".into()];
-    let e = vllm_plan(&o, &fixture("seed-001-two-sparks-both-twins")).unwrap_err();
+    let e = vllm_plan(&o, &fixture_nodes("seed-001-two-sparks-both-twins")).unwrap_err();
     insta::assert_snapshot!(e.to_string());
 
-    let e = vllm_plan(&vllm_opts(2, native()), &fixture("broken-twins-one-subnet")).unwrap_err();
+    let e = vllm_plan(
+        &vllm_opts(2, native()),
+        &fixture_nodes("broken-twins-one-subnet"),
+    )
+    .unwrap_err();
     assert!(e.to_string().contains("one subnet"), "{e}");
 }
 
@@ -310,7 +299,7 @@ fn a_user_variable_replaces_the_derived_one_and_the_plan_says_so() {
         .env
         .insert("NCCL_IB_HCA".into(), "rocep1s0f1".into());
     o.serve.env.insert("NCCL_DEBUG".into(), "INFO".into());
-    let plan = vllm_plan(&o, &fixture("seed-001-two-sparks-both-twins")).unwrap();
+    let plan = vllm_plan(&o, &fixture_nodes("seed-001-two-sparks-both-twins")).unwrap();
     let Launch::Container(c) = &plan.job.nodes[0].launch else {
         panic!()
     };
@@ -333,7 +322,7 @@ fn trtllm_forwards_a_users_variable_by_name_so_its_value_is_on_no_command_line()
     o.serve.env.insert("MY_FLAG".into(), "on".into());
     let plan = trtllm_plan(
         &o,
-        &fixture("seed-001-two-sparks-both-twins"),
+        &fixture_nodes("seed-001-two-sparks-both-twins"),
         &JobSshKeys::placeholder(),
     )
     .unwrap();
@@ -366,7 +355,7 @@ fn trtllm_forwards_a_users_variable_by_name_so_its_value_is_on_no_command_line()
 fn a_printed_plan_survives_a_json_round_trip_with_its_secrets_still_set() {
     let plan = trtllm_plan(
         &trt_opts(2),
-        &fixture("seed-001-two-sparks-both-twins"),
+        &fixture_nodes("seed-001-two-sparks-both-twins"),
         &JobSshKeys::placeholder(),
     )
     .unwrap();
@@ -387,7 +376,7 @@ async fn no_half_of_the_jobs_real_ssh_keys_appears_in_a_printed_plan() {
         .expect("ssh-keygen makes the job's keys");
     let plan = trtllm_plan(
         &trt_opts(2),
-        &fixture("seed-001-two-sparks-both-twins"),
+        &fixture_nodes("seed-001-two-sparks-both-twins"),
         &keys,
     )
     .unwrap();

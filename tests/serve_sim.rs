@@ -16,104 +16,29 @@ use std::process::Output;
 
 use hub_standin::{HubStandin, tiny_repo};
 use sim_serving::{
-    WithRay, container_log, containers, docker_socket, hosts, remove_job, standin_on_every_node,
-    trtllm_standin_on_every_node, trust_all,
+    STANDIN_RAY_TAG, Serving, WithRay, container_log, containers, docker_socket, hosts, remove_job,
+    shaped_repo, standin_on_every_node, trtllm_standin_on_every_node, trust_all,
 };
 use support::{SimNet, describe, stderr, stdout};
 
 const MODEL: &str = "spark-test/tiny";
-/// The stand-in serving image with real Ray (a new tag: the image before it had a fake `ray`),
-/// and without Ray for the tests that do not use it.
-const STANDIN_RAY_TAG: &str = "standin-ray2.60:test";
-const STANDIN_TAG: &str = "standin-noray:test";
 
-struct Cluster {
-    net: SimNet,
-    hub: HubStandin,
-    image: String,
-    _rt: tokio::runtime::Runtime,
-}
-
-fn cluster(n: usize, tag: &str, ray: WithRay) -> Cluster {
+fn cluster(n: usize, tag: &str, ray: WithRay) -> Serving {
     cluster_with(n, tag, ray, Vec::new())
 }
 
 /// [`cluster`] whose Hub stand-in also serves `more` repos.
-fn cluster_with(n: usize, tag: &str, ray: WithRay, more: Vec<hub_standin::FakeRepo>) -> Cluster {
-    let net = SimNet::builder(n).services("sshd,dockerd").tag(tag).up();
-    trust_all(&net);
-    let image = match ray {
-        WithRay::Yes => format!("{}{STANDIN_RAY_TAG}", net.prefix()),
-        WithRay::No => format!("{}{STANDIN_TAG}", net.prefix()),
-    };
-    // The same image on every node up front: EnsureImage then checks digests and skips (image
-    // push itself is tested with the runtime).
-    standin_on_every_node(&net, &image, ray);
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let netns = PathBuf::from("/var/run/netns").join(format!("{}n1", net.prefix()));
-    let mut repos = vec![shaped_repo()];
+fn cluster_with(n: usize, tag: &str, ray: WithRay, more: Vec<hub_standin::FakeRepo>) -> Serving {
+    let mut repos = vec![shaped_repo(MODEL)];
     repos.extend(more);
-    let hub = rt.block_on(HubStandin::start_in_netns(repos, &netns));
-    Cluster {
-        net,
-        hub,
-        image,
-        _rt: rt,
-    }
-}
-
-/// The tiny repo with the shape of Qwen/Qwen2.5-0.5B-Instruct's public config.json (14
-/// attention heads, 2 KV heads, 24 layers): what the tp/pp check reads.
-fn shaped_repo() -> hub_standin::FakeRepo {
-    let mut repo = tiny_repo(MODEL, 200_000);
-    for f in &mut repo.files {
-        if f.path == "config.json" {
-            f.content = br#"{"architectures":["TinyForCausalLM"],"hidden_size":64,"num_attention_heads":14,"num_key_value_heads":2,"num_hidden_layers":24}"#.to_vec();
-        }
-    }
-    repo
-}
-
-/// `spark-launch ARGS --hosts … --image … --gpus none --ulimit …` inside the head.
-fn sl(c: &Cluster, args: &[&str], extra: &[&str]) -> Output {
-    let h = hosts(&c.net);
-    let mut all: Vec<&str> = args.to_vec();
-    all.extend([
-        "--hosts",
-        &h,
-        "--image",
-        &c.image,
-        "--gpus",
-        "none",
-        "--ulimit",
-        "memlock=8388608",
-        "--ulimit",
-        "nofile=16384",
-    ]);
-    if !extra.is_empty() {
-        all.push("--");
-        all.extend(extra);
-    }
-    c.net
-        .spark_launch_with(1, &all, &[("HF_ENDPOINT", c.hub.url.as_str())], None)
-}
-
-fn gone(c: &Cluster, job: &str) {
-    for i in 1..=c.net.len() {
-        let left = containers(&c.net, i, &format!("sl-{job}-"));
-        assert!(left.is_empty(), "n{i} still has {left:?}");
-    }
+    Serving::up(n, tag, ray, repos)
 }
 
 #[test]
 fn vllm_native_serves_across_two_nodes_and_bench_measures_it_by_job_name() {
     let c = cluster(2, "v", WithRay::No);
     let job = "sl7native";
-    let out = sl(
-        &c,
+    let out = c.launch(
         &[
             "vllm",
             MODEL,
@@ -240,8 +165,7 @@ fn vllm_native_serves_across_two_nodes_and_bench_measures_it_by_job_name() {
 fn vllm_on_ray_starts_once_ray_lists_both_nodes_at_their_fabric_addresses() {
     let c = cluster(2, "r", WithRay::Yes);
     let job = "sl7ray";
-    let out = sl(
-        &c,
+    let out = c.launch(
         &[
             "vllm",
             MODEL,
@@ -411,8 +335,7 @@ fn ray_names_a_worker_that_joined_from_another_interface() {
 fn a_server_that_never_becomes_ready_times_out_names_the_phase_and_leaves_nothing() {
     let c = cluster(2, "t", WithRay::No);
     let job = "sl7never";
-    let out = sl(
-        &c,
+    let out = c.launch(
         &[
             "vllm",
             MODEL,
@@ -435,15 +358,14 @@ fn a_server_that_never_becomes_ready_times_out_names_the_phase_and_leaves_nothin
     );
     assert!(err.contains("first error line of each node's log"), "{err}");
     assert!(err.contains("stopped and removed"), "{err}");
-    gone(&c, job);
+    c.gone(job);
 }
 
 #[test]
 fn a_container_that_dies_fails_at_once_with_its_first_error_line() {
     let c = cluster(2, "e", WithRay::No);
     let job = "sl7dies";
-    let out = sl(
-        &c,
+    let out = c.launch(
         &[
             "vllm",
             MODEL,
@@ -465,7 +387,7 @@ fn a_container_that_dies_fails_at_once_with_its_first_error_line() {
         "{err}"
     );
     assert!(err.contains("n1: (no error line in its log)"), "{err}");
-    gone(&c, job);
+    c.gone(job);
 }
 
 #[test]
@@ -487,14 +409,14 @@ fn a_live_dry_run_prints_the_very_plan_the_run_then_executes() {
     // model's commit and files on the Hub) and starts nothing.
     let mut dry: Vec<&str> = args.to_vec();
     dry.push("--dry-run");
-    let planned = sl(&c, &dry, &[]);
+    let planned = c.launch(&dry, &[]);
     assert!(planned.status.success(), "{}", describe(&planned));
     let planned: serde_json::Value =
         serde_json::from_slice(&planned.stdout).expect("the dry run prints the plan as JSON");
-    gone(&c, job);
+    c.gone(job);
     let mut run: Vec<&str> = args.to_vec();
     run.push("-d");
-    let ran = sl(&c, &run, &[]);
+    let ran = c.launch(&run, &[]);
     assert!(ran.status.success(), "{}", describe(&ran));
     let ran: serde_json::Value =
         serde_json::from_slice(&ran.stdout).expect("the run prints its result as JSON");
@@ -518,15 +440,14 @@ fn a_live_dry_run_prints_the_very_plan_the_run_then_executes() {
         .net
         .spark_launch(1, &["stop", job, "--hosts", &hosts(&c.net)]);
     assert!(stop.status.success(), "{}", describe(&stop));
-    gone(&c, job);
+    c.gone(job);
 }
 
 #[test]
 fn a_tp_that_does_not_divide_the_heads_is_refused_from_the_hubs_config_before_anything_is_copied() {
     let c = cluster(2, "h", WithRay::No);
     let job = "sl15heads";
-    let out = sl(
-        &c,
+    let out = c.launch(
         &[
             "vllm",
             MODEL,
@@ -548,7 +469,7 @@ fn a_tp_that_does_not_divide_the_heads_is_refused_from_the_hubs_config_before_an
     );
     assert!(err.contains("use tp 1, 2 or 14"), "{err}");
     assert!(!err.contains("Stage"), "nothing was copied: {err}");
-    gone(&c, job);
+    c.gone(job);
     // Nothing of the model reached the worker's cache.
     let cache = c
         .net
@@ -561,8 +482,7 @@ fn a_tp_that_does_not_divide_the_heads_is_refused_from_the_hubs_config_before_an
 fn vllm_enforces_the_api_key_that_readiness_and_the_printed_curl_use_and_no_printout_shows() {
     let c = cluster(2, "k", WithRay::No);
     let job = "sl15key";
-    let out = sl(
-        &c,
+    let out = c.launch(
         &[
             "vllm",
             MODEL,
@@ -675,7 +595,7 @@ fn vllm_enforces_the_api_key_that_readiness_and_the_printed_curl_use_and_no_prin
 }
 
 /// `docker exec` in container `name` on node `i` (the node's own dockerd).
-fn exec_in(c: &Cluster, i: usize, name: &str, script: &str) -> Output {
+fn exec_in(c: &Serving, i: usize, name: &str, script: &str) -> Output {
     std::process::Command::new("docker")
         .args([
             "-H",
@@ -690,8 +610,7 @@ fn exec_in(c: &Cluster, i: usize, name: &str, script: &str) -> Output {
 fn sglang_serves_across_two_nodes_with_its_key_in_no_argv_or_log_and_bench_measures_it() {
     let c = cluster(2, "g", WithRay::No);
     let job = "sl22sglang";
-    let out = sl(
-        &c,
+    let out = c.launch(
         &[
             "sglang",
             MODEL,
@@ -915,8 +834,7 @@ fn an_sglang_profile_with_an_eagle_draft_stages_the_draft_everywhere_and_serves_
 fn no_stage_refuses_to_start_when_a_node_lacks_the_weights() {
     let c = cluster(2, "n", WithRay::No);
     let job = "sl7nostage";
-    let out = sl(
-        &c,
+    let out = c.launch(
         &["vllm", MODEL, "--tp", "2", "--job", job, "-d", "--no-stage"],
         &[],
     );
@@ -931,7 +849,7 @@ fn no_stage_refuses_to_start_when_a_node_lacks_the_weights() {
         "{err}"
     );
     assert!(!err.contains("✓ Start on"), "{err}");
-    gone(&c, job);
+    c.gone(job);
 }
 
 #[test]
@@ -1027,7 +945,7 @@ fn attached_the_job_serves_until_ctrl_c_then_every_node_is_stopped() {
     };
     // Ended by Ctrl-C: the exit of an interrupt, after a clean stop.
     assert_eq!(status.code(), Some(130), "{status:?}");
-    gone(&c, job);
+    c.gone(job);
 }
 
 #[test]
@@ -1141,7 +1059,7 @@ fn attached_the_watcher_reconnects_to_a_worker_whose_ssh_dropped_and_ctrl_c_stil
         text.contains("✓ Stop") || !text.contains("✗ Stop"),
         "{text}"
     );
-    gone(&c, job);
+    c.gone(job);
 }
 
 #[test]

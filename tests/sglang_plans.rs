@@ -8,15 +8,13 @@
 //! snapshot-tested whole.
 
 mod support;
-
-use std::path::Path;
+use support::fixtures::fixture_nodes;
 
 use spark_launch::derive::NodeInput;
 use spark_launch::model::ModelSource;
 use spark_launch::node::NodeName;
 use spark_launch::plan::secret::Secret;
 use spark_launch::plan::{JobName, Launch, Step};
-use spark_launch::probe::read_snapshot_dir;
 use spark_launch::profile;
 use spark_launch::workload::endpoint::{ApiKey, ApiKeyAsk};
 use spark_launch::workload::engines::speculative::{SpecMethod, Speculative};
@@ -25,21 +23,6 @@ use spark_launch::workload::launch::{LaunchPlan, LaunchRequest, Lookups, ServeRe
 use spark_launch::workload::partial::{self, LaunchAsk, PartialServe};
 use spark_launch::workload::serve::{ServeOptions, ServePlan};
 use support::sglang::{IMAGE, NEWEST, sglang_parse_with};
-
-fn fixture(name: &str) -> Vec<NodeInput> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(name);
-    std::fs::read_to_string(root.join("nodes"))
-        .expect("fixture has a nodes file")
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|n| NodeInput {
-            name: NodeName::new(n.trim()).unwrap(),
-            facts: read_snapshot_dir(&root.join(n.trim())).unwrap(),
-        })
-        .collect()
-}
 
 const COMMIT: &str = "7ae557604adf67be50417f59c2c2f167def9a775";
 
@@ -117,7 +100,7 @@ fn cases() -> Vec<(String, usize, Vec<Vec<String>>)> {
         let p = serve_plan(&r, nodes, l);
         out.push((case.to_string(), p.nodes.len(), lines(&p)));
     };
-    let two = fixture("seed-001-two-sparks-both-twins");
+    let two = fixture_nodes("seed-001-two-sparks-both-twins");
     add(
         "two Sparks",
         request(2, 1, EngineOptions::default()),
@@ -127,19 +110,19 @@ fn cases() -> Vec<(String, usize, Vec<Vec<String>>)> {
     add(
         "3-node ring",
         request(3, 1, EngineOptions::default()),
-        &fixture("seed-003-triangle"),
+        &fixture_nodes("seed-003-triangle"),
         &none,
     );
     add(
         "4-node ring",
         request(4, 1, EngineOptions::default()),
-        &fixture("ring-4-sparks"),
+        &fixture_nodes("ring-4-sparks"),
         &none,
     );
     add(
         "three switched Sparks",
         request(3, 1, EngineOptions::default()),
-        &fixture("switch-3-sparks"),
+        &fixture_nodes("switch-3-sparks"),
         &none,
     );
     add(
@@ -240,7 +223,7 @@ fn every_planned_sglang_line_passes_the_parsers_of_the_default_image_and_the_new
 
 #[test]
 fn every_bundled_sglang_profiles_lines_pass_the_parser_of_the_newest_release() {
-    let nodes = fixture("seed-001-two-sparks-both-twins");
+    let nodes = fixture_nodes("seed-001-two-sparks-both-twins");
     let mut judged = Vec::new();
     for l in profile::bundled() {
         let LaunchAsk::Serve(ask) = l.profile.ask(&l.file).unwrap() else {
@@ -284,7 +267,11 @@ fn sglang_on_two_sparks_runs_the_server_on_both_with_ranks_and_the_key_in_the_he
         }),
         ..Lookups::default()
     };
-    let p = serve_plan(&r, &fixture("seed-001-two-sparks-both-twins"), &lookups);
+    let p = serve_plan(
+        &r,
+        &fixture_nodes("seed-001-two-sparks-both-twins"),
+        &lookups,
+    );
     insta::assert_yaml_snapshot!(p);
     assert_eq!(p.mode, "native");
     let Launch::Container(head) = &p.job.nodes[0].launch else {

@@ -14,7 +14,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use sim_serving::{docker, hosts, remove_job, two_nodes_serving};
+use sim_serving::{Serving, docker, hosts, remove_job, two_nodes_serving};
 use support::{SimNet, describe, stdout};
 
 const MODEL: &str = "spark-test/tiny";
@@ -50,7 +50,12 @@ fn gauge(page: &str, name: &str) -> Option<f64> {
 
 #[test]
 fn a_paused_worker_wedges_generation_while_health_answers_and_the_soak_names_the_stall() {
-    let (net, hub, image, _rt) = two_nodes_serving("w", MODEL);
+    let Serving {
+        net,
+        hub,
+        image,
+        rt: _rt,
+    } = two_nodes_serving("w", MODEL);
     let job = "wedge";
     let h = hosts(&net);
     let out = net.spark_launch_with(

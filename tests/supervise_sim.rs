@@ -20,7 +20,7 @@ use std::process::Output;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use hub_standin::HubStandin;
-use sim_serving::{docker, hosts, remove_job, two_nodes_serving};
+use sim_serving::{Serving, docker, hosts, remove_job, two_nodes_serving};
 use support::{SimNet, describe, stdout};
 
 const MODEL: &str = "spark-test/tiny";
@@ -185,7 +185,12 @@ fn token(net: &SimNet) -> String {
 #[test]
 fn a_supervised_job_heals_a_wedge_and_a_crashed_rank_by_restarting_its_whole_group_and_ctrl_c_leaves_it_running_also_with_vllm_supervise()
  {
-    let (net, hub, image, _rt) = two_nodes_serving("v", MODEL);
+    let Serving {
+        net,
+        hub,
+        image,
+        rt: _rt,
+    } = two_nodes_serving("v", MODEL);
     let job = "sup";
     launch(&net, &hub, &image, job);
     let worker = format!("sl-{job}-{}", net.hostname(2));
@@ -396,7 +401,12 @@ fn a_supervised_job_heals_a_wedge_and_a_crashed_rank_by_restarting_its_whole_gro
 #[test]
 fn a_supervisor_connects_again_to_a_worker_whose_ssh_dropped_and_restarts_the_crashed_group_once_it_answers()
  {
-    let (net, hub, image, _rt) = two_nodes_serving("w", MODEL);
+    let Serving {
+        net,
+        hub,
+        image,
+        rt: _rt,
+    } = two_nodes_serving("w", MODEL);
     let job = "supr";
     launch(&net, &hub, &image, job);
     // The launch kept its --hosts entries, and the unit for the job reaches those hosts (no
@@ -545,7 +555,12 @@ fn at_ms(at: &str) -> i64 {
 #[test]
 #[ignore = "a benchmark: bench/wedge.sh runs it"]
 fn wedge_bench() {
-    let (net, hub, image, _rt) = two_nodes_serving("b", MODEL);
+    let Serving {
+        net,
+        hub,
+        image,
+        rt: _rt,
+    } = two_nodes_serving("b", MODEL);
     let job = "wedgebench";
     launch(&net, &hub, &image, job);
     let worker = format!("sl-{job}-{}", net.hostname(2));

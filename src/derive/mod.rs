@@ -32,6 +32,7 @@ use serde::{Serialize, Serializer};
 
 use crate::node::{NodeName, Role};
 use crate::probe::facts::{IbDevice, IpRecorded, LinkLayer, NetIf, NodeFacts, Subnet};
+use crate::problem::Problem;
 
 pub use refusal::{Refusal, Violation, ViolationKind};
 pub use topology::Topology;
@@ -144,8 +145,7 @@ pub fn derive(nodes: &[NodeInput]) -> Result<ClusterEnv, Refusal> {
             violations.push(Violation {
                 node: node.name.clone(),
                 kind: ViolationKind::AddressesNotRecorded,
-                problem,
-                fix: IpRecorded::FIX.to_string(),
+                problem: Problem::new(problem, IpRecorded::FIX.to_string()),
             });
         } else if let Some(problem) = ip.missing() {
             warnings[i].push(format!(
@@ -302,8 +302,7 @@ fn twins_on_one_subnet(node: &NodeName, addrs: &[FabricAddr]) -> Vec<Violation> 
             out.push(Violation {
                 node: node.clone(),
                 kind: ViolationKind::TwinsSameSubnet,
-                problem,
-                fix,
+                problem: Problem::new(problem, fix),
             });
         }
     }
@@ -317,10 +316,7 @@ fn duplicate_addresses(nodes: &[NodeInput], addrs: &[Vec<FabricAddr>]) -> Vec<Vi
     let mut seen: BTreeMap<Ipv4Addr, (usize, NetIf)> = BTreeMap::new();
     for a in addrs.iter().flatten() {
         match seen.get(&a.addr.addr) {
-            Some((other, other_if)) if *other != a.node => out.push(Violation {
-                node: nodes[a.node].name.clone(),
-                kind: ViolationKind::DuplicateAddress,
-                problem: format!(
+            Some((other, other_if)) if *other != a.node => out.push(Violation { node: nodes[a.node].name.clone(), kind: ViolationKind::DuplicateAddress, problem: Problem::new(format!(
                     "{} on {} is also the address of {} on {} (hostnames {} and {}): traffic for one node reaches the other",
                     a.addr.addr,
                     a.iface,
@@ -328,13 +324,11 @@ fn duplicate_addresses(nodes: &[NodeInput], addrs: &[Vec<FabricAddr>]) -> Vec<Vi
                     other_if,
                     nodes[a.node].facts.hostname,
                     nodes[*other].facts.hostname
-                ),
-                fix: format!(
+                ), format!(
                     "give each node its own address (e.g. `sudo ip addr replace <new>/{} dev {}` and in /etc/netplan); if both snapshots are of one machine, pass it once",
                     a.addr.prefix,
                     crate::text::shell_word(a.iface.as_str())
-                ),
-            }),
+                )) }),
             Some(_) => {}
             None => {
                 seen.insert(a.addr.addr, (a.node, a.iface.clone()));
@@ -382,15 +376,10 @@ fn unusable_names(
     let mut out = Vec::new();
     for h in hcas {
         if let Some(why) = name_problem(h.device.as_str()) {
-            out.push(Violation {
-                node: node.name.clone(),
-                kind: ViolationKind::UnusableName,
-                problem: format!("RDMA device {} (NCCL_IB_HCA) {why}", h.device),
-                fix: format!(
+            out.push(Violation { node: node.name.clone(), kind: ViolationKind::UnusableName, problem: Problem::new(format!("RDMA device {} (NCCL_IB_HCA) {why}", h.device), format!(
                     "rename the device to letters, digits, `_`, `-` and `.` (`sudo rdma dev set {} name NEW`, or a udev rule), then probe again",
                     crate::text::shell_word(h.device.as_str())
-                ),
-            });
+                )) });
         }
     }
     let ifaces = hcas
@@ -400,15 +389,10 @@ fn unusable_names(
     let mut seen = BTreeSet::new();
     for i in ifaces.filter(|i| seen.insert(*i)) {
         if let Some(why) = name_problem(i.as_str()) {
-            out.push(Violation {
-                node: node.name.clone(),
-                kind: ViolationKind::UnusableName,
-                problem: format!(
+            out.push(Violation { node: node.name.clone(), kind: ViolationKind::UnusableName, problem: Problem::new(format!(
                     "interface {} (NCCL_SOCKET_IFNAME, UCX_NET_DEVICES, ...) {why}",
                     crate::text::shell_word(i.as_str())
-                ),
-                fix: "rename the interface to letters, digits, `_`, `-` and `.` (netplan `set-name` with `match: macaddress:`, or a udev rule), then probe again".into(),
-            });
+                ), "rename the interface to letters, digits, `_`, `-` and `.` (netplan `set-name` with `match: macaddress:`, or a udev rule), then probe again") });
         }
     }
     out
@@ -437,18 +421,22 @@ fn no_active_rdma(node: &NodeInput) -> Violation {
         Violation {
             node: node.name.clone(),
             kind: ViolationKind::NoActiveRdma,
-            problem: "has no RDMA device (/sys/class/infiniband is empty): NCCL would silently run on TCP".into(),
-            fix: "load the RDMA drivers (`sudo modprobe mlx5_core mlx5_ib`) and check `ls /sys/class/infiniband`".into(),
+            problem: Problem::new(
+                "has no RDMA device (/sys/class/infiniband is empty): NCCL would silently run on TCP",
+                "load the RDMA drivers (`sudo modprobe mlx5_core mlx5_ib`) and check `ls /sys/class/infiniband`",
+            ),
         }
     } else {
         Violation {
             node: node.name.clone(),
             kind: ViolationKind::NoActiveRdma,
-            problem: format!(
-                "has no ACTIVE RDMA device on the fabric ({}): NCCL would silently run on TCP",
-                devices.join(", ")
+            problem: Problem::new(
+                format!(
+                    "has no ACTIVE RDMA device on the fabric ({}): NCCL would silently run on TCP",
+                    devices.join(", ")
+                ),
+                "check the QSFP cable and bring the port up (`sudo ip link set <netdev> up`); `cat /sys/class/infiniband/*/ports/1/state` must show `4: ACTIVE`",
             ),
-            fix: "check the QSFP cable and bring the port up (`sudo ip link set <netdev> up`); `cat /sys/class/infiniband/*/ports/1/state` must show `4: ACTIVE`".into(),
         }
     }
 }
@@ -658,8 +646,10 @@ fn unreachable(node: &NodeInput, problem: &str) -> Violation {
     Violation {
         node: node.name.clone(),
         kind: ViolationKind::Unreachable,
-        problem: problem.to_string(),
-        fix: "put its cabled fabric interface on the head's fabric subnet (`sudo ip addr add <addr>/<prefix> dev <netdev>` and in /etc/netplan), or connect a management network with a default route".into(),
+        problem: Problem::new(
+            problem.to_string(),
+            "put its cabled fabric interface on the head's fabric subnet (`sudo ip addr add <addr>/<prefix> dev <netdev>` and in /etc/netplan), or connect a management network with a default route",
+        ),
     }
 }
 

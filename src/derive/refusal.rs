@@ -6,6 +6,7 @@ use std::fmt;
 use serde::Serialize;
 
 use crate::node::NodeName;
+use crate::problem::Problem;
 
 /// What is wrong with one node's fabric.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -31,13 +32,13 @@ pub enum ViolationKind {
 pub struct Violation {
     pub node: NodeName,
     pub kind: ViolationKind,
-    pub problem: String,
-    pub fix: String,
+    #[serde(flatten)]
+    pub problem: Problem,
 }
 
 impl fmt::Display for Violation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}\n    fix: {}", self.node, self.problem, self.fix)
+        write!(f, "{}: {}", self.node, self.problem)
     }
 }
 

@@ -392,20 +392,21 @@ fn twins_on_one_subnet_are_refused_naming_node_interfaces_and_fix() {
     assert_eq!(v.kind, ViolationKind::TwinsSameSubnet);
     assert_eq!(v.node.as_str(), "spark");
     assert!(
-        v.problem.contains("enP2p1s0f1np1 (192.168.177.13/24)"),
+        v.problem.what.contains("enP2p1s0f1np1 (192.168.177.13/24)"),
         "{}",
         v.problem
     );
     assert!(
-        v.problem.contains("enp1s0f1np1 (192.168.177.11/24)"),
+        v.problem.what.contains("enp1s0f1np1 (192.168.177.11/24)"),
         "{}",
         v.problem
     );
     assert!(
-        v.fix
+        v.problem
+            .fix
             .contains("`sudo ip addr del 192.168.177.13/24 dev enP2p1s0f1np1`"),
         "the fix removes the address from the secondary twin, keeping the original: {}",
-        v.fix
+        v.problem.fix
     );
 }
 
@@ -425,8 +426,8 @@ fn link_local_addresses_on_two_cabled_interfaces_are_the_same_mistake() {
     ];
     let err = derive(&nodes).unwrap_err();
     assert_eq!(err.violations.len(), 1);
-    assert!(err.violations[0].problem.contains("link-local"));
-    assert!(err.violations[0].fix.contains("link-local: []"));
+    assert!(err.violations[0].problem.what.contains("link-local"));
+    assert!(err.violations[0].problem.fix.contains("link-local: []"));
 }
 
 #[test]

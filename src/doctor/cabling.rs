@@ -140,7 +140,7 @@ fn ring_wiring(inputs: &Inputs) -> Evaluation {
             .iter()
             .map(|n| &n.name)
             .filter(|n| {
-                p.problem
+                p.what
                     .split(|c: char| !(c.is_ascii_alphanumeric() || "-_.".contains(c)))
                     .any(|w| w == n.as_str())
             })
@@ -153,7 +153,7 @@ fn ring_wiring(inputs: &Inputs) -> Evaluation {
         for n in whom {
             e.push(Finding::fail(
                 n,
-                p.problem.clone(),
+                p.what.clone(),
                 "without a switch, three or more nodes need a ring: NCCL reaches a node only through a cable of its own, so a chain or two islands leave pairs of nodes that cannot talk over RDMA",
                 Fix::text(p.fix.clone()),
             ));
@@ -173,7 +173,7 @@ fn ring_direction(inputs: &Inputs) -> Evaluation {
     for (node, p) in cabling::ring_direction(inputs.nodes, &map) {
         e.push(Finding::warn(
             &node,
-            p.problem,
+            p.what,
             "NVIDIA's ring wiring sends from each node's port 0 to the next node's port 1; NCCL's ring and subnet-aware routing are validated on that wiring, and tools that assume it (one port index per direction) pick the wrong port on this node",
             Fix::text(p.fix),
         ));
@@ -223,10 +223,16 @@ mod tests {
         let r = evaluate(vec![a, b], "fabric.cabling-ports");
         assert_eq!(r.status, CheckStatus::Warn);
         assert_eq!(
-            r.findings[0].problem,
+            r.findings[0].problem.what,
             "the cable goes from a:enp1s0f0np0 (enp1s0f0np0, the inner port) to b:enp1s0f1np1 (enp1s0f1np1, the outer port)"
         );
-        assert!(r.findings[0].fix.text.starts_with("move the cable on b"));
+        assert!(
+            r.findings[0]
+                .problem
+                .fix
+                .text
+                .starts_with("move the cable on b")
+        );
     }
 
     #[test]
@@ -250,8 +256,11 @@ mod tests {
         let r = evaluate(vec![n1, n2, n3], "fabric.ring-wiring");
         assert_eq!(r.status, CheckStatus::Fail);
         let f = &r.findings[0];
-        assert!(f.problem.contains("cannot form a ring"), "{f:?}");
-        assert!(f.fix.text.starts_with("cable n1's free port"), "{f:?}");
+        assert!(f.problem.what.contains("cannot form a ring"), "{f:?}");
+        assert!(
+            f.problem.fix.text.starts_with("cable n1's free port"),
+            "{f:?}"
+        );
     }
 
     #[test]
@@ -276,14 +285,15 @@ mod tests {
         assert_eq!(f.node.as_str(), "iceberg");
         assert!(
             f.problem
+                .what
                 .contains("titanic:enp1s0f0np0 ↔ iceberg:enp1s0f0np0 (port 0 to port 0)"),
             "{}",
-            f.problem
+            f.problem.what
         );
         assert!(
-            f.fix.text.starts_with("on iceberg, swap its two cables: the one in enp1s0f0np0 (to titanic) goes into enp1s0f1np1"),
+            f.problem.fix.text.starts_with("on iceberg, swap its two cables: the one in enp1s0f0np0 (to titanic) goes into enp1s0f1np1"),
             "{}",
-            f.fix.text
+            f.problem.fix.text
         );
         let ok = evaluate(fixture("ring-4-sparks"), "fabric.ring-direction");
         assert_eq!(ok.status, CheckStatus::Ok, "{:?}", ok.findings);

@@ -9,6 +9,7 @@ use std::fmt;
 use serde::{Serialize, Serializer};
 
 use crate::node::NodeName;
+use crate::problem::Problem;
 
 /// The group a check belongs to (the first part of its id).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -142,9 +143,8 @@ impl Fix {
 pub struct Finding {
     pub node: NodeName,
     pub severity: Severity,
-    pub problem: String,
-    pub why: String,
-    pub fix: Fix,
+    #[serde(flatten)]
+    pub problem: Problem<Fix>,
 }
 
 impl Finding {
@@ -152,9 +152,7 @@ impl Finding {
         Finding {
             node: node.clone(),
             severity: Severity::Fail,
-            problem: problem.into(),
-            why: why.to_string(),
-            fix,
+            problem: Problem::with_fix(problem, fix).because(why),
         }
     }
 

@@ -564,7 +564,7 @@ mod tests {
             ]
         );
         assert!(
-            e.findings[0].problem.starts_with("does not fit"),
+            e.findings[0].problem.what.starts_with("does not fit"),
             "{:?}",
             e.findings[0]
         );
@@ -619,7 +619,7 @@ mod tests {
         let e = live_eval("cluster.image-digest", &pair(), &opts(), &bad);
         assert_eq!(verdicts(&e), vec![("spark-b".into(), Severity::Fail)]);
         assert_eq!(
-            e.findings[0].problem,
+            e.findings[0].problem.what,
             "nvcr.io/nvidia/vllm:25.11-py3 here is bbbb but on spark-a it is aaaa"
         );
         let absent = live_pair(|n| Observations {
@@ -632,7 +632,7 @@ mod tests {
         });
         let e = live_eval("cluster.image-digest", &pair(), &opts(), &absent);
         assert_eq!(
-            e.findings[0].fix.commands,
+            e.findings[0].problem.fix.commands,
             vec!["spark-launch image push nvcr.io/nvidia/vllm:25.11-py3 --to spark-b"]
         );
     }
@@ -680,7 +680,12 @@ mod tests {
         });
         let e = live_eval("cluster.image-nccl", &pair(), &opts(), &mixed);
         assert_eq!(verdicts(&e), vec![("spark-b".into(), Severity::Fail)]);
-        assert!(e.findings[0].problem.contains("different NCCL releases"));
+        assert!(
+            e.findings[0]
+                .problem
+                .what
+                .contains("different NCCL releases")
+        );
         let missing = live_pair(|n| Observations {
             nccl: if n == "spark-a" {
                 nccl("2.30.7+cuda13.3")
@@ -772,7 +777,7 @@ mod tests {
         let e = live_eval("cluster.image-arch", &pair(), &opts(), &bad);
         assert_eq!(verdicts(&e), vec![("spark-b".into(), Severity::Fail)]);
         assert_eq!(
-            e.findings[0].problem,
+            e.findings[0].problem.what,
             "nvcr.io/nvidia/vllm:25.11-py3 here is built for amd64, but this node is arm64"
         );
     }
@@ -827,7 +832,7 @@ mod tests {
         let e = live_eval("cluster.model", &pair(), &opts(), &bad);
         assert_eq!(verdicts(&e), vec![("spark-b".into(), Severity::Fail)]);
         assert_eq!(
-            e.findings[0].problem,
+            e.findings[0].problem.what,
             "Qwen/Qwen3-8B differs from spark-a's copy: missing config.json; different content in model.safetensors"
         );
         let missing = live_pair(|n| Observations {
@@ -842,11 +847,11 @@ mod tests {
         });
         let e = live_eval("cluster.model", &pair(), &opts(), &missing);
         assert_eq!(
-            e.findings[0].problem,
+            e.findings[0].problem.what,
             "Qwen/Qwen3-8B is not in this node's Hugging Face cache"
         );
         assert_eq!(
-            e.findings[0].fix.commands,
+            e.findings[0].problem.fix.commands,
             vec!["spark-launch model pull Qwen/Qwen3-8B"]
         );
     }

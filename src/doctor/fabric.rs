@@ -165,16 +165,17 @@ fn violations(inputs: &Inputs, kind: ViolationKind, why: &str) -> Evaluation {
     if let Err(refusal) = inputs.derived {
         for v in refusal.violations.iter().filter(|v| v.kind == kind) {
             // Derive's texts follow the node name ("spark-2 has no ..."); say whose it is.
-            let problem = if v.problem.starts_with("has ") || v.problem.starts_with("is ") {
-                format!("this node {}", v.problem)
+            let what = &v.problem.what;
+            let problem = if what.starts_with("has ") || what.starts_with("is ") {
+                format!("this node {what}")
             } else {
-                v.problem.clone()
+                what.clone()
             };
             e.push(Finding::fail(
                 &v.node,
                 problem,
                 why,
-                Fix::from_prose(&v.fix),
+                Fix::from_prose(&v.problem.fix),
             ));
         }
     }
@@ -1225,8 +1226,8 @@ mod tests {
         nodes[1] = Node::spark("spark-b").named("spark-b");
         let e = facts_eval("fabric.rdma-active", &nodes);
         assert_eq!(verdicts(&e), vec![("spark-b".into(), Severity::Fail)]);
-        assert!(e.findings[0].problem.contains("no ACTIVE RDMA device"));
-        assert!(e.findings[0].fix.text.contains("QSFP"));
+        assert!(e.findings[0].problem.what.contains("no ACTIVE RDMA device"));
+        assert!(e.findings[0].problem.fix.text.contains("QSFP"));
     }
 
     #[test]
@@ -1246,11 +1247,11 @@ mod tests {
         assert_eq!(verdicts(&e), vec![("spark-a".into(), Severity::Fail)]);
         let f = &e.findings[0];
         assert_eq!(
-            f.problem,
+            f.problem.what,
             "rocep1s0f1 (enp1s0f1np1) is ACTIVE but its twin roceP2p1s0f1 (enP2p1s0f1np1) is 1: DOWN"
         );
         assert_eq!(
-            f.fix.commands,
+            f.problem.fix.commands,
             vec![
                 "sudo ip link set dev enP2p1s0f1np1 mtu 9000",
                 "sudo ip link set dev enP2p1s0f1np1 up"
@@ -1270,7 +1271,7 @@ mod tests {
             .named("spark-b");
         let e = facts_eval("fabric.twins-used", &nodes);
         assert_eq!(verdicts(&e), vec![("spark-b".into(), Severity::Warn)]);
-        assert!(e.findings[0].problem.starts_with(
+        assert!(e.findings[0].problem.what.starts_with(
             "rocep1s0f0 (enp1s0f0np0, 192.168.50.2/24) is ACTIVE but not in NCCL_IB_HCA"
         ));
     }
@@ -1289,7 +1290,7 @@ mod tests {
         let e = facts_eval("fabric.twins-same-subnet", &nodes);
         assert_eq!(verdicts(&e), vec![("spark-b".into(), Severity::Fail)]);
         assert_eq!(
-            e.findings[0].fix.commands,
+            e.findings[0].problem.fix.commands,
             vec!["sudo ip addr del 192.168.177.13/24 dev enP2p1s0f1np1"]
         );
         // The other checks that need derive's environment say why they cannot answer.
@@ -1337,11 +1338,11 @@ mod tests {
             ]
         );
         assert_eq!(
-            e.findings[0].problem,
+            e.findings[0].problem.what,
             "fabric subnet 172.17.5.0/24 (enp1s0f1np1) overlaps the Docker bridge: 172.17.0.0/16 on docker0"
         );
-        assert!(e.findings[0].fix.text.contains("daemon.json"));
-        assert!(e.findings[1].problem.contains("a VPN route"));
+        assert!(e.findings[0].problem.fix.text.contains("daemon.json"));
+        assert!(e.findings[1].problem.what.contains("a VPN route"));
     }
 
     #[test]
@@ -1386,11 +1387,11 @@ mod tests {
         let e = facts_eval("fabric.mtu-mismatch", &nodes);
         assert_eq!(verdicts(&e), vec![("spark-b".into(), Severity::Fail)]);
         assert_eq!(
-            e.findings[0].problem,
+            e.findings[0].problem.what,
             "enp1s0f1np1 has MTU 1500 but the other end of the link on 192.168.177.0/24 (spark-a enp1s0f1np1) has 9000"
         );
         assert_eq!(
-            e.findings[0].fix.commands,
+            e.findings[0].problem.fix.commands,
             vec!["sudo ip link set dev enp1s0f1np1 mtu 9000"]
         );
     }
@@ -1404,7 +1405,7 @@ mod tests {
         let e = facts_eval("fabric.mtu-mismatch", &nodes);
         assert_eq!(verdicts(&e), vec![("spark-a".into(), Severity::Warn)]);
         assert_eq!(
-            e.findings[0].fix.commands,
+            e.findings[0].problem.fix.commands,
             vec!["sudo ip link set dev enP2p1s0f1np1 mtu 9000"]
         );
     }
@@ -1436,11 +1437,11 @@ mod tests {
         );
         assert_eq!(verdicts(&e), vec![("c".into(), Severity::Fail)]);
         assert_eq!(
-            e.findings[0].problem,
+            e.findings[0].problem.what,
             "9000-byte don't-fragment pings to this node's 10.9.0.3 fail from every node (a, b), though small pings pass and both ends are set to MTU 9000"
         );
         assert_eq!(
-            e.findings[0].fix.commands,
+            e.findings[0].problem.fix.commands,
             vec!["ping -M do -s 8972 -c 3 -I 10.9.0.1 10.9.0.3"]
         );
     }
@@ -1477,6 +1478,7 @@ mod tests {
         assert!(
             e.findings[0]
                 .problem
+                .what
                 .starts_with("roceP2p1s0f1 (enP2p1s0f1np1) links at 100 Gb/sec")
         );
     }
@@ -1492,7 +1494,7 @@ mod tests {
         let e = facts_eval("fabric.roce-gid", &nodes);
         assert_eq!(verdicts(&e), vec![("spark-a".into(), Severity::Fail)]);
         assert_eq!(
-            e.findings[0].problem,
+            e.findings[0].problem.what,
             "rocep1s0f1 has no RoCE v2 GID for enp1s0f1np1's address 192.168.177.11/24"
         );
     }

@@ -741,7 +741,7 @@ mod tests {
         ];
         let e = facts_eval("host.memlock", &nodes);
         assert_eq!(verdicts(&e), vec![("spark-b".into(), Severity::Warn)]);
-        assert!(e.findings[0].fix.text.contains("limits.conf"));
+        assert!(e.findings[0].problem.fix.text.contains("limits.conf"));
     }
 
     #[test]
@@ -779,7 +779,7 @@ mod tests {
                 ("spark-b".into(), Severity::Fail)
             ]
         );
-        assert!(e.findings[1].fix.text.contains("CAP_SYS_RESOURCE"));
+        assert!(e.findings[1].problem.fix.text.contains("CAP_SYS_RESOURCE"));
         // Without --image there is nothing to start: skipped, with the reason.
         let e = live_eval("host.container-memlock", &pair(), &Options::default(), &ok);
         assert_eq!(e.status_of(&name("spark-a")), CheckStatus::Skipped);
@@ -800,7 +800,7 @@ mod tests {
         ];
         let e = facts_eval("host.infiniband-dev", &nodes);
         assert_eq!(verdicts(&e), vec![("spark-b".into(), Severity::Fail)]);
-        assert_eq!(e.findings[0].problem, "/dev/infiniband is missing");
+        assert_eq!(e.findings[0].problem.what, "/dev/infiniband is missing");
     }
 
     #[test]
@@ -824,7 +824,7 @@ mod tests {
         let e = facts_eval("host.nvidia-driver", &with(Some("575.57.08")));
         assert_eq!(verdicts(&e), vec![("spark-b".into(), Severity::Fail)]);
         assert_eq!(
-            e.findings[0].problem,
+            e.findings[0].problem.what,
             "NVIDIA driver 575.57.08, but the head spark-a has 580.95.05"
         );
         let e = facts_eval("host.nvidia-driver", &with(Some("580.126.09")));
@@ -886,7 +886,7 @@ mod tests {
         let e = facts_eval("host.nccl", &with(Some("2.28.3"), Some("2.30.7")));
         assert_eq!(verdicts(&e), vec![("spark-b".into(), Severity::Warn)]);
         assert_eq!(
-            e.findings[0].problem,
+            e.findings[0].problem.what,
             "its loader takes NCCL 2.30.7, but on the head spark-a it takes 2.28.3"
         );
         // Not recorded (a snapshot of an older capture): a skip saying how to record it.
@@ -933,18 +933,18 @@ mod tests {
         let e = facts_eval("host.cma", &with(0, 0));
         assert_eq!(verdicts(&e), vec![("spark-b".into(), Severity::Fail)]);
         assert_eq!(
-            e.findings[0].problem,
+            e.findings[0].problem.what,
             "CMA is empty: CmaTotal 0 MiB on kernel 7.0.0-1019-nvidia"
         );
-        assert!(e.findings[0].fix.text.contains("kho=off"));
+        assert!(e.findings[0].problem.fix.text.contains("kho=off"));
         // The field report: CmaTotal 0 kB, CmaFree 940604 kB on a 7.0 HWE kernel.
         let e = facts_eval("host.cma", &with(0, 940_604));
         assert_eq!(verdicts(&e), vec![("spark-b".into(), Severity::Fail)]);
         assert_eq!(
-            e.findings[0].problem,
+            e.findings[0].problem.what,
             "CMA is not empty where it should be: CmaFree 918 MiB against CmaTotal 0 MiB on kernel 7.0.0-1019-nvidia"
         );
-        assert!(e.findings[0].fix.text.contains("kho=off"));
+        assert!(e.findings[0].problem.fix.text.contains("kho=off"));
     }
 
     #[test]
@@ -1005,7 +1005,7 @@ mod tests {
         let e = live_eval("host.disk", &pair(), &with_image(), &low);
         assert_eq!(verdicts(&e), vec![("spark-b".into(), Severity::Warn)]);
         assert_eq!(
-            e.findings[0].problem,
+            e.findings[0].problem.what,
             "30.0 GiB free for Docker, the image needs 20.0 GiB and loading it takes twice that"
         );
     }
@@ -1044,7 +1044,7 @@ mod tests {
             ]
         );
         assert_eq!(
-            e.findings[0].fix.commands,
+            e.findings[0].problem.fix.commands,
             vec!["sudo usermod -aG docker nvidia"]
         );
     }
@@ -1081,7 +1081,9 @@ mod tests {
         });
         let e = live_eval("host.gpu-runtime", &pair(), &Options::default(), &bad);
         assert_eq!(e.findings.len(), 2);
-        assert!(e.findings[0].fix.commands[0].starts_with("sudo nvidia-ctk runtime configure"));
+        assert!(
+            e.findings[0].problem.fix.commands[0].starts_with("sudo nvidia-ctk runtime configure")
+        );
     }
 
     #[test]
@@ -1100,7 +1102,7 @@ mod tests {
         let e = facts_eval("host.nccl-conf", &nodes);
         assert_eq!(verdicts(&e), vec![("spark-b".into(), Severity::Warn)]);
         assert_eq!(
-            e.findings[0].problem,
+            e.findings[0].problem.what,
             "/etc/nccl.conf on the host sets NCCL_NET=Socket (and NCCL_IB_HCA=mlx5_0, which spark-launch's own value overrides)"
         );
         assert!(e.notes[0].text.contains("NCCL_NET=Socket"));

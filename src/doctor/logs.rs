@@ -13,6 +13,7 @@ use std::net::Ipv6Addr;
 use serde::Serialize;
 
 use super::check::{CheckStatus, Fix, Severity};
+use crate::problem::Problem;
 use crate::report::nccl::{ExpectedHcas, ProblemKind, detect_transport, transport_problems};
 
 /// A line of the log that shows the problem (1-based line number).
@@ -22,14 +23,34 @@ pub struct Evidence {
     pub text: String,
 }
 
-/// What an analyser found: the problem, its cause and why it matters, the fix, the proof.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+/// What an analyser found: the problem, its cause and why it matters (the problem's `why`,
+/// written `cause` in JSON), the fix, the proof.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LogFinding {
     pub severity: Severity,
-    pub problem: String,
-    pub cause: String,
-    pub fix: Fix,
+    pub problem: Problem<Fix>,
     pub evidence: Vec<Evidence>,
+}
+
+impl Serialize for LogFinding {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct Json<'a> {
+            severity: Severity,
+            problem: &'a str,
+            cause: &'a str,
+            fix: &'a Fix,
+            evidence: &'a [Evidence],
+        }
+        Json {
+            severity: self.severity,
+            problem: &self.problem.what,
+            cause: &self.problem.why,
+            fix: &self.problem.fix,
+            evidence: &self.evidence,
+        }
+        .serialize(s)
+    }
 }
 
 /// One analyser's verdict on one log.
@@ -193,12 +214,14 @@ fn net_socket(log: &Log) -> Verdict {
     });
     Verdict::Found(LogFinding {
         severity: Severity::Fail,
-        problem: format!(
-            "NCCL ran over TCP sockets (NET/Socket) on {}",
-            where_(&problems)
-        ),
-        cause: first.problem.clone(),
-        fix: Fix::from_prose(&first.fix),
+        problem: Problem::with_fix(
+            format!(
+                "NCCL ran over TCP sockets (NET/Socket) on {}",
+                where_(&problems)
+            ),
+            Fix::from_prose(&first.problem.fix),
+        )
+        .because(first.problem.what.clone()),
         evidence,
     })
 }
@@ -225,12 +248,14 @@ fn missing_hca(log: &Log) -> Verdict {
         } else {
             Severity::Warn
         },
-        problem: format!(
-            "NCCL used fewer RDMA devices than it was given on {}",
-            where_(&problems)
-        ),
-        cause: first.problem.clone(),
-        fix: Fix::from_prose(&first.fix),
+        problem: Problem::with_fix(
+            format!(
+                "NCCL used fewer RDMA devices than it was given on {}",
+                where_(&problems)
+            ),
+            Fix::from_prose(&first.problem.fix),
+        )
+        .because(first.problem.what.clone()),
         evidence,
     })
 }
@@ -310,12 +335,14 @@ fn qp_timeout(log: &Log) -> Verdict {
     };
     Verdict::Found(LogFinding {
         severity: Severity::Fail,
-        problem: format!(
-            "ibv_modify_qp timed out (errno 110) {n} time{}",
-            if n == 1 { "" } else { "s" }
-        ),
-        cause,
-        fix,
+        problem: Problem::with_fix(
+            format!(
+                "ibv_modify_qp timed out (errno 110) {n} time{}",
+                if n == 1 { "" } else { "s" }
+            ),
+            fix,
+        )
+        .because(cause),
         evidence: ev,
     })
 }
@@ -402,9 +429,7 @@ fn rendezvous(log: &Log) -> Verdict {
     };
     Verdict::Found(LogFinding {
         severity: Severity::Fail,
-        problem,
-        cause,
-        fix,
+        problem: Problem::with_fix(problem, fix).because(cause),
         evidence: ev,
     })
 }
@@ -448,9 +473,11 @@ fn ray_ip(log: &Log) -> Verdict {
     };
     Verdict::Found(LogFinding {
         severity: Severity::Fail,
-        problem: "Ray/vLLM refused the cluster: node IPs are not one per node".to_string(),
-        cause,
-        fix,
+        problem: Problem::with_fix(
+            "Ray/vLLM refused the cluster: node IPs are not one per node".to_string(),
+            fix,
+        )
+        .because(cause),
         evidence: ev,
     })
 }
@@ -502,10 +529,14 @@ mod tests {
         assert_eq!(x.status, CheckStatus::Fail);
         let f = x.finding.as_ref().unwrap();
         assert_eq!(
-            f.problem,
+            f.problem.what,
             "NCCL ran over TCP sockets (NET/Socket) on vm (ranks 0,1)"
         );
-        assert!(f.cause.contains("NCCL found no RDMA device"), "{}", f.cause);
+        assert!(
+            f.problem.why.contains("NCCL found no RDMA device"),
+            "{}",
+            f.problem.why
+        );
         assert!(
             f.evidence[0].text.contains("Using network Socket"),
             "{:?}",
@@ -518,7 +549,11 @@ mod tests {
     fn a_run_with_ib_disabled_names_the_variable() {
         let r = analyse("s.log", &nccl("gpu_h200x2_all_reduce_socket_plain.log"));
         let f = result(&r, "lastrun.net-socket").finding.clone().unwrap();
-        assert!(f.cause.contains("NCCL_IB_DISABLE=1"), "{}", f.cause);
+        assert!(
+            f.problem.why.contains("NCCL_IB_DISABLE=1"),
+            "{}",
+            f.problem.why
+        );
     }
 
     #[test]
@@ -545,11 +580,12 @@ mod tests {
         let f = x.finding.as_ref().unwrap();
         assert!(
             f.problem
+                .what
                 .starts_with("NCCL used fewer RDMA devices than it was given on spark-1b3b"),
             "{}",
-            f.problem
+            f.problem.what
         );
-        assert!(f.cause.contains("roceP2p1s0f1"), "{}", f.cause);
+        assert!(f.problem.why.contains("roceP2p1s0f1"), "{}", f.problem.why);
     }
 
     #[test]
@@ -569,8 +605,13 @@ mod tests {
     fn a_qp_timeout_across_subnets_is_named_a_subnet_mismatch() {
         let r = analyse("qp.log", &fixture("nccl-qp-timeout-subnets.log"));
         let f = result(&r, "lastrun.qp-timeout").finding.clone().unwrap();
-        assert!(f.cause.starts_with("the QP paired GIDs on different subnets (192.168.100.2 here, 192.168.101.3 at the peer)"), "{}", f.cause);
-        assert!(f.fix.text.contains("NCCL_IB_SUBNET_AWARE_ROUTING=1"));
+        assert!(f.problem.why.starts_with("the QP paired GIDs on different subnets (192.168.100.2 here, 192.168.101.3 at the peer)"), "{}", f.problem.why);
+        assert!(
+            f.problem
+                .fix
+                .text
+                .contains("NCCL_IB_SUBNET_AWARE_ROUTING=1")
+        );
         assert_eq!(f.evidence[0].line, 4);
     }
 
@@ -580,10 +621,11 @@ mod tests {
         let r = analyse("qp.log", line);
         let f = result(&r, "lastrun.qp-timeout").finding.clone().unwrap();
         assert!(
-            f.cause
+            f.problem
+                .why
                 .contains("NCCL_IB_GID_INDEX points at the wrong entry"),
             "{}",
-            f.cause
+            f.problem.why
         );
         // An older NCCL only says "with error Connection timed out".
         let old =
@@ -592,7 +634,11 @@ mod tests {
             .finding
             .clone()
             .unwrap();
-        assert!(f.cause.starts_with("RDMA queue pairs could not connect"));
+        assert!(
+            f.problem
+                .why
+                .starts_with("RDMA queue pairs could not connect")
+        );
     }
 
     #[test]
@@ -600,10 +646,10 @@ mod tests {
         let r = analyse("store.log", &fixture("torch-diststoreerror-store.log"));
         let f = result(&r, "lastrun.rendezvous").finding.clone().unwrap();
         assert_eq!(
-            f.problem,
+            f.problem.what,
             "the rendezvous timed out: only 1 of 2 ranks joined"
         );
-        assert!(f.cause.starts_with("1 rank never reached the store"));
+        assert!(f.problem.why.starts_with("1 rank never reached the store"));
         assert_eq!(f.evidence[0].line, 4);
     }
 
@@ -612,13 +658,13 @@ mod tests {
         let r = analyse("client.log", &fixture("torch-client-timeout.log"));
         let f = result(&r, "lastrun.rendezvous").finding.clone().unwrap();
         assert_eq!(
-            f.problem,
+            f.problem.what,
             "a rank timed out connecting to the rendezvous store at 127.0.0.1:29512"
         );
         assert!(
-            f.cause.contains("MASTER_ADDR is a loopback address"),
+            f.problem.why.contains("MASTER_ADDR is a loopback address"),
             "{}",
-            f.cause
+            f.problem.why
         );
         let line = "[c10d] The client socket has timed out after 600000ms while trying to connect to (10.0.0.11, 29500).";
         let f = result(&analyse("w.log", line), "lastrun.rendezvous")
@@ -626,7 +672,8 @@ mod tests {
             .clone()
             .unwrap();
         assert!(
-            f.cause
+            f.problem
+                .why
                 .starts_with("this rank could not connect to the rendezvous at 10.0.0.11:29500")
         );
     }
@@ -636,7 +683,7 @@ mod tests {
         let r = analyse("busy.log", &fixture("torch-eaddrinuse.log"));
         let f = result(&r, "lastrun.rendezvous").finding.clone().unwrap();
         assert_eq!(
-            f.problem,
+            f.problem.what,
             "the rendezvous store could not listen: its port is in use"
         );
     }
@@ -646,17 +693,18 @@ mod tests {
         let r = analyse("ray.log", &fixture("vllm-ray-unique-ip.log"));
         let f = result(&r, "lastrun.ray-ip").finding.clone().unwrap();
         assert!(
-            f.cause
+            f.problem
+                .why
                 .starts_with("2 Ray nodes reported only 1 distinct IP (172.17.0.2)"),
             "{}",
-            f.cause
+            f.problem.why
         );
         let ray = "RuntimeError: This node has an IP address of 192.168.1.20, and Ray expects this IP address to be either the GCS address or one of the Raylet addresses.";
         let f = result(&analyse("r.log", ray), "lastrun.ray-ip")
             .finding
             .clone()
             .unwrap();
-        assert!(f.cause.starts_with("Ray on this node picked an IP"));
+        assert!(f.problem.why.starts_with("Ray on this node picked an IP"));
     }
 
     #[test]

@@ -356,7 +356,7 @@ mod tests {
         assert!(
             e.findings
                 .iter()
-                .any(|f| f.fix.commands == vec!["sudo systemctl enable --now ssh"])
+                .any(|f| f.problem.fix.commands == vec!["sudo systemctl enable --now ssh"])
         );
     }
 
@@ -369,10 +369,14 @@ mod tests {
         });
         let e = live_eval("reach.ssh", &nodes, &Options::default(), &live);
         assert_eq!(verdicts(&e), vec![("b".into(), Severity::Fail)]);
-        assert_eq!(e.findings[0].fix.commands, vec!["spark-launch trust"]);
+        assert_eq!(
+            e.findings[0].problem.fix.commands,
+            vec!["spark-launch trust"]
+        );
         assert!(
             e.findings[0]
                 .problem
+                .what
                 .contains("Permission denied (publickey)")
         );
     }
@@ -417,11 +421,11 @@ mod tests {
             vec![("a".into(), Severity::Fail), ("c".into(), Severity::Fail)]
         );
         assert_eq!(
-            e.findings[0].problem,
+            e.findings[0].problem.what,
             "port 8000 (vLLM API server) is already in use"
         );
         assert_eq!(
-            e.findings[1].fix.commands,
+            e.findings[1].problem.fix.commands,
             vec!["sudo ss -ltnp 'sport = :2233'"]
         );
     }
@@ -434,7 +438,7 @@ mod tests {
             }
         });
         let e = live_eval("reach.ports", &nodes, &Options::default(), &live);
-        let problems: Vec<&str> = e.findings.iter().map(|f| f.problem.as_str()).collect();
+        let problems: Vec<&str> = e.findings.iter().map(|f| f.problem.what.as_str()).collect();
         assert_eq!(
             problems,
             vec![
@@ -462,7 +466,7 @@ mod tests {
         let e = live_eval("reach.ports", &nodes, &options, &live);
         assert_eq!(verdicts(&e), vec![("b".into(), Severity::Warn)]);
         assert_eq!(
-            e.findings[0].problem,
+            e.findings[0].problem.what,
             "ports 10500, 10501 of the Ray worker ports (10002–19999) are already in use"
         );
     }

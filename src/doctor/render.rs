@@ -97,9 +97,9 @@ fn fix_lines(fix: &Fix, indent: &str) -> String {
 fn finding(c: &CheckReport, f: &Finding) -> String {
     let status: CheckStatus = f.severity.into();
     let mut out = format!("{} {} on {}\n", status.label(), c.info.id, f.node);
-    let _ = writeln!(out, "  what: {}", f.problem);
-    let _ = writeln!(out, "  why:  {}", f.why);
-    out.push_str(&fix_lines(&f.fix, "  "));
+    let _ = writeln!(out, "  what: {}", f.problem.what);
+    let _ = writeln!(out, "  why:  {}", f.problem.why);
+    out.push_str(&fix_lines(&f.problem.fix, "  "));
     out
 }
 
@@ -125,9 +125,9 @@ fn log_section(log: &LogReport) -> String {
         if let Some(f) = &r.finding {
             let status: CheckStatus = f.severity.into();
             let _ = writeln!(out, "{} {}", status.label(), r.id);
-            let _ = writeln!(out, "  what:  {}", f.problem);
-            let _ = writeln!(out, "  cause: {}", f.cause);
-            out.push_str(&fix_lines(&f.fix, "  "));
+            let _ = writeln!(out, "  what:  {}", f.problem.what);
+            let _ = writeln!(out, "  cause: {}", f.problem.why);
+            out.push_str(&fix_lines(&f.problem.fix, "  "));
             for e in &f.evidence {
                 let _ = writeln!(out, "  line {}: {}", e.line, e.text.trim());
             }
@@ -189,9 +189,15 @@ pub fn fix_hints(report: &Report) -> String {
         let _ = writeln!(out, "# on {node}");
         for (c, f) in mine {
             let status: CheckStatus = f.severity.into();
-            let _ = writeln!(out, "# {} {}: {}", status.label(), c.info.id, f.problem);
-            let _ = writeln!(out, "#   {}", f.fix.text);
-            for cmd in &f.fix.commands {
+            let _ = writeln!(
+                out,
+                "# {} {}: {}",
+                status.label(),
+                c.info.id,
+                f.problem.what
+            );
+            let _ = writeln!(out, "#   {}", f.problem.fix.text);
+            for cmd in &f.problem.fix.commands {
                 let _ = writeln!(out, "{cmd}");
             }
         }
@@ -200,9 +206,9 @@ pub fn fix_hints(report: &Report) -> String {
     for log in &report.logs {
         for r in &log.results {
             if let Some(f) = &r.finding {
-                let _ = writeln!(out, "# {} ({}): {}", r.id, log.file, f.cause);
-                let _ = writeln!(out, "#   {}", f.fix.text);
-                for cmd in &f.fix.commands {
+                let _ = writeln!(out, "# {} ({}): {}", r.id, log.file, f.problem.why);
+                let _ = writeln!(out, "#   {}", f.problem.fix.text);
+                for cmd in &f.problem.fix.commands {
                     let _ = writeln!(out, "{cmd}");
                 }
             }

@@ -151,7 +151,7 @@ fn a_node_that_cannot_be_reached_fails_reach_ssh_and_is_skipped_by_every_other_c
         if c.info.id == "reach.ssh" {
             assert_eq!(cell, CheckStatus::Fail);
             assert_eq!(
-                c.findings[0].fix.commands,
+                c.findings[0].problem.fix.commands,
                 vec!["sudo systemctl enable --now ssh"]
             );
         } else {

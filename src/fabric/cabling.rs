@@ -26,6 +26,7 @@ use crate::derive::twins::{twin_key, twins_of};
 use crate::node::NodeName;
 use crate::probe::facts::{NetIf, NodeFacts};
 use crate::probe::links::{End, Link, LinkAnswer, LinkArg, LinkMap, LinkSource};
+use crate::problem::Problem;
 
 /// A `--link` that does not fit the nodes (exit 2).
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -348,20 +349,6 @@ pub enum Layout {
     Switch(Vec<Segment>),
 }
 
-/// A cabling the plan cannot use, with the cable to move.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct CablingProblem {
-    pub problem: String,
-    pub fix: String,
-}
-
-fn problem(problem: impl Into<String>, fix: impl Into<String>) -> CablingProblem {
-    CablingProblem {
-        problem: problem.into(),
-        fix: fix.into(),
-    }
-}
-
 /// The groups of a switch that share one subnet each: in every segment, each node's first
 /// netdev (by twin side), then each node's second, ... A segment that holds one netdev per
 /// node is one group; one that holds both twins of every node (one VLAN) is two.
@@ -426,12 +413,12 @@ pub fn segments(map: &LinkMap) -> Vec<Segment> {
 }
 
 /// The layout of `nodes` cabled as `map` says, or every problem with the cable to move.
-pub fn layout(nodes: &[NodeInput], map: &LinkMap) -> Result<Layout, Vec<CablingProblem>> {
+pub fn layout(nodes: &[NodeInput], map: &LinkMap) -> Result<Layout, Vec<Problem>> {
     let order: Vec<&NodeName> = nodes.iter().map(|n| &n.name).collect();
     let pos = |n: &NodeName| order.iter().position(|o| *o == n).unwrap_or(usize::MAX);
     let mut problems = Vec::new();
     if nodes.len() < 2 {
-        return Err(vec![problem(
+        return Err(vec![Problem::new(
             format!("a fabric needs at least two nodes (got {})", nodes.len()),
             "name every node: the cluster file, --hosts a,b or --snapshot NAME=DIR for each",
         )]);
@@ -447,7 +434,7 @@ pub fn layout(nodes: &[NodeInput], map: &LinkMap) -> Result<Layout, Vec<CablingP
         .iter()
         .filter(|s| s.ends.len() == 2 && s.nodes().len() == 1)
     {
-        problems.push(problem(
+        problems.push(Problem::new(
             format!(
                 "{} and {} are cabled to each other on the same node",
                 s.ends[0], s.ends[1]
@@ -459,7 +446,7 @@ pub fn layout(nodes: &[NodeInput], map: &LinkMap) -> Result<Layout, Vec<CablingP
     if !shared.is_empty() {
         for s in &segs {
             if s.ends.len() == 2 && s.nodes().len() == 2 {
-                problems.push(problem(
+                problems.push(Problem::new(
                     format!(
                         "{} ↔ {} is a cable beside the switch: more cables than the plan can use",
                         s.ends[0], s.ends[1]
@@ -479,7 +466,7 @@ pub fn layout(nodes: &[NodeInput], map: &LinkMap) -> Result<Layout, Vec<CablingP
         }
         for (node, mine) in &ports {
             for (_, e) in mine.iter().skip(1) {
-                problems.push(problem(
+                problems.push(Problem::new(
                     format!(
                         "{node} has two ports on the switch ({} and {e}): more cables than the plan can use",
                         mine[0].1
@@ -507,7 +494,7 @@ pub fn layout(nodes: &[NodeInput], map: &LinkMap) -> Result<Layout, Vec<CablingP
             [first, rest @ ..] => Err(rest
                 .iter()
                 .map(|c| {
-                    problem(
+                    Problem::new(
                         format!(
                             "{} and {} are joined by {} cables: more cables than the plan can use (one carries the full bandwidth)",
                             first.a,
@@ -526,7 +513,7 @@ pub fn layout(nodes: &[NodeInput], map: &LinkMap) -> Result<Layout, Vec<CablingP
 
 /// A node no cable reaches: nothing heard (the link probe listened), nothing recorded (no
 /// probe, no `--link`), or left out of the `--link`s given.
-fn nothing_cabled(n: &NodeInput, given: bool) -> CablingProblem {
+fn nothing_cabled(n: &NodeInput, given: bool) -> Problem {
     let netdevs = fabric_netdevs(&n.facts);
     let ports: BTreeSet<String> = netdevs.iter().map(port_key).collect();
     // The example names a port that is up (cabled, most likely), else any.
@@ -537,13 +524,13 @@ fn nothing_cabled(n: &NodeInput, given: bool) -> CablingProblem {
         .map(|i| format!("--link {}:{i}=OTHER-NODE:IF", n.name))
         .unwrap_or_else(|| "--link NODE:IF=NODE:IF".to_string());
     if !ports.is_empty() && given {
-        return problem(
+        return Problem::new(
             format!("{} is in none of the --link cables given", n.name),
             format!("give its cable too ({example}), or leave the node out"),
         );
     }
     if !ports.is_empty() && n.facts.links.is_none() {
-        return problem(
+        return Problem::new(
             format!(
                 "{}'s cabling was not recorded: its snapshot holds no link probe (`links/`), and no address on its fabric ports ({}) is on a subnet of another node",
                 n.name,
@@ -555,7 +542,7 @@ fn nothing_cabled(n: &NodeInput, given: bool) -> CablingProblem {
             ),
         );
     }
-    problem(
+    Problem::new(
         format!(
             "{} has nothing cabled: no fabric port hears another node",
             n.name
@@ -629,7 +616,7 @@ fn ring(
     nodes: &[NodeInput],
     cables: Vec<Cable>,
     pos: &dyn Fn(&NodeName) -> usize,
-) -> Result<Layout, Vec<CablingProblem>> {
+) -> Result<Layout, Vec<Problem>> {
     let mut problems = Vec::new();
     let degree = |n: &NodeName| cables.iter().filter(|c| &c.a == n || &c.b == n).count();
     let port_text = |n: &NodeInput| {
@@ -643,7 +630,7 @@ fn ring(
     }
     for twice in pairs.values().filter(|v| v.len() > 1) {
         let c = twice[1];
-        problems.push(problem(
+        problems.push(Problem::new(
             format!(
                 "{} and {} are joined by {} cables, so this cabling cannot form a ring (each node needs cables to two different nodes)",
                 c.a,
@@ -664,7 +651,7 @@ fn ring(
                 .skip(2)
                 .collect();
             for c in extra {
-                problems.push(problem(
+                problems.push(Problem::new(
                     format!(
                         "{} has {} cables: more cables than the plan can use (a ring uses two per node)",
                         n.name,
@@ -715,7 +702,7 @@ fn ring(
             (Some(&x), Some(&y)) => (&nodes[x], &nodes[y]),
             _ => (&nodes[0], &nodes[nodes.len() - 1]),
         };
-        problems.push(problem(
+        problems.push(Problem::new(
             format!(
                 "the cables form {} separate groups ({}), so this cabling cannot form a ring",
                 islands.len(),
@@ -734,7 +721,7 @@ fn ring(
                     .join(", ")
             ),
         };
-        problems.push(problem(
+        problems.push(Problem::new(
             format!(
                 "{} {} only one cable, so this cabling cannot form a ring",
                 open.iter()
@@ -797,7 +784,7 @@ pub fn port_index(port: &str) -> Option<u32> {
 /// (observed, given, or read from the addresses); every node whose two cables run the other way
 /// round is named, with the swap that fixes it. Nothing for a cabling that is not a ring, or
 /// whose ports carry no index.
-pub fn ring_direction(nodes: &[NodeInput], map: &LinkMap) -> Vec<(NodeName, CablingProblem)> {
+pub fn ring_direction(nodes: &[NodeInput], map: &LinkMap) -> Vec<(NodeName, Problem)> {
     let Ok(Layout::Ring(cables)) = layout(nodes, map) else {
         return Vec::new();
     };
@@ -892,7 +879,7 @@ pub fn ring_direction(nodes: &[NodeInput], map: &LinkMap) -> Vec<(NodeName, Cabl
             };
             (
                 n.clone(),
-                problem(
+                Problem::new(
                     format!(
                         "the ring is not cabled port 0 → next node's port 1: {cables_text} join the same port index, so two nodes face a third on the same port"
                     ),

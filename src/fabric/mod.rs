@@ -37,9 +37,10 @@ use crate::derive::NodeInput;
 use crate::node::NodeName;
 use crate::probe::facts::{Ipv4Iface, NetIf, Subnet};
 use crate::probe::links::{End, LinkArg, LinkSource};
+use crate::problem::Problem;
 
 pub use address::AddressPool;
-pub use cabling::{CablingProblem, Layout, LinkArgError};
+pub use cabling::{Layout, LinkArgError};
 pub use netplan::{Conflict, FILE};
 
 /// The MTU planned when `--mtu` is not given.
@@ -146,14 +147,14 @@ impl FabricPlan {
 /// The plan cannot be made: every problem, each with its fix (exit 2).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct FabricRefusal {
-    pub problems: Vec<CablingProblem>,
+    pub problems: Vec<Problem>,
 }
 
 impl fmt::Display for FabricRefusal {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "the fabric cannot be planned:")?;
         for p in &self.problems {
-            write!(f, "\n  - {}\n    fix: {}", p.problem, p.fix)?;
+            write!(f, "\n  - {p}")?;
         }
         Ok(())
     }
@@ -172,10 +173,7 @@ pub enum PlanError {
 
 fn refuse(problem: impl Into<String>, fix: impl Into<String>) -> PlanError {
     PlanError::Refused(FabricRefusal {
-        problems: vec![CablingProblem {
-            problem: problem.into(),
-            fix: fix.into(),
-        }],
+        problems: vec![Problem::new(problem, fix)],
     })
 }
 
@@ -202,7 +200,7 @@ pub fn plan(
     warnings.extend(
         cabling::ring_direction(nodes, &map)
             .into_iter()
-            .map(|(_, p)| format!("{} (fix: {})", p.problem, p.fix)),
+            .map(|(_, p)| format!("{} (fix: {})", p.what, p.fix)),
     );
     let (topology, nets) = nets_of(&layout, opts, &mut warnings);
     refuse_management(nodes, &nets)?;
@@ -311,14 +309,11 @@ fn refuse_unmatchable(nodes: &[NodeInput], plans: &[NodeFabricPlan]) -> Result<(
                 mac,
             };
             if c.needs_mac() && c.mac.is_none() {
-                problems.push(CablingProblem {
-                    problem: format!(
+                problems.push(Problem::new(format!(
                         "{}:{} has a quote or backslash in its name, which networkd reads as quoting, and its MAC is not recorded: netplan cannot name it safely",
                         p.name,
                         crate::text::shell_word(i.as_str())
-                    ),
-                    fix: "capture the node again (`spark-launch probe --capture DIR` records each interface's MAC), or rename the interface (a udev rule or netplan `set-name`)".to_string(),
-                });
+                    ), "capture the node again (`spark-launch probe --capture DIR` records each interface's MAC), or rename the interface (a udev rule or netplan `set-name`)".to_string()));
             }
         }
     }
@@ -616,9 +611,7 @@ pub fn preflight(
     for n in plan.nodes.iter().filter(|n| n.has_changes()) {
         for c in &n.conflicts {
             if !c.replaceable() {
-                problems.push(CablingProblem {
-                    problem: format!("{}: {}", n.name, c.describe()),
-                    fix: format!(
+                problems.push(Problem::new(format!("{}: {}", n.name, c.describe()), format!(
                         "on {}, remove the sections of {} from {} by hand (spark-launch only moves files that configure nothing but fabric interfaces), then run again",
                         n.name,
                         c.ifaces
@@ -627,17 +620,13 @@ pub fn preflight(
                             .collect::<Vec<_>>()
                             .join(", "),
                         c.path
-                    ),
-                });
+                    )));
             } else if !replace {
-                problems.push(CablingProblem {
-                    problem: format!("{}: {}", n.name, c.describe()),
-                    fix: format!(
+                problems.push(Problem::new(format!("{}: {}", n.name, c.describe()), format!(
                         "rerun with --replace (it moves {} into {}/backup/, and `spark-launch fabric rollback` puts it back), or move it aside yourself",
                         c.path,
                         script::STATE_DIR
-                    ),
-                });
+                    )));
             } else {
                 moves
                     .entry(n.name.clone())

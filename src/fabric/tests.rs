@@ -76,7 +76,7 @@ fn two_fresh_sparks() -> Vec<NodeInput> {
     n
 }
 
-fn refused(r: Result<FabricPlan, PlanError>) -> Vec<CablingProblem> {
+fn refused(r: Result<FabricPlan, PlanError>) -> Vec<Problem> {
     match r {
         Err(PlanError::Refused(r)) => r.problems,
         other => panic!("expected a refusal, got {other:?}"),
@@ -171,7 +171,7 @@ fn a_chain_of_three_is_refused_with_the_cable_that_closes_the_ring() {
     cable(&mut n, 1, &[F1, P2F1], 2, &[F0, P2F0]);
     let problems = refused(plan(&n, &[], &PlanOptions::default()));
     assert_eq!(problems.len(), 1, "{problems:?}");
-    assert!(problems[0].problem.contains("cannot form a ring"));
+    assert!(problems[0].what.contains("cannot form a ring"));
     assert_eq!(
         problems[0].fix,
         "cable s1's free port (enp1s0f0np0) to s3's free port (enp1s0f1np1)"
@@ -186,7 +186,7 @@ fn two_cables_between_two_sparks_are_more_than_the_plan_can_use() {
     let problems = refused(plan(&n, &[], &PlanOptions::default()));
     assert!(
         problems[0]
-            .problem
+            .what
             .contains("more cables than the plan can use")
     );
     assert!(problems[0].fix.starts_with("unplug the cable"));
@@ -197,7 +197,7 @@ fn a_node_with_nothing_cabled_is_refused_with_its_ports() {
     let mut n = fresh(3, &[&[F1, P2F1], &[F1, P2F1], &[]]);
     cable(&mut n, 0, &[F1, P2F1], 1, &[F1, P2F1]);
     let problems = refused(plan(&n, &[], &PlanOptions::default()));
-    assert!(problems.iter().any(|p| p.problem
+    assert!(problems.iter().any(|p| p.what
         == "s3 has nothing cabled: no fabric port hears another node"
         && p.fix.contains("enp1s0f0np0, enp1s0f1np1")));
 }
@@ -211,10 +211,7 @@ fn a_management_network_over_the_whole_default_pool_asks_for_another_pool() {
     .mgmt("192.168.1.11/16")
     .named("s1");
     let problems = refused(plan(&n, &[], &PlanOptions::default()));
-    assert!(
-        problems[0].problem.contains("has no free /24"),
-        "{problems:?}"
-    );
+    assert!(problems[0].what.contains("has no free /24"), "{problems:?}");
     assert_eq!(problems[0].fix, "give another pool: --pool 10.200.0.0/16");
     let opts = PlanOptions {
         pool: "10.200.0.0/16".parse().unwrap(),
@@ -265,7 +262,7 @@ fn link_local_addresses_one_twin_of_the_one_cable_and_only_for_a_direct_cable() 
     cable(&mut n, 2, &[F1, P2F1], 0, &[F0, P2F0]);
     assert!(
         refused(plan(&n, &[], &opts))[0]
-            .problem
+            .what
             .contains("--link-local")
     );
 }
@@ -282,10 +279,10 @@ fn without_a_cabling_record_the_plan_says_it_was_not_recorded_and_how_to_record_
     assert_eq!(problems.len(), 2);
     let p = &problems[0];
     assert!(
-        p.problem
+        p.what
             .starts_with("s1's cabling was not recorded: its snapshot holds no link probe"),
         "{}",
-        p.problem
+        p.what
     );
     assert!(
         p.fix.contains("spark-launch probe --capture DIR"),
@@ -297,13 +294,13 @@ fn without_a_cabling_record_the_plan_says_it_was_not_recorded_and_how_to_record_
         "{}",
         p.fix
     );
-    assert!(!problems.iter().any(|p| p.problem.contains("hears")));
+    assert!(!problems.iter().any(|p| p.what.contains("hears")));
     // A probe that listened and heard nobody still says so.
     let heard_nothing = fresh(2, &[&[F1, P2F1], &[F1, P2F1]]);
     let problems = refused(plan(&heard_nothing, &[], &PlanOptions::default()));
     assert!(
         problems[0]
-            .problem
+            .what
             .contains("no fabric port hears another node")
     );
     // With --link, a node left out of every cable is named as such.
@@ -313,10 +310,7 @@ fn without_a_cabling_record_the_plan_says_it_was_not_recorded_and_how_to_record_
     }
     let given: Vec<LinkArg> = vec!["s1:enp1s0f1np1=s2:enp1s0f1np1".parse().unwrap()];
     let problems = refused(plan(&three, &given, &PlanOptions::default()));
-    assert_eq!(
-        problems[0].problem,
-        "s3 is in none of the --link cables given"
-    );
+    assert_eq!(problems[0].what, "s3 is in none of the --link cables given");
 }
 
 #[test]
@@ -351,7 +345,7 @@ fn the_management_interface_is_never_planned_even_when_cabled() {
     let problems = refused(plan(&n, &[], &PlanOptions::default()));
     assert!(
         problems[0]
-            .problem
+            .what
             .contains("never touches the management interface")
     );
 }

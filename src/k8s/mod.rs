@@ -130,13 +130,6 @@ impl std::fmt::Display for K8sRefusal {
     }
 }
 
-fn problem(problem: impl Into<String>, fix: impl Into<String>) -> Problem {
-    Problem {
-        problem: problem.into(),
-        fix: fix.into(),
-    }
-}
-
 /// A Kubernetes node name: lowercase letters, digits, `-` and `.` (RFC 1123), as kubelets
 /// register nodes.
 fn is_k8s_node_name(name: &str) -> bool {
@@ -213,7 +206,7 @@ pub fn export(plan: &ServePlan, opts: &K8sOptions) -> Result<K8sExport, K8sRefus
     let mode: MultiNode = match plan.mode.parse() {
         Ok(m) => m,
         Err(e) => {
-            problems.push(problem(e, "plan the job again with this spark-launch"));
+            problems.push(Problem::new(e, "plan the job again with this spark-launch"));
             MultiNode::Single
         }
     };
@@ -237,7 +230,7 @@ pub fn export(plan: &ServePlan, opts: &K8sOptions) -> Result<K8sExport, K8sRefus
     let files = plain_files(plan);
     for (_, f) in &files {
         if matches!(f.content, FileContent::Digest { .. }) {
-            problems.push(problem(
+            problems.push(Problem::new(
                 format!(
                     "{}: the kept plan holds only this file's SHA-256, not its bytes",
                     f.path
@@ -248,7 +241,7 @@ pub fn export(plan: &ServePlan, opts: &K8sOptions) -> Result<K8sExport, K8sRefus
     }
     let files_bytes: usize = files.iter().map(|(_, f)| f.content.len()).sum();
     if files_bytes > 900 * 1024 {
-        problems.push(problem(
+        problems.push(Problem::new(
             format!("the plan's files hold {files_bytes} bytes; a ConfigMap holds at most 1 MiB"),
             "bake the files into the image",
         ));
@@ -272,7 +265,7 @@ pub fn export(plan: &ServePlan, opts: &K8sOptions) -> Result<K8sExport, K8sRefus
     if !problems.is_empty() {
         // The leader and the workers may fail alike: each problem once.
         let mut seen = BTreeSet::new();
-        problems.retain(|p| seen.insert((p.problem.clone(), p.fix.clone())));
+        problems.retain(|p| seen.insert((p.what.clone(), p.fix.clone())));
         return Err(K8sRefusal { problems });
     }
     let leader_c = leader_c.unwrap_or_default();
@@ -354,7 +347,7 @@ fn sides<'a>(plan: &'a ServePlan, problems: &mut Vec<Problem>) -> (Side<'a>, Sid
     };
     for n in &plan.job.nodes {
         let Launch::Container(c) = &n.launch else {
-            problems.push(problem(
+            problems.push(Problem::new(
                 format!("{}: the plan runs a host process, not a container", n.node),
                 "plan it with containers (the default runtime) to run it on Kubernetes",
             ));
@@ -377,7 +370,7 @@ fn sides<'a>(plan: &'a ServePlan, problems: &mut Vec<Problem>) -> (Side<'a>, Sid
             .chain(c.files.iter().map(|f| &f.path))
             .chain(c.secret_files.iter().map(|f| &f.path));
         if let Some(w) = words.into_iter().find(|w| w.contains('\0')) {
-            problems.push(problem(
+            problems.push(Problem::new(
                 format!(
                     "{}: `{}` holds a NUL byte, which no script or environment file can carry",
                     n.node,
@@ -387,7 +380,7 @@ fn sides<'a>(plan: &'a ServePlan, problems: &mut Vec<Problem>) -> (Side<'a>, Sid
             ));
         }
         if !is_k8s_node_name(n.node.as_str()) {
-            problems.push(problem(
+            problems.push(Problem::new(
                 format!(
                     "node {} cannot be a Kubernetes node's name (lowercase letters, digits, '-' and '.')",
                     n.node
@@ -397,7 +390,7 @@ fn sides<'a>(plan: &'a ServePlan, problems: &mut Vec<Problem>) -> (Side<'a>, Sid
         }
     }
     if leader.specs.len() != 1 {
-        problems.push(problem(
+        problems.push(Problem::new(
             format!(
                 "the plan has {} head containers; a group has one leader",
                 leader.specs.len()
@@ -608,7 +601,7 @@ impl Ctx<'_> {
             .map(|s| engine.group_line(self.mode, side.role, s, &refs))
             .collect();
         if lines.iter().any(|l| *l != lines[0]) {
-            problems.push(problem(
+            problems.push(Problem::new(
                 format!("the {who}s' lines differ beyond what the group gives them"),
                 "report this plan to spark-launch's maintainers",
             ));
@@ -637,7 +630,7 @@ impl Ctx<'_> {
             ),
         ] {
             if !same {
-                problems.push(problem(
+                problems.push(Problem::new(
                     format!(
                         "the {who}s' containers differ in their {what}; one template runs them all"
                     ),
@@ -689,7 +682,7 @@ impl Ctx<'_> {
             if d.container == "/dev/infiniband" {
                 limits.insert(self.opts.rdma_resource.clone(), json!(1));
             } else {
-                problems.push(problem(
+                problems.push(Problem::new(
                     format!(
                         "the {who}'s container gets the device {}, which a pod gets only through a device plugin",
                         d.host
@@ -736,7 +729,7 @@ impl Ctx<'_> {
                 format!("host-{i}")
             };
             if m.kind == MountKind::Volume {
-                problems.push(problem(
+                problems.push(Problem::new(
                     format!(
                         "the containers mount Docker's named volume {} at {}, which Kubernetes has no counterpart of",
                         m.source, m.target
@@ -752,7 +745,7 @@ impl Ctx<'_> {
                 } else {
                     "give the folder as an absolute path"
                 };
-                problems.push(problem(
+                problems.push(Problem::new(
                         format!(
                             "the containers mount {} from {}, which is not an absolute path: a hostPath names one folder on every node",
                             m.target, m.source

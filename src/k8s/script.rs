@@ -232,65 +232,6 @@ mod tests {
         );
     }
 
-    /// The kubelet's own expansion rule (`$$` is `$`; `$(NAME)` is the variable, or itself
-    /// when unknown; any other `$` stays), to check the escaping against.
-    fn kubelet_expand(s: &str, vars: &BTreeMap<&str, &str>) -> String {
-        let b = s.as_bytes();
-        let mut out = String::new();
-        let mut i = 0;
-        while i < b.len() {
-            if b[i] == b'$' && i + 1 < b.len() {
-                match b[i + 1] {
-                    b'$' => {
-                        out.push('$');
-                        i += 2;
-                    }
-                    b'(' => match s[i + 2..].find(')') {
-                        Some(end) => {
-                            let name = &s[i + 2..i + 2 + end];
-                            match vars.get(name) {
-                                Some(v) => out.push_str(v),
-                                None => out.push_str(&s[i..i + 3 + end]),
-                            }
-                            i += 3 + end;
-                        }
-                        None => {
-                            out.push_str("$(");
-                            i += 2;
-                        }
-                    },
-                    _ => {
-                        out.push('$');
-                        i += 1;
-                    }
-                }
-            } else {
-                let c = s[i..].chars().next().unwrap();
-                out.push(c);
-                i += c.len_utf8();
-            }
-        }
-        out
-    }
-
-    #[test]
-    fn an_escaped_word_comes_back_from_the_kubelet_as_written_with_only_the_references_filled() {
-        let vars = BTreeMap::from([("LWS_WORKER_INDEX", "3"), ("HOME", "/x")]);
-        for word in [
-            "plain",
-            "$$ $( $(HOME) $$(HOME) $HOME ${HOME} $",
-            "exec \"$@\"",
-            "c=$(cat /a/refs/main)",
-        ] {
-            assert_eq!(kubelet_expand(&kubelet_escape(word), &vars), word, "{word}");
-        }
-        let line = kubelet_escape_except(
-            "--node-rank=$(LWS_WORKER_INDEX) $(HOME)",
-            &["$(LWS_WORKER_INDEX)"],
-        );
-        assert_eq!(kubelet_expand(&line, &vars), "--node-rank=3 $(HOME)");
-    }
-
     #[test]
     fn the_entrypoint_reads_the_node_s_own_file_and_refuses_a_node_the_plan_does_not_name() {
         let s = entrypoint("demo-env", &["spark".into(), "spark2".into()], &[], &[]);

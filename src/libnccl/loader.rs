@@ -277,20 +277,25 @@ pub fn expand_origin(list: &str, object: &str) -> Vec<String> {
     list.split(':')
         .map(|d| d.replace("${ORIGIN}", origin).replace("$ORIGIN", origin))
         .filter(|d| d.starts_with('/') && !d.contains('$'))
-        .map(|d| {
-            let mut parts: Vec<&str> = Vec::new();
-            for p in d.split('/') {
-                match p {
-                    "" | "." => {}
-                    ".." => {
-                        parts.pop();
-                    }
-                    p => parts.push(p),
-                }
-            }
-            format!("/{}", parts.join("/"))
-        })
+        .map(|d| lexical(&d))
         .collect()
+}
+
+/// The lexical form of a path as an absolute one: `.` and empty parts dropped, each `..`
+/// folding the part before it (none above the root), no link followed. Tells a link from its
+/// target, and where a relative link or `$ORIGIN` leads.
+pub fn lexical(path: &str) -> String {
+    let mut parts: Vec<&str> = Vec::new();
+    for p in path.split('/') {
+        match p {
+            "" | "." => {}
+            ".." => {
+                parts.pop();
+            }
+            p => parts.push(p),
+        }
+    }
+    format!("/{}", parts.join("/"))
 }
 
 /// Every path the loader tries for `libnccl.so.2` when `requester` asks for it (its
@@ -560,6 +565,17 @@ mod tests {
         );
         assert_eq!(pre[0].via, Via::Preload);
         assert_eq!(pre[1].via, Via::Rpath);
+    }
+
+    #[test]
+    fn a_lexical_path_folds_dots_and_never_climbs_above_the_root() {
+        assert_eq!(
+            lexical("/usr/lib/./x/../libnccl.so.2"),
+            "/usr/lib/libnccl.so.2"
+        );
+        assert_eq!(lexical("/../../etc//nccl.conf"), "/etc/nccl.conf");
+        assert_eq!(lexical("opt/nccl/"), "/opt/nccl");
+        assert_eq!(lexical("/"), "/");
     }
 
     #[test]

@@ -17,6 +17,8 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+use crate::problem::Problem;
+
 /// The numbers of a model that constrain tp and pp.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ModelShape {
@@ -100,7 +102,7 @@ impl ModelShape {
     }
 
     /// Every reason `tp × pp` does not fit `model` (named in the messages), with the fix.
-    pub fn misfits(&self, model: &str, tp: u64, pp: u64) -> Vec<Misfit> {
+    pub fn misfits(&self, model: &str, tp: u64, pp: u64) -> Vec<Problem> {
         let mut out = Vec::new();
         if tp > 0 && !self.tp_fits(tp) {
             let why = if !self.heads.is_multiple_of(tp) {
@@ -119,29 +121,22 @@ impl ModelShape {
                     self.kv_heads, self.kv_heads
                 )
             };
-            out.push(Misfit {
-                problem: why,
-                fix: format!("use tp {}", or_list(&self.fitting_tps())),
-            });
+            out.push(Problem::new(
+                why,
+                format!("use tp {}", or_list(&self.fitting_tps())),
+            ));
         }
         if pp > self.layers {
-            out.push(Misfit {
-                problem: format!(
+            out.push(Problem::new(
+                format!(
                     "pp {pp} is more pipeline stages than the {} layers of {model}",
                     self.layers
                 ),
-                fix: format!("use pp {} or fewer", self.layers),
-            });
+                format!("use pp {} or fewer", self.layers),
+            ));
         }
         out
     }
-}
-
-/// One way a shape does not fit a model.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Misfit {
-    pub problem: String,
-    pub fix: String,
 }
 
 impl fmt::Display for ModelShape {
@@ -211,7 +206,7 @@ mod tests {
         let m = s.misfits("Qwen/Qwen2.5-7B-Instruct", 3, 1);
         assert_eq!(m.len(), 1);
         assert_eq!(
-            m[0].problem,
+            m[0].what,
             "tp 3 does not divide the 28 attention heads of Qwen/Qwen2.5-7B-Instruct"
         );
         // 7 and 14 divide the heads but not the 4 KV heads (nor are they multiples of 4).
@@ -224,7 +219,7 @@ mod tests {
         let m = s.misfits("Qwen/Qwen2.5-7B-Instruct", 14, 1);
         assert_eq!(m.len(), 1);
         assert!(
-            m[0].problem.contains("not a multiple of the 4 KV heads"),
+            m[0].what.contains("not a multiple of the 4 KV heads"),
             "{m:?}"
         );
         // A made-up shape where tp is below the KV heads but does not divide them.
@@ -233,7 +228,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(
-            s.misfits("m", 4, 1)[0].problem,
+            s.misfits("m", 4, 1)[0].what,
             "tp 4 does not divide the 6 KV heads of m"
         );
     }
@@ -252,7 +247,7 @@ mod tests {
         let s = ModelShape::parse(QWEN25_7B).unwrap();
         let m = s.misfits("Qwen/Qwen2.5-7B-Instruct", 1, 29);
         assert_eq!(
-            m[0].problem,
+            m[0].what,
             "pp 29 is more pipeline stages than the 28 layers of Qwen/Qwen2.5-7B-Instruct"
         );
         assert_eq!(s.misfits("q", 3, 29).len(), 2);

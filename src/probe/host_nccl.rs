@@ -19,7 +19,7 @@ use tokio::io::{AsyncRead, ReadBuf};
 
 use super::nccl::{FileError, Files, LoaderVars, Opened, PathStat, walk};
 use crate::libnccl::host::HostNccl;
-use crate::libnccl::loader::{Machine, Resolution, Via};
+use crate::libnccl::loader::{Machine, Resolution, Via, lexical};
 use crate::libnccl::python::PythonEnv;
 
 /// The most symbolic links followed for one path (the kernel's own limit).
@@ -197,19 +197,6 @@ fn components(p: &Path) -> Vec<OsString> {
             _ => None,
         })
         .collect()
-}
-
-/// The lexical form of an absolute path (`..` folded), to tell a link from its target.
-pub fn lexical(path: &str) -> String {
-    let mut parts: Vec<String> = Vec::new();
-    for c in components(Path::new(path)) {
-        if c == ".." {
-            parts.pop();
-        } else {
-            parts.push(c.to_string_lossy().into_owned());
-        }
-    }
-    format!("/{}", parts.join("/"))
 }
 
 /// A file on this machine as an `AsyncRead`: each read is a plain blocking read (a local

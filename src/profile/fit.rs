@@ -124,7 +124,7 @@ fn planned(p: &Profile, nodes: &[NodeInput], f: &Footprint) -> Option<Fit> {
         .collect();
     if !no.is_empty() || !m.problems.is_empty() {
         return Some(Fit::No(if no.is_empty() {
-            m.problems.iter().map(|p| p.problem.clone()).collect()
+            m.problems.iter().map(|p| p.what.clone()).collect()
         } else {
             no
         }));

@@ -922,7 +922,7 @@ fn check_speculative(p: &Profile, out: &mut Problems) {
     for problem in engine.engine().speculative_problems(s, &p.engine_args) {
         out.push(
             "speculative.method",
-            format!("{}; {}", problem.problem, problem.fix),
+            format!("{}; {}", problem.what, problem.fix),
         );
     }
 }
@@ -933,20 +933,20 @@ fn check_engine_args(p: &Profile, out: &mut Problems) {
     let reserved = match p.engine.serving() {
         Some(e) => e.engine().reserved_args(&p.engine_args),
         None if p.engine_args.is_empty() => Vec::new(),
-        None => vec![Problem {
-            problem: "nccl-test profiles take no engine_args".into(),
-            fix: "use the nccl_test section".into(),
-        }],
+        None => vec![Problem::new(
+            "nccl-test profiles take no engine_args",
+            "use the nccl_test section",
+        )],
     };
     for problem in reserved {
         let idx = p
             .engine_args
             .iter()
-            .position(|a| problem.problem.contains(a.as_str()))
+            .position(|a| problem.what.contains(a.as_str()))
             .unwrap_or(0);
         out.push(
             &format!("engine_args[{idx}]"),
-            format!("{}; {}", problem.problem, problem.fix),
+            format!("{}; {}", problem.what, problem.fix),
         );
     }
 }

@@ -8,6 +8,7 @@
 use yaml_serde::{Mapping, Value};
 
 use super::error::{RecipeError, RecipeErrors, RecipeWarning};
+use crate::problem::Problem;
 use crate::profile::locate;
 
 /// The parsed text of one recipe file.
@@ -27,8 +28,7 @@ pub(super) fn load<'a>(file: &'a str, text: &'a str) -> Result<RecipeDoc<'a>, Re
             line: e.line(),
             column: e.column(),
             field: String::new(),
-            problem: format!("not valid YAML: {e}"),
-            fix: None,
+            problem: Problem::with_fix(format!("not valid YAML: {e}"), None),
         })
     })?;
     let warnings = read
@@ -213,7 +213,7 @@ mod tests {
         };
         assert_eq!(e.0[0].file, "r.yaml");
         assert!(e.0[0].line.is_some(), "{e}");
-        assert!(e.0[0].problem.starts_with("not valid YAML"), "{e}");
+        assert!(e.0[0].problem.what.starts_with("not valid YAML"), "{e}");
     }
 
     #[test]
@@ -253,7 +253,7 @@ mod tests {
             ]
         );
         assert_eq!(
-            f.errors[0].problem,
+            f.errors[0].problem.what,
             "expected a whole number of 1 or more, found the text 'two'"
         );
     }

@@ -6,6 +6,8 @@ use std::fmt;
 
 use serde::Serialize;
 
+use crate::problem::Problem;
+
 /// One thing wrong with a recipe.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct RecipeError {
@@ -16,9 +18,9 @@ pub struct RecipeError {
     pub column: Option<usize>,
     /// `defaults.port`, `command`, `mods[1]`, `--set tp=2`, or empty.
     pub field: String,
-    pub problem: String,
-    /// What to do about it, when there is one thing to do.
-    pub fix: Option<String>,
+    /// What is wrong and, when there is one thing to do, the fix.
+    #[serde(flatten)]
+    pub problem: Problem<Option<String>>,
 }
 
 impl RecipeError {
@@ -29,14 +31,13 @@ impl RecipeError {
             line: None,
             column: None,
             field: field.into(),
-            problem: problem.into(),
-            fix: None,
+            problem: Problem::with_fix(problem, None),
         }
     }
 
     /// The same error with a fix.
     pub fn fix(mut self, fix: impl Into<String>) -> RecipeError {
-        self.fix = Some(fix.into());
+        self.problem.fix = Some(fix.into());
         self
     }
 
@@ -57,8 +58,8 @@ impl fmt::Display for RecipeError {
         if !self.field.is_empty() {
             write!(f, "{}: ", self.field)?;
         }
-        f.write_str(&self.problem)?;
-        if let Some(fix) = &self.fix {
+        f.write_str(&self.problem.what)?;
+        if let Some(fix) = &self.problem.fix {
             write!(f, "; {fix}")?;
         }
         Ok(())

@@ -326,7 +326,7 @@ pub fn fit(launch: &RecipeLaunch, nodes: Option<usize>) -> Option<Fit> {
     Some(if problems.is_empty() {
         Fit::Yes
     } else {
-        Fit::No(problems.into_iter().map(|p| p.problem).collect())
+        Fit::No(problems.into_iter().map(|p| p.problem.what).collect())
     })
 }
 

@@ -166,7 +166,9 @@ mod tests {
         assert_eq!(s.nodes, 2);
         let e = shape("r", &facts, &config("{tensor_parallel: 6}"), 4, ANY).unwrap_err();
         assert!(
-            e[0].problem.contains("does not fill whole nodes of 4 GPUs"),
+            e[0].problem
+                .what
+                .contains("does not fill whole nodes of 4 GPUs"),
             "{}",
             e[0]
         );

@@ -388,6 +388,7 @@ command: |
         assert!(
             e.0[0]
                 .problem
+                .what
                 .starts_with("`python3 server.py --port 1` starts no engine"),
             "{e}"
         );

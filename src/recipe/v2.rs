@@ -714,7 +714,7 @@ command: |
             let e = v2(&text).build(&input(), vec![]).unwrap_err();
             assert_eq!(e.0[0].field, "runtime");
             assert_eq!(e.0[0].line, Some(3));
-            assert!(e.0[0].problem.contains(&format!("{runtime:?}")), "{e}");
+            assert!(e.0[0].problem.what.contains(&format!("{runtime:?}")), "{e}");
         }
     }
 
@@ -723,7 +723,7 @@ command: |
         let text = "recipe_version: \"2\"\nmodel: org/demo\nruntime: sglang\ncommand: vllm serve {model}\n";
         let e = v2(text).build(&input(), vec![]).unwrap_err();
         assert_eq!(
-            e.0[0].problem,
+            e.0[0].problem.what,
             "runs vllm, but the recipe's runtime is sglang"
         );
     }
@@ -747,7 +747,10 @@ command: |
             panic!("accepted")
         };
         assert_eq!(e.0[0].field, "readiness");
-        assert!(e.0[0].problem.contains("sparkrun 0.4.0 or newer"), "{e}");
+        assert!(
+            e.0[0].problem.what.contains("sparkrun 0.4.0 or newer"),
+            "{e}"
+        );
         let plain = "recipe_version: \"2\"\nmodel: org/demo\nreadiness: x\n";
         assert!(v2(plain).warnings.iter().any(|w| w.field == "readiness"));
         let range = "recipe_version: \"2\"\nmodel: org/demo\nmin_sparkrun_version: \">=0.4\"\n";
@@ -782,7 +785,10 @@ command: |
         let text = "recipe_version: \"2\"\nmodel: org/demo\ndefaults:\n  a: \"{b}\"\n  b: \"{a}\"\ncommand: vllm serve {model} --x {a}\n";
         let e = v2(text).build(&input(), vec![]).unwrap_err();
         assert_eq!(e.0[0].field, "command");
-        assert!(e.0[0].problem.contains("a cycle among {a}, {b}"), "{e}");
+        assert!(
+            e.0[0].problem.what.contains("a cycle among {a}, {b}"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -843,12 +849,12 @@ command: |
         assert!(started.elapsed() < std::time::Duration::from_secs(2));
         assert_eq!(e.0[0].field, "command");
         assert_eq!(
-            e.0[0].problem,
+            e.0[0].problem.what,
             "the value of {max_model_len} holds {max_model_len} itself, so the command grows on every pass and never settles; write the value out"
         );
         let looped = "recipe_version: \"2\"\nmodel: org/demo\ndefaults:\n  a: \"{a}{a}\"\ncommand: vllm serve {model} --x {a}\n";
         let e = v2(looped).build(&self::input(), vec![]).unwrap_err();
-        assert!(e.0[0].problem.contains("holds {a} itself"), "{e}");
+        assert!(e.0[0].problem.what.contains("holds {a} itself"), "{e}");
     }
 
     #[test]

@@ -25,6 +25,7 @@ use super::target::EngineEndpoint;
 use super::wait::{self, Probe};
 use crate::node::NodeName;
 use crate::plan::spec::{ContainerFile, ContainerSpec, LABEL_JOB};
+use crate::problem::Problem;
 
 /// Requests that should answer quickly (inspect, create, start).
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
@@ -266,26 +267,42 @@ impl Engine {
             return Ok(());
         }
         let what = format!("put {} file(s) in {name}", files.len());
-        let mut builder = tar::Builder::new(Vec::new());
+        let mut contents = Vec::with_capacity(files.len());
         for f in files {
-            let rel = f.path.trim_start_matches('/');
-            if rel.is_empty() || rel.split('/').any(|p| p == "..") {
-                return Err(RuntimeError::Other(format!(
-                    "{what}: {:?} is not a usable file path",
-                    f.path
-                )));
-            }
             let content = f
                 .content
                 .bytes()
                 .map_err(|e| RuntimeError::Other(format!("{what}: {}: {e}", f.path)))?;
+            contents.push((f.path.as_str(), content, f.mode));
+        }
+        let entries = contents.iter().map(|(p, c, m)| (*p, c.as_slice(), *m));
+        self.upload(name, what, entries).await
+    }
+
+    /// Uploads regular files (absolute path, content, mode) into the container `name` as one
+    /// tar archive unpacked at `/`: parent folders are created, no shell is needed in the
+    /// image. A path that is empty or climbs with `..` is refused before anything is sent.
+    async fn upload<'a>(
+        &self,
+        name: &str,
+        what: String,
+        files: impl IntoIterator<Item = (&'a str, &'a [u8], u32)>,
+    ) -> Result<(), RuntimeError> {
+        let mut builder = tar::Builder::new(Vec::new());
+        for (path, content, mode) in files {
+            let rel = path.trim_start_matches('/');
+            if rel.is_empty() || rel.split('/').any(|p| p == "..") {
+                return Err(RuntimeError::Other(format!(
+                    "{what}: {path:?} is not a usable file path"
+                )));
+            }
             let mut header = tar::Header::new_gnu();
             header.set_size(content.len() as u64);
-            header.set_mode(f.mode);
+            header.set_mode(mode);
             header.set_mtime(0);
             header.set_entry_type(tar::EntryType::Regular);
             builder
-                .append_data(&mut header, rel, content.as_slice())
+                .append_data(&mut header, rel, content)
                 .map_err(|e| RuntimeError::Other(format!("{what}: {e}")))?;
         }
         let archive = builder
@@ -313,9 +330,13 @@ impl Engine {
                         .collect();
                     Err(RuntimeError::UlimitRefused {
                         container: spec.name.clone(),
-                        limits: limits.join(" "),
-                        fix: super::error::ulimit_fix(&cause),
-                        cause,
+                        problem: Problem::new(
+                            format!(
+                                "the engine may not set these ulimits ({}): {cause}",
+                                limits.join(" ")
+                            ),
+                            super::error::ulimit_fix(&cause),
+                        ),
                     })
                 } else {
                     Err(RuntimeError::Api {
@@ -531,29 +552,7 @@ impl Engine {
         mode: u32,
     ) -> Result<(), RuntimeError> {
         let what = format!("write {path} in {name}");
-        let rel = path.trim_start_matches('/');
-        if rel.is_empty() || rel.split('/').any(|p| p == "..") {
-            return Err(RuntimeError::Other(format!(
-                "{what}: not a usable file path"
-            )));
-        }
-        let mut header = tar::Header::new_gnu();
-        header.set_size(content.len() as u64);
-        header.set_mode(mode);
-        header.set_mtime(0);
-        header.set_entry_type(tar::EntryType::Regular);
-        let mut builder = tar::Builder::new(Vec::new());
-        builder
-            .append_data(&mut header, rel, content)
-            .map_err(|e| RuntimeError::Other(format!("{what}: {e}")))?;
-        let archive = builder
-            .into_inner()
-            .map_err(|e| RuntimeError::Other(format!("{what}: {e}")))?;
-        let options = UploadToContainerOptionsBuilder::new().path("/").build();
-        self.docker
-            .upload_to_container(name, Some(options), bollard::body_full(archive.into()))
-            .await
-            .map_err(|e| RuntimeError::api(what, e))
+        self.upload(name, what, [(path, content, mode)]).await
     }
 
     /// Waits until the container `name` has exited and returns its exit code.

@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use super::features::{ApiVersion, MIN_API, NoGpuSupport};
+use crate::problem::Problem;
 
 #[derive(Debug, thiserror::Error)]
 pub enum RuntimeError {
@@ -39,16 +40,10 @@ pub enum RuntimeError {
     )]
     ImageMissing { image: String, node: String },
 
-    #[error(
-        "start container {container}: the engine may not set these ulimits ({limits}): {cause}; fix: {fix}"
-    )]
-    UlimitRefused {
-        container: String,
-        limits: String,
-        cause: String,
-        /// For the limit the engine named ([`ulimit_fix`]).
-        fix: String,
-    },
+    /// The problem names the limits asked for and the engine's words; the fix is for the limit
+    /// the engine named ([`ulimit_fix`]).
+    #[error("start container {container}: {}; fix: {}", problem.what, problem.fix)]
+    UlimitRefused { container: String, problem: Problem },
 
     #[error("{op}: {cause}")]
     Api { op: String, cause: String },

@@ -11,8 +11,8 @@ use tokio_util::io::StreamReader;
 
 use super::shell::NodeShell;
 use crate::libnccl::host::HostNccl;
-use crate::libnccl::loader::Machine;
-use crate::probe::host_nccl::{HostEnv, SMALL_MAX, lexical, read};
+use crate::libnccl::loader::{Machine, lexical};
+use crate::probe::host_nccl::{HostEnv, SMALL_MAX, read};
 use crate::probe::nccl::{FileError, Files, Opened, PathStat};
 use crate::quote::{Style, quote};
 

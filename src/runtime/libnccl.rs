@@ -35,7 +35,7 @@ use tokio_util::sync::CancellationToken;
 use super::engine::Engine;
 use super::error::{RuntimeError, describe_bollard, status_of};
 use super::shell::NodeShell;
-use crate::libnccl::loader::{Machine, Resolution, Via};
+use crate::libnccl::loader::{Machine, Resolution, Via, lexical};
 use crate::libnccl::python::PythonEnv;
 use crate::node::{NodeName, Role};
 use crate::plan::spec::{ContainerSpec, JobName, Mount, MountKind};
@@ -453,22 +453,11 @@ async fn read_small(
 
 /// Where a symlink at `path` pointing to `target` leads (in the container's root).
 fn link_target(path: &str, target: &str) -> String {
-    let mut parts: Vec<&str> = if target.starts_with('/') {
-        Vec::new()
-    } else {
-        let dir = path.rsplit_once('/').map(|(d, _)| d).unwrap_or("");
-        dir.split('/').filter(|p| !p.is_empty()).collect()
-    };
-    for p in target.split('/') {
-        match p {
-            "" | "." => {}
-            ".." => {
-                parts.pop();
-            }
-            p => parts.push(p),
-        }
+    if target.starts_with('/') {
+        return lexical(target);
     }
-    format!("/{}", parts.join("/"))
+    let dir = path.rsplit_once('/').map(|(d, _)| d).unwrap_or("");
+    lexical(&format!("{dir}/{target}"))
 }
 
 async fn open_file(engine: &Engine, container: &str, path: &str) -> Result<Opened, RuntimeError> {

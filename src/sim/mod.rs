@@ -31,15 +31,16 @@ use std::time::Instant;
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
-pub use plan::{DownPlan, SimName, SimPlan, SimRecord, SimRefusal, UpRequest};
+pub use plan::{DownPlan, SimName, SimPlan, SimRecord, UpRequest};
 
+use crate::problem::Problem;
 use crate::progress::Reporter;
 
 /// Why a sim could not be made or removed. [`SimError::exit_code`] maps it.
 #[derive(Debug, thiserror::Error)]
 pub enum SimError {
-    #[error("{}", SimRefusalList(.0))]
-    Refused(Vec<SimRefusal>),
+    #[error("{}", Refusals(.0))]
+    Refused(Vec<Problem>),
     #[error("{step}: {cause}")]
     Step { step: String, cause: String },
     #[error("interrupted; what was made of the sim is removed")]
@@ -57,9 +58,9 @@ impl SimError {
     }
 }
 
-struct SimRefusalList<'a>(&'a [SimRefusal]);
+struct Refusals<'a>(&'a [Problem]);
 
-impl fmt::Display for SimRefusalList<'_> {
+impl fmt::Display for Refusals<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("cannot make a simulated cluster here:")?;
         for r in self.0 {
@@ -144,10 +145,10 @@ pub async fn down(
         return Ok(SimDown { plan, dry_run });
     }
     if !facts.root {
-        return Err(SimError::Refused(vec![SimRefusal {
-            problem: format!("removing the simulated cluster {name} needs root, as making it did"),
-            fix: format!("run it in a root shell: sudo spark-launch sim down --name {name}"),
-        }]));
+        return Err(SimError::Refused(vec![Problem::new(
+            format!("removing the simulated cluster {name} needs root, as making it did"),
+            format!("run it in a root shell: sudo spark-launch sim down --name {name}"),
+        )]));
     }
     let step = reporter.step(&format!("Remove the simulated cluster {name}"));
     let assets =

@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::inventory::{Inventory, NodeConfig, SshSettings};
 use crate::node::NodeName;
+use crate::problem::Problem;
 use crate::workload::engines::EngineKind;
 
 /// Where every simulated cluster keeps its files (one folder per cluster, and `nodes/` for
@@ -355,19 +356,6 @@ pub struct SimRecord {
 /// The record's file name in the sim's folder.
 pub const RECORD: &str = "sim.json";
 
-/// A reason a sim cannot be made, with the fix.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct SimRefusal {
-    pub problem: String,
-    pub fix: String,
-}
-
-impl fmt::Display for SimRefusal {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}\n    fix: {}", self.problem, self.fix)
-    }
-}
-
 /// The image names the stand-in engine goes by, and the engines it stands in for: every
 /// engine's default image and every bundled profile's, for the engines whose ranks run no
 /// MPI between containers (the stand-in image has no sshd or MPI; those engines' images are
@@ -404,13 +392,10 @@ pub fn standin_images() -> ImagePlan {
 
 /// Every reason this machine cannot run a sim at all (not root, programs missing), each with
 /// its fix: what `sim up` refuses with before anything else.
-pub fn host_refusals(facts: &MachineFacts) -> Vec<SimRefusal> {
+pub fn host_refusals(facts: &MachineFacts) -> Vec<Problem> {
     let mut out = Vec::new();
     if !facts.root {
-        out.push(SimRefusal {
-            problem: "a simulated cluster needs root: it makes network namespaces and runs an sshd and a Docker Engine per node".into(),
-            fix: "run it in a root shell: sudo spark-launch sim up".into(),
-        });
+        out.push(Problem::new("a simulated cluster needs root: it makes network namespaces and runs an sshd and a Docker Engine per node", "run it in a root shell: sudo spark-launch sim up"));
     }
     let docker: Vec<&Prerequisite> = facts
         .missing
@@ -418,17 +403,14 @@ pub fn host_refusals(facts: &MachineFacts) -> Vec<SimRefusal> {
         .filter(|p| matches!(p.package, "docker.io" | "containerd"))
         .collect();
     if !docker.is_empty() {
-        out.push(SimRefusal {
-            problem: format!(
+        out.push(Problem::new(format!(
                 "no Docker Engine on this machine ({} not found): every simulated node runs its own",
                 docker
                     .iter()
                     .map(|p| p.program)
                     .collect::<Vec<_>>()
                     .join(", ")
-            ),
-            fix: "install it: sudo apt-get install docker.io (Docker's own docker-ce packages do as well)".into(),
-        });
+            ), "install it: sudo apt-get install docker.io (Docker's own docker-ce packages do as well)"));
     }
     let others: Vec<&Prerequisite> = facts
         .missing
@@ -438,8 +420,8 @@ pub fn host_refusals(facts: &MachineFacts) -> Vec<SimRefusal> {
     if !others.is_empty() {
         let mut packages: Vec<&str> = others.iter().map(|p| p.package).collect();
         packages.dedup();
-        out.push(SimRefusal {
-            problem: format!(
+        out.push(Problem::new(
+            format!(
                 "missing on this machine: {}",
                 others
                     .iter()
@@ -447,8 +429,8 @@ pub fn host_refusals(facts: &MachineFacts) -> Vec<SimRefusal> {
                     .collect::<Vec<_>>()
                     .join(", ")
             ),
-            fix: format!("sudo apt-get install {}", packages.join(" ")),
-        });
+            format!("sudo apt-get install {}", packages.join(" ")),
+        ));
     }
     out
 }
@@ -489,28 +471,25 @@ pub fn launch_flags(limits: &HostLimits) -> Vec<String> {
 }
 
 /// Plans `sim up`: the whole sim, or every reason it cannot be made.
-pub fn plan_up(req: &UpRequest, facts: &MachineFacts) -> Result<SimPlan, Vec<SimRefusal>> {
+pub fn plan_up(req: &UpRequest, facts: &MachineFacts) -> Result<SimPlan, Vec<Problem>> {
     let mut refusals = host_refusals(facts);
     let name = &req.name;
     let prefix = name.prefix();
     if req.nodes == 0 || req.nodes > MAX_NODES {
-        refusals.push(SimRefusal {
-            problem: format!(
+        refusals.push(Problem::new(
+            format!(
                 "--nodes {}: a simulated cluster has 1 to {MAX_NODES} nodes",
                 req.nodes
             ),
-            fix: "give --nodes 2 (the bundled profiles need two)".into(),
-        });
+            "give --nodes 2 (the bundled profiles need two)",
+        ));
     }
     if facts.sims.iter().any(|s| &s.plan.name == name)
         || facts.folders.iter().any(|f| f == name.as_str())
     {
-        refusals.push(SimRefusal {
-            problem: format!("a simulated cluster named {name} is already up (or left over)"),
-            fix: format!(
+        refusals.push(Problem::new(format!("a simulated cluster named {name} is already up (or left over)"), format!(
                 "use it (`spark-launch sim status`), remove it first (`spark-launch sim down --name {name}`), or give another --name"
-            ),
-        });
+            )));
     } else if let Some(ns) = facts
         .namespaces
         .iter()
@@ -522,22 +501,20 @@ pub fn plan_up(req: &UpRequest, facts: &MachineFacts) -> Result<SimPlan, Vec<Sim
                 .find(|i| **i == name.host_interface())
         })
     {
-        refusals.push(SimRefusal {
-            problem: format!(
-                "{ns} already exists on this machine, and {name}'s names start with {prefix}"
-            ),
-            fix: "give another --name".into(),
-        });
+        refusals.push(Problem::new(
+            format!("{ns} already exists on this machine, and {name}'s names start with {prefix}"),
+            "give another --name",
+        ));
     }
     let mgmt_net = free_mgmt_net(facts);
     if mgmt_net.is_none() {
-        refusals.push(SimRefusal {
-            problem: format!(
+        refusals.push(Problem::new(
+            format!(
                 "every network {}.{}.0.0/16 is routed here or used by another sim",
                 MGMT_BASE[0], MGMT_BASE[1]
             ),
-            fix: "remove a sim (`spark-launch sim down --name NAME`)".into(),
-        });
+            "remove a sim (`spark-launch sim down --name NAME`)",
+        ));
     }
     let Some(mgmt_net) = mgmt_net.filter(|_| refusals.is_empty()) else {
         return Err(refusals);

@@ -132,8 +132,8 @@ pub fn bind_addr(
             if has.contains(&a) {
                 Ok(Some(a))
             } else {
-                Err(Problem {
-                    problem: format!(
+                Err(Problem::new(
+                    format!(
                         "--bind {a}: {} has no such address (it has {})",
                         head.name,
                         if has.is_empty() {
@@ -145,8 +145,8 @@ pub fn bind_addr(
                                 .join(", ")
                         }
                     ),
-                    fix: "bind to one of the head's addresses, --bind fabric, or --bind all".into(),
-                })
+                    "bind to one of the head's addresses, --bind fabric, or --bind all",
+                ))
             }
         }
     }

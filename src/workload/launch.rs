@@ -330,7 +330,7 @@ fn plan_nccl_test(
                 refusal
                     .violations
                     .first()
-                    .map(|v| v.problem.clone())
+                    .map(|v| v.problem.what.clone())
                     .unwrap_or_default()
             ));
             None
@@ -471,15 +471,7 @@ fn check_shape(o: &ServeOptions, shape: &ShapeLookup) -> Result<Option<String>, 
             if misfits.is_empty() {
                 Ok(None)
             } else {
-                Err(ServeRefusal {
-                    problems: misfits
-                        .into_iter()
-                        .map(|m| super::serve::Problem {
-                            problem: m.problem,
-                            fix: m.fix,
-                        })
-                        .collect(),
-                })
+                Err(ServeRefusal { problems: misfits })
             }
         }
         ShapeLookup::Unreadable(why) => Ok(Some(format!(

@@ -450,18 +450,15 @@ pub fn plan(input: &MemoryInput<'_>) -> MemoryOutcome {
         }
         let limit = match (input.ask.limit, total) {
             (Some(l), Some(t)) if l > t => {
-                problems.push(Problem {
-                    problem: format!(
+                problems.push(Problem::new(format!(
                         "--memory-limit {:.1} GiB is more than {} has ({:.1} GiB): it would cap nothing",
                         l as f64 / GIB,
                         n.name,
                         t as f64 / GIB
-                    ),
-                    fix: format!(
+                    ), format!(
                         "give --memory-limit at most {:.0}G (the node's memory less what the host needs)",
                         (t.saturating_sub(HOST_FLOOR)) as f64 / GIB
-                    ),
-                });
+                    )));
                 Some(l)
             }
             (Some(l), _) => Some(l),
@@ -556,7 +553,7 @@ pub fn plan(input: &MemoryInput<'_>) -> MemoryOutcome {
             plan.overcommit = true;
             warnings.push(format!(
                 "starting anyway (--allow-overcommit): {}; the host may lock up instead of failing with out-of-memory",
-                problem.problem
+                problem.what
             ));
         } else {
             problems.push(problem);
@@ -704,10 +701,10 @@ fn misfit_problem(
     }
     ways.push("a quantized variant of the model (FP8, NVFP4: about a half or a quarter of BF16's weights)".into());
     ways.push("or --allow-overcommit to start anyway (the host may lock up)".into());
-    Problem {
-        problem: format!("{} does not fit: {}", input.model, per_node.join("; ")),
-        fix: ways.join("; "),
-    }
+    Problem::new(
+        format!("{} does not fit: {}", input.model, per_node.join("; ")),
+        ways.join("; "),
+    )
 }
 
 #[cfg(test)]
@@ -930,7 +927,7 @@ mod tests {
             },
         );
         assert!(
-            p.problems[0].problem.contains("would cap nothing"),
+            p.problems[0].what.contains("would cap nothing"),
             "{:?}",
             p.problems
         );

@@ -192,7 +192,7 @@ pub fn direction_warnings(inputs: &[NodeInput]) -> Vec<String> {
         .map(|m| crate::fabric::cabling::ring_direction(inputs, &m))
         .unwrap_or_default()
         .into_iter()
-        .map(|(_, p)| format!("{} (fix: {})", p.problem, p.fix))
+        .map(|(_, p)| format!("{} (fix: {})", p.what, p.fix))
         .collect()
 }
 

@@ -280,7 +280,7 @@ pub enum NcclTestError {
         "{0}: its CPU architecture ({1}) has no default image; build one with `spark-launch nccl-build` and pass it with --image"
     )]
     NoImage(NodeName, String),
-    #[error("refusing to start: {}", .0.iter().map(|m| format!("{}\n    fix: {}", m.problem(), m.fix())).collect::<Vec<_>>().join("\n  "))]
+    #[error("refusing to start: {}", .0.iter().map(|m| m.problem().to_string()).collect::<Vec<_>>().join("\n  "))]
     NoVerbs(Vec<NoVerbs>),
     #[error("--image: {0}")]
     BadImage(String),

@@ -14,6 +14,7 @@ use serde::Serialize;
 
 use crate::derive::NodeInput;
 use crate::node::NodeName;
+use crate::problem::Problem;
 
 /// The variable that turns NCCL's RDMA transport off.
 pub const IB_DISABLE: &str = "NCCL_IB_DISABLE";
@@ -54,21 +55,21 @@ pub struct NoVerbs {
 }
 
 impl NoVerbs {
-    pub fn problem(&self) -> String {
-        format!(
-            "{}: RDMA device{} {} {} ACTIVE but /dev/infiniband {}: containers would get no RDMA and NCCL would silently run on TCP sockets",
-            self.node,
-            if self.devices.len() == 1 { "" } else { "s" },
-            self.devices.join(", "),
-            if self.devices.len() == 1 { "is" } else { "are" },
-            self.seen
-        )
-    }
-
-    pub fn fix(&self) -> String {
-        format!(
-            "load the verbs modules on {} (`sudo modprobe ib_uverbs mlx5_ib rdma_ucm`, then `ls /dev/infiniband` shows uverbs*), or pass --allow-tcp to run on TCP sockets knowingly",
-            self.node
+    /// What is wrong on the node, and the modules to load (or `--allow-tcp`).
+    pub fn problem(&self) -> Problem {
+        Problem::new(
+            format!(
+                "{}: RDMA device{} {} {} ACTIVE but /dev/infiniband {}: containers would get no RDMA and NCCL would silently run on TCP sockets",
+                self.node,
+                if self.devices.len() == 1 { "" } else { "s" },
+                self.devices.join(", "),
+                if self.devices.len() == 1 { "is" } else { "are" },
+                self.seen
+            ),
+            format!(
+                "load the verbs modules on {} (`sudo modprobe ib_uverbs mlx5_ib rdma_ucm`, then `ls /dev/infiniband` shows uverbs*), or pass --allow-tcp to run on TCP sockets knowingly",
+                self.node
+            ),
         )
     }
 }
@@ -182,10 +183,11 @@ mod tests {
         assert!(
             refused[0]
                 .problem()
+                .what
                 .contains("b: RDMA device rocep1s0f1 is ACTIVE but /dev/infiniband is missing")
         );
-        assert!(refused[0].fix().contains("sudo modprobe ib_uverbs"));
-        assert!(refused[0].fix().contains("--allow-tcp"));
+        assert!(refused[0].problem().fix.contains("sudo modprobe ib_uverbs"));
+        assert!(refused[0].problem().fix.contains("--allow-tcp"));
         // /dev/infiniband without uverbs (ib_uverbs not loaded) is the same refusal.
         let nodes = [
             node("a", uverbs(), true),
@@ -195,6 +197,7 @@ mod tests {
         assert!(
             refused[0]
                 .problem()
+                .what
                 .contains("has no uverbs device (rdma_cm)")
         );
     }

@@ -169,9 +169,11 @@ impl RecipePart {
 
     /// The recipe's variables on one node, or why a template cannot be filled there.
     pub fn render_env(&self, node: &RecipeNode) -> Result<BTreeMap<String, String>, Problem> {
-        self.env.render(node).map_err(|e| Problem {
-            problem: format!("{}: {e}", self.file),
-            fix: "write the value out in the recipe's env, or leave the variable out".into(),
+        self.env.render(node).map_err(|e| {
+            Problem::new(
+                format!("{}: {e}", self.file),
+                "write the value out in the recipe's env, or leave the variable out",
+            )
         })
     }
 }

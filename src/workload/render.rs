@@ -358,8 +358,8 @@ pub fn launch_check(check: &crate::report::nccl::launch::LaunchCheck) -> String 
     match &check.cause {
         None => out.push_str("✓ mpirun reaches every node through the job's launch path\n"),
         Some(c) => {
-            out.push_str(&format!("✗ FAILED: {}\n", c.problem));
-            if let Some(f) = &c.fix {
+            out.push_str(&format!("✗ FAILED: {}\n", c.problem.what));
+            if let Some(f) = &c.problem.fix {
                 out.push_str(&format!("  fix: {f}\n"));
             }
         }

@@ -19,7 +19,7 @@ use crate::plan::spec::Mount;
 use crate::plan::{ContainerSpec, Gpus, JobName, JobPlan, Ulimit};
 use crate::workload::engines::EngineKind;
 use crate::workload::limits;
-use crate::workload::rdma::{RdmaAccess, rdma_access};
+use crate::workload::rdma::{NoVerbs, RdmaAccess, rdma_access};
 
 pub const LABEL_WORKLOAD: &str = "dev.spark-launch.workload";
 pub const LABEL_MODEL: &str = "dev.spark-launch.model";
@@ -167,17 +167,7 @@ pub struct ServePlan {
 }
 
 /// One reason not to start, with the fix.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct Problem {
-    pub problem: String,
-    pub fix: String,
-}
-
-impl fmt::Display for Problem {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}\n    fix: {}", self.problem, self.fix)
-    }
-}
+pub use crate::problem::Problem;
 
 /// Every reason found not to start (exit 2). Nothing was touched.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, thiserror::Error)]
@@ -206,10 +196,7 @@ impl From<crate::derive::Refusal> for ServeRefusal {
             problems: r
                 .violations
                 .into_iter()
-                .map(|v| Problem {
-                    problem: format!("{}: {}", v.node, v.problem),
-                    fix: v.fix,
-                })
+                .map(|v| Problem::new(format!("{}: {}", v.node, v.problem.what), v.problem.fix))
                 .collect(),
         }
     }
@@ -224,16 +211,16 @@ pub fn nodes_needed(
     available: usize,
 ) -> Result<usize, Problem> {
     if tp == 0 || pp == 0 {
-        return Err(Problem {
-            problem: format!("--tp {tp} --pp {pp}: both must be at least 1"),
-            fix: "use --tp N with N ≥ 1 (and --pp 1 unless you want pipeline stages)".into(),
-        });
+        return Err(Problem::new(
+            format!("--tp {tp} --pp {pp}: both must be at least 1"),
+            "use --tp N with N ≥ 1 (and --pp 1 unless you want pipeline stages)",
+        ));
     }
     if gpus_per_node == 0 {
-        return Err(Problem {
-            problem: "--gpus-per-node 0".into(),
-            fix: "give the number of GPUs each node has (1 on a DGX Spark)".into(),
-        });
+        return Err(Problem::new(
+            "--gpus-per-node 0",
+            "give the number of GPUs each node has (1 on a DGX Spark)",
+        ));
     }
     let bounds = [
         limits::count("--tp", u64::from(tp), u64::from(limits::MAX_TP)),
@@ -245,44 +232,36 @@ pub fn nodes_needed(
         ),
     ];
     if let Some(Err(e)) = bounds.into_iter().find(|b| b.is_err()) {
-        return Err(Problem {
-            problem: e,
-            fix: "choose a shape within the limits".into(),
-        });
+        return Err(Problem::new(e, "choose a shape within the limits"));
     }
-    let world = limits::world(tp, pp).map_err(|e| Problem {
-        problem: e,
-        fix: "lower --tp or --pp".into(),
-    })?;
+    let world = limits::world(tp, pp).map_err(|e| Problem::new(e, "lower --tp or --pp"))?;
     let per_node = u64::from(gpus_per_node);
     if !world.is_multiple_of(per_node) {
-        return Err(Problem {
-            problem: format!(
+        return Err(Problem::new(
+            format!(
                 "tp × pp = {tp} × {pp} = {world} GPUs does not fill whole nodes of {gpus_per_node} GPU{}",
                 if gpus_per_node == 1 { "" } else { "s" }
             ),
-            fix: format!(
+            format!(
                 "make tp × pp a multiple of {gpus_per_node} (every node serves with all its GPUs)"
             ),
-        });
+        ));
     }
     let needed = world / per_node;
     let available_gpus = (available as u64).saturating_mul(per_node);
     if needed > available as u64 {
-        return Err(Problem {
-            problem: format!(
+        return Err(Problem::new(
+            format!(
                 "tp × pp = {world} GPUs needs {needed} nodes of {gpus_per_node} GPU{}, but the cluster has {available}",
                 if gpus_per_node == 1 { "" } else { "s" }
             ),
-            fix: format!(
+            format!(
                 "lower --tp/--pp to at most {available_gpus} GPUs in total, or add nodes (`spark-launch nodes add HOST`)"
             ),
-        });
+        ));
     }
-    usize::try_from(needed).map_err(|_| Problem {
-        problem: format!("{needed} nodes"),
-        fix: "lower --tp or --pp".into(),
-    })
+    usize::try_from(needed)
+        .map_err(|_| Problem::new(format!("{needed} nodes"), "lower --tp or --pp"))
 }
 
 /// GPUs per node as the nodes' drivers list them: the count when every node reports the same
@@ -300,8 +279,8 @@ pub fn gpus_from_facts(nodes: &[NodeInput]) -> Result<Option<u32>, Problem> {
     if known.len() == counts.len() && known.iter().all(|(_, c)| c == first) {
         return Ok(Some(*first as u32));
     }
-    Err(Problem {
-        problem: format!(
+    Err(Problem::new(
+        format!(
             "the nodes do not list the same number of GPUs ({})",
             counts
                 .iter()
@@ -309,9 +288,8 @@ pub fn gpus_from_facts(nodes: &[NodeInput]) -> Result<Option<u32>, Problem> {
                 .collect::<Vec<_>>()
                 .join(", ")
         ),
-        fix: "say how many GPUs each node serves with: --gpus-per-node N (every node uses N)"
-            .into(),
-    })
+        "say how many GPUs each node serves with: --gpus-per-node N (every node uses N)",
+    ))
 }
 
 /// Marks the head's container with the one address its API listens on (none when it listens
@@ -350,16 +328,13 @@ pub fn select(
 ) -> Result<Selected, ServeRefusal> {
     let mut problems = extra;
     if let Err(e) = crate::plan::spec::check_image(&opts.image) {
-        problems.push(Problem {
-            problem: format!("--image: {e}"),
-            fix: "give the image as Docker names it (`docker image ls` shows them)".into(),
-        });
+        problems.push(Problem::new(
+            format!("--image: {e}"),
+            "give the image as Docker names it (`docker image ls` shows them)",
+        ));
     }
     if nodes.is_empty() {
-        problems.push(Problem {
-            problem: "no nodes".into(),
-            fix: "give nodes with --snapshot NAME=DIR (dry runs) or a cluster file (`spark-launch discover --save`)".into(),
-        });
+        problems.push(Problem::new("no nodes", "give nodes with --snapshot NAME=DIR (dry runs) or a cluster file (`spark-launch discover --save`)"));
         return Err(ServeRefusal { problems });
     }
     let needed = match nodes_needed(opts.tp, opts.pp, opts.gpus_per_node, nodes.len()) {
@@ -381,10 +356,7 @@ pub fn select(
     let rdma = match rdma_access(&inputs, opts.allow_tcp) {
         Ok(a) => a,
         Err(missing) => {
-            problems.extend(missing.iter().map(|m| Problem {
-                problem: m.problem(),
-                fix: m.fix(),
-            }));
+            problems.extend(missing.iter().map(NoVerbs::problem));
             RdmaAccess::default()
         }
     };
@@ -414,10 +386,10 @@ pub fn distinct_ports(ports: &[(&str, u16)]) -> Vec<Problem> {
     for (i, (a, pa)) in ports.iter().enumerate() {
         for (b, pb) in &ports[i + 1..] {
             if pa == pb {
-                out.push(Problem {
-                    problem: format!("the {a} port and the {b} port are both {pa}"),
-                    fix: format!("give the {b} port another value"),
-                });
+                out.push(Problem::new(
+                    format!("the {a} port and the {b} port are both {pa}"),
+                    format!("give the {b} port another value"),
+                ));
             }
         }
     }
@@ -546,9 +518,9 @@ mod tests {
         assert_eq!(nodes_needed(2, 1, 1, 4), Ok(2));
         assert_eq!(nodes_needed(8, 2, 8, 2), Ok(2));
         let p = nodes_needed(3, 1, 2, 4).unwrap_err();
-        assert!(p.problem.contains("does not fill whole nodes"), "{p}");
+        assert!(p.what.contains("does not fill whole nodes"), "{p}");
         let p = nodes_needed(4, 1, 1, 2).unwrap_err();
-        assert!(p.problem.contains("needs 4 nodes"), "{p}");
+        assert!(p.what.contains("needs 4 nodes"), "{p}");
         assert!(p.fix.contains("at most 2 GPUs"), "{p}");
         assert!(nodes_needed(0, 1, 1, 2).is_err());
     }
@@ -558,14 +530,14 @@ mod tests {
         // Seen once: `--tp 4294967295 --pp 4294967295` planned a one-node job, `--tp 65536
         // --pp 65536` refused with "0 problems".
         let p = nodes_needed(u32::MAX, u32::MAX, 1, 2).unwrap_err();
-        assert_eq!(p.problem, "--tp 4294967295: at most 1024 is supported");
+        assert_eq!(p.what, "--tp 4294967295: at most 1024 is supported");
         let p = nodes_needed(1024, 256, 1, 2).unwrap_err();
         assert!(
-            p.problem.contains("1024 × 256 = 262144 GPUs: at most 4096"),
+            p.what.contains("1024 × 256 = 262144 GPUs: at most 4096"),
             "{p}"
         );
         let p = nodes_needed(1, 1, 65, 2).unwrap_err();
-        assert_eq!(p.problem, "--gpus-per-node 65: at most 64 is supported");
+        assert_eq!(p.what, "--gpus-per-node 65: at most 64 is supported");
         assert_eq!(nodes_needed(2, 1, 1, usize::MAX), Ok(2));
     }
 
@@ -591,13 +563,13 @@ mod tests {
         assert_eq!(gpus_from_facts(&[node("a", 1), node("b", 1)]), Ok(Some(1)));
         assert_eq!(gpus_from_facts(&[node("a", 0), node("b", 0)]), Ok(None));
         let p = gpus_from_facts(&[node("a", 1), node("b", 2)]).unwrap_err();
-        assert!(p.problem.contains("a: 1, b: 2"), "{p}");
+        assert!(p.what.contains("a: 1, b: 2"), "{p}");
     }
 
     #[test]
     fn two_roles_on_one_port_are_refused() {
         let p = distinct_ports(&[("API", 8000), ("rendezvous", 8000), ("Ray", 6379)]);
         assert_eq!(p.len(), 1);
-        assert!(p[0].problem.contains("API port and the rendezvous port"));
+        assert!(p[0].what.contains("API port and the rendezvous port"));
     }
 }

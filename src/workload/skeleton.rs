@@ -382,9 +382,11 @@ fn option_refusals(
     out.extend(engine.problems(tuning));
     out.extend(engine.reserved_args(&o.engine_args));
     if let Some(s) = &tuning.speculative {
-        out.extend(s.problems().into_iter().map(|(field, message)| Problem {
-            problem: format!("speculative.{field}: {message}"),
-            fix: "correct the speculative block (method, draft_model, tokens)".to_string(),
+        out.extend(s.problems().into_iter().map(|(field, message)| {
+            Problem::new(
+                format!("speculative.{field}: {message}"),
+                "correct the speculative block (method, draft_model, tokens)".to_string(),
+            )
         }));
         out.extend(engine.speculative_problems(s, &o.engine_args));
     }
@@ -393,19 +395,13 @@ fn option_refusals(
     if let ApiKeySupport::Env(var) = engine.api_key()
         && o.env.contains_key(var)
     {
-        out.push(Problem {
-            problem: format!(
+        out.push(Problem::new(format!(
                 "--env {var}: {var} is where spark-launch gives {} its API key",
                 engine.title()
-            ),
-            fix: "give the key with --api-key KEY|auto|@FILE (enforced, checked for readiness, <set> in plans)".to_string(),
-        });
+            ), "give the key with --api-key KEY|auto|@FILE (enforced, checked for readiness, <set> in plans)".to_string()));
     }
     if let (true, ApiKeySupport::Refused { problem, fix }) = (key_asked, engine.api_key()) {
-        out.push(Problem {
-            problem: problem.to_string(),
-            fix: fix.to_string(),
-        });
+        out.push(Problem::new(problem.to_string(), fix.to_string()));
     }
     out
 }

@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
-use super::hub_standin::{HubStandin, tiny_repo};
+use super::hub_standin::{FakeRepo, HubStandin, tiny_repo};
 use super::support::{self, SimNet, describe};
 
 /// Every node's key in every other node's `authorized_keys`, and every node's host key in
@@ -208,30 +208,100 @@ pub fn trtllm_standin_on_every_node(net: &SimNet, tag: &str) {
     }
 }
 
-/// Two nodes with sshd and dockerd, trust, the stand-in image without Ray on each (its tag
-/// returned), and a stand-in Hub in node 1 serving `model` with a shape tp 2 divides (what the
-/// launch's tp check reads).
-pub fn two_nodes_serving(
-    tag: &str,
-    model: &str,
-) -> (SimNet, HubStandin, String, tokio::runtime::Runtime) {
-    let net = SimNet::builder(2).services("sshd,dockerd").tag(tag).up();
-    trust_all(&net);
-    let image = format!("{}standin-noray:test", net.prefix());
-    standin_on_every_node(&net, &image, WithRay::No);
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let netns = PathBuf::from("/var/run/netns").join(format!("{}n1", net.prefix()));
+/// The stand-in serving image without Ray, and with real Ray (a new tag: the image before it
+/// had a fake `ray`); each test's image is this tag behind its simnet prefix.
+pub const STANDIN_TAG: &str = "standin-noray:test";
+pub const STANDIN_RAY_TAG: &str = "standin-ray2.60:test";
+
+/// The flags every launch on the stand-in takes after its own: no GPUs here, and the limits
+/// this machine allows.
+pub const STANDIN_FLAGS: [&str; 6] = [
+    "--gpus",
+    "none",
+    "--ulimit",
+    "memlock=8388608",
+    "--ulimit",
+    "nofile=16384",
+];
+
+/// A simulated serving cluster: nodes with sshd and dockerd, trust between every pair, the
+/// stand-in image on every node, and a stand-in Hub in node 1 (on the runtime it owns).
+pub struct Serving {
+    pub net: SimNet,
+    pub hub: HubStandin,
+    pub image: String,
+    pub rt: tokio::runtime::Runtime,
+}
+
+impl Serving {
+    /// `nodes` nodes (simnet tag `tag`), the stand-in with or without Ray on each, and a Hub
+    /// serving `repos`.
+    pub fn up(nodes: usize, tag: &str, ray: WithRay, repos: Vec<FakeRepo>) -> Serving {
+        let net = SimNet::builder(nodes)
+            .services("sshd,dockerd")
+            .tag(tag)
+            .up();
+        trust_all(&net);
+        let image = match ray {
+            WithRay::Yes => format!("{}{STANDIN_RAY_TAG}", net.prefix()),
+            WithRay::No => format!("{}{STANDIN_TAG}", net.prefix()),
+        };
+        // The same image on every node up front: EnsureImage then checks digests and skips
+        // (image push itself is tested with the runtime).
+        standin_on_every_node(&net, &image, ray);
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let netns = PathBuf::from("/var/run/netns").join(format!("{}n1", net.prefix()));
+        let hub = rt.block_on(HubStandin::start_in_netns(repos, &netns));
+        Serving {
+            net,
+            hub,
+            image,
+            rt,
+        }
+    }
+
+    /// `spark-launch ARGS --hosts … --image … --gpus none --ulimit …` inside the head, then
+    /// `-- EXTRA` for the engine when given, with the stand-in Hub as `HF_ENDPOINT`.
+    pub fn launch(&self, args: &[&str], extra: &[&str]) -> Output {
+        let h = hosts(&self.net);
+        let mut all: Vec<&str> = args.to_vec();
+        all.extend(["--hosts", &h, "--image", &self.image]);
+        all.extend(STANDIN_FLAGS);
+        if !extra.is_empty() {
+            all.push("--");
+            all.extend(extra);
+        }
+        self.net
+            .spark_launch_with(1, &all, &[("HF_ENDPOINT", self.hub.url.as_str())], None)
+    }
+
+    /// Asserts that no node keeps a container of `job`.
+    pub fn gone(&self, job: &str) {
+        for i in 1..=self.net.len() {
+            let left = containers(&self.net, i, &format!("sl-{job}-"));
+            assert!(left.is_empty(), "n{i} still has {left:?}");
+        }
+    }
+}
+
+/// The tiny repo `model` with the shape of Qwen/Qwen2.5-0.5B-Instruct's public config.json (14
+/// attention heads, 2 KV heads, 24 layers): what the launch's tp/pp check reads; tp 2 divides it.
+pub fn shaped_repo(model: &str) -> FakeRepo {
     let mut repo = tiny_repo(model, 200_000);
     for f in &mut repo.files {
         if f.path == "config.json" {
             f.content = br#"{"architectures":["TinyForCausalLM"],"hidden_size":64,"num_attention_heads":14,"num_key_value_heads":2,"num_hidden_layers":24}"#.to_vec();
         }
     }
-    let hub = rt.block_on(HubStandin::start_in_netns(vec![repo], &netns));
-    (net, hub, image, rt)
+    repo
+}
+
+/// Two nodes serving the stand-in without Ray, and a Hub serving `model` shaped for tp 2.
+pub fn two_nodes_serving(tag: &str, model: &str) -> Serving {
+    Serving::up(2, tag, WithRay::No, vec![shaped_repo(model)])
 }
 
 /// `docker ARGS` against node `node`'s own engine.

@@ -6,6 +6,7 @@ use serde::Serialize;
 
 use super::parse::{FailureKind, parse_log};
 use super::verdict::{Cause, fix_for};
+use crate::problem::Problem;
 
 /// One node and how many of its ranks answered.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -72,14 +73,8 @@ pub fn launch_check(log: &str, expected: &[(String, String, u32)]) -> LaunchChec
             .filter(|f| !f.kind.is_generic() || f.kind == FailureKind::MpiAbort)
             .min_by_key(|f| (f.kind.is_generic(), f.line));
         Some(match first {
-            Some(f) => Cause {
-                problem: f.text.clone(),
-                fix: fix_for(&f.text).map(str::to_string),
-                host: f.host.clone(),
-                line: Some(f.line),
-            },
-            None => Cause {
-                problem: if silent.is_empty() {
+            Some(f) => Cause { problem: Problem::with_fix(f.text.clone(), fix_for(&f.text).map(str::to_string)), host: f.host.clone(), line: Some(f.line) },
+            None => Cause { problem: Problem::with_fix(if silent.is_empty() {
                     format!(
                         "mpirun exited with status {}",
                         exit_status.unwrap_or_default()
@@ -96,13 +91,9 @@ pub fn launch_check(log: &str, expected: &[(String, String, u32)]) -> LaunchChec
                             .collect::<Vec<_>>()
                             .join(", ")
                     )
-                },
-                fix: Some(
+                }, Some(
                     "check that the job's containers run on every node (`spark-launch status`) and that `spark-launch trust` was run".into(),
-                ),
-                host: None,
-                line: None,
-            },
+                )), host: None, line: None },
         })
     };
     LaunchCheck {
@@ -140,8 +131,8 @@ mod tests {
         let c = launch_check(log, &want());
         assert!(!c.ok);
         let cause = c.cause.unwrap();
-        assert!(cause.problem.contains("Host key verification failed"));
-        assert!(cause.fix.unwrap().contains("spark-launch trust"));
+        assert!(cause.problem.what.contains("Host key verification failed"));
+        assert!(cause.problem.fix.unwrap().contains("spark-launch trust"));
     }
 
     #[test]
@@ -150,6 +141,12 @@ mod tests {
         let c = launch_check(log, &want());
         assert!(!c.ok);
         assert_eq!(c.unexpected, vec!["3f2a9c1d7e6b"]);
-        assert!(c.cause.unwrap().problem.contains("no answer from spark2"));
+        assert!(
+            c.cause
+                .unwrap()
+                .problem
+                .what
+                .contains("no answer from spark2")
+        );
     }
 }

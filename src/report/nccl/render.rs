@@ -213,8 +213,8 @@ fn verdict_lines(t: &TestAnalysis) -> String {
                     _ => "  also: ",
                 };
                 let at = c.line.map(|l| format!(" (line {l})")).unwrap_or_default();
-                out.push_str(&format!("{lead}{}{at}\n", c.problem));
-                if let Some(fix) = &c.fix {
+                out.push_str(&format!("{lead}{}{at}\n", c.problem.what));
+                if let Some(fix) = &c.problem.fix {
                     out.push_str(&format!("  fix: {fix}\n"));
                 }
             }

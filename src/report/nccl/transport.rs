@@ -20,6 +20,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::{Serialize, Serializer};
 
 use super::line::{self, DebugLine};
+use crate::problem::Problem;
 
 /// What one process's NCCL said about its transports.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -451,8 +452,8 @@ pub struct TransportProblem {
     pub host: String,
     /// `rank 0`, `ranks 0,1`.
     pub ranks: String,
-    pub problem: String,
-    pub fix: String,
+    #[serde(flatten)]
+    pub problem: Problem,
 }
 
 /// Checks every process: a socket fallback, a missing or idle RDMA device.
@@ -465,7 +466,7 @@ pub fn transport_problems(
         let mut push = |kind, problem: String, fix: String| {
             if let Some(same) = out
                 .iter_mut()
-                .find(|o| o.kind == kind && o.host == p.host && o.problem == problem)
+                .find(|o| o.kind == kind && o.host == p.host && o.problem.what == problem)
             {
                 same.ranks = merge_labels(&same.ranks, &p.label());
             } else {
@@ -473,8 +474,7 @@ pub fn transport_problems(
                     kind,
                     host: p.host.clone(),
                     ranks: p.label(),
-                    problem,
-                    fix,
+                    problem: Problem::new(problem, fix),
                 });
             }
         };
@@ -681,10 +681,12 @@ spark-a:100:100 [0] NCCL INFO Channel 01/0 : 1[0] -> 0[0] [receive] via NET/IB/1
         assert!(
             problems[0]
                 .problem
+                .what
                 .contains("roceP2p1s0f1 carries no traffic")
         );
         assert!(
             problems[0]
+                .problem
                 .fix
                 .contains("/sys/class/infiniband/roceP2p1s0f1/ports/1/state")
         );
@@ -705,7 +707,7 @@ spark-a:100:100 [0] NCCL INFO Channel 01/0 : 1[0] -> 0[0] [receive] via NET/IB/1
         );
         let problems = transport_problems(&r, &want);
         assert_eq!(problems.len(), 1);
-        assert!(problems[0].problem.contains("rocep1s0f0 carries"));
+        assert!(problems[0].problem.what.contains("rocep1s0f0 carries"));
     }
 
     #[test]
@@ -740,8 +742,8 @@ a:1:1 [0] NCCL INFO comm 0x1 rank 0 nRanks 2 nNodes 2 localRanks 1 localRank 0 M
         assert_eq!(r.processes[0].transport, Transport::Socket);
         let problems = transport_problems(&r, &ExpectedHcas::new());
         assert_eq!(problems[0].kind, ProblemKind::SocketFallback);
-        assert!(problems[0].problem.contains("found no RDMA device"));
-        assert!(problems[0].fix.contains("/dev/infiniband"));
+        assert!(problems[0].problem.what.contains("found no RDMA device"));
+        assert!(problems[0].problem.fix.contains("/dev/infiniband"));
     }
 
     #[test]
@@ -751,7 +753,7 @@ a:1:1 [0] NCCL INFO NCCL_IB_DISABLE set by environment to 1.
 a:1:1 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] [send] via NET/Socket/0
 ";
         let problems = transport_problems(&detect_transport(log), &ExpectedHcas::new());
-        assert!(problems[0].problem.contains("NCCL_IB_DISABLE=1"));
+        assert!(problems[0].problem.what.contains("NCCL_IB_DISABLE=1"));
     }
 
     #[test]

@@ -13,6 +13,7 @@ use serde::Serialize;
 use super::parse::{Failure, FailureKind, TestRun};
 use super::transport::{ExpectedHcas, TransportProblem, transport_problems};
 use crate::derive::Topology;
+use crate::problem::Problem;
 
 /// What the caller knows beyond the log.
 #[derive(Clone, Debug, Default)]
@@ -51,8 +52,9 @@ impl Status {
 /// Why a test failed, and what to do about it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Cause {
-    pub problem: String,
-    pub fix: Option<String>,
+    /// What failed and, when there is one thing to do, the fix.
+    #[serde(flatten)]
+    pub problem: Problem<Option<String>>,
     pub host: Option<String>,
     /// 1-based line in the log, when one line says it.
     pub line: Option<usize>,
@@ -105,12 +107,12 @@ pub fn judge(run: &TestRun, ctx: &AnalysisContext) -> TestVerdict {
         .filter(|f| f.kind == FailureKind::NcclWarn)
         .map(|f| format!("{}: NCCL WARN {}", f.host.as_deref().unwrap_or("?"), f.text))
         .collect();
-    warnings.extend(
-        problems
-            .iter()
-            .filter(|p| !p.kind.fails())
-            .map(|p| format!("{} {}: {} (fix: {})", p.host, p.ranks, p.problem, p.fix)),
-    );
+    warnings.extend(problems.iter().filter(|p| !p.kind.fails()).map(|p| {
+        format!(
+            "{} {}: {} (fix: {})",
+            p.host, p.ranks, p.problem, p.problem.fix
+        )
+    }));
     let (expectation, no_expectation) = match expectation(run, ctx) {
         Ok(e) => (Some(e), None),
         Err(why) => (None, Some(why)),
@@ -139,8 +141,10 @@ pub fn judge(run: &TestRun, ctx: &AnalysisContext) -> TestVerdict {
     for p in problems.iter().filter(|p| p.kind.fails()) {
         v.status = Status::Fail;
         v.causes.push(Cause {
-            problem: format!("{} {}: {}", p.host, p.ranks, p.problem),
-            fix: Some(p.fix.clone()),
+            problem: Problem::with_fix(
+                format!("{} {}: {}", p.host, p.ranks, p.problem.what),
+                Some(p.problem.fix.clone()),
+            ),
             host: Some(p.host.clone()),
             line: None,
         });
@@ -164,19 +168,14 @@ pub fn judge(run: &TestRun, ctx: &AnalysisContext) -> TestVerdict {
     }
     if !run.concluded && run.avg_busbw_gbs.is_none() {
         v.status = Status::Incomplete;
-        v.causes.push(Cause {
-            problem: format!(
+        v.causes.push(Cause { problem: Problem::with_fix(format!(
                 "the log ends at line {} before nccl-tests' closing lines (`# Avg bus bandwidth`): the output was cut off or the run had not finished, so its {} row{} are no result",
                 run.lines.1,
                 run.rows.len(),
                 if run.rows.len() == 1 { "" } else { "s" }
-            ),
-            fix: Some(
+            ), Some(
                 "capture the complete output of mpirun (until `# Avg bus bandwidth` and `# Collective test concluded`), then read it again".into(),
-            ),
-            host: None,
-            line: (run.lines.1 > 0).then_some(run.lines.1),
-        });
+            )), host: None, line: (run.lines.1 > 0).then_some(run.lines.1) });
         v.expectation = None;
         v.no_expectation = None;
         return v;
@@ -198,17 +197,12 @@ pub fn judge(run: &TestRun, ctx: &AnalysisContext) -> TestVerdict {
         Some(bw) if bw >= e.min_busbw_gbs => v.status = Status::Pass,
         Some(bw) => {
             v.status = Status::Fail;
-            v.causes.push(Cause {
-                problem: format!(
+            v.causes.push(Cause { problem: Problem::with_fix(format!(
                     "{} bus bandwidth peaked at {bw:.2} GB/s, below the {} GB/s that {} reach",
                     e.test, e.min_busbw_gbs, e.setup
-                ),
-                fix: Some(
+                ), Some(
                     "check that every node uses both RoCE twins (transport table above), that both ends of each cable have MTU 9000, and run `spark-launch doctor`".into(),
-                ),
-                host: None,
-                line: None,
-            });
+                )), host: None, line: None });
         }
         None => {}
     }
@@ -314,39 +308,45 @@ fn run_failure(run: &TestRun, ctx: &AnalysisContext) -> Option<Cause> {
         .or_else(|| hard.iter().copied().find(|f| f.kind.is_generic()));
     if let Some(f) = first {
         return Some(Cause {
-            problem: match &f.host {
-                Some(h) if !f.text.contains(h.as_str()) => format!("{h}: {}", f.text),
-                _ => f.text.clone(),
-            },
-            fix: fix_for(&f.text).map(str::to_string),
+            problem: Problem::with_fix(
+                match &f.host {
+                    Some(h) if !f.text.contains(h.as_str()) => format!("{h}: {}", f.text),
+                    _ => f.text.clone(),
+                },
+                fix_for(&f.text).map(str::to_string),
+            ),
             host: f.host.clone(),
             line: Some(f.line),
         });
     }
     if let Some(code) = exit_code.filter(|c| *c != 0) {
         return Some(Cause {
-            problem: format!(
-                "mpirun exited with status {code} and printed no reason{}",
-                if run.rows.is_empty() {
-                    " and no results"
-                } else {
-                    ""
-                }
+            problem: Problem::with_fix(
+                format!(
+                    "mpirun exited with status {code} and printed no reason{}",
+                    if run.rows.is_empty() {
+                        " and no results"
+                    } else {
+                        ""
+                    }
+                ),
+                Some("rerun with -v to see mpirun's own output".into()),
             ),
-            fix: Some("rerun with -v to see mpirun's own output".into()),
             host: None,
             line: (run.lines.1 > 0).then_some(run.lines.1),
         });
     }
     Some(Cause {
-        problem: if run.test.is_none() && run.params.is_none() {
-            "no nccl-tests output in this log (no header, no result rows)".into()
-        } else {
-            "nccl-tests printed no result rows: the run stopped before measuring".into()
-        },
-        fix: Some(
-            "capture the complete output of mpirun (stdout and stderr, with NCCL_DEBUG=INFO)"
-                .into(),
+        problem: Problem::with_fix(
+            if run.test.is_none() && run.params.is_none() {
+                "no nccl-tests output in this log (no header, no result rows)"
+            } else {
+                "nccl-tests printed no result rows: the run stopped before measuring"
+            },
+            Some(
+                "capture the complete output of mpirun (stdout and stderr, with NCCL_DEBUG=INFO)"
+                    .into(),
+            ),
         ),
         host: None,
         line: (run.lines.1 > 0).then_some(run.lines.1),

@@ -687,9 +687,11 @@ pub fn reserved(
         .filter_map(|a| {
             let written = flag_word(a);
             let flag = normal(written);
-            reserved.contains(&flag.as_str()).then(|| Problem {
-                problem: format!("extra argument {written} is set by spark-launch itself"),
-                fix: fix(&flag, written),
+            reserved.contains(&flag.as_str()).then(|| {
+                Problem::new(
+                    format!("extra argument {written} is set by spark-launch itself"),
+                    fix(&flag, written),
+                )
             })
         })
         .collect()
@@ -715,20 +717,20 @@ pub fn reserved_flags(
             let written = flag_word(a);
             match match_flag(engine, written) {
                 FlagMatch::Other => None,
-                FlagMatch::Owned(f) => Some(Problem {
-                    problem: format!(
+                FlagMatch::Owned(f) => Some(Problem::new(
+                    format!(
                         "extra argument {} is set by spark-launch itself",
                         as_read(written, f)
                     ),
-                    fix: fix(f),
-                }),
-                refused => Some(Problem {
-                    problem: format!(
+                    fix(f),
+                )),
+                refused => Some(Problem::new(
+                    format!(
                         "extra argument {written}: {}",
                         refused_why(engine, &refused)
                     ),
-                    fix: refused_fix(&refused),
-                }),
+                    refused_fix(&refused),
+                )),
             }
         })
         .collect()

@@ -151,10 +151,10 @@ impl LlmApiOptions {
         if f > 0.0 && f <= 1.0 {
             Vec::new()
         } else {
-            vec![Problem {
-                problem: format!("kv cache fraction {f} is outside (0, 1]"),
-                fix: "use e.g. --kv-cache-fraction 0.9 (the share of free GPU memory for the KV cache)".into(),
-            }]
+            vec![Problem::new(
+                format!("kv cache fraction {f} is outside (0, 1]"),
+                "use e.g. --kv-cache-fraction 0.9 (the share of free GPU memory for the KV cache)",
+            )]
         }
     }
 }
@@ -361,16 +361,16 @@ impl ServingEngine for Trtllm {
         let fix = "use method: mtp (TensorRT-LLM's MTP), serve with vllm or sglang, or set the options file's speculative_config for your release in the profile's trtllm.options";
         match (spec.method, &spec.draft_model) {
             (SpecMethod::Mtp, None) => Vec::new(),
-            (SpecMethod::Mtp, Some(_)) => vec![Problem {
-                problem: "speculative.draft_model: TensorRT-LLM's MTP reads its layers from the model's own checkpoint".into(),
-                fix: "remove draft_model".into(),
-            }],
-            (method, _) => vec![Problem {
-                problem: format!(
+            (SpecMethod::Mtp, Some(_)) => vec![Problem::new(
+                "speculative.draft_model: TensorRT-LLM's MTP reads its layers from the model's own checkpoint",
+                "remove draft_model",
+            )],
+            (method, _) => vec![Problem::new(
+                format!(
                     "speculative method {method}: spark-launch maps only mtp onto TensorRT-LLM's options file"
                 ),
-                fix: fix.into(),
-            }],
+                fix,
+            )],
         }
     }
     fn owned_flags(&self) -> &'static [OwnedFlag] {

@@ -714,7 +714,7 @@ mod tests {
             ]
         );
         assert_eq!(
-            p[1].problem,
+            p[1].what,
             "extra argument --hos (read as --host) is set by spark-launch itself"
         );
         assert!(!format!("{p:?}").contains("sk-hidden"), "{p:?}");
