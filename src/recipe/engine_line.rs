@@ -6,64 +6,37 @@
 //! reads, as the engine says: `engines::match_flag`). Also takes the API key out of the
 //! words, in every spelling of its flag, so no key stays in an argv. Pure.
 
-use super::runtime::RecipeEngine;
 use crate::workload::engines::{
-    self, FlagMatch, FlagValues, RecipeFlag, ServingEngine, match_flag,
+    self, EngineKind, FlagMatch, FlagValues, RecipeFlag, ServingEngine, match_flag, spelling,
 };
 
-/// The engine a command starts, and the index of its first argument.
-pub fn program(argv: &[String]) -> Option<(RecipeEngine, usize)> {
-    let base = |w: &str| w.rsplit('/').next().unwrap_or(w).to_string();
-    let first = base(argv.first()?);
-    let word = |i: usize| argv.get(i).map(String::as_str);
-    let python = first == "python" || first.starts_with("python3");
-    match (first.as_str(), word(1), word(2)) {
-        ("vllm", Some("serve"), _) => Some((RecipeEngine::Vllm, 2)),
-        (_, Some("-m"), Some("vllm.entrypoints.openai.api_server")) if python => {
-            Some((RecipeEngine::Vllm, 3))
-        }
-        ("sglang", Some("serve"), _) => Some((RecipeEngine::Sglang, 2)),
-        (_, Some("-m"), Some("sglang.launch_server")) if python => Some((RecipeEngine::Sglang, 3)),
-        ("trtllm-serve", Some("serve"), _) => Some((RecipeEngine::Trtllm, 2)),
-        ("trtllm-serve", _, _) => Some((RecipeEngine::Trtllm, 1)),
-        _ => None,
-    }
+/// The engine a command starts, and the index of its first argument (as the engines spell
+/// their programs: `engines::spelling`).
+pub fn program(argv: &[String]) -> Option<(EngineKind, usize)> {
+    spelling::program(argv)
 }
 
-/// Flag spellings per engine for one setting.
-struct Spellings {
-    vllm: &'static [&'static str],
-    sglang: &'static [&'static str],
-    trtllm: &'static [&'static str],
-}
-
-impl Spellings {
-    fn for_engine(&self, engine: RecipeEngine) -> &'static [&'static str] {
-        match engine {
-            RecipeEngine::Vllm => self.vllm,
-            RecipeEngine::Sglang => self.sglang,
-            RecipeEngine::Trtllm => self.trtllm,
-        }
-    }
-}
-
-const DP: Spellings = Spellings {
-    vllm: &["-dp", "--data-parallel-size"],
-    sglang: &["--dp-size", "--data-parallel-size", "--dp"],
-    trtllm: &[],
-};
-
-/// A flag compared as the engine compares it: vLLM accepts `_` for `-` in long flags.
-fn same_flag(engine: RecipeEngine, word: &str, flag: &str) -> bool {
-    if engine == RecipeEngine::Vllm && word.starts_with("--") {
-        word.replace('_', "-") == flag
+/// The fix for a line that starts no engine: the program words every engine's line may start
+/// with (`vllm serve`, `python3 -m sglang.launch_server`, …).
+pub fn program_fix() -> String {
+    let mut shown = spelling::programs_shown();
+    let last = shown.pop().unwrap_or_default();
+    if shown.is_empty() {
+        format!("the command must start with {last}")
     } else {
-        word == flag
+        format!("the command must start with {} or {last}", shown.join(", "))
     }
+}
+
+/// A flag compared as the engine's parser reads it (vLLM reads `_` for `-` in long flags).
+fn same_flag(engine: &dyn ServingEngine, word: &str, flag: &str) -> bool {
+    engine.flag_name(word) == flag
 }
 
 /// The last value given to any of `flags` (`--f v` or `--f=v`), with the word index.
-fn last_value(engine: RecipeEngine, args: &[String], flags: &[&str]) -> Option<(usize, String)> {
+fn last_value(
+    engine: &dyn ServingEngine,
+    args: &[String], flags: &[&str]) -> Option<(usize, String)> {
     let mut found = None;
     let mut i = 0;
     while i < args.len() {
@@ -101,11 +74,6 @@ pub struct LineFacts {
     pub ray: bool,
 }
 
-/// The engine that runs a recipe's runtime.
-fn serving(engine: RecipeEngine) -> Option<&'static dyn ServingEngine> {
-    super::request::engine_kind(engine).map(|k| k.engine())
-}
-
 /// The last value of each flag spark-launch writes itself, as the engine's parser reads the
 /// words ([`match_flag`]: `--tensor-parallel 8` is vLLM's `--tensor-parallel-size 8`).
 fn owned_values(engine: &dyn ServingEngine, args: &[String]) -> Vec<(RecipeFlag, String)> {
@@ -135,31 +103,29 @@ fn owned_values(engine: &dyn ServingEngine, args: &[String]) -> Vec<(RecipeFlag,
 }
 
 /// Reads the facts of a line whose engine starts at `args_start`.
-pub fn facts(engine: RecipeEngine, argv: &[String], args_start: usize) -> LineFacts {
+pub fn facts(kind: EngineKind, argv: &[String], args_start: usize) -> LineFacts {
+    let engine = kind.engine();
+    let spelling = engine.recipe();
     let args = argv.get(args_start..).unwrap_or(&[]);
-    let owned = serving(engine)
-        .map(|e| owned_values(e, args))
-        .unwrap_or_default();
+    let owned = owned_values(engine, args);
     let value = |flag: RecipeFlag| {
         owned
             .iter()
             .find(|(f, _)| *f == flag)
             .map(|(_, v)| v.clone())
     };
-    let positional = match engine {
-        RecipeEngine::Vllm | RecipeEngine::Trtllm => {
-            args.first().filter(|a| !a.starts_with('-')).cloned()
-        }
-        RecipeEngine::Sglang => None,
+    let positional = if spelling.model_positional {
+        args.first().filter(|a| !a.starts_with('-')).cloned()
+    } else {
+        None
     };
-    let ray =
-        engine == RecipeEngine::Vllm && value(RecipeFlag::Executor).is_some_and(|v| v == "ray");
+    let ray = engine.ray() && value(RecipeFlag::Executor).is_some_and(|v| v == "ray");
     LineFacts {
         model: value(RecipeFlag::Model).or(positional),
         revision: value(RecipeFlag::Revision),
         tp: value(RecipeFlag::Tp),
         pp: value(RecipeFlag::Pp),
-        dp: last_value(engine, args, DP.for_engine(engine)).map(|(_, v)| v),
+        dp: last_value(engine, args, spelling.data_parallel).map(|(_, v)| v),
         ray,
     }
 }
@@ -168,11 +134,9 @@ pub fn facts(engine: RecipeEngine, argv: &[String], args_start: usize) -> LineFa
 /// (in full, in another spelling, abbreviated: `engines::take_api_key`), so no key stays in
 /// an argv; returns the last key given. A line that starts no engine loses every `--api-key`.
 pub fn take_api_key(argv: &mut Vec<String>) -> Option<String> {
-    if let Some((engine, start)) = program(argv)
-        && let Some(e) = serving(engine)
-    {
+    if let Some((engine, start)) = program(argv) {
         let mut args = argv.split_off(start);
-        let key = engines::take_api_key(e, &mut args);
+        let key = engines::take_api_key(engine.engine(), &mut args);
         argv.extend(args);
         return key;
     }
@@ -202,20 +166,20 @@ mod tests {
 
     #[test]
     fn the_program_names_the_engine() {
-        assert_eq!(program(&w("vllm serve m")), Some((RecipeEngine::Vllm, 2)));
+        assert_eq!(program(&w("vllm serve m")), Some((EngineKind::Vllm, 2)));
         assert_eq!(
             program(&w(
                 "/usr/bin/python3.12 -m sglang.launch_server --model-path m"
             )),
-            Some((RecipeEngine::Sglang, 3))
+            Some((EngineKind::Sglang, 3))
         );
         assert_eq!(
             program(&w("sglang serve --model-path m")),
-            Some((RecipeEngine::Sglang, 2))
+            Some((EngineKind::Sglang, 2))
         );
         assert_eq!(
             program(&w("trtllm-serve m --tp_size 2")),
-            Some((RecipeEngine::Trtllm, 1))
+            Some((EngineKind::Trtllm, 1))
         );
         assert_eq!(program(&w("python3 server.py")), None);
     }
@@ -225,7 +189,7 @@ mod tests {
         let argv = w(
             "vllm serve org/m -tp 1 --tensor_parallel_size=2 --pipeline-parallel-size 2 --revision abc --distributed-executor-backend=ray",
         );
-        let f = facts(RecipeEngine::Vllm, &argv, 2);
+        let f = facts(EngineKind::Vllm, &argv, 2);
         assert_eq!(f.model.as_deref(), Some("org/m"));
         assert_eq!(f.tp.as_deref(), Some("2"));
         assert_eq!(f.pp.as_deref(), Some("2"));
@@ -238,7 +202,7 @@ mod tests {
         let argv = w(
             "vllm serve org/m --tensor-parallel 8 --pipeline_parallel=2 --distributed-executor ray",
         );
-        let f = facts(RecipeEngine::Vllm, &argv, 2);
+        let f = facts(EngineKind::Vllm, &argv, 2);
         assert_eq!((f.tp.as_deref(), f.pp.as_deref()), (Some("8"), Some("2")));
         assert!(f.ray);
     }
@@ -246,7 +210,7 @@ mod tests {
     #[test]
     fn sglang_facts_read_its_own_spellings() {
         let argv = w("python3 -m sglang.launch_server --model-path org/m --tp 2 --dp-size 2");
-        let f = facts(RecipeEngine::Sglang, &argv, 3);
+        let f = facts(EngineKind::Sglang, &argv, 3);
         assert_eq!(f.model.as_deref(), Some("org/m"));
         assert_eq!(f.tp.as_deref(), Some("2"));
         assert_eq!(f.dp.as_deref(), Some("2"));

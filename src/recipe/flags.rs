@@ -1,11 +1,10 @@
 //! The engine command of a v2 recipe that has no `command:`, built from `defaults` with the
-//! runtime's key → flag table as sparkrun defines it (read from spark-arena/sparkrun:
-//! `src/sparkrun/runtimes/_vllm_common.py` at 04e6f1e2 for vLLM, `runtimes/sglang.py` at
-//! 01298828 for SGLang; tables restated here as data). Keys are emitted in table order;
-//! boolean keys as a bare flag when true (vLLM's default-on ones as `--no-…` when false);
-//! lists, mappings and JSON-looking texts as quoted compact JSON. The command is assembled as
-//! the shell text sparkrun runs and split as bash would. A key the table does not know is
-//! named in a warning — sparkrun drops it silently. Pure.
+//! runtime's key → flag table as sparkrun defines it (each engine gives its table as data:
+//! `engines::spelling::FlagTable`). Keys are emitted in table order; boolean keys as a bare
+//! flag when true (default-on ones as `--no-…` when false); lists, mappings and JSON-looking
+//! texts as quoted compact JSON. The command is assembled as the shell text sparkrun runs and
+//! split as bash would. A key the table does not know is named in a warning — sparkrun drops
+//! it silently. Pure.
 
 use std::collections::BTreeMap;
 
@@ -13,193 +12,12 @@ use yaml_serde::Value;
 
 use super::error::RecipeWarning;
 use super::pyvalue::{plain_bool, python_str, shell_quote, v2_flag_value, v2_truthy};
-use super::runtime::RecipeEngine;
 use super::words::{self, WordsError};
+use crate::workload::engines::EngineKind;
+use crate::workload::engines::spelling::{FlagTable, NodeGated};
 
-/// vLLM: recipe key → flag, in sparkrun's order.
-const VLLM_FLAGS: &[(&str, &str)] = &[
-    ("port", "--port"),
-    ("host", "--host"),
-    ("tensor_parallel", "-tp"),
-    ("gpu_memory_utilization", "--gpu-memory-utilization"),
-    ("max_model_len", "--max-model-len"),
-    ("max_num_batched_tokens", "--max-num-batched-tokens"),
-    ("max_num_seqs", "--max-num-seqs"),
-    ("served_model_name", "--served-model-name"),
-    ("dtype", "--dtype"),
-    ("quantization", "--quantization"),
-    ("enforce_eager", "--enforce-eager"),
-    ("enable_prefix_caching", "--enable-prefix-caching"),
-    ("trust_remote_code", "--trust-remote-code"),
-    (
-        "distributed_executor_backend",
-        "--distributed-executor-backend",
-    ),
-    ("pipeline_parallel", "-pp"),
-    ("data_parallel", "--data-parallel-size"),
-    ("kv_cache_dtype", "--kv-cache-dtype"),
-    ("otlp_traces_endpoint", "--otlp-traces-endpoint"),
-    ("api_key", "--api-key"),
-    ("attention_backend", "--attention-backend"),
-    ("load_format", "--load-format"),
-    ("reasoning_parser", "--reasoning-parser"),
-    ("tool_call_parser", "--tool-call-parser"),
-    ("chat_template", "--chat-template"),
-    ("speculative_config", "--speculative-config"),
-    ("tokenizer_mode", "--tokenizer-mode"),
-    ("mm_encoder_tp_mode", "--mm-encoder-tp-mode"),
-    ("block_size", "--block-size"),
-    ("seed", "--seed"),
-    ("enable_auto_tool_choice", "--enable-auto-tool-choice"),
-    ("enable_chunked_prefill", "--enable-chunked-prefill"),
-    ("async_scheduling", "--async-scheduling"),
-    ("generation_config", "--generation-config"),
-    ("hf_overrides", "--hf-overrides"),
-    ("compilation_config", "--compilation-config"),
-    ("attention_config", "--attention-config"),
-    ("model_loader_extra_config", "--model-loader-extra-config"),
-    (
-        "default_chat_template_kwargs",
-        "--default-chat-template-kwargs",
-    ),
-    ("limit_mm_per_prompt", "--limit-mm-per-prompt"),
-    ("mm_processor_cache_gb", "--mm-processor-cache-gb"),
-    ("kv_cache_memory_bytes", "--kv-cache-memory-bytes"),
-    ("max_cudagraph_capture_size", "--max-cudagraph-capture-size"),
-    (
-        "long_prefill_token_threshold",
-        "--long-prefill-token-threshold",
-    ),
-    ("mamba_cache_mode", "--mamba-cache-mode"),
-    ("safetensors_load_strategy", "--safetensors-load-strategy"),
-    ("moe_backend", "--moe-backend"),
-    (
-        "enable_prompt_tokens_details",
-        "--enable-prompt-tokens-details",
-    ),
-    ("enable_force_include_usage", "--enable-force-include-usage"),
-    ("enable_request_id_headers", "--enable-request-id-headers"),
-    ("enable_flashinfer_autotune", "--enable-flashinfer-autotune"),
-    ("linear_backend", "--linear-backend"),
-    ("gdn_prefill_backend", "--gdn-prefill-backend"),
-    ("gdn_decode_kernel", "--gdn-decode-kernel"),
-    ("kda_prefill_backend", "--kda-prefill-backend"),
-    ("mamba_backend", "--mamba-backend"),
-    (
-        "recurrent_checkpoint_policy",
-        "--recurrent-checkpoint-policy",
-    ),
-    (
-        "prefix_cache_retention_interval",
-        "--prefix-cache-retention-interval",
-    ),
-    ("engram_config", "--engram-config"),
-    ("dcp_comm_backend", "--dcp-comm-backend"),
-    ("prefill_policy", "--prefill-policy"),
-    ("prefill_compute_share", "--prefill-compute-share"),
-    ("prefill_compute_half_life", "--prefill-compute-half-life"),
-    ("prefill_schedule_interval", "--prefill-schedule-interval"),
-    ("max_parallel_prefills", "--max-parallel-prefills"),
-    ("decode_refill_target", "--decode-refill-target"),
-    ("scheduler_reserve_full_isl", "--scheduler-reserve-full-isl"),
-    ("jit_monitor_mode", "--jit-monitor-mode"),
-    ("disable_custom_all_reduce", "--disable-custom-all-reduce"),
-];
-
-/// vLLM keys that are flags without a value.
-const VLLM_BOOLS: &[&str] = &[
-    "enforce_eager",
-    "enable_prefix_caching",
-    "trust_remote_code",
-    "enable_auto_tool_choice",
-    "enable_chunked_prefill",
-    "async_scheduling",
-    "enable_prompt_tokens_details",
-    "enable_force_include_usage",
-    "enable_request_id_headers",
-    "enable_flashinfer_autotune",
-    "scheduler_reserve_full_isl",
-    "disable_custom_all_reduce",
-];
-
-/// vLLM booleans that are on unless turned off: `false` becomes `--no-<flag>`.
-const VLLM_NEGATABLE: &[&str] = &[
-    "enable_prefix_caching",
-    "enable_chunked_prefill",
-    "async_scheduling",
-    "enable_flashinfer_autotune",
-    "scheduler_reserve_full_isl",
-];
-
-/// SGLang: recipe key → flag, in sparkrun's order.
-const SGLANG_FLAGS: &[(&str, &str)] = &[
-    ("port", "--port"),
-    ("host", "--host"),
-    ("tensor_parallel", "--tp-size"),
-    ("pipeline_parallel", "--pp-size"),
-    ("data_parallel", "--dp-size"),
-    ("enable_dp_attention", "--enable-dp-attention"),
-    ("gpu_memory_utilization", "--mem-fraction-static"),
-    ("max_model_len", "--context-length"),
-    ("max_num_seqs", "--max-running-requests"),
-    ("served_model_name", "--served-model-name"),
-    ("dtype", "--dtype"),
-    ("quantization", "--quantization"),
-    ("trust_remote_code", "--trust-remote-code"),
-    ("chunked_prefill", "--chunked-prefill-size"),
-    ("kv_cache_dtype", "--kv-cache-dtype"),
-    ("tokenizer_path", "--tokenizer-path"),
-    ("api_key", "--api-key"),
-    ("attention_backend", "--attention-backend"),
-    ("load_format", "--load-format"),
-    ("reasoning_parser", "--reasoning-parser"),
-    ("tool_call_parser", "--tool-call-parser"),
-    ("mm_feature_transport", "--mm-feature-transport"),
-    ("speculative_algorithm", "--speculative-algorithm"),
-    (
-        "speculative_draft_model_path",
-        "--speculative-draft-model-path",
-    ),
-    (
-        "speculative_draft_model_revision",
-        "--speculative-draft-model-revision",
-    ),
-    ("speculative_num_steps", "--speculative-num-steps"),
-    ("speculative_eagle_topk", "--speculative-eagle-topk"),
-    (
-        "speculative_num_draft_tokens",
-        "--speculative-num-draft-tokens",
-    ),
-    (
-        "speculative_dspark_block_size",
-        "--speculative-dspark-block-size",
-    ),
-    ("cuda_graph_bs", "--cuda-graph-bs"),
-    ("cuda_graph_max_bs", "--cuda-graph-max-bs"),
-    ("cuda_graph_max_bs_decode", "--cuda-graph-max-bs-decode"),
-    ("torch_compile_max_bs", "--torch-compile-max-bs"),
-    (
-        "num_continuous_decode_steps",
-        "--num-continuous-decode-steps",
-    ),
-    ("fp8_gemm_backend", "--fp8-gemm-backend"),
-    ("fp4_gemm_backend", "--fp4-gemm-backend"),
-    ("moe_runner_backend", "--moe-runner-backend"),
-    ("mamba_ssm_dtype", "--mamba-ssm-dtype"),
-    ("mamba_full_memory_ratio", "--mamba-full-memory-ratio"),
-    ("enable_torch_compile", "--enable-torch-compile"),
-    ("disable_radix_cache", "--disable-radix-cache"),
-    ("disable_prefill_cuda_graph", "--disable-prefill-cuda-graph"),
-];
-
-/// SGLang keys that are flags without a value.
-const SGLANG_BOOLS: &[&str] = &[
-    "enable_dp_attention",
-    "trust_remote_code",
-    "enable_torch_compile",
-    "disable_radix_cache",
-    "disable_prefill_cuda_graph",
-];
+/// The key whose flag comes first in a built line.
+const TP_KEY: &str = "tensor_parallel";
 
 /// A generated engine command.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -210,58 +28,42 @@ pub struct Generated {
 
 /// What a command-less v2 recipe is built from.
 pub struct FlagInput<'a> {
-    pub engine: RecipeEngine,
+    pub engine: EngineKind,
     /// The config chain: `defaults` with `--set` over it (without `model`).
     pub config: &'a BTreeMap<String, Value>,
     pub model: &'a str,
     pub model_revision: Option<&'a str>,
-    /// Nodes the job spans (SGLang refuses `--dp-size` across nodes without DP attention).
+    /// Nodes the job spans (a table's node-gated key is passed on one node only).
     pub nodes: u32,
 }
 
-/// Builds the engine command from the table; `None` for an engine without a table (trtllm).
+/// Builds the engine command from the engine's table; `None` for an engine without one.
 pub fn generate(input: &FlagInput) -> Option<Result<Generated, WordsError>> {
-    let (table, bools, negatable, skip): (_, _, &[&str], &[&str]) = match input.engine {
-        RecipeEngine::Vllm => (
-            VLLM_FLAGS,
-            VLLM_BOOLS,
-            VLLM_NEGATABLE,
-            &["tensor_parallel", "distributed_executor_backend"],
-        ),
-        RecipeEngine::Sglang => (
-            SGLANG_FLAGS,
-            SGLANG_BOOLS,
-            &[],
-            &["tensor_parallel", "data_parallel"],
-        ),
-        RecipeEngine::Trtllm => return None,
-    };
+    let table = input.engine.engine().recipe().table?;
     let mut config = input.config.clone();
     let mut warnings = Vec::new();
-    if input.engine == RecipeEngine::Sglang
-        && get(&config, "speculative_draft_model_path").is_none()
-        && let Some(alias) = get(&config, "speculative_draft_model").cloned()
-    {
-        config.insert("speculative_draft_model_path".into(), alias);
+    for (alias, key) in table.aliases {
+        if get(&config, key).is_none()
+            && let Some(value) = get(&config, alias).cloned()
+        {
+            config.insert((*key).into(), value);
+        }
     }
-    let mut parts = head(input);
-    if let Some(tp) = get(&config, "tensor_parallel").filter(|v| v2_truthy_number(v)) {
-        let flag = if input.engine == RecipeEngine::Vllm {
-            "-tp"
-        } else {
-            "--tp-size"
-        };
-        parts.push(flag.into());
+    let mut parts = head(table, input);
+    if let Some(tp) = get(&config, TP_KEY).filter(|v| v2_truthy_number(v))
+        && let Some((_, flag)) = table.flags.iter().find(|(k, _)| *k == TP_KEY)
+    {
+        parts.push((*flag).into());
         parts.push(python_str(tp));
     }
-    for (key, flag) in table {
-        if skip.contains(key) {
+    for (key, flag) in table.flags {
+        if table.skip.contains(key) {
             continue;
         }
         let Some(value) = get(&config, key) else {
             continue;
         };
-        if bools.contains(key) {
+        if table.bools.contains(key) {
             if !plain_bool(value) {
                 warnings.push(RecipeWarning::new(
                     format!("defaults.{key}"),
@@ -274,7 +76,7 @@ pub fn generate(input: &FlagInput) -> Option<Result<Generated, WordsError>> {
             }
             if v2_truthy(value) {
                 parts.push((*flag).into());
-            } else if negatable.contains(key) {
+            } else if table.negatable.contains(key) {
                 parts.push(format!("--no-{}", &flag[2..]));
             }
         } else {
@@ -282,8 +84,8 @@ pub fn generate(input: &FlagInput) -> Option<Result<Generated, WordsError>> {
             parts.push(v2_flag_value(value));
         }
     }
-    if input.engine == RecipeEngine::Sglang {
-        sglang_dp(&config, input.nodes, &mut parts, &mut warnings);
+    if let Some(gated) = &table.node_gated {
+        node_gated(input.engine, gated, &config, input.nodes, &mut parts, &mut warnings);
     }
     warnings.extend(unknown_keys(input, table));
     Some(words::split(&parts.join(" ")).map(|w| Generated {
@@ -306,66 +108,69 @@ fn v2_truthy_number(v: &Value) -> bool {
     }
 }
 
-/// The program words: `vllm serve MODEL [--revision REV]`, `sglang serve --model-path MODEL`.
-fn head(input: &FlagInput) -> Vec<String> {
-    match input.engine {
-        RecipeEngine::Vllm => {
-            let mut parts = vec!["vllm".into(), "serve".into(), shell_quote(input.model)];
-            let local = input.model.starts_with('/');
-            if let Some(rev) = input.model_revision
-                && !local
-                && !input.model.contains(':')
-            {
-                parts.push("--revision".into());
-                parts.push(shell_quote(rev));
-            }
-            parts
-        }
-        _ => vec![
-            "sglang".into(),
-            "serve".into(),
-            "--model-path".into(),
-            shell_quote(input.model),
-        ],
+/// The program words and the model: `vllm serve MODEL [--revision REV]` (a Hub model's
+/// revision where the table has a flag for it), `sglang serve --model-path MODEL`.
+fn head(table: &FlagTable, input: &FlagInput) -> Vec<String> {
+    let mut parts: Vec<String> = table.program.iter().map(|w| w.to_string()).collect();
+    if let Some(flag) = table.model_flag {
+        parts.push(flag.into());
     }
+    parts.push(shell_quote(input.model));
+    let local = input.model.starts_with('/');
+    if let Some(flag) = table.revision_flag
+        && let Some(rev) = input.model_revision
+        && !local
+        && !input.model.contains(':')
+    {
+        parts.push(flag.into());
+        parts.push(shell_quote(rev));
+    }
+    parts
 }
 
-/// SGLang's `--dp-size`: only where one launch owns the replicas (one node, or DP attention).
-fn sglang_dp(
+/// A node-gated count: passed only where one launch owns the replicas (one node, or its
+/// `unless` key true), else named in a warning.
+fn node_gated(
+    engine: EngineKind,
+    gated: &NodeGated,
     config: &BTreeMap<String, Value>,
     nodes: u32,
     parts: &mut Vec<String>,
     warnings: &mut Vec<RecipeWarning>,
 ) {
-    let Some(dp) = get(config, "data_parallel") else {
+    let Some(value) = get(config, gated.key) else {
         return;
     };
-    let n = python_str(dp).parse::<u64>().unwrap_or(1);
+    let n = python_str(value).parse::<u64>().unwrap_or(1);
     if n <= 1 {
         return;
     }
-    let attention = get(config, "enable_dp_attention").is_some_and(v2_truthy);
-    if nodes <= 1 || attention {
-        parts.push("--dp-size".into());
+    let unless = get(config, gated.unless).is_some_and(v2_truthy);
+    if nodes <= 1 || unless {
+        parts.push(gated.flag.into());
         parts.push(n.to_string());
     } else {
         warnings.push(RecipeWarning::new(
-            "defaults.data_parallel",
-            format!("{n} is not passed: SGLang refuses --dp-size across {nodes} nodes without enable_dp_attention (as sparkrun leaves it out)"),
+            format!("defaults.{}", gated.key),
+            format!(
+                "{n} is not passed: {} refuses {} across {nodes} nodes without {} (as sparkrun leaves it out)",
+                engine.engine().title(),
+                gated.flag,
+                gated.unless
+            ),
         ));
     }
 }
 
 /// Every `defaults`/`--set` key that no flag carries, named.
-fn unknown_keys(input: &FlagInput, table: &[(&str, &str)]) -> Vec<RecipeWarning> {
-    let consumed: &[&str] = match input.engine {
-        RecipeEngine::Vllm => &["distributed_executor_backend"],
-        _ => &["speculative_draft_model"],
-    };
+fn unknown_keys(input: &FlagInput, table: &FlagTable) -> Vec<RecipeWarning> {
     input
         .config
         .keys()
-        .filter(|k| !table.iter().any(|(t, _)| t == k) && !consumed.contains(&k.as_str()))
+        .filter(|k| {
+            !table.flags.iter().any(|(t, _)| t == k)
+                && !table.aliases.iter().any(|(alias, _)| alias == k)
+        })
         .map(|k| {
             RecipeWarning::new(
                 format!("defaults.{k}"),
@@ -386,7 +191,7 @@ mod tests {
         yaml_serde::from_str(text).unwrap()
     }
 
-    fn build(engine: RecipeEngine, text: &str, nodes: u32) -> Generated {
+    fn build(engine: EngineKind, text: &str, nodes: u32) -> Generated {
         let c = config(text);
         generate(&FlagInput {
             engine,
@@ -402,7 +207,7 @@ mod tests {
     #[test]
     fn a_vllm_command_comes_from_defaults_in_table_order() {
         let g = build(
-            RecipeEngine::Vllm,
+            EngineKind::Vllm,
             "{port: 8000, tensor_parallel: 2, gpu_memory_utilization: 0.85, trust_remote_code: true, enable_prefix_caching: false, speculative_config: {method: mtp, num_speculative_tokens: 3}}",
             2,
         );
@@ -432,7 +237,7 @@ mod tests {
     #[test]
     fn an_sglang_command_comes_from_defaults_with_its_own_flags() {
         let g = build(
-            RecipeEngine::Sglang,
+            EngineKind::Sglang,
             "{tensor_parallel: 2, gpu_memory_utilization: 0.8, max_model_len: 32768, speculative_draft_model: org/draft, speculative_algorithm: EAGLE, disable_radix_cache: false}",
             2,
         );
@@ -460,7 +265,7 @@ mod tests {
     #[test]
     fn keys_the_table_does_not_know_are_named_never_dropped_silently() {
         let g = build(
-            RecipeEngine::Vllm,
+            EngineKind::Vllm,
             "{port: 1, expert_parallel: 2, mystery: x}",
             1,
         );
@@ -476,14 +281,14 @@ mod tests {
     #[test]
     fn sglang_dp_size_is_kept_off_a_multi_node_launch_without_dp_attention() {
         let g = build(
-            RecipeEngine::Sglang,
+            EngineKind::Sglang,
             "{tensor_parallel: 2, data_parallel: 2}",
             2,
         );
         assert!(!g.argv.contains(&"--dp-size".to_string()));
         assert_eq!(g.warnings[0].field, "defaults.data_parallel");
         let g = build(
-            RecipeEngine::Sglang,
+            EngineKind::Sglang,
             "{tensor_parallel: 2, data_parallel: 2, enable_dp_attention: true}",
             2,
         );
@@ -495,7 +300,7 @@ mod tests {
 
     #[test]
     fn a_surprising_boolean_text_is_warned_about() {
-        let g = build(RecipeEngine::Vllm, "{trust_remote_code: 'on'}", 1);
+        let g = build(EngineKind::Vllm, "{trust_remote_code: 'on'}", 1);
         assert!(!g.argv.contains(&"--trust-remote-code".to_string()));
         assert_eq!(g.warnings[0].field, "defaults.trust_remote_code");
     }
@@ -505,7 +310,7 @@ mod tests {
         let c = config("{}");
         assert!(
             generate(&FlagInput {
-                engine: RecipeEngine::Trtllm,
+                engine: EngineKind::Trtllm,
                 config: &c,
                 model: "m",
                 model_revision: None,

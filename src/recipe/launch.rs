@@ -10,12 +10,12 @@ use serde::Serialize;
 use yaml_serde::Value;
 
 use crate::plan::secret::Secret;
+use crate::workload::engines::EngineKind;
 
 use super::RecipeFormat;
 use super::env::RecipeEnv;
 use super::error::{RecipeError, RecipeWarning};
 use super::mods::RecipeMod;
-use super::runtime::RecipeEngine;
 
 /// Where the engine's words came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -42,7 +42,7 @@ pub struct RecipeLaunch {
     pub format: RecipeFormat,
     /// `name:` (v1), else the file name without `.yaml`.
     pub name: String,
-    pub engine: RecipeEngine,
+    pub engine: EngineKind,
     /// `container:`; `None` when a v2 recipe names none (the engine's default image applies).
     pub image: Option<String>,
     /// A Hub repo id or a folder, as the recipe names it.
@@ -123,7 +123,7 @@ mod tests {
             file: "r.yaml".into(),
             format: RecipeFormat::V2,
             name: "r".into(),
-            engine: RecipeEngine::Vllm,
+            engine: EngineKind::Vllm,
             image: None,
             model: "org/m".into(),
             model_revision: None,

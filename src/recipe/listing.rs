@@ -15,7 +15,7 @@ pub struct RecipeRow<'a> {
     pub name: String,
     #[serde(flatten)]
     pub entry: &'a RegistryEntry,
-    /// `None` when the node count is not known and the engine is one this version runs.
+    /// `None` when the node count is not known.
     pub fit: Option<Fit>,
 }
 

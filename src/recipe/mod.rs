@@ -45,7 +45,6 @@ pub use env::{RecipeEnv, RecipeNode};
 pub use error::{RecipeError, RecipeErrors, RecipeWarning};
 pub use launch::{CommandSource, NodeBounds, RecipeLaunch};
 pub use mods::{ModFile, ModFiles, RecipeMod};
-pub use runtime::RecipeEngine;
 
 use crate::profile::SetArg;
 

@@ -11,7 +11,6 @@ use super::env::{EnvPiece, RecipeEnv};
 use super::error::{RecipeError, RecipeErrors};
 use super::launch::RecipeLaunch;
 use super::mods::ModFiles;
-use super::runtime::RecipeEngine;
 use crate::model::ModelSource;
 use crate::plan::JobName;
 use crate::plan::secret::Secret;
@@ -20,7 +19,7 @@ use crate::profile::fit::Fit;
 use crate::profile::request::Overrides;
 use crate::workload::endpoint::{ApiKeyAsk, Bind};
 use crate::workload::engines::{
-    ApiKeySupport, EngineKind, EngineOptions, OwnedArg, RecipeFlag, ServingEngine,
+    ApiKeySupport, EngineOptions, OwnedArg, RecipeFlag, ServingEngine,
     split_recipe_args,
 };
 use crate::workload::launch::{LaunchRequest, ServeRequest};
@@ -51,13 +50,7 @@ pub fn request(
     o: &RecipeOverrides,
 ) -> Result<LaunchRequest, RecipeErrors> {
     let err = |field: &str, problem: String| RecipeError::new(&launch.file, field, problem);
-    let kind = engine_kind(launch.engine).ok_or_else(|| {
-        err(
-            "runtime",
-            format!("{}: not built into this version yet", launch.engine),
-        )
-        .fix("run the recipe with an engine this version has (vllm, sglang, trtllm)")
-    })?;
+    let kind = launch.engine;
     let engine = kind.engine();
     let mut warnings: Vec<String> = launch
         .warnings
@@ -151,12 +144,6 @@ pub fn request(
     })))
 }
 
-/// The engine that runs a recipe's runtime, by its name; `None` for one the recipe readers
-/// know that is not built into this version (the recipe is refused, naming it).
-pub fn engine_kind(engine: RecipeEngine) -> Option<EngineKind> {
-    engine.as_str().parse().ok()
-}
-
 /// The recipe's program words (`vllm serve`) and its arguments after them, the model
 /// written as the first argument taken out (spark-launch passes the staged folder).
 fn engine_words(launch: &RecipeLaunch) -> (Vec<String>, Vec<String>) {
@@ -165,7 +152,7 @@ fn engine_words(launch: &RecipeLaunch) -> (Vec<String>, Vec<String>) {
         .unwrap_or(0);
     let program = launch.argv[..start].to_vec();
     let mut args = launch.argv[start..].to_vec();
-    let positional = matches!(launch.engine, RecipeEngine::Vllm | RecipeEngine::Trtllm);
+    let positional = launch.engine.engine().recipe().model_positional;
     if positional && args.first().is_some_and(|a| !a.starts_with('-')) {
         args.remove(0);
     }
@@ -449,14 +436,8 @@ pub fn job_name(name: &str) -> JobName {
 }
 
 /// Whether this version can run the recipe on a cluster of `nodes` nodes (`None`: the nodes
-/// are not known, only the engine is checked).
+/// are not known; a recipe whose runtime no engine answers to is refused when it is read).
 pub fn fit(launch: &RecipeLaunch, nodes: Option<usize>) -> Option<Fit> {
-    if engine_kind(launch.engine).is_none() {
-        return Some(Fit::No(vec![format!(
-            "{}: not built into this version yet",
-            launch.engine
-        )]));
-    }
     let n = u32::try_from(nodes?).unwrap_or(u32::MAX);
     let problems = launch.fit(n);
     Some(if problems.is_empty() {
@@ -470,7 +451,7 @@ pub fn fit(launch: &RecipeLaunch, nodes: Option<usize>) -> Option<Fit> {
 mod tests {
     use super::*;
     use crate::recipe::{RecipeInput, parse};
-    use crate::workload::engines::Launcher;
+    use crate::workload::engines::{EngineKind, Launcher};
 
     fn launch(text: &str) -> RecipeLaunch {
         parse("r.yaml", "r", text)
@@ -679,13 +660,6 @@ mod tests {
             e.0[0].to_string(),
             "r.yaml: env.VLLM_API_KEY: VLLM_API_KEY is the vLLM API key, which cannot differ per node; give the key with --api-key KEY|auto|@FILE"
         );
-    }
-
-    #[test]
-    fn recipe_runtimes_map_onto_the_engines_built_in_by_name() {
-        assert_eq!(engine_kind(RecipeEngine::Vllm), Some(EngineKind::Vllm));
-        assert_eq!(engine_kind(RecipeEngine::Trtllm), Some(EngineKind::Trtllm));
-        assert_eq!(engine_kind(RecipeEngine::Sglang), Some(EngineKind::Sglang));
     }
 
     #[test]

@@ -1,42 +1,19 @@
-//! Which engine a recipe runs: the engines spark-launch takes from recipes (vLLM, SGLang,
-//! TensorRT-LLM, as data), how a v2 `runtime:` name maps to one (sparkrun's names, its command
-//! hints when the field is empty, and its Ray signals for vLLM), and the runtimes refused by
-//! name (llama-cpp, atlas, anything unknown). Pure.
+//! Which engine a recipe runs: a v2 `runtime:` name mapped to the engine that answers to it
+//! (each engine lists its names, sparkrun's, and whether one means Ray:
+//! `engines::spelling`), sparkrun's command hints when the field is empty, and the runtimes
+//! refused by name: sparkrun's runtimes no engine answers to (llama-cpp, atlas, …), and
+//! anything unknown. Pure.
 
-use std::fmt;
+use crate::workload::engines::EngineKind;
+use crate::workload::engines::spelling::{self, ProgramWords};
 
-use serde::Serialize;
-
-/// An engine a recipe can run. The lead maps it onto the engine seam's own enum.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum RecipeEngine {
-    Vllm,
-    Sglang,
-    Trtllm,
-}
-
-impl RecipeEngine {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RecipeEngine::Vllm => "vllm",
-            RecipeEngine::Sglang => "sglang",
-            RecipeEngine::Trtllm => "trtllm",
-        }
-    }
-}
-
-impl fmt::Display for RecipeEngine {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// A v2 `runtime:` resolved: the engine, and for vLLM whether the runtime itself means Ray
-/// (`vllm-ray`, `eugr-vllm`), native (`vllm-distributed`) or leaves it to the recipe (`vllm`).
+/// A v2 `runtime:` resolved: the engine, the runtime's name as the engine lists it, and
+/// whether the runtime itself means Ray (`Some(true)`), never Ray (`Some(false)`) or leaves it
+/// to the recipe (`None`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RuntimeChoice {
-    pub engine: RecipeEngine,
+    pub engine: EngineKind,
+    pub runtime: &'static str,
     pub ray: Option<bool>,
 }
 
@@ -44,60 +21,73 @@ pub struct RuntimeChoice {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum RuntimeRefusal {
     #[error(
-        "runtime {runtime:?} is not supported yet (spark-launch runs vllm, sglang and trtllm recipes)"
+        "runtime {runtime:?} is not supported yet (spark-launch runs {} recipes)",
+        engine_names()
     )]
     NotYet { runtime: String },
     #[error(
-        "runtime {runtime:?} is not a runtime spark-launch knows (known: vllm, vllm-distributed, vllm-ray, eugr-vllm, sglang, trtllm)"
+        "runtime {runtime:?} is not a runtime spark-launch knows (known: {})",
+        spelling::runtime_names().join(", ")
     )]
     Unknown { runtime: String },
 }
 
-/// Runtimes sparkrun has that spark-launch refuses for now.
-const NOT_YET: [&str; 6] = [
-    "llama-cpp",
-    "atlas",
-    "ds4-cuda",
-    "modular-max",
-    "tokenary",
-    "mlx",
+/// `vllm, trtllm and sglang`: the engines recipes run.
+fn engine_names() -> String {
+    let names: Vec<&str> = EngineKind::ALL
+        .into_iter()
+        .filter(|e| !e.engine().recipe().runtimes.is_empty())
+        .map(|e| e.as_str())
+        .collect();
+    match names.split_last() {
+        Some((last, rest)) if !rest.is_empty() => format!("{} and {last}", rest.join(", ")),
+        _ => names.join(""),
+    }
+}
+
+/// Runtimes sparkrun has that no engine here answers to (refused as not supported yet), with
+/// the command words that hint at one when a recipe names no runtime.
+const NOT_YET: [(&str, &[ProgramWords]); 6] = [
+    ("llama-cpp", &[ProgramWords::Command(&["llama-server"])]),
+    ("atlas", &[]),
+    ("ds4-cuda", &[]),
+    ("modular-max", &[]),
+    ("tokenary", &[]),
+    ("mlx", &[]),
 ];
 
 /// Resolves a v2 `runtime:` (empty: from the command's first words, as sparkrun's hints do).
 pub fn resolve(runtime: &str, command: Option<&str>) -> Result<RuntimeChoice, RuntimeRefusal> {
+    let hinted = command.and_then(|c| spelling::hinted(c).or_else(|| hint_not_yet(c)));
     let name = if runtime.trim().is_empty() {
-        command.map(hint).unwrap_or("vllm")
+        hinted.or_else(spelling::fallback_runtime).unwrap_or("")
     } else {
         runtime.trim()
     };
-    let choice = |engine, ray| Ok(RuntimeChoice { engine, ray });
-    match name {
-        "vllm" => choice(RecipeEngine::Vllm, None),
-        "vllm-distributed" => choice(RecipeEngine::Vllm, Some(false)),
-        "vllm-ray" | "eugr-vllm" => choice(RecipeEngine::Vllm, Some(true)),
-        "sglang" => choice(RecipeEngine::Sglang, None),
-        "trtllm" => choice(RecipeEngine::Trtllm, None),
-        other if NOT_YET.contains(&other) => Err(RuntimeRefusal::NotYet {
-            runtime: other.to_string(),
-        }),
-        other => Err(RuntimeRefusal::Unknown {
-            runtime: other.to_string(),
-        }),
+    if let Some((engine, r)) = spelling::runtime(name) {
+        return Ok(RuntimeChoice {
+            engine,
+            runtime: r.name,
+            ray: r.ray,
+        });
+    }
+    if NOT_YET.iter().any(|(n, _)| *n == name) {
+        Err(RuntimeRefusal::NotYet {
+            runtime: name.to_string(),
+        })
+    } else {
+        Err(RuntimeRefusal::Unknown {
+            runtime: name.to_string(),
+        })
     }
 }
 
-/// sparkrun's command hints: the runtime a command's first words name.
-fn hint(command: &str) -> &'static str {
-    let words: Vec<&str> = command.split_whitespace().take(3).collect();
-    let python = |w: &str| w == "python" || w.starts_with("python3");
-    match words.as_slice() {
-        ["sglang", "serve", ..] => "sglang",
-        [p, "-m", "sglang.launch_server", ..] if python(p) => "sglang",
-        ["llama-server", ..] => "llama-cpp",
-        ["trtllm-serve", ..] => "trtllm",
-        ["mpirun", ..] if command.contains("trtllm") => "trtllm",
-        _ => "vllm",
-    }
+/// The not-yet runtime a command's first words hint at.
+fn hint_not_yet(command: &str) -> Option<&'static str> {
+    NOT_YET
+        .iter()
+        .find(|(_, hints)| hints.iter().any(|h| h.hints(command)))
+        .map(|(name, _)| *name)
 }
 
 #[cfg(test)]
@@ -110,35 +100,40 @@ mod tests {
         assert_eq!(
             r("vllm"),
             RuntimeChoice {
-                engine: RecipeEngine::Vllm,
+                engine: EngineKind::Vllm,
+                runtime: "vllm",
                 ray: None
             }
         );
         assert_eq!(r("vllm-ray").ray, Some(true));
         assert_eq!(r("eugr-vllm").ray, Some(true));
         assert_eq!(r("vllm-distributed").ray, Some(false));
-        assert_eq!(r("sglang").engine, RecipeEngine::Sglang);
-        assert_eq!(r("trtllm").engine, RecipeEngine::Trtllm);
+        assert_eq!(r("sglang").engine, EngineKind::Sglang);
+        assert_eq!(r("trtllm").engine, EngineKind::Trtllm);
     }
 
     #[test]
     fn an_empty_runtime_is_read_from_the_command() {
         let r = |c| resolve("", Some(c)).map(|x| x.engine);
-        assert_eq!(r("sglang serve --model-path m"), Ok(RecipeEngine::Sglang));
+        assert_eq!(r("sglang serve --model-path m"), Ok(EngineKind::Sglang));
         assert_eq!(
             r("python3 -m sglang.launch_server --model-path m"),
-            Ok(RecipeEngine::Sglang)
+            Ok(EngineKind::Sglang)
         );
-        assert_eq!(r("trtllm-serve m"), Ok(RecipeEngine::Trtllm));
-        assert_eq!(r("vllm serve m"), Ok(RecipeEngine::Vllm));
-        assert_eq!(resolve("", None).map(|x| x.engine), Ok(RecipeEngine::Vllm));
+        assert_eq!(r("trtllm-serve m"), Ok(EngineKind::Trtllm));
+        assert_eq!(
+            r("mpirun -n 2 trtllm-llmapi-launch trtllm-serve m"),
+            Ok(EngineKind::Trtllm)
+        );
+        assert_eq!(r("vllm serve m"), Ok(EngineKind::Vllm));
+        assert_eq!(resolve("", None).map(|x| x.engine), Ok(EngineKind::Vllm));
     }
 
     #[test]
     fn llama_cpp_atlas_and_unknown_runtimes_are_refused_naming_the_runtime() {
         assert_eq!(
             resolve("llama-cpp", None).unwrap_err().to_string(),
-            "runtime \"llama-cpp\" is not supported yet (spark-launch runs vllm, sglang and trtllm recipes)"
+            "runtime \"llama-cpp\" is not supported yet (spark-launch runs vllm, trtllm and sglang recipes)"
         );
         assert!(matches!(
             resolve("atlas", None),
@@ -154,5 +149,16 @@ mod tests {
                 runtime: "ollama".into()
             }
         );
+        assert_eq!(
+            resolve("ollama", None).unwrap_err().to_string(),
+            "runtime \"ollama\" is not a runtime spark-launch knows (known: vllm, vllm-distributed, vllm-ray, eugr-vllm, trtllm, sglang)"
+        );
+    }
+
+    #[test]
+    fn no_runtime_refused_as_not_yet_is_one_an_engine_answers_to() {
+        for (name, _) in NOT_YET {
+            assert!(spelling::runtime(name).is_none(), "{name}");
+        }
     }
 }

@@ -16,9 +16,12 @@ use super::error::{RecipeError, RecipeErrors, RecipeWarning};
 use super::launch::{CommandSource, NodeBounds, RecipeLaunch};
 use super::mods::RecipeMod;
 use super::pyvalue::python_str;
-use super::runtime::RecipeEngine;
+use super::runtime;
 use super::{RecipeFormat, RecipeInput, common, pyformat, sets, shape, words};
 use crate::plan::secret::{Secret, is_secret_name};
+
+/// sparkrun's name for the runtime of eugr's runner, whose engine v1 recipes are written for.
+const EUGR_RUNTIME: &str = "eugr-vllm";
 
 /// A v1 recipe as written.
 #[derive(Clone, Debug, PartialEq)]
@@ -155,7 +158,7 @@ impl RecipeV1 {
                     "command",
                     format!("`{}` starts no engine spark-launch runs", words.argv.join(" ").chars().take(60).collect::<String>()),
                 )
-                .fix("the command must start with vllm serve, sglang serve, python3 -m sglang.launch_server or trtllm-serve")
+                .fix(engine_line::program_fix())
                 .into());
         };
         let mut argv = words.argv.clone();
@@ -182,10 +185,15 @@ impl RecipeV1 {
         }
         common::command_assignments(&words.assignments, &mut env, &mut warnings);
         let image = common::image(&self.file, &self.text, &self.container)?;
-        if engine != RecipeEngine::Vllm {
+        if let Ok(eugr) = runtime::resolve(EUGR_RUNTIME, None)
+            && engine != eugr.engine
+        {
             warnings.push(RecipeWarning::new(
                 "command",
-                format!("a v1 recipe running {engine}: eugr's recipes are written for vLLM images"),
+                format!(
+                    "a v1 recipe running {engine}: eugr's recipes are written for {} images",
+                    eugr.engine.engine().title()
+                ),
             ));
         }
         Ok(RecipeLaunch {
@@ -302,7 +310,7 @@ command: |
     #[test]
     fn a_v1_recipe_reads_as_eugrs_runner_reads_it() {
         let l = v1(RECIPE).build(&input(&[]), vec![]).unwrap();
-        assert_eq!(l.engine, RecipeEngine::Vllm);
+        assert_eq!(l.engine, crate::workload::engines::EngineKind::Vllm);
         assert_eq!(l.image.as_deref(), Some("vllm-node-demo"));
         assert_eq!(l.model, "org/demo-nvfp4");
         assert_eq!(

@@ -20,7 +20,7 @@ use super::flags::{self, FlagInput};
 use super::launch::{CommandSource, NodeBounds, RecipeLaunch};
 use super::mods::RecipeMod;
 use super::pyvalue::python_str;
-use super::runtime::{self, RecipeEngine, RuntimeChoice};
+use super::runtime::{self, RuntimeChoice};
 use super::{RecipeFormat, RecipeInput, common, sets, shape, substitute, words};
 use crate::plan::secret::Secret;
 
@@ -336,8 +336,8 @@ impl RecipeV2 {
         warnings.extend(shape_warnings);
         warnings.extend(common::expansion_warnings(&expansions));
         used.extend(shape::keys_read(&shape_facts));
-        if choice.engine == RecipeEngine::Vllm {
-            used.insert("distributed_executor_backend".into());
+        if let Some(key) = choice.engine.engine().recipe().ray_key {
+            used.insert(key.into());
         }
         let ray = self.ray(choice, &facts, &config, &mut warnings);
         if let Some(line_model) = &facts.model
@@ -416,7 +416,7 @@ impl RecipeV2 {
         let Some((engine, start)) = engine_line::program(&words.argv) else {
             return Err(self
                 .error("command", format!("`{}` starts no engine spark-launch runs", first_words(&words.argv)))
-                .fix("the command must start with vllm serve, sglang serve, python3 -m sglang.launch_server or trtllm-serve")
+                .fix(engine_line::program_fix())
                 .into());
         };
         if engine != choice.engine {
@@ -493,8 +493,9 @@ impl RecipeV2 {
         })
     }
 
-    /// Ray for vLLM: the runtime's word if it has one, else the recipe's
-    /// (`distributed_executor_backend: ray` or the flag in the command).
+    /// Ray, for an engine that can run over it: the runtime's word if it has one, else the
+    /// recipe's (the engine's Ray key in `defaults`, `distributed_executor_backend: ray` for
+    /// vLLM, or the executor flag in the command).
     fn ray(
         &self,
         choice: RuntimeChoice,
@@ -502,18 +503,25 @@ impl RecipeV2 {
         config: &BTreeMap<String, Value>,
         warnings: &mut Vec<RecipeWarning>,
     ) -> bool {
-        if choice.engine != RecipeEngine::Vllm {
+        if !choice.engine.engine().ray() {
             return false;
         }
         let asked = facts.ray
-            || config
-                .get("distributed_executor_backend")
+            || choice
+                .engine
+                .engine()
+                .recipe()
+                .ray_key
+                .and_then(|key| config.get(key))
                 .is_some_and(|v| python_str(v).eq_ignore_ascii_case("ray"));
         match choice.ray {
             Some(false) if asked => {
                 warnings.push(RecipeWarning::new(
                     "runtime",
-                    "vllm-distributed runs no Ray, but the recipe asks for the Ray executor; spark-launch follows the runtime",
+                    format!(
+                        "{} runs no Ray, but the recipe asks for the Ray executor; spark-launch follows the runtime",
+                        choice.runtime
+                    ),
                 ));
                 false
             }
@@ -624,7 +632,7 @@ command: |
     #[test]
     fn a_v2_command_is_substituted_until_stable_and_unknown_names_stay() {
         let l = v2(RECIPE).build(&input(), vec![]).unwrap();
-        assert_eq!(l.engine, RecipeEngine::Sglang);
+        assert_eq!(l.engine, crate::workload::engines::EngineKind::Sglang);
         assert_eq!(
             l.argv,
             [

@@ -7,6 +7,11 @@
 //!   (WaitRay) ─► WaitServing
 //! ```
 //!
+//! The engine decides two things of the skeleton's shape: whether there is an NCCL part at
+//! all (the NCCL steps, the plan's NCCL section with its verdict: only for an engine whose
+//! ranks use NCCL), and the order of the start ([`StartOrder`]: every node at once, or the
+//! workers' servers first, each waited for on its port, then the head).
+//!
 //! The input is complete before the first step is written ([`ServeInput`]: the resolved
 //! options, the nodes' facts, the job's SSH keys and what the launch looked up); the nodes are
 //! selected and derived once (the topology comes with that derive), and the engine
@@ -110,7 +115,7 @@ pub fn plan(input: &ServeInput<'_>) -> Result<Served, LaunchRefusal> {
         &mut recipe_warnings,
     )?;
     cap(&mut nodes, &memory.plan);
-    let launch = launched(input.launch.as_ref(), &sel, &mut nodes)?;
+    let launch = launched(input.launch.as_ref(), engine, &sel, &mut nodes)?;
     let ports = engine.ports(input.tuning, o.port, used.len());
     let mut steps = port_steps(&ports, &sel.env.nodes);
     steps.push(steps::ensure_image(o.image.clone(), used.clone()));
@@ -128,7 +133,11 @@ pub fn plan(input: &ServeInput<'_>) -> Result<Served, LaunchRefusal> {
         launch.routes,
     ));
     steps.extend(draft_step);
-    steps.extend(start_steps(engine.start_order(), &used));
+    steps.extend(start_steps(
+        engine.start_order(input.tuning),
+        &sel.env.nodes,
+        o.ready_timeout_s,
+    ));
     steps.extend(waits);
     steps.push(steps::wait_serving(
         used[0].clone(),
@@ -464,10 +473,29 @@ fn port_steps(ports: &[EnginePort], env: &[NodeEnv]) -> Vec<Step> {
     out
 }
 
-/// The start, in the engine's order.
-fn start_steps(order: StartOrder, nodes: &[NodeName]) -> Vec<Step> {
+/// The start of the serving nodes (`env`, head first), in the engine's order: every node at
+/// once; or the workers first, a wait (within `timeout_s`) for each worker's server to answer
+/// on its port at its control-plane address, then the head.
+fn start_steps(order: StartOrder, env: &[NodeEnv], timeout_s: u64) -> Vec<Step> {
+    let nodes: Vec<NodeName> = env.iter().map(|e| e.name.clone()).collect();
     match order {
-        StartOrder::Together => vec![steps::start(nodes.to_vec())],
+        StartOrder::Together => vec![steps::start(nodes)],
+        StartOrder::ServersFirst { port } => {
+            let Some((head, workers)) = env.split_first() else {
+                return Vec::new();
+            };
+            if workers.is_empty() {
+                return vec![steps::start(nodes)];
+            }
+            let mut out = vec![steps::start(nodes[1..].to_vec())];
+            out.extend(
+                workers
+                    .iter()
+                    .map(|w| steps::wait_port(w.name.clone(), w.control.addr, port, timeout_s)),
+            );
+            out.push(steps::start(vec![head.name.clone()]));
+            out
+        }
     }
 }
 
@@ -490,16 +518,39 @@ struct FromLaunch {
     warnings: Vec<String>,
 }
 
-/// With a launch: the copy routes over the fabric, the ring's cabling warnings, the NCCL
-/// mounts in `nodes`' containers, its steps and section (or its refusal).
+/// With a launch: the copy routes over the fabric; for an engine whose ranks use NCCL, the
+/// ring's cabling warnings, the NCCL mounts in `nodes`' containers, its steps and section (or
+/// its refusal).
 fn launched(
     launch: Option<&LaunchPart<'_>>,
+    engine: &dyn ServingEngine,
     sel: &Selected,
     nodes: &mut [NodePlan],
 ) -> Result<FromLaunch, LaunchRefusal> {
     let Some(l) = launch else {
         return Ok(FromLaunch::default());
     };
+    let routes: BTreeMap<NodeName, CopyRoute> = copy_routes(&sel.inputs)
+        .into_iter()
+        .filter(|(_, r)| *r != CopyRoute::Control)
+        .collect();
+    if !engine.uses_nccl() {
+        return Ok(FromLaunch {
+            listing: l.listing.cloned(),
+            routes,
+            warnings: l
+                .nccl_from
+                .map(|f| {
+                    format!(
+                        "--nccl-from {f} is not used: {} loads no NCCL",
+                        engine.title()
+                    )
+                })
+                .into_iter()
+                .collect(),
+            ..FromLaunch::default()
+        });
+    }
     let mut warnings = Vec::new();
     let ring = sel.env.topology == Topology::Ring;
     if ring {
@@ -528,10 +579,7 @@ fn launched(
         nccl_steps,
         nccl: Some(nccl),
         listing: l.listing.cloned(),
-        routes: copy_routes(&sel.inputs)
-            .into_iter()
-            .filter(|(_, r)| *r != CopyRoute::Control)
-            .collect(),
+        routes,
         warnings,
     })
 }

@@ -14,7 +14,7 @@ use crate::model::route::CopyRoute;
 use crate::node::NodeName;
 use crate::plan::secret::Secret;
 use crate::plan::{
-    CheckNccl, CheckPorts, CheckReachable, EnsureImage, NodePorts, RayMember, StageModel,
+    CheckNccl, CheckPorts, CheckReachable, EnsureImage, Exec, NodePorts, RayMember, StageModel,
     StageNccl, Start, Step, WaitRay, WaitServing,
 };
 
@@ -52,6 +52,22 @@ pub fn stage_model(
         copy,
         listing,
         routes,
+    })
+}
+
+/// `node`'s server answers on `port` at `addr` (its own address), within `timeout_s`: a TCP
+/// connection tried every second from inside the node's container, which has just started.
+pub fn wait_port(node: NodeName, addr: Ipv4Addr, port: u16, timeout_s: u64) -> Step {
+    let script = format!(
+        "for i in $(seq 1 {timeout_s}); do (exec 3<>/dev/tcp/{addr}/{port}) 2>/dev/null && exit 0; sleep 1; done; \
+echo \"nothing answers on {addr}:{port} after {timeout_s}s\" >&2; exit 1"
+    );
+    Step::Exec(Exec {
+        node,
+        command: vec!["bash".into(), "-c".into(), script],
+        env: BTreeMap::new(),
+        capture: None,
+        timeout_s: timeout_s.saturating_add(10),
     })
 }
 

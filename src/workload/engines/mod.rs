@@ -21,6 +21,7 @@
 pub mod ray;
 pub mod sglang;
 pub mod speculative;
+pub mod spelling;
 pub mod trtllm;
 pub mod vllm;
 
@@ -28,6 +29,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
+use serde::de::DeserializeOwned;
 
 use crate::derive::{ClusterEnv, NodeInput};
 use crate::plan::{ContainerSpec, Step};
@@ -35,6 +37,7 @@ use crate::workload::job_ssh::JobSshKeys;
 use crate::workload::memory::EngineMemory;
 use crate::workload::serve::{Problem, ServeOptions};
 use speculative::Speculative;
+use spelling::RecipeSpelling;
 
 /// A serving engine: the one enum of engines in the crate.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -365,6 +368,11 @@ pub enum StartOrder {
     /// Every node's container at once; the ranks wait for each other (a rendezvous, Ray's
     /// join loop, the head's wait for every sshd).
     Together,
+    /// Servers first, then the head: every worker's container starts, and once each worker's
+    /// server answers on `port` (at its control-plane address), the head starts, whose
+    /// process connects to them as it comes up and fails when one is not there yet (RPC
+    /// servers, then the program that spreads its layers over them).
+    ServersFirst { port: u16 },
 }
 
 /// How an engine's server program is spelled, where it has two that take the same arguments
@@ -485,16 +493,40 @@ pub trait ServingEngine: Sync {
     fn ray(&self) -> bool {
         false
     }
-    /// The profile section of its own knobs (`trtllm:`), if it reads one.
+    /// The profile section of its own knobs (`trtllm:`), if it reads one: a top-level key of
+    /// a launch profile that the profile reader hands to [`ServingEngine::read_profile_section`].
     fn profile_section(&self) -> Option<&'static str> {
         None
+    }
+    /// Reads its profile section (the YAML under [`ServingEngine::profile_section`], not null)
+    /// into `into`: every problem as `(field inside the section, message)`, the field empty for
+    /// the section as a whole; the profile reader puts each on its line. [`read_section`] reads
+    /// a section's type field by field.
+    fn read_profile_section(
+        &self,
+        _section: &yaml_serde::Value,
+        _into: &mut EngineOptions,
+    ) -> Vec<(String, String)> {
+        Vec::new()
+    }
+    /// How community recipes write it: its program words, runtime names, flag table
+    /// ([`RecipeSpelling`]); [`RecipeSpelling::NONE`]: recipes cannot run it.
+    fn recipe(&self) -> &'static RecipeSpelling {
+        &RecipeSpelling::NONE
+    }
+    /// Whether its ranks talk over NCCL: the plan then checks the NCCL every container loads
+    /// (its steps, its section and their verdict), and `--nccl-from` can replace it. An engine
+    /// that says no gets none of them.
+    fn uses_nccl(&self) -> bool {
+        true
     }
     /// Whether it runs MPI between containers over SSH: the launch then makes the job's own
     /// SSH identity before planning.
     fn job_ssh(&self) -> bool {
         false
     }
-    fn start_order(&self) -> StartOrder {
+    /// In which order its group's nodes start with these options ([`StartOrder`]).
+    fn start_order(&self, _tuning: &EngineOptions) -> StartOrder {
         StartOrder::Together
     }
     /// How `nodes` nodes run one replica with these options.
@@ -575,6 +607,32 @@ pub fn default_ports() -> Vec<EnginePort> {
         }
     }
     out
+}
+
+/// Reads a profile section into `T` (a struct of optional fields that refuses unknown ones),
+/// key by key when it does not read whole, so that each problem names its field:
+/// `(field, message)`, the field empty for the section as a whole.
+pub fn read_section<T: DeserializeOwned>(
+    section: &yaml_serde::Value,
+) -> Result<T, Vec<(String, String)>> {
+    let whole = match yaml_serde::from_value::<T>(section.clone()) {
+        Ok(t) => return Ok(t),
+        Err(e) => e.to_string(),
+    };
+    let mut out = Vec::new();
+    if let yaml_serde::Value::Mapping(m) = section {
+        for (k, v) in m {
+            let one: yaml_serde::Mapping = std::iter::once((k.clone(), v.clone())).collect();
+            if let Err(e) = yaml_serde::from_value::<T>(yaml_serde::Value::Mapping(one)) {
+                let field = k.as_str().map(str::to_string).unwrap_or_default();
+                out.push((field, e.to_string()));
+            }
+        }
+    }
+    if out.is_empty() {
+        out.push((String::new(), whole));
+    }
+    Err(out)
 }
 
 /// Problems for flags in `args` that spark-launch sets itself: `reserved` lists them, `fix`

@@ -27,6 +27,7 @@ use super::{
     LogPhase, MultiNode, OwnedFlag, PortOn, PortReach, RankInput, ReadySignals, RecipeFlag,
     ServingEngine, phases,
 };
+use super::spelling::{FlagTable, NodeGated, ProgramWords, RecipeRuntime, RecipeSpelling};
 use crate::node::Role;
 use crate::plan::ContainerSpec;
 use crate::workload::memory::{EngineFraction, EngineMemory, FractionOf};
@@ -203,6 +204,9 @@ impl ServingEngine for Sglang {
     }
     fn owned_flags(&self) -> &'static [OwnedFlag] {
         &OWNED
+    }
+    fn recipe(&self) -> &'static RecipeSpelling {
+        &RECIPE
     }
     /// SGLang's parser is argparse's with abbreviations on; it reads `_` as written (and
     /// refuses `--tp_size`).
@@ -409,6 +413,117 @@ pub fn engine_line(command: &[String]) -> Option<Vec<String>> {
 /// pinned releases' (0.5.12.post1, inside the default image, and 0.5.23; both parsers check
 /// this table in tests/sglang_parser.rs). `--tp` and `--pp` are no flags of SGLang's: `--tp`
 /// is read as `--tp-size`, `--pp` is ambiguous (`--pp-size`, `--pp-max-micro-batch-size`, …).
+/// How recipes write SGLang: sparkrun's runtime `sglang`, hinted by `sglang serve` and
+/// `python3 -m sglang.launch_server`. The flag table is sparkrun's
+/// (spark-arena/sparkrun `src/sparkrun/runtimes/sglang.py` at 01298828), restated as data;
+/// `speculative_draft_model` is read for `speculative_draft_model_path` as sparkrun reads it.
+static RECIPE: RecipeSpelling = RecipeSpelling {
+    programs: &[
+        ProgramWords::Command(&["sglang", "serve"]),
+        ProgramWords::Module("sglang.launch_server"),
+    ],
+    model_positional: false,
+    data_parallel: &["--dp-size", "--data-parallel-size", "--dp"],
+    runtimes: &[RecipeRuntime {
+        name: "sglang",
+        ray: None,
+    }],
+    hints: &[
+        ProgramWords::Command(&["sglang", "serve"]),
+        ProgramWords::Module("sglang.launch_server"),
+    ],
+    fallback: false,
+    ray_key: None,
+    table: Some(&TABLE),
+};
+
+static TABLE: FlagTable = FlagTable {
+    program: &["sglang", "serve"],
+    model_flag: Some("--model-path"),
+    revision_flag: None,
+    flags: TABLE_FLAGS,
+    bools: TABLE_BOOLS,
+    negatable: &[],
+    skip: &["tensor_parallel", "data_parallel"],
+    aliases: &[("speculative_draft_model", "speculative_draft_model_path")],
+    // SGLang refuses `--dp-size` across nodes without DP attention.
+    node_gated: Some(NodeGated {
+        key: "data_parallel",
+        flag: "--dp-size",
+        unless: "enable_dp_attention",
+    }),
+};
+
+/// Recipe key → flag, in sparkrun's order.
+const TABLE_FLAGS: &[(&str, &str)] = &[
+    ("port", "--port"),
+    ("host", "--host"),
+    ("tensor_parallel", "--tp-size"),
+    ("pipeline_parallel", "--pp-size"),
+    ("data_parallel", "--dp-size"),
+    ("enable_dp_attention", "--enable-dp-attention"),
+    ("gpu_memory_utilization", "--mem-fraction-static"),
+    ("max_model_len", "--context-length"),
+    ("max_num_seqs", "--max-running-requests"),
+    ("served_model_name", "--served-model-name"),
+    ("dtype", "--dtype"),
+    ("quantization", "--quantization"),
+    ("trust_remote_code", "--trust-remote-code"),
+    ("chunked_prefill", "--chunked-prefill-size"),
+    ("kv_cache_dtype", "--kv-cache-dtype"),
+    ("tokenizer_path", "--tokenizer-path"),
+    ("api_key", "--api-key"),
+    ("attention_backend", "--attention-backend"),
+    ("load_format", "--load-format"),
+    ("reasoning_parser", "--reasoning-parser"),
+    ("tool_call_parser", "--tool-call-parser"),
+    ("mm_feature_transport", "--mm-feature-transport"),
+    ("speculative_algorithm", "--speculative-algorithm"),
+    (
+        "speculative_draft_model_path",
+        "--speculative-draft-model-path",
+    ),
+    (
+        "speculative_draft_model_revision",
+        "--speculative-draft-model-revision",
+    ),
+    ("speculative_num_steps", "--speculative-num-steps"),
+    ("speculative_eagle_topk", "--speculative-eagle-topk"),
+    (
+        "speculative_num_draft_tokens",
+        "--speculative-num-draft-tokens",
+    ),
+    (
+        "speculative_dspark_block_size",
+        "--speculative-dspark-block-size",
+    ),
+    ("cuda_graph_bs", "--cuda-graph-bs"),
+    ("cuda_graph_max_bs", "--cuda-graph-max-bs"),
+    ("cuda_graph_max_bs_decode", "--cuda-graph-max-bs-decode"),
+    ("torch_compile_max_bs", "--torch-compile-max-bs"),
+    (
+        "num_continuous_decode_steps",
+        "--num-continuous-decode-steps",
+    ),
+    ("fp8_gemm_backend", "--fp8-gemm-backend"),
+    ("fp4_gemm_backend", "--fp4-gemm-backend"),
+    ("moe_runner_backend", "--moe-runner-backend"),
+    ("mamba_ssm_dtype", "--mamba-ssm-dtype"),
+    ("mamba_full_memory_ratio", "--mamba-full-memory-ratio"),
+    ("enable_torch_compile", "--enable-torch-compile"),
+    ("disable_radix_cache", "--disable-radix-cache"),
+    ("disable_prefill_cuda_graph", "--disable-prefill-cuda-graph"),
+];
+
+/// Keys that are flags without a value.
+const TABLE_BOOLS: &[&str] = &[
+    "enable_dp_attention",
+    "trust_remote_code",
+    "enable_torch_compile",
+    "disable_radix_cache",
+    "disable_prefill_cuda_graph",
+];
+
 static OWNED: [OwnedFlag; 16] = [
     OwnedFlag::one("--model-path", "--model-p", RecipeFlag::Model),
     OwnedFlag::one("--model", "--model", RecipeFlag::Model),

@@ -33,6 +33,7 @@ use super::{
     LogPhase, MultiNode, OwnedFlag, PortOn, PortReach, RankInput, ReadySignals, RecipeFlag,
     ServingEngine, phases,
 };
+use super::spelling::{ProgramWords, RecipeRuntime, RecipeSpelling};
 use crate::derive::NodeInput;
 use crate::node::Role;
 use crate::plan::ContainerSpec;
@@ -337,6 +338,9 @@ impl ServingEngine for Trtllm {
     fn owned_flags(&self) -> &'static [OwnedFlag] {
         &OWNED
     }
+    fn recipe(&self) -> &'static RecipeSpelling {
+        &RECIPE
+    }
     /// `trtllm-serve`'s options are click's, spelled with `_`; spark-launch reads `-` as `_`
     /// too (and one leading dash as two), so no spelling of its flags slips through. Click
     /// reads no abbreviations.
@@ -589,6 +593,30 @@ fn control_subnets(inputs: &[NodeInput], env: &crate::derive::ClusterEnv) -> Vec
 /// LLM-API options file is refused: it would replace spark-launch's, and the settings of both
 /// cannot be merged without reading it. `trtllm-serve` has no API-key option: a key in a
 /// recipe's line is taken out as every engine's is (and the launch then refuses it).
+/// How recipes write TensorRT-LLM: sparkrun's runtime `trtllm`, hinted by `trtllm-serve` and
+/// by an `mpirun` line that runs it (`mpirun … trtllm-llmapi-launch trtllm-serve …`; such a
+/// line is not run as written: spark-launch writes its own `mpirun`). No flag table: a recipe
+/// without `command:` is refused.
+static RECIPE: RecipeSpelling = RecipeSpelling {
+    programs: &[
+        ProgramWords::Command(&["trtllm-serve", "serve"]),
+        ProgramWords::Command(&["trtllm-serve"]),
+    ],
+    model_positional: true,
+    data_parallel: &[],
+    runtimes: &[RecipeRuntime {
+        name: "trtllm",
+        ray: None,
+    }],
+    hints: &[
+        ProgramWords::Command(&["trtllm-serve"]),
+        ProgramWords::Mpirun("trtllm"),
+    ],
+    fallback: false,
+    ray_key: None,
+    table: None,
+};
+
 static OWNED: [OwnedFlag; 9] = [
     OwnedFlag::one("--tp_size", "--tp_size", RecipeFlag::Tp),
     OwnedFlag::one("--pp_size", "--pp_size", RecipeFlag::Pp),

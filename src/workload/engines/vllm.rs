@@ -25,6 +25,7 @@ use super::{
     LogPhase, MultiNode, OwnedFlag, PortOn, PortReach, RankInput, ReadySignals, RecipeFlag,
     ServingEngine, phases, ray,
 };
+use super::spelling::{FlagTable, ProgramWords, RecipeRuntime, RecipeSpelling};
 use crate::node::Role;
 use crate::plan::{ContainerSpec, RayMember};
 use crate::workload::memory::{EngineFraction, EngineMemory, FractionOf};
@@ -229,6 +230,9 @@ impl ServingEngine for Vllm {
     }
     fn owned_flags(&self) -> &'static [OwnedFlag] {
         &OWNED
+    }
+    fn recipe(&self) -> &'static RecipeSpelling {
+        &RECIPE
     }
     /// vLLM's parser reads `_` as `-` in a long flag's name, up to its first `.`.
     fn flag_name(&self, word: &str) -> String {
@@ -443,6 +447,169 @@ fn over_ray(
 /// `--pooler-config` beside `--port`, `--api-server-count` beside `--api-key`,
 /// `--config-format` beside `--config`, `--model-impl` beside `--model`), longer where unsure:
 /// a shorter prefix is refused as ambiguous, never passed on.
+/// How recipes write vLLM. sparkrun's runtimes `vllm` (Ray as the recipe asks),
+/// `vllm-distributed` (never Ray), `vllm-ray` and `eugr-vllm` (Ray); sparkrun assumes `vllm`
+/// when a recipe names no runtime and its command hints at no other. The flag table is
+/// sparkrun's (spark-arena/sparkrun `src/sparkrun/runtimes/_vllm_common.py` at 04e6f1e2),
+/// restated as data.
+static RECIPE: RecipeSpelling = RecipeSpelling {
+    programs: &[
+        ProgramWords::Command(&["vllm", "serve"]),
+        ProgramWords::Module("vllm.entrypoints.openai.api_server"),
+    ],
+    model_positional: true,
+    data_parallel: &["-dp", "--data-parallel-size"],
+    runtimes: &[
+        RecipeRuntime {
+            name: "vllm",
+            ray: None,
+        },
+        RecipeRuntime {
+            name: "vllm-distributed",
+            ray: Some(false),
+        },
+        RecipeRuntime {
+            name: "vllm-ray",
+            ray: Some(true),
+        },
+        RecipeRuntime {
+            name: "eugr-vllm",
+            ray: Some(true),
+        },
+    ],
+    hints: &[],
+    fallback: true,
+    ray_key: Some("distributed_executor_backend"),
+    table: Some(&TABLE),
+};
+
+static TABLE: FlagTable = FlagTable {
+    program: &["vllm", "serve"],
+    model_flag: None,
+    revision_flag: Some("--revision"),
+    flags: TABLE_FLAGS,
+    bools: TABLE_BOOLS,
+    negatable: TABLE_NEGATABLE,
+    skip: &["tensor_parallel", "distributed_executor_backend"],
+    aliases: &[],
+    node_gated: None,
+};
+
+/// Recipe key → flag, in sparkrun's order.
+const TABLE_FLAGS: &[(&str, &str)] = &[
+    ("port", "--port"),
+    ("host", "--host"),
+    ("tensor_parallel", "-tp"),
+    ("gpu_memory_utilization", "--gpu-memory-utilization"),
+    ("max_model_len", "--max-model-len"),
+    ("max_num_batched_tokens", "--max-num-batched-tokens"),
+    ("max_num_seqs", "--max-num-seqs"),
+    ("served_model_name", "--served-model-name"),
+    ("dtype", "--dtype"),
+    ("quantization", "--quantization"),
+    ("enforce_eager", "--enforce-eager"),
+    ("enable_prefix_caching", "--enable-prefix-caching"),
+    ("trust_remote_code", "--trust-remote-code"),
+    (
+        "distributed_executor_backend",
+        "--distributed-executor-backend",
+    ),
+    ("pipeline_parallel", "-pp"),
+    ("data_parallel", "--data-parallel-size"),
+    ("kv_cache_dtype", "--kv-cache-dtype"),
+    ("otlp_traces_endpoint", "--otlp-traces-endpoint"),
+    ("api_key", "--api-key"),
+    ("attention_backend", "--attention-backend"),
+    ("load_format", "--load-format"),
+    ("reasoning_parser", "--reasoning-parser"),
+    ("tool_call_parser", "--tool-call-parser"),
+    ("chat_template", "--chat-template"),
+    ("speculative_config", "--speculative-config"),
+    ("tokenizer_mode", "--tokenizer-mode"),
+    ("mm_encoder_tp_mode", "--mm-encoder-tp-mode"),
+    ("block_size", "--block-size"),
+    ("seed", "--seed"),
+    ("enable_auto_tool_choice", "--enable-auto-tool-choice"),
+    ("enable_chunked_prefill", "--enable-chunked-prefill"),
+    ("async_scheduling", "--async-scheduling"),
+    ("generation_config", "--generation-config"),
+    ("hf_overrides", "--hf-overrides"),
+    ("compilation_config", "--compilation-config"),
+    ("attention_config", "--attention-config"),
+    ("model_loader_extra_config", "--model-loader-extra-config"),
+    (
+        "default_chat_template_kwargs",
+        "--default-chat-template-kwargs",
+    ),
+    ("limit_mm_per_prompt", "--limit-mm-per-prompt"),
+    ("mm_processor_cache_gb", "--mm-processor-cache-gb"),
+    ("kv_cache_memory_bytes", "--kv-cache-memory-bytes"),
+    ("max_cudagraph_capture_size", "--max-cudagraph-capture-size"),
+    (
+        "long_prefill_token_threshold",
+        "--long-prefill-token-threshold",
+    ),
+    ("mamba_cache_mode", "--mamba-cache-mode"),
+    ("safetensors_load_strategy", "--safetensors-load-strategy"),
+    ("moe_backend", "--moe-backend"),
+    (
+        "enable_prompt_tokens_details",
+        "--enable-prompt-tokens-details",
+    ),
+    ("enable_force_include_usage", "--enable-force-include-usage"),
+    ("enable_request_id_headers", "--enable-request-id-headers"),
+    ("enable_flashinfer_autotune", "--enable-flashinfer-autotune"),
+    ("linear_backend", "--linear-backend"),
+    ("gdn_prefill_backend", "--gdn-prefill-backend"),
+    ("gdn_decode_kernel", "--gdn-decode-kernel"),
+    ("kda_prefill_backend", "--kda-prefill-backend"),
+    ("mamba_backend", "--mamba-backend"),
+    (
+        "recurrent_checkpoint_policy",
+        "--recurrent-checkpoint-policy",
+    ),
+    (
+        "prefix_cache_retention_interval",
+        "--prefix-cache-retention-interval",
+    ),
+    ("engram_config", "--engram-config"),
+    ("dcp_comm_backend", "--dcp-comm-backend"),
+    ("prefill_policy", "--prefill-policy"),
+    ("prefill_compute_share", "--prefill-compute-share"),
+    ("prefill_compute_half_life", "--prefill-compute-half-life"),
+    ("prefill_schedule_interval", "--prefill-schedule-interval"),
+    ("max_parallel_prefills", "--max-parallel-prefills"),
+    ("decode_refill_target", "--decode-refill-target"),
+    ("scheduler_reserve_full_isl", "--scheduler-reserve-full-isl"),
+    ("jit_monitor_mode", "--jit-monitor-mode"),
+    ("disable_custom_all_reduce", "--disable-custom-all-reduce"),
+];
+
+/// Keys that are flags without a value.
+const TABLE_BOOLS: &[&str] = &[
+    "enforce_eager",
+    "enable_prefix_caching",
+    "trust_remote_code",
+    "enable_auto_tool_choice",
+    "enable_chunked_prefill",
+    "async_scheduling",
+    "enable_prompt_tokens_details",
+    "enable_force_include_usage",
+    "enable_request_id_headers",
+    "enable_flashinfer_autotune",
+    "scheduler_reserve_full_isl",
+    "disable_custom_all_reduce",
+];
+
+/// Booleans that are on unless turned off: `false` becomes `--no-<flag>`.
+const TABLE_NEGATABLE: &[&str] = &[
+    "enable_prefix_caching",
+    "enable_chunked_prefill",
+    "async_scheduling",
+    "enable_flashinfer_autotune",
+    "scheduler_reserve_full_isl",
+];
+
 static OWNED: [OwnedFlag; 17] = [
     OwnedFlag::one("--model", "--model", RecipeFlag::Model),
     OwnedFlag::one("--revision", "--rev", RecipeFlag::Revision),
