@@ -164,6 +164,7 @@ impl Profile {
             config: t.options,
             launcher: self.sglang.as_ref().and_then(|s| s.launcher),
             speculative: self.speculative.clone(),
+            ..EngineOptions::default()
         }
     }
 

@@ -36,7 +36,9 @@ fn same_flag(engine: &dyn ServingEngine, word: &str, flag: &str) -> bool {
 /// The last value given to any of `flags` (`--f v` or `--f=v`), with the word index.
 fn last_value(
     engine: &dyn ServingEngine,
-    args: &[String], flags: &[&str]) -> Option<(usize, String)> {
+    args: &[String],
+    flags: &[&str],
+) -> Option<(usize, String)> {
     let mut found = None;
     let mut i = 0;
     while i < args.len() {

@@ -85,7 +85,14 @@ pub fn generate(input: &FlagInput) -> Option<Result<Generated, WordsError>> {
         }
     }
     if let Some(gated) = &table.node_gated {
-        node_gated(input.engine, gated, &config, input.nodes, &mut parts, &mut warnings);
+        node_gated(
+            input.engine,
+            gated,
+            &config,
+            input.nodes,
+            &mut parts,
+            &mut warnings,
+        );
     }
     warnings.extend(unknown_keys(input, table));
     Some(words::split(&parts.join(" ")).map(|w| Generated {

@@ -19,8 +19,7 @@ use crate::profile::fit::Fit;
 use crate::profile::request::Overrides;
 use crate::workload::endpoint::{ApiKeyAsk, Bind};
 use crate::workload::engines::{
-    ApiKeySupport, EngineOptions, OwnedArg, RecipeFlag, ServingEngine,
-    split_recipe_args,
+    ApiKeySupport, EngineOptions, OwnedArg, RecipeFlag, ServingEngine, split_recipe_args,
 };
 use crate::workload::launch::{LaunchRequest, ServeRequest};
 use crate::workload::recipe_part::RecipePart;

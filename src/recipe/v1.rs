@@ -156,7 +156,10 @@ impl RecipeV1 {
             return Err(self
                 .error(
                     "command",
-                    format!("`{}` starts no engine spark-launch runs", words.argv.join(" ").chars().take(60).collect::<String>()),
+                    format!(
+                        "`{}` starts no engine spark-launch runs",
+                        words.argv.join(" ").chars().take(60).collect::<String>()
+                    ),
                 )
                 .fix(engine_line::program_fix())
                 .into());

@@ -415,7 +415,13 @@ impl RecipeV2 {
         let words = words::split(&rendered).map_err(|e| self.error("command", e.to_string()))?;
         let Some((engine, start)) = engine_line::program(&words.argv) else {
             return Err(self
-                .error("command", format!("`{}` starts no engine spark-launch runs", first_words(&words.argv)))
+                .error(
+                    "command",
+                    format!(
+                        "`{}` starts no engine spark-launch runs",
+                        first_words(&words.argv)
+                    ),
+                )
                 .fix(engine_line::program_fix())
                 .into());
         };

@@ -18,6 +18,7 @@
 //!
 //! Pure: options and facts in, containers and steps out.
 
+pub mod llamacpp;
 pub mod ray;
 pub mod sglang;
 pub mod speculative;
@@ -28,8 +29,8 @@ pub mod vllm;
 use std::collections::BTreeMap;
 use std::fmt;
 
-use serde::{Deserialize, Serialize};
 use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
 
 use crate::derive::{ClusterEnv, NodeInput};
 use crate::plan::{ContainerSpec, Step};
@@ -46,11 +47,17 @@ pub enum EngineKind {
     Vllm,
     Trtllm,
     Sglang,
+    Llamacpp,
 }
 
 impl EngineKind {
     /// Every engine, in the order help texts and doctor list them.
-    pub const ALL: [EngineKind; 3] = [EngineKind::Vllm, EngineKind::Trtllm, EngineKind::Sglang];
+    pub const ALL: [EngineKind; 4] = [
+        EngineKind::Vllm,
+        EngineKind::Trtllm,
+        EngineKind::Sglang,
+        EngineKind::Llamacpp,
+    ];
 
     /// The engine's implementation: the registration.
     pub fn engine(self) -> &'static dyn ServingEngine {
@@ -58,10 +65,11 @@ impl EngineKind {
             EngineKind::Vllm => &vllm::Vllm,
             EngineKind::Trtllm => &trtllm::Trtllm,
             EngineKind::Sglang => &sglang::Sglang,
+            EngineKind::Llamacpp => &llamacpp::Llamacpp,
         }
     }
 
-    /// `vllm`, `trtllm`, `sglang`: the CLI subcommand, the profile's `engine:`, the workload label.
+    /// `vllm`, `trtllm`, `sglang`, `llamacpp`: the CLI subcommand, the profile's `engine:`, the workload label.
     pub fn as_str(self) -> &'static str {
         self.engine().name()
     }
@@ -299,6 +307,8 @@ pub enum MultiNode {
     Ray,
     /// The head runs `mpirun` over SSH into the other containers.
     Mpi,
+    /// The other nodes lend their GPUs through RPC servers; the head's server uses them.
+    Rpc,
 }
 
 impl MultiNode {
@@ -308,6 +318,7 @@ impl MultiNode {
             MultiNode::Native => "native",
             MultiNode::Ray => "ray",
             MultiNode::Mpi => "mpi",
+            MultiNode::Rpc => "rpc",
         }
     }
 }
@@ -321,10 +332,11 @@ impl std::str::FromStr for MultiNode {
             MultiNode::Native,
             MultiNode::Ray,
             MultiNode::Mpi,
+            MultiNode::Rpc,
         ]
         .into_iter()
         .find(|m| m.as_str() == s)
-        .ok_or_else(|| format!("unknown multi-node mode {s:?}: single, native, ray or mpi"))
+        .ok_or_else(|| format!("unknown multi-node mode {s:?}: single, native, ray, mpi or rpc"))
     }
 }
 
@@ -443,6 +455,14 @@ pub struct EngineOptions {
     pub launcher: Option<Launcher>,
     /// Speculative decoding, mapped by each engine (or refused); its draft is staged.
     pub speculative: Option<Speculative>,
+    /// The port of the RPC servers on the other nodes (llama.cpp's).
+    pub rpc_port: Option<u16>,
+    /// On one node, GPUs that get an RPC server of their own beside the head's server
+    /// (llama.cpp's RPC path on one machine).
+    pub rpc_gpus: Vec<u32>,
+    /// The folder the engine's programs are run from instead of where the image or `PATH`
+    /// has them (llama.cpp's `llama-server` and RPC server).
+    pub programs: Option<String>,
 }
 
 /// Everything an engine needs to write its ranks: the decisions are made already.

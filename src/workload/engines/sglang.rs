@@ -22,12 +22,12 @@
 //! Pure: the decided plan in, the ranks' commands out.
 
 use super::speculative::{SpecMethod, Speculative};
+use super::spelling::{FlagTable, NodeGated, ProgramWords, RecipeRuntime, RecipeSpelling};
 use super::{
     ApiKeySupport, EngineOptions, EnginePort, EngineRanks, GroupLine, GroupRefs, Launcher,
     LogPhase, MultiNode, OwnedFlag, PortOn, PortReach, RankInput, ReadySignals, RecipeFlag,
     ServingEngine, phases,
 };
-use super::spelling::{FlagTable, NodeGated, ProgramWords, RecipeRuntime, RecipeSpelling};
 use crate::node::Role;
 use crate::plan::ContainerSpec;
 use crate::workload::memory::{EngineFraction, EngineMemory, FractionOf};

@@ -43,10 +43,9 @@ impl ProgramWords {
                         .all(|(i, w)| word(i + 1) == Some(*w));
                 same.then_some(words.len())
             }
-            ProgramWords::Module(module) => (is_python(base)
-                && word(1) == Some("-m")
-                && word(2) == Some(*module))
-            .then_some(3),
+            ProgramWords::Module(module) => {
+                (is_python(base) && word(1) == Some("-m") && word(2) == Some(*module)).then_some(3)
+            }
             ProgramWords::Mpirun(_) => None,
         }
     }
@@ -60,7 +59,9 @@ impl ProgramWords {
             ProgramWords::Module(module) => {
                 matches!(words.as_slice(), [p, "-m", m, ..] if is_python(p) && m == module)
             }
-            ProgramWords::Mpirun(word) => words.first() == Some(&"mpirun") && command.contains(word),
+            ProgramWords::Mpirun(word) => {
+                words.first() == Some(&"mpirun") && command.contains(word)
+            }
         }
     }
 

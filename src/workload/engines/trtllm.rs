@@ -28,12 +28,12 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::speculative::{SpecMethod, Speculative};
+use super::spelling::{ProgramWords, RecipeRuntime, RecipeSpelling};
 use super::{
     ApiKeySupport, EngineDefaults, EngineOptions, EnginePort, EngineRanks, GroupLine, GroupRefs,
     LogPhase, MultiNode, OwnedFlag, PortOn, PortReach, RankInput, ReadySignals, RecipeFlag,
     ServingEngine, phases,
 };
-use super::spelling::{ProgramWords, RecipeRuntime, RecipeSpelling};
 use crate::derive::NodeInput;
 use crate::node::Role;
 use crate::plan::ContainerSpec;

@@ -20,12 +20,12 @@
 use super::speculative::{SpecMethod, Speculative};
 use std::collections::BTreeMap;
 
+use super::spelling::{FlagTable, ProgramWords, RecipeRuntime, RecipeSpelling};
 use super::{
     ApiKeySupport, EngineOptions, EnginePort, EngineRanks, FlagValues, GroupLine, GroupRefs,
     LogPhase, MultiNode, OwnedFlag, PortOn, PortReach, RankInput, ReadySignals, RecipeFlag,
     ServingEngine, phases, ray,
 };
-use super::spelling::{FlagTable, ProgramWords, RecipeRuntime, RecipeSpelling};
 use crate::node::Role;
 use crate::plan::{ContainerSpec, RayMember};
 use crate::workload::memory::{EngineFraction, EngineMemory, FractionOf};
