@@ -105,6 +105,7 @@ rdma=$(grep -o 'RDMA transport [a-z]*' "$out/build.log" | head -1)
 check build "$rc" "llama-server and ggml-rpc-server in $(elapsed "$t0" "$t1") s; ${rdma:-RDMA: not said}"
 if [ "$rc" -ne 0 ]; then tail -40 "$out/build.log"; exit 1; fi
 llama_bin="$build/bin"
+RPC_NAME=ggml-rpc-server
 "$llama_bin/llama-server" --version 2>&1 | tail -2 | tee -a "$summary"
 
 say "== model"
@@ -122,7 +123,7 @@ cp "$model_dir/corpus.txt" "$HOME/.cache/llama-benchy/$(printf %s "$book_url" | 
 
 benchy() { # benchy BASE_URL MODEL_NAME RESULT_JSON -> llama-benchy's run
     python3 -m llama_benchy --base-url "$1" --model "$2" --tokenizer "$model_dir/tokenizer.json" \
-        --book-url "$book_url" --pp 512 --tg 128 --runs 3 --exact-tg --skip-coherence \
+        --book-url "$book_url" --pp 512 --tg 128 --runs 3 --skip-coherence \
         --latency-mode api --format json --save-result "$3"
 }
 benchy_figures() { # benchy_figures RESULT_JSON -> "pp T tok/s, tg T tok/s, ttft T ms"
@@ -165,6 +166,75 @@ if [ "$bin_arg" = "-" ]; then
 fi
 bin=$(readlink -f "$bin_arg")
 say "== 2. through spark-launch: $("$bin" --version 2>&1)"
-# (filled in with the engine)
+# The programs of this build, found on PATH by the host processes spark-launch starts.
+export PATH="$llama_bin:$PATH"
+export SPARK_LAUNCH_STATE_DIR="$work/state"
+job=llama-proof
+url=http://127.0.0.1:8080
+served=$(basename "$model")
+"$bin" llamacpp "$model" --local --runtime host --gpus-per-node 2 --rpc-gpus "$rpc_gpu" \
+    --no-stage --no-check --job "$job" --dry-run --json > "$out/sl-plan.json" 2> "$out/sl-plan.err"
+check sl-plan $? "dry run: $(python3 -c 'import json,sys; p=json.load(open(sys.argv[1])); print(p.get("mode"), [n["launch"]["process"]["command"][0] for n in p["job"]["nodes"]] if "job" in p else list(p)[:8])' "$out/sl-plan.json" 2>&1 | head -c 300)"
+t0=$(now)
+"$bin" llamacpp "$model" --local --runtime host --gpus-per-node 2 --rpc-gpus "$rpc_gpu" \
+    --no-stage --no-check --job "$job" --supervise \
+    > "$out/sl-launch.log" 2>&1 &
+sup_pid=$!
+wait_http "$url/health" 240 "$sup_pid"
+rc=$?
+t1=$(now)
+check sl-health "$rc" "spark-launch llamacpp: /health 200 after $(elapsed "$t0" "$t1") s (launch to ready, RPC server on GPU $rpc_gpu, llama-server on the other)"
+# spark-launch's own word that it serves (its readiness: /v1/models and a streamed token).
+deadline=$(( $(date +%s) + 120 ))
+until grep -q -i -E 'serv(es|ing)|supervis' "$out/sl-launch.log" || [ "$(date +%s)" -ge "$deadline" ]; do sleep 0.5; done
+t2=$(now)
+say "  spark-launch said it serves after $(elapsed "$t0" "$t2") s"
+grep -E '^\s*(✓|✗|ok|\[)|took|[0-9]+(\.[0-9]+)?s\b' "$out/sl-launch.log" | head -20 | sed 's/^/  | /' | tee -a "$summary"
+nvidia-smi --query-gpu=index,memory.used --format=csv,noheader | sed 's/^/  GPU memory: /' | tee -a "$summary"
+python3 "$here/llamacpp_stream.py" "$url/v1" "$served" "The man said that" 128 > "$out/sl-stream.json"
+check sl-stream $? "$(cat "$out/sl-stream.json")"
+state_log=$(ls -d "$SPARK_LAUNCH_STATE_DIR"/jobs/*/ 2>/dev/null | head -1)
+say "  transport (engine's reading of the head's log): $(grep -h -E 'RDMA|transport' "$state_log/log" 2>/dev/null | head -3 | tr '\n' ' ')"
+
+say "== bench: spark-launch (llama-benchy protocol) and llama-benchy direct, same server"
+"$bin" bench --url "$url/v1" --protocol llama-benchy --pp 512 --tg 128 --runs 3 \
+    --tokenizer "$model_dir/tokenizer.json" --book-url "$book_url" --skip-check \
+    --save-result "$out/sl-benchy.json" --out "$out/sl-bench-result.json" > "$out/sl-bench.log" 2>&1
+check sl-bench $? "spark-launch bench: $(benchy_figures "$out/sl-benchy.json" 2>&1 | head -3)"
+benchy "$url/v1" "$served" "$out/direct2-benchy.json" > "$out/direct2-benchy.log" 2>&1
+check benchy-same-server $? "llama-benchy: $(benchy_figures "$out/direct2-benchy.json" 2>&1 | head -3)"
+python3 - "$out/sl-benchy.json" "$out/direct2-benchy.json" <<'EOF' | tee -a "$summary"
+import json, sys
+a, b = (json.load(open(f))["benchmarks"][0] for f in sys.argv[1:3])
+for k in ("pp_throughput", "tg_throughput", "e2e_ttft"):
+    x, y = a[k]["mean"], b[k]["mean"]
+    print(f"INFO  ratio-{k}  spark-launch {x:.1f} / llama-benchy {y:.1f} = {x / y:.3f}")
+EOF
+"$bin" bench --url "$url/v1" --concurrency 1,4 --prompt-tokens 512 --output-tokens 128 \
+    --requests 8 --skip-check --out "$out/sl-sweep.json" > "$out/sl-sweep.log" 2>&1
+check sl-sweep $? "$(grep -i -E 'tok/s|ttft' "$out/sl-sweep.log" | head -4 | tr '\n' ' ' | head -c 400)"
+
+say "== supervise: kill the RPC server, time the group coming back"
+rpc_pids=$(pgrep -f "$RPC_NAME --host 127.0.0.1" | tr '\n' ' ')
+t0=$(now)
+kill -9 $rpc_pids 2>/dev/null
+check rpc-killed $? "killed ggml-rpc-server (pids $rpc_pids)"
+# Down first (the server aborts once its RPC peer is gone), then up again.
+deadline=$(( $(date +%s) + 60 ))
+while wait_http "$url/health" 1 "$sup_pid" && [ "$(date +%s)" -lt "$deadline" ]; do sleep 0.2; done
+t_down=$(now)
+wait_http "$url/health" 240 "$sup_pid"
+rc=$?
+t_up=$(now)
+check restart-health "$rc" "down after $(elapsed "$t0" "$t_down") s, /health 200 again $(elapsed "$t0" "$t_up") s after the kill"
+python3 "$here/llamacpp_stream.py" "$url/v1" "$served" "The world was" 64 > "$out/sl-stream-after.json"
+rc=$?
+t_tok=$(now)
+check restart-stream "$rc" "tokens again $(elapsed "$t0" "$t_tok") s after the kill: $(cat "$out/sl-stream-after.json" | head -c 200)"
+grep -i -E 'restart|stopped|start .* again|wedge|rank' "$out/sl-launch.log" | tail -8 | sed 's/^/  | /' | tee -a "$summary"
+kill -INT "$sup_pid" 2>/dev/null; wait "$sup_pid" 2>/dev/null
+"$bin" stop "$job" > "$out/sl-stop.log" 2>&1
+check sl-stop $? "$(tail -1 "$out/sl-stop.log")"
+cp -r "$SPARK_LAUNCH_STATE_DIR" "$out/state" 2>/dev/null
 say "== proof: $([ $fail -eq 0 ] && echo OK || echo FAILED)"
 exit $fail

@@ -50,9 +50,6 @@ pub const RPC_SERVER: &str = "ggml-rpc-server";
 pub const API_KEY_VAR: &str = "LLAMA_API_KEY";
 /// Every layer on the GPUs (local and remote): more than any model has.
 const ALL_LAYERS: &str = "999";
-/// llama.cpp fits its context to the free memory and leaves this much on every device
-/// (`--fit-target`, 1024 MiB by default).
-const FIT_RESERVE: u64 = 1 << 30;
 
 /// Progress lines of `llama-server` (its `load_model`, `load_tensors`, the server's own
 /// lines).
@@ -166,8 +163,8 @@ impl ServingEngine for Llamacpp {
         let args = &opts.engine_args;
         let value = |names: &[&str]| super::flag_value(args, names, str::to_string);
         EngineMemory {
-            fraction: EngineFraction::LeavesReserve(FIT_RESERVE),
-            fraction_of: FractionOf::Total,
+            fraction: EngineFraction::AsNeeded,
+            fraction_of: FractionOf::FreeAfterWeights,
             fraction_flag: "--fit-target",
             context: value(&["-c", "--ctx-size"]).and_then(super::parse_count),
             context_flag: "--ctx-size",
@@ -359,7 +356,7 @@ if [ -z \"$f\" ]; then echo \"spark-launch: no .gguf file in $m\" >&2; exit 1; f
 
 /// Which transport llama.cpp's RPC connections used, as its logs say.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Transport {
+pub enum RpcTransport {
     /// `RDMA activated`: RoCE between the head and a server.
     Rdma,
     /// `RDMA activate failed, staying on TCP`, or a server whose build has no RDMA.
@@ -368,12 +365,12 @@ pub enum Transport {
     NotRecorded,
 }
 
-impl Transport {
+impl RpcTransport {
     pub fn as_str(self) -> &'static str {
         match self {
-            Transport::Rdma => "RDMA",
-            Transport::Tcp => "TCP",
-            Transport::NotRecorded => "not recorded",
+            RpcTransport::Rdma => "RDMA",
+            RpcTransport::Tcp => "TCP",
+            RpcTransport::NotRecorded => "not recorded",
         }
     }
 }
@@ -382,7 +379,7 @@ impl Transport {
 /// was activated and none fell back; TCP when one fell back or a server's build has no RDMA
 /// (its banner reads `transport : TCP` without `RDMA`); otherwise not recorded (a server that
 /// can negotiate RDMA logs whether it did only at debug level).
-pub fn transport(log: &str) -> Transport {
+pub fn transport(log: &str) -> RpcTransport {
     let mut rdma = false;
     let mut tcp = false;
     for line in log.lines() {
@@ -400,9 +397,9 @@ pub fn transport(log: &str) -> Transport {
         }
     }
     match (rdma, tcp) {
-        (_, true) => Transport::Tcp,
-        (true, false) => Transport::Rdma,
-        (false, false) => Transport::NotRecorded,
+        (_, true) => RpcTransport::Tcp,
+        (true, false) => RpcTransport::Rdma,
+        (false, false) => RpcTransport::NotRecorded,
     }
 }
 
@@ -457,18 +454,18 @@ mod tests {
     fn the_logs_say_rdma_only_when_a_connection_was_activated_and_none_fell_back() {
         assert_eq!(
             transport("RDMA probed: dev=mlx5_0\nRDMA activated: qpn=1->2 mtu=4096"),
-            Transport::Rdma
+            RpcTransport::Rdma
         );
         assert_eq!(
             transport("RDMA activated: qpn=1->2\nRDMA activate failed, staying on TCP"),
-            Transport::Tcp
+            RpcTransport::Tcp
         );
-        assert_eq!(transport("  transport      : TCP\n"), Transport::Tcp);
+        assert_eq!(transport("  transport      : TCP\n"), RpcTransport::Tcp);
         assert_eq!(
             transport("  transport      : TCP (RDMA auto-negotiate enabled)\n"),
-            Transport::NotRecorded
+            RpcTransport::NotRecorded
         );
-        assert_eq!(transport(""), Transport::NotRecorded);
+        assert_eq!(transport(""), RpcTransport::NotRecorded);
     }
 
     #[test]
@@ -481,7 +478,7 @@ mod tests {
             30,
         );
         assert!(
-            s.contains("CUDA_VISIBLE_DEVICES=1 ggml-rpc-server --host 127.0.0.1 --port 50052 &")
+            s.contains("CUDA_VISIBLE_DEVICES=1 'ggml-rpc-server' --host 127.0.0.1 --port 50052 &")
         );
         assert!(s.contains("/dev/tcp/127.0.0.1/50052"));
         assert!(s.contains("export CUDA_VISIBLE_DEVICES=0\n"));
