@@ -84,7 +84,12 @@ fn commands(p: &ServePlan) -> Vec<Vec<String>> {
 fn two_sparks_run_an_rpc_server_on_the_worker_s_fabric_address_then_the_head_s_server() {
     let nodes = fixture("seed-001-two-sparks-both-twins");
     let p = serve_plan(
-        &request("/models/q4.gguf", 2, RuntimeKind::Docker, EngineOptions::default()),
+        &request(
+            "/models/q4.gguf",
+            2,
+            RuntimeKind::Docker,
+            EngineOptions::default(),
+        ),
         &nodes,
     );
     insta::assert_json_snapshot!(p);
@@ -97,12 +102,17 @@ fn two_sparks_run_an_rpc_server_on_the_worker_s_fabric_address_then_the_head_s_s
     );
     assert!(!worker.contains("0.0.0.0"), "{worker}");
     let head = cmds[0].join(" ");
-    assert!(head.starts_with("/app/llama-server --model /models/q4.gguf"), "{head}");
+    assert!(
+        head.starts_with("/app/llama-server --model /models/q4.gguf"),
+        "{head}"
+    );
     let addr = &cmds[1][2];
     assert!(head.contains(&format!("--rpc {addr}:50052")), "{head}");
     // The worker's server first, waited for on its port, then the head; no NCCL steps.
     let kinds: Vec<String> = p.job.steps.iter().map(|s| s.title()).collect();
-    let start_worker = kinds.iter().position(|t| t.starts_with("Start on") && t.contains(nodes[1].name.as_str()));
+    let start_worker = kinds
+        .iter()
+        .position(|t| t.starts_with("Start on") && t.contains(nodes[1].name.as_str()));
     let start_head = kinds.iter().rposition(|t| t.starts_with("Start on"));
     assert!(start_worker < start_head, "{kinds:#?}");
     assert!(
@@ -129,14 +139,22 @@ fn one_gpu_server_without_a_fabric_plans_host_processes_with_rpc_servers_beside_
     r.gpus_per_node_given = true;
     let p = serve_plan(&r, &nodes);
     assert_eq!(p.job.runtime, RuntimeKind::Host);
-    assert!(!p.job.steps.iter().any(|s| matches!(s, Step::EnsureImage(_))));
+    assert!(
+        !p.job
+            .steps
+            .iter()
+            .any(|s| matches!(s, Step::EnsureImage(_)))
+    );
     let cmd = &commands(&p)[0];
     assert_eq!(cmd[0], "bash");
     let script = &cmd[2];
     assert!(script.contains(
         "CUDA_VISIBLE_DEVICES=1 '/opt/llama/bin/ggml-rpc-server' --host 127.0.0.1 --port 50052 &"
     ));
-    assert!(script.contains("export CUDA_VISIBLE_DEVICES=0\n"), "{script}");
+    assert!(
+        script.contains("export CUDA_VISIBLE_DEVICES=0\n"),
+        "{script}"
+    );
     assert!(script.contains("m='/data/tiny.gguf'"), "{script}");
     let rest = cmd[4..].join(" ");
     assert!(
@@ -150,7 +168,12 @@ fn one_gpu_server_without_a_fabric_plans_host_processes_with_rpc_servers_beside_
 fn a_gguf_folder_is_searched_for_its_first_file_by_the_head() {
     let nodes = fixture("real-gpu-one-node-no-rdma");
     let p = serve_plan(
-        &request("/data/qwen-gguf", 1, RuntimeKind::Docker, EngineOptions::default()),
+        &request(
+            "/data/qwen-gguf",
+            1,
+            RuntimeKind::Docker,
+            EngineOptions::default(),
+        ),
         &nodes,
     );
     let cmd = &commands(&p)[0];

@@ -171,12 +171,12 @@ export PATH="$llama_bin:$PATH"
 export SPARK_LAUNCH_STATE_DIR="$work/state"
 job=llama-proof
 url=http://127.0.0.1:8080
-served=$(basename "$model")
-"$bin" llamacpp "$model" --local --runtime host --gpus-per-node 2 --rpc-gpus "$rpc_gpu" \
+served=$(basename "$model_dir")
+"$bin" llamacpp "$model_dir" --local --runtime host --gpus-per-node 2 --rpc-gpus "$rpc_gpu" \
     --no-stage --no-check --job "$job" --dry-run --json > "$out/sl-plan.json" 2> "$out/sl-plan.err"
 check sl-plan $? "dry run: $(python3 -c 'import json,sys; p=json.load(open(sys.argv[1])); print(p.get("mode"), [n["launch"]["process"]["command"][0] for n in p["job"]["nodes"]] if "job" in p else list(p)[:8])' "$out/sl-plan.json" 2>&1 | head -c 300)"
 t0=$(now)
-"$bin" llamacpp "$model" --local --runtime host --gpus-per-node 2 --rpc-gpus "$rpc_gpu" \
+"$bin" llamacpp "$model_dir" --local --runtime host --gpus-per-node 2 --rpc-gpus "$rpc_gpu" \
     --no-stage --no-check --job "$job" --supervise \
     > "$out/sl-launch.log" 2>&1 &
 sup_pid=$!
@@ -210,7 +210,7 @@ for k in ("pp_throughput", "tg_throughput", "e2e_ttft"):
     x, y = a[k]["mean"], b[k]["mean"]
     print(f"INFO  ratio-{k}  spark-launch {x:.1f} / llama-benchy {y:.1f} = {x / y:.3f}")
 EOF
-"$bin" bench --url "$url/v1" --concurrency 1,4 --prompt-tokens 512 --output-tokens 128 \
+"$bin" bench --url "$url/v1" --concurrency 1,4 --prompt-tokens 128 --output-tokens 128 \
     --requests 8 --skip-check --out "$out/sl-sweep.json" > "$out/sl-sweep.log" 2>&1
 check sl-sweep $? "$(grep -i -E 'tok/s|ttft' "$out/sl-sweep.log" | head -4 | tr '\n' ' ' | head -c 400)"
 

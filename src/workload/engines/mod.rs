@@ -1218,6 +1218,8 @@ mod tests {
                 (2233, "container sshd (mpirun)"),
                 (30000, "SGLang API server"),
                 (20000, "torch.distributed store (SGLang --dist-init-addr)"),
+                (8080, "llama.cpp API server"),
+                (50052, "llama.cpp RPC server (ggml-rpc-server)"),
             ]
         );
     }
