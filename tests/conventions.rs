@@ -301,19 +301,79 @@ fn every_public_type_name_is_used_once_across_the_crate() {
     );
 }
 
+/// An engine's name as the seam spells it, and as an identifier might (`vllm`, `Vllm`, `VLLM`,
+/// `llama_cpp` for `llama-cpp`): letters and digits, lowercased.
+fn squashed(name: &str) -> String {
+    name.chars()
+        .filter(char::is_ascii_alphanumeric)
+        .map(|c| c.to_ascii_lowercase())
+        .collect()
+}
+
+/// The variants of every `enum` and the fields of every `struct` in `body`, one per line as
+/// rustfmt writes them: `("enum Runner", "Vllm")`, `("struct Profile", "trtllm")`.
+fn members(body: &str) -> Vec<(String, String)> {
+    let ident = |s: &str| -> String {
+        s.chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect()
+    };
+    let mut out = Vec::new();
+    let mut current: Option<String> = None;
+    for line in code_lines(body) {
+        let line = line.trim();
+        if let Some(item) = &current {
+            if line.starts_with('}') {
+                current = None;
+            } else if !line.starts_with('#') {
+                let member = ident(
+                    line.trim_start_matches("pub(crate) ")
+                        .trim_start_matches("pub "),
+                );
+                if !member.is_empty() {
+                    out.push((item.clone(), member));
+                }
+            }
+            continue;
+        }
+        let rest = line
+            .trim_start_matches("pub(crate) ")
+            .trim_start_matches("pub ");
+        for kind in ["enum", "struct"] {
+            if let Some(decl) = rest.strip_prefix(&format!("{kind} "))
+                && line.ends_with('{')
+            {
+                current = Some(format!("{kind} {}", ident(decl)));
+            }
+        }
+    }
+    out
+}
+
 #[test]
 fn nothing_outside_the_engine_seam_names_one_engine() {
     // Everything that differs by engine lives in `workload/engines/` (one file
-    // per engine, registered in its mod.rs); the rest of the crate asks the seam. Only the
-    // engines' own CLI subcommands (`cli/cmd_serve.rs`) name an engine, to build its request.
-    // Naming one elsewhere is a `match` the compiler will not extend for the next engine.
+    // per engine, registered in its mod.rs): program words and flag spellings of recipes,
+    // runtime names, profile sections, ports, start order, readiness. The rest of the crate
+    // asks the seam. Only the engines' own CLI subcommands (`cli/cmd_serve.rs`) name an
+    // engine, to build its request. Naming one elsewhere — its variant, an enum of engines,
+    // its name as a string matched on — is a `match` the compiler will not extend for the
+    // next engine.
+    use spark_launch::workload::engines::EngineKind;
+    let names: Vec<String> = EngineKind::ALL.iter().map(|e| e.to_string()).collect();
+    let squashed_names: Vec<String> = names.iter().map(|n| squashed(n)).collect();
     let mut offenders = Vec::new();
-    for p in rust_files(&src()) {
-        let rel = p.strip_prefix(src()).unwrap_or(&p).to_path_buf();
-        if rel.starts_with("workload/engines") || rel == Path::new("cli/cmd_serve.rs") {
+    let all = rust_files(&src());
+    let test_only = test_only_files(&all);
+    for p in &all {
+        let rel = p.strip_prefix(src()).unwrap_or(p).to_path_buf();
+        if rel.starts_with("workload/engines")
+            || rel == Path::new("cli/cmd_serve.rs")
+            || test_only.contains(p)
+        {
             continue;
         }
-        let text = std::fs::read_to_string(&p).unwrap_or_default();
+        let text = std::fs::read_to_string(p).unwrap_or_default();
         let body = text.split("#[cfg(test)]").next().unwrap_or("");
         for line in code_lines(body) {
             let names_variant = line.match_indices("EngineKind::").any(|(i, m)| {
@@ -323,13 +383,30 @@ fn nothing_outside_the_engine_seam_names_one_engine() {
                     .is_some_and(|c| c.is_ascii_uppercase())
                     && !line[i + m.len()..].starts_with("ALL")
             });
-            let engines = ["vllm", "trtllm", "sglang"];
-            let reaches_in = engines
+            let reaches_in = names.iter().any(|e| {
+                line.contains(&format!("engines::{e}"))
+                    || (line.contains("engines::{") && line.contains(e.as_str()))
+            });
+            let matches_name = names.iter().any(|e| {
+                let lit = format!("\"{e}\"");
+                [
+                    format!("{lit} =>"),
+                    format!("{lit} |"),
+                    format!("| {lit}"),
+                    format!("== {lit}"),
+                    format!("{lit} =="),
+                    format!("!= {lit}"),
+                ]
                 .iter()
-                .any(|e| line.contains(&format!("engines::{e}")))
-                || (line.contains("engines::{") && engines.iter().any(|e| line.contains(e)));
-            if names_variant || reaches_in {
+                .any(|pattern| line.contains(pattern.as_str()))
+            });
+            if names_variant || reaches_in || matches_name {
                 offenders.push(format!("{}: {}", p.display(), line.trim()));
+            }
+        }
+        for (item, member) in members(body) {
+            if squashed_names.contains(&squashed(&member)) {
+                offenders.push(format!("{}: {item} lists the engine {member}", p.display()));
             }
         }
     }
@@ -337,6 +414,22 @@ fn nothing_outside_the_engine_seam_names_one_engine() {
         offenders.is_empty(),
         "ask the engine seam (workload::engines::ServingEngine) instead: {offenders:#?}"
     );
+}
+
+#[test]
+fn the_engine_check_reads_the_variants_and_fields_of_every_type() {
+    // The check above reads text; this is what it must find.
+    let body = "pub enum Runner {\n    Vllm,\n    Sglang(u8),\n}\nenum Other { A }\n\
+        struct Sections {\n    /// knobs\n    #[serde(default)]\n    pub trtllm: Option<u8>,\n}\n";
+    assert_eq!(
+        members(body),
+        [
+            ("enum Runner".to_string(), "Vllm".to_string()),
+            ("enum Runner".to_string(), "Sglang".to_string()),
+            ("struct Sections".to_string(), "trtllm".to_string()),
+        ]
+    );
+    assert_eq!(squashed("llama-cpp"), squashed("LlamaCpp"));
 }
 
 #[test]

@@ -6,7 +6,9 @@
 //! environment, ports) and what it needs (nodes, memory per node). `--set key=value` changes
 //! a field before validation, with the same rules. Syntax and type errors come from
 //! `yaml_serde` with their location; semantic errors (a shape that does not fill whole nodes, a
-//! flag spark-launch sets itself) are located by [`locate`].
+//! flag spark-launch sets itself) are located by [`locate`]. An engine's own section (a
+//! top-level key the engine names: `ServingEngine::profile_section`) is kept as YAML and read
+//! by that engine; this module names no engine.
 //!
 //! Pure: texts in, profiles or errors out. Reading the files is the caller's job.
 
@@ -25,7 +27,7 @@ use serde::{Deserialize, Serialize};
 use crate::bench::compare::Expectations;
 use crate::model::{ModelSource, RepoId, Revision};
 use crate::workload::engines::speculative::Speculative;
-use crate::workload::engines::{EngineKind, Launcher};
+use crate::workload::engines::{EngineKind, EngineOptions, ServingEngine};
 use crate::workload::limits;
 use crate::workload::serve::Problem;
 
@@ -115,29 +117,6 @@ pub struct ProfilePorts {
     pub ssh: Option<u16>,
 }
 
-/// TensorRT-LLM knobs.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct TrtllmSection {
-    pub kv_cache_fraction: Option<f64>,
-    pub cuda_graph_padding: Option<bool>,
-    pub disable_overlap_scheduler: Option<bool>,
-    pub max_batch_size: Option<u32>,
-    pub max_num_tokens: Option<u32>,
-    /// Merged into the LLM-API options file as is.
-    #[serde(default)]
-    pub options: BTreeMap<String, yaml_serde::Value>,
-}
-
-/// SGLang knobs.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SglangSection {
-    /// `module` (`python3 -m sglang.launch_server`, the default) or `serve` (`sglang serve`,
-    /// SGLang 0.5.5 and later).
-    pub launcher: Option<Launcher>,
-}
-
 /// nccl-tests knobs (run by `spark-launch nccl-test`).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -151,9 +130,9 @@ pub struct NcclSection {
     pub iters: Option<u32>,
 }
 
-/// One launch profile, as written.
+/// One launch profile, as written. Its fields are read by `yaml_serde`; the other top-level
+/// keys are engines' sections or errors ([`EngineSections`]): [`parse`] reads both.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct Profile {
     pub name: String,
     pub description: String,
@@ -174,7 +153,8 @@ pub struct Profile {
     /// The cap on every serving container (`110G`, `512M`), instead of the node's
     /// `MemTotal` less what the host keeps; `--memory-limit` wins.
     pub memory_limit: Option<String>,
-    /// vLLM only: use Ray instead of the native multi-node mode.
+    /// Engines that can run over Ray (`ServingEngine::ray`): use it instead of the native
+    /// multi-node mode.
     #[serde(default)]
     pub ray: bool,
     #[serde(default)]
@@ -184,8 +164,10 @@ pub struct Profile {
     #[serde(default)]
     pub ports: ProfilePorts,
     pub ready_timeout_s: Option<u64>,
-    pub trtllm: Option<TrtllmSection>,
-    pub sglang: Option<SglangSection>,
+    /// Engines' own sections by their key (`trtllm:`), as written (null ones left out); only
+    /// the profile's engine's is allowed, and that engine reads it.
+    #[serde(skip_deserializing, flatten)]
+    pub sections: BTreeMap<String, yaml_serde::Value>,
     /// Speculative decoding (method, draft model, tokens), mapped by the engine; a draft repo
     /// is staged on every node like the model.
     pub speculative: Option<Speculative>,
@@ -195,7 +177,7 @@ pub struct Profile {
     pub nccl_from: Option<String>,
     /// The figures `spark-launch bench` should measure on this profile's job.
     pub expect: Option<Expectations>,
-    /// vllm: the API key, `auto` or `@FILE` (never the key itself: refused).
+    /// Serving engines: the API key, `auto` or `@FILE` (never the key itself: refused).
     pub api_key: Option<String>,
     /// Serving engines: where the API listens on the head: `all`, `fabric` or an address.
     pub bind: Option<String>,
@@ -203,6 +185,138 @@ pub struct Profile {
 
 fn one() -> u32 {
     1
+}
+
+/// The fields of [`Profile`] as a file writes them (a test compares them with what it
+/// serializes).
+const FIELDS: [&str; 22] = [
+    "name",
+    "description",
+    "engine",
+    "image",
+    "model",
+    "tp",
+    "pp",
+    "nodes",
+    "gpus_per_node",
+    "memory_gib",
+    "memory_limit",
+    "ray",
+    "engine_args",
+    "env",
+    "ports",
+    "ready_timeout_s",
+    "speculative",
+    "nccl_test",
+    "nccl_from",
+    "expect",
+    "api_key",
+    "bind",
+];
+
+/// The engine whose own section is the top-level key `key`.
+fn section_engine(key: &str) -> Option<&'static dyn ServingEngine> {
+    EngineKind::ALL
+        .into_iter()
+        .map(|e| e.engine())
+        .find(|e| e.profile_section() == Some(key))
+}
+
+/// Every top-level key a profile may have: its fields, then the engines' sections.
+fn known_keys() -> &'static [&'static str] {
+    static KEYS: std::sync::LazyLock<Vec<&'static str>> = std::sync::LazyLock::new(|| {
+        FIELDS
+            .into_iter()
+            .chain(
+                EngineKind::ALL
+                    .into_iter()
+                    .filter_map(|e| e.engine().profile_section()),
+            )
+            .collect()
+    });
+    &KEYS
+}
+
+/// The top-level keys of a profile that are no field of [`Profile`]: the engines' sections,
+/// kept as written; any other key is the parser's error where the key is written.
+struct EngineSections(BTreeMap<String, yaml_serde::Value>);
+
+/// A top-level key, refused where it is written unless a profile may have it.
+struct TopKey;
+
+impl<'de> serde::de::DeserializeSeed<'de> for TopKey {
+    type Value = String;
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<String, D::Error> {
+        // Refused inside the key's own reading, so that the parser says where it is written.
+        d.deserialize_identifier(self)
+    }
+}
+
+impl serde::de::Visitor<'_> for TopKey {
+    type Value = String;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a field name")
+    }
+    fn visit_str<E: serde::de::Error>(self, key: &str) -> Result<String, E> {
+        if known_keys().contains(&key) {
+            Ok(key.to_string())
+        } else {
+            Err(E::unknown_field(key, known_keys()))
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for EngineSections {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Keys;
+        impl<'de> serde::de::Visitor<'de> for Keys {
+            type Value = EngineSections;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a launch profile (a mapping)")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<EngineSections, A::Error> {
+                let mut out = BTreeMap::new();
+                while let Some(key) = map.next_key_seed(TopKey)? {
+                    if section_engine(&key).is_some() {
+                        let value: yaml_serde::Value = map.next_value()?;
+                        if !value.is_null() {
+                            out.insert(key, value);
+                        }
+                    } else {
+                        map.next_value::<serde::de::IgnoredAny>()?;
+                    }
+                }
+                Ok(EngineSections(out))
+            }
+        }
+        d.deserialize_map(Keys)
+    }
+}
+
+/// A profile read from one source (its text, or the YAML after `--set`): its fields, then its
+/// top-level keys. When both fail, the error the parser meets first reading the text: the
+/// earlier one, a missing field (found at the mapping's end) after any other.
+fn read_profile(
+    fields: Result<Profile, yaml_serde::Error>,
+    keys: Result<EngineSections, yaml_serde::Error>,
+) -> Result<Profile, yaml_serde::Error> {
+    let at = |e: &yaml_serde::Error| {
+        let (line, column) = e
+            .location()
+            .map_or((usize::MAX, usize::MAX), |l| (l.line(), l.column()));
+        (e.to_string().starts_with("missing field"), line, column)
+    };
+    match (fields, keys) {
+        (Ok(mut p), Ok(sections)) => {
+            p.sections = sections.0;
+            Ok(p)
+        }
+        (Err(e), Ok(_)) | (Ok(_), Err(e)) => Err(e),
+        (Err(a), Err(b)) => Err(if at(&b) < at(&a) { b } else { a }),
+    }
 }
 
 /// Where a profile came from.
@@ -337,7 +451,7 @@ pub fn parse(
             message: e.to_string(),
         }]));
     }
-    let profile: Profile = match yaml_serde::from_str(text) {
+    let profile = match read_profile(yaml_serde::from_str(text), yaml_serde::from_str(text)) {
         Ok(p) => p,
         Err(e) => {
             // The parser stops at the first wrong field; the others are found field by field,
@@ -376,7 +490,11 @@ pub fn parse(
                 }])
             })?;
         }
-        yaml_serde::from_value(value).map_err(|e| {
+        read_profile(
+            yaml_serde::from_value(value.clone()),
+            yaml_serde::from_value(value),
+        )
+        .map_err(|e| {
             ProfileErrors(vec![ProfileError {
                 file: file.to_string(),
                 line: None,
@@ -454,12 +572,12 @@ fn field_type_errors(text: &str) -> Vec<(String, String)> {
             "env" => check::<BTreeMap<String, String>>(v),
             "ports" => check::<ProfilePorts>(v),
             "ready_timeout_s" => check::<Option<u64>>(v),
-            "trtllm" => check::<Option<TrtllmSection>>(v),
-            "sglang" => check::<Option<SglangSection>>(v),
             "speculative" => check::<Option<Speculative>>(v),
             "nccl_test" => check::<Option<NcclSection>>(v),
             "expect" => check::<Option<Expectations>>(v),
             "nccl_from" | "api_key" | "bind" => check::<Option<String>>(v),
+            // Read by its engine when the profile is validated.
+            section if section_engine(section).is_some() => Ok(()),
             other => Err(format!("unknown field `{other}`")),
         };
         if let Err(message) = result {
@@ -738,16 +856,13 @@ fn check_sections(p: &Profile, out: &mut Problems) {
             format!("only {} profiles can use Ray", with_ray.join(" or ")),
         );
     }
-    let sections = [
-        ("trtllm", p.trtllm.is_some()),
-        ("sglang", p.sglang.is_some()),
-    ];
-    for (section, given) in sections {
-        if given && engine.and_then(|e| e.profile_section()) != Some(section) {
+    for section in p.sections.keys() {
+        let owner = section_engine(section).map_or("", |e| e.name());
+        if engine.and_then(|e| e.profile_section()) != Some(section.as_str()) {
             out.push(
                 section,
                 format!(
-                    "this section is for {section} profiles; this one runs {}",
+                    "this section is for {owner} profiles; this one runs {}",
                     p.engine
                 ),
             );
@@ -775,11 +890,18 @@ fn check_sections(p: &Profile, out: &mut Problems) {
             ),
         );
     }
-    if let Some(t) = &p.trtllm
-        && let Some(f) = t.kv_cache_fraction
-        && !(f > 0.0 && f <= 1.0)
-    {
-        out.push("trtllm.kv_cache_fraction", format!("{f} is outside (0, 1]"));
+    for (section, value) in &p.sections {
+        let Some(owner) = section_engine(section) else {
+            continue;
+        };
+        for (field, message) in owner.read_profile_section(value, &mut EngineOptions::default()) {
+            let path = if field.is_empty() {
+                section.clone()
+            } else {
+                format!("{section}.{field}")
+            };
+            out.push(&path, message);
+        }
     }
     check_speculative(p, out);
 }
@@ -856,6 +978,17 @@ fn check_expect_and_ops(p: &Profile, out: &mut Problems) {
 }
 
 impl Profile {
+    /// What its engine's own section (`trtllm:`) asks, read by the engine over `into`
+    /// (validated profiles only: a section's problems were refused then).
+    pub fn read_section(&self, into: &mut EngineOptions) {
+        let Some(engine) = self.engine.serving().map(|e| e.engine()) else {
+            return;
+        };
+        if let Some(value) = engine.profile_section().and_then(|s| self.sections.get(s)) {
+            engine.read_profile_section(value, into);
+        }
+    }
+
     /// The model as a source (validated profiles only).
     pub fn model_source(&self) -> Option<ModelSource> {
         let m = self.model.as_ref()?;

@@ -146,26 +146,20 @@ impl Profile {
         })))
     }
 
-    /// What the profile asks of its engine: Ray, the ports, its `trtllm:` or `sglang:` section,
-    /// the speculative block. Each engine reads what it has a use for; validation refused knobs
-    /// of another engine.
+    /// What the profile asks of its engine: Ray, the ports, the speculative block, and its
+    /// engine's own section (read by the engine). Each engine reads what it has a use for;
+    /// validation refused knobs of another engine.
     fn tuning(&self) -> EngineOptions {
-        let t = self.trtllm.clone().unwrap_or_default();
-        EngineOptions {
+        let mut t = EngineOptions {
             ray: self.ray,
             rendezvous_port: self.ports.rendezvous,
             ray_port: self.ports.ray,
             ssh_port: self.ports.ssh,
-            memory_fraction: t.kv_cache_fraction,
-            cuda_graph_padding: t.cuda_graph_padding,
-            disable_overlap_scheduler: t.disable_overlap_scheduler,
-            max_batch_size: t.max_batch_size,
-            max_num_tokens: t.max_num_tokens,
-            config: t.options,
-            launcher: self.sglang.as_ref().and_then(|s| s.launcher),
             speculative: self.speculative.clone(),
             ..EngineOptions::default()
-        }
+        };
+        self.read_section(&mut t);
+        t
     }
 
     /// An nccl-test profile as `nccl-test`'s request.

@@ -476,10 +476,69 @@ fn an_sglang_profile_takes_its_launcher_and_refuses_its_speculative_flags_twice(
         "  - --trust-remote-code\n",
     );
     let p = parse("my/demo.yaml", Some("demo"), &ok, &[]).unwrap();
+    let mut tuning = EngineOptions::default();
+    p.read_section(&mut tuning);
     assert_eq!(
-        p.sglang.and_then(|s| s.launcher),
+        tuning.launcher,
         Some(crate::workload::engines::Launcher::Serve)
     );
+}
+
+#[test]
+fn an_engine_s_section_is_read_by_its_engine_each_problem_on_its_line() {
+    let text = GOOD.replace("engine: vllm", "engine: trtllm").replace(
+        "engine_args:\n  - --max-model-len\n  - \"4096\"\n",
+        "trtllm:\n  kv_cache_fraction: 0.5\n  max_batch_size: many\n  bogus: 1\n",
+    );
+    let e = errors(&text);
+    assert_eq!(e.len(), 2, "{e:?}");
+    assert!(
+        e[0].starts_with("my/demo.yaml:12: trtllm.max_batch_size: invalid type: string \"many\""),
+        "{e:?}"
+    );
+    assert!(
+        e[1].starts_with("my/demo.yaml:13: trtllm.bogus: unknown field `bogus`"),
+        "{e:?}"
+    );
+    let good = text.replace(
+        "  max_batch_size: many\n  bogus: 1\n",
+        "  max_batch_size: 8\n",
+    );
+    let p = parse("my/demo.yaml", Some("demo"), &good, &[]).unwrap();
+    let mut tuning = EngineOptions::default();
+    p.read_section(&mut tuning);
+    assert_eq!(
+        (tuning.memory_fraction, tuning.max_batch_size),
+        (Some(0.5), Some(8))
+    );
+}
+
+#[test]
+fn an_unknown_top_level_key_is_refused_where_it_is_written() {
+    let e = errors(&format!("{GOOD}tokenizer: x\n"));
+    assert!(
+        e[0].starts_with("my/demo.yaml:13:1: unknown field `tokenizer`, expected one of `name`"),
+        "{e:?}"
+    );
+    // Before the fields it lacks, which the parser finds missing only at the end.
+    let e = errors("name: demo\nengine: vllm\ntpp: 2\n");
+    assert!(
+        e[0].starts_with("my/demo.yaml:3:1: unknown field `tpp`"),
+        "{e:?}"
+    );
+    let set: SetArg = "sgl.launcher=serve".parse().unwrap();
+    let e = parse("my/demo.yaml", Some("demo"), GOOD, &[set]).unwrap_err();
+    assert!(e.to_string().contains("unknown field `sgl`"), "{e}");
+}
+
+#[test]
+fn the_fields_a_profile_reads_are_the_fields_it_has() {
+    let p = parse("demo.yaml", Some("demo"), GOOD, &[]).unwrap();
+    let yaml_serde::Value::Mapping(m) = yaml_serde::to_value(&p).unwrap() else {
+        panic!("a profile serializes as a mapping");
+    };
+    let keys: Vec<&str> = m.keys().filter_map(|k| k.as_str()).collect();
+    assert_eq!(keys, FIELDS);
 }
 
 #[test]

@@ -85,10 +85,14 @@ pub struct Served {
 
 /// Plans the serving job of `input` (see the module docs).
 pub fn plan(input: &ServeInput<'_>) -> Result<Served, LaunchRefusal> {
-    let engine = input.engine.engine();
+    plan_with(input.engine.engine(), input)
+}
+
+/// [`plan`] with the engine's implementation given (the registered one, or a test's).
+fn plan_with(engine: &dyn ServingEngine, input: &ServeInput<'_>) -> Result<Served, LaunchRefusal> {
     let o = input.opts;
     let sel = select(input.nodes, o, refusals(engine, input), engine.uses_nccl())?;
-    let memory = memory_plan(input, &sel);
+    let memory = memory_plan(engine, input, &sel);
     if !memory.problems.is_empty() {
         return Err(ServeRefusal {
             problems: memory.problems,
@@ -107,6 +111,7 @@ pub fn plan(input: &ServeInput<'_>) -> Result<Served, LaunchRefusal> {
     let mut notes = unused_note(o, &sel, input.nodes.len());
     let mut recipe_warnings = Vec::new();
     let (mut nodes, waits) = ranks(
+        engine,
         input,
         &sel,
         (bound, &host),
@@ -194,8 +199,11 @@ pub fn plan(input: &ServeInput<'_>) -> Result<Served, LaunchRefusal> {
 
 /// The memory plan of the serving nodes: the model's footprint (when the launch read it), the
 /// engine's fraction and the context its arguments give, each node's memory and cap.
-fn memory_plan(input: &ServeInput<'_>, sel: &Selected) -> memory::MemoryOutcome {
-    let engine = input.engine.engine();
+fn memory_plan(
+    engine: &dyn ServingEngine,
+    input: &ServeInput<'_>,
+    sel: &Selected,
+) -> memory::MemoryOutcome {
     let o = input.opts;
     let unread = Footprint::default();
     let footprint = input
@@ -229,6 +237,7 @@ fn cap(nodes: &mut [NodePlan], plan: &memory::MemoryPlan) {
 /// head's bind label and API key; a recipe's variables), then each rank's command and the
 /// engine's own waits, then a recipe's mods before each command.
 fn ranks(
+    engine: &dyn ServingEngine,
     input: &ServeInput<'_>,
     sel: &Selected,
     (bound, host): (Option<std::net::Ipv4Addr>, &str),
@@ -236,7 +245,6 @@ fn ranks(
     notes: &mut Vec<String>,
     warnings: &mut Vec<String>,
 ) -> Result<(Vec<NodePlan>, Vec<Step>), ServeRefusal> {
-    let engine = input.engine.engine();
     let o = input.opts;
     let mut base = Vec::new();
     for (rank, env) in sel.env.nodes.iter().enumerate() {
@@ -623,4 +631,183 @@ fn launched(
         routes,
         warnings,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::derive::NodeInput;
+    use crate::node::Role;
+    use crate::plan::JobName;
+    use crate::workload::engines::speculative::Speculative;
+    use crate::workload::engines::{
+        ApiKeySupport, EngineRanks, GroupLine, GroupRefs, MultiNode, ReadySignals, vllm::Vllm,
+    };
+    use crate::workload::memory::EngineMemory;
+
+    /// vLLM's ranks with the two hooks of a server-first engine without NCCL (llama.cpp's RPC
+    /// servers and `llama-server --rpc` have this shape): what the skeleton does with them.
+    struct ServersFirstNoNccl;
+
+    const RPC_PORT: u16 = 50052;
+
+    impl ServingEngine for ServersFirstNoNccl {
+        fn name(&self) -> &'static str {
+            Vllm.name()
+        }
+        fn title(&self) -> &'static str {
+            "a test engine"
+        }
+        fn default_image(&self) -> &'static str {
+            Vllm.default_image()
+        }
+        fn default_port(&self) -> u16 {
+            Vllm.default_port()
+        }
+        fn api_key(&self) -> ApiKeySupport {
+            Vllm.api_key()
+        }
+        fn ready(&self) -> &'static ReadySignals {
+            Vllm.ready()
+        }
+        fn uses_nccl(&self) -> bool {
+            false
+        }
+        fn start_order(&self, _tuning: &EngineOptions) -> StartOrder {
+            StartOrder::ServersFirst { port: RPC_PORT }
+        }
+        fn multi_node(&self, tuning: &EngineOptions, nodes: usize) -> MultiNode {
+            Vllm.multi_node(tuning, nodes)
+        }
+        fn ports(&self, tuning: &EngineOptions, api: u16, nodes: usize) -> Vec<EnginePort> {
+            Vllm.ports(tuning, api, nodes)
+        }
+        fn reserved_args(&self, args: &[String]) -> Vec<Problem> {
+            Vllm.reserved_args(args)
+        }
+        fn memory(&self, opts: &ServeOptions, tuning: &EngineOptions) -> EngineMemory {
+            Vllm.memory(opts, tuning)
+        }
+        fn speculative_problems(&self, spec: &Speculative, args: &[String]) -> Vec<Problem> {
+            Vllm.speculative_problems(spec, args)
+        }
+        fn ranks(&self, input: &RankInput<'_>, containers: Vec<ContainerSpec>) -> EngineRanks {
+            Vllm.ranks(input, containers)
+        }
+        fn group_line(
+            &self,
+            mode: MultiNode,
+            role: Role,
+            spec: &ContainerSpec,
+            refs: &GroupRefs,
+        ) -> GroupLine {
+            Vllm.group_line(mode, role, spec, refs)
+        }
+    }
+
+    fn fixture(name: &str) -> Vec<NodeInput> {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures")
+            .join(name);
+        std::fs::read_to_string(root.join("nodes"))
+            .unwrap()
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(|n| NodeInput {
+                name: NodeName::new(n.trim()).unwrap(),
+                facts: crate::probe::read_snapshot_dir(&root.join(n.trim())).unwrap(),
+            })
+            .collect()
+    }
+
+    /// A launch's plan of `tp` ranks (one per node) on `fixture`, by `engine`.
+    fn launch_plan(engine: &dyn ServingEngine, fixture_name: &str, tp: u32) -> ServePlan {
+        let model = ModelSource::parse(
+            "Qwen/Qwen2.5-0.5B-Instruct",
+            Some("7ae557604adf67be50417f59c2c2f167def9a775"),
+        )
+        .unwrap();
+        let mut opts = ServeOptions::new(EngineKind::Vllm, JobName::new("j").unwrap(), model);
+        opts.tp = tp;
+        let nodes = fixture(fixture_name);
+        let input = ServeInput {
+            engine: EngineKind::Vllm,
+            opts: &opts,
+            tuning: &EngineOptions::default(),
+            nodes: &nodes,
+            keys: &JobSshKeys::placeholder(),
+            launch: Some(LaunchPart::default()),
+            recipe: None,
+        };
+        match plan_with(engine, &input) {
+            Ok(s) => s.plan,
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    /// The steps' kinds and nodes: `Start a,b`, `Exec b`, `CheckNccl`.
+    fn shape(plan: &ServePlan) -> Vec<String> {
+        plan.job
+            .steps
+            .iter()
+            .map(|s| match s {
+                Step::Start(s) => format!("Start {}", crate::node::join(&s.nodes)),
+                Step::Exec(e) => format!("Exec {}", e.node),
+                other => other.title().split(' ').next().unwrap_or("").to_string(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn an_engine_without_nccl_gets_no_nccl_steps_and_no_nccl_section() {
+        let with = launch_plan(&Vllm, "seed-001-two-sparks-both-twins", 2);
+        assert!(with.nccl.is_some());
+        assert!(
+            with.job
+                .steps
+                .iter()
+                .any(|s| matches!(s, Step::CheckNccl(_)))
+        );
+        let without = launch_plan(&ServersFirstNoNccl, "seed-001-two-sparks-both-twins", 2);
+        assert!(without.nccl.is_none());
+        assert!(
+            !without
+                .job
+                .steps
+                .iter()
+                .any(|s| matches!(s, Step::CheckNccl(_) | Step::StageNccl(_)))
+        );
+    }
+
+    #[test]
+    fn servers_first_starts_the_workers_waits_for_each_port_then_starts_the_head() {
+        let plan = launch_plan(&ServersFirstNoNccl, "switch-3-sparks", 3);
+        let steps = shape(&plan);
+        let start = steps.iter().position(|s| s.starts_with("Start")).unwrap();
+        assert_eq!(
+            steps[start..start + 4],
+            [
+                "Start spark-b, spark-c",
+                "Exec spark-b",
+                "Exec spark-c",
+                "Start spark-a"
+            ]
+        );
+        let Step::Exec(wait) = &plan.job.steps[start + 1] else {
+            panic!("not a wait")
+        };
+        let script = wait.command.join(" ");
+        assert!(script.contains(&format!("/{RPC_PORT})")), "{script}");
+        let together = shape(&launch_plan(&Vllm, "switch-3-sparks", 3));
+        assert!(together.contains(&"Start spark-a, spark-b, spark-c".to_string()));
+    }
+
+    #[test]
+    fn servers_first_on_one_node_starts_the_head_alone() {
+        let env = |name: &str| NodeName::new(name).unwrap();
+        let nodes = fixture("switch-3-sparks");
+        let derived = crate::derive::derive(&nodes[..1]).unwrap();
+        let steps = start_steps(StartOrder::ServersFirst { port: 1 }, &derived.nodes, 5);
+        assert_eq!(steps, vec![steps::start(vec![env("spark-a")])]);
+    }
 }

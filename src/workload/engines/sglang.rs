@@ -26,8 +26,10 @@ use super::spelling::{FlagTable, NodeGated, ProgramWords, RecipeRuntime, RecipeS
 use super::{
     ApiKeySupport, EngineOptions, EnginePort, EngineRanks, GroupLine, GroupRefs, Launcher,
     LogPhase, MultiNode, OwnedFlag, PortOn, PortReach, RankInput, ReadySignals, RecipeFlag,
-    ServingEngine, phases,
+    ServingEngine, phases, read_section,
 };
+use serde::{Deserialize, Serialize};
+
 use crate::node::Role;
 use crate::plan::ContainerSpec;
 use crate::workload::memory::{EngineFraction, EngineMemory, FractionOf};
@@ -47,6 +49,15 @@ pub const DEFAULT_DIST_PORT: u16 = 20000;
 pub const DEFAULT_CHUNKED_PREFILL: u64 = 8192;
 /// Where the head's container holds the API key for [`KEY_PRELUDE`].
 pub const API_KEY_VAR: &str = "SL_SGLANG_API_KEY";
+
+/// A launch profile's `sglang:` section.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SglangSection {
+    /// `module` (`python3 -m sglang.launch_server`, the default) or `serve` (`sglang serve`,
+    /// SGLang 0.5.5 and later).
+    pub launcher: Option<Launcher>,
+}
 
 /// SGLang's program words for a [`Launcher`]: both spellings take the same arguments.
 pub fn launcher_words(l: Launcher) -> &'static [&'static str] {
@@ -178,6 +189,19 @@ impl ServingEngine for Sglang {
     }
     fn profile_section(&self) -> Option<&'static str> {
         Some("sglang")
+    }
+    fn read_profile_section(
+        &self,
+        section: &yaml_serde::Value,
+        into: &mut EngineOptions,
+    ) -> Vec<(String, String)> {
+        match read_section::<SglangSection>(section) {
+            Ok(s) => {
+                into.launcher = s.launcher;
+                Vec::new()
+            }
+            Err(problems) => problems,
+        }
     }
     fn multi_node(&self, _tuning: &EngineOptions, nodes: usize) -> MultiNode {
         if nodes > 1 {

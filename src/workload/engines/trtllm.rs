@@ -32,13 +32,28 @@ use super::spelling::{ProgramWords, RecipeRuntime, RecipeSpelling};
 use super::{
     ApiKeySupport, EngineDefaults, EngineOptions, EnginePort, EngineRanks, GroupLine, GroupRefs,
     LogPhase, MultiNode, OwnedFlag, PortOn, PortReach, RankInput, ReadySignals, RecipeFlag,
-    ServingEngine, phases,
+    ServingEngine, phases, read_section,
 };
 use crate::derive::NodeInput;
 use crate::node::Role;
 use crate::plan::ContainerSpec;
 use crate::workload::memory::{EngineFraction, EngineMemory, FractionOf};
 use crate::workload::serve::{Problem, ServeOptions};
+
+/// A launch profile's `trtllm:` section.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TrtllmSection {
+    /// `kv_cache_config.free_gpu_memory_fraction`.
+    pub kv_cache_fraction: Option<f64>,
+    pub cuda_graph_padding: Option<bool>,
+    pub disable_overlap_scheduler: Option<bool>,
+    pub max_batch_size: Option<u32>,
+    pub max_num_tokens: Option<u32>,
+    /// Merged into the LLM-API options file as is.
+    #[serde(default)]
+    pub options: BTreeMap<String, yaml_serde::Value>,
+}
 
 /// The image used unless `--image` says otherwise (NGC release, pinned).
 pub const DEFAULT_IMAGE: &str = "nvcr.io/nvidia/tensorrt-llm/release:1.2.1";
@@ -269,6 +284,29 @@ impl ServingEngine for Trtllm {
     }
     fn profile_section(&self) -> Option<&'static str> {
         Some("trtllm")
+    }
+    fn read_profile_section(
+        &self,
+        section: &yaml_serde::Value,
+        into: &mut EngineOptions,
+    ) -> Vec<(String, String)> {
+        let t: TrtllmSection = match read_section(section) {
+            Ok(t) => t,
+            Err(problems) => return problems,
+        };
+        let mut problems = Vec::new();
+        if let Some(f) = t.kv_cache_fraction
+            && !(f > 0.0 && f <= 1.0)
+        {
+            problems.push(("kv_cache_fraction".into(), format!("{f} is outside (0, 1]")));
+        }
+        into.memory_fraction = t.kv_cache_fraction;
+        into.cuda_graph_padding = t.cuda_graph_padding;
+        into.disable_overlap_scheduler = t.disable_overlap_scheduler;
+        into.max_batch_size = t.max_batch_size;
+        into.max_num_tokens = t.max_num_tokens;
+        into.config = t.options;
+        problems
     }
     fn job_ssh(&self) -> bool {
         true
