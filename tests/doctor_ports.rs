@@ -18,7 +18,7 @@ use spark_launch::probe::read_snapshot_dir;
 use spark_launch::profile;
 use spark_launch::workload::engines::EngineKind;
 use spark_launch::workload::launch::{LaunchPlan, LaunchRequest, Lookups, ServeRequest, plan};
-use spark_launch::workload::partial::{self, LaunchAsk, PartialServe};
+use spark_launch::workload::partial::{self, Given, LaunchAsk, PartialServe};
 
 fn seed_001() -> Vec<NodeInput> {
     let root =
@@ -44,6 +44,21 @@ fn bundled() -> Vec<(String, ServeRequest)> {
             LaunchAsk::NcclTest { .. } => None,
         })
         .collect()
+}
+
+/// The engines no bundled profile runs, asked for as their commands ask (a GGUF folder for
+/// llama.cpp).
+fn without_profile() -> Vec<(String, ServeRequest)> {
+    let model = spark_launch::model::ModelSource::parse("/models/tiny-gguf", None).unwrap();
+    let ask = PartialServe {
+        engine: Some(Given::flag(EngineKind::Llamacpp, "the command")),
+        model: Some(Given::flag(model, "MODEL")),
+        ..PartialServe::default()
+    };
+    vec![(
+        "llamacpp".to_string(),
+        partial::layer(PartialServe::default(), ask).unwrap(),
+    )]
 }
 
 /// Each engine in each mode with every port it takes moved off its default.
@@ -115,12 +130,13 @@ fn every_port_a_plan_checks_is_one_doctor_checks_for_the_same_options_and_no_oth
     let two = seed_001();
     let one = &two[..1];
     let mut cases = bundled();
+    cases.extend(without_profile());
     cases.extend(moved());
     let engines: BTreeSet<EngineKind> = cases.iter().map(|(_, s)| s.engine).collect();
     assert_eq!(
         engines.len(),
         EngineKind::ALL.len(),
-        "a bundled profile per engine"
+        "a bundled profile (or a command's request) per engine"
     );
     assert!(cases.iter().any(|(_, s)| s.tuning.ray), "a Ray profile");
     for (name, s) in &cases {

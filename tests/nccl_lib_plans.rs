@@ -86,6 +86,8 @@ fn serve(tp: u32, from: Option<&str>, allow_old: bool) -> LaunchRequest {
             bind: Default::default(),
             api_key: None,
             memory: Default::default(),
+            runtime: Default::default(),
+            nodes: None,
         },
         tuning: EngineOptions {
             rendezvous_port: Some(vllm::DEFAULT_MASTER_PORT),

@@ -123,7 +123,7 @@ fn a_missing_mod_is_refused_before_anything_starts_naming_where_it_looked() {
 }
 
 #[test]
-fn an_unsupported_runtime_is_refused_naming_it() {
+fn a_llama_cpp_recipe_naming_a_hub_quant_is_refused_until_gguf_files_are_staged() {
     insta::assert_snapshot!(refusal("demo-gguf-llama-cpp"));
 }
 

@@ -204,7 +204,7 @@ fn an_sglang_recipe_plans_every_rank_with_its_own_launcher_and_no_key_in_any_com
 }
 
 #[test]
-fn an_unknown_runtime_is_refused_before_planning() {
+fn a_llama_cpp_recipe_reaches_the_engine_and_is_refused_for_its_hub_quant_model() {
     let refused = |name: &str| match launch_file::read(
         name,
         &source(Some(REGISTRY)),
@@ -213,7 +213,9 @@ fn an_unknown_runtime_is_refused_before_planning() {
         Err(LaunchFileError::Recipe(RecipeLoadError::Recipe(e))) => e.to_string(),
         other => panic!("{name} was not refused: {other:?}"),
     };
-    assert!(refused("demo-gguf-llama-cpp").contains("runtime \"llama-cpp\" is not supported yet"));
+    assert!(
+        refused("demo-gguf-llama-cpp").contains("invalid model id \"Qwen/Qwen3-1.7B-GGUF:Q8_0\"")
+    );
 }
 
 #[test]
@@ -231,7 +233,7 @@ fn a_registry_listing_says_which_recipes_this_version_runs_on_two_nodes() {
         [
             "@official/demo-nemotron-vllm-table: yes",
             "@official/demo-qwen-sglang: yes",
-            "@experimental/demo-gguf-llama-cpp: no: runtime: runtime \"llama-cpp\" is not supported yet (spark-launch runs vllm, trtllm and sglang recipes)",
+            "@experimental/demo-gguf-llama-cpp: no: model: invalid model id \"Qwen/Qwen3-1.7B-GGUF:Q8_0\": expected ORG/NAME as on huggingface.co (letters, digits, '.', '_', '-'), optionally @REVISION, or an absolute folder path",
             "@experimental/demo-missing-mod: no: mods[0]: mod \"fix-that-does-not-exist\" not found",
             "@experimental/demo-newer-sparkrun: no: readiness: not a field spark-launch knows",
         ]

@@ -197,7 +197,7 @@ fn a_v1_recipe_serves_across_two_nodes_with_its_mod_applied_in_both_containers()
     let out = up(&c, &[&llama, "-d"]);
     assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
     assert!(
-        stderr(&out).contains("runtime \"llama-cpp\" is not supported yet"),
+        stderr(&out).contains("a Hub GGUF fetched by llama-server"),
         "{}",
         describe(&out)
     );

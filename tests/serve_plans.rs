@@ -41,6 +41,8 @@ fn serve(tp: u32, image: &str) -> ServeOptions {
         bind: Default::default(),
         api_key: None,
         memory: Default::default(),
+        runtime: Default::default(),
+        nodes: None,
     }
 }
 

@@ -1,17 +1,19 @@
-//! `spark-launch vllm`, `trtllm` and `sglang`: tensor-parallel serving across nodes, one subcommand per
-//! engine of the seam (`workload::engines`). Flags only: they become a partial request laid over
-//! the engine's defaults by the one merge (`workload::partial::layer`, as profiles and recipes
-//! are) and go through the one launch (`cli::launch::run`): resolve, look up, plan, print (`--dry-run`) or run and wait
-//! until it serves.
+//! `spark-launch vllm`, `trtllm`, `sglang` and `llamacpp`: serving across nodes, one subcommand
+//! per engine of the seam (`workload::engines`). Flags only: they become a partial request laid
+//! over the engine's defaults by the one merge (`workload::partial::layer`, as profiles and
+//! recipes are) and go through the one launch (`cli::launch::run`): resolve, look up, plan,
+//! print (`--dry-run`) or run and wait until it serves.
 
-use super::args::{ContainerFlags, LaunchFlags, NodeFlags};
+use super::args::{ContainerFlags, LaunchFlags, NodeFlags, RuntimeFlag};
 use super::{CmdResult, Context, Invalid};
 use crate::launch::LaunchCommand;
 use crate::model::ModelSource;
 use crate::plan::JobName;
 use crate::plan::spec::EnvVar;
 use crate::workload::endpoint::{ApiKeyAsk, Bind};
-use crate::workload::engines::{EngineKind, EngineOptions, Launcher, ray, sglang, trtllm, vllm};
+use crate::workload::engines::{
+    EngineKind, EngineOptions, Launcher, llamacpp, ray, sglang, trtllm, vllm,
+};
 use crate::workload::launch::LaunchRequest;
 use crate::workload::limits;
 use crate::workload::nccl_lib::NcclFrom;
@@ -265,6 +267,83 @@ pub struct SglangArgs {
     pub extra: Vec<String>,
 }
 
+/// `spark-launch llamacpp`: llama.cpp with RPC servers on the other nodes.
+#[derive(Debug, clap::Args)]
+pub struct LlamacppArgs {
+    /// The model: an absolute path to a GGUF file, or to a folder holding one (the first
+    /// `.gguf` in name order: the first part of a split model).
+    pub model: String,
+
+    /// RPC servers on this many more nodes (the head's server spreads the layers over its own
+    /// GPUs and theirs) [default: 0, one node].
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub workers: usize,
+
+    /// The port of every worker's RPC server, bound to its fabric address only.
+    #[arg(long, default_value_t = llamacpp::DEFAULT_RPC_PORT, value_name = "PORT", value_parser = limits::parse_port)]
+    pub rpc_port: u16,
+
+    /// On one node: these GPUs (comma-separated indices) each get an RPC server on 127.0.0.1
+    /// (ports from --rpc-port on) and llama-server runs on the others, reaching them over
+    /// RPC: the RPC path tried on one machine.
+    #[arg(long, value_delimiter = ',', value_name = "GPUS")]
+    pub rpc_gpus: Vec<u32>,
+
+    /// The folder llama-server and ggml-rpc-server are run from [default: /app in the
+    /// default image; PATH for host processes].
+    #[arg(long, value_name = "DIR")]
+    pub programs: Option<String>,
+
+    /// The container image [default: llama.cpp's own CUDA image with every tool].
+    #[arg(long)]
+    pub image: Option<String>,
+
+    /// The API port on the head [default: 8080, llama-server's].
+    #[arg(long, value_parser = limits::parse_port)]
+    pub port: Option<u16>,
+
+    /// Containers, or plain processes (a llama.cpp build on every node's PATH or --programs).
+    #[arg(long, value_enum, default_value_t = RuntimeFlag::Docker)]
+    pub runtime: RuntimeFlag,
+
+    /// Run on this machine only: one node, no SSH.
+    #[arg(long, conflicts_with_all = ["snapshots", "hosts", "nodes"])]
+    pub local: bool,
+
+    #[command(flatten)]
+    pub serve: ServeFlags,
+
+    /// Extra arguments for `llama-server`, passed verbatim (after `--`).
+    #[arg(last = true, value_name = "LLAMA-SERVER ARGS")]
+    pub extra: Vec<String>,
+}
+
+/// The launch of `llamacpp`: the shared serving options, the node count and runtime, the RPC
+/// options, through the one merge.
+async fn llamacpp(a: &LlamacppArgs, ctx: &Context) -> CmdResult {
+    let model = ModelSource::parse(&a.model, None).invalid()?;
+    let ask = PartialServe {
+        engine: Some(Given::flag(EngineKind::Llamacpp, "the command")),
+        model: Some(Given::flag(model, "MODEL")),
+        image: Given::flag_opt(a.image.clone(), "--image"),
+        port: Given::flag_opt(a.port, "--port"),
+        engine_args: Some(Given::flag(a.extra.clone(), "--")),
+        runtime: Some(Given::flag(a.runtime.into(), "--runtime")),
+        nodes: Some(Given::flag(a.workers + 1, "--workers")),
+        tuning: EngineOptions {
+            rpc_port: Some(a.rpc_port),
+            rpc_gpus: a.rpc_gpus.clone(),
+            programs: a.programs.clone(),
+            ..EngineOptions::default()
+        },
+        ..a.serve.ask()
+    };
+    let request = partial::layer(PartialServe::default(), ask).invalid()?;
+    let mut cmd = a.serve.launch(LaunchRequest::Serve(Box::new(request)), ctx);
+    cmd.selection.local = a.local;
+    super::launch::run(cmd, Default::default(), ctx).await
+}
+
 /// The launch of `engine` as its command's arguments ask for it, over the engine's defaults.
 fn request(
     engine: EngineKind,
@@ -299,10 +378,14 @@ pub enum ServeCommand {
     /// Tensor-parallel SGLang across nodes (every node runs SGLang with its rank); waits until
     /// it serves.
     Sglang(SglangArgs),
+    /// llama.cpp: llama-server on the head, RPC servers lending the other nodes' GPUs (GGUF
+    /// models); waits until it serves.
+    Llamacpp(LlamacppArgs),
 }
 
 pub async fn run(command: ServeCommand, ctx: &Context) -> CmdResult {
     let (req, flags) = match &command {
+        ServeCommand::Llamacpp(a) => return llamacpp(a, ctx).await,
         ServeCommand::Vllm(a) => (
             request(
                 EngineKind::Vllm,

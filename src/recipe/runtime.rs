@@ -1,7 +1,7 @@
 //! Which engine a recipe runs: a v2 `runtime:` name mapped to the engine that answers to it
 //! (each engine lists its names, sparkrun's, and whether one means Ray:
 //! `engines::spelling`), sparkrun's command hints when the field is empty, and the runtimes
-//! refused by name: sparkrun's runtimes no engine answers to (llama-cpp, atlas, …), and
+//! refused by name: sparkrun's runtimes no engine answers to (atlas, …), and
 //! anything unknown. Pure.
 
 use crate::workload::engines::EngineKind;
@@ -47,8 +47,7 @@ fn engine_names() -> String {
 
 /// Runtimes sparkrun has that no engine here answers to (refused as not supported yet), with
 /// the command words that hint at one when a recipe names no runtime.
-const NOT_YET: [(&str, &[ProgramWords]); 6] = [
-    ("llama-cpp", &[ProgramWords::Command(&["llama-server"])]),
+const NOT_YET: [(&str, &[ProgramWords]); 5] = [
     ("atlas", &[]),
     ("ds4-cuda", &[]),
     ("modular-max", &[]),
@@ -130,19 +129,19 @@ mod tests {
     }
 
     #[test]
-    fn llama_cpp_atlas_and_unknown_runtimes_are_refused_naming_the_runtime() {
+    fn atlas_and_unknown_runtimes_are_refused_naming_the_runtime() {
         assert_eq!(
-            resolve("llama-cpp", None).unwrap_err().to_string(),
-            "runtime \"llama-cpp\" is not supported yet (spark-launch runs vllm, trtllm and sglang recipes)"
+            resolve("atlas", None).unwrap_err().to_string(),
+            "runtime \"atlas\" is not supported yet (spark-launch runs vllm, trtllm, sglang and llamacpp recipes)"
         );
         assert!(matches!(
             resolve("atlas", None),
             Err(RuntimeRefusal::NotYet { .. })
         ));
-        assert!(matches!(
-            resolve("", Some("llama-server -hf x")),
-            Err(RuntimeRefusal::NotYet { .. })
-        ));
+        assert_eq!(
+            resolve("", Some("llama-server -m /m/x.gguf")).map(|x| x.engine),
+            Ok(EngineKind::Llamacpp)
+        );
         assert_eq!(
             resolve("ollama", None).unwrap_err(),
             RuntimeRefusal::Unknown {
@@ -151,7 +150,7 @@ mod tests {
         );
         assert_eq!(
             resolve("ollama", None).unwrap_err().to_string(),
-            "runtime \"ollama\" is not a runtime spark-launch knows (known: vllm, vllm-distributed, vllm-ray, eugr-vllm, trtllm, sglang)"
+            "runtime \"ollama\" is not a runtime spark-launch knows (known: vllm, vllm-distributed, vllm-ray, eugr-vllm, trtllm, sglang, llama-cpp)"
         );
     }
 

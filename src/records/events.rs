@@ -250,8 +250,8 @@ pub fn kind_name(kind: EventKind) -> String {
 mod tests {
     use super::*;
     use crate::supervise::machine::Happened;
-    use std::os::unix::fs::PermissionsExt;
     use EventKind as Kind;
+    use std::os::unix::fs::PermissionsExt;
 
     #[test]
     fn events_are_appended_one_json_line_each_and_read_back_last_first_cut() {

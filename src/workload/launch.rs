@@ -86,7 +86,8 @@ impl LaunchRequest {
     }
 
     /// The images whose NCCL a live run reads before planning, by node (with the loader
-    /// variables the job sets), and `--nccl-from`. Empty for jobs without containers.
+    /// variables the job sets), and `--nccl-from`. Empty for jobs without containers and for
+    /// engines that load no NCCL.
     pub fn nccl_asks(
         &self,
         nodes: &[NodeInput],
@@ -97,6 +98,13 @@ impl LaunchRequest {
             ld_preload: env.get("LD_PRELOAD").cloned(),
         };
         match self {
+            // Host processes load no image, and an engine without NCCL has none to read.
+            LaunchRequest::Serve(s)
+                if s.serve.runtime == crate::plan::RuntimeKind::Host
+                    || !s.engine.engine().uses_nccl() =>
+            {
+                (BTreeMap::new(), None)
+            }
             LaunchRequest::Serve(s) => {
                 // A recipe's loader variables reach the containers too (under `--env`).
                 let mut env: BTreeMap<String, String> = s

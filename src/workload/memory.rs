@@ -109,12 +109,14 @@ pub enum FractionOf {
 }
 
 /// The engine's fraction: given, its fixed default, or a default it derives at start by
-/// leaving a reserve of the node's memory (SGLang).
+/// leaving a reserve of the node's memory (SGLang); or none, for an engine that allocates
+/// only its weights and the KV cache of its context (llama.cpp).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum EngineFraction {
     Given(f64),
     Default(f64),
     LeavesReserve(u64),
+    AsNeeded,
 }
 
 impl EngineFraction {
@@ -125,7 +127,7 @@ impl EngineFraction {
             EngineFraction::LeavesReserve(r) if have > r => {
                 ((have - r) as f64 / have as f64 * 1000.0).round() / 1000.0
             }
-            EngineFraction::LeavesReserve(_) => 0.0,
+            EngineFraction::LeavesReserve(_) | EngineFraction::AsNeeded => 0.0,
         }
     }
 }
@@ -433,6 +435,10 @@ pub fn plan(input: &MemoryInput<'_>) -> MemoryOutcome {
                 e.fraction_flag,
                 input.engine_title,
                 r as f64 / GIB
+            ),
+            EngineFraction::AsNeeded => format!(
+                "no share: {} allocates its weights and the KV cache of its context ({})",
+                input.engine_title, e.context_flag
             ),
         },
         floor_gib: gib(HOST_FLOOR as f64),

@@ -120,6 +120,11 @@ pub struct PartialServe {
     pub api_key: Option<Given<ApiKeyAsk>>,
     pub nccl_from: Option<Given<NcclFrom>>,
     pub hf_home: Option<Given<String>>,
+    /// Containers, or plain processes on each node (`--runtime host`).
+    pub runtime: Option<Given<crate::plan::RuntimeKind>>,
+    /// Serve on exactly this many nodes (an engine that spreads layers over the nodes it is
+    /// given: llama.cpp's RPC servers).
+    pub nodes: Option<Given<usize>>,
     /// What the engine takes beyond the shared options, field by field over the lower layer's.
     pub tuning: EngineOptions,
     /// A community recipe's part: its per-node environment, mods, served name.
@@ -267,6 +272,14 @@ pub fn layer(file: PartialServe, flags: PartialServe) -> Result<ServeRequest, La
     if let Some(g) = l.pick(file.gpus_per_node, flags.gpus_per_node, shown) {
         serve.gpus_per_node = g;
     }
+    if let Some(r) = l.pick(
+        file.runtime,
+        flags.runtime,
+        |r: &crate::plan::RuntimeKind| Some(format!("{r:?}").to_lowercase()),
+    ) {
+        serve.runtime = r;
+    }
+    serve.nodes = l.pick(file.nodes, flags.nodes, shown);
     if let Some(t) = l.pick(file.ready_timeout_s, flags.ready_timeout_s, shown) {
         serve.ready_timeout_s = t;
     }

@@ -75,6 +75,11 @@ pub struct ServeOptions {
     pub api_key: Option<super::endpoint::ApiKey>,
     /// The cap on every container (`--memory-limit`) and `--allow-overcommit`.
     pub memory: super::memory::MemoryAsk,
+    /// Containers, or plain processes on each node (`--runtime host`).
+    pub runtime: crate::plan::RuntimeKind,
+    /// Serve on exactly this many nodes instead of as many as `tp × pp` needs (an engine
+    /// that spreads layers over the nodes it is given: llama.cpp's RPC servers).
+    pub nodes: Option<usize>,
 }
 
 impl ServeOptions {
@@ -103,6 +108,8 @@ impl ServeOptions {
             bind: super::endpoint::Bind::All,
             api_key: None,
             memory: super::memory::MemoryAsk::default(),
+            runtime: crate::plan::RuntimeKind::Docker,
+            nodes: None,
         }
     }
 
@@ -320,11 +327,14 @@ pub struct Selected {
     pub assumed: Vec<String>,
 }
 
-/// Picks the nodes and derives their environment, or every reason it cannot.
+/// Picks the nodes and derives their environment, or every reason it cannot. `nccl`: the
+/// engine's ranks talk over NCCL; one that does not runs on a single node without a fabric
+/// (its control plane is the loopback interface there).
 pub fn select(
     nodes: &[NodeInput],
     opts: &ServeOptions,
     extra: Vec<Problem>,
+    nccl: bool,
 ) -> Result<Selected, ServeRefusal> {
     let mut problems = extra;
     if let Err(e) = crate::plan::spec::check_image(&opts.image) {
@@ -337,7 +347,15 @@ pub fn select(
         problems.push(Problem::new("no nodes", "give nodes with --snapshot NAME=DIR (dry runs) or a cluster file (`spark-launch discover --save`)"));
         return Err(ServeRefusal { problems });
     }
-    let needed = match nodes_needed(opts.tp, opts.pp, opts.gpus_per_node, nodes.len()) {
+    let counted = match opts.nodes {
+        Some(n) if n == 0 || n > nodes.len() => Err(Problem::new(
+            format!("{n} nodes asked for, {} given", nodes.len()),
+            "give as many nodes (--hosts, the cluster file) or ask for fewer",
+        )),
+        Some(n) => Ok(n),
+        None => nodes_needed(opts.tp, opts.pp, opts.gpus_per_node, nodes.len()),
+    };
+    let needed = match counted {
         Ok(n) => n,
         Err(p) => {
             problems.push(p);
@@ -348,6 +366,7 @@ pub fn select(
     let unused = nodes[needed..].iter().map(|n| n.name.clone()).collect();
     let env = match derive(&inputs) {
         Ok(env) => env,
+        Err(_) if !nccl && inputs.len() == 1 => loopback(&inputs[0]),
         Err(r) => {
             problems.extend(ServeRefusal::from(r).problems);
             return Err(ServeRefusal { problems });
@@ -378,6 +397,27 @@ pub fn select(
         rdma,
         assumed,
     })
+}
+
+/// A single node's environment when nothing crosses a fabric: nothing derived, its control
+/// plane the loopback interface.
+fn loopback(node: &NodeInput) -> ClusterEnv {
+    ClusterEnv {
+        topology: crate::derive::topology::Topology::Single,
+        head: node.name.clone(),
+        nodes: vec![NodeEnv {
+            name: node.name.clone(),
+            role: Role::Head,
+            env: BTreeMap::new(),
+            warnings: Vec::new(),
+            hcas: Vec::new(),
+            control: crate::derive::ControlPlane {
+                iface: crate::probe::facts::NetIf::new("lo"),
+                addr: Ipv4Addr::LOCALHOST,
+                fabric_subnet: None,
+            },
+        }],
+    }
 }
 
 /// The ports of one job must differ from each other.

@@ -91,7 +91,7 @@ pub fn plan(input: &ServeInput<'_>) -> Result<Served, LaunchRefusal> {
 /// [`plan`] with the engine's implementation given (the registered one, or a test's).
 fn plan_with(engine: &dyn ServingEngine, input: &ServeInput<'_>) -> Result<Served, LaunchRefusal> {
     let o = input.opts;
-    let sel = select(input.nodes, o, refusals(engine, input))?;
+    let sel = select(input.nodes, o, refusals(engine, input), engine.uses_nccl())?;
     let memory = memory_plan(engine, input, &sel);
     if !memory.problems.is_empty() {
         return Err(ServeRefusal {
@@ -123,7 +123,9 @@ fn plan_with(engine: &dyn ServingEngine, input: &ServeInput<'_>) -> Result<Serve
     let launch = launched(input.launch.as_ref(), engine, &sel, &mut nodes)?;
     let ports = engine.ports(input.tuning, o.port, used.len());
     let mut steps = port_steps(&ports, &sel.env.nodes);
-    steps.push(steps::ensure_image(o.image.clone(), used.clone()));
+    if o.runtime == RuntimeKind::Docker {
+        steps.push(steps::ensure_image(o.image.clone(), used.clone()));
+    }
     steps.extend(launch.nccl_steps);
     // A speculative draft that is a repo of its own is staged like the model (the Hub is asked
     // for its files when the step runs).
@@ -184,7 +186,7 @@ fn plan_with(engine: &dyn ServingEngine, input: &ServeInput<'_>) -> Result<Serve
         job: JobPlan {
             job: o.job.clone(),
             workload: engine.name().to_string(),
-            runtime: RuntimeKind::Docker,
+            runtime: o.runtime,
             nodes,
             steps,
         },
@@ -268,7 +270,7 @@ fn ranks(
             env: &sel.env,
             host,
             served,
-            model_path: &o.model.container_path(),
+            model_path: &model_path(o, &sel.env.nodes[0].name),
             keys: input.keys,
         },
         base,
@@ -282,14 +284,53 @@ fn ranks(
             if let Some(r) = input.recipe {
                 recipe_part::add_mods(&r.mods, &mut spec);
             }
+            let launch = match o.runtime {
+                RuntimeKind::Docker => Launch::Container(spec),
+                RuntimeKind::Host => Launch::Process(process(spec, &o.paths_of(&env.name).hf_home)),
+            };
             NodePlan {
                 node: env.name.clone(),
                 role: env.role,
-                launch: Launch::Container(spec),
+                launch,
             }
         })
         .collect();
     Ok((nodes, ranks.waits))
+}
+
+/// Where the engine finds the model: inside the containers, or on the node itself for host
+/// processes (the head's Hugging Face cache, or the folder or file given).
+fn model_path(o: &ServeOptions, head: &NodeName) -> String {
+    match (o.runtime, &o.model) {
+        (RuntimeKind::Docker, m) => m.container_path(),
+        (RuntimeKind::Host, ModelSource::Local { path }) => path.clone(),
+        (RuntimeKind::Host, m) => {
+            let inside = m.container_path();
+            let rest = inside
+                .strip_prefix(crate::model::CONTAINER_HF_HOME)
+                .unwrap_or(&inside);
+            format!("{}{rest}", o.paths_of(head).hf_home.trim_end_matches('/'))
+        }
+    }
+}
+
+/// A serving container as a plain process on its node (`--runtime host`): its command (after
+/// its entrypoint), environment, folder and labels; the cache is the node's own (`HF_HOME`),
+/// and what only a container has (image, mounts, devices, limits) is left out.
+fn process(spec: ContainerSpec, hf_home: &str) -> crate::plan::ProcessSpec {
+    let mut command = spec.entrypoint.unwrap_or_default();
+    command.extend(spec.command);
+    let mut env = spec.env;
+    if env.contains_key("HF_HOME") {
+        env.insert("HF_HOME".into(), hf_home.to_string());
+    }
+    crate::plan::ProcessSpec {
+        name: spec.name,
+        command,
+        env,
+        workdir: spec.workdir,
+        labels: spec.labels,
+    }
 }
 
 /// A recipe's variables on every node: its templates rendered with the node's rank and

@@ -94,8 +94,6 @@ fn restart_steps(job: &JobPlan) -> impl Iterator<Item = &Step> {
 /// Why a restart did not bring the group back.
 #[derive(Debug, thiserror::Error)]
 pub enum RestartError {
-    #[error("the job runs as host processes: the supervisor restarts containers only")]
-    NotContainers,
     /// Stopping or starting the ranks failed (every failed node named); `lost`: those of them
     /// that did not answer through their SSH connection (and why), for the machine.
     #[error("{text}")]
@@ -137,9 +135,6 @@ pub async fn restart(
     gate: &mut dyn FnMut(&[HostMemory]) -> Gate,
 ) -> Result<(), RestartError> {
     let job = &plan.job;
-    if job.runtime != RuntimeKind::Docker {
-        return Err(RestartError::NotContainers);
-    }
     let stop = reporter.step(&format!("Stop every rank of {}", job.job));
     match on_nodes(plan.nodes.clone(), cluster, job, Act::Stop, Every::OrNone).await {
         Ok(()) => stop.ok(),
@@ -244,6 +239,9 @@ async fn on_nodes(
     act: Act,
     every: Every,
 ) -> Result<(), RestartError> {
+    if job.runtime == RuntimeKind::Host {
+        return on_processes(nodes, cluster, job, act, every).await;
+    }
     let checked = for_each_node(nodes.clone(), 0, |node| async move {
         let name = job.job.container_name(&node);
         let runtime = cluster.node(&node)?;
@@ -301,6 +299,72 @@ async fn on_nodes(
                     runtime.engine().await?.start(spec).await
                 })
                 .await
+            }
+        }
+    })
+    .await;
+    results.extend(unchecked);
+    failures(results)
+}
+
+/// [`on_nodes`] for host processes: each node's process of the job is found by its label
+/// (`spark-launch`'s state folder) before anything is done; a stop ends its whole process
+/// group and removes its folder, a start runs the plan's process again.
+async fn on_processes(
+    nodes: Vec<NodeName>,
+    cluster: &Cluster,
+    job: &JobPlan,
+    act: Act,
+    every: Every,
+) -> Result<(), RestartError> {
+    let checked = for_each_node(nodes.clone(), 0, |node| async move {
+        let runtime = cluster.node(&node)?;
+        if matches!(act, Act::Start) {
+            return Ok(());
+        }
+        let name = job.job.container_name(&node);
+        let found = asked(runtime, || async move {
+            runtime.jobs(Some(&job.job), Some(RuntimeKind::Host)).await
+        })
+        .await?;
+        if !found.iter().any(|e| e.name == name) {
+            return Err(Unanswered::Runtime(RuntimeError::Other(format!(
+                "{name} is missing or carries no label of job {}: left alone; start the job again",
+                job.job
+            ))));
+        }
+        Ok(())
+    })
+    .await;
+    let ready: Vec<NodeName> = checked
+        .iter()
+        .filter(|(_, r)| r.is_ok())
+        .map(|(n, _)| n.clone())
+        .collect();
+    let unchecked: Vec<(NodeName, Result<(), Unanswered>)> =
+        checked.into_iter().filter(|(_, r)| r.is_err()).collect();
+    if every == Every::OrNone && !unchecked.is_empty() {
+        return failures(unchecked);
+    }
+    let mut results = for_each_node(ready, 0, |node| async move {
+        let runtime = cluster.node(&node)?;
+        match act {
+            Act::Stop => {
+                asked(runtime, || async move {
+                    runtime
+                        .stop_job(&job.job, Some(RuntimeKind::Host), STOP_GRACE)
+                        .await
+                })
+                .await?;
+                Ok(())
+            }
+            Act::Start => {
+                let part = job.node(&node).ok_or_else(|| {
+                    RuntimeError::Other(format!("{node} has no part in the plan"))
+                })?;
+                let cancel = CancellationToken::new();
+                let cancel = &cancel;
+                asked(runtime, || async move { runtime.start(part, cancel).await }).await
             }
         }
     })

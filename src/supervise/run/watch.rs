@@ -17,9 +17,9 @@ use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
 use super::reach::{Unanswered, asked};
 use crate::model::script::quote;
 use crate::node::{NodeName, for_each_node};
-use crate::plan::JobName;
 use crate::plan::secret::Secret;
 use crate::plan::spec::LABEL_JOB;
+use crate::plan::{JobName, RuntimeKind};
 use crate::runtime::Cluster;
 use crate::runtime::shell::NodeShell;
 use crate::supervise::machine::{HostMemory, Probed, Seen};
@@ -39,6 +39,8 @@ pub struct Watched<'a> {
     pub model: String,
     pub health_path: &'static str,
     pub key: Option<Secret>,
+    /// Containers, or host processes.
+    pub runtime: RuntimeKind,
 }
 
 impl<'a> Watched<'a> {
@@ -54,6 +56,7 @@ impl<'a> Watched<'a> {
             model,
             health_path: ReadySignals::of_workload(plan.engine.engine().name()).health_path,
             key,
+            runtime: plan.job.runtime,
         }
     }
 }
@@ -68,6 +71,9 @@ pub async fn ranks(t: &Watched<'_>) -> Vec<Seen> {
     let results = for_each_node(t.nodes.clone(), 0, |node| async move {
         let name = t.job.container_name(&node);
         let runtime = t.cluster.node(&node)?;
+        if t.runtime == RuntimeKind::Host {
+            return process_state(runtime, &t.job, &name).await;
+        }
         let name = name.as_str();
         let found = asked(runtime, || async move {
             runtime.engine().await?.inspect(name).await
@@ -133,6 +139,32 @@ pub async fn ranks(t: &Watched<'_>) -> Vec<Seen> {
         }
     }
     seen
+}
+
+/// A rank that runs as a host process, as [`ranks`] reads a container: `None` while it runs,
+/// `Some(None)` when its folder is gone, `Some(Some(why))` once it ended (with its exit code).
+async fn process_state(
+    runtime: &crate::runtime::cluster::NodeRuntime,
+    job: &JobName,
+    name: &str,
+) -> Result<Option<Option<String>>, Unanswered> {
+    let entries = asked(runtime, || async move {
+        runtime.jobs(Some(job), Some(RuntimeKind::Host)).await
+    })
+    .await?;
+    let Some(e) = entries.into_iter().find(|e| e.name == name) else {
+        return Ok(Some(None));
+    };
+    if e.state == "running" {
+        return Ok(None);
+    }
+    Ok(Some(Some(format!(
+        "{name} is {} (exit code {})",
+        e.state,
+        e.exit_code
+            .map(|c| c.to_string())
+            .unwrap_or_else(|| "?".into())
+    ))))
 }
 
 /// `MemTotal` and `MemAvailable` of every node in `nodes` that answers (through its shell); a

@@ -33,6 +33,7 @@
 //!
 //! Pure: options and facts in, containers and steps out.
 
+pub mod llamacpp;
 pub mod ray;
 pub mod sglang;
 pub mod speculative;
@@ -61,11 +62,17 @@ pub enum EngineKind {
     Vllm,
     Trtllm,
     Sglang,
+    Llamacpp,
 }
 
 impl EngineKind {
     /// Every engine, in the order help texts and doctor list them.
-    pub const ALL: [EngineKind; 3] = [EngineKind::Vllm, EngineKind::Trtllm, EngineKind::Sglang];
+    pub const ALL: [EngineKind; 4] = [
+        EngineKind::Vllm,
+        EngineKind::Trtllm,
+        EngineKind::Sglang,
+        EngineKind::Llamacpp,
+    ];
 
     /// The engine's implementation: the registration.
     pub fn engine(self) -> &'static dyn ServingEngine {
@@ -73,10 +80,11 @@ impl EngineKind {
             EngineKind::Vllm => &vllm::Vllm,
             EngineKind::Trtllm => &trtllm::Trtllm,
             EngineKind::Sglang => &sglang::Sglang,
+            EngineKind::Llamacpp => &llamacpp::Llamacpp,
         }
     }
 
-    /// `vllm`, `trtllm`, `sglang`: the CLI subcommand, the profile's `engine:`, the workload label.
+    /// `vllm`, `trtllm`, `sglang`, `llamacpp`: the CLI subcommand, the profile's `engine:`, the workload label.
     pub fn as_str(self) -> &'static str {
         self.engine().name()
     }
@@ -314,6 +322,8 @@ pub enum MultiNode {
     Ray,
     /// The head runs `mpirun` over SSH into the other containers.
     Mpi,
+    /// The other nodes lend their GPUs through RPC servers; the head's server uses them.
+    Rpc,
 }
 
 impl MultiNode {
@@ -323,6 +333,7 @@ impl MultiNode {
             MultiNode::Native => "native",
             MultiNode::Ray => "ray",
             MultiNode::Mpi => "mpi",
+            MultiNode::Rpc => "rpc",
         }
     }
 }
@@ -336,10 +347,11 @@ impl std::str::FromStr for MultiNode {
             MultiNode::Native,
             MultiNode::Ray,
             MultiNode::Mpi,
+            MultiNode::Rpc,
         ]
         .into_iter()
         .find(|m| m.as_str() == s)
-        .ok_or_else(|| format!("unknown multi-node mode {s:?}: single, native, ray or mpi"))
+        .ok_or_else(|| format!("unknown multi-node mode {s:?}: single, native, ray, mpi or rpc"))
     }
 }
 
@@ -458,6 +470,14 @@ pub struct EngineOptions {
     pub launcher: Option<Launcher>,
     /// Speculative decoding, mapped by each engine (or refused); its draft is staged.
     pub speculative: Option<Speculative>,
+    /// The port of the RPC servers on the other nodes (llama.cpp's).
+    pub rpc_port: Option<u16>,
+    /// On one node, GPUs that get an RPC server of their own beside the head's server
+    /// (llama.cpp's RPC path on one machine).
+    pub rpc_gpus: Vec<u32>,
+    /// The folder the engine's programs are run from instead of where the image or `PATH`
+    /// has them (llama.cpp's `llama-server` and RPC server).
+    pub programs: Option<String>,
 }
 
 impl EngineOptions {
@@ -480,6 +500,13 @@ impl EngineOptions {
             config,
             launcher: top.launcher.or(self.launcher),
             speculative: top.speculative.or(self.speculative),
+            rpc_port: top.rpc_port.or(self.rpc_port),
+            rpc_gpus: if top.rpc_gpus.is_empty() {
+                self.rpc_gpus
+            } else {
+                top.rpc_gpus
+            },
+            programs: top.programs.or(self.programs),
         }
     }
 }
@@ -1239,6 +1266,8 @@ mod tests {
                 (2233, "container sshd (mpirun)"),
                 (30000, "SGLang API server"),
                 (20000, "torch.distributed store (SGLang --dist-init-addr)"),
+                (8080, "llama.cpp API server"),
+                (50052, "llama.cpp RPC server (ggml-rpc-server)"),
             ]
         );
     }

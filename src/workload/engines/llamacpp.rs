@@ -1,0 +1,509 @@
+//! llama.cpp across nodes: the per-rank commands of `spark-launch llamacpp`.
+//!
+//! llama.cpp spreads one model over machines with its RPC backend: every worker runs an RPC
+//! server (`ggml-rpc-server`) that lends its GPUs, and the head runs `llama-server --rpc
+//! HOST:PORT,…`, which loads the GGUF file, places layers on its own GPUs and on the
+//! workers' in proportion to their free memory, and serves the OpenAI-style API. There is no
+//! NCCL, no rendezvous and no rank numbering: the head connects to the servers, so they
+//! start first ([`StartOrder::ServersFirst`]).
+//!
+//! The RPC protocol has no authentication and lets its client write arbitrary memory of the
+//! server's devices: an RPC server binds the worker's fabric address only (its control-plane
+//! address when that is on a fabric subnet), never every interface and never the management
+//! network. A worker with no fabric address gets a command that refuses to start, and the
+//! plan says why.
+//!
+//! On one machine (`--local`), `--rpc-gpus` runs RPC servers bound to 127.0.0.1 on some of
+//! its GPUs beside `llama-server` on the others: the RPC path on one box, as a test of it.
+//!
+//! Transport: builds with `GGML_RPC_RDMA` negotiate RDMA (RoCE) per connection and fall back to
+//! TCP; which one was used is read from the logs ([`transport`]).
+//!
+//! Pure: the decided plan in, the ranks' commands out.
+
+use super::speculative::Speculative;
+use super::spelling::{ProgramWords, RecipeRuntime, RecipeSpelling};
+use super::{
+    ApiKeySupport, EngineOptions, EnginePort, EngineRanks, GroupLine, GroupRefs, LogPhase,
+    MultiNode, OwnedFlag, PortOn, PortReach, RankInput, ReadySignals, RecipeFlag, ServingEngine,
+    StartOrder,
+};
+use crate::node::Role;
+use crate::plan::{ContainerSpec, RuntimeKind};
+use crate::workload::memory::{EngineFraction, EngineMemory, FractionOf};
+use crate::workload::serve::{Problem, ServeOptions};
+
+/// The image used unless `--image` says otherwise: llama.cpp's own CUDA build with every tool
+/// (the server and the RPC server) in `/app`.
+pub const DEFAULT_IMAGE: &str = "ghcr.io/ggml-org/llama.cpp:full-cuda";
+/// `llama-server`'s own default `--port`.
+pub const DEFAULT_PORT: u16 = 8080;
+/// The RPC server's own default `--port`.
+pub const DEFAULT_RPC_PORT: u16 = 50052;
+/// Where the default image keeps its programs.
+pub const IMAGE_PROGRAMS: &str = "/app";
+/// The server program.
+pub const SERVER: &str = "llama-server";
+/// The RPC server program (`rpc-server` before llama.cpp named it after ggml).
+pub const RPC_SERVER: &str = "ggml-rpc-server";
+/// The variable `llama-server` reads its API key from (never a command line).
+pub const API_KEY_VAR: &str = "LLAMA_API_KEY";
+/// Every layer on the GPUs (local and remote): more than any model has.
+const ALL_LAYERS: &str = "999";
+
+/// Progress lines of `llama-server` (its `load_model`, `load_tensors`, the server's own
+/// lines).
+static PROGRESS: [LogPhase; 5] = [
+    LogPhase::any(&["server is listening on"], super::phases::API_STARTING),
+    LogPhase::any(&["model loaded"], "weights loaded"),
+    LogPhase::any(
+        &["llama_kv_cache", "llama_context:"],
+        "allocating the KV cache",
+    ),
+    LogPhase::any(&["load_tensors:"], "loading weights"),
+    LogPhase::any(&["loading model"], "loading weights"),
+];
+
+static READY: ReadySignals = ReadySignals {
+    health_path: "/health",
+    models_path: "/v1/models",
+    progress: &PROGRESS,
+    fatal: &[
+        "failed to load model",
+        "exiting due to model loading error",
+        "remote rpc server crashed",
+        "failed to connect to rpc server",
+    ],
+};
+
+/// `spark-launch llamacpp`.
+pub struct Llamacpp;
+
+impl ServingEngine for Llamacpp {
+    fn name(&self) -> &'static str {
+        "llamacpp"
+    }
+    fn title(&self) -> &'static str {
+        "llama.cpp"
+    }
+    fn default_image(&self) -> &'static str {
+        DEFAULT_IMAGE
+    }
+    fn default_port(&self) -> u16 {
+        DEFAULT_PORT
+    }
+    fn api_key(&self) -> ApiKeySupport {
+        ApiKeySupport::Env(API_KEY_VAR)
+    }
+    fn ready(&self) -> &'static ReadySignals {
+        &READY
+    }
+    fn recipe(&self) -> &'static RecipeSpelling {
+        &RECIPE
+    }
+    fn uses_nccl(&self) -> bool {
+        false
+    }
+    fn start_order(&self, tuning: &EngineOptions) -> StartOrder {
+        StartOrder::ServersFirst {
+            port: rpc_port(tuning),
+        }
+    }
+    fn multi_node(&self, _tuning: &EngineOptions, nodes: usize) -> MultiNode {
+        if nodes > 1 {
+            MultiNode::Rpc
+        } else {
+            MultiNode::Single
+        }
+    }
+    fn ports(&self, tuning: &EngineOptions, api: u16, nodes: usize) -> Vec<EnginePort> {
+        let mut ports = vec![EnginePort::api("llama.cpp API server", api)];
+        if nodes > 1 {
+            ports.push(EnginePort::one(
+                "RPC",
+                "llama.cpp RPC server (ggml-rpc-server)",
+                rpc_port(tuning),
+                PortOn::Every,
+                PortReach::HeadToWorkers,
+            ));
+        }
+        ports
+    }
+    fn problems(&self, tuning: &EngineOptions) -> Vec<Problem> {
+        let mut out = Vec::new();
+        let mut seen = Vec::new();
+        for g in &tuning.rpc_gpus {
+            if seen.contains(g) {
+                out.push(Problem::new(
+                    format!("--rpc-gpus names GPU {g} twice"),
+                    "give each GPU once",
+                ));
+            }
+            seen.push(*g);
+        }
+        out
+    }
+    fn reserved_args(&self, args: &[String]) -> Vec<Problem> {
+        super::reserved_flags(self, args, |f| match f.flag {
+            RecipeFlag::Port => "use --port before `--`".to_string(),
+            RecipeFlag::Host => "use --bind".to_string(),
+            RecipeFlag::ApiKey => {
+                "use --api-key before `--` (it never goes on a command line)".to_string()
+            }
+            RecipeFlag::Model | RecipeFlag::ServedName => {
+                "give the model as the MODEL argument; its name is the served name".to_string()
+            }
+            _ => format!("remove {}: spark-launch writes it from the plan", f.name),
+        })
+    }
+    fn owned_flags(&self) -> &'static [OwnedFlag] {
+        &OWNED
+    }
+    fn memory(&self, opts: &ServeOptions, _tuning: &EngineOptions) -> EngineMemory {
+        let args = &opts.engine_args;
+        let value = |names: &[&str]| super::flag_value(args, names, str::to_string);
+        EngineMemory {
+            fraction: EngineFraction::AsNeeded,
+            fraction_of: FractionOf::FreeAfterWeights,
+            fraction_flag: "--fit-target",
+            context: value(&["-c", "--ctx-size"]).and_then(super::parse_count),
+            context_flag: "--ctx-size",
+            sequences: value(&["-np", "--parallel"]).and_then(super::parse_count),
+            sequences_flag: "--parallel",
+            kv_dtype: value(&["-ctk", "--cache-type-k"]).map(str::to_string),
+        }
+    }
+    fn speculative_problems(&self, _spec: &Speculative, _args: &[String]) -> Vec<Problem> {
+        vec![Problem::new(
+            "a speculative block: spark-launch maps none onto llama.cpp yet",
+            "remove it and pass llama-server's own --spec-draft-model FILE after `--`",
+        )]
+    }
+    fn ranks(&self, input: &RankInput<'_>, mut containers: Vec<ContainerSpec>) -> EngineRanks {
+        let port = rpc_port(input.tuning);
+        let programs = programs(input);
+        let mut endpoints = Vec::new();
+        for (env, spec) in input.env.nodes.iter().zip(&mut containers).skip(1) {
+            spec.command = match env.control.fabric_subnet {
+                Some(_) => {
+                    endpoints.push(format!("{}:{port}", env.control.addr));
+                    rpc_server(&programs, &env.control.addr.to_string(), port)
+                }
+                None => refuse_management(&env.name),
+            };
+        }
+        let local: Vec<(u32, String)> = if input.env.nodes.len() == 1 {
+            input
+                .tuning
+                .rpc_gpus
+                .iter()
+                .enumerate()
+                .map(|(i, g)| (*g, format!("127.0.0.1:{}", port + i as u16)))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        endpoints.extend(local.iter().map(|(_, ep)| ep.clone()));
+        let mut args = vec![
+            format!("{programs}{SERVER}"),
+            "--host".to_string(),
+            input.host.to_string(),
+            "--port".to_string(),
+            input.opts.port.to_string(),
+            "--alias".to_string(),
+            input.served.to_string(),
+            "--n-gpu-layers".to_string(),
+            ALL_LAYERS.to_string(),
+            "--metrics".to_string(),
+        ];
+        if !endpoints.is_empty() {
+            args.extend(["--rpc".to_string(), endpoints.join(",")]);
+        }
+        args.extend(input.opts.engine_args.iter().cloned());
+        let model = input.model_path;
+        let head = &mut containers[0];
+        head.command = if local.is_empty() && model.ends_with(".gguf") {
+            let mut c = args;
+            c.splice(1..1, ["--model".to_string(), model.to_string()]);
+            c
+        } else {
+            let gpus = input.opts.gpus_per_node;
+            let script = head_script(&programs, model, &local, gpus, input.opts.ready_timeout_s);
+            let mut c = vec![
+                "bash".to_string(),
+                "-c".to_string(),
+                script,
+                SERVER.to_string(),
+            ];
+            c.extend(args);
+            c
+        };
+        EngineRanks {
+            containers,
+            waits: Vec::new(),
+        }
+    }
+    /// The RPC servers bind their own fabric address and the head lists every worker's: a
+    /// group placed by someone else knows neither before it starts, so the lines stay as
+    /// planned (a LeaderWorkerSet of llama.cpp needs the workers' addresses fixed).
+    fn group_line(
+        &self,
+        _mode: MultiNode,
+        _role: Role,
+        spec: &ContainerSpec,
+        _refs: &GroupRefs,
+    ) -> GroupLine {
+        GroupLine {
+            env: Default::default(),
+            command: spec.command.clone(),
+        }
+    }
+}
+
+fn rpc_port(tuning: &EngineOptions) -> u16 {
+    tuning.rpc_port.unwrap_or(DEFAULT_RPC_PORT)
+}
+
+/// The folder the programs are called from, with its trailing `/` (empty: found on `PATH`):
+/// `--programs` when given; in a container, the default image's `/app`; as host processes,
+/// `PATH`.
+fn programs(input: &RankInput<'_>) -> String {
+    let dir = match (&input.tuning.programs, input.opts.runtime) {
+        (Some(d), _) => d.clone(),
+        (None, RuntimeKind::Docker) if input.opts.image == DEFAULT_IMAGE => {
+            IMAGE_PROGRAMS.to_string()
+        }
+        (None, _) => String::new(),
+    };
+    if dir.is_empty() {
+        dir
+    } else {
+        format!("{}/", dir.trim_end_matches('/'))
+    }
+}
+
+/// An RPC server lending every GPU of its node, bound to `addr` only.
+fn rpc_server(programs: &str, addr: &str, port: u16) -> Vec<String> {
+    vec![
+        format!("{programs}{RPC_SERVER}"),
+        "--host".to_string(),
+        addr.to_string(),
+        "--port".to_string(),
+        port.to_string(),
+    ]
+}
+
+/// A worker whose control plane is on the management network: the RPC server would be
+/// reachable by anyone there, without authentication, so it refuses to start.
+fn refuse_management(node: &crate::node::NodeName) -> Vec<String> {
+    vec![
+        "sh".to_string(),
+        "-c".to_string(),
+        format!(
+            "echo 'spark-launch: {node} has no fabric address: llama.cpp RPC has no authentication and is never bound to the management network' >&2; exit 1"
+        ),
+    ]
+}
+
+/// The head's script when it must do more than run `llama-server`: start the RPC servers
+/// of `local` (GPU, 127.0.0.1:PORT) and give `llama-server` the other GPUs of the node's
+/// `gpus`; wait until each local server answers (within `timeout_s`); find the GGUF file in a
+/// folder (the first in name order: the first part of a split model); then run `llama-server`
+/// (its words are the script's arguments) with `--model`. The script's `$0` is the server's
+/// name, for error messages.
+fn head_script(
+    programs: &str,
+    model: &str,
+    local: &[(u32, String)],
+    gpus: u32,
+    timeout_s: u64,
+) -> String {
+    let q = |s: &str| format!("'{}'", s.replace('\'', r"'\''"));
+    let mut s = String::from("set -u\n");
+    if !local.is_empty() {
+        // The RPC servers end with the script, whichever way it ends.
+        s.push_str("trap 'kill $(jobs -p) 2>/dev/null' EXIT\n");
+    }
+    for (gpu, ep) in local {
+        let (addr, port) = ep.rsplit_once(':').unwrap_or((ep, ""));
+        s.push_str(&format!(
+            "CUDA_VISIBLE_DEVICES={gpu} {} --host {addr} --port {port} &\n",
+            q(&format!("{programs}{RPC_SERVER}"))
+        ));
+    }
+    for (_, ep) in local {
+        let (addr, port) = ep.rsplit_once(':').unwrap_or((ep, ""));
+        s.push_str(&format!(
+            "i=0; until (exec 3<>/dev/tcp/{addr}/{port}) 2>/dev/null; do i=$((i+1)); \
+if [ \"$i\" -ge {timeout_s} ]; then echo \"spark-launch: no RPC server answers on {ep}\" >&2; exit 1; fi; sleep 1; done\n"
+        ));
+    }
+    if !local.is_empty() {
+        let rest: Vec<String> = (0..gpus.max(1))
+            .filter(|g| !local.iter().any(|(l, _)| l == g))
+            .map(|g| g.to_string())
+            .collect();
+        s.push_str(&format!("export CUDA_VISIBLE_DEVICES={}\n", rest.join(",")));
+    }
+    s.push_str(&format!("m={}\n", q(model)));
+    s.push_str(
+        "if [ -d \"$m\" ]; then f=$(ls \"$m\"/*.gguf 2>/dev/null | sort | head -n 1); \
+if [ -z \"$f\" ]; then echo \"spark-launch: no .gguf file in $m\" >&2; exit 1; fi; m=$f; fi\n",
+    );
+    s.push_str("prog=$1; shift\n\"$prog\" --model \"$m\" \"$@\"\n");
+    s
+}
+
+/// Which transport llama.cpp's RPC connections used, as its logs say.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RpcTransport {
+    /// `RDMA activated`: RoCE between the head and a server.
+    Rdma,
+    /// `RDMA activate failed, staying on TCP`, or a server whose build has no RDMA.
+    Tcp,
+    /// The logs do not say.
+    NotRecorded,
+}
+
+impl RpcTransport {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RpcTransport::Rdma => "RDMA",
+            RpcTransport::Tcp => "TCP",
+            RpcTransport::NotRecorded => "not recorded",
+        }
+    }
+}
+
+/// The transport the logs of the head and its RPC servers tell: RDMA once a connection says it
+/// was activated and none fell back; TCP when one fell back or a server's build has no RDMA
+/// (its banner reads `transport : TCP` without `RDMA`); otherwise not recorded (a server that
+/// can negotiate RDMA logs whether it did only at debug level).
+pub fn transport(log: &str) -> RpcTransport {
+    let mut rdma = false;
+    let mut tcp = false;
+    for line in log.lines() {
+        let l = line.to_ascii_lowercase();
+        if l.contains("rdma activated") {
+            rdma = true;
+        } else if l.contains("staying on tcp") {
+            tcp = true;
+        } else if let Some(rest) = l.trim_start().strip_prefix("transport")
+            && let Some(value) = rest.trim_start().strip_prefix(':')
+            && value.trim_start().starts_with("tcp")
+            && !value.contains("rdma")
+        {
+            tcp = true;
+        }
+    }
+    match (rdma, tcp) {
+        (_, true) => RpcTransport::Tcp,
+        (true, false) => RpcTransport::Rdma,
+        (false, false) => RpcTransport::NotRecorded,
+    }
+}
+
+/// The flags of `llama-server` that spark-launch writes itself (or, the key, takes out of every
+/// line). Its parser reads no abbreviations; short and long spellings are both flags.
+static OWNED: [OwnedFlag; 11] = [
+    OwnedFlag::one("-m", "-m", RecipeFlag::Model),
+    OwnedFlag::one("--model", "--model", RecipeFlag::Model),
+    OwnedFlag::one("--port", "--port", RecipeFlag::Port),
+    OwnedFlag::one("--host", "--host", RecipeFlag::Host),
+    OwnedFlag::one("-a", "-a", RecipeFlag::ServedName),
+    OwnedFlag::one("--alias", "--alias", RecipeFlag::ServedName),
+    OwnedFlag::one("--rpc", "--rpc", RecipeFlag::Reserved),
+    OwnedFlag::one("--api-key", "--api-key", RecipeFlag::ApiKey),
+    OwnedFlag::one(
+        "--api-key-file",
+        "--api-key-file",
+        RecipeFlag::Unsupported("a key file on the head: give the key with --api-key"),
+    ),
+    OwnedFlag::one(
+        "-hf",
+        "-hf",
+        RecipeFlag::Unsupported("a Hub GGUF fetched by llama-server: give the file as the model"),
+    ),
+    OwnedFlag::one(
+        "--hf-repo",
+        "--hf-repo",
+        RecipeFlag::Unsupported("a Hub GGUF fetched by llama-server: give the file as the model"),
+    ),
+];
+
+/// How sparkrun's recipes name llama.cpp: the `llama-cpp` runtime, `llama-server` lines.
+static RECIPE: RecipeSpelling = RecipeSpelling {
+    programs: &[ProgramWords::Command(&["llama-server"])],
+    model_positional: false,
+    data_parallel: &[],
+    runtimes: &[RecipeRuntime {
+        name: "llama-cpp",
+        ray: Some(false),
+    }],
+    hints: &[ProgramWords::Command(&["llama-server"])],
+    fallback: false,
+    ray_key: None,
+    table: None,
+};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_logs_say_rdma_only_when_a_connection_was_activated_and_none_fell_back() {
+        assert_eq!(
+            transport("RDMA probed: dev=mlx5_0\nRDMA activated: qpn=1->2 mtu=4096"),
+            RpcTransport::Rdma
+        );
+        assert_eq!(
+            transport("RDMA activated: qpn=1->2\nRDMA activate failed, staying on TCP"),
+            RpcTransport::Tcp
+        );
+        assert_eq!(transport("  transport      : TCP\n"), RpcTransport::Tcp);
+        assert_eq!(
+            transport("  transport      : TCP (RDMA auto-negotiate enabled)\n"),
+            RpcTransport::NotRecorded
+        );
+        assert_eq!(transport(""), RpcTransport::NotRecorded);
+    }
+
+    #[test]
+    fn a_local_split_starts_its_rpc_servers_waits_for_them_and_gives_the_server_the_other_gpus() {
+        let s = head_script(
+            "",
+            "/m/x.gguf",
+            &[(1, "127.0.0.1:50052".to_string())],
+            2,
+            30,
+        );
+        assert!(
+            s.contains("CUDA_VISIBLE_DEVICES=1 'ggml-rpc-server' --host 127.0.0.1 --port 50052 &")
+        );
+        assert!(s.contains("/dev/tcp/127.0.0.1/50052"));
+        assert!(s.contains("export CUDA_VISIBLE_DEVICES=0\n"));
+        assert!(s.ends_with("\"$prog\" --model \"$m\" \"$@\"\n"));
+    }
+
+    #[test]
+    fn flags_spark_launch_writes_are_refused_in_extra_args_and_others_pass() {
+        let p = Llamacpp.reserved_args(
+            &["--rpc", "10.0.0.2:50052", "-c", "8192", "--alias=x"].map(str::to_string),
+        );
+        assert_eq!(p.len(), 2, "{p:?}");
+        assert!(p[0].what.contains("--rpc"));
+        assert!(p[1].fix.contains("MODEL"));
+    }
+
+    #[test]
+    fn the_context_and_parallel_flags_are_read_in_either_spelling() {
+        let model = crate::model::ModelSource::parse("/m/x.gguf", None).unwrap();
+        let job = crate::plan::JobName::new("j").unwrap();
+        let mut o = ServeOptions::new(super::super::EngineKind::Llamacpp, job, model);
+        o.engine_args = ["-c", "8192", "--parallel", "4"]
+            .map(str::to_string)
+            .to_vec();
+        let m = Llamacpp.memory(&o, &EngineOptions::default());
+        assert_eq!((m.context, m.sequences), (Some(8192), Some(4)));
+    }
+}
