@@ -29,6 +29,7 @@ pub mod fabric;
 pub mod input;
 pub mod inventory;
 pub mod k8s;
+pub mod launch_file;
 pub mod libnccl;
 pub mod model;
 pub mod node;

@@ -15,9 +15,10 @@ use spark_launch::doctor::{self, PortScope, PortUse};
 use spark_launch::node::NodeName;
 use spark_launch::plan::{CheckPorts, CheckReachable, Step};
 use spark_launch::probe::read_snapshot_dir;
-use spark_launch::profile::{self, request::Overrides};
+use spark_launch::profile;
 use spark_launch::workload::engines::EngineKind;
 use spark_launch::workload::launch::{LaunchPlan, LaunchRequest, Lookups, ServeRequest, plan};
+use spark_launch::workload::partial::{self, LaunchAsk, PartialServe};
 
 fn seed_001() -> Vec<NodeInput> {
     let root =
@@ -35,12 +36,13 @@ fn seed_001() -> Vec<NodeInput> {
 fn bundled() -> Vec<(String, ServeRequest)> {
     profile::bundled()
         .into_iter()
-        .filter_map(
-            |l| match l.profile.request(&Overrides::default()).unwrap() {
-                LaunchRequest::Serve(s) => Some((l.profile.name.clone(), *s)),
-                _ => None,
-            },
-        )
+        .filter_map(|l| match l.profile.ask(&l.file).unwrap() {
+            LaunchAsk::Serve(ask) => Some((
+                l.profile.name.clone(),
+                partial::layer(*ask, PartialServe::default()).unwrap(),
+            )),
+            LaunchAsk::NcclTest { .. } => None,
+        })
         .collect()
 }
 

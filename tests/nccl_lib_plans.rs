@@ -97,6 +97,7 @@ fn serve(tp: u32, from: Option<&str>, allow_old: bool) -> LaunchRequest {
         allow_old_nccl: allow_old,
         api_key: None,
         recipe: None,
+        warnings: Vec::new(),
     }))
 }
 

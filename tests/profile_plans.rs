@@ -5,11 +5,12 @@
 use std::path::Path;
 
 use spark_launch::derive::NodeInput;
+use spark_launch::launch_file::{self, FileSource};
 use spark_launch::node::NodeName;
 use spark_launch::plan::Launch;
 use spark_launch::probe::read_snapshot_dir;
-use spark_launch::profile::{self, request::Overrides};
 use spark_launch::workload::launch::{LaunchPlan, LaunchRequest, Lookups, plan};
+use spark_launch::workload::partial::PartialServe;
 use spark_launch::workload::serve::ServePlan;
 
 fn seed_001() -> Vec<NodeInput> {
@@ -26,11 +27,13 @@ fn seed_001() -> Vec<NodeInput> {
 
 /// The bundled profile `name` planned as `up NAME --dry-run` on seed 001 plans it.
 fn planned(name: &str) -> ServePlan {
-    let loaded = profile::bundled()
-        .into_iter()
-        .find(|l| l.profile.name == name)
-        .unwrap_or_else(|| panic!("no bundled profile {name}"));
-    let request = loaded.profile.request(&Overrides::default()).unwrap();
+    let src = FileSource {
+        profiles_dir: "/nonexistent".into(),
+        ..FileSource::default()
+    };
+    let file = launch_file::read(name, &src, &PartialServe::default())
+        .unwrap_or_else(|e| panic!("{name}: {e}"));
+    let request = launch_file::request(file, PartialServe::default()).unwrap();
     let nodes = seed_001();
     let names: Vec<NodeName> = nodes.iter().map(|n| n.name.clone()).collect();
     let p = plan(&request, &names, &nodes, &Lookups::default())

@@ -9,14 +9,15 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use spark_launch::derive::NodeInput;
+use spark_launch::launch_file::{self, FileSource, LaunchFileError};
 use spark_launch::node::NodeName;
 use spark_launch::plan::Launch;
 use spark_launch::probe::read_snapshot_dir;
 use spark_launch::recipe::RecipeInput;
 use spark_launch::recipe::loader::{self, RecipeLoadError};
-use spark_launch::recipe::request::RecipeOverrides;
 use spark_launch::workload::endpoint::{ApiKey, ApiKeyAsk};
 use spark_launch::workload::launch::{LaunchPlan, LaunchRequest, Lookups, Planned, plan};
+use spark_launch::workload::partial::{Given, PartialServe};
 
 const EUGR: &str = "tests/fixtures/recipes/eugr-checkout";
 const REGISTRY: &str = "tests/fixtures/recipes/sparkrun-registry";
@@ -42,8 +43,19 @@ fn input() -> RecipeInput {
     }
 }
 
-fn request(name: &str, registry: Option<&str>, o: &RecipeOverrides) -> LaunchRequest {
-    loader::load_request(name, registry.map(Path::new), &input(), o).expect("the recipe reads")
+/// Where `up` would look the recipe up, with the tester's environment.
+fn source(registry: Option<&str>) -> FileSource {
+    FileSource {
+        registry: registry.map(Into::into),
+        user_env: input().user_env,
+        ..FileSource::default()
+    }
+}
+
+/// The recipe's launch with `flags` over it, as `up` makes it.
+fn request(name: &str, registry: Option<&str>, flags: PartialServe) -> LaunchRequest {
+    let file = launch_file::read(name, &source(registry), &flags).expect("the recipe reads");
+    launch_file::request(file, flags).expect("the recipe's launch")
 }
 
 fn planned(r: &LaunchRequest) -> Planned {
@@ -65,7 +77,7 @@ fn env_of(p: &Planned, i: usize) -> BTreeMap<String, String> {
 #[test]
 fn the_v1_recipe_plans_ray_with_its_mod_in_both_containers() {
     let path = format!("{EUGR}/recipes/demo-glm-flash-nvfp4.yaml");
-    let p = planned(&request(&path, None, &RecipeOverrides::default()));
+    let p = planned(&request(&path, None, PartialServe::default()));
     insta::assert_json_snapshot!(p.plan);
     assert!(
         p.warnings
@@ -81,7 +93,7 @@ fn the_v2_recipe_without_a_command_plans_the_flag_table_line_natively() {
     let p = planned(&request(
         "@official/demo-nemotron-vllm-table",
         Some(REGISTRY),
-        &RecipeOverrides::default(),
+        PartialServe::default(),
     ));
     insta::assert_json_snapshot!(p.plan);
 }
@@ -89,7 +101,7 @@ fn the_v2_recipe_without_a_command_plans_the_flag_table_line_natively() {
 #[test]
 fn a_v2_recipe_s_env_templates_are_rendered_per_node_and_the_derived_fabric_wins() {
     let path = format!("{LOCAL}/demo-llama-vllm-env.yaml");
-    let p = planned(&request(&path, None, &RecipeOverrides::default()));
+    let p = planned(&request(&path, None, PartialServe::default()));
     insta::assert_json_snapshot!(p.plan);
     let (head, worker) = (env_of(&p, 0), env_of(&p, 1));
     assert_eq!(head["DEMO_RANK"], "0/2@192.168.177.11");
@@ -107,9 +119,9 @@ fn a_v2_recipe_s_env_templates_are_rendered_per_node_and_the_derived_fabric_wins
     let kept = planned(&request(
         &path,
         None,
-        &RecipeOverrides {
-            keep_env: true,
-            ..RecipeOverrides::default()
+        PartialServe {
+            keep_recipe_env: Given::flag_opt(Some(true), "--recipe-env"),
+            ..PartialServe::default()
         },
     ));
     assert_eq!(env_of(&kept, 1)["NCCL_SOCKET_IFNAME"], "eth0");
@@ -118,12 +130,12 @@ fn a_v2_recipe_s_env_templates_are_rendered_per_node_and_the_derived_fabric_wins
 #[test]
 fn flags_beside_up_win_over_the_recipe_and_say_so() {
     let path = format!("{LOCAL}/demo-llama-vllm-env.yaml");
-    let o = RecipeOverrides {
-        port: Some(9000),
-        image: Some("vllm-node".into()),
-        ..RecipeOverrides::default()
+    let o = PartialServe {
+        port: Given::flag_opt(Some(9000), "--port"),
+        image: Given::flag_opt(Some("vllm-node".into()), "--image"),
+        ..PartialServe::default()
     };
-    let p = planned(&request(&path, None, &o));
+    let p = planned(&request(&path, None, o));
     let LaunchPlan::Serve(s) = &p.plan else {
         panic!("not a serving plan")
     };
@@ -145,7 +157,7 @@ fn an_sglang_recipe_plans_every_rank_with_its_own_launcher_and_no_key_in_any_com
     let r = request(
         "@official/demo-qwen-sglang",
         Some(REGISTRY),
-        &RecipeOverrides::default(),
+        PartialServe::default(),
     );
     // The key the recipe's command carried, resolved as the launch resolves a given key.
     let LaunchRequest::Serve(serve) = &r else {
@@ -193,13 +205,12 @@ fn an_sglang_recipe_plans_every_rank_with_its_own_launcher_and_no_key_in_any_com
 
 #[test]
 fn an_unknown_runtime_is_refused_before_planning() {
-    let refused = |name: &str| match loader::load_request(
+    let refused = |name: &str| match launch_file::read(
         name,
-        Some(Path::new(REGISTRY)),
-        &input(),
-        &RecipeOverrides::default(),
+        &source(Some(REGISTRY)),
+        &PartialServe::default(),
     ) {
-        Err(RecipeLoadError::Recipe(e)) => e.to_string(),
+        Err(LaunchFileError::Recipe(RecipeLoadError::Recipe(e))) => e.to_string(),
         other => panic!("{name} was not refused: {other:?}"),
     };
     assert!(refused("demo-gguf-llama-cpp").contains("runtime \"llama-cpp\" is not supported yet"));
@@ -240,7 +251,7 @@ fn a_kept_plan_holds_each_mod_file_s_digest_never_its_bytes() {
     // What the launch keeps for `supervise JOB` (records/JOB/plan.json): the plan as printed,
     // each file put into a container as its SHA-256 and size.
     let path = format!("{EUGR}/recipes/demo-glm-flash-nvfp4.yaml");
-    let p = planned(&request(&path, None, &RecipeOverrides::default()));
+    let p = planned(&request(&path, None, PartialServe::default()));
     let LaunchPlan::Serve(serve) = &p.plan else {
         panic!("not a serving plan")
     };

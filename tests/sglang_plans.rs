@@ -17,11 +17,12 @@ use spark_launch::node::NodeName;
 use spark_launch::plan::secret::Secret;
 use spark_launch::plan::{JobName, Launch, Step};
 use spark_launch::probe::read_snapshot_dir;
-use spark_launch::profile::{self, request::Overrides};
+use spark_launch::profile;
 use spark_launch::workload::endpoint::{ApiKey, ApiKeyAsk};
 use spark_launch::workload::engines::speculative::{SpecMethod, Speculative};
 use spark_launch::workload::engines::{EngineKind, EngineOptions, Launcher, sglang};
 use spark_launch::workload::launch::{LaunchPlan, LaunchRequest, Lookups, ServeRequest, plan};
+use spark_launch::workload::partial::{self, LaunchAsk, PartialServe};
 use spark_launch::workload::serve::{ServeOptions, ServePlan};
 use support::sglang::{IMAGE, NEWEST, sglang_parse_with};
 
@@ -62,6 +63,7 @@ fn request(tp: u32, pp: u32, tuning: EngineOptions) -> ServeRequest {
         allow_old_nccl: false,
         api_key: None,
         recipe: None,
+        warnings: Vec::new(),
     }
 }
 
@@ -241,9 +243,10 @@ fn every_bundled_sglang_profiles_lines_pass_the_parser_of_the_newest_release() {
     let nodes = fixture("seed-001-two-sparks-both-twins");
     let mut judged = Vec::new();
     for l in profile::bundled() {
-        let LaunchRequest::Serve(r) = l.profile.request(&Overrides::default()).unwrap() else {
+        let LaunchAsk::Serve(ask) = l.profile.ask(&l.file).unwrap() else {
             continue;
         };
+        let r = partial::layer(*ask, PartialServe::default()).unwrap();
         if r.engine != EngineKind::Sglang {
             continue;
         }

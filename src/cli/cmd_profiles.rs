@@ -1,22 +1,23 @@
 //! `spark-launch up` and `profiles`: launch profiles — bundled in the binary, or YAML files in
 //! the user's folder — and community recipes (a recipe file, or a name in `--registry DIR`)
 //! run with one command, or listed with whether this cluster can run them. Flags and
-//! rendering: profiles are found by `profile::files` and mapped to a launch request by
-//! `Profile::request`, recipes by `recipe::loader::load_request`; both launched by
-//! `cli::launch::run`.
+//! rendering: a launch file of any format is read by `launch_file::read` and laid under the
+//! flags by `launch_file::request` (the one merge), then launched by `cli::launch::run`.
 
 use std::path::PathBuf;
 
 use super::args::NodeFlags;
 use super::cmd_serve::ServeFlags;
 use super::{CmdError, CmdResult, Context, Invalid, Outcome, print_json, print_out};
+use crate::launch_file::{self, FileSource, LaunchFile};
 use crate::profile::files::{FindError, find, user_profiles};
 use crate::profile::{self, Loaded, SetArg};
 use crate::recipe::loader;
-use crate::recipe::request::RecipeOverrides;
 use crate::recipe::{self, RecipeInput};
 use crate::resolve::{self, Needs, Purpose};
+use crate::workload::launch::LaunchRequest;
 use crate::workload::limits;
+use crate::workload::partial::{Given, PartialServe};
 
 #[derive(Debug, clap::Args)]
 pub struct UpArgs {
@@ -93,51 +94,53 @@ pub fn load(name: &str, dir: Option<&PathBuf>, sets: &[SetArg]) -> Result<Loaded
 }
 
 pub async fn up(args: UpArgs, ctx: &Context) -> CmdResult {
-    let request = request(&args, ctx)?;
+    let request = request(&args)?;
     super::launch::run(args.serve.launch(request, ctx), Default::default(), ctx).await
 }
 
-/// The serving request `up`'s arguments name: a recipe's (a file, or a name in `--registry`)
-/// or a launch profile's, with the shape flags over it.
-pub(super) fn request(
-    args: &UpArgs,
-    ctx: &Context,
-) -> Result<crate::workload::launch::LaunchRequest, CmdError> {
-    let request = if args.registry.is_some() || loader::is_recipe_file(&args.profile) {
-        let input = RecipeInput {
-            sets: args.sets.clone(),
+impl UpArgs {
+    /// Where the launch file is looked up and what its readers take.
+    pub fn source(&self) -> FileSource {
+        FileSource {
+            profiles_dir: self
+                .profiles_dir
+                .clone()
+                .unwrap_or_else(default_profiles_dir),
+            registry: self.registry.clone(),
+            sets: self.sets.clone(),
             user_env: std::env::vars().collect(),
-            gpus_per_node: args.serve.gpus_per_node.unwrap_or(1),
-        };
-        let o = RecipeOverrides {
-            serve: args.serve.overrides(),
-            tp: args.tp,
-            port: args.port,
-            image: args.image.clone(),
-            gpus_per_node: args.serve.gpus_per_node,
-            keep_env: args.recipe_env,
-        };
-        loader::load_request(&args.profile, args.registry.as_deref(), &input, &o).invalid()?
-    } else {
-        // The shape flags are the profile's fields, set before validation.
-        let mut sets = args.sets.clone();
-        let flags = [
-            args.tp.map(|t| format!("tp={t}")),
-            args.port.map(|p| format!("ports.api={p}")),
-            args.image.as_ref().map(|i| format!("image={i}")),
-        ];
-        for f in flags.into_iter().flatten() {
-            sets.push(f.parse::<SetArg>().map_err(anyhow::Error::msg).invalid()?);
+            gpus_per_node: self.serve.gpus_per_node,
         }
-        if args.recipe_env {
-            ctx.reporter
-                .warn("--recipe-env applies to recipes; this is a launch profile");
-        }
-        let loaded = load(&args.profile, args.profiles_dir.as_ref(), &sets)?;
-        tracing::info!("profile {} from {}", loaded.profile.name, loaded.file);
-        loaded.profile.request(&args.serve.overrides()).invalid()?
-    };
-    Ok(request)
+    }
+
+    /// What the flags beside the launch file ask for.
+    pub fn ask(&self) -> PartialServe {
+        let mut ask = PartialServe {
+            tp: Given::flag_opt(self.tp, "--tp"),
+            port: Given::flag_opt(self.port, "--port"),
+            image: Given::flag_opt(self.image.clone(), "--image"),
+            ..self.serve.ask()
+        };
+        ask.keep_recipe_env = Given::flag_opt(self.recipe_env.then_some(true), "--recipe-env");
+        ask
+    }
+}
+
+/// The launch `up`'s arguments name: the launch file (a profile, a recipe file, a recipe's
+/// name in `--registry`) with the flags over it, through the one merge.
+pub(super) fn request(args: &UpArgs) -> Result<LaunchRequest, CmdError> {
+    let flags = args.ask();
+    let file = read_file(&args.profile, &args.source(), &flags)?;
+    launch_file::request(file, flags).invalid()
+}
+
+/// Reads a launch file; a missing or invalid one is the user's to fix (exit 2).
+pub(super) fn read_file(
+    name: &str,
+    src: &FileSource,
+    flags: &PartialServe,
+) -> Result<LaunchFile, CmdError> {
+    launch_file::read(name, src, flags).invalid()
 }
 
 /// The nodes given (or the cluster file's), to check fit against; `None` without nodes or

@@ -1,10 +1,8 @@
 //! `spark-launch vllm`, `trtllm` and `sglang`: tensor-parallel serving across nodes, one subcommand per
-//! engine of the seam (`workload::engines`). Flags only: they become a serving request
-//! (`workload::launch::ServeRequest`, the engine's defaults from the seam) and go through the
-//! one launch (`cli::launch::run`): resolve, look up, plan, print (`--dry-run`) or run and wait
+//! engine of the seam (`workload::engines`). Flags only: they become a partial request laid over
+//! the engine's defaults by the one merge (`workload::partial::layer`, as profiles and recipes
+//! are) and go through the one launch (`cli::launch::run`): resolve, look up, plan, print (`--dry-run`) or run and wait
 //! until it serves.
-
-use std::collections::BTreeMap;
 
 use super::args::{ContainerFlags, LaunchFlags, NodeFlags};
 use super::{CmdResult, Context, Invalid};
@@ -12,14 +10,12 @@ use crate::apply::launch::LaunchCommand;
 use crate::model::ModelSource;
 use crate::plan::JobName;
 use crate::plan::spec::EnvVar;
-use crate::profile::request::Overrides;
 use crate::workload::endpoint::{ApiKeyAsk, Bind};
 use crate::workload::engines::{EngineKind, EngineOptions, Launcher, ray, sglang, trtllm, vllm};
-use crate::workload::launch::{LaunchRequest, ServeRequest};
+use crate::workload::launch::LaunchRequest;
 use crate::workload::limits;
-use crate::workload::memory::MemoryAsk;
 use crate::workload::nccl_lib::NcclFrom;
-use crate::workload::serve::ServeOptions;
+use crate::workload::partial::{self, Given, PartialServe, Switches};
 
 /// Flags every serving launch takes (each engine's command and `up`).
 #[derive(Debug, Clone, clap::Args)]
@@ -116,31 +112,34 @@ pub struct ServeFlags {
 }
 
 impl ServeFlags {
-    /// What these flags set over a profile or a command line.
-    pub fn overrides(&self) -> Overrides {
-        Overrides {
-            job: self.job.clone(),
-            env: self.env.clone(),
-            container: self.container.overrides(),
-            ready_timeout_s: self.timeout,
+    /// What these flags ask for, over a launch file or the engine's defaults.
+    pub fn ask(&self) -> PartialServe {
+        PartialServe {
+            job: Given::flag_opt(self.job.clone(), "--job"),
+            env: self
+                .env
+                .iter()
+                .map(|e| (e.key.clone(), e.value.clone()))
+                .collect(),
+            ulimits: self.container.ulimits.clone(),
+            gpus: self.container.gpus,
+            gpus_per_node: Given::flag_opt(self.gpus_per_node, "--gpus-per-node"),
+            ready_timeout_s: Given::flag_opt(self.timeout, "--timeout"),
+            hf_home: Given::flag_opt(self.hf_home.clone(), "--hf-home"),
+            nccl_from: Given::flag_opt(self.nccl_from.clone(), "--nccl-from"),
+            api_key: Given::flag_opt(self.api_key.clone(), "--api-key"),
+            bind: Given::flag_opt(self.bind, "--bind"),
+            memory_limit: Given::flag_opt(self.memory_limit, "--memory-limit"),
+            ..PartialServe::default()
+        }
+        .with_switches(Switches {
             no_stage: self.no_stage,
             no_check: self.no_check,
-            hf_home: self.hf_home.clone(),
             allow_tcp: self.allow_tcp,
-            nccl_from: self.nccl_from.clone(),
             allow_old_nccl: self.allow_old_nccl,
-            api_key: self.api_key.clone(),
-            bind: self.bind,
-            memory: self.memory(),
-        }
-    }
-
-    /// `--memory-limit` and `--allow-overcommit`.
-    pub fn memory(&self) -> MemoryAsk {
-        MemoryAsk {
-            limit: self.memory_limit,
             allow_overcommit: self.allow_overcommit,
-        }
+            keep_recipe_env: false,
+        })
     }
 
     /// The launch of `request` with these flags.
@@ -266,48 +265,7 @@ pub struct SglangArgs {
     pub extra: Vec<String>,
 }
 
-/// The serving options from the model arguments and the flags, over the engine's defaults.
-fn serve_options(
-    engine: EngineKind,
-    m: &ModelArgs,
-    flags: &ServeFlags,
-    extra: &[String],
-) -> Result<ServeOptions, super::CmdError> {
-    let model = ModelSource::parse(&m.model, m.revision.as_deref()).invalid()?;
-    let job = flags
-        .job
-        .clone()
-        .unwrap_or_else(|| JobName::of_model(engine.as_str(), &model));
-    let mut o = ServeOptions::new(engine, job, model);
-    if let Some(image) = &m.image {
-        o.image = image.clone();
-    }
-    if let Some(port) = m.port {
-        o.port = port;
-    }
-    if let Some(t) = flags.timeout {
-        o.ready_timeout_s = t;
-    }
-    o.tp = m.tp;
-    o.pp = m.pp;
-    o.gpus_per_node = flags.gpus_per_node.unwrap_or(1);
-    o.engine_args = extra.to_vec();
-    o.env = flags
-        .env
-        .iter()
-        .map(|e| (e.key.clone(), e.value.clone()))
-        .collect::<BTreeMap<_, _>>();
-    o.ulimits = flags.container.ulimits.clone();
-    o.gpus = flags.container.gpus;
-    o.stage_model = !flags.no_stage;
-    o.check_answers = !flags.no_check;
-    o.allow_tcp = flags.allow_tcp;
-    o.bind = flags.bind.unwrap_or_default();
-    o.memory = flags.memory();
-    Ok(o)
-}
-
-/// The launch of `engine` with its options.
+/// The launch of `engine` as its command's arguments ask for it, over the engine's defaults.
 fn request(
     engine: EngineKind,
     m: &ModelArgs,
@@ -315,17 +273,20 @@ fn request(
     extra: &[String],
     tuning: EngineOptions,
 ) -> Result<LaunchRequest, super::CmdError> {
-    Ok(LaunchRequest::Serve(Box::new(ServeRequest {
-        engine,
-        serve: serve_options(engine, m, flags, extra)?,
+    let model = ModelSource::parse(&m.model, m.revision.as_deref()).invalid()?;
+    let ask = PartialServe {
+        engine: Some(Given::flag(engine, "the command")),
+        model: Some(Given::flag(model, "MODEL")),
+        image: Given::flag_opt(m.image.clone(), "--image"),
+        port: Given::flag_opt(m.port, "--port"),
+        tp: Some(Given::flag(m.tp, "--tp")),
+        pp: Some(Given::flag(m.pp, "--pp")),
+        engine_args: Some(Given::flag(extra.to_vec(), "--")),
         tuning,
-        gpus_per_node_given: flags.gpus_per_node.is_some(),
-        hf_home: flags.hf_home.clone(),
-        nccl_from: flags.nccl_from.clone(),
-        allow_old_nccl: flags.allow_old_nccl,
-        api_key: flags.api_key.clone(),
-        recipe: None,
-    })))
+        ..flags.ask()
+    };
+    let request = partial::layer(PartialServe::default(), ask).invalid()?;
+    Ok(LaunchRequest::Serve(Box::new(request)))
 }
 
 /// The serving subcommands, one per engine.

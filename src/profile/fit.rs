@@ -9,11 +9,10 @@
 use serde::Serialize;
 
 use super::Profile;
-use super::request::Overrides;
 use crate::derive::NodeInput;
 use crate::model::footprint::Footprint;
-use crate::workload::launch::LaunchRequest;
 use crate::workload::memory::{self, Fits, MemoryInput, unified_memory};
+use crate::workload::partial::{self, LaunchAsk, PartialServe};
 
 const GIB: f64 = (1u64 << 30) as f64;
 
@@ -91,9 +90,10 @@ pub fn fit(p: &Profile, cluster: &[NodeInput], footprint: Option<&Footprint>) ->
 
 /// The verdict of the memory plan of `p`'s launch on `nodes`, when it gives one.
 fn planned(p: &Profile, nodes: &[NodeInput], f: &Footprint) -> Option<Fit> {
-    let Ok(LaunchRequest::Serve(r)) = p.request(&Overrides::default()) else {
+    let Ok(LaunchAsk::Serve(ask)) = p.ask(&p.name) else {
         return None;
     };
+    let r = partial::layer(*ask, PartialServe::default()).ok()?;
     let engine = r.engine.engine();
     let m = memory::plan(&MemoryInput {
         model: &r.serve.model.served_name(),

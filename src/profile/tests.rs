@@ -366,28 +366,29 @@ fn profile_type_errors_are_all_reported_at_once() {
 
 #[test]
 fn nccl_from_becomes_the_serving_request_s_and_a_flag_replaces_it() {
-    use crate::workload::launch::LaunchRequest;
     use crate::workload::nccl_lib::NcclFrom;
+    use crate::workload::partial::{self, Given, LaunchAsk, PartialServe};
     let text = format!("{GOOD}nccl_from: spark-launch/nccl-tests:nccl-v2.30.7-1-sm121-arm64\n");
     let p = parse("demo.yaml", Some("demo"), &text, &[]).unwrap();
-    let o = request::Overrides::default();
-    let LaunchRequest::Serve(s) = p.request(&o).unwrap() else {
-        panic!("not a serving request")
+    let request = |flags: PartialServe| {
+        let LaunchAsk::Serve(ask) = p.ask("demo.yaml").unwrap() else {
+            panic!("not a serving request")
+        };
+        partial::layer(*ask, flags).unwrap()
     };
+    let s = request(PartialServe::default());
     assert_eq!(
         s.nccl_from,
         Some(NcclFrom::Image(
             "spark-launch/nccl-tests:nccl-v2.30.7-1-sm121-arm64".into()
         ))
     );
-    let flag = request::Overrides {
-        nccl_from: Some(NcclFrom::Path("/opt/nccl/lib".into())),
-        allow_old_nccl: true,
-        ..request::Overrides::default()
+    let flag = PartialServe {
+        nccl_from: Given::flag_opt(Some(NcclFrom::Path("/opt/nccl/lib".into())), "--nccl-from"),
+        allow_old_nccl: Given::flag_opt(Some(true), "--allow-old-nccl"),
+        ..PartialServe::default()
     };
-    let LaunchRequest::Serve(s) = p.request(&flag).unwrap() else {
-        panic!("not a serving request")
-    };
+    let s = request(flag);
     assert_eq!(s.nccl_from, Some(NcclFrom::Path("/opt/nccl/lib".into())));
     assert!(s.allow_old_nccl);
     let bad = errors(&format!("{GOOD}nccl_from: ./lib\n"));

@@ -28,11 +28,7 @@ pub enum CommandSource {
 }
 
 /// How many nodes the recipe accepts (`min_nodes`/`max_nodes`, `cluster_only`/`solo_only`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-pub struct NodeBounds {
-    pub min: u32,
-    pub max: Option<u32>,
-}
+pub use crate::workload::partial::NodeBounds;
 
 /// One recipe, read and checked, ready for the serving planner.
 #[derive(Clone, Debug, PartialEq, Serialize)]

@@ -15,11 +15,11 @@ use super::error::{RecipeError, RecipeErrors};
 use super::launch::RecipeLaunch;
 use super::mods::{self, ModFile, ModFiles, ModPlace, ModSearch, RecipeMod, plain_name};
 use super::registry::{self, MANIFEST, RecipeRegistry, RegistryFile, RegistryLookupError};
-use super::request::{self, RecipeOverrides};
+use super::request;
 use super::{Recipe, RecipeInput, common, parse};
 use crate::input::{self, InputError};
 use crate::profile::fit::Fit;
-use crate::workload::launch::LaunchRequest;
+use crate::workload::partial::PartialServe;
 
 /// Why a recipe could not be had (all exit 2: input or a refused recipe).
 #[derive(Debug, thiserror::Error)]
@@ -104,17 +104,16 @@ pub fn is_recipe_file(name: &str) -> bool {
         .is_ok_and(|bytes| super::detect::is_recipe(&String::from_utf8_lossy(&bytes)))
 }
 
-/// A recipe by path or by name in `--registry DIR`, read with its mods' files into the
-/// serving request it asks for (`up RECIPE`).
-pub fn load_request(
+/// A recipe by path or by name in `--registry DIR`, read with its mods' files into its part of
+/// the serving request (`up RECIPE`).
+pub fn load_ask(
     name: &str,
     registry_dir: Option<&Path>,
     input: &RecipeInput,
-    o: &RecipeOverrides,
-) -> Result<LaunchRequest, RecipeLoadError> {
+) -> Result<PartialServe, RecipeLoadError> {
     let launch = load(name, registry_dir, input)?;
     let mods = read_mods(&launch.file, &launch.mods)?;
-    Ok(request::request(&launch, mods, o)?)
+    Ok(request::ask(&launch, mods)?)
 }
 
 /// The most one mod may hold: its files travel in the plan, into every container.

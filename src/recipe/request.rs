@@ -1,10 +1,11 @@
-//! A recipe as a serving launch request (`up RECIPE`): the recipe's engine, image, model,
-//! revision and shape become the serving options; its engine line is split by the engine
-//! (`engines::split_recipe_args`) into the words kept verbatim, in order, and the flags the
-//! engine writes itself, whose values become options (port, rendezvous, served name) or are
-//! dropped with a warning (ranks, the head's address); its environment and mods travel as the
-//! request's [`RecipePart`]. What the user typed beside `up` wins, and where it contradicts
-//! the recipe (`--tp 4` over the recipe's 2) a warning names both. Pure.
+//! A recipe as a launch file's part of a serving request (`up RECIPE`): the recipe's engine,
+//! image, model, revision and shape become a [`PartialServe`], each value marked as the
+//! recipe's; its engine line is split by the engine (`engines::split_recipe_args`) into the
+//! words kept verbatim, in order, and the flags the engine writes itself, whose values become
+//! options (port, rendezvous, served name) or are dropped with a warning (ranks, the head's
+//! address); its environment and mods travel as the request's [`RecipePart`]. What the user
+//! typed beside `up` is laid over it by `workload::partial::layer`, which names both values
+//! where a flag contradicts the recipe (`--tp 4` over the recipe's 2). Pure.
 
 use super::engine_line;
 use super::env::{EnvPiece, RecipeEnv};
@@ -16,55 +17,28 @@ use crate::plan::JobName;
 use crate::plan::secret::Secret;
 use crate::plan::secret::is_secret_name;
 use crate::profile::fit::Fit;
-use crate::profile::request::Overrides;
-use crate::workload::endpoint::{ApiKeyAsk, Bind};
+use crate::workload::endpoint::ApiKeyAsk;
 use crate::workload::engines::{
     ApiKeySupport, EngineOptions, OwnedArg, RecipeFlag, ServingEngine, split_recipe_args,
 };
-use crate::workload::launch::{LaunchRequest, ServeRequest};
+use crate::workload::partial::{Given, Origin, PartialServe};
 use crate::workload::recipe_part::RecipePart;
-use crate::workload::serve::ServeOptions;
 
-/// What the launching flags set over a recipe.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct RecipeOverrides {
-    /// The flags every serving launch takes (`--job`, `--env`, `--api-key`, `--bind`, …).
-    pub serve: Overrides,
-    /// `--tp`, over the recipe's tensor-parallel size.
-    pub tp: Option<u32>,
-    /// `--port`, over the recipe's API port.
-    pub port: Option<u16>,
-    /// `--image`, over the recipe's container.
-    pub image: Option<String>,
-    /// `--gpus-per-node` (else what the nodes' drivers list).
-    pub gpus_per_node: Option<u32>,
-    /// `--recipe-env`: the recipe's value of a variable spark-launch derives wins.
-    pub keep_env: bool,
-}
-
-/// The serving request `launch` asks for, with its mods' files and `o` on top.
-pub fn request(
-    launch: &RecipeLaunch,
-    mods: Vec<ModFiles>,
-    o: &RecipeOverrides,
-) -> Result<LaunchRequest, RecipeErrors> {
+/// The serving launch `launch` asks for, with its mods' files, as a launch file's part of a
+/// request (`workload::partial::layer` lays the flags over it).
+pub fn ask(launch: &RecipeLaunch, mods: Vec<ModFiles>) -> Result<PartialServe, RecipeErrors> {
     let err = |field: &str, problem: String| RecipeError::new(&launch.file, field, problem);
     let kind = launch.engine;
     let engine = kind.engine();
+    let file = launch.file.as_str();
     let mut warnings: Vec<String> = launch
         .warnings
         .iter()
-        .map(|w| format!("{}: {w}", launch.file))
+        .map(|w| format!("{file}: {w}"))
         .collect();
     let mut errors = secret_names(launch);
     let model = ModelSource::parse(&launch.model, launch.model_revision.as_deref())
         .map_err(|e| err("model", e.to_string()))?;
-    let job = o
-        .serve
-        .job
-        .clone()
-        .unwrap_or_else(|| job_name(&launch.name));
-    let mut serve = ServeOptions::new(kind, job, model);
     let mut tuning = EngineOptions {
         ray: launch.ray && engine.ray(),
         ..EngineOptions::default()
@@ -74,51 +48,30 @@ pub fn request(
     // which one they ship.
     tuning.launcher = engine.recipe_launcher(&program);
     let split = split_recipe_args(engine, &args);
-    serve.engine_args = split.kept;
     errors.extend(split.refused.into_iter().map(|r| err("command", r)));
     let mut taken = Taken::default();
     for owned in &split.owned {
         match take(owned, &mut taken, &mut tuning) {
-            Ok(Some(w)) => warnings.push(format!("{}: {w}", launch.file)),
+            Ok(Some(w)) => warnings.push(format!("{file}: {w}")),
             Ok(None) => {}
             Err(problem) => errors.push(err("command", problem)),
         }
     }
-    serve.tp = shape(launch, o, &mut warnings, &mut errors);
-    serve.pp = launch.pp;
-    serve.port = port(launch, o, taken.port, engine, &mut warnings);
     if let Some(host) = taken
         .host
         .filter(|h| !["0.0.0.0", "::", ""].contains(&h.as_str()))
-        && o.serve.bind.is_none()
     {
         warnings.push(format!(
-            "{}: the recipe's --host {host} is not used: the API listens as --bind says (every interface unless told)",
-            launch.file
+            "{file}: the recipe's --host {host} is not used: the API listens as --bind says (every interface unless told)"
         ));
     }
-    if let (Some(flag), Some(recipe)) = (&o.image, &launch.image)
-        && flag != recipe
-    {
-        warnings.push(format!(
-            "{}: --image {flag} replaces the recipe's container {recipe}",
-            launch.file
-        ));
-    }
-    serve.image = o
-        .image
-        .clone()
-        .or_else(|| launch.image.clone())
-        .unwrap_or_else(|| engine.default_image().to_string());
-    serve.gpus_per_node = o.gpus_per_node.unwrap_or(launch.gpus_per_node.max(1));
-    shared(&mut serve, &o.serve);
     let mut env = launch.env.clone();
     let env_key = env_api_key(launch, engine, &mut env, &mut errors);
-    let api_key = api_key(launch, env_key, o, &mut warnings);
+    let api_key = api_key(launch, env_key, &mut warnings);
     if !errors.is_empty() {
         return Err(RecipeErrors(errors));
     }
-    let served_name = served_name(taken.served, &launch.file, &mut warnings);
+    let served_name = served_name(taken.served, file, &mut warnings);
     let part = RecipePart {
         name: launch.name.clone(),
         file: launch.file.clone(),
@@ -126,21 +79,40 @@ pub fn request(
         program,
         served_name,
         env,
-        keep_env: o.keep_env,
+        keep_env: false,
         mods,
         warnings,
     };
-    Ok(LaunchRequest::Serve(Box::new(ServeRequest {
-        engine: kind,
-        serve,
-        tuning,
-        gpus_per_node_given: o.gpus_per_node.is_some(),
-        hf_home: o.serve.hf_home.clone(),
-        nccl_from: o.serve.nccl_from.clone(),
-        allow_old_nccl: o.serve.allow_old_nccl,
+    let given = |what: &str| Origin::file(file, what);
+    Ok(PartialServe {
+        engine: Some(Given::new(kind, given("the recipe's runtime"))),
+        model: Some(Given::new(model, given("the recipe's model"))),
+        job: Some(Given::new(
+            job_name(&launch.name),
+            given("the recipe's name"),
+        )),
+        image: launch
+            .image
+            .clone()
+            .map(|i| Given::new(i, given("the recipe's container"))),
+        port: taken
+            .port
+            .map(|p| Given::new(p, given("the recipe's --port"))),
+        tp: Some(Given::new(
+            launch.tp,
+            given("the recipe's tensor-parallel size"),
+        )),
+        pp: Some(Given::new(
+            launch.pp,
+            given("the recipe's pipeline-parallel size"),
+        )),
+        engine_args: Some(Given::new(split.kept, given("the recipe's command"))),
         api_key,
+        tuning,
         recipe: Some(Box::new(part)),
-    })))
+        node_bounds: Some(launch.node_bounds),
+        ..PartialServe::default()
+    })
 }
 
 /// The recipe's program words (`vllm serve`) and its arguments after them, the model
@@ -213,73 +185,6 @@ fn take(
     }
 }
 
-/// The tensor-parallel size: `--tp` over the recipe's (a warning naming both when they
-/// differ), the nodes it fills checked against the recipe's `min_nodes`/`max_nodes`.
-fn shape(
-    launch: &RecipeLaunch,
-    o: &RecipeOverrides,
-    warnings: &mut Vec<String>,
-    errors: &mut Vec<RecipeError>,
-) -> u32 {
-    let Some(tp) = o.tp.filter(|tp| *tp != launch.tp) else {
-        return launch.tp;
-    };
-    warnings.push(format!(
-        "{}: --tp {tp} replaces the recipe's tensor-parallel size {}",
-        launch.file, launch.tp
-    ));
-    let per_node = u64::from(o.gpus_per_node.unwrap_or(launch.gpus_per_node).max(1));
-    let nodes = (u64::from(tp) * u64::from(launch.pp)).div_ceil(per_node);
-    let b = launch.node_bounds;
-    if nodes < u64::from(b.min) {
-        errors.push(
-            RecipeError::new(
-                &launch.file,
-                "min_nodes",
-                format!(
-                    "--tp {tp} fills {nodes} node(s) but the recipe runs on at least {}",
-                    b.min
-                ),
-            )
-            .fix("give a --tp that fills the recipe's nodes"),
-        );
-    }
-    if let Some(max) = b.max.filter(|m| nodes > u64::from(*m)) {
-        errors.push(
-            RecipeError::new(
-                &launch.file,
-                "max_nodes",
-                format!("--tp {tp} fills {nodes} nodes but the recipe runs on at most {max}"),
-            )
-            .fix("give a --tp that fits the recipe's max_nodes"),
-        );
-    }
-    tp
-}
-
-/// The API port: `--port` over the recipe's `--port` (a warning naming both when they
-/// differ), else the engine's default.
-fn port(
-    launch: &RecipeLaunch,
-    o: &RecipeOverrides,
-    recipe: Option<u16>,
-    engine: &dyn ServingEngine,
-    warnings: &mut Vec<String>,
-) -> u16 {
-    match (o.port, recipe) {
-        (Some(flag), Some(r)) if flag != r => {
-            warnings.push(format!(
-                "{}: --port {flag} replaces the recipe's --port {r}",
-                launch.file
-            ));
-            flag
-        }
-        (Some(flag), _) => flag,
-        (None, Some(r)) => r,
-        (None, None) => engine.default_port(),
-    }
-}
-
 /// The name the API lists: the recipe's `--served-model-name` (its first, when it gives
 /// several), else the model's id (the serving plan's default).
 fn served_name(names: Vec<String>, file: &str, warnings: &mut Vec<String>) -> Option<String> {
@@ -339,14 +244,14 @@ struct EnvKey {
     key: Option<Secret>,
 }
 
-/// `--api-key` over a key written in the recipe's command, over one in its env (the engine
-/// reads its command's key first); each key not used is named in a warning, never shown.
+/// The key a recipe gives: one written in its command over one in its env (the engine reads
+/// its command's key first). What is said about it is said only when no `--api-key` replaces
+/// it; the key itself is never shown.
 fn api_key(
     launch: &RecipeLaunch,
     env: Option<EnvKey>,
-    o: &RecipeOverrides,
     warnings: &mut Vec<String>,
-) -> Option<ApiKeyAsk> {
+) -> Option<Given<ApiKeyAsk>> {
     let file = &launch.file;
     let env_var = env.as_ref().filter(|e| e.key.is_some()).map(|e| e.var);
     if let Some(e) = env.as_ref().filter(|e| e.key.is_none()) {
@@ -355,58 +260,37 @@ fn api_key(
             e.var
         ));
     }
-    match (&o.serve.api_key, &launch.api_key, env_var) {
-        (Some(k), command, _) => {
-            if command.is_some() {
-                warnings.push(format!(
-                    "{file}: --api-key replaces the key written in the recipe's command"
-                ));
-            }
-            if let Some(var) = env_var {
-                warnings.push(format!(
-                    "{file}: --api-key replaces the key the recipe's env gives in {var}"
-                ));
-            }
-            Some(k.clone())
-        }
-        (None, Some(k), _) => {
-            warnings.push(format!(
+    match (&launch.api_key, env_var) {
+        (Some(k), _) => {
+            let mut g = Given::file(
+                ApiKeyAsk::Given(k.clone()),
+                file,
+                "the key written in the recipe's command",
+            );
+            g.notes.push(format!(
                 "{file}: the recipe's command carries an --api-key: the API enforces it (a key written in a shared recipe is no secret)"
             ));
             if let Some(var) = env_var {
-                warnings.push(format!(
+                g.notes.push(format!(
                     "{file}: the key the recipe's env gives in {var} is not used: the command's key wins, as the engine reads them"
                 ));
             }
-            Some(ApiKeyAsk::Given(k.clone()))
+            Some(g)
         }
-        (None, None, Some(var)) => {
-            warnings.push(format!(
+        (None, Some(var)) => {
+            let key = env.and_then(|e| e.key)?;
+            let mut g = Given::file(
+                ApiKeyAsk::Given(key),
+                file,
+                format!("the key the recipe's env gives in {var}"),
+            );
+            g.notes.push(format!(
                 "{file}: the recipe's env gives {var}: it is taken as the API key, enforced as --api-key is (never on a command line, <set> in plans; a key written in a shared recipe is no secret)"
             ));
-            env.and_then(|e| e.key).map(ApiKeyAsk::Given)
+            Some(g)
         }
-        (None, None, None) => None,
+        (None, None) => None,
     }
-}
-
-/// The options every serving launch takes from the flags.
-fn shared(serve: &mut ServeOptions, o: &Overrides) {
-    serve.env = o
-        .env
-        .iter()
-        .map(|e| (e.key.clone(), e.value.clone()))
-        .collect();
-    if let Some(t) = o.ready_timeout_s {
-        serve.ready_timeout_s = t;
-    }
-    serve.ulimits = o.container.ulimits.clone();
-    serve.gpus = o.container.gpus;
-    serve.stage_model = !o.no_stage;
-    serve.check_answers = !o.no_check;
-    serve.allow_tcp = o.allow_tcp;
-    serve.bind = o.bind.unwrap_or(Bind::All);
-    serve.memory = o.memory.clone();
 }
 
 /// A variable holding a secret from the user's environment under a name that does not say
@@ -450,7 +334,10 @@ pub fn fit(launch: &RecipeLaunch, nodes: Option<usize>) -> Option<Fit> {
 mod tests {
     use super::*;
     use crate::recipe::{RecipeInput, parse};
+    use crate::workload::endpoint::Bind;
     use crate::workload::engines::{EngineKind, Launcher};
+    use crate::workload::launch::ServeRequest;
+    use crate::workload::partial;
 
     fn launch(text: &str) -> RecipeLaunch {
         parse("r.yaml", "r", text)
@@ -467,16 +354,20 @@ mod tests {
 
     const V2: &str = "recipe_version: \"2\"\nmodel: org/demo\nruntime: vllm\ncontainer: img:1\nmin_nodes: 2\nmax_nodes: 2\ndefaults:\n  tensor_parallel: 2\n  port: 9000\ncommand: vllm serve {model} --tensor-parallel-size {tensor_parallel} --kv-cache-dtype fp8 --port {port} --host 0.0.0.0 --nnodes 2 --served-model-name demo --max-model-len 4096\n";
 
-    fn serve(r: LaunchRequest) -> ServeRequest {
-        match r {
-            LaunchRequest::Serve(s) => *s,
-            other => panic!("not a serving request: {other:?}"),
-        }
+    /// The recipe's launch with `flags` laid over it, through the one merge; a refusal as
+    /// its first line.
+    fn request(l: &RecipeLaunch, flags: PartialServe) -> Result<ServeRequest, String> {
+        let ask = ask(l, vec![]).map_err(|e| e.0[0].to_string())?;
+        partial::layer(ask, flags).map_err(|e| e.to_string())
+    }
+
+    fn serve(r: Result<ServeRequest, String>) -> ServeRequest {
+        r.unwrap()
     }
 
     #[test]
     fn the_recipe_s_settings_reach_the_engine_verbatim_and_its_owned_flags_become_options() {
-        let s = serve(request(&launch(V2), vec![], &RecipeOverrides::default()).unwrap());
+        let s = serve(request(&launch(V2), PartialServe::default()));
         assert_eq!(
             s.serve.engine_args,
             ["--kv-cache-dtype", "fp8", "--max-model-len", "4096"]
@@ -497,12 +388,12 @@ mod tests {
 
     #[test]
     fn a_flag_over_the_recipe_wins_with_a_warning_naming_both() {
-        let o = RecipeOverrides {
-            port: Some(8001),
-            tp: Some(2),
-            ..RecipeOverrides::default()
+        let o = PartialServe {
+            port: Given::flag_opt(Some(8001), "--port"),
+            tp: Given::flag_opt(Some(2), "--tp"),
+            ..PartialServe::default()
         };
-        let s = serve(request(&launch(V2), vec![], &o).unwrap());
+        let s = serve(request(&launch(V2), o));
         assert_eq!(s.serve.port, 8001);
         let w = &s.recipe.unwrap().warnings;
         assert!(
@@ -510,13 +401,13 @@ mod tests {
                 .any(|w| w == "r.yaml: --port 8001 replaces the recipe's --port 9000"),
             "{w:?}"
         );
-        let o = RecipeOverrides {
-            tp: Some(4),
-            ..RecipeOverrides::default()
+        let o = PartialServe {
+            tp: Given::flag_opt(Some(4), "--tp"),
+            ..PartialServe::default()
         };
-        let e = request(&launch(V2), vec![], &o).unwrap_err();
+        let e = request(&launch(V2), o).unwrap_err();
         assert_eq!(
-            e.0[0].to_string(),
+            e,
             "r.yaml: max_nodes: --tp 4 fills 4 nodes but the recipe runs on at most 2; give a --tp that fits the recipe's max_nodes"
         );
     }
@@ -526,7 +417,7 @@ mod tests {
         let l = launch(
             "recipe_version: \"2\"\nmodel: org/demo\nruntime: sglang\nmin_nodes: 2\ndefaults:\n  tensor_parallel: 2\ncommand: sglang serve --model-path {model} --tp-size {tensor_parallel} --port 30001 --dist-init-addr 10.0.0.1:5000 --mem-fraction-static 0.8\n",
         );
-        let s = serve(request(&l, vec![], &RecipeOverrides::default()).unwrap());
+        let s = serve(request(&l, PartialServe::default()));
         assert_eq!(s.engine, EngineKind::Sglang);
         assert_eq!(s.tuning.launcher, Some(Launcher::Serve));
         assert_eq!(s.serve.engine_args, ["--mem-fraction-static", "0.8"]);
@@ -549,14 +440,11 @@ mod tests {
             (2, 2),
             "the shape is read from --tensor-parallel"
         );
-        let o = RecipeOverrides {
-            serve: Overrides {
-                bind: Some(Bind::Fabric),
-                ..Overrides::default()
-            },
-            ..RecipeOverrides::default()
+        let o = PartialServe {
+            bind: Given::flag_opt(Some(Bind::Fabric), "--bind"),
+            ..PartialServe::default()
         };
-        let s = serve(request(&l, vec![], &o).unwrap());
+        let s = serve(request(&l, o));
         assert_eq!(s.serve.engine_args, ["--max-model-len", "4096"]);
         assert_eq!((s.serve.tp, s.serve.port), (2, 9001));
         assert_eq!(s.serve.bind, Bind::Fabric);
@@ -574,8 +462,8 @@ mod tests {
             "{:?}",
             l.argv
         );
-        let e = request(&l, vec![], &RecipeOverrides::default()).unwrap_err();
-        let text = e.to_string();
+        let e = request(&l, PartialServe::default()).unwrap_err();
+        let text = e;
         assert!(
             text.contains("`--api_key`: SGLang does not read this spelling of --api-key"),
             "{text}"
@@ -596,8 +484,8 @@ mod tests {
         let l = launch(
             "recipe_version: \"2\"\nmodel: org/demo\nruntime: vllm\ncontainer: img:1\ncommand: vllm serve {model} --api=sk-hidden-3\n",
         );
-        let e = request(&l, vec![], &RecipeOverrides::default()).unwrap_err();
-        let text = e.to_string();
+        let e = request(&l, PartialServe::default()).unwrap_err();
+        let text = e;
         assert!(
             text.contains("`--api`: vLLM reads abbreviations, and this one could be --api-key"),
             "{text}"
@@ -612,7 +500,7 @@ mod tests {
 
     #[test]
     fn a_recipe_s_vllm_api_key_variable_is_taken_as_the_key_and_leaves_the_env() {
-        let s = serve(request(&launch(ENV_KEY), vec![], &RecipeOverrides::default()).unwrap());
+        let s = serve(request(&launch(ENV_KEY), PartialServe::default()));
         let Some(ApiKeyAsk::Given(k)) = &s.api_key else {
             panic!("the env's key is the launch's key: {:?}", s.api_key);
         };
@@ -631,15 +519,12 @@ mod tests {
 
     #[test]
     fn the_user_s_api_key_wins_over_a_recipe_s_key_variable_even_with_recipe_env() {
-        let o = RecipeOverrides {
-            serve: Overrides {
-                api_key: Some(ApiKeyAsk::Auto),
-                ..Overrides::default()
-            },
-            keep_env: true,
-            ..RecipeOverrides::default()
+        let o = PartialServe {
+            api_key: Given::flag_opt(Some(ApiKeyAsk::Auto), "--api-key"),
+            keep_recipe_env: Given::flag_opt(Some(true), "--recipe-env"),
+            ..PartialServe::default()
         };
-        let s = serve(request(&launch(ENV_KEY), vec![], &o).unwrap());
+        let s = serve(request(&launch(ENV_KEY), o));
         assert_eq!(s.api_key, Some(ApiKeyAsk::Auto));
         let part = s.recipe.unwrap();
         assert!(!part.env.0.contains_key("VLLM_API_KEY"));
@@ -654,9 +539,9 @@ mod tests {
     #[test]
     fn a_per_node_key_variable_is_refused() {
         let text = ENV_KEY.replace("sk-env-1", "k-{launch.node_rank}");
-        let e = request(&launch(&text), vec![], &RecipeOverrides::default()).unwrap_err();
+        let e = request(&launch(&text), PartialServe::default()).unwrap_err();
         assert_eq!(
-            e.0[0].to_string(),
+            e,
             "r.yaml: env.VLLM_API_KEY: VLLM_API_KEY is the vLLM API key, which cannot differ per node; give the key with --api-key KEY|auto|@FILE"
         );
     }

@@ -57,6 +57,8 @@ pub struct ServeRequest {
     pub api_key: Option<super::endpoint::ApiKeyAsk>,
     /// A community recipe's part (`up RECIPE`): its per-node environment, mods, served name.
     pub recipe: Option<Box<super::recipe_part::RecipePart>>,
+    /// What laying the sources over each other had to say (a flag replacing a file's value).
+    pub warnings: Vec<String>,
 }
 
 /// One launching command, as asked.
@@ -441,6 +443,8 @@ fn plan_serve(
         }),
         recipe: r.recipe.as_deref(),
     })?;
+    // What laying the request's sources together said comes first.
+    warnings.splice(0..0, r.warnings.iter().cloned());
     warnings.extend(shape_warning);
     if let Some(head) = plan.nodes.first() {
         warnings.extend(super::endpoint::open_warning(

@@ -2,7 +2,8 @@
 //! derived per-node environment into a plan; `launch` is the one entry that turns any
 //! launching request into its one plan, and `render` shows it as text (`--dry-run`). Serving
 //! engines sit behind one seam (`engines`, one file each); `skeleton` makes every serving plan
-//! in one pass; a community recipe adds its part to it (`recipe_part`). Pure: no network, no
+//! in one pass; `partial` is the one input layer every source of a serving launch (flags,
+//! profiles, recipes) goes through; a community recipe adds its part to it (`recipe_part`). Pure: no network, no
 //! Docker, no files.
 
 pub mod endpoint;
@@ -14,6 +15,7 @@ pub mod memory;
 pub mod nccl_build;
 pub mod nccl_lib;
 pub mod nccl_test;
+pub mod partial;
 pub mod rdma;
 pub mod readiness;
 pub mod recipe_env;

@@ -445,6 +445,30 @@ pub struct EngineOptions {
     pub speculative: Option<Speculative>,
 }
 
+impl EngineOptions {
+    /// These options with `top`'s over them, field by field (`config` key by key).
+    pub fn under(self, top: EngineOptions) -> EngineOptions {
+        let mut config = self.config;
+        config.extend(top.config);
+        EngineOptions {
+            ray: top.ray || self.ray,
+            rendezvous_port: top.rendezvous_port.or(self.rendezvous_port),
+            ray_port: top.ray_port.or(self.ray_port),
+            ssh_port: top.ssh_port.or(self.ssh_port),
+            memory_fraction: top.memory_fraction.or(self.memory_fraction),
+            cuda_graph_padding: top.cuda_graph_padding.or(self.cuda_graph_padding),
+            disable_overlap_scheduler: top
+                .disable_overlap_scheduler
+                .or(self.disable_overlap_scheduler),
+            max_batch_size: top.max_batch_size.or(self.max_batch_size),
+            max_num_tokens: top.max_num_tokens.or(self.max_num_tokens),
+            config,
+            launcher: top.launcher.or(self.launcher),
+            speculative: top.speculative.or(self.speculative),
+        }
+    }
+}
+
 /// Everything an engine needs to write its ranks: the decisions are made already.
 pub struct RankInput<'a> {
     pub opts: &'a ServeOptions,
