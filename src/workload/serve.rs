@@ -223,6 +223,22 @@ pub fn nodes_needed(
     gpus_per_node: u32,
     available: usize,
 ) -> Result<usize, Problem> {
+    let world = limits::world(tp, pp).map_err(|e| Problem {
+        problem: e,
+        fix: "lower --tp or --pp".into(),
+    });
+    nodes_for(tp, pp, world, gpus_per_node, available)
+}
+
+/// [`nodes_needed`] for a replica the engine says spans `world` GPUs (tp × pp unless its own
+/// parallelism adds ranks), or the engine's refusal of the shape.
+pub fn nodes_for(
+    tp: u32,
+    pp: u32,
+    world: Result<u64, Problem>,
+    gpus_per_node: u32,
+    available: usize,
+) -> Result<usize, Problem> {
     if tp == 0 || pp == 0 {
         return Err(Problem {
             problem: format!("--tp {tp} --pp {pp}: both must be at least 1"),
@@ -250,15 +266,18 @@ pub fn nodes_needed(
             fix: "choose a shape within the limits".into(),
         });
     }
-    let world = limits::world(tp, pp).map_err(|e| Problem {
-        problem: e,
-        fix: "lower --tp or --pp".into(),
-    })?;
+    let world = world?;
+    // Where the engine's expert groups add ranks, the shape says so.
+    let shape = if world == u64::from(tp) * u64::from(pp) {
+        format!("tp × pp = {tp} × {pp}")
+    } else {
+        format!("tp {tp}, pp {pp} and the expert groups")
+    };
     let per_node = u64::from(gpus_per_node);
     if !world.is_multiple_of(per_node) {
         return Err(Problem {
             problem: format!(
-                "tp × pp = {tp} × {pp} = {world} GPUs does not fill whole nodes of {gpus_per_node} GPU{}",
+                "{shape} = {world} GPUs does not fill whole nodes of {gpus_per_node} GPU{}",
                 if gpus_per_node == 1 { "" } else { "s" }
             ),
             fix: format!(
@@ -271,7 +290,7 @@ pub fn nodes_needed(
     if needed > available as u64 {
         return Err(Problem {
             problem: format!(
-                "tp × pp = {world} GPUs needs {needed} nodes of {gpus_per_node} GPU{}, but the cluster has {available}",
+                "{shape} = {world} GPUs needs {needed} nodes of {gpus_per_node} GPU{}, but the cluster has {available}",
                 if gpus_per_node == 1 { "" } else { "s" }
             ),
             fix: format!(
@@ -346,6 +365,7 @@ pub struct Selected {
 pub fn select(
     nodes: &[NodeInput],
     opts: &ServeOptions,
+    world: Result<u64, Problem>,
     extra: Vec<Problem>,
 ) -> Result<Selected, ServeRefusal> {
     let mut problems = extra;
@@ -362,7 +382,7 @@ pub fn select(
         });
         return Err(ServeRefusal { problems });
     }
-    let needed = match nodes_needed(opts.tp, opts.pp, opts.gpus_per_node, nodes.len()) {
+    let needed = match nodes_for(opts.tp, opts.pp, world, opts.gpus_per_node, nodes.len()) {
         Ok(n) => n,
         Err(p) => {
             problems.push(p);

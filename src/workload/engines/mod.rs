@@ -18,6 +18,7 @@
 //!
 //! Pure: options and facts in, containers and steps out.
 
+pub mod atlas;
 pub mod ray;
 pub mod sglang;
 pub mod speculative;
@@ -46,11 +47,17 @@ pub enum EngineKind {
     Vllm,
     Trtllm,
     Sglang,
+    Atlas,
 }
 
 impl EngineKind {
     /// Every engine, in the order help texts and doctor list them.
-    pub const ALL: [EngineKind; 3] = [EngineKind::Vllm, EngineKind::Trtllm, EngineKind::Sglang];
+    pub const ALL: [EngineKind; 4] = [
+        EngineKind::Vllm,
+        EngineKind::Trtllm,
+        EngineKind::Sglang,
+        EngineKind::Atlas,
+    ];
 
     /// The engine's implementation: the registration.
     pub fn engine(self) -> &'static dyn ServingEngine {
@@ -58,10 +65,11 @@ impl EngineKind {
             EngineKind::Vllm => &vllm::Vllm,
             EngineKind::Trtllm => &trtllm::Trtllm,
             EngineKind::Sglang => &sglang::Sglang,
+            EngineKind::Atlas => &atlas::Atlas,
         }
     }
 
-    /// `vllm`, `trtllm`, `sglang`: the CLI subcommand, the profile's `engine:`, the workload label.
+    /// `vllm`, `trtllm`, `sglang`, `atlas`: the CLI subcommand, the profile's `engine:`, the workload label.
     pub fn as_str(self) -> &'static str {
         self.engine().name()
     }
@@ -373,6 +381,10 @@ pub enum StartOrder {
     /// process connects to them as it comes up and fails when one is not there yet (RPC
     /// servers, then the program that spreads its layers over them).
     ServersFirst { port: u16 },
+    /// The head first: its container starts, and once its rendezvous answers on `port` (at its
+    /// control-plane address), every worker starts and connects to it (a rank 0 that hosts
+    /// the group's bootstrap, as sparkrun starts Atlas).
+    HeadFirst { port: u16 },
 }
 
 /// How an engine's server program is spelled, where it has two that take the same arguments
@@ -443,6 +455,9 @@ pub struct EngineOptions {
     pub launcher: Option<Launcher>,
     /// Speculative decoding, mapped by each engine (or refused); its draft is staged.
     pub speculative: Option<Speculative>,
+    /// The expert-parallel size, for an engine whose expert groups add ranks of their own
+    /// (Atlas's `--ep-size`; see [`ServingEngine::world`]).
+    pub expert_parallel: Option<u32>,
 }
 
 impl EngineOptions {
@@ -465,6 +480,7 @@ impl EngineOptions {
             config,
             launcher: top.launcher.or(self.launcher),
             speculative: top.speculative.or(self.speculative),
+            expert_parallel: top.expert_parallel.or(self.expert_parallel),
         }
     }
 }
@@ -548,6 +564,15 @@ pub trait ServingEngine: Sync {
     /// SSH identity before planning.
     fn job_ssh(&self) -> bool {
         false
+    }
+    /// The GPUs one replica spans with tensor-parallel size `tp`, pipeline size `pp`, `gpus`
+    /// GPUs per node and these options, or why the engine cannot take that shape: tp × pp,
+    /// unless the engine's own parallelism adds ranks (Atlas's expert-parallel groups).
+    fn world(&self, tp: u32, pp: u32, _gpus: u32, _tuning: &EngineOptions) -> Result<u64, Problem> {
+        crate::workload::limits::world(tp, pp).map_err(|problem| Problem {
+            problem,
+            fix: "lower --tp or --pp".into(),
+        })
     }
     /// In which order its group's nodes start with these options ([`StartOrder`]).
     fn start_order(&self, _tuning: &EngineOptions) -> StartOrder {
@@ -903,6 +928,8 @@ pub enum RecipeFlag {
     Revision,
     /// Tensor-parallel size.
     Tp,
+    /// Expert-parallel size, where expert groups add ranks (Atlas's `--ep-size`).
+    ExpertParallel,
     /// Pipeline-parallel size.
     Pp,
     /// The API port on the head.
