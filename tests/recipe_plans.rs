@@ -231,7 +231,7 @@ fn a_registry_listing_says_which_recipes_this_version_runs_on_two_nodes() {
         [
             "@official/demo-nemotron-vllm-table: yes",
             "@official/demo-qwen-sglang: yes",
-            "@experimental/demo-gguf-llama-cpp: no: runtime: runtime \"llama-cpp\" is not supported yet (spark-launch runs vllm, trtllm and sglang recipes)",
+            "@experimental/demo-gguf-llama-cpp: no: runtime: runtime \"llama-cpp\" is not supported yet (spark-launch runs vllm, trtllm, sglang and atlas recipes)",
             "@experimental/demo-missing-mod: no: mods[0]: mod \"fix-that-does-not-exist\" not found",
             "@experimental/demo-newer-sparkrun: no: readiness: not a field spark-launch knows",
         ]

@@ -1,7 +1,7 @@
 //! Which engine a recipe runs: a v2 `runtime:` name mapped to the engine that answers to it
 //! (each engine lists its names, sparkrun's, and whether one means Ray:
 //! `engines::spelling`), sparkrun's command hints when the field is empty, and the runtimes
-//! refused by name: sparkrun's runtimes no engine answers to (llama-cpp, atlas, …), and
+//! refused by name: sparkrun's runtimes no engine answers to (llama-cpp, ds4-cuda, …), and
 //! anything unknown. Pure.
 
 use crate::workload::engines::EngineKind;
@@ -47,9 +47,8 @@ fn engine_names() -> String {
 
 /// Runtimes sparkrun has that no engine here answers to (refused as not supported yet), with
 /// the command words that hint at one when a recipe names no runtime.
-const NOT_YET: [(&str, &[ProgramWords]); 6] = [
+const NOT_YET: [(&str, &[ProgramWords]); 5] = [
     ("llama-cpp", &[ProgramWords::Command(&["llama-server"])]),
-    ("atlas", &[]),
     ("ds4-cuda", &[]),
     ("modular-max", &[]),
     ("tokenary", &[]),
@@ -130,15 +129,12 @@ mod tests {
     }
 
     #[test]
-    fn llama_cpp_atlas_and_unknown_runtimes_are_refused_naming_the_runtime() {
+    fn llama_cpp_and_unknown_runtimes_are_refused_naming_the_runtime() {
         assert_eq!(
             resolve("llama-cpp", None).unwrap_err().to_string(),
-            "runtime \"llama-cpp\" is not supported yet (spark-launch runs vllm, trtllm and sglang recipes)"
+            "runtime \"llama-cpp\" is not supported yet (spark-launch runs vllm, trtllm, sglang and atlas recipes)"
         );
-        assert!(matches!(
-            resolve("atlas", None),
-            Err(RuntimeRefusal::NotYet { .. })
-        ));
+        assert_eq!(resolve("atlas", None).map(|c| c.engine), Ok(EngineKind::Atlas));
         assert!(matches!(
             resolve("", Some("llama-server -hf x")),
             Err(RuntimeRefusal::NotYet { .. })
@@ -151,7 +147,7 @@ mod tests {
         );
         assert_eq!(
             resolve("ollama", None).unwrap_err().to_string(),
-            "runtime \"ollama\" is not a runtime spark-launch knows (known: vllm, vllm-distributed, vllm-ray, eugr-vllm, trtllm, sglang)"
+            "runtime \"ollama\" is not a runtime spark-launch knows (known: vllm, vllm-distributed, vllm-ray, eugr-vllm, trtllm, sglang, atlas)"
         );
     }
 

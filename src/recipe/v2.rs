@@ -709,7 +709,7 @@ command: |
 
     #[test]
     fn unsupported_runtimes_are_refused_naming_the_runtime() {
-        for runtime in ["llama-cpp", "atlas", "mystery"] {
+        for runtime in ["llama-cpp", "mystery"] {
             let text = format!(
                 "recipe_version: \"2\"\nmodel: org/demo\nruntime: {runtime}\ncontainer: c\n"
             );

@@ -1249,6 +1249,8 @@ mod tests {
                 (2233, "container sshd (mpirun)"),
                 (30000, "SGLang API server"),
                 (20000, "torch.distributed store (SGLang --dist-init-addr)"),
+                (8888, "Atlas API server"),
+                (29500, "NCCL bootstrap (Atlas --master-port)"),
             ]
         );
     }
