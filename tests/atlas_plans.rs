@@ -135,7 +135,10 @@ fn the_minimax_expert_parallel_recipe_plans_one_rank_per_spark_the_head_first() 
 #[test]
 fn the_qwen_122b_expert_parallel_recipe_gives_both_ranks_the_same_speculative_flags() {
     let p = planned(
-        &recipe("@atlas/qwen3.5-122b-a10b-nvfp4-ep2", PartialServe::default()),
+        &recipe(
+            "@atlas/qwen3.5-122b-a10b-nvfp4-ep2",
+            PartialServe::default(),
+        ),
         &Lookups::default(),
     );
     insta::assert_json_snapshot!(p.plan);
@@ -168,7 +171,11 @@ fn the_single_spark_flagship_passes_atlas_s_lm_head_flag_and_leaves_the_other_sp
     assert!(!head.contains("--world-size"), "{head}");
     // Alone, a rank needs no NCCL settings of a group.
     assert!(!container(s, 0).env.contains_key("NCCL_PROTO"));
-    assert!(s.notes.iter().any(|n| n.contains("spark2 stays idle")), "{:?}", s.notes);
+    assert!(
+        s.notes.iter().any(|n| n.contains("spark2 stays idle")),
+        "{:?}",
+        s.notes
+    );
 }
 
 #[test]
@@ -222,7 +229,10 @@ fn an_api_key_reaches_atlas_as_a_tokens_file_and_is_on_no_command_line() {
     let p = planned(&r, &lookups);
     let s = serving(&p);
     let head = container(s, 0);
-    assert_eq!(head.command[..4], ["sh", "-c", KEY_SH, "spark-launch-atlas"]);
+    assert_eq!(
+        head.command[..4],
+        ["sh", "-c", KEY_SH, "spark-launch-atlas"]
+    );
     assert_eq!(head.command[4..6], ["spark", "serve"]);
     assert_eq!(head.env["SL_ATLAS_AUTH_TOKEN"], "sk-atlas-not-real");
     let printed = serde_json::to_string(&p.plan).unwrap();

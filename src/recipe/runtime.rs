@@ -134,7 +134,10 @@ mod tests {
             resolve("llama-cpp", None).unwrap_err().to_string(),
             "runtime \"llama-cpp\" is not supported yet (spark-launch runs vllm, trtllm, sglang and atlas recipes)"
         );
-        assert_eq!(resolve("atlas", None).map(|c| c.engine), Ok(EngineKind::Atlas));
+        assert_eq!(
+            resolve("atlas", None).map(|c| c.engine),
+            Ok(EngineKind::Atlas)
+        );
         assert!(matches!(
             resolve("", Some("llama-server -hf x")),
             Err(RuntimeRefusal::NotYet { .. })

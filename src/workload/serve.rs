@@ -268,10 +268,12 @@ pub fn nodes_for(
     }
     let world = world?;
     // Where the engine's expert groups add ranks, the shape says so.
-    let shape = if world == u64::from(tp) * u64::from(pp) {
-        format!("tp × pp = {tp} × {pp}")
+    let plain = world == u64::from(tp) * u64::from(pp);
+    let (shape, product) = if plain {
+        (format!("tp × pp = {tp} × {pp}"), "tp × pp".to_string())
     } else {
-        format!("tp {tp}, pp {pp} and the expert groups")
+        let s = format!("tp {tp}, pp {pp} and the expert groups");
+        (s.clone(), s)
     };
     let per_node = u64::from(gpus_per_node);
     if !world.is_multiple_of(per_node) {
@@ -290,7 +292,7 @@ pub fn nodes_for(
     if needed > available as u64 {
         return Err(Problem {
             problem: format!(
-                "{shape} = {world} GPUs needs {needed} nodes of {gpus_per_node} GPU{}, but the cluster has {available}",
+                "{product} = {world} GPUs needs {needed} nodes of {gpus_per_node} GPU{}, but the cluster has {available}",
                 if gpus_per_node == 1 { "" } else { "s" }
             ),
             fix: format!(
