@@ -103,6 +103,7 @@ fn the_minimax_expert_parallel_recipe_plans_one_rank_per_spark_the_head_first() 
     let s = serving(&p);
     assert_eq!(s.nodes.len(), 2);
     assert_eq!(s.mode, "native");
+    assert_eq!((s.tp, s.expert_parallel), (1, Some(2)));
     let (head, worker) = (line(s, 0), line(s, 1));
     assert!(head.starts_with("spark serve /root/.cache/huggingface/hub/models--lukealonso--MiniMax-M2.7-NVFP4/snapshots/main --model-name lukealonso/MiniMax-M2.7-NVFP4 --tp-size 1 --ep-size 2 --bind 0.0.0.0 --port 8888 --world-size 2 --rank 0 --master-addr 192.168.177.11 --master-port 29500"), "{head}");
     assert!(
@@ -165,6 +166,7 @@ fn the_single_spark_flagship_passes_atlas_s_lm_head_flag_and_leaves_the_other_sp
     let s = serving(&p);
     assert_eq!(s.nodes.len(), 1);
     assert_eq!(s.mode, "single");
+    assert_eq!(s.expert_parallel, None);
     let head = line(s, 0);
     assert!(head.contains("--lm-head-dtype bf16"), "{head}");
     assert!(head.contains("--max-prefill-tokens 32768"), "{head}");

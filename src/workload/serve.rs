@@ -137,6 +137,10 @@ pub struct ServePlan {
     pub served_name: String,
     pub tp: u32,
     pub pp: u32,
+    /// The expert-parallel size, where the engine's expert groups add ranks (Atlas); absent
+    /// otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expert_parallel: Option<u32>,
     pub endpoint: Endpoint,
     /// The nodes that serve, head first.
     pub nodes: Vec<NodeName>,

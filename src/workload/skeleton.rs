@@ -177,6 +177,8 @@ fn plan_with(engine: &dyn ServingEngine, input: &ServeInput<'_>) -> Result<Serve
         served_name: served,
         tp: o.tp,
         pp: o.pp,
+        // Said where the expert groups widened the group beyond tp × pp.
+        expert_parallel: input.tuning.expert_parallel.filter(|_| world != o.world()),
         endpoint: endpoint(&sel.inputs[0], head_env, o.port, bound),
         nodes: used,
         unused: sel.unused.clone(),
