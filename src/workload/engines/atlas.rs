@@ -34,7 +34,7 @@
 use std::collections::BTreeMap;
 
 use super::speculative::{SpecMethod, Speculative};
-use super::spelling::{FlagTable, ProgramWords, RecipeRuntime, RecipeSpelling};
+use super::spelling::{FlagTable, ProgramWords, RecipeNamespace, RecipeRuntime, RecipeSpelling};
 use super::{
     ApiKeySupport, EngineOptions, EnginePort, EngineRanks, FlagValues, GroupLine, GroupRefs,
     LogPhase, MultiNode, OwnedFlag, PortOn, PortReach, RankInput, ReadySignals, RecipeFlag,
@@ -146,6 +146,11 @@ impl ServingEngine for Atlas {
     }
     fn recipe(&self) -> &'static RecipeSpelling {
         &RECIPE
+    }
+    /// sparkrun pre-registers `@atlas` as Avarok's registry (reserved for that GitHub
+    /// organization).
+    fn recipe_namespace(&self) -> Option<RecipeNamespace> {
+        Some(RECIPES)
     }
     fn world(&self, tp: u32, pp: u32, gpus: u32, tuning: &EngineOptions) -> Result<u64, Problem> {
         if pp > 1 {
@@ -403,6 +408,12 @@ pub fn speculative_args(s: &Speculative) -> Vec<String> {
     }
 }
 
+/// Avarok's recipe registry, `@atlas` in sparkrun.
+pub const RECIPES: RecipeNamespace = RecipeNamespace {
+    name: "atlas",
+    url: "https://github.com/Avarok-Cybersecurity/atlas-recipes.git",
+};
+
 /// How recipes write Atlas: sparkrun's runtime `atlas` (never Ray: Atlas forms its own NCCL
 /// group), its line `spark serve MODEL …`. The flag table is sparkrun's (spark-arena/sparkrun
 /// `src/sparkrun/runtimes/atlas.py` at 0041b8f), restated as data, and `auth_token` read for
@@ -648,6 +659,18 @@ mod tests {
         assert_eq!(
             line.command.join(" "),
             "spark serve /m --port 0 --world-size $(SIZE) --rank $(RANK) --master-addr $(LEADER) --master-port 29500"
+        );
+    }
+
+    #[test]
+    fn the_atlas_namespace_is_avarok_s_registry_and_names_this_engine() {
+        let (kind, ns) = super::super::spelling::namespace("atlas").unwrap();
+        assert_eq!(kind.engine().name(), "atlas");
+        assert!(ns.url.contains("Avarok-Cybersecurity/atlas-recipes"));
+        assert!(super::super::spelling::namespace("official").is_none());
+        assert_eq!(
+            super::super::spelling::runtime("atlas").map(|(k, r)| (k, r.ray)),
+            Some((kind, Some(false)))
         );
     }
 

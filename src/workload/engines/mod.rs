@@ -554,6 +554,12 @@ pub trait ServingEngine: Sync {
     fn recipe(&self) -> &'static RecipeSpelling {
         &RecipeSpelling::NONE
     }
+    /// The `@namespace` sparkrun reserves for this engine's own recipe registry, and where
+    /// that registry is published (`@atlas`: Avarok's atlas-recipes); `None`: no registry of
+    /// its own.
+    fn recipe_namespace(&self) -> Option<spelling::RecipeNamespace> {
+        None
+    }
     /// Whether its ranks talk over NCCL: the plan then checks the NCCL every container loads
     /// (its steps, its section and their verdict), and `--nccl-from` can replace it. An engine
     /// that says no gets none of them.

@@ -231,6 +231,25 @@ pub fn expert_parallel_key(kind: EngineKind) -> Option<&'static str> {
     })
 }
 
+/// A recipe registry of an engine's own, under the `@name` sparkrun reserves for it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RecipeNamespace {
+    /// `atlas`, as in `@atlas/NAME` (the sub-registry the registry's manifest names).
+    pub name: &'static str,
+    /// The git URL sparkrun clones it from.
+    pub url: &'static str,
+}
+
+/// The engine and registry of a `@name` namespace an engine reserves (`atlas`).
+pub fn namespace(name: &str) -> Option<(EngineKind, RecipeNamespace)> {
+    EngineKind::ALL.into_iter().find_map(|kind| {
+        kind.engine()
+            .recipe_namespace()
+            .filter(|n| n.name == name)
+            .map(|n| (kind, n))
+    })
+}
+
 /// The runtime sparkrun assumes when a recipe names none and its command hints at none.
 pub fn fallback_runtime() -> Option<&'static str> {
     EngineKind::ALL.into_iter().find_map(|kind| {
