@@ -153,7 +153,8 @@ pub struct Profile {
     /// The cap on every serving container (`110G`, `512M`), instead of the node's
     /// `MemTotal` less what the host keeps; `--memory-limit` wins.
     pub memory_limit: Option<String>,
-    /// vLLM only: use Ray instead of the native multi-node mode.
+    /// Engines that can run over Ray (`ServingEngine::ray`): use it instead of the native
+    /// multi-node mode.
     #[serde(default)]
     pub ray: bool,
     #[serde(default)]
@@ -176,7 +177,7 @@ pub struct Profile {
     pub nccl_from: Option<String>,
     /// The figures `spark-launch bench` should measure on this profile's job.
     pub expect: Option<Expectations>,
-    /// vllm: the API key, `auto` or `@FILE` (never the key itself: refused).
+    /// Serving engines: the API key, `auto` or `@FILE` (never the key itself: refused).
     pub api_key: Option<String>,
     /// Serving engines: where the API listens on the head: `all`, `fabric` or an address.
     pub bind: Option<String>,

@@ -6,15 +6,30 @@
 //! An engine says its name, default image and API port, the ports it binds (API, rendezvous,
 //! Ray, the containers' sshd; [`EnginePort`]), whether and how it enforces an API key, how
 //! readiness and progress show ([`ReadySignals`]), how its ranks find each other across nodes
-//! ([`MultiNode`]), its defaults, the flags it sets itself, and — given the containers the
-//! shared serving plan built — the per-rank commands and the waits of its own.
+//! ([`MultiNode`]), whether they use NCCL, in which order its nodes start ([`StartOrder`]),
+//! its defaults, the flags it sets itself, its launch-profile section (its key and how it is
+//! read), how community recipes write it ([`spelling::RecipeSpelling`]: program words, flag
+//! spellings, runtime names, sparkrun's flag table), and — given the containers the shared
+//! serving plan built — the per-rank commands and the waits of its own.
 //!
-//! The serving plan (`workload::skeleton`), the CLI, profiles, doctor's port list, readiness and
-//! the executor's waits ask here; nothing outside this folder matches on an engine
-//! (`tests/conventions.rs` checks).
+//! The serving plan (`workload::skeleton`), the CLI, profiles, recipes, doctor's port list,
+//! readiness and the executor's waits ask here; nothing outside this folder lists or matches on
+//! engines but the engines' CLI subcommands (`tests/conventions.rs` checks).
 //!
-//! Adding an engine: a file here implementing [`ServingEngine`], its variant in [`EngineKind`]
-//! with its line in [`EngineKind::engine`] and [`EngineKind::ALL`], and its CLI subcommand.
+//! Adding an engine touches three files:
+//! 1. `workload/engines/NAME.rs`: a unit struct implementing [`ServingEngine`] (the required
+//!    methods, and the defaults it changes: `recipe` to run community recipes, `profile_section`
+//!    and `read_profile_section` for a profile section of its own, `uses_nccl`, `start_order`);
+//!    options it needs beyond `ServeOptions` go in [`EngineOptions`], here.
+//! 2. this file: `pub mod NAME;`, its variant in [`EngineKind`], its line in
+//!    [`EngineKind::engine`] and in [`EngineKind::ALL`].
+//! 3. `cli/cmd_serve.rs`: its subcommand (its flags, a `ServeCommand` variant, the arm in
+//!    `run` that builds its `EngineOptions`).
+//!
+//! Recipes whose runtime it answers to, profiles with `engine: NAME` and its section, doctor's
+//! ports, readiness, compose and the plan follow. A sparkrun runtime refused as "not supported
+//! yet" by the recipe reader (`recipe/runtime.rs`) leaves that list once an engine answers to
+//! it (a test there says so).
 //!
 //! Pure: options and facts in, containers and steps out.
 
