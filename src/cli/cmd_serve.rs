@@ -1,8 +1,8 @@
-//! `spark-launch vllm`, `trtllm`, `sglang` and `llamacpp`: serving across nodes, one subcommand
-//! per engine of the seam (`workload::engines`). Flags only: they become a partial request laid
-//! over the engine's defaults by the one merge (`workload::partial::layer`, as profiles and
-//! recipes are) and go through the one launch (`cli::launch::run`): resolve, look up, plan,
-//! print (`--dry-run`) or run and wait until it serves.
+//! `spark-launch vllm`, `trtllm`, `sglang`, `llamacpp` and `atlas`: serving across nodes, one
+//! subcommand per engine of the seam (`workload::engines`). Flags only: they become a partial
+//! request laid over the engine's defaults by the one merge (`workload::partial::layer`, as
+//! profiles and recipes are) and go through the one launch (`cli::launch::run`): resolve, look
+//! up, plan, print (`--dry-run`) or run and wait until it serves.
 
 use super::args::{ContainerFlags, LaunchFlags, NodeFlags, RuntimeFlag};
 use super::{CmdResult, Context, Invalid};
@@ -12,7 +12,7 @@ use crate::plan::JobName;
 use crate::plan::spec::EnvVar;
 use crate::workload::endpoint::{ApiKeyAsk, Bind};
 use crate::workload::engines::{
-    EngineKind, EngineOptions, Launcher, llamacpp, ray, sglang, trtllm, vllm,
+    EngineKind, EngineOptions, Launcher, atlas, llamacpp, ray, sglang, trtllm, vllm,
 };
 use crate::workload::launch::LaunchRequest;
 use crate::workload::limits;
@@ -181,7 +181,7 @@ pub struct ModelArgs {
     pub image: Option<String>,
 
     /// The API port on the head [default: 8000 for vLLM, 8355 for TensorRT-LLM, 30000 for
-    /// SGLang].
+    /// SGLang, 8888 for Atlas].
     #[arg(long, value_parser = limits::parse_port)]
     pub port: Option<u16>,
 }
@@ -381,6 +381,9 @@ pub enum ServeCommand {
     /// llama.cpp: llama-server on the head, RPC servers lending the other nodes' GPUs (GGUF
     /// models); waits until it serves.
     Llamacpp(LlamacppArgs),
+    /// Atlas across nodes (every node runs `spark serve` with its rank; expert parallelism with
+    /// --ep); waits until it serves.
+    Atlas(AtlasArgs),
 }
 
 pub async fn run(command: ServeCommand, ctx: &Context) -> CmdResult {
@@ -432,6 +435,44 @@ pub async fn run(command: ServeCommand, ctx: &Context) -> CmdResult {
             )?,
             &a.serve,
         ),
+        ServeCommand::Atlas(a) => (atlas_request(a)?, &a.serve),
     };
     super::launch::run(flags.launch(req, ctx), Default::default(), ctx).await
+}
+
+/// `spark-launch atlas`: Atlas's own shape flags beside the shared ones.
+#[derive(Debug, clap::Args)]
+pub struct AtlasArgs {
+    #[command(flatten)]
+    pub model: ModelArgs,
+
+    /// Expert-parallel size: the ranks the experts are split over. With --tp 1 the group is
+    /// --ep nodes; with --tp equal to --ep both share the same ranks; otherwise tp × ep.
+    #[arg(long, default_value_t = 1, value_parser = limits::parse_tp)]
+    pub ep: u32,
+
+    /// The NCCL bootstrap port on the head (Atlas's --master-port).
+    #[arg(long, default_value_t = atlas::DEFAULT_MASTER_PORT, value_name = "PORT", value_parser = limits::parse_port)]
+    pub master_port: u16,
+
+    #[command(flatten)]
+    pub serve: ServeFlags,
+
+    /// Extra arguments for `spark serve`, passed verbatim (after `--`).
+    #[arg(last = true, value_name = "ATLAS ARGS")]
+    pub extra: Vec<String>,
+}
+
+fn atlas_request(a: &AtlasArgs) -> Result<LaunchRequest, super::CmdError> {
+    request(
+        EngineKind::Atlas,
+        &a.model,
+        &a.serve,
+        &a.extra,
+        EngineOptions {
+            expert_parallel: Some(a.ep),
+            rendezvous_port: Some(a.master_port),
+            ..EngineOptions::default()
+        },
+    )
 }

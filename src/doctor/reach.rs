@@ -431,7 +431,8 @@ mod tests {
     }
 
     #[test]
-    fn the_rendezvous_vllm_really_binds_is_checked_not_29500() {
+    fn the_rendezvous_each_engine_really_binds_is_checked() {
+        // vLLM's is 29501 (not torch's 29500); 29500 is Atlas's own.
         let (nodes, live) = three(|n, o| {
             if n.as_str() == "a" {
                 o.listening.as_mut().unwrap().extend([29500, 29501]);
@@ -442,7 +443,8 @@ mod tests {
         assert_eq!(
             problems,
             vec![
-                "port 29501 (torch.distributed rendezvous (vLLM --master-port)) is already in use"
+                "port 29501 (torch.distributed rendezvous (vLLM --master-port)) is already in use",
+                "port 29500 (NCCL bootstrap (Atlas --master-port)) is already in use",
             ]
         );
     }

@@ -40,6 +40,10 @@ pub const FILES: &[(&str, &str)] = &[
         include_str!("../../launch-profiles/nemotron3-super-nvfp4-tp2.yaml"),
     ),
     (
+        "atlas-qwen36-35b-fp8-mtp.yaml",
+        include_str!("../../launch-profiles/atlas-qwen36-35b-fp8-mtp.yaml"),
+    ),
+    (
         "nccl-allgather.yaml",
         include_str!("../../launch-profiles/nccl-allgather.yaml"),
     ),

@@ -72,6 +72,9 @@ pub struct LineFacts {
     pub tp: Option<String>,
     pub pp: Option<String>,
     pub dp: Option<String>,
+    /// The expert-parallel size of an engine whose expert groups add ranks (Atlas's
+    /// `--ep-size`).
+    pub ep: Option<String>,
     /// vLLM's `--distributed-executor-backend ray`.
     pub ray: bool,
 }
@@ -128,6 +131,7 @@ pub fn facts(kind: EngineKind, argv: &[String], args_start: usize) -> LineFacts 
         tp: value(RecipeFlag::Tp),
         pp: value(RecipeFlag::Pp),
         dp: last_value(engine, args, spelling.data_parallel).map(|(_, v)| v),
+        ep: value(RecipeFlag::ExpertParallel),
         ray,
     }
 }

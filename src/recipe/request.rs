@@ -164,6 +164,22 @@ fn take(
             taken.port = Some(port("the API port")?);
             Ok(None)
         }
+        // Sized from the recipe already; the engine writes it on every rank.
+        RecipeFlag::ExpertParallel => {
+            tuning.expert_parallel = Some(
+                value
+                    .parse::<u32>()
+                    .ok()
+                    .filter(|n| *n > 0)
+                    .ok_or_else(|| {
+                        format!(
+                            "the expert-parallel size {value:?} in `{}` is not a count",
+                            owned.written()
+                        )
+                    })?,
+            );
+            Ok(None)
+        }
         RecipeFlag::Rendezvous => {
             tuning.rendezvous_port = Some(port("the rendezvous port")?);
             Ok(None)

@@ -1,7 +1,7 @@
 //! Which engine a recipe runs: a v2 `runtime:` name mapped to the engine that answers to it
 //! (each engine lists its names, sparkrun's, and whether one means Ray:
 //! `engines::spelling`), sparkrun's command hints when the field is empty, and the runtimes
-//! refused by name: sparkrun's runtimes no engine answers to (atlas, …), and
+//! refused by name: sparkrun's runtimes no engine answers to (ds4-cuda, mlx, …), and
 //! anything unknown. Pure.
 
 use crate::workload::engines::EngineKind;
@@ -47,8 +47,7 @@ fn engine_names() -> String {
 
 /// Runtimes sparkrun has that no engine here answers to (refused as not supported yet), with
 /// the command words that hint at one when a recipe names no runtime.
-const NOT_YET: [(&str, &[ProgramWords]); 5] = [
-    ("atlas", &[]),
+const NOT_YET: [(&str, &[ProgramWords]); 4] = [
     ("ds4-cuda", &[]),
     ("modular-max", &[]),
     ("tokenary", &[]),
@@ -129,15 +128,19 @@ mod tests {
     }
 
     #[test]
-    fn atlas_and_unknown_runtimes_are_refused_naming_the_runtime() {
+    fn atlas_and_llama_cpp_run_on_their_engines_and_others_are_refused_naming_the_runtime() {
         assert_eq!(
-            resolve("atlas", None).unwrap_err().to_string(),
-            "runtime \"atlas\" is not supported yet (spark-launch runs vllm, trtllm, sglang and llamacpp recipes)"
+            resolve("ds4-cuda", None).unwrap_err().to_string(),
+            "runtime \"ds4-cuda\" is not supported yet (spark-launch runs vllm, trtllm, sglang, llamacpp and atlas recipes)"
         );
         assert!(matches!(
-            resolve("atlas", None),
+            resolve("mlx", None),
             Err(RuntimeRefusal::NotYet { .. })
         ));
+        assert_eq!(
+            resolve("atlas", None).map(|c| c.engine),
+            Ok(EngineKind::Atlas)
+        );
         assert_eq!(
             resolve("", Some("llama-server -m /m/x.gguf")).map(|x| x.engine),
             Ok(EngineKind::Llamacpp)
@@ -150,7 +153,7 @@ mod tests {
         );
         assert_eq!(
             resolve("ollama", None).unwrap_err().to_string(),
-            "runtime \"ollama\" is not a runtime spark-launch knows (known: vllm, vllm-distributed, vllm-ray, eugr-vllm, trtllm, sglang, llama-cpp)"
+            "runtime \"ollama\" is not a runtime spark-launch knows (known: vllm, vllm-distributed, vllm-ray, eugr-vllm, trtllm, sglang, llama-cpp, atlas)"
         );
     }
 

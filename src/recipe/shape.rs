@@ -1,6 +1,8 @@
 //! The job's shape from a recipe: tensor and pipeline parallel sizes as the engine line says
-//! them (else `defaults.tensor_parallel`/`pipeline_parallel`, else 1), and the nodes they
-//! fill: tp × pp ÷ GPUs per node, which must come out whole and agree with the recipe's
+//! them (else `defaults.tensor_parallel`/`pipeline_parallel`, else 1), for an engine whose
+//! expert groups add ranks its expert-parallel size too (the line's, else the key its flag
+//! table gives it), and the nodes they fill: the GPUs the engine says one replica spans
+//! (tp × pp for most) ÷ GPUs per node, which must come out whole and agree with the recipe's
 //! `min_nodes`/`max_nodes`. Data parallelism is not planned; a size above 1 is warned about.
 //! Pure.
 
@@ -12,6 +14,7 @@ use super::engine_line::LineFacts;
 use super::error::{RecipeError, RecipeWarning};
 use super::launch::NodeBounds;
 use super::pyvalue::python_str;
+use crate::workload::engines::{EngineKind, EngineOptions, spelling};
 use crate::workload::limits;
 
 /// tp, pp and the nodes they fill.
@@ -35,8 +38,20 @@ pub fn keys_read(facts: &LineFacts) -> Vec<String> {
     .collect()
 }
 
-/// Reads the shape; errors name the field they come from.
+/// Reads the shape as tp × pp; errors name the field they come from.
 pub fn shape(
+    file: &str,
+    facts: &LineFacts,
+    config: &BTreeMap<String, Value>,
+    gpus_per_node: u32,
+    bounds: NodeBounds,
+) -> Result<(JobShape, Vec<RecipeWarning>), Vec<RecipeError>> {
+    shape_for(None, file, facts, config, gpus_per_node, bounds)
+}
+
+/// Reads the shape as `engine` spans it (`None`: tp × pp).
+pub fn shape_for(
+    engine: Option<EngineKind>,
     file: &str,
     facts: &LineFacts,
     config: &BTreeMap<String, Value>,
@@ -84,6 +99,11 @@ pub fn shape(
         "data parallel",
         limits::MAX_NODES,
     );
+    let ep_key = engine.and_then(spelling::expert_parallel_key);
+    let ep = match ep_key {
+        Some(key) => size(&facts.ep, key, "expert parallel", limits::MAX_TP),
+        None => 1,
+    };
     if dp > 1 {
         warnings.push(RecipeWarning::new(
             "data_parallel",
@@ -96,15 +116,31 @@ pub fn shape(
     if !errors.is_empty() {
         return Err(errors);
     }
-    let world = limits::world(tp, pp).map_err(|e| vec![RecipeError::new(file, "", e)])?;
+    let world = match engine {
+        Some(kind) => {
+            let tuning = EngineOptions {
+                expert_parallel: Some(ep),
+                ..EngineOptions::default()
+            };
+            kind.engine()
+                .world(tp, pp, gpus_per_node.max(1), &tuning)
+                .map_err(|p| vec![RecipeError::new(file, "", p.what).fix(p.fix)])?
+        }
+        None => limits::world(tp, pp).map_err(|e| vec![RecipeError::new(file, "", e)])?,
+    };
     let per_node = u64::from(gpus_per_node.max(1));
     if world > per_node && world % per_node != 0 {
-        return Err(vec![RecipeError::new(
-            file,
-            "",
-            format!("tp × pp = {tp} × {pp} = {world} GPUs does not fill whole nodes of {per_node} GPUs"),
-        )
-        .fix("set tensor_parallel so that tp × pp is a multiple of the GPUs per node")]);
+        return Err(vec![
+            RecipeError::new(
+                file,
+                "",
+                format!(
+                    "{} = {world} GPUs does not fill whole nodes of {per_node} GPUs",
+                    said(tp, pp, ep)
+                ),
+            )
+            .fix("set tensor_parallel so that tp × pp is a multiple of the GPUs per node"),
+        ]);
     }
     let nodes = u32::try_from(world.div_ceil(per_node)).unwrap_or(u32::MAX);
     let too_few = nodes < bounds.min;
@@ -115,14 +151,30 @@ pub fn shape(
             Some(m) => format!("{} to {m}", bounds.min),
             None => format!("at least {}", bounds.min),
         };
-        return Err(vec![RecipeError::new(
-            file,
-            if too_few { "min_nodes" } else { "max_nodes" },
-            format!("tp × pp = {tp} × {pp} fills {nodes} node{} but the recipe runs on {range} nodes", if nodes == 1 { "" } else { "s" }),
-        )
-        .fix("set tensor_parallel to match (--set tensor_parallel=N)")]);
+        return Err(vec![
+            RecipeError::new(
+                file,
+                if too_few { "min_nodes" } else { "max_nodes" },
+                format!(
+                    "{} fills {nodes} node{} but the recipe runs on {range} nodes",
+                    said(tp, pp, ep),
+                    if nodes == 1 { "" } else { "s" }
+                ),
+            )
+            .fix("set tensor_parallel to match (--set tensor_parallel=N)"),
+        ]);
     }
     Ok((JobShape { tp, pp, nodes }, warnings))
+}
+
+/// The shape as messages say it: `tp × pp = 2 × 1`, with the expert-parallel size where it
+/// is above 1.
+fn said(tp: u32, pp: u32, ep: u32) -> String {
+    if ep > 1 {
+        format!("tp × pp = {tp} × {pp} with expert parallel {ep}")
+    } else {
+        format!("tp × pp = {tp} × {pp}")
+    }
 }
 
 #[cfg(test)]

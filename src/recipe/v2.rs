@@ -325,7 +325,8 @@ impl RecipeV2 {
         } else {
             LineFacts::default()
         };
-        let (shape, shape_warnings) = shape::shape(
+        let (shape, shape_warnings) = shape::shape_for(
+            Some(choice.engine),
             &self.file,
             &shape_facts,
             &config,
@@ -454,7 +455,8 @@ impl RecipeV2 {
         input: &RecipeInput,
         choice: RuntimeChoice,
     ) -> Result<EngineWords, RecipeErrors> {
-        let (shape, _) = shape::shape(
+        let (shape, _) = shape::shape_for(
+            Some(choice.engine),
             &self.file,
             &LineFacts::default(),
             config,
@@ -707,7 +709,7 @@ command: |
 
     #[test]
     fn unsupported_runtimes_are_refused_naming_the_runtime() {
-        for runtime in ["atlas", "mystery"] {
+        for runtime in ["ds4-cuda", "mystery"] {
             let text = format!(
                 "recipe_version: \"2\"\nmodel: org/demo\nruntime: {runtime}\ncontainer: c\n"
             );

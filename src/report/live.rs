@@ -290,7 +290,8 @@ pub fn metrics(page: &str) -> BTreeMap<String, (f64, f64)> {
     m
 }
 
-/// What a `/metrics` page says of the engine (vLLM's or SGLang's names).
+/// What a `/metrics` page says of the engine (vLLM's, SGLang's or Atlas's names; Atlas's page
+/// has no queue or KV-cache figure).
 pub fn engine(page: &str) -> EngineReading {
     let m = metrics(page);
     let sum = |names: &[&str]| names.iter().find_map(|n| m.get(*n).map(|v| v.0));
@@ -304,7 +305,11 @@ pub fn engine(page: &str) -> EngineReading {
     };
     EngineReading {
         url: String::new(),
-        running: sum(&["vllm:num_requests_running", "sglang:num_running_reqs"]),
+        running: sum(&[
+            "vllm:num_requests_running",
+            "sglang:num_running_reqs",
+            "atlas_requests_active",
+        ]),
         waiting: sum(&["vllm:num_requests_waiting", "sglang:num_queue_reqs"]),
         kv_cache: max(&[
             "vllm:kv_cache_usage_perc",
@@ -315,6 +320,7 @@ pub fn engine(page: &str) -> EngineReading {
         generation_tokens_total: sum(&[
             "vllm:generation_tokens_total",
             "sglang:generation_tokens_total",
+            "atlas_generation_tokens_total",
         ]),
         spec_acceptance: spec,
     }

@@ -314,8 +314,9 @@ pub fn layer(file: PartialServe, flags: PartialServe) -> Result<ServeRequest, La
     let api_key = l.pick(file.api_key, flags.api_key, hidden);
     let nccl_from = l.pick(file.nccl_from, flags.nccl_from, shown);
     let hf_home = l.pick(file.hf_home, flags.hf_home, shown);
+    let tuning = file.tuning.under(flags.tuning);
     if let (Some(tp), Some(bounds), Some(recipe)) = (flag_tp, file.node_bounds, &file.recipe) {
-        bounds_check(tp, &serve, bounds, &recipe.file)?;
+        bounds_check(tp, &serve, engine, &tuning, bounds, &recipe.file)?;
     }
     let recipe = file.recipe.map(|mut part| {
         part.keep_env = keep_env;
@@ -325,7 +326,7 @@ pub fn layer(file: PartialServe, flags: PartialServe) -> Result<ServeRequest, La
     Ok(ServeRequest {
         engine,
         serve,
-        tuning: file.tuning.under(flags.tuning),
+        tuning,
         gpus_per_node_given,
         hf_home,
         nccl_from,
@@ -340,11 +341,18 @@ pub fn layer(file: PartialServe, flags: PartialServe) -> Result<ServeRequest, La
 fn bounds_check(
     tp: u32,
     serve: &ServeOptions,
+    engine: EngineKind,
+    tuning: &EngineOptions,
     b: NodeBounds,
     file: &str,
 ) -> Result<(), LayerError> {
-    let nodes =
-        (u64::from(tp) * u64::from(serve.pp)).div_ceil(u64::from(serve.gpus_per_node.max(1)));
+    // The GPUs the engine spans with this tp (its own refusal of the shape comes at planning).
+    let gpus = serve.gpus_per_node.max(1);
+    let world = engine
+        .engine()
+        .world(tp, serve.pp, gpus, tuning)
+        .unwrap_or(u64::from(tp) * u64::from(serve.pp));
+    let nodes = world.div_ceil(u64::from(gpus));
     if nodes < u64::from(b.min) {
         return Err(LayerError::Bounds {
             file: file.to_string(),

@@ -60,8 +60,12 @@ fn job_body(job: &JobPlan) -> String {
                     "\n{} ({}): container {}  image {}\n",
                     n.node, n.role, c.name, c.image
                 ));
-                if let Some(e) = &c.entrypoint {
-                    out.push_str(&format!("  entry    {}\n", argv(e)));
+                match &c.entrypoint {
+                    Some(e) if e.is_empty() => {
+                        out.push_str("  entry    (the image's cleared: the command runs alone)\n")
+                    }
+                    Some(e) => out.push_str(&format!("  entry    {}\n", argv(e))),
+                    None => {}
                 }
                 if c.command.is_empty() {
                     // Never an empty line: what runs is the entrypoint's alone.
@@ -211,8 +215,12 @@ fn nccl_test(p: &NcclTestPlan) -> String {
 }
 
 fn serve(p: &ServePlan) -> String {
+    let ep = p
+        .expert_parallel
+        .map(|e| format!(" · ep {e}"))
+        .unwrap_or_default();
     let mut out = format!(
-        "{} ({}) · {} · tp {} × pp {} on {}\n",
+        "{} ({}) · {} · tp {} × pp {}{ep} on {}\n",
         p.engine,
         p.mode,
         p.model,

@@ -144,6 +144,10 @@ pub struct ServePlan {
     pub served_name: String,
     pub tp: u32,
     pub pp: u32,
+    /// The expert-parallel size, where the engine's expert groups add ranks (Atlas); absent
+    /// otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expert_parallel: Option<u32>,
     pub endpoint: Endpoint,
     /// The nodes that serve, head first.
     pub nodes: Vec<NodeName>,
@@ -217,6 +221,19 @@ pub fn nodes_needed(
     gpus_per_node: u32,
     available: usize,
 ) -> Result<usize, Problem> {
+    let world = limits::world(tp, pp).map_err(|e| Problem::new(e, "lower --tp or --pp"));
+    nodes_for(tp, pp, world, gpus_per_node, available)
+}
+
+/// [`nodes_needed`] for a replica the engine says spans `world` GPUs (tp × pp unless its own
+/// parallelism adds ranks), or the engine's refusal of the shape.
+pub fn nodes_for(
+    tp: u32,
+    pp: u32,
+    world: Result<u64, Problem>,
+    gpus_per_node: u32,
+    available: usize,
+) -> Result<usize, Problem> {
     if tp == 0 || pp == 0 {
         return Err(Problem::new(
             format!("--tp {tp} --pp {pp}: both must be at least 1"),
@@ -241,12 +258,20 @@ pub fn nodes_needed(
     if let Some(Err(e)) = bounds.into_iter().find(|b| b.is_err()) {
         return Err(Problem::new(e, "choose a shape within the limits"));
     }
-    let world = limits::world(tp, pp).map_err(|e| Problem::new(e, "lower --tp or --pp"))?;
+    let world = world?;
+    // Where the engine's expert groups add ranks, the shape says so.
+    let plain = world == u64::from(tp) * u64::from(pp);
+    let (shape, product) = if plain {
+        (format!("tp × pp = {tp} × {pp}"), "tp × pp".to_string())
+    } else {
+        let s = format!("tp {tp}, pp {pp} and the expert groups");
+        (s.clone(), s)
+    };
     let per_node = u64::from(gpus_per_node);
     if !world.is_multiple_of(per_node) {
         return Err(Problem::new(
             format!(
-                "tp × pp = {tp} × {pp} = {world} GPUs does not fill whole nodes of {gpus_per_node} GPU{}",
+                "{shape} = {world} GPUs does not fill whole nodes of {gpus_per_node} GPU{}",
                 if gpus_per_node == 1 { "" } else { "s" }
             ),
             format!(
@@ -259,7 +284,7 @@ pub fn nodes_needed(
     if needed > available as u64 {
         return Err(Problem::new(
             format!(
-                "tp × pp = {world} GPUs needs {needed} nodes of {gpus_per_node} GPU{}, but the cluster has {available}",
+                "{product} = {world} GPUs needs {needed} nodes of {gpus_per_node} GPU{}, but the cluster has {available}",
                 if gpus_per_node == 1 { "" } else { "s" }
             ),
             format!(
@@ -333,6 +358,7 @@ pub struct Selected {
 pub fn select(
     nodes: &[NodeInput],
     opts: &ServeOptions,
+    world: Result<u64, Problem>,
     extra: Vec<Problem>,
     nccl: bool,
 ) -> Result<Selected, ServeRefusal> {
@@ -353,7 +379,7 @@ pub fn select(
             "give as many nodes (--hosts, the cluster file) or ask for fewer",
         )),
         Some(n) => Ok(n),
-        None => nodes_needed(opts.tp, opts.pp, opts.gpus_per_node, nodes.len()),
+        None => nodes_for(opts.tp, opts.pp, world, opts.gpus_per_node, nodes.len()),
     };
     let needed = match counted {
         Ok(n) => n,

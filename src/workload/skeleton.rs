@@ -91,8 +91,17 @@ pub fn plan(input: &ServeInput<'_>) -> Result<Served, LaunchRefusal> {
 /// [`plan`] with the engine's implementation given (the registered one, or a test's).
 fn plan_with(engine: &dyn ServingEngine, input: &ServeInput<'_>) -> Result<Served, LaunchRefusal> {
     let o = input.opts;
-    let sel = select(input.nodes, o, refusals(engine, input), engine.uses_nccl())?;
-    let memory = memory_plan(engine, input, &sel);
+    let world = engine.world(o.tp, o.pp, o.gpus_per_node, input.tuning);
+    let sel = select(
+        input.nodes,
+        o,
+        world.clone(),
+        refusals(engine, input),
+        engine.uses_nccl(),
+    )?;
+    // The GPUs one replica spans (select refused the shape when the engine did).
+    let world = world.unwrap_or_else(|_| o.world());
+    let memory = memory_plan(engine, input, &sel, world);
     if !memory.problems.is_empty() {
         return Err(ServeRefusal {
             problems: memory.problems,
@@ -108,7 +117,7 @@ fn plan_with(engine: &dyn ServingEngine, input: &ServeInput<'_>) -> Result<Serve
         .and_then(|r| r.served_name.clone())
         .unwrap_or_else(|| o.model.served_name());
     let used: Vec<NodeName> = sel.inputs.iter().map(|i| i.name.clone()).collect();
-    let mut notes = unused_note(o, &sel, input.nodes.len());
+    let mut notes = unused_note(world, &sel, input.nodes.len());
     let mut recipe_warnings = Vec::new();
     let (mut nodes, waits) = ranks(
         engine,
@@ -176,6 +185,8 @@ fn plan_with(engine: &dyn ServingEngine, input: &ServeInput<'_>) -> Result<Serve
         served_name: served,
         tp: o.tp,
         pp: o.pp,
+        // Said where the expert groups widened the group beyond tp × pp.
+        expert_parallel: input.tuning.expert_parallel.filter(|_| world != o.world()),
         endpoint: endpoint(&sel.inputs[0], head_env, o.port, bound),
         nodes: used,
         unused: sel.unused.clone(),
@@ -203,6 +214,7 @@ fn memory_plan(
     engine: &dyn ServingEngine,
     input: &ServeInput<'_>,
     sel: &Selected,
+    world: u64,
 ) -> memory::MemoryOutcome {
     let o = input.opts;
     let unread = Footprint::default();
@@ -216,7 +228,9 @@ fn memory_plan(
         footprint,
         engine: &engine.memory(o, input.tuning),
         engine_title: engine.title(),
-        tp: o.tp,
+        // The weights are split over every rank of a stage: the tensor groups, and the expert
+        // groups of an engine where they add ranks.
+        tp: u32::try_from(world / u64::from(o.pp.max(1))).unwrap_or(o.tp),
         pp: o.pp,
         gpus_per_node: o.gpus_per_node,
         nodes: &sel.inputs,
@@ -456,14 +470,14 @@ fn api_key_env(engine: &dyn ServingEngine, o: &ServeOptions, head: &mut Containe
 }
 
 /// The note naming the nodes a smaller job leaves idle.
-fn unused_note(o: &ServeOptions, sel: &Selected, cluster: usize) -> Vec<String> {
+fn unused_note(world: u64, sel: &Selected, cluster: usize) -> Vec<String> {
     if sel.unused.is_empty() {
         return Vec::new();
     }
     let used: Vec<NodeName> = sel.inputs.iter().map(|i| i.name.clone()).collect();
     vec![format!(
         "tp × pp = {} GPUs use {} of the cluster's {} nodes ({}); {} stay{} idle",
-        o.world(),
+        world,
         used.len(),
         cluster,
         crate::node::join(&used),
@@ -525,6 +539,19 @@ fn start_steps(order: StartOrder, env: &[NodeEnv], timeout_s: u64) -> Vec<Step> 
     let nodes: Vec<NodeName> = env.iter().map(|e| e.name.clone()).collect();
     match order {
         StartOrder::Together => vec![steps::start(nodes)],
+        StartOrder::HeadFirst { port } => {
+            let Some((head, workers)) = env.split_first() else {
+                return Vec::new();
+            };
+            if workers.is_empty() {
+                return vec![steps::start(nodes)];
+            }
+            vec![
+                steps::start(vec![head.name.clone()]),
+                steps::wait_port(head.name.clone(), head.control.addr, port, timeout_s),
+                steps::start(nodes[1..].to_vec()),
+            ]
+        }
         StartOrder::ServersFirst { port } => {
             let Some((head, workers)) = env.split_first() else {
                 return Vec::new();

@@ -33,6 +33,7 @@
 //!
 //! Pure: options and facts in, containers and steps out.
 
+pub mod atlas;
 pub mod llamacpp;
 pub mod ray;
 pub mod sglang;
@@ -63,15 +64,17 @@ pub enum EngineKind {
     Trtllm,
     Sglang,
     Llamacpp,
+    Atlas,
 }
 
 impl EngineKind {
     /// Every engine, in the order help texts and doctor list them.
-    pub const ALL: [EngineKind; 4] = [
+    pub const ALL: [EngineKind; 5] = [
         EngineKind::Vllm,
         EngineKind::Trtllm,
         EngineKind::Sglang,
         EngineKind::Llamacpp,
+        EngineKind::Atlas,
     ];
 
     /// The engine's implementation: the registration.
@@ -81,10 +84,12 @@ impl EngineKind {
             EngineKind::Trtllm => &trtllm::Trtllm,
             EngineKind::Sglang => &sglang::Sglang,
             EngineKind::Llamacpp => &llamacpp::Llamacpp,
+            EngineKind::Atlas => &atlas::Atlas,
         }
     }
 
-    /// `vllm`, `trtllm`, `sglang`, `llamacpp`: the CLI subcommand, the profile's `engine:`, the workload label.
+    /// `vllm`, `trtllm`, `sglang`, `llamacpp`, `atlas`: the CLI subcommand, the profile's
+    /// `engine:`, the workload label.
     pub fn as_str(self) -> &'static str {
         self.engine().name()
     }
@@ -400,6 +405,10 @@ pub enum StartOrder {
     /// process connects to them as it comes up and fails when one is not there yet (RPC
     /// servers, then the program that spreads its layers over them).
     ServersFirst { port: u16 },
+    /// The head first: its container starts, and once its rendezvous answers on `port` (at its
+    /// control-plane address), every worker starts and connects to it (a rank 0 that hosts
+    /// the group's bootstrap, as sparkrun starts Atlas).
+    HeadFirst { port: u16 },
 }
 
 /// How an engine's server program is spelled, where it has two that take the same arguments
@@ -478,6 +487,9 @@ pub struct EngineOptions {
     /// The folder the engine's programs are run from instead of where the image or `PATH`
     /// has them (llama.cpp's `llama-server` and RPC server).
     pub programs: Option<String>,
+    /// The expert-parallel size, for an engine whose expert groups add ranks of their own
+    /// (Atlas's `--ep-size`; see [`ServingEngine::world`]).
+    pub expert_parallel: Option<u32>,
 }
 
 impl EngineOptions {
@@ -507,6 +519,7 @@ impl EngineOptions {
                 top.rpc_gpus
             },
             programs: top.programs.or(self.programs),
+            expert_parallel: top.expert_parallel.or(self.expert_parallel),
         }
     }
 }
@@ -580,6 +593,12 @@ pub trait ServingEngine: Sync {
     fn recipe(&self) -> &'static RecipeSpelling {
         &RecipeSpelling::NONE
     }
+    /// The `@namespace` sparkrun reserves for this engine's own recipe registry, and where
+    /// that registry is published (`@atlas`: Avarok's atlas-recipes); `None`: no registry of
+    /// its own.
+    fn recipe_namespace(&self) -> Option<spelling::RecipeNamespace> {
+        None
+    }
     /// Whether its ranks talk over NCCL: the plan then checks the NCCL every container loads
     /// (its steps, its section and their verdict), and `--nccl-from` can replace it. An engine
     /// that says no gets none of them.
@@ -590,6 +609,16 @@ pub trait ServingEngine: Sync {
     /// SSH identity before planning.
     fn job_ssh(&self) -> bool {
         false
+    }
+    /// The GPUs one replica spans with tensor-parallel size `tp`, pipeline size `pp`, `gpus`
+    /// GPUs per node and these options, or why the engine cannot take that shape: tp × pp,
+    /// unless the engine's own parallelism adds ranks (Atlas's expert-parallel groups).
+    fn world(&self, tp: u32, pp: u32, _gpus: u32, _tuning: &EngineOptions) -> Result<u64, Problem> {
+        crate::workload::limits::world(tp, pp).map_err(|problem| Problem {
+            why: String::new(),
+            what: problem,
+            fix: "lower --tp or --pp".into(),
+        })
     }
     /// In which order its group's nodes start with these options ([`StartOrder`]).
     fn start_order(&self, _tuning: &EngineOptions) -> StartOrder {
@@ -947,6 +976,8 @@ pub enum RecipeFlag {
     Revision,
     /// Tensor-parallel size.
     Tp,
+    /// Expert-parallel size, where expert groups add ranks (Atlas's `--ep-size`).
+    ExpertParallel,
     /// Pipeline-parallel size.
     Pp,
     /// The API port on the head.
@@ -1268,6 +1299,8 @@ mod tests {
                 (20000, "torch.distributed store (SGLang --dist-init-addr)"),
                 (8080, "llama.cpp API server"),
                 (50052, "llama.cpp RPC server (ggml-rpc-server)"),
+                (8888, "Atlas API server"),
+                (29500, "NCCL bootstrap (Atlas --master-port)"),
             ]
         );
     }

@@ -216,6 +216,40 @@ pub fn hinted(command: &str) -> Option<&'static str> {
     })
 }
 
+/// The `defaults` key an engine's flag table gives its expert-parallel size under (the key
+/// whose flag the engine owns as [`super::RecipeFlag::ExpertParallel`]), for an engine whose
+/// expert groups add ranks; `None` for the others.
+pub fn expert_parallel_key(kind: EngineKind) -> Option<&'static str> {
+    let engine = kind.engine();
+    let table = engine.recipe().table?;
+    table.flags.iter().find_map(|(key, flag)| {
+        engine
+            .owned_flags()
+            .iter()
+            .any(|f| f.name == *flag && f.flag == super::RecipeFlag::ExpertParallel)
+            .then_some(*key)
+    })
+}
+
+/// A recipe registry of an engine's own, under the `@name` sparkrun reserves for it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RecipeNamespace {
+    /// `atlas`, as in `@atlas/NAME` (the sub-registry the registry's manifest names).
+    pub name: &'static str,
+    /// The git URL sparkrun clones it from.
+    pub url: &'static str,
+}
+
+/// The engine and registry of a `@name` namespace an engine reserves (`atlas`).
+pub fn namespace(name: &str) -> Option<(EngineKind, RecipeNamespace)> {
+    EngineKind::ALL.into_iter().find_map(|kind| {
+        kind.engine()
+            .recipe_namespace()
+            .filter(|n| n.name == name)
+            .map(|n| (kind, n))
+    })
+}
+
 /// The runtime sparkrun assumes when a recipe names none and its command hints at none.
 pub fn fallback_runtime() -> Option<&'static str> {
     EngineKind::ALL.into_iter().find_map(|kind| {
