@@ -13,6 +13,7 @@ use crate::profile::request::RequestError;
 use crate::profile::{Loaded, SetArg};
 use crate::recipe::RecipeInput;
 use crate::recipe::loader::{self, RecipeLoadError};
+use crate::recipe::registry::RegistryDir;
 use crate::workload::launch::{LaunchRequest, NcclTestRequest};
 use crate::workload::nccl_test::NcclTestOptions;
 use crate::workload::partial::{self, LaunchAsk, LayerError, PartialServe};
@@ -23,8 +24,11 @@ use crate::workload::run::ContainerOverrides;
 pub struct FileSource {
     /// The user's profiles folder.
     pub profiles_dir: PathBuf,
-    /// A recipe registry's clone: a bare name is one of its recipes.
-    pub registry: Option<PathBuf>,
+    /// The recipe registries given (`--registry DIR`, repeatable) and kept (`spark-launch
+    /// registry add`), in that order: a bare name is one of their recipes.
+    pub registries: Vec<RegistryDir>,
+    /// Registries were given on the command line: a name is a recipe's, never a profile's.
+    pub registry_given: bool,
     /// `--set KEY=VALUE`: a profile's field, or a key of a recipe's `defaults`, changed before
     /// the file is checked.
     pub sets: Vec<SetArg>,
@@ -68,13 +72,13 @@ pub fn read(
     src: &FileSource,
     flags: &PartialServe,
 ) -> Result<LaunchFile, LaunchFileError> {
-    if src.registry.is_some() || loader::is_recipe_file(name) {
+    if src.registry_given || is_recipe_name(name, src) || loader::is_recipe_file(name) {
         let input = RecipeInput {
             sets: src.sets.clone(),
             user_env: src.user_env.clone(),
             gpus_per_node: src.gpus_per_node.unwrap_or(1),
         };
-        let ask = loader::load_ask(name, src.registry.as_deref(), &input)?;
+        let ask = loader::load_ask(name, &src.registries, &input)?;
         let (name, file) = match &ask.recipe {
             Some(r) => (r.name.clone(), r.file.clone()),
             None => (name.to_string(), name.to_string()),
@@ -97,6 +101,19 @@ pub fn read(
         profile: Some(Box::new(loaded)),
         ask,
     })
+}
+
+/// `@NAME/recipe` names a recipe in a registry (sparkrun's names); so does a bare name that is
+/// no profile of the user's or the bundled ones while registries are kept.
+fn is_recipe_name(name: &str, src: &FileSource) -> bool {
+    if name.starts_with('@') {
+        return true;
+    }
+    !src.registries.is_empty()
+        && matches!(
+            find(name, &src.profiles_dir, &[]),
+            Err(FindError::Unknown { .. })
+        )
 }
 
 /// The shape flags (`--tp`, `--pp`) as a profile's fields.

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use spark_launch::recipe::loader::{self, RecipeLoadError};
+use spark_launch::recipe::registry::RegistryDir;
 use spark_launch::recipe::{RecipeInput, RecipeNode};
 
 const EUGR: &str = "tests/fixtures/recipes/eugr-checkout";
@@ -25,7 +26,7 @@ fn input(sets: &[&str]) -> RecipeInput {
 #[test]
 fn the_v1_fixture_reads_as_a_ray_launch_with_its_mod_from_the_checkout() {
     let path = format!("{EUGR}/recipes/demo-glm-flash-nvfp4.yaml");
-    let launch = loader::load(&path, None, &input(&[])).expect("the v1 fixture reads");
+    let launch = loader::load(&path, &[], &input(&[])).expect("the v1 fixture reads");
     assert_eq!(
         launch.mods[0].folder,
         Path::new(EUGR).join("mods/fix-demo-chat-template")
@@ -36,7 +37,7 @@ fn the_v1_fixture_reads_as_a_ray_launch_with_its_mod_from_the_checkout() {
 #[test]
 fn a_v1_recipe_in_a_sub_folder_finds_its_mod_and_takes_sets() {
     let path = format!("{EUGR}/recipes/2x-cluster/demo-qwen-pp2.yaml");
-    let launch = loader::load(&path, None, &input(&["max_num_seqs=16"])).expect("reads");
+    let launch = loader::load(&path, &[], &input(&["max_num_seqs=16"])).expect("reads");
     assert_eq!((launch.tp, launch.pp, launch.nodes), (1, 2, 2));
     assert!(!launch.ray);
     assert!(
@@ -50,8 +51,12 @@ fn a_v1_recipe_in_a_sub_folder_finds_its_mod_and_takes_sets() {
 
 #[test]
 fn the_v2_sglang_fixture_is_found_by_name_and_its_env_is_rendered_per_node() {
-    let launch = loader::load("demo-qwen-sglang", Some(Path::new(REGISTRY)), &input(&[]))
-        .expect("the v2 fixture reads");
+    let launch = loader::load(
+        "demo-qwen-sglang",
+        &[RegistryDir::given(REGISTRY.into())],
+        &input(&[]),
+    )
+    .expect("the v2 fixture reads");
     insta::assert_json_snapshot!(launch);
     let node = |rank: u32, host: &str| RecipeNode {
         num_nodes: 2,
@@ -77,7 +82,7 @@ fn the_v2_sglang_fixture_is_found_by_name_and_its_env_is_rendered_per_node() {
 fn the_v2_fixture_without_a_command_gets_the_flag_table_command() {
     let launch = loader::load(
         "@official/demo-nemotron-vllm-table",
-        Some(Path::new(REGISTRY)),
+        &[RegistryDir::given(REGISTRY.into())],
         &input(&[]),
     )
     .expect("reads");
@@ -86,7 +91,7 @@ fn the_v2_fixture_without_a_command_gets_the_flag_table_command() {
 
 #[test]
 fn the_registry_lists_every_recipe_with_what_it_needs_or_why_not() {
-    let entries = loader::list(Path::new(REGISTRY), &input(&[])).expect("lists");
+    let entries = loader::list(&[RegistryDir::given(REGISTRY.into())], &input(&[])).expect("lists");
     let summary: Vec<String> = entries
         .iter()
         .map(|e| match &e.launch {
@@ -111,7 +116,7 @@ fn the_registry_lists_every_recipe_with_what_it_needs_or_why_not() {
 }
 
 fn refusal(name: &str) -> String {
-    match loader::load(name, Some(Path::new(REGISTRY)), &input(&[])) {
+    match loader::load(name, &[RegistryDir::given(REGISTRY.into())], &input(&[])) {
         Err(RecipeLoadError::Recipe(e)) => e.to_string(),
         other => panic!("{name} was not refused as a recipe: {other:?}"),
     }

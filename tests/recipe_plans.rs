@@ -15,6 +15,7 @@ use spark_launch::plan::Launch;
 use spark_launch::probe::read_snapshot_dir;
 use spark_launch::recipe::RecipeInput;
 use spark_launch::recipe::loader::{self, RecipeLoadError};
+use spark_launch::recipe::registry::RegistryDir;
 use spark_launch::workload::endpoint::{ApiKey, ApiKeyAsk};
 use spark_launch::workload::launch::{LaunchPlan, LaunchRequest, Lookups, Planned, plan};
 use spark_launch::workload::partial::{Given, PartialServe};
@@ -46,7 +47,10 @@ fn input() -> RecipeInput {
 /// Where `up` would look the recipe up, with the tester's environment.
 fn source(registry: Option<&str>) -> FileSource {
     FileSource {
-        registry: registry.map(Into::into),
+        registries: registry
+            .map(|r| vec![RegistryDir::given(r.into())])
+            .unwrap_or_default(),
+        registry_given: registry.is_some(),
         user_env: input().user_env,
         ..FileSource::default()
     }
@@ -220,7 +224,7 @@ fn a_llama_cpp_recipe_reaches_the_engine_and_is_refused_for_its_hub_quant_model(
 
 #[test]
 fn a_registry_listing_says_which_recipes_this_version_runs_on_two_nodes() {
-    let entries = loader::list(Path::new(REGISTRY), &input()).expect("lists");
+    let entries = loader::list(&[RegistryDir::given(REGISTRY.into())], &input()).expect("lists");
     let fits: Vec<String> = entries
         .iter()
         .map(|e| {

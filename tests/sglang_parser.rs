@@ -52,7 +52,9 @@ fn sglangs_parser_accepts_a_multi_node_line_and_rejects_a_misspelt_flag() {
 fn the_sglang_line_of_a_recipe_fixture_passes_sglangs_parser_with_multi_node_flags() {
     let launch = loader::load(
         "demo-qwen-sglang",
-        Some(Path::new("tests/fixtures/recipes/sparkrun-registry")),
+        &[spark_launch::recipe::registry::RegistryDir::given(
+            "tests/fixtures/recipes/sparkrun-registry".into(),
+        )],
         &RecipeInput {
             gpus_per_node: 1,
             ..RecipeInput::default()

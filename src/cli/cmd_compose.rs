@@ -47,7 +47,8 @@ pub async fn run(args: ComposeArgs, ctx: &Context) -> CmdResult {
             .profiles_dir
             .clone()
             .unwrap_or_else(default_profiles_dir),
-        registry: None,
+        registries: super::cmd_profiles::registries(&[]),
+        registry_given: false,
         sets: args.sets.clone(),
         user_env: std::env::vars().collect(),
         gpus_per_node: args.serve.gpus_per_node,

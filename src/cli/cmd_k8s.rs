@@ -54,7 +54,10 @@ enum Source {
 /// What the name given is, when it is no recipe: a profile (`None`), a job started here with
 /// its kept plan, or nothing known (the profile finder's refusal, with where no job was kept).
 fn kept(args: &UpArgs) -> Result<Option<(JobName, PathBuf)>, String> {
-    if args.registry.is_some() || loader::is_recipe_file(&args.profile) {
+    if !args.registry.is_empty()
+        || args.profile.starts_with('@')
+        || loader::is_recipe_file(&args.profile)
+    {
         return Ok(None);
     }
     let dir = args

@@ -13,7 +13,8 @@ use crate::launch_file::{self, FileSource, LaunchFile};
 use crate::profile::files::{FindError, find, user_profiles};
 use crate::profile::{self, Loaded, SetArg};
 use crate::recipe::loader;
-use crate::recipe::{self, RecipeInput};
+use crate::recipe::registry::RegistryDir;
+use crate::recipe::{self, RecipeInput, kept};
 use crate::resolve::{self, Needs, Purpose};
 use crate::workload::launch::LaunchRequest;
 use crate::workload::limits;
@@ -34,10 +35,11 @@ pub struct UpArgs {
     #[arg(long, value_name = "DIR", env = "SPARK_LAUNCH_PROFILES")]
     pub profiles_dir: Option<PathBuf>,
 
-    /// A local clone of a recipe registry (spark-arena/recipe-registry, eugr/spark-vllm-docker):
-    /// run the recipe named NAME (or @REGISTRY/NAME) from it.
+    /// A local clone of a recipe registry (spark-arena/recipe-registry, eugr/spark-vllm-docker),
+    /// searched before the kept ones (`spark-launch registry add`); repeat for more: run the
+    /// recipe named NAME (or @REGISTRY/NAME) from them.
     #[arg(long, value_name = "DIR")]
-    pub registry: Option<PathBuf>,
+    pub registry: Vec<PathBuf>,
 
     /// Keep a recipe's values of the variables spark-launch derives per node (NCCL_IB_HCA,
     /// NCCL_SOCKET_IFNAME, MASTER_ADDR, …) instead of the derived ones.
@@ -66,9 +68,15 @@ pub struct ListArgs {
     #[arg(long, value_name = "DIR", env = "SPARK_LAUNCH_PROFILES")]
     pub profiles_dir: Option<PathBuf>,
 
-    /// List the recipes of this local clone of a recipe registry instead.
+    /// List the recipes of this local clone of a recipe registry (repeat for more) beside the
+    /// kept ones, instead of the launch profiles.
     #[arg(long, value_name = "DIR")]
-    pub registry: Option<PathBuf>,
+    pub registry: Vec<PathBuf>,
+
+    /// List the recipes of every kept registry (`spark-launch registry list`) instead of the
+    /// launch profiles.
+    #[arg(long)]
+    pub recipes: bool,
 
     /// Check fit against these nodes; without any, against the cluster file when it exists.
     #[command(flatten)]
@@ -106,7 +114,8 @@ impl UpArgs {
                 .profiles_dir
                 .clone()
                 .unwrap_or_else(default_profiles_dir),
-            registry: self.registry.clone(),
+            registries: registries(&self.registry),
+            registry_given: !self.registry.is_empty(),
             sets: self.sets.clone(),
             user_env: std::env::vars().collect(),
             gpus_per_node: self.serve.gpus_per_node,
@@ -164,28 +173,44 @@ async fn cluster_caps(target: &NodeFlags, ctx: &Context) -> Option<Vec<crate::de
     }
 }
 
-/// `profiles --registry DIR`: every recipe of a registry clone, with what it runs and whether
-/// this cluster (and this version) can run it.
-async fn list_recipes(dir: &std::path::Path, args: &ListArgs, ctx: &Context) -> CmdResult {
+/// The registries a command reads: those given (`--registry DIR`, in order), then the kept
+/// ones (a kept list that cannot be read is said, and skipped).
+pub(super) fn registries(given: &[PathBuf]) -> Vec<RegistryDir> {
+    let mut dirs: Vec<RegistryDir> = given.iter().cloned().map(RegistryDir::given).collect();
+    match kept::read(&super::cmd_registry::kept_file()) {
+        Ok(k) => dirs.extend(k.iter().map(|k| k.dir())),
+        Err(e) => tracing::warn!("kept registries not read: {e}"),
+    }
+    dirs
+}
+
+/// `profiles --recipes` or `--registry DIR`: every recipe of the registries given and kept, with
+/// what it runs and whether this cluster (and this version) can run it.
+async fn list_recipes(args: &ListArgs, ctx: &Context) -> CmdResult {
     let input = RecipeInput {
         user_env: std::env::vars().collect(),
         gpus_per_node: 1,
         ..RecipeInput::default()
     };
-    let entries = loader::list(dir, &input).invalid()?;
+    let entries = loader::list(&registries(&args.registry), &input).invalid()?;
     let caps = cluster_caps(&args.target, ctx).await;
     let rows = recipe::listing::rows(&entries, caps.as_ref().map(Vec::len));
     if ctx.json {
         print_json(&rows)?;
     } else {
-        print_out(&recipe::listing::table(&rows, caps.is_some(), dir));
+        let how: String = args
+            .registry
+            .iter()
+            .map(|d| format!(" --registry {}", d.display()))
+            .collect();
+        print_out(&recipe::listing::table(&rows, caps.is_some(), &how));
     }
     Ok(Outcome::Success)
 }
 
 pub async fn list(args: ListArgs, ctx: &Context) -> CmdResult {
-    if let Some(dir) = &args.registry {
-        return list_recipes(dir, &args, ctx).await;
+    if args.recipes || !args.registry.is_empty() {
+        return list_recipes(&args, ctx).await;
     }
     let dir = args
         .profiles_dir

@@ -24,6 +24,7 @@ mod cmd_nccl;
 mod cmd_nodes;
 mod cmd_probe;
 mod cmd_profiles;
+mod cmd_registry;
 mod cmd_report;
 mod cmd_serve;
 mod cmd_sim;
@@ -105,6 +106,9 @@ pub enum Command {
     Up(cmd_profiles::UpArgs),
     /// List launch profiles and whether this cluster can run them.
     Profiles(cmd_profiles::ListArgs),
+    /// The recipe registries kept for `up NAME` and `profiles --recipes`.
+    #[command(subcommand)]
+    Registry(cmd_registry::RegistryCommand),
     /// Write one compose file per node for a profile.
     Compose(cmd_compose::ComposeArgs),
     /// Model weights on every node.
@@ -336,6 +340,7 @@ async fn dispatch(command: Command, ctx: &Context) -> CmdResult {
         Command::Serve(c) => cmd_serve::run(c, ctx).await,
         Command::Up(a) => cmd_profiles::up(a, ctx).await,
         Command::Profiles(a) => cmd_profiles::list(a, ctx).await,
+        Command::Registry(c) => cmd_registry::run(c, ctx).await,
         Command::Compose(a) => cmd_compose::run(a, ctx).await,
         Command::Model(a) => cmd_model::run(a, ctx).await,
         Command::Image(a) => cmd_image::run(a, ctx).await,

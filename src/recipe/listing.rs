@@ -1,8 +1,6 @@
 //! `profiles --registry DIR`: every recipe of a registry clone as a row with what it runs and
 //! whether this cluster (and this version) can run it, and those rows as a table. Pure.
 
-use std::path::Path;
-
 use comfy_table::{Table, presets::UTF8_BORDERS_ONLY};
 use serde::Serialize;
 
@@ -31,8 +29,9 @@ pub fn rows(entries: &[RegistryEntry], nodes: Option<usize>) -> Vec<RecipeRow<'_
         .collect()
 }
 
-/// The table, with how to check the node count when it was not, and how to run one from `dir`.
-pub fn table(rows: &[RecipeRow<'_>], checked: bool, dir: &Path) -> String {
+/// The table, with how to check the node count when it was not, and how to run one (`how`:
+/// `--registry DIR` when registries were given, else nothing: the kept ones are read).
+pub fn table(rows: &[RecipeRow<'_>], checked: bool, how: &str) -> String {
     let mut t = Table::new();
     t.load_style(UTF8_BORDERS_ONLY);
     t.set_header(vec!["recipe", "runtime", "model", "tp×pp", "nodes", "fits"]);
@@ -60,9 +59,6 @@ pub fn table(rows: &[RecipeRow<'_>], checked: bool, dir: &Path) -> String {
     if !checked {
         out.push_str("\n(fits: ? — give --snapshot NAME=DIR per node, or a cluster file, to check the node count)");
     }
-    out.push_str(&format!(
-        "\nrun one: spark-launch up NAME --registry {}",
-        dir.display()
-    ));
+    out.push_str(&format!("\nrun one: spark-launch up @REGISTRY/NAME{how}"));
     out
 }

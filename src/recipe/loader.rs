@@ -14,7 +14,9 @@ use serde::Serialize;
 use super::error::{RecipeError, RecipeErrors};
 use super::launch::RecipeLaunch;
 use super::mods::{self, ModFile, ModFiles, ModPlace, ModSearch, RecipeMod, plain_name};
-use super::registry::{self, MANIFEST, RecipeRegistry, RegistryFile, RegistryLookupError};
+use super::registry::{
+    self, MANIFEST, RecipeRegistry, RegistryDir, RegistryFile, RegistryLookupError,
+};
 use super::request;
 use super::{Recipe, RecipeInput, common, parse};
 use crate::input::{self, InputError};
@@ -42,6 +44,17 @@ pub fn load_file(
     own_sub: Option<&str>,
     input: &RecipeInput,
 ) -> Result<RecipeLaunch, RecipeLoadError> {
+    load_among(path, registry, own_sub, &[], input)
+}
+
+/// [`load_file`] with the other registries given or kept, where its mods are looked for too.
+fn load_among(
+    path: &Path,
+    registry: Option<&RecipeRegistry>,
+    own_sub: Option<&str>,
+    others: &[RecipeRegistry],
+    input: &RecipeInput,
+) -> Result<RecipeLaunch, RecipeLoadError> {
     let file = path.display().to_string();
     let cannot = |e: InputError| {
         RecipeErrors::one(RecipeError::new(
@@ -67,6 +80,7 @@ pub fn load_file(
         recipe_dir: dir.as_deref(),
         registry,
         own: own_sub,
+        others,
     };
     let mods = resolve_mods(&recipe, &search)?;
     Ok(recipe.build(input, mods)?)
@@ -104,14 +118,14 @@ pub fn is_recipe_file(name: &str) -> bool {
         .is_ok_and(|bytes| super::detect::is_recipe(&String::from_utf8_lossy(&bytes)))
 }
 
-/// A recipe by path or by name in `--registry DIR`, read with its mods' files into its part of
-/// the serving request (`up RECIPE`).
+/// A recipe by path or by name in the registries given or kept, read with its mods' files into
+/// its part of the serving request (`up RECIPE`).
 pub fn load_ask(
     name: &str,
-    registry_dir: Option<&Path>,
+    registries: &[RegistryDir],
     input: &RecipeInput,
 ) -> Result<PartialServe, RecipeLoadError> {
-    let launch = load(name, registry_dir, input)?;
+    let launch = load(name, registries, input)?;
     let mods = read_mods(&launch.file, &launch.mods)?;
     Ok(request::ask(&launch, mods)?)
 }
@@ -268,27 +282,66 @@ impl ModRead<'_> {
     }
 }
 
-/// A recipe by path (`x.yaml`, `dir/x.yaml`) or by name in the registry at `registry_dir`.
+/// A recipe by path (`x.yaml`, `dir/x.yaml`) or by name (`NAME`, `@SUB/NAME`) in the registries
+/// given or kept, in their order.
 pub fn load(
     name: &str,
-    registry_dir: Option<&Path>,
+    registries: &[RegistryDir],
     input: &RecipeInput,
 ) -> Result<RecipeLaunch, RecipeLoadError> {
-    let registry = registry_dir.map(open_registry).transpose()?;
+    let regs = open_registries(registries)?;
     let as_path = Path::new(name);
     let looks_like_path = !name.starts_with('@')
         && (name.ends_with(".yaml") || name.ends_with(".yml") || name.contains('/'));
-    if looks_like_path || (as_path.is_file() && registry.is_none()) {
-        return load_file(as_path, registry.as_ref(), None, input);
+    if looks_like_path || (as_path.is_file() && regs.is_empty()) {
+        // The registry the file lies in, when it lies in one, is its own.
+        let own = regs.iter().position(|r| {
+            let root = real(&r.root).ok();
+            let file = real(as_path).ok();
+            matches!((&root, &file), (Some(root), Some(file)) if file.starts_with(root))
+        });
+        let others = without(&regs, own);
+        return load_among(as_path, own.map(|i| &regs[i]), None, &others, input);
     }
-    let Some(reg) = registry else {
+    if regs.is_empty() {
         return Err(RecipeLoadError::NoRegistry {
             name: name.to_string(),
         });
-    };
-    let files = registry_files(&reg)?;
-    let found = registry::lookup(&files, &reg, name)?;
-    load_file(&found.path, Some(&reg), Some(&found.sub), input)
+    }
+    let mut files = Vec::new();
+    for (i, reg) in regs.iter().enumerate() {
+        files.extend(registry_files(reg)?.into_iter().map(|mut f| {
+            f.registry = i;
+            f
+        }));
+    }
+    let roots: Vec<String> = regs.iter().map(|r| r.root.display().to_string()).collect();
+    let hidden = |f: &RegistryFile| regs[f.registry].sub(&f.sub).is_some_and(|s| !s.visible);
+    let found = registry::lookup(&files, &roots.join(", "), &hidden, name)?;
+    let others = without(&regs, Some(found.registry));
+    load_among(
+        &found.path,
+        Some(&regs[found.registry]),
+        Some(&found.sub),
+        &others,
+        input,
+    )
+}
+
+/// Every registry but the one at `skip`.
+fn without(regs: &[RecipeRegistry], skip: Option<usize>) -> Vec<RecipeRegistry> {
+    regs.iter()
+        .enumerate()
+        .filter(|(i, _)| Some(*i) != skip)
+        .map(|(_, r)| r.clone())
+        .collect()
+}
+
+/// The layouts of the registries given or kept, in their order.
+pub fn open_registries(dirs: &[RegistryDir]) -> Result<Vec<RecipeRegistry>, RecipeLoadError> {
+    dirs.iter()
+        .map(|d| Ok(open_registry(&d.path)?.named(d.name.as_deref())))
+        .collect()
 }
 
 /// The layout of the registry clone at `dir`. The manifest and every folder it names must lie
@@ -348,6 +401,7 @@ pub fn registry_files(reg: &RecipeRegistry) -> Result<Vec<RegistryFile>, RecipeL
         }
         out.extend(walk.files.into_iter().map(|path| {
             RegistryFile {
+                registry: 0,
                 sub: sub.name.clone(),
                 name: path
                     .file_stem()
@@ -397,22 +451,40 @@ impl RegistryEntry {
     }
 }
 
-/// Every recipe of the registry at `dir`, each read with `input`.
-pub fn list(dir: &Path, input: &RecipeInput) -> Result<Vec<RegistryEntry>, RecipeLoadError> {
-    let reg = open_registry(dir)?;
-    let files = registry_files(&reg)?;
+/// Every recipe of the registries given or kept, each read with `input` (its mods looked for
+/// across all of them).
+pub fn list(
+    dirs: &[RegistryDir],
+    input: &RecipeInput,
+) -> Result<Vec<RegistryEntry>, RecipeLoadError> {
+    let regs = open_registries(dirs)?;
+    let mut out = Vec::new();
+    for (i, reg) in regs.iter().enumerate() {
+        let others = without(&regs, Some(i));
+        out.extend(list_one(reg, &others, input)?);
+    }
+    Ok(out)
+}
+
+/// Every recipe of one registry.
+fn list_one(
+    reg: &RecipeRegistry,
+    others: &[RecipeRegistry],
+    input: &RecipeInput,
+) -> Result<Vec<RegistryEntry>, RecipeLoadError> {
+    let files = registry_files(reg)?;
     Ok(files
         .into_iter()
         .map(|file| {
             let hidden = reg.sub(&file.sub).is_some_and(|s| !s.visible);
-            let (launch, problems) = match load_file(&file.path, Some(&reg), Some(&file.sub), input)
-            {
-                Ok(l) => (Some(l), Vec::new()),
-                Err(RecipeLoadError::Recipe(es)) => {
-                    (None, es.0.iter().map(|e| e.to_string()).collect())
-                }
-                Err(e) => (None, vec![e.to_string()]),
-            };
+            let (launch, problems) =
+                match load_among(&file.path, Some(reg), Some(&file.sub), others, input) {
+                    Ok(l) => (Some(l), Vec::new()),
+                    Err(RecipeLoadError::Recipe(es)) => {
+                        (None, es.0.iter().map(|e| e.to_string()).collect())
+                    }
+                    Err(e) => (None, vec![e.to_string()]),
+                };
             RegistryEntry {
                 file,
                 hidden,
@@ -607,15 +679,62 @@ mod tests {
             (files[0].sub.as_str(), files[0].name.as_str()),
             ("official", "q")
         );
-        let l = load("q", Some(t.path()), &RecipeInput::default()).unwrap();
+        let dirs = [RegistryDir::given(t.path().to_path_buf())];
+        let l = load("q", &dirs, &RecipeInput::default()).unwrap();
         assert_eq!(l.mods[0].folder, t.path().join("official-mods/fix-a"));
-        let listed = list(t.path(), &RecipeInput::default()).unwrap();
+        let listed = list(&dirs, &RecipeInput::default()).unwrap();
         assert!(listed[0].launch.is_some(), "{:?}", listed[0].problems);
     }
 
     #[test]
+    fn a_mod_no_other_place_holds_is_taken_from_eugr_s_registry_as_sparkrun_falls_back() {
+        let t = tempfile::tempdir().unwrap();
+        let arena = t.path().join("arena");
+        write(
+            &arena,
+            MANIFEST,
+            "registries:\n  - name: official\n    recipes: official-recipes\n    mods: official-mods\n",
+        );
+        write(
+            &arena,
+            "official-recipes/q.yaml",
+            &V2.replace("fix-a", "mods/fix-eugr"),
+        );
+        let eugr = t.path().join("spark-vllm-docker");
+        write(
+            &eugr,
+            "recipes/other.yaml",
+            &V2.replace("fix-a", "mods/fix-eugr"),
+        );
+        write(&eugr, "mods/fix-eugr/run.sh", "#!/bin/sh\n");
+        // Only the arena registry: the mod is nowhere.
+        let arena_only = [RegistryDir::given(arena.clone())];
+        let e = load("q", &arena_only, &RecipeInput::default()).unwrap_err();
+        assert!(
+            e.to_string().contains("mod \"mods/fix-eugr\" not found"),
+            "{e}"
+        );
+        // With eugr's checkout kept under its name, the mod is found there; and the recipe by
+        // sparkrun's scoped name.
+        let both = [
+            RegistryDir::given(arena),
+            RegistryDir {
+                path: eugr.clone(),
+                name: Some("eugr".into()),
+            },
+        ];
+        let l = load("@official/q", &both, &RecipeInput::default()).unwrap();
+        assert_eq!(l.mods[0].folder, eugr.join("mods/fix-eugr"));
+        let l = load("@eugr/other", &both, &RecipeInput::default()).unwrap();
+        assert_eq!(l.name, "other");
+        let listed = list(&both, &RecipeInput::default()).unwrap();
+        assert_eq!(listed.len(), 2);
+        assert!(listed.iter().all(|e| e.launch.is_some()), "{listed:?}");
+    }
+
+    #[test]
     fn a_bare_name_without_a_registry_is_refused() {
-        let e = load("no-such-recipe", None, &RecipeInput::default()).unwrap_err();
+        let e = load("no-such-recipe", &[], &RecipeInput::default()).unwrap_err();
         assert_eq!(
             e.to_string(),
             "\"no-such-recipe\" is not a recipe file, and no --registry DIR is given to look it up in"
@@ -644,7 +763,11 @@ mod tests {
     }
 
     fn refusal(reg: &Path) -> String {
-        let launch = load("q", Some(reg), &RecipeInput::default());
+        let launch = load(
+            "q",
+            &[RegistryDir::given(reg.to_path_buf())],
+            &RecipeInput::default(),
+        );
         match launch {
             Ok(l) => read_mods(&l.file, &l.mods).unwrap_err().to_string(),
             Err(e) => e.to_string(),
@@ -665,7 +788,12 @@ mod tests {
         std::fs::remove_file(reg.join("mods/fix-a/key")).unwrap();
         write(&reg, "shared/notes.txt", "shared");
         std::os::unix::fs::symlink("../../shared/notes.txt", reg.join("mods/fix-a/notes")).unwrap();
-        let l = load("q", Some(&reg), &RecipeInput::default()).unwrap();
+        let l = load(
+            "q",
+            &[RegistryDir::given(reg.clone())],
+            &RecipeInput::default(),
+        )
+        .unwrap();
         let mods = read_mods(&l.file, &l.mods).unwrap();
         assert_eq!(mods[0].files[0].path, "notes");
         assert_eq!(mods[0].files[0].bytes, b"shared");
@@ -731,7 +859,7 @@ mod tests {
         std::os::unix::fs::symlink("/usr", reg.join("recipes/usr")).unwrap();
         std::os::unix::fs::symlink("/dev/zero", reg.join("recipes/zero.yaml")).unwrap();
         let started = std::time::Instant::now();
-        let listed = list(&reg, &RecipeInput::default()).unwrap();
+        let listed = list(&[RegistryDir::given(reg.clone())], &RecipeInput::default()).unwrap();
         assert!(started.elapsed() < std::time::Duration::from_secs(2));
         let names: Vec<&str> = listed.iter().map(|e| e.file.name.as_str()).collect();
         assert_eq!(names, ["q", "zero"]);
@@ -741,7 +869,12 @@ mod tests {
             "{:?}",
             listed[1].problems
         );
-        let e = load("zero", Some(&reg), &RecipeInput::default()).unwrap_err();
+        let e = load(
+            "zero",
+            &[RegistryDir::given(reg.clone())],
+            &RecipeInput::default(),
+        )
+        .unwrap_err();
         assert!(e.to_string().contains("(to /dev/zero)"), "{e}");
     }
 
@@ -750,7 +883,7 @@ mod tests {
         let (_t, reg, _key) = registry_with_a_key_outside();
         std::fs::remove_dir_all(reg.join("recipes")).unwrap();
         std::os::unix::fs::symlink("/usr", reg.join("recipes")).unwrap();
-        let e = list(&reg, &RecipeInput::default()).unwrap_err();
+        let e = list(&[RegistryDir::given(reg.clone())], &RecipeInput::default()).unwrap_err();
         assert!(e.to_string().contains("recipes links outside"), "{e}");
     }
 

@@ -3,7 +3,9 @@
 //! says, in order, every folder a name may be: next to the recipe (`<dir>/<ref>`,
 //! `<dir>/mods/<name>`), in an eugr checkout the recipe sits in (`<root>/mods/<name>` above
 //! its `recipes/` folder; not inside a sparkrun registry), and in the registry's mods folders
-//! (the recipe's own sub-registry first) — each with the tree the mod must stay inside: the
+//! (the recipe's own sub-registry first), then, as sparkrun falls back, in eugr's registry among
+//! every registry given or kept (`@NAME/…` looks in the named sub-registry of any of them) — each
+//! with the tree the mod must stay inside: the
 //! registry clone or the checkout it is found in, or the recipe's own folder for a mod next
 //! to a recipe outside a registry. Registries are git clones and git stores links: a mod whose folder or file leads
 //! out of that tree (to `~/.ssh`) would carry the user's files into every container, so the
@@ -49,6 +51,9 @@ pub struct ModSearch<'a> {
     pub registry: Option<&'a RecipeRegistry>,
     /// The sub-registry the recipe came from.
     pub own: Option<&'a str>,
+    /// Every other registry given or kept, in order: `@NAME/…` names one of their
+    /// sub-registries, and the eugr one is the last place a mod is looked for.
+    pub others: &'a [RecipeRegistry],
 }
 
 impl ModSearch<'_> {
@@ -96,21 +101,25 @@ pub fn candidates(reference: &str, search: &ModSearch) -> Result<Vec<ModPlace>, 
     let mut out: Vec<ModPlace> = Vec::new();
     if let Some(scoped) = reference.strip_prefix('@') {
         let (registry_name, rel) = scoped.split_once('/').unwrap_or((scoped, ""));
-        let Some(reg) = search.registry else {
+        let all: Vec<&RecipeRegistry> = search.registry.into_iter().chain(search.others).collect();
+        if all.is_empty() {
             return Err(format!(
-                "{reference:?} names registry @{registry_name}; give it with --registry DIR"
+                "{reference:?} names registry @{registry_name}; give it with --registry DIR or keep it with `spark-launch registry add`"
             ));
-        };
-        let Some(mods) = reg.sub(registry_name).and_then(|s| s.mods.as_ref()) else {
-            return Err(format!(
-                "{reference:?}: the registry {} has no sub-registry @{registry_name} with a mods folder",
-                reg.root.display()
-            ));
-        };
-        out.push(ModPlace {
-            folder: mods.join(strip_mods(rel)),
-            within: reg.root.clone(),
+        }
+        let found = all.iter().find_map(|reg| {
+            let mods = reg.sub(registry_name)?.mods.as_ref()?;
+            Some(ModPlace {
+                folder: mods.join(strip_mods(rel)),
+                within: reg.root.clone(),
+            })
         });
+        let Some(place) = found else {
+            return Err(format!(
+                "{reference:?}: no registry given or kept has a sub-registry @{registry_name} with a mods folder"
+            ));
+        };
+        out.push(place);
         return Ok(out);
     }
     if Path::new(reference).is_absolute() {
@@ -157,6 +166,16 @@ pub fn candidates(reference: &str, search: &ModSearch) -> Result<Vec<ModPlace>, 
         }
         out.push(place(reg.root.join("mods").join(name)));
     }
+    // Last, as sparkrun falls back: the eugr registry's mods (a sub-registry named `eugr`, or
+    // a clone laid out as eugr's checkout), wherever the recipe came from.
+    for reg in search.others.iter().chain(search.registry) {
+        if let Some(mods) = eugr_mods(reg) {
+            out.push(ModPlace {
+                folder: mods.join(name),
+                within: reg.root.clone(),
+            });
+        }
+    }
     let mut seen = Vec::new();
     out.retain(|p| {
         let fresh = !seen.contains(&p.folder);
@@ -164,6 +183,18 @@ pub fn candidates(reference: &str, search: &ModSearch) -> Result<Vec<ModPlace>, 
         fresh
     });
     Ok(out)
+}
+
+/// The mods folder of eugr's registry, when `reg` is it: a sub-registry named `eugr`, or a
+/// clone without a manifest laid out as eugr's checkout (`recipes/` beside `mods/`).
+fn eugr_mods(reg: &RecipeRegistry) -> Option<&Path> {
+    let named = reg.sub("eugr").and_then(|s| s.mods.as_deref());
+    let checkout = (!reg.manifest)
+        .then(|| reg.subs.first())
+        .flatten()
+        .filter(|s| s.recipes == reg.root.join("recipes"))
+        .and_then(|s| s.mods.as_deref());
+    named.or(checkout)
 }
 
 /// `mods/fix-x` → `fix-x` (one leading `mods/`).
@@ -246,6 +277,7 @@ mod tests {
             recipe_dir: Some(dir),
             registry: Some(&reg),
             own: Some("experimental"),
+            others: &[],
         };
         assert_eq!(
             paths(candidates("fix-x", &search).unwrap()),
@@ -273,7 +305,7 @@ mod tests {
         assert!(
             candidates("@nope/fix-x", &search)
                 .unwrap_err()
-                .contains("no sub-registry @nope")
+                .contains("has a sub-registry @nope with a mods folder")
         );
         assert!(
             candidates("@official/x", &ModSearch::default())
@@ -289,6 +321,7 @@ mod tests {
             recipe_dir: Some(Path::new("/reg/official-recipes/q")),
             registry: Some(&reg),
             own: Some("official"),
+            others: &[],
         };
         let places = candidates("fix-x", &search).unwrap();
         assert!(places.iter().all(|p| p.within == Path::new("/reg")));

@@ -98,6 +98,14 @@ impl RecipeRegistry {
         }
     }
 
+    /// A clone without a manifest is one sub-registry: named `name` (it was kept so).
+    pub fn named(mut self, name: Option<&str>) -> RecipeRegistry {
+        if let (false, Some(name), [sub]) = (self.manifest, name, self.subs.as_mut_slice()) {
+            sub.name = name.to_string();
+        }
+        self
+    }
+
     /// A sub-registry by name.
     pub fn sub(&self, name: &str) -> Option<&SubRegistry> {
         self.subs.iter().find(|s| s.name == name)
@@ -113,9 +121,27 @@ fn inside(root: &Path, rel: &str) -> Result<PathBuf, String> {
     Ok(root.join(p))
 }
 
+/// A registry's folder, and the name it was kept under (`spark-launch registry add --name`):
+/// a clone without a manifest is one sub-registry, named so (else after its folder).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct RegistryDir {
+    pub path: PathBuf,
+    pub name: Option<String>,
+}
+
+impl RegistryDir {
+    /// A folder given with `--registry DIR`.
+    pub fn given(path: PathBuf) -> Self {
+        RegistryDir { path, name: None }
+    }
+}
+
 /// A recipe file found in a registry.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct RegistryFile {
+    /// Which of the registries searched holds it (their order).
+    #[serde(skip)]
+    pub registry: usize,
     /// The sub-registry it is in.
     pub sub: String,
     /// The file name without `.yaml`/`.yml`.
@@ -137,10 +163,13 @@ pub enum RegistryLookupError {
     Ambiguous { wanted: String, found: Vec<String> },
 }
 
-/// The recipe `wanted` names (`NAME`, `NAME.yaml`, `@SUB/NAME`) among `files`.
+/// The recipe `wanted` names (`NAME`, `NAME.yaml`, `@SUB/NAME`) among `files` of the registries
+/// at `roots`. A bare name is looked for in the visible sub-registries first, then in the hidden
+/// ones (`hidden` says which sub-registries those are), as sparkrun does.
 pub fn lookup<'f>(
     files: &'f [RegistryFile],
-    registry: &RecipeRegistry,
+    roots: &str,
+    hidden: &dyn Fn(&RegistryFile) -> bool,
     wanted: &str,
 ) -> Result<&'f RegistryFile, RegistryLookupError> {
     let bare = wanted.trim_end_matches(".yaml").trim_end_matches(".yml");
@@ -148,10 +177,16 @@ pub fn lookup<'f>(
         Some((sub, name)) => (Some(sub), name),
         None => (None, bare),
     };
-    let hits: Vec<&RegistryFile> = files
+    let all: Vec<&RegistryFile> = files
         .iter()
         .filter(|f| f.name == name && sub.is_none_or(|s| s == f.sub))
         .collect();
+    let visible: Vec<&RegistryFile> = all.iter().copied().filter(|f| !hidden(f)).collect();
+    let hits = if sub.is_none() && !visible.is_empty() {
+        visible
+    } else {
+        all
+    };
     match hits.as_slice() {
         [one] => Ok(one),
         [] => {
@@ -163,7 +198,7 @@ pub fn lookup<'f>(
             near.truncate(5);
             Err(RegistryLookupError::NotFound {
                 wanted: wanted.to_string(),
-                root: registry.root.display().to_string(),
+                root: roots.to_string(),
                 count: files.len(),
                 near,
             })
@@ -193,6 +228,7 @@ mod tests {
 
     fn file(sub: &str, name: &str) -> RegistryFile {
         RegistryFile {
+            registry: 0,
             sub: sub.into(),
             name: name.into(),
             path: PathBuf::from(format!("/r/{sub}/{name}.yaml")),
@@ -207,6 +243,22 @@ mod tests {
         assert_eq!(reg.subs[0].mods, Some(PathBuf::from("/r/official-mods")));
         assert_eq!(reg.subs[1].mods, None);
         assert!(!reg.subs[1].visible);
+    }
+
+    #[test]
+    fn a_bare_name_takes_the_visible_registry_s_recipe_before_a_hidden_one() {
+        let files = [file("official", "qwen-a"), file("experimental", "qwen-a")];
+        let hidden = |f: &RegistryFile| f.sub == "experimental";
+        assert_eq!(
+            lookup(&files, "/r", &hidden, "qwen-a").unwrap().sub,
+            "official"
+        );
+        let only_hidden = [file("atlas", "qwen-b")];
+        let hidden = |f: &RegistryFile| f.sub == "atlas";
+        assert_eq!(
+            lookup(&only_hidden, "/r", &hidden, "qwen-b").unwrap().sub,
+            "atlas"
+        );
     }
 
     #[test]
@@ -230,22 +282,26 @@ mod tests {
 
     #[test]
     fn a_recipe_is_found_by_name_or_scoped_name_and_ambiguity_is_named() {
-        let reg = RecipeRegistry::from_manifest(Path::new("/r"), MANIFEST_TEXT).unwrap();
         let files = [
             file("official", "qwen-a"),
             file("experimental", "qwen-a"),
             file("official", "glm"),
         ];
-        assert_eq!(lookup(&files, &reg, "glm.yaml").unwrap().sub, "official");
         assert_eq!(
-            lookup(&files, &reg, "@experimental/qwen-a").unwrap().sub,
+            lookup(&files, "/r", &|_| false, "glm.yaml").unwrap().sub,
+            "official"
+        );
+        assert_eq!(
+            lookup(&files, "/r", &|_| false, "@experimental/qwen-a")
+                .unwrap()
+                .sub,
             "experimental"
         );
         assert!(matches!(
-            lookup(&files, &reg, "qwen-a"),
+            lookup(&files, "/r", &|_| false, "qwen-a"),
             Err(RegistryLookupError::Ambiguous { .. })
         ));
-        let e = lookup(&files, &reg, "qwen").unwrap_err();
+        let e = lookup(&files, "/r", &|_| false, "qwen").unwrap_err();
         assert_eq!(
             e.to_string(),
             "no recipe \"qwen\" in /r (3 recipes); similar: @official/qwen-a, @experimental/qwen-a"
