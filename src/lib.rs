@@ -53,6 +53,7 @@ pub mod pull;
 pub mod quote;
 pub mod recipe;
 pub mod records;
+pub mod registries;
 pub mod report;
 pub mod resolve;
 pub mod runtime;

@@ -7,6 +7,7 @@
 //! world, rank and rendezvous, the workers serving no API, the head started first, the same
 //! speculative flags on every rank, the key on no command line.
 
+use spark_launch::recipe::registry::RegistryDir;
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -47,7 +48,8 @@ fn user_env() -> BTreeMap<String, String> {
 /// `up @atlas/NAME --registry <the fixture registry>` with `flags` over it.
 fn recipe(name: &str, flags: PartialServe) -> LaunchRequest {
     let source = FileSource {
-        registry: Some(REGISTRY.into()),
+        registries: vec![RegistryDir::given(REGISTRY.into())],
+        registry_given: true,
         user_env: user_env(),
         ..FileSource::default()
     };
@@ -187,7 +189,7 @@ fn every_recipe_of_the_registry_is_listed_as_running_on_two_sparks() {
         gpus_per_node: 1,
         ..RecipeInput::default()
     };
-    let entries = loader::list(Path::new(REGISTRY), &input).expect("lists");
+    let entries = loader::list(&[RegistryDir::given(REGISTRY.into())], &input).expect("lists");
     let fits: Vec<String> = entries
         .iter()
         .map(|e| {

@@ -5,8 +5,6 @@
 
 mod support;
 
-use std::path::Path;
-
 use spark_launch::recipe::RecipeInput;
 use spark_launch::recipe::loader;
 use spark_launch::workload::engines::{EngineKind, FlagMatch, match_flag};

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use comfy_table::{Table, presets::UTF8_BORDERS_ONLY};
 
 use super::{CmdResult, Context, Outcome, print_json, print_out};
-use crate::recipe::kept::{self, KeptError, KeptRegistry};
+use crate::registries::{self as kept, KeptError, KeptRegistry};
 
 #[derive(Debug, clap::Subcommand)]
 pub enum RegistryCommand {

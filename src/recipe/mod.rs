@@ -22,7 +22,6 @@ pub mod engine_line;
 pub mod env;
 pub mod error;
 pub mod flags;
-pub mod kept;
 pub mod launch;
 pub mod listing;
 pub mod loader;

@@ -9,7 +9,7 @@ use std::process::Command;
 
 use serde::{Deserialize, Serialize};
 
-use super::registry::RegistryDir;
+use crate::recipe::registry::RegistryDir;
 
 /// The first line of the list: a file without it was not written by spark-launch.
 const HEADER: &str = "# written by spark-launch registry add|remove; edit with those commands";
@@ -253,7 +253,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!((k.name.as_str(), k.cloned), ("my-recipes", false));
-        assert_eq!(read(&file).unwrap(), [k.clone()]);
+        assert_eq!(read(&file).unwrap(), std::slice::from_ref(&k));
         let e = add(&file, t.path(), folder.to_str().unwrap(), None).unwrap_err();
         assert!(e.to_string().contains("kept already"), "{e}");
         remove(&file, "my-recipes").unwrap();
