@@ -196,8 +196,18 @@ async fn what_a_container_loads_is_read_from_real_nccl_builds_in_images_and_nccl
     };
     assert_eq!(f.version.as_ref().unwrap().to_string(), "2.30.7+cuda13.3");
 
-    // No probe container is left behind.
-    let left = support::docker::containers_named(HOST_SOCKET, "sl-nccl-probe-here-");
+    // No probe container of this test's is left behind (its names carry this process's id;
+    // another test process may be probing at the same time).
+    // The engine's removal may still be finishing: allowed a few seconds.
+    let ours = format!("sl-nccl-probe-here-{}x", std::process::id());
+    let mut left = support::docker::containers_named(HOST_SOCKET, &ours);
+    for _ in 0..20 {
+        if left.is_empty() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(250));
+        left = support::docker::containers_named(HOST_SOCKET, &ours);
+    }
     assert!(left.is_empty(), "{left:?}");
 }
 

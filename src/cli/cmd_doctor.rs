@@ -46,7 +46,8 @@ pub struct DoctorArgs {
 
     /// Another TCP port that must be free on the head (beyond the ports the serving engines
     /// bind with their defaults: vLLM 8000, 29501 and Ray's 6379; TensorRT-LLM 8355 on the
-    /// head and 2233 on every node; SGLang 30000 and 20000); repeatable.
+    /// head and 2233 on every node; SGLang 30000 and 20000; llama.cpp 8080 on the head and its
+    /// RPC servers' 50052; Atlas 8888 and 29500); repeatable.
     #[arg(long = "port", value_name = "PORT", value_parser = crate::workload::limits::parse_port)]
     pub ports: Vec<u16>,
 }
