@@ -357,6 +357,7 @@ async fn torchs_own_nccl_is_read_through_its_rpath_and_nccl_from_preloads_over_i
     assert!(
         verdict.problems[0]
             .problem
+            .what
             .starts_with("here would load NCCL 2.28.9+cuda12.9 on this switchless ring"),
         "{verdict:?}"
     );

@@ -211,9 +211,9 @@ fn image_nccl(inputs: &Inputs) -> Evaluation {
         for node in &p.nodes {
             e.push(Finding::fail(
                 node,
-                p.problem.clone(),
+                p.problem.what.clone(),
                 "ranks must load one NCCL release, and a switchless ring (one subnet per cable) needs NCCL_IB_SUBNET_AWARE_ROUTING: without it the job hangs at its first collective",
-                Fix::text(p.fix.clone()),
+                Fix::text(p.problem.fix.clone()),
             ));
         }
     }

@@ -7,6 +7,7 @@
 //! Plans, the executor's last check before starting and doctor's `cluster.image-nccl` all ask
 //! this one function. Pure.
 
+use crate::problem::Problem;
 use std::collections::BTreeMap;
 use std::fmt;
 
@@ -224,10 +225,20 @@ pub struct Rule {
 /// One reason not to start, with the fix and the nodes it is about.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NcclProblem {
-    pub problem: String,
-    pub fix: String,
+    #[serde(flatten)]
+    pub problem: Problem,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub nodes: Vec<NodeName>,
+}
+
+impl NcclProblem {
+    /// `what` is wrong on `nodes`, and its fix.
+    pub fn new(nodes: Vec<NodeName>, what: impl Into<String>, fix: impl Into<String>) -> Self {
+        NcclProblem {
+            problem: Problem::new(what, fix),
+            nodes,
+        }
+    }
 }
 
 /// The judgement: problems refuse the launch (exit 2), warnings and notes are printed.
@@ -303,13 +314,13 @@ pub fn judge(nodes: &[NodeNccl], rule: &Rule) -> LibraryVerdict {
             .filter(|(v, _)| Some(**v) != keep)
             .flat_map(|(_, ns)| ns.iter().map(|n| (*n).clone()))
             .collect();
-        v.problems.push(NcclProblem {
-            nodes: odd,
-            problem: format!(
+        v.problems.push(NcclProblem::new(
+            odd,
+            format!(
                 "the containers would load different NCCL releases ({}): ranks of different releases fail at init (`NCCL version mismatch`) or hang",
                 listed.join("; ")
             ),
-            fix: if rule.host {
+            if rule.host {
                 HOST_SAME_FIX.to_string()
             } else if rule.serving {
                 format!(
@@ -318,7 +329,7 @@ pub fn judge(nodes: &[NodeNccl], rule: &Rule) -> LibraryVerdict {
             } else {
                 "build the nccl-tests image once per architecture from one NCCL ref (`spark-launch nccl-build --nccl-ref REF`), or pass --image with one NCCL everywhere".to_string()
             },
-        });
+        ));
     }
     if rule.ring {
         let old: Vec<(&NodeName, &LibVersion)> = nodes
@@ -362,11 +373,11 @@ pub fn judge(nodes: &[NodeNccl], rule: &Rule) -> LibraryVerdict {
                 v.warnings
                     .push(format!("{problem} (--allow-old-nccl: starting anyway)"));
             } else {
-                v.problems.push(NcclProblem {
+                v.problems.push(NcclProblem::new(
+                    old.iter().map(|(n, _)| (*n).clone()).collect(),
                     problem,
                     fix,
-                    nodes: old.iter().map(|(n, _)| (*n).clone()).collect(),
-                });
+                ));
             }
         }
     }
@@ -429,19 +440,19 @@ fn node_findings(x: &NodeNccl, rule: &Rule, build: &str, v: &mut LibraryVerdict)
                         .map(|s| format!("the loader skips it: {}", s.why))
                         .unwrap_or_else(|| "another copy comes first".to_string())
                 };
-                v.problems.push(NcclProblem {
-                    nodes: vec![n.clone()],
-                    problem: format!(
+                v.problems.push(NcclProblem::new(
+                    vec![n.clone()],
+                    format!(
                         "{n}: --nccl-from {given} would not be what the container loads: {why}; it would load NCCL {} from {}",
                         lib.version.as_ref().map(|v| v.to_string()).unwrap_or_else(|| "?".into()),
                         lib.path
                     ),
-                    fix: if lib.via == Via::Preload {
+                    if lib.via == Via::Preload {
                         "if LD_PRELOAD names it, unset it for this job (`--env LD_PRELOAD=`); if /etc/ld.so.preload does, use an image without that file".to_string()
                     } else {
                         format!("give --nccl-from a library built for the nodes' CPU ({build} for their architecture)")
                     },
-                });
+                ));
             }
         }
         Loads::NotYetKnown { .. } => {}
@@ -517,14 +528,16 @@ mod tests {
         assert!(
             v.problems[0]
                 .problem
+                .what
                 .starts_with("a, b, c would load NCCL 2.28.9+cuda12.9 on this switchless ring")
         );
         assert!(
             v.problems[0]
+                .problem
                 .fix
                 .contains("--nccl-from spark-launch/nccl-tests:nccl-v2.30.7-1-sm121-arm64"),
             "{}",
-            v.problems[0].fix
+            v.problems[0].problem.fix
         );
         let allowed = judge(
             &n,
@@ -570,7 +583,10 @@ mod tests {
         );
         assert_eq!(v.problems.len(), 1);
         assert!(
-            v.problems[0].problem.contains("2.28.9 on b; 2.30.7 on a"),
+            v.problems[0]
+                .problem
+                .what
+                .contains("2.28.9 on b; 2.30.7 on a"),
             "{v:?}"
         );
         assert_eq!(
@@ -621,6 +637,7 @@ mod tests {
         assert!(
             v.problems[0]
                 .problem
+                .what
                 .starts_with("a would load NCCL 2.28.9+cuda13.0 on this switchless ring"),
             "{v:?}"
         );
@@ -681,6 +698,7 @@ mod tests {
         assert!(
             v.problems[0]
                 .problem
+                .what
                 .contains("built for amd64, the container is arm64"),
             "{v:?}"
         );

@@ -265,7 +265,10 @@ fn nccl_text(problems: &[crate::libnccl::check::NcclProblem]) -> String {
         if n == 1 { "" } else { "s" }
     );
     for p in problems {
-        out.push_str(&format!("\n  {}\n    fix: {}", p.problem, p.fix));
+        out.push_str(&format!(
+            "\n  {}\n    fix: {}",
+            p.problem.what, p.problem.fix
+        ));
     }
     out
 }

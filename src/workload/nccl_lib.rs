@@ -307,17 +307,17 @@ fn loader_vars(
                     notes.push(note);
                 }
             }
-            Some(_) => problems.push(NcclProblem {
-                nodes: vec![node.clone()],
-                problem: format!(
+            Some(_) => problems.push(NcclProblem::new(
+                vec![node.clone()],
+                format!(
                     "{node}: {} is on no node yet, so its own LD_LIBRARY_PATH and LD_PRELOAD cannot be kept behind --nccl-from",
                     spec.image
                 ),
-                fix: format!(
+                format!(
                     "put the image on the head first (`docker pull {}` there), then launch again: spark-launch pushes it to the others",
                     spec.image
                 ),
-            }),
+            )),
         }
     }
     machine

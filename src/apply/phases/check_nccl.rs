@@ -74,7 +74,7 @@ impl<'a> Phase<ApplyContext<'a>> for CheckNccl {
                 let text: Vec<String> = verdict
                     .problems
                     .iter()
-                    .map(|p| format!("{}\n    fix: {}", p.problem, p.fix))
+                    .map(|p| format!("{}\n    fix: {}", p.problem.what, p.problem.fix))
                     .collect();
                 return Err(PhaseError::Refused(format!(
                     "refusing to start: {}",
