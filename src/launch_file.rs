@@ -72,27 +72,20 @@ pub fn read(
     src: &FileSource,
     flags: &PartialServe,
 ) -> Result<LaunchFile, LaunchFileError> {
-    if src.registry_given || is_recipe_name(name, src) || loader::is_recipe_file(name) {
-        let input = RecipeInput {
-            sets: src.sets.clone(),
-            user_env: src.user_env.clone(),
-            gpus_per_node: src.gpus_per_node.unwrap_or(1),
-        };
-        let ask = loader::load_ask(name, &src.registries, &input)?;
-        let (name, file) = match &ask.recipe {
-            Some(r) => (r.name.clone(), r.file.clone()),
-            None => (name.to_string(), name.to_string()),
-        };
-        return Ok(LaunchFile {
-            name,
-            file,
-            profile: None,
-            ask: LaunchAsk::Serve(Box::new(ask)),
-        });
+    // `@NAME/recipe` is sparkrun's name of a recipe in a registry.
+    if src.registry_given || name.starts_with('@') || loader::is_recipe_file(name) {
+        return read_recipe(name, src);
     }
     let mut sets = src.sets.clone();
     sets.extend(shape_sets(flags));
-    let loaded = find(name, &src.profiles_dir, &sets)?;
+    let loaded = match find(name, &src.profiles_dir, &sets) {
+        Ok(l) => l,
+        // A name no profile has is a recipe's while registries are kept.
+        Err(FindError::Unknown { .. }) if !src.registries.is_empty() => {
+            return read_recipe(name, src);
+        }
+        Err(e) => return Err(e.into()),
+    };
     tracing::info!("profile {} from {}", loaded.profile.name, loaded.file);
     let ask = loaded.profile.ask(&loaded.file)?;
     Ok(LaunchFile {
@@ -103,17 +96,24 @@ pub fn read(
     })
 }
 
-/// `@NAME/recipe` names a recipe in a registry (sparkrun's names); so does a bare name that is
-/// no profile of the user's or the bundled ones while registries are kept.
-fn is_recipe_name(name: &str, src: &FileSource) -> bool {
-    if name.starts_with('@') {
-        return true;
-    }
-    !src.registries.is_empty()
-        && matches!(
-            find(name, &src.profiles_dir, &[]),
-            Err(FindError::Unknown { .. })
-        )
+/// A recipe by path or by name in the registries.
+fn read_recipe(name: &str, src: &FileSource) -> Result<LaunchFile, LaunchFileError> {
+    let input = RecipeInput {
+        sets: src.sets.clone(),
+        user_env: src.user_env.clone(),
+        gpus_per_node: src.gpus_per_node.unwrap_or(1),
+    };
+    let ask = loader::load_ask(name, &src.registries, &input)?;
+    let (name, file) = match &ask.recipe {
+        Some(r) => (r.name.clone(), r.file.clone()),
+        None => (name.to_string(), name.to_string()),
+    };
+    Ok(LaunchFile {
+        name,
+        file,
+        profile: None,
+        ask: LaunchAsk::Serve(Box::new(ask)),
+    })
 }
 
 /// The shape flags (`--tp`, `--pp`) as a profile's fields.

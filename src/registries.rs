@@ -9,6 +9,7 @@ use std::process::Command;
 
 use serde::{Deserialize, Serialize};
 
+use crate::recipe::mods::plain_name;
 use crate::recipe::registry::RegistryDir;
 
 /// The first line of the list: a file without it was not written by spark-launch.
@@ -84,14 +85,6 @@ fn name_of(source: &str) -> String {
         .to_string()
 }
 
-fn plain(name: &str) -> bool {
-    !name.is_empty()
-        && !name.starts_with('.')
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
-}
-
 /// The kept registries, in the order they were added (none when the list does not exist).
 pub fn read(file: &Path) -> Result<Vec<KeptRegistry>, KeptError> {
     let io = |e: std::io::Error| KeptError::Io {
@@ -119,13 +112,13 @@ pub fn read(file: &Path) -> Result<Vec<KeptRegistry>, KeptError> {
     Ok(kept.registries)
 }
 
+/// Writes the list; its callers read it first, so a file of someone else's is refused before
+/// anything changes.
 fn write(file: &Path, registries: &[KeptRegistry]) -> Result<(), KeptError> {
     let io = |e: std::io::Error| KeptError::Io {
         path: file.display().to_string(),
         cause: e.to_string(),
     };
-    // Read first: a file of someone else's is refused before anything changes.
-    read(file)?;
     let body = yaml_serde::to_string(&KeptFile {
         registries: registries.to_vec(),
     })
@@ -147,7 +140,7 @@ pub fn add(
     name: Option<&str>,
 ) -> Result<KeptRegistry, KeptError> {
     let name = name.map(str::to_string).unwrap_or_else(|| name_of(source));
-    if !plain(&name) {
+    if !plain_name(&name) {
         return Err(KeptError::BadName { name });
     }
     let mut kept = read(file)?;
