@@ -1,0 +1,193 @@
+//! Recipe fields as each recipe's own runner treats them, planned as a user plans them:
+//! `spark-launch up FILE --dry-run --json` on seed 001's two Sparks, the binary run as a user
+//! runs it (no cluster file, no user profiles, offline). Each recipe here is written for the
+//! test in the shape of the public recipe it names (eugr/spark-vllm-docker's recipes at
+//! 358bf26, sparkrun's registries); none is copied.
+
+use std::path::Path;
+use std::process::Command;
+
+use serde_json::Value;
+
+const SEED: &str = "tests/fixtures/seed-001-two-sparks-both-twins";
+
+fn snapshots(nodes: &[&str]) -> Vec<String> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join(SEED);
+    nodes
+        .iter()
+        .flat_map(|n| {
+            [
+                "--snapshot".to_string(),
+                format!("{n}={}", root.join(n).display()),
+            ]
+        })
+        .collect()
+}
+
+/// What the binary answered: its exit code, the plan (when it printed one) and stderr.
+struct Answer {
+    code: Option<i32>,
+    plan: Value,
+    stderr: String,
+}
+
+/// `spark-launch up FILE --dry-run --json ARGS…` on `nodes` of seed 001, `text` written to
+/// FILE (named `name`).
+fn up(name: &str, text: &str, nodes: &[&str], args: &[&str]) -> Answer {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join(name);
+    std::fs::write(&file, text).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_spark-launch"))
+        .arg("up")
+        .arg(&file)
+        .args(["--dry-run", "--json"])
+        .args(snapshots(nodes))
+        .args(args)
+        .env("SPARK_LAUNCH_NO_PROGRESS", "1")
+        .env("XDG_CONFIG_HOME", dir.path().join("config"))
+        .env("HOME", dir.path())
+        .env("HF_HUB_OFFLINE", "1")
+        .env_remove("SPARK_LAUNCH_PROFILES")
+        .env_remove("SPARK_LAUNCH_CLUSTER")
+        .output()
+        .unwrap();
+    Answer {
+        code: out.status.code(),
+        plan: serde_json::from_slice(&out.stdout).unwrap_or(Value::Null),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// The plan of a launch that must plan.
+fn plans(name: &str, text: &str, nodes: &[&str], args: &[&str]) -> Answer {
+    let a = up(name, text, nodes, args);
+    assert_eq!(a.code, Some(0), "{name} did not plan:\n{}", a.stderr);
+    a
+}
+
+fn recipe_warnings(plan: &Value) -> Vec<String> {
+    plan["recipe"]["warnings"]
+        .as_array()
+        .map(|w| {
+            w.iter()
+                .filter_map(|s| s.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn has(warnings: &[String], part: &str) -> bool {
+    warnings.iter().any(|w| w.contains(part))
+}
+
+/// eugr's nemotron-3-super-nvfp4.yaml (358bf26) writes `container:` twice at the top level;
+/// PyYAML, which eugr's runner and sparkrun read recipes with, keeps the last. `defaults` here
+/// also gives a key twice, one level down.
+const CONTAINER_TWICE: &str = r#"# Recipe: a vLLM recipe that names its container twice
+recipe_version: "1"
+name: Demo-Container-Twice
+model: org/demo-nvfp4
+container: vllm-node-old
+cluster_only: false
+solo_only: false
+
+env:
+  VLLM_ALLOW_LONG_MAX_MODEL_LEN: 1
+
+container: vllm-node
+defaults:
+  port: 8000
+  host: 0.0.0.0
+  tensor_parallel: 2
+  max_model_len: 4096
+  max_model_len: 8192
+
+command: |
+  vllm serve org/demo-nvfp4 \
+  --host {host} \
+  --port {port} \
+  --max-model-len {max_model_len} \
+  --tensor-parallel-size {tensor_parallel} \
+  --distributed-executor-backend ray
+"#;
+
+#[test]
+fn a_key_given_twice_takes_the_last_value_and_the_plan_warns_naming_both_lines() {
+    let a = plans(
+        "demo-container-twice.yaml",
+        CONTAINER_TWICE,
+        &["spark", "spark2"],
+        &[],
+    );
+    let nodes = &a.plan["job"]["nodes"];
+    for n in nodes.as_array().unwrap() {
+        assert_eq!(n["launch"]["container"]["image"], "vllm-node", "{n}");
+    }
+    let warnings = recipe_warnings(&a.plan);
+    for expected in [
+        "demo-container-twice.yaml: container: given more than once (lines 5 and 12): the last value is used, as the recipe runners (PyYAML) read it",
+        "demo-container-twice.yaml: defaults.max_model_len: given more than once (lines 17 and 18): the last value is used, as the recipe runners (PyYAML) read it",
+    ] {
+        assert!(has(&warnings, expected), "no `{expected}` in {warnings:?}");
+        assert!(a.stderr.contains(expected), "{}", a.stderr);
+    }
+    let head = nodes[0]["launch"]["container"]["command"].to_string();
+    assert!(head.contains(r#""--max-model-len","8192""#), "{head}");
+}
+
+/// A file with `recipe_version` is a recipe whatever else it holds: here also a launch
+/// profile's `engine:` and `tp:` (fields a recipe does not have), and a key given twice.
+const VERSIONED_WITH_PROFILE_FIELDS: &str = r#"recipe_version: "2"
+name: demo-versioned
+engine: vllm
+tp: 1
+model: org/demo
+runtime: vllm
+container: vllm-node
+container: vllm-node
+command: vllm serve {model} --port 8000
+"#;
+
+/// A launch profile, in the shape of `launch-profiles/llama-70b-tp2.yaml`.
+const PROFILE: &str = "\
+name: demo-profile
+description: A launch profile with no recipe_version.
+engine: vllm
+image: vllm-node:demo
+model:
+  id: org/demo-model
+tp: 1
+nodes: 1
+env:
+  DEMO_SETTING: \"1\"
+";
+
+#[test]
+fn a_file_with_recipe_version_is_read_as_a_recipe_and_one_without_stays_a_launch_profile() {
+    let recipe = plans(
+        "versioned.yaml",
+        VERSIONED_WITH_PROFILE_FIELDS,
+        &["spark"],
+        &[],
+    );
+    assert_eq!(recipe.plan["recipe"]["format"], "v2", "{}", recipe.stderr);
+    let warnings = recipe_warnings(&recipe.plan);
+    assert!(
+        has(&warnings, "engine: not a sparkrun recipe field"),
+        "{warnings:?}"
+    );
+    assert!(!recipe.stderr.contains("unknown field"), "{}", recipe.stderr);
+    // With a byte-order mark and Windows line ends, as an editor may save it.
+    let marked = format!(
+        "\u{feff}{}",
+        VERSIONED_WITH_PROFILE_FIELDS.replace('\n', "\r\n")
+    );
+    let recipe = plans("marked.yaml", &marked, &["spark"], &[]);
+    assert_eq!(recipe.plan["recipe"]["format"], "v2", "{}", recipe.stderr);
+
+    let profile = plans("demo-profile.yaml", PROFILE, &["spark"], &[]);
+    assert!(profile.plan.get("recipe").is_none(), "{}", profile.plan);
+    assert_eq!(profile.plan["model"]["repo"], "org/demo-model");
+    let head = profile.plan["job"]["nodes"][0]["launch"]["container"].clone();
+    assert_eq!(head["env"]["DEMO_SETTING"], "1", "{head}");
+}
