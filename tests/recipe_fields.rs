@@ -176,7 +176,11 @@ fn a_file_with_recipe_version_is_read_as_a_recipe_and_one_without_stays_a_launch
         has(&warnings, "engine: not a sparkrun recipe field"),
         "{warnings:?}"
     );
-    assert!(!recipe.stderr.contains("unknown field"), "{}", recipe.stderr);
+    assert!(
+        !recipe.stderr.contains("unknown field"),
+        "{}",
+        recipe.stderr
+    );
     // With a byte-order mark and Windows line ends, as an editor may save it.
     let marked = format!(
         "\u{feff}{}",
@@ -190,4 +194,119 @@ fn a_file_with_recipe_version_is_read_as_a_recipe_and_one_without_stays_a_launch
     assert_eq!(profile.plan["model"]["repo"], "org/demo-model");
     let head = profile.plan["job"]["nodes"][0]["launch"]["container"].clone();
     assert_eq!(head["env"]["DEMO_SETTING"], "1", "{head}");
+}
+
+/// The shape of eugr's gemma4-26b-a4b-nvfp4.yaml (358bf26): `solo_only: true` with
+/// `tensor_parallel: 2` and the Ray executor in the command. eugr's runner runs it solo: one
+/// node, tensor_parallel 1 (the user's `--tp` aside), the executor flag dropped.
+const SOLO_ONLY: &str = r#"recipe_version: "1"
+name: Demo-Solo-Only
+model: org/demo-solo-nvfp4
+cluster_only: false
+solo_only: true
+container: vllm-node
+defaults:
+  port: 8000
+  host: 0.0.0.0
+  tensor_parallel: 2
+command: |
+  vllm serve org/demo-solo-nvfp4 \
+    --port {port} \
+    --host {host} \
+    -tp {tensor_parallel} --distributed-executor-backend ray
+"#;
+
+#[test]
+fn a_solo_only_recipe_runs_on_one_node_with_tensor_parallel_one_as_eugrs_runner_runs_it() {
+    let a = plans("demo-solo.yaml", SOLO_ONLY, &["spark", "spark2"], &[]);
+    assert_eq!(a.plan["tp"], 1, "{}", a.stderr);
+    assert_eq!(a.plan["nodes"], serde_json::json!(["spark"]));
+    assert_eq!(a.plan["unused"], serde_json::json!(["spark2"]));
+    assert_eq!(a.plan["mode"], "native");
+    let warnings = recipe_warnings(&a.plan);
+    for expected in [
+        "demo-solo.yaml: solo_only: the recipe runs solo (one node), so tensor_parallel 2 becomes 1, as eugr's runner runs a solo recipe (--set tensor_parallel=N gives another)",
+        "demo-solo.yaml: command: --distributed-executor-backend ray dropped: a solo_only recipe runs on one node, with no Ray, as eugr's runner runs it",
+    ] {
+        assert!(has(&warnings, expected), "no `{expected}` in {warnings:?}");
+    }
+    let head = a.plan["job"]["nodes"][0]["launch"]["container"]["command"].to_string();
+    assert!(head.contains(r#""--tensor-parallel-size","1""#), "{head}");
+    assert!(!head.contains("ray"), "{head}");
+    // A tensor-parallel size that needs two nodes is refused: the recipe runs on one.
+    let two = up(
+        "demo-solo.yaml",
+        SOLO_ONLY,
+        &["spark", "spark2"],
+        &["--tp", "2"],
+    );
+    assert_eq!(two.code, Some(2), "{}", two.stderr);
+    assert!(two.stderr.contains("max_nodes"), "{}", two.stderr);
+}
+
+/// The shape of eugr's two-node recipes (358bf26: `-tp {tensor_parallel}` with
+/// `tensor_parallel: 2` and `--distributed-executor-backend ray` in the command).
+const TWO_NODE_RAY: &str = r#"recipe_version: "1"
+name: Demo-Two-Node
+model: org/demo-two
+container: vllm-node
+cluster_only: true
+defaults:
+  port: 8000
+  tensor_parallel: 2
+command: |
+  vllm serve org/demo-two \
+    --port {port} \
+    --tensor-parallel-size {tensor_parallel} \
+    --distributed-executor-backend ray \
+    --max-model-len 4096
+"#;
+
+/// Whether any node of the plan starts Ray: a Ray head or member script, or Ray's variables.
+fn starts_ray(plan: &Value) -> bool {
+    plan["job"]["nodes"].as_array().unwrap().iter().any(|n| {
+        let c = &n["launch"]["container"];
+        let command = c["command"].to_string();
+        command.contains("spark-launch-ray")
+            || command.contains(r#""--distributed-executor-backend","ray""#)
+            || c["env"].get("SL_RAY_PORT").is_some()
+            || c["env"].get("SL_RAY_HEAD").is_some()
+    })
+}
+
+#[test]
+fn an_eugr_recipe_on_two_nodes_runs_without_ray_as_eugrs_runner_does_and_ray_keeps_it() {
+    let a = plans("demo-two.yaml", TWO_NODE_RAY, &["spark", "spark2"], &[]);
+    assert_eq!(a.plan["mode"], "native", "{}", a.stderr);
+    assert!(!starts_ray(&a.plan), "{}", a.plan);
+    for n in a.plan["job"]["nodes"].as_array().unwrap() {
+        let command = n["launch"]["container"]["command"].to_string();
+        assert!(command.contains(r#""--nnodes","2""#), "{command}");
+    }
+    let dropped = "demo-two.yaml: command: --distributed-executor-backend ray dropped, as eugr's runner does without --ray: vLLM runs in its native multi-node mode; give --ray to keep it";
+    assert!(
+        has(&recipe_warnings(&a.plan), dropped),
+        "{:?}",
+        recipe_warnings(&a.plan)
+    );
+    assert!(a.stderr.contains(dropped), "{}", a.stderr);
+
+    let kept = plans(
+        "demo-two.yaml",
+        TWO_NODE_RAY,
+        &["spark", "spark2"],
+        &["--ray"],
+    );
+    assert_eq!(kept.plan["mode"], "ray", "{}", kept.stderr);
+    assert!(starts_ray(&kept.plan));
+    assert!(!has(&recipe_warnings(&kept.plan), "dropped"));
+}
+
+#[test]
+fn a_sparkrun_recipe_keeps_the_ray_its_runtime_asks_for() {
+    // sparkrun runs `runtime: vllm-ray` over Ray whatever the command says.
+    let text = "recipe_version: \"2\"\nmodel: org/demo-two\nruntime: vllm-ray\ncontainer: vllm-node\nmin_nodes: 2\ndefaults:\n  tensor_parallel: 2\ncommand: vllm serve {model} -tp {tensor_parallel}\n";
+    let a = plans("demo-ray.yaml", text, &["spark", "spark2"], &[]);
+    assert_eq!(a.plan["mode"], "ray", "{}", a.stderr);
+    assert!(starts_ray(&a.plan));
 }
