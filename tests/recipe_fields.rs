@@ -28,6 +28,7 @@ fn snapshots(nodes: &[&str]) -> Vec<String> {
 struct Answer {
     code: Option<i32>,
     plan: Value,
+    stdout: String,
     stderr: String,
 }
 
@@ -35,17 +36,22 @@ struct Answer {
 /// FILE (named `name`).
 fn up(name: &str, text: &str, nodes: &[&str], args: &[&str]) -> Answer {
     let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join(name);
-    std::fs::write(&file, text).unwrap();
+    std::fs::write(dir.path().join(name), text).unwrap();
+    up_in(dir.path(), name, nodes, args, true)
+}
+
+/// `spark-launch up DIR/NAME --dry-run [--json] ARGS…` on `nodes` of seed 001.
+fn up_in(dir: &Path, name: &str, nodes: &[&str], args: &[&str], json: bool) -> Answer {
     let out = Command::new(env!("CARGO_BIN_EXE_spark-launch"))
         .arg("up")
-        .arg(&file)
-        .args(["--dry-run", "--json"])
+        .arg(dir.join(name))
+        .arg("--dry-run")
+        .args(json.then_some("--json"))
         .args(snapshots(nodes))
         .args(args)
         .env("SPARK_LAUNCH_NO_PROGRESS", "1")
-        .env("XDG_CONFIG_HOME", dir.path().join("config"))
-        .env("HOME", dir.path())
+        .env("XDG_CONFIG_HOME", dir.join("config"))
+        .env("HOME", dir)
         .env("HF_HUB_OFFLINE", "1")
         .env_remove("SPARK_LAUNCH_PROFILES")
         .env_remove("SPARK_LAUNCH_CLUSTER")
@@ -54,6 +60,7 @@ fn up(name: &str, text: &str, nodes: &[&str], args: &[&str]) -> Answer {
     Answer {
         code: out.status.code(),
         plan: serde_json::from_slice(&out.stdout).unwrap_or(Value::Null),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
     }
 }
@@ -309,4 +316,87 @@ fn a_sparkrun_recipe_keeps_the_ray_its_runtime_asks_for() {
     let a = plans("demo-ray.yaml", text, &["spark", "spark2"], &[]);
     assert_eq!(a.plan["mode"], "ray", "{}", a.stderr);
     assert!(starts_ray(&a.plan));
+}
+
+/// A sparkrun recipe with `pre_exec`, in the shape of the community registry's recipes that
+/// patch their image before serving (a list of `python3 /opt/….py` commands), with a mod next
+/// to it: sparkrun runs the recipe's commands, then each mod, in every container, before the
+/// engine.
+const PRE_EXEC: &str = r#"recipe_version: "2"
+model: org/demo-two
+runtime: vllm
+container: vllm-node
+min_nodes: 2
+defaults:
+  tensor_parallel: 2
+  patch_dir: /opt/demo
+mods:
+  - demo-mod
+pre_exec:
+  - python3 {patch_dir}/patch_one.py
+  - pip install --no-deps demo-extra==1.0
+command: vllm serve {model} -tp {tensor_parallel}
+"#;
+
+#[test]
+fn pre_exec_runs_in_every_container_before_the_mods_and_the_engine_and_the_plan_lists_it() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("demo-pre.yaml"), PRE_EXEC).unwrap();
+    std::fs::create_dir_all(dir.path().join("mods/demo-mod")).unwrap();
+    std::fs::write(
+        dir.path().join("mods/demo-mod/run.sh"),
+        "#!/bin/sh\necho mod\n",
+    )
+    .unwrap();
+    let a = up_in(dir.path(), "demo-pre.yaml", &["spark", "spark2"], &[], true);
+    assert_eq!(a.code, Some(0), "{}", a.stderr);
+    let commands = [
+        "python3 /opt/demo/patch_one.py",
+        "pip install --no-deps demo-extra==1.0",
+    ];
+    assert_eq!(a.plan["recipe"]["pre_exec"], serde_json::json!(commands));
+    for n in a.plan["job"]["nodes"].as_array().unwrap() {
+        let argv: Vec<String> = n["launch"]["container"]["command"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|w| w.as_str().unwrap().to_string())
+            .collect();
+        let at = |word: &str| argv.iter().position(|w| w == word);
+        let pre = at("spark-launch-pre-exec").expect("the pre_exec script");
+        assert_eq!(
+            argv[pre + 1..pre + 4],
+            ["2", commands[0], commands[1]],
+            "{argv:?}"
+        );
+        let mods = at("spark-launch-mods").expect("the mods' script");
+        let engine = at("vllm").expect("the engine");
+        assert!(pre < mods && mods < engine, "{argv:?}");
+    }
+    let text = up_in(
+        dir.path(),
+        "demo-pre.yaml",
+        &["spark", "spark2"],
+        &[],
+        false,
+    );
+    assert_eq!(text.code, Some(0), "{}", text.stderr);
+    assert!(
+        text.stdout.contains(
+            "pre_exec (run in every container first, in order, each with bash -c):\n  [1] python3 /opt/demo/patch_one.py\n  [2] pip install --no-deps demo-extra==1.0\n"
+        ),
+        "{}",
+        text.stdout
+    );
+    for node in ["spark (head)", "spark2 (worker)"] {
+        let part = text.stdout.split(node).nth(1).unwrap_or_default();
+        let command = part
+            .lines()
+            .find(|l| l.trim_start().starts_with("command"))
+            .unwrap_or_default();
+        assert!(
+            command.contains("spark-launch-pre-exec 2 'python3 /opt/demo/patch_one.py' 'pip install --no-deps demo-extra==1.0'"),
+            "{node}: {command}"
+        );
+    }
 }

@@ -223,6 +223,7 @@ impl RecipeV1 {
             argv,
             command: CommandSource::Recipe,
             env,
+            pre_exec: Vec::new(),
             mods,
             ray,
             api_key: api_key.and_then(Secret::new),

@@ -249,7 +249,8 @@ fn cap(nodes: &mut [NodePlan], plan: &memory::MemoryPlan) {
 
 /// Every node's container (the derived environment, the cache, the devices, the labels; the
 /// head's bind label and API key; a recipe's variables), then each rank's command and the
-/// engine's own waits, then a recipe's mods before each command.
+/// engine's own waits, then, before each command, a recipe's mods and before those its
+/// `pre_exec` commands.
 fn ranks(
     engine: &dyn ServingEngine,
     input: &ServeInput<'_>,
@@ -297,6 +298,7 @@ fn ranks(
         .map(|(env, mut spec)| {
             if let Some(r) = input.recipe {
                 recipe_part::add_mods(&r.mods, &mut spec);
+                recipe_part::add_pre_exec(&r.pre_exec, &mut spec);
             }
             let launch = match o.runtime {
                 RuntimeKind::Docker => Launch::Container(spec),
