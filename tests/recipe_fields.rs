@@ -400,3 +400,78 @@ fn pre_exec_runs_in_every_container_before_the_mods_and_the_engine_and_the_plan_
         );
     }
 }
+
+/// Every `{launch.…}` field sparkrun fills in a recipe's env (its list: num_nodes, node_rank,
+/// node_host, model_path, model_revision, cluster_id, runtime_cache_dir), the runtime cache
+/// aside: each one spark-launch knows has its value on every node.
+const LAUNCH_FIELDS: &str = r#"recipe_version: "2"
+model: org/demo-two
+model_revision: 0123456789abcdef0123456789abcdef01234567
+runtime: vllm
+container: vllm-node
+min_nodes: 2
+defaults:
+  tensor_parallel: 2
+env:
+  DEMO_NODES: "{launch.num_nodes}"
+  DEMO_RANK: "{launch.node_rank}"
+  DEMO_HOST: "{launch.node_host}"
+  DEMO_PATH: "{launch.model_path}"
+  DEMO_REVISION: "{launch.model_revision}"
+  DEMO_CLUSTER: "{launch.cluster_id}"
+command: vllm serve {model} -tp {tensor_parallel}
+"#;
+
+#[test]
+fn every_launch_field_spark_launch_knows_is_filled_per_node_and_one_it_cannot_know_is_named() {
+    let a = plans(
+        "demo-launch.yaml",
+        LAUNCH_FIELDS,
+        &["spark", "spark2"],
+        &["--job", "demo-job"],
+    );
+    let nodes = a.plan["job"]["nodes"].as_array().unwrap();
+    let path = "/root/.cache/huggingface/hub/models--org--demo-two/snapshots/0123456789abcdef0123456789abcdef01234567";
+    for (rank, (n, host)) in nodes
+        .iter()
+        .zip(["192.168.177.11", "192.168.177.12"])
+        .enumerate()
+    {
+        let env = &n["launch"]["container"]["env"];
+        assert_eq!(env["DEMO_NODES"], "2", "{env}");
+        assert_eq!(env["DEMO_RANK"], rank.to_string());
+        assert_eq!(env["DEMO_HOST"], host);
+        assert_eq!(env["DEMO_PATH"], path);
+        assert_eq!(
+            env["DEMO_REVISION"],
+            "0123456789abcdef0123456789abcdef01234567"
+        );
+        assert_eq!(env["DEMO_CLUSTER"], "demo-job");
+    }
+    // A model in a local folder has no Hub revision: named, with the fix.
+    let local = LAUNCH_FIELDS
+        .replace("model: org/demo-two", "model: /srv/models/demo-two")
+        .replace(
+            "model_revision: 0123456789abcdef0123456789abcdef01234567\n",
+            "",
+        );
+    let e = up("demo-local.yaml", &local, &["spark", "spark2"], &[]);
+    assert_eq!(e.code, Some(2), "{}", e.stderr);
+    assert!(
+        e.stderr.contains(
+            "env.DEMO_REVISION: {launch.model_revision} has no value on node 0: the model is a local folder, which has no Hub revision (serve it from the Hub, or write the value out)"
+        ),
+        "{}",
+        e.stderr
+    );
+    // A field sparkrun does not fill either is refused when the recipe is read.
+    let unknown = LAUNCH_FIELDS.replace("{launch.cluster_id}", "{launch.head_ip}");
+    let e = up("demo-unknown.yaml", &unknown, &["spark", "spark2"], &[]);
+    assert_eq!(e.code, Some(2), "{}", e.stderr);
+    assert!(
+        e.stderr
+            .contains("{launch.head_ip} is not a launch field (known: num_nodes, node_rank, node_host, model_path, model_revision, runtime_cache_dir, cluster_id)"),
+        "{}",
+        e.stderr
+    );
+}

@@ -325,13 +325,13 @@ mod tests {
     fn a_launch_field_the_node_lacks_is_an_error_naming_it() {
         let mut env = RecipeEnv::default();
         env.0.insert(
-            "C".into(),
-            read("C", "{launch.runtime_cache_dir}/x").unwrap().value,
+            "R".into(),
+            read("R", "rev-{launch.model_revision}").unwrap().value,
         );
         let e = env.render(&RecipeNode::default()).unwrap_err();
         assert_eq!(
             e.to_string(),
-            "env.C: {launch.runtime_cache_dir} has no value on node 0 (spark-launch does not provide runtime_cache_dir for this launch)"
+            "env.R: {launch.model_revision} has no value on node 0: the model is a local folder, which has no Hub revision (serve it from the Hub, or write the value out)"
         );
     }
 

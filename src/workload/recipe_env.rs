@@ -12,7 +12,8 @@ use serde::{Serialize, Serializer};
 
 use crate::plan::secret::MASK;
 
-/// A per-node value a v2 env template may name as `{launch.FIELD}`.
+/// A per-node value a v2 env template may name as `{launch.FIELD}`: the fields sparkrun
+/// fills, all of them (a name it does not fill is refused when the recipe is read).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum LaunchField {
@@ -50,6 +51,20 @@ impl LaunchField {
 
     pub fn parse(name: &str) -> Option<LaunchField> {
         LaunchField::ALL.into_iter().find(|f| f.name() == name)
+    }
+
+    /// Why a launch may have no value for this field (the count and rank always have one).
+    fn missing(self) -> &'static str {
+        match self {
+            LaunchField::NumNodes | LaunchField::NodeRank => "it is always known",
+            LaunchField::NodeHost => "the node's address is not known",
+            LaunchField::ModelPath => "this launch has no model folder",
+            LaunchField::ModelRevision => {
+                "the model is a local folder, which has no Hub revision (serve it from the Hub, or write the value out)"
+            }
+            LaunchField::RuntimeCacheDir => "this launch has no runtime cache folder",
+            LaunchField::ClusterId => "the job has no name",
+        }
     }
 }
 
@@ -113,13 +128,13 @@ pub const MAX_RENDERED_BYTES: usize = 256 << 10;
 /// Why a variable cannot be rendered on a node.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum EnvRenderError {
-    #[error(
-        "env.{var}: {{launch.{field}}} has no value on node {rank} (spark-launch does not provide {field} for this launch)"
-    )]
+    #[error("env.{var}: {{launch.{field}}} has no value on node {rank}: {why}")]
     Missing {
         var: String,
         field: &'static str,
         rank: u32,
+        /// Why this launch has none.
+        why: &'static str,
     },
     #[error(
         "env.{var}: the value grows past {} KiB on node {rank}; write it out shorter",
@@ -162,6 +177,7 @@ impl RecipeEnv {
                             var: name.clone(),
                             field: f.name(),
                             rank: node.node_rank,
+                            why: f.missing(),
                         })?;
                         text.push_str(&v);
                     }
