@@ -240,6 +240,22 @@ fn a_solo_only_recipe_runs_on_one_node_with_tensor_parallel_one_as_eugrs_runner_
     let head = a.plan["job"]["nodes"][0]["launch"]["container"]["command"].to_string();
     assert!(head.contains(r#""--tensor-parallel-size","1""#), "{head}");
     assert!(!head.contains("ray"), "{head}");
+    // eugr's runner ignores --ray in solo mode, and so does spark-launch, said.
+    let ray = plans(
+        "demo-solo.yaml",
+        SOLO_ONLY,
+        &["spark", "spark2"],
+        &["--ray"],
+    );
+    assert_eq!(ray.plan["mode"], "native", "{}", ray.stderr);
+    assert!(
+        has(
+            &recipe_warnings(&ray.plan),
+            "--ray is not used: the recipe runs solo (one node), and eugr's runner ignores --ray in solo mode"
+        ),
+        "{:?}",
+        recipe_warnings(&ray.plan)
+    );
     // A tensor-parallel size that needs two nodes is refused: the recipe runs on one.
     let two = up(
         "demo-solo.yaml",
