@@ -836,7 +836,8 @@ pub fn hf_endpoint() -> String {
 }
 
 /// Resolves a Hub model from the head (curl there), failing before anything starts when the
-/// repo is gated and no token can read it.
+/// repo is gated and no token can read it; of a GGUF spec, only the file(s) it picks are kept
+/// (so only they are staged), or it fails naming the repository's GGUF files.
 pub async fn resolve_on_head(
     head: Arc<dyn NodeShell>,
     endpoint: &str,
@@ -844,12 +845,19 @@ pub async fn resolve_on_head(
     token: Option<String>,
 ) -> Result<Option<Resolved>, hub::HubError> {
     match model {
-        ModelSource::Hub { repo, revision, .. } => {
+        ModelSource::Hub {
+            repo,
+            revision,
+            gguf,
+            ..
+        } => {
             let have_token = token.is_some();
             let transport = hub_curl::CurlHub::new(head, token);
-            hub::resolve(&transport, endpoint, repo, revision, have_token)
-                .await
-                .map(Some)
+            let resolved = hub::resolve(&transport, endpoint, repo, revision, have_token).await?;
+            match gguf {
+                Some(spec) => resolved.picking(spec).map(Some),
+                None => Ok(Some(resolved)),
+            }
         }
         ModelSource::Local { .. } => Ok(None),
     }

@@ -475,6 +475,11 @@ fn plan_serve(
 /// when they do not fit, a warning when `config.json` could not be read (the engine then finds
 /// out itself), nothing when they fit.
 fn check_shape(o: &ServeOptions, shape: &ShapeLookup) -> Result<Option<String>, ServeRefusal> {
+    // GGUF file(s) are split over the nodes by layers in proportion to their memory: no tp or
+    // pp to check.
+    if o.model.gguf().is_some() {
+        return Ok(None);
+    }
     let model = o.model.served_name();
     match shape {
         ShapeLookup::Read(s) => {
