@@ -269,33 +269,27 @@ pub async fn stage(
                 problem: format!("{repo} was not resolved on the Hub before staging"),
             });
         }
-        (ModelSource::Local { path }, _) => {
+        // A single file (a GGUF model) read by the head alone: it must be there, nothing
+        // moves.
+        (ModelSource::Local { path }, _) if spec.workers.is_empty() => {
             let started = Instant::now();
-            let scan = scan_node(head.shell.as_ref(), &head_dir, opts.hash_jobs).await?;
-            if scan.files.is_empty() {
-                return Err(StageError::Source {
-                    node: head.name().clone(),
-                    problem: format!(
-                        "the model folder {path} is missing or empty on the head; put the model there first"
-                    ),
-                });
+            match file_size(head.shell.as_ref(), path).await? {
+                Some(size) => {
+                    return Ok(vec![NodeStaged {
+                        node: head.name().clone(),
+                        fetched_files: 0,
+                        fetched_bytes: 0,
+                        resumed_bytes: 0,
+                        present_files: 1,
+                        present_bytes: size,
+                        links: 0,
+                        millis: started.elapsed().as_millis() as u64,
+                    }]);
+                }
+                None => local_head(head, &head_dir, path, opts).await?,
             }
-            let wanted = Wanted::folder(&scan).map_err(|problem| StageError::Source {
-                node: head.name().clone(),
-                problem,
-            })?;
-            let report = NodeStaged {
-                node: head.name().clone(),
-                fetched_files: 0,
-                fetched_bytes: 0,
-                resumed_bytes: 0,
-                present_files: wanted.files.len(),
-                present_bytes: wanted.total_bytes(),
-                links: 0,
-                millis: started.elapsed().as_millis() as u64,
-            };
-            (report, wanted)
         }
+        (ModelSource::Local { path }, _) => local_head(head, &head_dir, path, opts).await?,
     };
     if spec.workers.is_empty() {
         return Ok(vec![head_report]);
@@ -370,6 +364,54 @@ pub async fn stage(
     Ok(reports)
 }
 
+/// The head's own model folder: scanned, it must hold files; what the workers must match.
+async fn local_head(
+    head: &StageNode,
+    head_dir: &str,
+    path: &str,
+    opts: StageOptions,
+) -> Result<(NodeStaged, Wanted), StageError> {
+    let started = Instant::now();
+    let scan = scan_node(head.shell.as_ref(), head_dir, opts.hash_jobs).await?;
+    if scan.files.is_empty() {
+        return Err(StageError::Source {
+            node: head.name().clone(),
+            problem: format!(
+                "the model folder {path} is missing or empty on the head; put the model there first"
+            ),
+        });
+    }
+    let wanted = Wanted::folder(&scan).map_err(|problem| StageError::Source {
+        node: head.name().clone(),
+        problem,
+    })?;
+    let report = NodeStaged {
+        node: head.name().clone(),
+        fetched_files: 0,
+        fetched_bytes: 0,
+        resumed_bytes: 0,
+        present_files: wanted.files.len(),
+        present_bytes: wanted.total_bytes(),
+        links: 0,
+        millis: started.elapsed().as_millis() as u64,
+    };
+    Ok((report, wanted))
+}
+
+/// The size of `path` on the node when it is a regular file (links followed); `None` when it
+/// is not one (a folder, or missing).
+async fn file_size(shell: &dyn NodeShell, path: &str) -> Result<Option<u64>, StageError> {
+    let q = script::quote(path);
+    let out = shell
+        .run(
+            &format!("if [ -f {q} ]; then stat -L -c %s -- {q}; fi"),
+            Vec::new(),
+            None,
+        )
+        .await?;
+    Ok(out.stdout.trim().parse().ok())
+}
+
 /// What one node lacks of the model (empty: it has everything).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct NodeLacks {
@@ -393,6 +435,17 @@ pub async fn verify(spec: &StageSpec) -> Result<Vec<NodeLacks>, StageError> {
                 node: spec.head.name().clone(),
                 problem: format!("{repo} was not resolved on the Hub before the check"),
             });
+        }
+        // A single file read by the head alone: there or not.
+        (ModelSource::Local { path }, _)
+            if spec.workers.is_empty()
+                && file_size(spec.head.shell.as_ref(), path).await?.is_some() =>
+        {
+            return Ok(vec![NodeLacks {
+                node: spec.head.name().clone(),
+                dir: path.clone(),
+                missing: Vec::new(),
+            }]);
         }
         (ModelSource::Local { path }, _) => {
             let scan = scan_node(spec.head.shell.as_ref(), &head_dir, opts.hash_jobs).await?;
