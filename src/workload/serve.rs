@@ -21,7 +21,7 @@ use crate::workload::engines::{EngineKind, HubFiles, ModelOn};
 use crate::workload::limits;
 use crate::workload::rdma::{NoVerbs, RdmaAccess, rdma_access};
 
-pub const LABEL_WORKLOAD: &str = "dev.spark-launch.workload";
+pub use crate::plan::spec::LABEL_WORKLOAD;
 pub const LABEL_MODEL: &str = "dev.spark-launch.model";
 
 /// Where things live on one node. Live runs resolve `~` to the node's home before planning;

@@ -18,7 +18,7 @@
 //!
 //! Transport: builds with `GGML_RPC_RDMA` negotiate RDMA (RoCE) per connection and fall back to
 //! TCP; which one was used is read from the logs ([`transport`]) and shown after the start and
-//! in `status` ([`ServingEngine::link_from_logs`]).
+//! in `status` ([`rpc_link`]).
 //!
 //! The model: a GGUF file or folder, or a Hub repository read as llama.cpp's `-hf REPO[:QUANT]`
 //! reads it (`model::gguf`): only the file(s) that spec picks are staged, on the head alone
@@ -33,7 +33,7 @@ use super::speculative::Speculative;
 use super::spelling::{ProgramWords, RecipeRuntime, RecipeSpelling};
 use super::{
     ApiKeySupport, EngineOptions, EnginePort, EngineRanks, GroupLine, GroupRefs, HubFiles,
-    LinkVerdict, LogPhase, ModelOn, MultiNode, OwnedFlag, PortOn, PortReach, RankInput,
+    LinkReader, LinkVerdict, LogPhase, ModelOn, MultiNode, OwnedFlag, PortOn, PortReach, RankInput,
     ReadySignals, RecipeFlag, ServingEngine, StartOrder,
 };
 use crate::node::Role;
@@ -120,17 +120,8 @@ impl ServingEngine for Llamacpp {
     fn model_on(&self) -> ModelOn {
         ModelOn::Head
     }
-    /// The RPC transport, when the group used RPC: across nodes, or RPC servers beside the
-    /// server on one machine (their banner in the head's log).
-    fn link_from_logs(&self, multi: MultiNode, logs: &str) -> Option<LinkVerdict> {
-        let rpc = multi == MultiNode::Rpc
-            || logs
-                .lines()
-                .any(|l| l.to_ascii_lowercase().contains("starting rpc server"));
-        rpc.then(|| LinkVerdict {
-            what: "RPC transport".to_string(),
-            verdict: transport(logs).as_str().to_string(),
-        })
+    fn link_reader(&self) -> Option<LinkReader> {
+        Some(rpc_link)
     }
     fn start_order(&self, tuning: &EngineOptions) -> StartOrder {
         StartOrder::ServersFirst {
@@ -406,6 +397,20 @@ if [ -z \"$f\" ]; then echo \"spark-launch: no .gguf model file in $m\" >&2; exi
     s
 }
 
+/// The RPC transport a group's logs tell, when the group used RPC: across nodes, or RPC
+/// servers beside the server on one machine (their banner in the head's log); `None` for a
+/// server alone.
+pub fn rpc_link(multi: MultiNode, logs: &str) -> Option<LinkVerdict> {
+    let rpc = multi == MultiNode::Rpc
+        || logs
+            .lines()
+            .any(|l| l.to_ascii_lowercase().contains("starting rpc server"));
+    rpc.then(|| LinkVerdict {
+        what: "RPC transport".to_string(),
+        verdict: transport(logs).as_str().to_string(),
+    })
+}
+
 /// Which transport llama.cpp's RPC connections used, as its logs say.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RpcTransport {
@@ -551,17 +556,18 @@ mod tests {
     #[test]
     fn the_transport_is_shown_only_for_a_group_that_used_rpc() {
         let rdma = "RDMA probed: dev=rocep1s0f1\nRDMA activated: qpn=7->9 mtu=4096";
-        let v = Llamacpp.link_from_logs(MultiNode::Rpc, rdma).unwrap();
+        let read = Llamacpp
+            .link_reader()
+            .expect("llama.cpp reads its RPC transport");
+        let v = read(MultiNode::Rpc, rdma).unwrap();
         assert_eq!(v.to_string(), "RPC transport: RDMA");
         // Across nodes the logs may say neither: that is said, never guessed.
-        let v = Llamacpp
-            .link_from_logs(MultiNode::Rpc, "main: server is listening")
-            .unwrap();
+        let v = read(MultiNode::Rpc, "main: server is listening").unwrap();
         assert_eq!(v.verdict, "not recorded");
         // One machine: only when RPC servers ran beside the server (their banner).
-        assert_eq!(Llamacpp.link_from_logs(MultiNode::Single, rdma), None);
+        assert_eq!(read(MultiNode::Single, rdma), None);
         let local = "Starting RPC server v3.0.0\n  transport      : TCP\n";
-        let v = Llamacpp.link_from_logs(MultiNode::Single, local).unwrap();
+        let v = read(MultiNode::Single, local).unwrap();
         assert_eq!(v.verdict, "TCP");
     }
 

@@ -334,7 +334,12 @@ pub enum ModelOn {
     Head,
 }
 
-/// What an engine's logs said about how its nodes talk ([`ServingEngine::link_from_logs`]):
+/// Reads the logs of every node of a group started as the [`MultiNode`] says, all together:
+/// what they say about how the nodes talk, or `None` when there is nothing to say (a group
+/// that used no link the engine reports on: no line is shown).
+pub type LinkReader = fn(MultiNode, &str) -> Option<LinkVerdict>;
+
+/// What an engine's logs said about how its nodes talk ([`ServingEngine::link_reader`]):
 /// what was read (`RPC transport`) and its verdict (`RDMA`, `TCP`, `not recorded` when the
 /// logs say neither).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -651,12 +656,10 @@ pub trait ServingEngine: Sync {
     fn model_on(&self) -> ModelOn {
         ModelOn::Every
     }
-    /// What its logs say about how its nodes talk, when it has something to say (llama.cpp:
-    /// which transport its RPC connections used), read from the logs of every node of a group
-    /// started as `multi` together: `None` when the engine reads nothing there (no line is
-    /// shown).
-    fn link_from_logs(&self, multi: MultiNode, logs: &str) -> Option<LinkVerdict> {
-        let _ = (multi, logs);
+    /// How it reads what its logs say about how its nodes talk (llama.cpp: which transport
+    /// its RPC connections used), shown after the start and in `status`; `None`: its logs are
+    /// not read for it.
+    fn link_reader(&self) -> Option<LinkReader> {
         None
     }
     /// Whether it runs MPI between containers over SSH: the launch then makes the job's own
