@@ -38,6 +38,7 @@ impl Shown for StatusReport {
             "unreachable": unreachable(&self.failed),
             "startup": self.startup,
             "events": self.events,
+            "links": self.links,
         }))
     }
 
@@ -102,6 +103,9 @@ impl Shown for StatusReport {
                 "\nNCCL the host processes have mapped:\n{}",
                 mapped.join("\n")
             ));
+        }
+        for l in &self.links {
+            out.push_str(&format!("\n{}: {}", l.job, l.link));
         }
         if let Some(s) = &self.startup {
             out.push_str(&format!("\n{}, launched {}", s.text(), s.launched_at));
@@ -219,5 +223,67 @@ impl Shown for StopReport {
             },
             _ => Ending::Ok,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::jobs::{JobLink, StatusRow};
+    use crate::runtime::JobEntry;
+    use crate::workload::engines::LinkVerdict;
+
+    fn row(node: &str, role: &str) -> StatusRow {
+        StatusRow {
+            entry: JobEntry {
+                job: "ll".into(),
+                node: NodeName::new(node).unwrap(),
+                role: Some(role.into()),
+                name: format!("sl-ll-{node}"),
+                runtime: RuntimeKind::Docker,
+                state: "running".into(),
+                exit_code: None,
+                image: "ghcr.io/ggml-org/llama.cpp:full-cuda".into(),
+                started_at: None,
+                ports: vec![8080],
+                bind: None,
+                memory_limit: None,
+                oom_killed: false,
+                workload: Some("llamacpp".into()),
+            },
+            uptime_s: Some(65),
+            nccl: None,
+            nccl_mapped: None,
+        }
+    }
+
+    #[test]
+    fn status_says_a_llama_cpp_job_s_rpc_transport_under_its_table() {
+        let report = StatusReport {
+            job: None,
+            nodes: vec![NodeName::new("a").unwrap(), NodeName::new("b").unwrap()],
+            rows: vec![row("a", "head"), row("b", "worker")],
+            failed: Vec::new(),
+            startup: None,
+            events: Vec::new(),
+            links: vec![JobLink {
+                job: "ll".into(),
+                link: LinkVerdict {
+                    what: "RPC transport".into(),
+                    verdict: "not recorded".into(),
+                },
+            }],
+        };
+        let text = report.text();
+        assert!(
+            text.ends_with("\nll: RPC transport: not recorded"),
+            "{text}"
+        );
+        let json: serde_json::Value = serde_json::from_str(&report.json().unwrap()).unwrap();
+        assert_eq!(
+            json["links"],
+            serde_json::json!([{"job": "ll", "what": "RPC transport", "verdict": "not recorded"}])
+        );
+        assert_eq!(json["jobs"][0]["workload"], "llamacpp");
     }
 }

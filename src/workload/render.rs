@@ -6,6 +6,7 @@
 
 use crate::plan::spec::{IpcMode, NetworkMode};
 use crate::plan::{Gpus, JobPlan, Launch};
+use crate::workload::engines::LinkVerdict;
 use crate::workload::launch::LaunchPlan;
 use crate::workload::nccl_build::BuildPlan;
 use crate::workload::nccl_lib::NcclPlan;
@@ -449,8 +450,13 @@ fn ready_curl(plan: &ServePlan) -> String {
 }
 
 /// A serving job that answered with a token: the endpoint, the model, the start-up timings, a
-/// request to paste, how to look at it and stop it (and the transport, when NCCL uses sockets).
-pub fn ready(plan: &ServePlan, startup: &crate::workload::startup::Startup) -> String {
+/// request to paste, how to look at it and stop it (and the transport: when NCCL uses sockets,
+/// and what the engine's logs said of its links, `link`).
+pub fn ready(
+    plan: &ServePlan,
+    startup: &crate::workload::startup::Startup,
+    link: Option<&LinkVerdict>,
+) -> String {
     let job = &plan.job.job;
     let mut out = format!(
         "ready: {} serves {} (job {job}, {} on {})\n{}\n\n  {}\n\nlogs: spark-launch logs {job}    stop: spark-launch stop {job}",
@@ -466,6 +472,9 @@ pub fn ready(plan: &ServePlan, startup: &crate::workload::startup::Startup) -> S
             "\ntransport: NCCL uses TCP sockets between the nodes, not RDMA ({why})"
         ));
     }
+    if let Some(link) = link {
+        out.push_str(&format!("\n{link}"));
+    }
     out
 }
 
@@ -473,6 +482,7 @@ pub fn ready(plan: &ServePlan, startup: &crate::workload::startup::Startup) -> S
 pub fn ready_json(
     plan: &ServePlan,
     startup: &crate::workload::startup::Startup,
+    link: Option<&LinkVerdict>,
 ) -> serde_json::Value {
     serde_json::json!({
         "job": plan.job.job,
@@ -482,6 +492,7 @@ pub fn ready_json(
         "nodes": plan.nodes,
         "curl": ready_curl(plan),
         "sockets": plan.sockets,
+        "link": link,
         "startup": startup,
         "plan": plan,
     })

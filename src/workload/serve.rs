@@ -17,11 +17,11 @@ use crate::model::ModelSource;
 use crate::node::{NodeName, Role};
 use crate::plan::spec::Mount;
 use crate::plan::{ContainerSpec, Gpus, JobName, JobPlan, Ulimit};
-use crate::workload::engines::EngineKind;
+use crate::workload::engines::{EngineKind, HubFiles, ModelOn};
 use crate::workload::limits;
 use crate::workload::rdma::{NoVerbs, RdmaAccess, rdma_access};
 
-pub const LABEL_WORKLOAD: &str = "dev.spark-launch.workload";
+pub use crate::plan::spec::LABEL_WORKLOAD;
 pub const LABEL_MODEL: &str = "dev.spark-launch.model";
 
 /// Where things live on one node. Live runs resolve `~` to the node's home before planning;
@@ -88,6 +88,11 @@ impl ServeOptions {
     /// the API on every interface with no key.
     pub fn new(engine: EngineKind, job: JobName, model: ModelSource) -> ServeOptions {
         let e = engine.engine();
+        // An engine that loads GGUF file(s) reads a Hub repository as llama.cpp's `-hf` does.
+        let model = match e.hub_files() {
+            HubFiles::Gguf => model.as_gguf(),
+            HubFiles::Repository => model,
+        };
         ServeOptions {
             job,
             model,
@@ -500,6 +505,10 @@ pub fn container(
         env.insert(k.clone(), v.clone());
     }
     spec.env = env;
+    // A node that gets its tensors from the head over the network reads no model files.
+    if node.role != Role::Head && engine.engine().model_on() == ModelOn::Head {
+        return spec;
+    }
     spec.mount_hf_cache(&opts.paths_of(&node.name).hf_home);
     if let ModelSource::Local { path } = &opts.model {
         spec.mounts.push(Mount {
@@ -561,6 +570,15 @@ pub fn path_notes(
     {
         notes.push(format!(
             "revision {revision} is resolved to a commit on the Hub at launch; the snapshot path then names that commit"
+        ));
+    }
+    if let Some(g) = opts.model.gguf()
+        && g.picked.is_none()
+    {
+        notes.push(format!(
+            "the GGUF file(s) of {} ({}) are picked from the Hub's listing at launch, as llama.cpp's -hf picks them; the model path then names the file",
+            opts.model,
+            g.quant_text()
         ));
     }
 }

@@ -24,8 +24,8 @@ use std::collections::BTreeMap;
 
 use super::endpoint::bind_addr;
 use super::engines::{
-    ApiKeySupport, EngineKind, EngineOptions, EnginePort, PortOn, PortReach, RankInput,
-    ServingEngine, StartOrder,
+    ApiKeySupport, EngineKind, EngineOptions, EnginePort, HubFiles, ModelOn, PortOn, PortReach,
+    RankInput, ServingEngine, StartOrder,
 };
 use super::job_ssh::JobSshKeys;
 use super::launch::LaunchRefusal;
@@ -141,9 +141,15 @@ fn plan_with(engine: &dyn ServingEngine, input: &ServeInput<'_>) -> Result<Serve
     let draft = input.tuning.speculative.as_ref().and_then(|s| s.draft());
     let draft_step = draft
         .map(|d| steps::stage_model(d, used.clone(), o.stage_model, None, launch.routes.clone()));
+    // The nodes that read the model's files: every one, or the head alone when the others
+    // get their tensors from it over the network.
+    let holders = match engine.model_on() {
+        ModelOn::Every => used.clone(),
+        ModelOn::Head => used[..1].to_vec(),
+    };
     steps.push(steps::stage_model(
         o.model.clone(),
-        used.clone(),
+        holders,
         o.stage_model,
         launch.listing,
         launch.routes,
@@ -285,6 +291,11 @@ fn ranks(
             host,
             served,
             model_path: &model_path(o, &sel.env.nodes[0].name),
+            mmproj_path: o
+                .model
+                .container_mmproj()
+                .map(|inside| node_path(o, &sel.env.nodes[0].name, inside))
+                .as_deref(),
             keys: input.keys,
         },
         base,
@@ -316,10 +327,17 @@ fn ranks(
 /// processes (the head's Hugging Face cache, or the folder or file given).
 fn model_path(o: &ServeOptions, head: &NodeName) -> String {
     match (o.runtime, &o.model) {
-        (RuntimeKind::Docker, m) => m.container_path(),
         (RuntimeKind::Host, ModelSource::Local { path }) => path.clone(),
-        (RuntimeKind::Host, m) => {
-            let inside = m.container_path();
+        (_, m) => node_path(o, head, m.container_path()),
+    }
+}
+
+/// A path in the containers' Hugging Face cache (`inside`) as the engine sees it: as it is in
+/// a container, or under the head's own cache for host processes.
+fn node_path(o: &ServeOptions, head: &NodeName, inside: String) -> String {
+    match o.runtime {
+        RuntimeKind::Docker => inside,
+        RuntimeKind::Host => {
             let rest = inside
                 .strip_prefix(crate::model::CONTAINER_HF_HOME)
                 .unwrap_or(&inside);
@@ -436,6 +454,19 @@ fn option_refusals(
     let mut out = distinct_ports(&named);
     out.extend(engine.problems(tuning));
     out.extend(engine.reserved_args(&o.engine_args));
+    // A `:QUANT` names GGUF file(s), which only an engine loading GGUF files can serve.
+    if let (Some(g), HubFiles::Repository) = (o.model.gguf(), engine.hub_files()) {
+        out.push(Problem::new(
+            format!(
+                "{}: a GGUF spec (`:{}`) names GGUF file(s), which {} does not load",
+                o.model,
+                g.quant.as_deref().unwrap_or_default(),
+                engine.title()
+            ),
+            "serve it with `spark-launch llamacpp`, or name the repository without `:QUANT`"
+                .to_string(),
+        ));
+    }
     if let Some(s) = &tuning.speculative {
         out.extend(s.problems().into_iter().map(|(field, message)| {
             Problem::new(

@@ -6,7 +6,6 @@ use futures::future::BoxFuture;
 use crate::apply::context::{ApplyContext, shell_error, shell_for};
 use crate::apply::phase::{Phase, PhaseError};
 use crate::model::CONTAINER_HF_HOME;
-use crate::model::hub::HubError;
 use crate::node::NodeName;
 use crate::plan::{Launch, StageModel, StepPayload};
 use crate::staging::{self as stage, StageNode, StageOptions, StageSpec};
@@ -141,12 +140,7 @@ async fn spec_of(
     };
     let resolved = match looked_up {
         Ok(r) => r,
-        Err(
-            e @ (HubError::GatedNoToken { .. }
-            | HubError::NoAccess { .. }
-            | HubError::NotFound { .. }
-            | HubError::NoRevision { .. }),
-        ) => return Err(PhaseError::Refused(e.to_string())),
+        Err(e) if e.is_refusal() => return Err(PhaseError::Refused(e.to_string())),
         Err(e) => return Err(PhaseError::Hub(e)),
     };
     let addr = control_addr(ctx, head).unwrap_or_else(|| head.to_string());

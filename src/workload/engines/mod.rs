@@ -316,6 +316,44 @@ impl ReadySignals {
     }
 }
 
+/// What of a Hub repository an engine loads ([`ServingEngine::hub_files`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HubFiles {
+    /// Every file (configuration, tokenizer, weights).
+    Repository,
+    /// The GGUF file(s) a `REPO[:QUANT]` spec picks (`model::gguf`).
+    Gguf,
+}
+
+/// Which nodes of a group hold the model's files ([`ServingEngine::model_on`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ModelOn {
+    /// Every node loads its share from its own disk.
+    Every,
+    /// The head loads the files and sends the other nodes their tensors over the network.
+    Head,
+}
+
+/// Reads the logs of every node of a group started as the [`MultiNode`] says, all together:
+/// what they say about how the nodes talk, or `None` when there is nothing to say (a group
+/// that used no link the engine reports on: no line is shown).
+pub type LinkReader = fn(MultiNode, &str) -> Option<LinkVerdict>;
+
+/// What an engine's logs said about how its nodes talk ([`ServingEngine::link_reader`]):
+/// what was read (`RPC transport`) and its verdict (`RDMA`, `TCP`, `not recorded` when the
+/// logs say neither).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LinkVerdict {
+    pub what: String,
+    pub verdict: String,
+}
+
+impl fmt::Display for LinkVerdict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.what, self.verdict)
+    }
+}
+
 /// How an engine's ranks find each other across nodes; the plan's `mode`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MultiNode {
@@ -536,8 +574,10 @@ pub struct RankInput<'a> {
     pub host: &'a str,
     /// The name `/v1/models` lists.
     pub served: &'a str,
-    /// The model inside the containers.
+    /// The model inside the containers (of a GGUF spec, the picked file).
     pub model_path: &'a str,
+    /// The multimodal projector a GGUF spec picked beside the model, where the engine sees it.
+    pub mmproj_path: Option<&'a str>,
     /// The job's own SSH identity, for engines that run MPI between containers.
     pub keys: &'a JobSshKeys,
 }
@@ -604,6 +644,23 @@ pub trait ServingEngine: Sync {
     /// that says no gets none of them.
     fn uses_nccl(&self) -> bool {
         true
+    }
+    /// What of a Hub repository it loads: the whole repository, or only the GGUF file(s)
+    /// llama.cpp's `-hf REPO[:QUANT]` picks (a Hub model is then read as such a spec, and only
+    /// those files are staged). An engine that loads whole repositories refuses a `:QUANT`.
+    fn hub_files(&self) -> HubFiles {
+        HubFiles::Repository
+    }
+    /// Which nodes of a group hold the model's files (staged there before the start): every
+    /// node, or the head alone when the others get the weights from it over the network.
+    fn model_on(&self) -> ModelOn {
+        ModelOn::Every
+    }
+    /// How it reads what its logs say about how its nodes talk (llama.cpp: which transport
+    /// its RPC connections used), shown after the start and in `status`; `None`: its logs are
+    /// not read for it.
+    fn link_reader(&self) -> Option<LinkReader> {
+        None
     }
     /// Whether it runs MPI between containers over SSH: the launch then makes the job's own
     /// SSH identity before planning.
