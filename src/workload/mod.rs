@@ -17,6 +17,7 @@ pub mod nccl_lib;
 pub mod nccl_test;
 pub mod partial;
 pub mod rdma;
+pub mod runtime_cache;
 pub mod readiness;
 pub mod recipe_env;
 pub mod recipe_part;

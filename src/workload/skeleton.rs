@@ -32,6 +32,7 @@ use super::launch::LaunchRefusal;
 use super::memory;
 use super::nccl_lib::{self, NcclFrom, NcclPlan, NcclReads};
 use super::recipe_part::{self, RecipePart};
+use super::runtime_cache::RuntimeCache;
 use super::serve::{
     self, Problem, Selected, ServeOptions, ServePlan, ServeRefusal, container, distinct_ports,
     endpoint, path_notes, select,
@@ -119,12 +120,14 @@ fn plan_with(engine: &dyn ServingEngine, input: &ServeInput<'_>) -> Result<Serve
     let used: Vec<NodeName> = sel.inputs.iter().map(|i| i.name.clone()).collect();
     let mut notes = unused_note(world, &sel, input.nodes.len());
     let mut recipe_warnings = Vec::new();
+    let cache = RuntimeCache::plan(engine, o, &used);
     let (mut nodes, waits) = ranks(
         engine,
         input,
         &sel,
         (bound, &host),
         &served,
+        &cache,
         &mut notes,
         &mut recipe_warnings,
     )?;
@@ -149,6 +152,7 @@ fn plan_with(engine: &dyn ServingEngine, input: &ServeInput<'_>) -> Result<Serve
         launch.routes,
     ));
     steps.extend(draft_step);
+    steps.push(cache.step());
     steps.extend(start_steps(
         engine.start_order(input.tuning),
         &sel.env.nodes,
@@ -192,6 +196,7 @@ fn plan_with(engine: &dyn ServingEngine, input: &ServeInput<'_>) -> Result<Serve
         unused: sel.unused.clone(),
         notes,
         warnings: serve::warnings(&sel.env),
+        runtime_cache: Some(cache),
         memory: memory.plan,
         sockets: sel.rdma.sockets.clone(),
         job: JobPlan {
@@ -247,15 +252,18 @@ fn cap(nodes: &mut [NodePlan], plan: &memory::MemoryPlan) {
     }
 }
 
-/// Every node's container (the derived environment, the cache, the devices, the labels; the
-/// head's bind label and API key; a recipe's variables), then each rank's command and the
+/// Every node's container (the derived environment, the Hugging Face cache, the devices, the
+/// labels; the head's bind label and API key; a recipe's variables; then the runtime cache,
+/// whose variables give way to the user's and the recipe's), then each rank's command and the
 /// engine's own waits, then a recipe's mods before each command.
+#[allow(clippy::too_many_arguments)]
 fn ranks(
     engine: &dyn ServingEngine,
     input: &ServeInput<'_>,
     sel: &Selected,
     (bound, host): (Option<std::net::Ipv4Addr>, &str),
     served: &str,
+    cache: &RuntimeCache,
     notes: &mut Vec<String>,
     warnings: &mut Vec<String>,
 ) -> Result<(Vec<NodePlan>, Vec<Step>), ServeRefusal> {
@@ -270,11 +278,14 @@ fn ranks(
         base.push(spec);
     }
     if let Some(r) = input.recipe {
-        recipe_env(r, o, sel, &mut base, warnings)?;
+        recipe_env(r, o, sel, cache, &mut base, warnings)?;
         for spec in &mut base {
             spec.labels
                 .insert(serve::LABEL_MODEL.to_string(), served.to_string());
         }
+    }
+    for (env, spec) in sel.env.nodes.iter().zip(&mut base) {
+        cache.apply(&env.name, spec);
     }
     let ranks = engine.ranks(
         &RankInput {
@@ -353,6 +364,7 @@ fn recipe_env(
     r: &RecipePart,
     o: &ServeOptions,
     sel: &Selected,
+    cache: &RuntimeCache,
     containers: &mut [ContainerSpec],
     warnings: &mut Vec<String>,
 ) -> Result<(), ServeRefusal> {
@@ -375,7 +387,7 @@ fn recipe_env(
             node_host: env.control.addr.to_string(),
             model_path: Some(path.clone()),
             model_revision: model_revision.clone(),
-            runtime_cache_dir: None,
+            runtime_cache_dir: cache.seen_on(&env.name),
             cluster_id: Some(o.job.to_string()),
         };
         match r.render_env(&node) {

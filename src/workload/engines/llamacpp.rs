@@ -24,7 +24,7 @@
 use super::speculative::Speculative;
 use super::spelling::{ProgramWords, RecipeRuntime, RecipeSpelling};
 use super::{
-    ApiKeySupport, EngineOptions, EnginePort, EngineRanks, GroupLine, GroupRefs, LogPhase,
+    ApiKeySupport, CacheVar, EngineOptions, EnginePort, EngineRanks, GroupLine, GroupRefs, LogPhase,
     MultiNode, OwnedFlag, PortOn, PortReach, RankInput, ReadySignals, RecipeFlag, ServingEngine,
     StartOrder,
 };
@@ -97,6 +97,11 @@ impl ServingEngine for Llamacpp {
     }
     fn ready(&self) -> &'static ReadySignals {
         &READY
+    }
+    /// None: `llama-server` and `rpc-server` run kernels compiled when llama.cpp was built,
+    /// and compile nothing at start.
+    fn cache_vars(&self) -> &'static [CacheVar] {
+        &[]
     }
     fn recipe(&self) -> &'static RecipeSpelling {
         &RECIPE
