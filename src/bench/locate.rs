@@ -118,6 +118,7 @@ mod tests {
             bind: None,
             memory_limit: None,
             oom_killed: false,
+            runtime_cache: None,
         }
     }
 

@@ -76,6 +76,8 @@ pub struct StatusReport {
     pub startup: Option<crate::workload::startup::Startup>,
     /// `status JOB`: the supervisor's last events for the job (`records`).
     pub events: Vec<crate::records::JobEvent>,
+    /// Each runtime cache folder the work found names, with its size on its node.
+    pub runtime_caches: Vec<super::CacheSeen>,
 }
 
 /// What `logs` printed: whether every node could be asked.
@@ -179,13 +181,19 @@ pub async fn status(
     reporter: &Arc<dyn Reporter>,
 ) -> Result<StatusReport, JobsError> {
     let resolved = live(&req.selection, Purpose::Observe("status"), reporter).await?;
-    let (nodes, found, nccl) = resolved
+    let (nodes, found, nccl, runtime_caches) = resolved
         .scope(async |resolved| {
             let cluster = resolved.runtime()?;
             let found = find(&cluster, req.job.as_ref()).await;
             let nccl = crate::apply::nccl::in_containers(&cluster, &found.entries, 0).await;
             let mapped = super::process_nccl::in_processes(&cluster, &found.entries, 0).await;
-            Ok::<_, JobsError>((cluster.names(), found, nccl.into_iter().zip(mapped)))
+            let caches = super::cache_size::measure(&cluster, &found.entries, 0).await;
+            Ok::<_, JobsError>((
+                cluster.names(),
+                found,
+                nccl.into_iter().zip(mapped),
+                caches,
+            ))
         })
         .await?;
     let rows: Vec<StatusRow> = found
@@ -227,6 +235,7 @@ pub async fn status(
         failed: found.failed,
         startup,
         events,
+        runtime_caches,
     })
 }
 

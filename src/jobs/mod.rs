@@ -5,8 +5,10 @@
 //!
 //! `command`: the commands as one call each ([`status`], [`logs`], [`stop`]: request in,
 //! report out); `render`: how their reports are shown; `watch`: `status --watch`'s live view;
-//! `process_nccl`: the NCCL running host processes have mapped, for `status`.
+//! `process_nccl`: the NCCL running host processes have mapped, for `status`; `cache_size`: the
+//! size of each runtime cache the work names, for `status`.
 
+mod cache_size;
 mod command;
 mod process_nccl;
 mod render;
@@ -16,6 +18,7 @@ pub use command::{
     JobsError, LogSink, LogsReport, LogsRequest, StatusReport, StatusRequest, StatusRow,
     StopReport, StopRequest, WouldStop, logs, status, stop,
 };
+pub use cache_size::{CacheSeen, CacheSize};
 pub use watch::{WatchShow, watch};
 
 use std::time::Duration;

@@ -38,6 +38,7 @@ impl Shown for StatusReport {
             "unreachable": unreachable(&self.failed),
             "startup": self.startup,
             "events": self.events,
+            "runtime_caches": self.runtime_caches,
         }))
     }
 
@@ -102,6 +103,14 @@ impl Shown for StatusReport {
                 "\nNCCL the host processes have mapped:\n{}",
                 mapped.join("\n")
             ));
+        }
+        if !self.runtime_caches.is_empty() {
+            out.push_str(
+                "\nruntime caches (what the engines compiled; kept across restarts and stops):",
+            );
+            for c in &self.runtime_caches {
+                out.push_str(&format!("\n  {}  {}  {}", c.node, c.size, c.folder));
+            }
         }
         if let Some(s) = &self.startup {
             out.push_str(&format!("\n{}, launched {}", s.text(), s.launched_at));

@@ -19,7 +19,9 @@ use super::error::RuntimeError;
 use super::host;
 use super::target::{DEFAULT_DOCKER_SOCKET, EngineEndpoint, NodeTarget, Reach};
 use crate::node::NodeName;
-use crate::plan::spec::{LABEL_BIND, LABEL_JOB, LABEL_NODE, LABEL_PORTS, LABEL_ROLE};
+use crate::plan::spec::{
+    LABEL_BIND, LABEL_JOB, LABEL_NODE, LABEL_PORTS, LABEL_ROLE, LABEL_RUNTIME_CACHE,
+};
 use crate::plan::{JobName, Launch, NodePlan, RuntimeKind};
 
 /// One node: where it is, and its engine once connected.
@@ -191,6 +193,10 @@ pub struct JobEntry {
     /// The kernel killed it for memory (at its cap, or the host's OOM killer).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub oom_killed: bool,
+    /// The folder on the node where its engine keeps what it compiles at start, as its plan
+    /// named it (`workload::runtime_cache`); absent for work started without one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub runtime_cache: Option<String>,
 }
 
 fn ports_of(labels: Option<&String>) -> Vec<u16> {
@@ -325,6 +331,7 @@ impl NodeRuntime {
                     bind: labels.get(LABEL_BIND).and_then(|a| a.parse().ok()),
                     memory_limit,
                     oom_killed,
+                    runtime_cache: labels.get(LABEL_RUNTIME_CACHE).cloned(),
                 });
             }
         }
@@ -359,6 +366,7 @@ impl NodeRuntime {
                     bind: p.labels.get(LABEL_BIND).and_then(|a| a.parse().ok()),
                     memory_limit: None,
                     oom_killed: false,
+                    runtime_cache: p.labels.get(LABEL_RUNTIME_CACHE).cloned(),
                 });
             }
         }

@@ -15,7 +15,7 @@
 //! the folder as the rank sees it ([`RuntimeCache::seen_on`]). The plan creates the folder
 //! before its start, as the user spark-launch connects as; nothing removes it (`stop` leaves
 //! it), and `status` shows its size per node, found through the containers' label
-//! ([`LABEL`]).
+//! (`plan::spec::LABEL_RUNTIME_CACHE`).
 //!
 //! Pure: the options in, the plan's part out.
 
@@ -26,7 +26,7 @@ use serde::{Deserialize, Serialize};
 use crate::model::ModelSource;
 use crate::node::NodeName;
 use crate::plan::ContainerSpec;
-use crate::plan::spec::{Mount, MountKind};
+use crate::plan::spec::{LABEL_RUNTIME_CACHE, Mount, MountKind};
 use crate::plan::{RuntimeKind, Step};
 use crate::workload::engines::ServingEngine;
 use crate::workload::serve::ServeOptions;
@@ -45,10 +45,6 @@ const UNDER_HOME: &str = ".cache/spark-launch/runtime";
 pub fn root_under(home: &str) -> String {
     format!("{}/{UNDER_HOME}", home.trim_end_matches('/'))
 }
-
-/// The label that names a serving container's (or process's) runtime cache on its node, as
-/// the plan wrote it: what `status` measures.
-pub const LABEL: &str = "dev.spark-launch.runtime-cache";
 
 /// The most characters of a model's or image's name kept readable in a folder name; a hash of
 /// the whole name follows, so that two names never share a folder.
@@ -120,7 +116,8 @@ impl RuntimeCache {
                 .entry(var.clone())
                 .or_insert_with(|| under(&seen, sub));
         }
-        spec.labels.insert(LABEL.to_string(), folder.clone());
+        spec.labels
+            .insert(LABEL_RUNTIME_CACHE.to_string(), folder.clone());
     }
 
     /// The step that creates every node's folder when missing, before the start.
@@ -289,7 +286,7 @@ mod tests {
             assert!(!m.read_only);
             assert_eq!(spec.env["VLLM_CACHE_ROOT"], "/var/cache/spark-launch/vllm");
             assert_eq!(spec.env["TRITON_CACHE_DIR"], "/var/cache/spark-launch/triton");
-            assert_eq!(spec.labels[LABEL], cache.folders[n]);
+            assert_eq!(spec.labels[LABEL_RUNTIME_CACHE], cache.folders[n]);
         }
     }
 

@@ -837,6 +837,132 @@ mod tests {
         assert!(together.contains(&"Start spark-a, spark-b, spark-c".to_string()));
     }
 
+    /// A v2 recipe's variables: the runtime cache with a folder of its own below it (as
+    /// spark-arena's DeepSeek V4.1 Flash SGLang recipe keeps its packed files), and a cache
+    /// variable the engine sets too, written by the recipe.
+    fn cache_recipe() -> RecipePart {
+        use crate::workload::recipe_env::{EnvPiece, LaunchField, RecipeEnv, RecipeEnvValue};
+        let mut env = RecipeEnv::default();
+        env.0.insert(
+            "B12X_COMPILE_CACHE_DIR".into(),
+            RecipeEnvValue {
+                pieces: vec![
+                    EnvPiece::Launch(LaunchField::RuntimeCacheDir),
+                    EnvPiece::Text("/b12x-compile".into()),
+                ],
+                secret: false,
+            },
+        );
+        env.0.insert(
+            "TRITON_CACHE_DIR".into(),
+            RecipeEnvValue::text("/scratch/triton", false),
+        );
+        RecipePart {
+            name: "cache-demo".into(),
+            file: "cache-demo.yaml".into(),
+            format: crate::workload::recipe_part::RecipeFormat::V2,
+            program: vec!["vllm".into(), "serve".into()],
+            served_name: None,
+            env,
+            keep_env: false,
+            mods: Vec::new(),
+            warnings: Vec::new(),
+        }
+    }
+
+    /// `cache_recipe` planned with vLLM on two Sparks, in `runtime`.
+    fn recipe_plan(runtime: RuntimeKind) -> ServePlan {
+        let model = ModelSource::parse("Qwen/Qwen2.5-0.5B-Instruct", None).unwrap();
+        let mut opts = ServeOptions::new(EngineKind::Vllm, JobName::new("j").unwrap(), model);
+        opts.tp = 2;
+        opts.runtime = runtime;
+        let nodes = fixture("seed-001-two-sparks-both-twins");
+        let recipe = cache_recipe();
+        let input = ServeInput {
+            engine: EngineKind::Vllm,
+            opts: &opts,
+            tuning: &EngineOptions::default(),
+            nodes: &nodes,
+            keys: &JobSshKeys::placeholder(),
+            launch: Some(LaunchPart::default()),
+            recipe: Some(&recipe),
+        };
+        match plan(&input) {
+            Ok(s) => s.plan,
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    fn env_of(node: &NodePlan) -> &BTreeMap<String, String> {
+        match &node.launch {
+            Launch::Container(c) => &c.env,
+            Launch::Process(p) => &p.env,
+        }
+    }
+
+    #[test]
+    fn a_recipes_runtime_cache_dir_is_the_folder_every_rank_sees_and_its_own_cache_variable_wins()
+    {
+        let plan = recipe_plan(RuntimeKind::Docker);
+        let cache = plan.runtime_cache.clone().unwrap();
+        assert_eq!(cache.mount.as_deref(), Some("/var/cache/spark-launch"));
+        for n in &plan.job.nodes {
+            let env = env_of(n);
+            assert_eq!(
+                env["B12X_COMPILE_CACHE_DIR"],
+                "/var/cache/spark-launch/b12x-compile"
+            );
+            assert_eq!(env["TRITON_CACHE_DIR"], "/scratch/triton");
+            assert_eq!(env["VLLM_CACHE_ROOT"], "/var/cache/spark-launch/vllm");
+            let Launch::Container(c) = &n.launch else {
+                panic!("not a container")
+            };
+            let m = c
+                .mounts
+                .iter()
+                .find(|m| m.target == "/var/cache/spark-launch")
+                .unwrap();
+            assert_eq!(m.source, cache.folders[&n.node]);
+            assert!(
+                m.source
+                    .starts_with("~/.cache/spark-launch/runtime/vllm/Qwen--Qwen2.5-0.5B-Instruct/"),
+                "{}",
+                m.source
+            );
+        }
+    }
+
+    #[test]
+    fn a_host_process_is_given_its_nodes_folder_where_a_container_sees_the_mount() {
+        let plan = recipe_plan(RuntimeKind::Host);
+        let cache = plan.runtime_cache.clone().unwrap();
+        assert_eq!(cache.mount, None);
+        for n in &plan.job.nodes {
+            let folder = &cache.folders[&n.node];
+            let env = env_of(n);
+            assert_eq!(
+                env["B12X_COMPILE_CACHE_DIR"],
+                format!("{folder}/b12x-compile")
+            );
+            assert_eq!(env["VLLM_CACHE_ROOT"], format!("{folder}/vllm"));
+        }
+    }
+
+    #[test]
+    fn the_runtime_cache_folder_is_made_after_the_staging_and_before_the_first_start() {
+        let plan = launch_plan(&Vllm, "seed-001-two-sparks-both-twins", 2);
+        let steps = &plan.job.steps;
+        let at = |f: fn(&Step) -> bool| steps.iter().position(f).unwrap();
+        let made = at(|s| matches!(s, Step::EnsureFolders(_)));
+        let staged = at(|s| matches!(s, Step::StageModel(_)));
+        let start = at(|s| matches!(s, Step::Start(_)));
+        assert!(staged < made && made + 1 == start, "{:?}", shape(&plan));
+        let Step::EnsureFolders(f) = &plan.job.steps[made] else {
+            panic!("not the folders")
+        };
+        assert_eq!(f.folders, plan.runtime_cache.unwrap().folders);
+    }
+
     #[test]
     fn servers_first_on_one_node_starts_the_head_alone() {
         let env = |name: &str| NodeName::new(name).unwrap();

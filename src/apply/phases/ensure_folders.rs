@@ -60,3 +60,29 @@ pub async fn ensure_folder(shell: &dyn NodeShell, dir: &str) -> Result<String, S
     }
     Ok(out.stdout.trim().to_string())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::node::NodeName;
+    use crate::runtime::shell::LocalShell;
+
+    #[tokio::test]
+    async fn a_missing_folder_is_made_with_its_parents_and_one_that_is_there_is_left_as_it_is() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("home/u/.cache/spark-launch/runtime/vllm/a--b/img-0123abcd");
+        let shell = LocalShell::new(NodeName::new("local").unwrap());
+        let d = dir.to_str().unwrap();
+        assert_eq!(ensure_folder(&shell, d).await.unwrap(), d);
+        assert!(dir.is_dir());
+        std::fs::write(dir.join("compiled"), b"x").unwrap();
+        ensure_folder(&shell, d).await.unwrap();
+        assert!(dir.join("compiled").exists());
+        let blocked = tmp.path().join("file");
+        std::fs::write(&blocked, b"x").unwrap();
+        let why = ensure_folder(&shell, &format!("{}/cache", blocked.display()))
+            .await
+            .unwrap_err();
+        assert!(why.contains("Not a directory") || why.contains("File exists"), "{why}");
+    }
+}
