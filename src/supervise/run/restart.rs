@@ -491,15 +491,15 @@ mod tests {
         assert!(restart_steps(&plan.job).all(|s| !matches!(s, Step::EnsureFolders(_))));
         // What a restart starts again is each node's container of the plan (`on_nodes`:
         // found by its name, started as it was created): the same mount of the same folder.
-        let started: Vec<&NodeName> = stages(&plan)
-            .iter()
+        let started: Vec<NodeName> = stages(&plan)
+            .into_iter()
             .filter_map(|s| match s {
                 Stage::Start { nodes } => Some(nodes),
                 _ => None,
             })
             .flatten()
             .collect();
-        assert_eq!(started, plan.nodes.iter().collect::<Vec<_>>());
+        assert_eq!(started, plan.nodes);
         for n in &plan.job.nodes {
             let Launch::Container(c) = &n.launch else {
                 panic!("not a container")
