@@ -147,11 +147,10 @@ pub async fn measure(
         Ok::<_, RuntimeError>(out)
     })
     .await;
-    let mut by_node: BTreeMap<NodeName, Result<BTreeMap<String, CacheSize>, String>> =
-        results
-            .into_iter()
-            .map(|(n, r)| (n, r.map_err(|e| e.to_string())))
-            .collect();
+    let mut by_node: BTreeMap<NodeName, Result<BTreeMap<String, CacheSize>, String>> = results
+        .into_iter()
+        .map(|(n, r)| (n, r.map_err(|e| e.to_string())))
+        .collect();
     wanted
         .iter()
         .map(|(node, folder, jobs)| {
@@ -180,7 +179,13 @@ mod tests {
 
     async fn measured(dir: &str) -> CacheSize {
         let shell = LocalShell::new(NodeName::new("local").unwrap());
-        read(&shell.run(&script(dir), Vec::new(), None).await.unwrap().stdout)
+        read(
+            &shell
+                .run(&script(dir), Vec::new(), None)
+                .await
+                .unwrap()
+                .stdout,
+        )
     }
 
     #[tokio::test]

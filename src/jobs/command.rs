@@ -188,12 +188,7 @@ pub async fn status(
             let nccl = crate::apply::nccl::in_containers(&cluster, &found.entries, 0).await;
             let mapped = super::process_nccl::in_processes(&cluster, &found.entries, 0).await;
             let caches = super::cache_size::measure(&cluster, &found.entries, 0).await;
-            Ok::<_, JobsError>((
-                cluster.names(),
-                found,
-                nccl.into_iter().zip(mapped),
-                caches,
-            ))
+            Ok::<_, JobsError>((cluster.names(), found, nccl.into_iter().zip(mapped), caches))
         })
         .await?;
     let rows: Vec<StatusRow> = found

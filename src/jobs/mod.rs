@@ -14,11 +14,11 @@ mod process_nccl;
 mod render;
 mod watch;
 
+pub use cache_size::{CacheSeen, CacheSize};
 pub use command::{
     JobsError, LogSink, LogsReport, LogsRequest, StatusReport, StatusRequest, StatusRow,
     StopReport, StopRequest, WouldStop, logs, status, stop,
 };
-pub use cache_size::{CacheSeen, CacheSize};
 pub use watch::{WatchShow, watch};
 
 use std::time::Duration;

@@ -14,6 +14,6 @@ pub use job::{JobPlan, Launch, NodePlan, ProcessSpec, RuntimeKind};
 pub use spec::{ContainerSpec, Gpus, JobName, Ulimit};
 pub use step::{
     CheckNccl, CheckPorts, CheckReachable, EnsureFolders, EnsureImage, Exec, NodePorts, RayMember,
-    StageModel,
-    StageNccl, Start, Step, StepPayload, Stop, WaitExit, WaitHttp, WaitRay, WaitServing, WriteFile,
+    StageModel, StageNccl, Start, Step, StepPayload, Stop, WaitExit, WaitHttp, WaitRay,
+    WaitServing, WriteFile,
 };

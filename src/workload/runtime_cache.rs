@@ -253,7 +253,11 @@ mod tests {
 
     #[test]
     fn a_long_or_odd_image_reference_is_cut_and_kept_safe_for_a_path() {
-        let long = format!("{}@sha256:{}", "registry.example/team/".repeat(4), "a".repeat(64));
+        let long = format!(
+            "{}@sha256:{}",
+            "registry.example/team/".repeat(4),
+            "a".repeat(64)
+        );
         let key = image_key(&long);
         assert!(key.len() <= READABLE + 9, "{key}");
         assert!(
@@ -281,11 +285,18 @@ mod tests {
         for n in &nodes {
             let mut spec = ContainerSpec::new(&o.job, n, crate::node::Role::Worker, &o.image);
             cache.apply(n, &mut spec);
-            let m = spec.mounts.iter().find(|m| m.target == CONTAINER_DIR).unwrap();
+            let m = spec
+                .mounts
+                .iter()
+                .find(|m| m.target == CONTAINER_DIR)
+                .unwrap();
             assert_eq!(m.source, cache.folders[n]);
             assert!(!m.read_only);
             assert_eq!(spec.env["VLLM_CACHE_ROOT"], "/var/cache/spark-launch/vllm");
-            assert_eq!(spec.env["TRITON_CACHE_DIR"], "/var/cache/spark-launch/triton");
+            assert_eq!(
+                spec.env["TRITON_CACHE_DIR"],
+                "/var/cache/spark-launch/triton"
+            );
             assert_eq!(spec.labels[LABEL_RUNTIME_CACHE], cache.folders[n]);
         }
     }
@@ -300,7 +311,10 @@ mod tests {
             .insert("TRITON_CACHE_DIR".into(), "/scratch/triton".into());
         cache.apply(&n, &mut spec);
         assert_eq!(spec.env["TRITON_CACHE_DIR"], "/scratch/triton");
-        assert_eq!(spec.env["SGLANG_JIT_CACHE_DIR"], "/var/cache/spark-launch/sglang/jit");
+        assert_eq!(
+            spec.env["SGLANG_JIT_CACHE_DIR"],
+            "/var/cache/spark-launch/sglang/jit"
+        );
     }
 
     #[test]

@@ -901,8 +901,7 @@ mod tests {
     }
 
     #[test]
-    fn a_recipes_runtime_cache_dir_is_the_folder_every_rank_sees_and_its_own_cache_variable_wins()
-    {
+    fn a_recipes_runtime_cache_dir_is_the_folder_every_rank_sees_and_its_own_cache_variable_wins() {
         let plan = recipe_plan(RuntimeKind::Docker);
         let cache = plan.runtime_cache.clone().unwrap();
         assert_eq!(cache.mount.as_deref(), Some("/var/cache/spark-launch"));

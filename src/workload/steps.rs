@@ -14,8 +14,8 @@ use crate::model::route::CopyRoute;
 use crate::node::NodeName;
 use crate::plan::secret::Secret;
 use crate::plan::{
-    CheckNccl, CheckPorts, CheckReachable, EnsureFolders, EnsureImage, Exec, NodePorts, RayMember, StageModel,
-    StageNccl, Start, Step, WaitRay, WaitServing,
+    CheckNccl, CheckPorts, CheckReachable, EnsureFolders, EnsureImage, Exec, NodePorts, RayMember,
+    StageModel, StageNccl, Start, Step, WaitRay, WaitServing,
 };
 
 /// Nothing listens yet on these ports of these nodes.

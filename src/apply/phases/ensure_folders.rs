@@ -70,7 +70,9 @@ mod tests {
     #[tokio::test]
     async fn a_missing_folder_is_made_with_its_parents_and_one_that_is_there_is_left_as_it_is() {
         let tmp = tempfile::tempdir().unwrap();
-        let dir = tmp.path().join("home/u/.cache/spark-launch/runtime/vllm/a--b/img-0123abcd");
+        let dir = tmp
+            .path()
+            .join("home/u/.cache/spark-launch/runtime/vllm/a--b/img-0123abcd");
         let shell = LocalShell::new(NodeName::new("local").unwrap());
         let d = dir.to_str().unwrap();
         assert_eq!(ensure_folder(&shell, d).await.unwrap(), d);
@@ -83,6 +85,9 @@ mod tests {
         let why = ensure_folder(&shell, &format!("{}/cache", blocked.display()))
             .await
             .unwrap_err();
-        assert!(why.contains("Not a directory") || why.contains("File exists"), "{why}");
+        assert!(
+            why.contains("Not a directory") || why.contains("File exists"),
+            "{why}"
+        );
     }
 }

@@ -472,7 +472,9 @@ mod tests {
             launch: Some(LaunchPart::default()),
             recipe: None,
         };
-        plan(&input).map(|s| s.plan).unwrap_or_else(|e| panic!("{e}"))
+        plan(&input)
+            .map(|s| s.plan)
+            .unwrap_or_else(|e| panic!("{e}"))
     }
 
     #[test]
@@ -507,7 +509,10 @@ mod tests {
             assert_eq!(c.name, plan.job.job.container_name(&n.node));
             let m = c.mounts.iter().find(|m| m.target == CONTAINER_DIR).unwrap();
             assert_eq!(m.source, cache.folders[&n.node]);
-            assert!(m.source.starts_with("/home/sparkuser/.cache/spark-launch/runtime/vllm/"));
+            assert!(
+                m.source
+                    .starts_with("/home/sparkuser/.cache/spark-launch/runtime/vllm/")
+            );
         }
         // The same launch planned again (the same plan) names the same folders.
         assert_eq!(two_sparks().runtime_cache.unwrap(), cache);

@@ -36,9 +36,9 @@ use std::collections::BTreeMap;
 use super::speculative::{SpecMethod, Speculative};
 use super::spelling::{FlagTable, ProgramWords, RecipeNamespace, RecipeRuntime, RecipeSpelling};
 use super::{
-    ApiKeySupport, CacheVar, EngineOptions, EnginePort, EngineRanks, FlagValues, GroupLine, GroupRefs,
-    LogPhase, MultiNode, OwnedFlag, PortOn, PortReach, RankInput, ReadySignals, RecipeFlag,
-    ServingEngine, StartOrder,
+    ApiKeySupport, CacheVar, EngineOptions, EnginePort, EngineRanks, FlagValues, GroupLine,
+    GroupRefs, LogPhase, MultiNode, OwnedFlag, PortOn, PortReach, RankInput, ReadySignals,
+    RecipeFlag, ServingEngine, StartOrder,
 };
 use crate::node::Role;
 use crate::plan::ContainerSpec;

@@ -24,9 +24,9 @@
 use super::speculative::Speculative;
 use super::spelling::{ProgramWords, RecipeRuntime, RecipeSpelling};
 use super::{
-    ApiKeySupport, CacheVar, EngineOptions, EnginePort, EngineRanks, GroupLine, GroupRefs, LogPhase,
-    MultiNode, OwnedFlag, PortOn, PortReach, RankInput, ReadySignals, RecipeFlag, ServingEngine,
-    StartOrder,
+    ApiKeySupport, CacheVar, EngineOptions, EnginePort, EngineRanks, GroupLine, GroupRefs,
+    LogPhase, MultiNode, OwnedFlag, PortOn, PortReach, RankInput, ReadySignals, RecipeFlag,
+    ServingEngine, StartOrder,
 };
 use crate::node::Role;
 use crate::plan::{ContainerSpec, RuntimeKind};

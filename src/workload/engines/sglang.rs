@@ -24,9 +24,9 @@
 use super::speculative::{SpecMethod, Speculative};
 use super::spelling::{FlagTable, NodeGated, ProgramWords, RecipeRuntime, RecipeSpelling};
 use super::{
-    ApiKeySupport, CacheVar, EngineOptions, EnginePort, EngineRanks, GroupLine, GroupRefs, Launcher,
-    LogPhase, MultiNode, OwnedFlag, PortOn, PortReach, RankInput, ReadySignals, RecipeFlag,
-    ServingEngine, caches, phases, read_section,
+    ApiKeySupport, CacheVar, EngineOptions, EnginePort, EngineRanks, GroupLine, GroupRefs,
+    Launcher, LogPhase, MultiNode, OwnedFlag, PortOn, PortReach, RankInput, ReadySignals,
+    RecipeFlag, ServingEngine, caches, phases, read_section,
 };
 use serde::{Deserialize, Serialize};
 

@@ -30,9 +30,9 @@ use serde::{Deserialize, Serialize};
 use super::speculative::{SpecMethod, Speculative};
 use super::spelling::{ProgramWords, RecipeRuntime, RecipeSpelling};
 use super::{
-    ApiKeySupport, CacheVar, EngineDefaults, EngineOptions, EnginePort, EngineRanks, GroupLine, GroupRefs,
-    LogPhase, MultiNode, OwnedFlag, PortOn, PortReach, RankInput, ReadySignals, RecipeFlag,
-    ServingEngine, caches, phases, read_section,
+    ApiKeySupport, CacheVar, EngineDefaults, EngineOptions, EnginePort, EngineRanks, GroupLine,
+    GroupRefs, LogPhase, MultiNode, OwnedFlag, PortOn, PortReach, RankInput, ReadySignals,
+    RecipeFlag, ServingEngine, caches, phases, read_section,
 };
 use crate::derive::NodeInput;
 use crate::node::Role;
