@@ -459,8 +459,10 @@ mod tests {
         let mut opts = ServeOptions::new(EngineKind::Vllm, JobName::new("j").unwrap(), model);
         opts.tp = 2;
         for n in &nodes {
-            let mut p = crate::workload::serve::NodePaths::default();
-            p.runtime_cache = crate::workload::runtime_cache::root_under("/home/sparkuser");
+            let p = crate::workload::serve::NodePaths {
+                runtime_cache: crate::workload::runtime_cache::root_under("/home/sparkuser"),
+                ..Default::default()
+            };
             opts.paths.insert(n.name.clone(), p);
         }
         let input = ServeInput {
