@@ -168,9 +168,11 @@ fn model_key(model: &ModelSource) -> String {
     }
 }
 
-/// An image's folder name: its reference made safe for a path, and a hash of it.
+/// An image's folder name: its reference made safe for a path (without a pinned digest, which
+/// only the hash needs to tell apart), and a hash of the whole reference.
 fn image_key(image: &str) -> String {
-    hashed(image, image)
+    let name = image.split_once('@').map_or(image, |(name, _)| name);
+    hashed(name, image)
 }
 
 /// `text` reduced to letters, digits, `.`, `_` and `-` (any other run one `-`), at most
@@ -266,6 +268,9 @@ mod tests {
             "{key}"
         );
         assert_eq!(image_key("///").len(), 8);
+        let pinned = format!("org/img:tag@sha256:{}", "b".repeat(64));
+        assert!(image_key(&pinned).starts_with("org-img-tag-"), "{}", image_key(&pinned));
+        assert_ne!(image_key(&pinned), image_key("org/img:tag"));
     }
 
     #[test]
