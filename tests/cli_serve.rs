@@ -122,6 +122,7 @@ fn a_dry_run_with_json_prints_only_the_whole_plan() {
             "ensure-image",
             "check-nccl",
             "stage-model",
+            "ensure-folders",
             "start",
             "wait-ray",
             "wait-serving"

@@ -119,6 +119,7 @@ mod tests {
             memory_limit: None,
             oom_killed: false,
             workload: None,
+            runtime_cache: None,
         }
     }
 

@@ -7,13 +7,16 @@
 //! report out); `render`: how their reports are shown; `watch`: `status --watch`'s live view;
 //! `process_nccl`: the NCCL running host processes have mapped, for `status`; [`links`]: what
 //! a job's engine says in its logs about how its nodes talk (llama.cpp's RPC transport), for
-//! `status` and the launch's summary.
+//! `status` and the launch's summary; `cache_size`: the size of each runtime cache the work
+//! names, for `status`.
 
+mod cache_size;
 mod command;
 mod process_nccl;
 mod render;
 mod watch;
 
+pub use cache_size::{CacheSeen, CacheSize};
 pub use command::{
     JobsError, LogSink, LogsReport, LogsRequest, StatusReport, StatusRequest, StatusRow,
     StopReport, StopRequest, WouldStop, logs, status, stop,

@@ -39,6 +39,7 @@ impl Shown for StatusReport {
             "startup": self.startup,
             "events": self.events,
             "links": self.links,
+            "runtime_caches": self.runtime_caches,
         }))
     }
 
@@ -106,6 +107,14 @@ impl Shown for StatusReport {
         }
         for l in &self.links {
             out.push_str(&format!("\n{}: {}", l.job, l.link));
+        }
+        if !self.runtime_caches.is_empty() {
+            out.push_str(
+                "\nruntime caches (what the engines compiled; kept across restarts and stops):",
+            );
+            for c in &self.runtime_caches {
+                out.push_str(&format!("\n  {}  {}  {}", c.node, c.size, c.folder));
+            }
         }
         if let Some(s) = &self.startup {
             out.push_str(&format!("\n{}, launched {}", s.text(), s.launched_at));
@@ -229,7 +238,7 @@ impl Shown for StopReport {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::jobs::{JobLink, StatusRow};
+    use crate::jobs::{CacheSeen, CacheSize, JobLink, StatusRow};
     use crate::runtime::JobEntry;
     use crate::workload::engines::LinkVerdict;
 
@@ -250,10 +259,55 @@ mod tests {
                 memory_limit: None,
                 oom_killed: false,
                 workload: Some("llamacpp".into()),
+                runtime_cache: None,
             },
             uptime_s: Some(65),
             nccl: None,
             nccl_mapped: None,
+        }
+    }
+
+    fn report(caches: Vec<CacheSeen>) -> StatusReport {
+        let node = NodeName::new("spark").unwrap();
+        StatusReport {
+            job: None,
+            nodes: vec![node.clone()],
+            rows: vec![StatusRow {
+                entry: JobEntry {
+                    job: "demo".into(),
+                    node: node.clone(),
+                    role: Some("head".into()),
+                    name: "sl-demo-spark".into(),
+                    runtime: RuntimeKind::Docker,
+                    state: "running".into(),
+                    exit_code: None,
+                    image: "img".into(),
+                    started_at: None,
+                    ports: vec![8000],
+                    bind: None,
+                    memory_limit: None,
+                    oom_killed: false,
+                    workload: None,
+                    runtime_cache: caches.first().map(|c| c.folder.clone()),
+                },
+                uptime_s: None,
+                nccl: None,
+                nccl_mapped: None,
+            }],
+            failed: Vec::new(),
+            startup: None,
+            events: Vec::new(),
+            links: Vec::new(),
+            runtime_caches: caches,
+        }
+    }
+
+    fn seen(node: &str, folder: &str, size: CacheSize) -> CacheSeen {
+        CacheSeen {
+            node: NodeName::new(node).unwrap(),
+            folder: folder.into(),
+            jobs: vec!["demo".into()],
+            size,
         }
     }
 
@@ -273,6 +327,7 @@ mod tests {
                     verdict: "not recorded".into(),
                 },
             }],
+            runtime_caches: Vec::new(),
         };
         let text = report.text();
         assert!(
@@ -285,5 +340,57 @@ mod tests {
             serde_json::json!([{"job": "ll", "what": "RPC transport", "verdict": "not recorded"}])
         );
         assert_eq!(json["jobs"][0]["workload"], "llamacpp");
+    }
+
+    #[test]
+    fn status_shows_each_runtime_cache_with_its_size_absent_or_not_recorded() {
+        let r = report(vec![
+            seen(
+                "spark",
+                "/home/u/.cache/spark-launch/runtime/vllm/a--b/img-0123abcd",
+                CacheSize::Present {
+                    kib: 3 << 20,
+                    partial: false,
+                },
+            ),
+            seen("spark2", "/home/u/x", CacheSize::Absent),
+            seen(
+                "spark3",
+                "/home/u/y",
+                CacheSize::NotRecorded {
+                    why: "du did not finish within 60 s".into(),
+                },
+            ),
+        ]);
+        let text = r.text();
+        assert!(text.contains("runtime caches"), "{text}");
+        assert!(
+            text.contains(&format!(
+                "spark  {}  /home/u/.cache/spark-launch/runtime/vllm/a--b/img-0123abcd",
+                crate::progress::human_bytes(3 << 30)
+            )),
+            "{text}"
+        );
+        assert!(text.contains("spark2  absent  /home/u/x"), "{text}");
+        assert!(
+            text.contains("spark3  not recorded (du did not finish within 60 s)  /home/u/y"),
+            "{text}"
+        );
+        let json: serde_json::Value = serde_json::from_str(&r.json().unwrap()).unwrap();
+        let caches = json["runtime_caches"].as_array().unwrap();
+        assert_eq!(caches[0]["state"], "present");
+        assert_eq!(caches[0]["kib"], 3 << 20);
+        assert_eq!(caches[1]["state"], "absent");
+        assert_eq!(caches[2]["state"], "not-recorded");
+        assert_eq!(
+            json["jobs"][0]["runtime_cache"],
+            "/home/u/.cache/spark-launch/runtime/vllm/a--b/img-0123abcd"
+        );
+    }
+
+    #[test]
+    fn status_of_work_without_a_runtime_cache_says_nothing_of_one() {
+        let text = report(Vec::new()).text();
+        assert!(!text.contains("runtime cache"), "{text}");
     }
 }

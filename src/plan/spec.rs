@@ -20,6 +20,9 @@ pub const LABEL_ROLE: &str = "dev.spark-launch.role";
 pub const LABEL_WORKLOAD: &str = "dev.spark-launch.workload";
 /// The TCP ports the job serves on the node (host network), comma-separated, for `status`.
 pub const LABEL_PORTS: &str = "dev.spark-launch.ports";
+/// The folder on the node where a serving rank's engine keeps what it compiles at start, as the
+/// plan named it (`workload::runtime_cache`), for `status`.
+pub const LABEL_RUNTIME_CACHE: &str = "dev.spark-launch.runtime-cache";
 /// The one address a serving head's API listens on (`--bind ADDR|fabric`), for `bench JOB`;
 /// absent when it listens on every interface.
 pub const LABEL_BIND: &str = "dev.spark-launch.bind";

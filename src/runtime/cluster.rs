@@ -20,7 +20,7 @@ use super::host;
 use super::target::{DEFAULT_DOCKER_SOCKET, EngineEndpoint, NodeTarget, Reach};
 use crate::node::NodeName;
 use crate::plan::spec::{
-    LABEL_BIND, LABEL_JOB, LABEL_NODE, LABEL_PORTS, LABEL_ROLE, LABEL_WORKLOAD,
+    LABEL_BIND, LABEL_JOB, LABEL_NODE, LABEL_PORTS, LABEL_ROLE, LABEL_RUNTIME_CACHE, LABEL_WORKLOAD,
 };
 use crate::plan::{JobName, Launch, NodePlan, RuntimeKind};
 
@@ -196,6 +196,10 @@ pub struct JobEntry {
     /// What a serving job runs (its engine's name), from its label.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub workload: Option<String>,
+    /// The folder on the node where its engine keeps what it compiles at start, as its plan
+    /// named it (`workload::runtime_cache`); absent for work started without one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub runtime_cache: Option<String>,
 }
 
 fn ports_of(labels: Option<&String>) -> Vec<u16> {
@@ -331,6 +335,7 @@ impl NodeRuntime {
                     memory_limit,
                     oom_killed,
                     workload: labels.get(LABEL_WORKLOAD).cloned(),
+                    runtime_cache: labels.get(LABEL_RUNTIME_CACHE).cloned(),
                 });
             }
         }
@@ -366,6 +371,7 @@ impl NodeRuntime {
                     memory_limit: None,
                     oom_killed: false,
                     workload: p.labels.get(LABEL_WORKLOAD).cloned(),
+                    runtime_cache: p.labels.get(LABEL_RUNTIME_CACHE).cloned(),
                 });
             }
         }

@@ -418,6 +418,7 @@ fn looked_up_options(
         let mut p = NodePaths::default();
         if let Some(home) = lookups.homes.get(&n.name) {
             p.hf_home = format!("{home}/.cache/huggingface");
+            p.runtime_cache = super::runtime_cache::root_under(home);
         }
         if let Some(h) = &r.hf_home {
             p.hf_home = h.clone();

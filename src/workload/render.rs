@@ -11,6 +11,7 @@ use crate::workload::launch::LaunchPlan;
 use crate::workload::nccl_build::BuildPlan;
 use crate::workload::nccl_lib::NcclPlan;
 use crate::workload::nccl_test::NcclTestPlan;
+use crate::workload::runtime_cache::RuntimeCache;
 use crate::workload::serve::ServePlan;
 
 /// A plan as a person reads it.
@@ -256,6 +257,9 @@ fn serve(p: &ServePlan) -> String {
         out.push_str(&nccl(n));
     }
     out.push_str(&job_body(&p.job));
+    if let Some(c) = &p.runtime_cache {
+        out.push_str(&runtime_cache(c));
+    }
     if !p.memory.nodes.is_empty() {
         out.push_str("\nmemory (GiB)\n");
         for l in p.memory.lines() {
@@ -267,6 +271,21 @@ fn serve(p: &ServePlan) -> String {
         for n in &p.notes {
             out.push_str(&format!("  - {n}\n"));
         }
+    }
+    out
+}
+
+/// Where each node keeps what the engine compiles at start, and where the ranks see it.
+fn runtime_cache(c: &RuntimeCache) -> String {
+    let mut out = format!(
+        "\nruntime cache (compile and JIT caches; kept across restarts and stops, `status` shows its size){}\n",
+        match &c.mount {
+            Some(m) => format!(", at {m} in every rank"),
+            None => String::new(),
+        }
+    );
+    for (node, folder) in &c.folders {
+        out.push_str(&format!("  {node}  {folder}\n"));
     }
     out
 }

@@ -27,15 +27,19 @@ pub const LABEL_MODEL: &str = "dev.spark-launch.model";
 /// Where things live on one node. Live runs resolve `~` to the node's home before planning;
 /// a dry run on snapshots keeps `~/…` (the home of the user spark-launch connects as).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct NodePaths {
     /// The Hugging Face cache (`HF_HOME`) on the node.
     pub hf_home: String,
+    /// The folder under which the node keeps its runtime caches (`workload::runtime_cache`).
+    pub runtime_cache: String,
 }
 
 impl Default for NodePaths {
     fn default() -> Self {
         NodePaths {
             hf_home: "~/.cache/huggingface".to_string(),
+            runtime_cache: super::runtime_cache::root_under("~"),
         }
     }
 }
@@ -162,6 +166,11 @@ pub struct ServePlan {
     pub notes: Vec<String>,
     /// Warnings from derive, per node.
     pub warnings: BTreeMap<NodeName, Vec<String>>,
+    /// The folder on each node where the engine keeps what it compiles at start, and where
+    /// every rank sees it (`workload::runtime_cache`). A plan kept by an older version has
+    /// none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime_cache: Option<super::runtime_cache::RuntimeCache>,
     /// Per node: the weights, KV cache and reserve it needs, what it has, the cap on its
     /// container (`workload::memory`). A plan kept by an older version has none.
     #[serde(default)]
@@ -553,7 +562,10 @@ pub fn path_notes(
     notes.extend(assumed.iter().cloned());
     let unresolved: Vec<&str> = nodes
         .iter()
-        .filter(|n| opts.paths_of(n).hf_home.starts_with('~'))
+        .filter(|n| {
+            let p = opts.paths_of(n);
+            p.hf_home.starts_with('~') || p.runtime_cache.starts_with('~')
+        })
         .map(|n| n.as_str())
         .collect();
     if !unresolved.is_empty() {

@@ -32,7 +32,7 @@
 use super::speculative::Speculative;
 use super::spelling::{ProgramWords, RecipeRuntime, RecipeSpelling};
 use super::{
-    ApiKeySupport, EngineOptions, EnginePort, EngineRanks, GroupLine, GroupRefs, HubFiles,
+    ApiKeySupport, CacheVar, EngineOptions, EnginePort, EngineRanks, GroupLine, GroupRefs, HubFiles,
     LinkReader, LinkVerdict, LogPhase, ModelOn, MultiNode, OwnedFlag, PortOn, PortReach, RankInput,
     ReadySignals, RecipeFlag, ServingEngine, StartOrder,
 };
@@ -105,6 +105,11 @@ impl ServingEngine for Llamacpp {
     }
     fn ready(&self) -> &'static ReadySignals {
         &READY
+    }
+    /// None: `llama-server` and `rpc-server` run kernels compiled when llama.cpp was built,
+    /// and compile nothing at start.
+    fn cache_vars(&self) -> &'static [CacheVar] {
+        &[]
     }
     fn recipe(&self) -> &'static RecipeSpelling {
         &RECIPE

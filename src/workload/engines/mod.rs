@@ -283,6 +283,52 @@ pub mod phases {
     );
 }
 
+/// A variable that tells an engine (or a library it loads) where to keep a compile or JIT
+/// cache, and the folder under the job's runtime cache (`workload::runtime_cache`) it names.
+/// Each library's own default is under the container's home or `/tmp`, which a container
+/// loses when it is removed: pointed into the runtime cache, what the first start compiled is
+/// found again by the next.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CacheVar {
+    pub var: &'static str,
+    /// A folder under the runtime cache, relative (`triton`); empty: the runtime cache itself.
+    pub sub: &'static str,
+}
+
+/// Cache variables shared by the PyTorch-based engines, for their
+/// [`ServingEngine::cache_vars`] lists. Each is the variable the library itself reads (read in
+/// its own source, not in a launcher's).
+pub mod caches {
+    use super::CacheVar;
+
+    /// TorchInductor's compiled graphs and kernels (torch.compile); its default is
+    /// `/tmp/torchinductor_USER`.
+    pub const INDUCTOR: CacheVar = CacheVar {
+        var: "TORCHINDUCTOR_CACHE_DIR",
+        sub: "inductor",
+    };
+    /// Triton's compiled kernels (`triton.knobs.cache.dir`); its default is `~/.triton/cache`.
+    pub const TRITON: CacheVar = CacheVar {
+        var: "TRITON_CACHE_DIR",
+        sub: "triton",
+    };
+    /// FlashInfer's JIT-built kernels: the library reads only the base
+    /// (`flashinfer/jit/env.py`: `FLASHINFER_WORKSPACE_BASE`, default the home) and keeps its
+    /// cache in `.cache/flashinfer/ARCH/` below it; its `FLASHINFER_CACHE_DIR` is derived from
+    /// the base, not read from the environment.
+    pub const FLASHINFER: CacheVar = CacheVar {
+        var: "FLASHINFER_WORKSPACE_BASE",
+        sub: "flashinfer",
+    };
+    /// What honours the XDG base directories and has no variable of its own (vLLM's default
+    /// cache root is `$XDG_CACHE_HOME/vllm`); the Hugging Face cache is not affected: every
+    /// serving container sets `HF_HOME` itself.
+    pub const XDG: CacheVar = CacheVar {
+        var: "XDG_CACHE_HOME",
+        sub: "xdg",
+    };
+}
+
 /// How an engine shows that it serves, and what it is doing meanwhile.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ReadySignals {
@@ -719,8 +765,14 @@ pub trait ServingEngine: Sync {
     fn recipe_launcher(&self, _program: &[String]) -> Option<Launcher> {
         None
     }
+    /// Where it and the libraries it loads keep their compile and JIT caches ([`CacheVar`]):
+    /// each variable is set in every rank to its folder under the job's runtime cache, unless
+    /// the user or the recipe sets it. None: an engine that compiles nothing at start.
+    fn cache_vars(&self) -> &'static [CacheVar] {
+        &[]
+    }
     /// Writes every rank's command into `containers` (one per serving node, head first, each
-    /// already carrying the derived environment, the cache, the devices and the labels).
+    /// already carrying the derived environment, the caches, the devices and the labels).
     fn ranks(&self, input: &RankInput<'_>, containers: Vec<ContainerSpec>) -> EngineRanks;
     /// A rank's line (`spec`, as [`ServingEngine::ranks`] wrote it for `role` in `mode`) for a
     /// group placed by someone else (a Kubernetes LeaderWorkerSet): every value the engine wrote
