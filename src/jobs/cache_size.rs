@@ -205,6 +205,58 @@ mod tests {
         assert_eq!(measured(gone.to_str().unwrap()).await, CacheSize::Absent);
     }
 
+    #[tokio::test]
+    async fn status_measures_each_folder_the_work_names_once_with_every_job_that_names_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let kept = tmp.path().join("runtime/sglang/a--b/img-0123abcd");
+        std::fs::create_dir_all(kept.join("sglang/jit")).unwrap();
+        std::fs::write(kept.join("sglang/jit/module.so"), vec![1u8; 32 * 1024]).unwrap();
+        let gone = tmp.path().join("runtime/vllm/a--b/img-4567cdef");
+        let here = NodeName::new("here").unwrap();
+        let cluster = Cluster::new(vec![crate::runtime::NodeTarget::local(
+            here.clone(),
+            crate::node::Role::Head,
+        )]);
+        let entry = |job: &str, node: &NodeName, folder: Option<&std::path::Path>| JobEntry {
+            job: job.into(),
+            node: node.clone(),
+            role: Some("head".into()),
+            name: format!("sl-{job}-{node}"),
+            runtime: crate::plan::RuntimeKind::Host,
+            state: "running".into(),
+            exit_code: None,
+            image: "serve".into(),
+            started_at: None,
+            ports: Vec::new(),
+            bind: None,
+            memory_limit: None,
+            oom_killed: false,
+            runtime_cache: folder.map(|f| f.display().to_string()),
+        };
+        let elsewhere = NodeName::new("elsewhere").unwrap();
+        let entries = [
+            entry("one", &here, Some(&kept)),
+            entry("two", &here, Some(&kept)),
+            entry("three", &here, Some(&gone)),
+            entry("four", &here, None),
+            entry("five", &elsewhere, Some(&kept)),
+        ];
+        let seen = measure(&cluster, &entries, 0).await;
+        assert_eq!(seen.len(), 3, "{seen:#?}");
+        assert_eq!(seen[0].jobs, ["one", "two"]);
+        assert!(
+            matches!(seen[0].size, CacheSize::Present { kib, partial: false } if kib >= 32),
+            "{seen:#?}"
+        );
+        assert_eq!(seen[1].size, CacheSize::Absent);
+        // A node that could not be asked says so, never a size.
+        assert_eq!(seen[2].node, elsewhere);
+        assert!(
+            matches!(&seen[2].size, CacheSize::NotRecorded { .. }),
+            "{seen:#?}"
+        );
+    }
+
     #[test]
     fn an_answer_that_is_not_a_size_is_not_recorded_never_zero() {
         assert_eq!(

@@ -269,7 +269,11 @@ mod tests {
         );
         assert_eq!(image_key("///").len(), 8);
         let pinned = format!("org/img:tag@sha256:{}", "b".repeat(64));
-        assert!(image_key(&pinned).starts_with("org-img-tag-"), "{}", image_key(&pinned));
+        assert!(
+            image_key(&pinned).starts_with("org-img-tag-"),
+            "{}",
+            image_key(&pinned)
+        );
         assert_ne!(image_key(&pinned), image_key("org/img:tag"));
     }
 
