@@ -74,7 +74,7 @@ pub fn read(
 ) -> Result<LaunchFile, LaunchFileError> {
     // `@NAME/recipe` is sparkrun's name of a recipe in a registry.
     if src.registry_given || name.starts_with('@') || loader::is_recipe_file(name) {
-        return read_recipe(name, src);
+        return read_recipe(name, src, flags);
     }
     let mut sets = src.sets.clone();
     sets.extend(shape_sets(flags));
@@ -82,7 +82,7 @@ pub fn read(
         Ok(l) => l,
         // A name no profile has is a recipe's while registries are kept.
         Err(FindError::Unknown { .. }) if !src.registries.is_empty() => {
-            return read_recipe(name, src);
+            return read_recipe(name, src, flags);
         }
         Err(e) => return Err(e.into()),
     };
@@ -96,12 +96,18 @@ pub fn read(
     })
 }
 
-/// A recipe by path or by name in the registries.
-fn read_recipe(name: &str, src: &FileSource) -> Result<LaunchFile, LaunchFileError> {
+/// A recipe by path or by name in the registries; `--ray` among the flags keeps the Ray of a
+/// recipe whose runner drops it without (eugr's).
+fn read_recipe(
+    name: &str,
+    src: &FileSource,
+    flags: &PartialServe,
+) -> Result<LaunchFile, LaunchFileError> {
     let input = RecipeInput {
         sets: src.sets.clone(),
         user_env: src.user_env.clone(),
         gpus_per_node: src.gpus_per_node.unwrap_or(1),
+        ray: flags.tuning.ray,
     };
     let ask = loader::load_ask(name, &src.registries, &input)?;
     let (name, file) = match &ask.recipe {

@@ -8,14 +8,18 @@
 //!   `!foo`), naming the tag and its line: the runners refuse such a file, and the YAML reader
 //!   under this one would drop a `!!` tag without a word.
 //! - **A duplicate key is read as PyYAML reads it**: the last value wins; each one is reported
-//!   (its place and key) for the caller to say with both lines.
+//!   (its place, its key and every line it is written on, at any depth, in flow style too) for
+//!   the caller to say with those lines.
 //! - **Merge keys (`<<: *base`) are applied** as PyYAML applies them: the mapping's own keys
 //!   win, then the merged mappings in order.
-//! - One document only, as `yaml.safe_load` reads one; an alias bomb, a tab in the
-//!   indentation and the rest of the parser's errors are said plainly, with their line.
+//! - One document only, as `yaml.safe_load` reads one (a byte-order mark before it read past);
+//!   an alias bomb, a tab in the indentation and the rest of the parser's errors are said
+//!   plainly, with their line.
 //!
 //! Pure: text in, a value out.
 
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
 use std::fmt;
 
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
@@ -81,13 +85,23 @@ impl YamlError {
     }
 }
 
-/// A key given twice in one mapping: `parent` is the mapping's dotted path (`defaults`,
-/// `env`, empty at the top), `key` the key as text.
+/// A key given more than once in one mapping: `parent` is the mapping's dotted path
+/// (`defaults`, `env`, `mods[0]`, empty at the top), `key` the key as text.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DuplicateKey {
     pub parent: String,
     pub key: String,
+    /// The 1-based lines the key is written on in that mapping, in order (one line may hold
+    /// it twice in flow style); empty past the occurrences a text is searched for
+    /// ([`MAX_LOCATED`]).
+    pub lines: Vec<usize>,
 }
+
+/// How many occurrences of duplicate keys one text is searched for at most, and how many
+/// bytes of text those searches read in all: each one reads the text again (a recipe has a
+/// handful of duplicates in a few KiB; a hostile text is not read without end).
+pub const MAX_LOCATED: usize = 32;
+const MAX_LOCATED_BYTES: usize = 512 << 10;
 
 impl DuplicateKey {
     /// `defaults.port`.
@@ -109,11 +123,17 @@ pub struct YamlRead {
 
 /// Reads `text` as PyYAML's safe loader would (see the module's doc).
 pub fn read(text: &str) -> Result<YamlRead, YamlError> {
+    // A byte-order mark may open a text (PyYAML reads past it; the parser here does not).
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     scan(text)?;
-    let found = std::cell::RefCell::new(Vec::new());
+    let found = RefCell::new(Vec::new());
+    let index = RefCell::new(HashMap::new());
+    let maps = Cell::new(0);
     let seed = LastWins {
         path: String::new(),
         duplicates: &found,
+        index: &index,
+        maps: &maps,
     };
     let mut value = seed
         .deserialize(yaml_serde::Deserializer::from_str(text))
@@ -123,10 +143,47 @@ pub fn read(text: &str) -> Result<YamlRead, YamlError> {
         column: None,
         message: format!("a merge key (<<) takes a mapping or a list of mappings: {e}"),
     })?;
-    Ok(YamlRead {
-        value,
-        duplicates: found.into_inner(),
-    })
+    let mut budget = MAX_LOCATED.min(MAX_LOCATED_BYTES / text.len().max(1));
+    let duplicates = found
+        .into_inner()
+        .into_iter()
+        .map(|d| {
+            let lines = (0..d.count)
+                .map_while(|occurrence| {
+                    budget = budget.checked_sub(1)?;
+                    Some(key_line(text, d.map, &d.key_value, occurrence))
+                })
+                .flatten()
+                .collect();
+            DuplicateKey {
+                parent: d.parent,
+                key: d.key,
+                lines,
+            }
+        })
+        .collect();
+    Ok(YamlRead { value, duplicates })
+}
+
+/// The line of the `occurrence`-th (from 0) `key` of the `map`-th mapping the text opens (in
+/// the order a reader meets them): the text is read again and stopped at that key, whose
+/// place the parser's error then carries.
+fn key_line(text: &str, map: usize, key: &Value, occurrence: usize) -> Option<usize> {
+    let maps = Cell::new(0);
+    let target = Target {
+        map,
+        key,
+        occurrence,
+    };
+    let seed = Find {
+        maps: &maps,
+        target: &target,
+        key_count: None,
+    };
+    match seed.deserialize(yaml_serde::Deserializer::from_str(text)) {
+        Err(e) if e.to_string().contains(FOUND) => e.location().map(|l| l.line()),
+        _ => None,
+    }
 }
 
 /// Refuses `text` when it nests deeper than [`MAX_DEPTH`] (for readers that parse it
@@ -395,7 +452,22 @@ fn scan(text: &str) -> Result<(), YamlError> {
 /// Python dict keeps it), each duplicate noted, and tags refused.
 struct LastWins<'a> {
     path: String,
-    duplicates: &'a std::cell::RefCell<Vec<DuplicateKey>>,
+    duplicates: &'a RefCell<Vec<Repeated>>,
+    /// Where each (mapping, key) met more than once is in `duplicates`.
+    index: &'a RefCell<HashMap<(usize, Value), usize>>,
+    /// Mappings opened so far, in reading order: a mapping's number.
+    maps: &'a Cell<usize>,
+}
+
+/// A key met more than once in one mapping, while reading.
+struct Repeated {
+    parent: String,
+    key: String,
+    key_value: Value,
+    /// The mapping's number ([`LastWins::maps`]).
+    map: usize,
+    /// How many times the key is written in it.
+    count: usize,
 }
 
 impl LastWins<'_> {
@@ -403,6 +475,8 @@ impl LastWins<'_> {
         LastWins {
             path: step,
             duplicates: self.duplicates,
+            index: self.index,
+            maps: self.maps,
         }
     }
 }
@@ -482,6 +556,8 @@ impl<'de> Visitor<'de> for LastWins<'_> {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let id = self.maps.get();
+        self.maps.set(id + 1);
         let mut out = Mapping::new();
         while let Some(k) = map.next_key_seed(self.at(self.path.clone()))? {
             let key = key_text(&k);
@@ -491,18 +567,149 @@ impl<'de> Visitor<'de> for LastWins<'_> {
                 format!("{}.{key}", self.path)
             };
             let v = map.next_value_seed(self.at(child))?;
-            if out.insert(k, v).is_some() {
-                self.duplicates.borrow_mut().push(DuplicateKey {
-                    parent: self.path.clone(),
-                    key,
-                });
+            if out.contains_key(&k) {
+                let mut found = self.duplicates.borrow_mut();
+                let mut index = self.index.borrow_mut();
+                match index.get(&(id, k.clone())) {
+                    Some(&i) => found[i].count += 1,
+                    None => {
+                        index.insert((id, k.clone()), found.len());
+                        found.push(Repeated {
+                            parent: self.path.clone(),
+                            key,
+                            key_value: k.clone(),
+                            map: id,
+                            count: 2,
+                        });
+                    }
+                }
             }
+            out.insert(k, v);
         }
         Ok(Value::Mapping(out))
     }
 
     fn visit_enum<A: de::EnumAccess<'de>>(self, data: A) -> Result<Value, A::Error> {
         // Only tags the reader keeps come here (`!foo`); the scan refuses them first.
+        let (tag, _): (String, _) = data.variant()?;
+        Err(de::Error::custom(format!("refused tag !{tag}")))
+    }
+}
+
+/// The message [`Find`] stops a reading with.
+const FOUND: &str = "spark-launch: the key sought";
+
+/// The key [`Find`] stops at.
+struct Target<'a> {
+    map: usize,
+    key: &'a Value,
+    occurrence: usize,
+}
+
+/// Reads a text as [`LastWins`] does (mappings numbered in the same order) without keeping
+/// anything, and stops with an error at the key [`Target`] names, inside the parser's reading
+/// of that key, so the error carries the key's place.
+struct Find<'a> {
+    maps: &'a Cell<usize>,
+    target: &'a Target<'a>,
+    /// Set while reading a key of the target's mapping: how many keys equal to the target's
+    /// it has met.
+    key_count: Option<&'a Cell<usize>>,
+}
+
+impl<'a> Find<'a> {
+    fn inner(&self) -> Find<'a> {
+        Find {
+            maps: self.maps,
+            target: self.target,
+            key_count: None,
+        }
+    }
+
+    fn scalar<E: de::Error>(&self, v: Value) -> Result<(), E> {
+        if let Some(count) = self.key_count
+            && v == *self.target.key
+        {
+            let n = count.get();
+            count.set(n + 1);
+            if n == self.target.occurrence {
+                return Err(E::custom(FOUND));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl<'de> DeserializeSeed<'de> for Find<'_> {
+    type Value = ();
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Find<'_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("any YAML value")
+    }
+
+    fn visit_bool<E: de::Error>(self, b: bool) -> Result<(), E> {
+        self.scalar(Value::Bool(b))
+    }
+
+    fn visit_i64<E: de::Error>(self, i: i64) -> Result<(), E> {
+        self.scalar(Value::Number(i.into()))
+    }
+
+    fn visit_u64<E: de::Error>(self, u: u64) -> Result<(), E> {
+        self.scalar(Value::Number(u.into()))
+    }
+
+    fn visit_f64<E: de::Error>(self, f: f64) -> Result<(), E> {
+        self.scalar(Value::Number(f.into()))
+    }
+
+    fn visit_str<E: de::Error>(self, s: &str) -> Result<(), E> {
+        self.scalar(Value::String(s.to_string()))
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
+        self.scalar(Value::Null)
+    }
+
+    fn visit_none<E: de::Error>(self) -> Result<(), E> {
+        self.scalar(Value::Null)
+    }
+
+    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        while seq.next_element_seed(self.inner())?.is_some() {}
+        Ok(())
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        let id = self.maps.get();
+        self.maps.set(id + 1);
+        let count = Cell::new(0);
+        let key_count = (id == self.target.map).then_some(&count);
+        while map
+            .next_key_seed(Find {
+                key_count,
+                ..self.inner()
+            })?
+            .is_some()
+        {
+            map.next_value_seed(self.inner())?;
+        }
+        Ok(())
+    }
+
+    fn visit_enum<A: de::EnumAccess<'de>>(self, data: A) -> Result<(), A::Error> {
         let (tag, _): (String, _) = data.variant()?;
         Err(de::Error::custom(format!("refused tag !{tag}")))
     }
@@ -583,8 +790,18 @@ mod tests {
         let r = read("a: 1\ndefaults:\n  port: 1\n  port: 2\na: 3\n").unwrap();
         assert_eq!(r.value["a"], Value::from(3));
         assert_eq!(r.value["defaults"]["port"], Value::from(2));
-        let paths: Vec<String> = r.duplicates.iter().map(DuplicateKey::path).collect();
-        assert_eq!(paths, ["defaults.port", "a"]);
+        let paths: Vec<(String, Vec<usize>)> = r
+            .duplicates
+            .iter()
+            .map(|d| (d.path(), d.lines.clone()))
+            .collect();
+        assert_eq!(
+            paths,
+            [
+                ("defaults.port".into(), vec![3, 4]),
+                ("a".into(), vec![1, 5])
+            ]
+        );
         // The first key keeps its place, as in a Python dict.
         let keys: Vec<&str> = r
             .value
@@ -594,6 +811,72 @@ mod tests {
             .filter_map(Value::as_str)
             .collect();
         assert_eq!(keys, ["a", "defaults"]);
+    }
+
+    #[test]
+    fn every_duplicate_key_is_found_on_its_lines_at_any_depth_and_in_flow_style() {
+        let text = "model: a
+defaults:
+  port: 1
+defaults:
+  port: 2
+  tp: 1
+  port: 3
+env: {A: 1, B: 2, A: 3}
+mods:
+  - x: 1
+    x: 2
+executor_config:
+  volumes:
+    a: 1
+    b: 2
+    a: 3
+    a: 4
+1: one
+\"1\": text one
+1: uno
+";
+        let r = read(text).unwrap();
+        let found: Vec<(String, Vec<usize>)> = r
+            .duplicates
+            .iter()
+            .map(|d| (d.path(), d.lines.clone()))
+            .collect();
+        assert_eq!(
+            found,
+            [
+                ("defaults.port".into(), vec![5, 7]),
+                ("defaults".into(), vec![2, 4]),
+                ("env.A".into(), vec![8, 8]),
+                ("mods[0].x".into(), vec![10, 11]),
+                ("executor_config.volumes.a".into(), vec![14, 16, 17]),
+                ("1".into(), vec![18, 20]),
+            ]
+        );
+        assert_eq!(r.value["defaults"]["port"], Value::from(3));
+        assert_eq!(r.value["env"]["A"], Value::from(3));
+    }
+
+    #[test]
+    fn many_duplicate_keys_are_read_fast_and_only_the_first_are_located() {
+        let small: String = (0..200).map(|i| format!("k{}: {i}\n", i / 2)).collect();
+        let r = fast(|| read(&small)).unwrap();
+        assert_eq!(r.duplicates.len(), 100);
+        assert_eq!(r.duplicates[0].lines, [1, 2]);
+        let located: usize = r.duplicates.iter().map(|d| d.lines.len()).sum();
+        assert_eq!(located, MAX_LOCATED);
+        let big: String = (0..20_000).map(|i| format!("k{}: {i}\n", i / 2)).collect();
+        let r = fast(|| read(&big)).unwrap();
+        assert_eq!(r.duplicates.len(), 10_000);
+        let located: usize = r.duplicates.iter().map(|d| d.lines.len()).sum();
+        assert!(located < MAX_LOCATED, "{located}");
+    }
+
+    #[test]
+    fn a_byte_order_mark_at_the_start_is_read_as_pyyaml_reads_it() {
+        let r = read("\u{feff}recipe_version: \"1\"\r\nname: x\r\n").unwrap();
+        assert_eq!(r.value["recipe_version"], Value::from("1"));
+        assert_eq!(r.value["name"], Value::from("x"));
     }
 
     #[test]

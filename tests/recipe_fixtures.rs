@@ -20,11 +20,12 @@ fn input(sets: &[&str]) -> RecipeInput {
             .collect(),
         user_env: BTreeMap::from([("HF_TOKEN".to_string(), "hf_fixture".to_string())]),
         gpus_per_node: 1,
+        ray: false,
     }
 }
 
 #[test]
-fn the_v1_fixture_reads_as_a_ray_launch_with_its_mod_from_the_checkout() {
+fn the_v1_fixture_reads_with_its_ray_flag_dropped_and_its_mod_from_the_checkout() {
     let path = format!("{EUGR}/recipes/demo-glm-flash-nvfp4.yaml");
     let launch = loader::load(&path, &[], &input(&[])).expect("the v1 fixture reads");
     assert_eq!(

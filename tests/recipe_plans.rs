@@ -43,6 +43,7 @@ fn input() -> RecipeInput {
         sets: Vec::new(),
         user_env: BTreeMap::from([("HOME".to_string(), "/home/tester".to_string())]),
         gpus_per_node: 1,
+        ray: false,
     }
 }
 
@@ -81,10 +82,21 @@ fn env_of(p: &Planned, i: usize) -> BTreeMap<String, String> {
 }
 
 #[test]
-fn the_v1_recipe_plans_ray_with_its_mod_in_both_containers() {
+fn the_v1_recipe_plans_natively_without_its_ray_flag_with_its_mod_in_both_containers() {
     let path = format!("{EUGR}/recipes/demo-glm-flash-nvfp4.yaml");
     let p = planned(&request(&path, None, PartialServe::default()));
     insta::assert_json_snapshot!(p.plan);
+    let LaunchPlan::Serve(s) = &p.plan else {
+        panic!("not a serving plan")
+    };
+    assert_eq!(s.mode, "native");
+    assert!(
+        p.warnings.iter().any(|w| w.ends_with(
+            "command: --distributed-executor-backend ray dropped, as eugr's runner does without --ray: vLLM runs in its native multi-node mode; give --ray to keep it"
+        )),
+        "{:?}",
+        p.warnings
+    );
     assert!(
         p.warnings
             .iter()

@@ -6,9 +6,11 @@
 //! recipe's own flags reach every rank, each mod's files are put into every container and its
 //! `run.sh` runs there before the engine (the tests read what it left behind with `docker
 //! exec`), a v2 env template is rendered per node (read inside each container), the derived
-//! fabric variables win over the recipe's; a missing mod, an unknown runtime and a mod file
+//! fabric variables win over the recipe's, its `pre_exec` commands run in every container
+//! before its mods and the engine; a missing mod, an unknown runtime and a mod file
 //! linking out of its registry (to the user's private key) are refused with exit 2 before
-//! anything starts, a failing mod fails the start showing its output, and the plan kept for
+//! anything starts, a failing mod or `pre_exec` command fails the start showing its output
+//! (the command named), and the plan kept for
 //! `supervise` holds the mods' digests, never their bytes.
 //! No GPUs here: `--gpus none`, and limits this machine allows.
 
@@ -297,6 +299,9 @@ min_nodes: 2
 max_nodes: 2
 mods:
   - sim-marker
+pre_exec:
+  - echo "pre_exec {served} on $VLLM_HOST_IP" > /tmp/sim-pre.txt
+  - test -s /tmp/sim-pre.txt && [[ ! -e /tmp/sim-marker.payload ]]
 defaults:
   port: 8000
   tensor_parallel: 2
@@ -400,6 +405,25 @@ fn a_v2_recipe_from_a_registry_renders_its_env_per_node_and_the_derived_fabric_w
             exec_in(&c, i, &name, &["cat", "/tmp/sim-marker.payload"]),
             "payload from the registry"
         );
+        // The recipe's pre_exec ran here with bash, rendered, before the mod (its second
+        // command checks the mod had not run yet) and before the engine.
+        assert_eq!(
+            exec_in(&c, i, &name, &["cat", "/tmp/sim-pre.txt"]),
+            format!("pre_exec tiny-v2 on {fabric}")
+        );
+        let log = container_log(&c.net, i, &name);
+        let order: Vec<usize> = [
+            "spark-launch: pre_exec[2] of 2: done",
+            "spark-launch: mod sim-marker: applied",
+            "vLLM API server version",
+        ]
+        .iter()
+        .map(|l| {
+            log.find(l)
+                .unwrap_or_else(|| panic!("n{i}: no `{l}` in {log}"))
+        })
+        .collect();
+        assert!(order.windows(2).all(|w| w[0] < w[1]), "n{i}: {log}");
     }
     let models = c.net.exec_user(
         1,
@@ -418,4 +442,39 @@ fn a_v2_recipe_from_a_registry_renders_its_env_per_node_and_the_derived_fabric_w
     assert!(!kept.contains("payload from the registry"), "{kept}");
     assert!(!kept.contains("sim-marker applied on"), "{kept}");
     remove_job(&c.net, job);
+
+    // A pre_exec command that fails stops the start, naming the command and the last lines it
+    // printed, and nothing stays behind.
+    put(
+        &c,
+        "reg/sim-recipes/tiny/sim-pre-broken.yaml",
+        &V2.replace(
+            "  - test -s /tmp/sim-pre.txt",
+            "  - \"echo 'patching /opt/x'; echo 'No such file: /opt/x/model.py' >&2; exit 4\"\n  - test -s /tmp/sim-pre.txt",
+        ),
+        0o644,
+    );
+    let job = "simprebroken";
+    let out = up(
+        &c,
+        &[
+            "sim-pre-broken",
+            "--registry",
+            &reg,
+            "--job",
+            job,
+            "-d",
+            "--timeout",
+            "120",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    assert!(
+        stderr(&out).contains(
+            "spark-launch: ERROR pre_exec[2] `echo 'patching /opt/x'; echo 'No such file: /opt/x/model.py' >&2; exit 4` failed (exit 4): patching /opt/x No such file: /opt/x/model.py"
+        ),
+        "{}",
+        describe(&out)
+    );
+    nothing_of(&c, &format!("sl-{job}-"));
 }

@@ -7,7 +7,7 @@
 use std::path::PathBuf;
 
 use super::args::NodeFlags;
-use super::cmd_serve::ServeFlags;
+use super::cmd_serve::{RayFlag, ServeFlags};
 use super::{CmdError, CmdResult, Context, Invalid, Outcome, print_json, print_out};
 use crate::launch_file::{self, FileSource, LaunchFile};
 use crate::profile::files::{FindError, find, user_profiles};
@@ -58,6 +58,9 @@ pub struct UpArgs {
     /// The container image, over the profile's or the recipe's.
     #[arg(long)]
     pub image: Option<String>,
+
+    #[command(flatten)]
+    pub ray: RayFlag,
 
     #[command(flatten)]
     pub serve: ServeFlags,
@@ -132,6 +135,7 @@ impl UpArgs {
             ..self.serve.ask()
         };
         ask.keep_recipe_env = Given::flag_opt(self.recipe_env.then_some(true), "--recipe-env");
+        ask.tuning.ray = self.ray.ray;
         ask
     }
 }

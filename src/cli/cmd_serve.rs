@@ -186,15 +186,23 @@ pub struct ModelArgs {
     pub port: Option<u16>,
 }
 
+/// `--ray`, for `vllm` and for `up`.
+#[derive(Debug, clap::Args)]
+pub struct RayFlag {
+    /// Use Ray (a Ray head on the head node, the others join) instead of vLLM's native
+    /// multi-node mode; with `up`, also keep the Ray executor of an eugr (v1) recipe, which
+    /// eugr's runner drops unless given --ray.
+    #[arg(long)]
+    pub ray: bool,
+}
+
 #[derive(Debug, clap::Args)]
 pub struct VllmArgs {
     #[command(flatten)]
     pub model: ModelArgs,
 
-    /// Use Ray (a Ray head on the head node, the others join) instead of vLLM's native
-    /// multi-node mode.
-    #[arg(long)]
-    pub ray: bool,
+    #[command(flatten)]
+    pub ray: RayFlag,
 
     /// The rendezvous port of the native mode (on the head).
     #[arg(long, default_value_t = vllm::DEFAULT_MASTER_PORT, value_name = "PORT", value_parser = limits::parse_port)]
@@ -398,7 +406,7 @@ pub async fn run(command: ServeCommand, ctx: &Context) -> CmdResult {
                 &a.serve,
                 &a.extra,
                 EngineOptions {
-                    ray: a.ray,
+                    ray: a.ray.ray,
                     rendezvous_port: Some(a.master_port),
                     ray_port: Some(a.ray_port),
                     ..EngineOptions::default()

@@ -45,27 +45,7 @@ fn meaningful(line: &str) -> bool {
 /// be followed).
 pub fn line_of(text: &str, path: &[Seg]) -> usize {
     let lines: Vec<&str> = text.lines().collect();
-    follow(&lines, path).line
-}
-
-/// Every 1-based line where `key` is written in the block mapping at `parent` (a key given
-/// twice is on two lines); empty when the mapping is not written in block style.
-pub fn key_lines(text: &str, parent: &[Seg], key: &str) -> Vec<usize> {
-    let lines: Vec<&str> = text.lines().collect();
-    let f = follow(&lines, parent);
-    if !f.complete {
-        return Vec::new();
-    }
-    let Some(bi) = (f.start..f.end)
-        .find(|&i| meaningful(lines[i]))
-        .map(|i| indent(lines[i]))
-    else {
-        return Vec::new();
-    };
-    (f.start..f.end)
-        .filter(|&i| meaningful(lines[i]) && indent(lines[i]) == bi && is_key(lines[i], key))
-        .map(|i| i + 1)
-        .collect()
+    follow(&lines, path)
 }
 
 /// Whether `line` writes `key:` (plain or double-quoted, after any `- `).
@@ -80,22 +60,13 @@ fn is_key(line: &str, key: &str) -> bool {
     t.starts_with(&format!("\"{key}\""))
 }
 
-/// Where following a path ended: the line of the last segment found, the block of lines
-/// that segment's value spans, and whether every segment was found.
-struct Followed {
-    line: usize,
-    start: usize,
-    end: usize,
-    complete: bool,
-}
-
-fn follow(lines: &[&str], path: &[Seg]) -> Followed {
+/// The 1-based line of the last segment of `path` found.
+fn follow(lines: &[&str], path: &[Seg]) -> usize {
     // The block we search: lines [start, end) at indentation > parent_indent.
     let mut start = 0usize;
     let mut end = lines.len();
     let mut min_indent: Option<usize> = None;
     let mut found_line = 1usize;
-    let mut found = 0usize;
     for seg in path {
         let mut hit = None;
         match seg {
@@ -162,14 +133,8 @@ fn follow(lines: &[&str], path: &[Seg]) -> Followed {
         }
         start = i + 1;
         end = j;
-        found += 1;
     }
-    Followed {
-        line: found_line,
-        start,
-        end,
-        complete: found == path.len(),
-    }
+    found_line
 }
 
 #[cfg(test)]

@@ -35,15 +35,12 @@ pub(super) fn load<'a>(file: &'a str, text: &'a str) -> Result<RecipeDoc<'a>, Re
         .duplicates
         .iter()
         .map(|d| {
-            let lines = locate::key_lines(text, &locate::parse_path(&d.parent), &d.key);
-            let place = match lines.as_slice() {
-                [] | [_] => String::new(),
-                [first, .., last] => format!(" (lines {first} and {last})"),
-            };
             RecipeWarning::new(
                 d.path(),
                 format!(
-                    "given more than once{place}: the last value is used, as the recipe runners (PyYAML) read it"
+                    "given {}{}: the last value is used, as the recipe runners (PyYAML) read it",
+                    times(d.lines.len().max(2)),
+                    place(&d.lines)
                 ),
             )
         })
@@ -63,6 +60,32 @@ pub(super) fn load<'a>(file: &'a str, text: &'a str) -> Result<RecipeDoc<'a>, Re
         _ => Err(RecipeErrors::one(
             RecipeError::new(file, "", "a recipe is a YAML mapping of fields").at(Some(1)),
         )),
+    }
+}
+
+/// "more than once", "3 times".
+fn times(n: usize) -> String {
+    if n == 2 {
+        "more than once".into()
+    } else {
+        format!("{n} times")
+    }
+}
+
+/// Where a duplicate key is written: " (lines 8 and 19)", " (twice on line 3)", or nothing
+/// when its lines are not known.
+fn place(lines: &[usize]) -> String {
+    match lines {
+        [] | [_] => String::new(),
+        [a, b] if a == b => format!(" (twice on line {a})"),
+        [a, b] => format!(" (lines {a} and {b})"),
+        [rest @ .., last] => format!(
+            " (lines {} and {last})",
+            rest.iter()
+                .map(usize::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
     }
 }
 

@@ -1,7 +1,7 @@
 //! What a recipe asks spark-launch to run, engine-neutral: the engine, image, model and
 //! revision, tp/pp and the nodes they fill, the engine's words as the recipe says them, the
-//! environment (per-node templates kept as templates), the mods as folders, Ray or not, and
-//! every warning. The serving planner turns it into a job; nothing here plans. Also whether a
+//! environment (per-node templates kept as templates), the commands to run first (`pre_exec`),
+//! the mods as folders, Ray or not, and every warning. The serving planner turns it into a job; nothing here plans. Also whether a
 //! cluster of N nodes can take it. Pure.
 
 use std::collections::BTreeMap;
@@ -55,6 +55,10 @@ pub struct RecipeLaunch {
     pub argv: Vec<String>,
     pub command: CommandSource,
     pub env: RecipeEnv,
+    /// v2 `pre_exec`: commands run in every container before its mods and its engine,
+    /// rendered.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub pre_exec: Vec<String>,
     /// Resolved mod folders, in the recipe's order.
     pub mods: Vec<RecipeMod>,
     /// vLLM over Ray (`--distributed-executor-backend ray`, or a `vllm-ray`/`eugr-vllm` runtime).
@@ -131,6 +135,7 @@ mod tests {
             argv: vec![],
             command: CommandSource::Recipe,
             env: RecipeEnv::default(),
+            pre_exec: vec![],
             mods: vec![],
             ray: false,
             api_key: Secret::new("sk-1"),

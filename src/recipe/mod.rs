@@ -57,6 +57,9 @@ pub struct RecipeInput {
     pub user_env: BTreeMap<String, String>,
     /// GPUs per node (1 on a DGX Spark; 0 reads as 1).
     pub gpus_per_node: u32,
+    /// `--ray`: keep a v1 recipe's Ray executor, which eugr's runner drops unless given
+    /// `--ray`.
+    pub ray: bool,
 }
 
 /// A recipe read from its file, either format.

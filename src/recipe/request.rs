@@ -3,7 +3,8 @@
 //! recipe's; its engine line is split by the engine (`engines::split_recipe_args`) into the
 //! words kept verbatim, in order, and the flags the engine writes itself, whose values become
 //! options (port, rendezvous, served name) or are dropped with a warning (ranks, the head's
-//! address); its environment and mods travel as the request's [`RecipePart`]. What the user
+//! address); its environment, `pre_exec` commands and mods travel as the request's
+//! [`RecipePart`]. What the user
 //! typed beside `up` is laid over it by `workload::partial::layer`, which names both values
 //! where a flag contradicts the recipe (`--tp 4` over the recipe's 2). Pure.
 
@@ -80,6 +81,7 @@ pub fn ask(launch: &RecipeLaunch, mods: Vec<ModFiles>) -> Result<PartialServe, R
         served_name,
         env,
         keep_env: false,
+        pre_exec: launch.pre_exec.clone(),
         mods,
         warnings,
     };

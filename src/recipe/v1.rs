@@ -2,8 +2,11 @@
 //! `command`, `defaults`, `env`, `mods`, `model`, `cluster_only`/`solo_only`, `build_args`),
 //! read as its `run-recipe.py` reads them. The command is a Python `str.format` template over
 //! `defaults` with `--set` on top; `env` values are text, never templates; the engine line
-//! says tp, pp, the model and Ray. DocFields eugr's runner ignores are ignored here too, said in
-//! a warning; `build_args` (building eugr's images) is not done here, also said. Pure.
+//! says tp, pp and the model. Ray as eugr's runner runs it: a recipe's
+//! `--distributed-executor-backend` is dropped (vLLM's native multi-node mode) unless `--ray`
+//! is given, and a `solo_only` recipe runs solo (one node, `tensor_parallel` 1 unless `--set`,
+//! no executor), each said in a warning. Fields eugr's runner ignores are ignored here too,
+//! said in a warning; `build_args` (building eugr's images) is not done here, also said. Pure.
 
 use std::collections::BTreeMap;
 
@@ -148,7 +151,11 @@ impl RecipeV1 {
         mods: Vec<RecipeMod>,
     ) -> Result<RecipeLaunch, RecipeErrors> {
         let mut warnings = self.warnings.clone();
-        let params = sets::apply(&self.file, &self.defaults, &input.sets).map_err(RecipeErrors)?;
+        let mut params =
+            sets::apply(&self.file, &self.defaults, &input.sets).map_err(RecipeErrors)?;
+        if self.solo_only {
+            self.solo_tp(input, &mut params, &mut warnings);
+        }
         let (rendered, mut used) = pyformat::format_used(&self.command, &params)
             .map_err(|e| self.error("command", e.to_string()))?;
         let words = words::split(&rendered).map_err(|e| self.error("command", e.to_string()))?;
@@ -167,6 +174,7 @@ impl RecipeV1 {
         let mut argv = words.argv.clone();
         let api_key = engine_line::take_api_key(&mut argv);
         let facts = engine_line::facts(engine, &argv, start);
+        let ray = self.ray(&facts, input, &mut warnings);
         used.extend(shape::keys_read(&facts));
         warnings.extend(sets::warnings(&input.sets, &self.defaults, &used));
         let model = self.model_of(&facts, &mut warnings)?;
@@ -215,13 +223,68 @@ impl RecipeV1 {
             argv,
             command: CommandSource::Recipe,
             env,
+            pre_exec: Vec::new(),
             mods,
-            ray: facts.ray,
+            ray,
             api_key: api_key.and_then(Secret::new),
             executor_config: BTreeMap::new(),
             min_sparkrun_version: None,
             warnings,
         })
+    }
+
+    /// A `solo_only` recipe runs solo, and eugr's runner runs solo with `tensor_parallel` 1
+    /// unless the user gives one: the recipe's own default (say 2) is not what runs.
+    fn solo_tp(
+        &self,
+        input: &RecipeInput,
+        params: &mut BTreeMap<String, Value>,
+        warnings: &mut Vec<RecipeWarning>,
+    ) {
+        const KEY: &str = "tensor_parallel";
+        if input.sets.iter().any(|s| s.path.trim() == KEY) {
+            return;
+        }
+        let one = Value::Number(1.into());
+        let was = params.insert(KEY.into(), one.clone());
+        if let Some(was) = was.filter(|v| python_str(v) != python_str(&one)) {
+            warnings.push(RecipeWarning::new(
+                "solo_only",
+                format!(
+                    "the recipe runs solo (one node), so tensor_parallel {} becomes 1, as eugr's runner runs a solo recipe (--set tensor_parallel=N gives another)",
+                    python_str(&was)
+                ),
+            ));
+        }
+    }
+
+    /// Ray as eugr's runner decides it: only with `--ray`, and never solo. The recipe's
+    /// executor flag is dropped otherwise (the engine's native multi-node mode runs), said
+    /// when it asked for Ray.
+    fn ray(
+        &self,
+        facts: &LineFacts,
+        input: &RecipeInput,
+        warnings: &mut Vec<RecipeWarning>,
+    ) -> bool {
+        if !facts.ray {
+            return false;
+        }
+        if self.solo_only {
+            warnings.push(RecipeWarning::new(
+                "command",
+                "--distributed-executor-backend ray dropped: a solo_only recipe runs on one node, with no Ray, as eugr's runner runs it",
+            ));
+            return false;
+        }
+        if !input.ray {
+            warnings.push(RecipeWarning::new(
+                "command",
+                "--distributed-executor-backend ray dropped, as eugr's runner does without --ray: vLLM runs in its native multi-node mode; give --ray to keep it",
+            ));
+            return false;
+        }
+        true
     }
 
     /// The model the engine loads: the command's; the recipe's `model` when the command names
@@ -321,13 +384,64 @@ command: |
             Some("0123456789abcdef0123456789abcdef01234567")
         );
         assert_eq!((l.tp, l.pp, l.nodes), (2, 1, 2));
-        assert!(l.ray, "--distributed-executor-backend ray means Ray");
         assert_eq!(l.node_bounds, NodeBounds { min: 2, max: None });
         assert_eq!(
             l.argv.last().unwrap(),
             "{\"method\":\"mtp\",\"num_speculative_tokens\":3}"
         );
         assert!(l.argv.contains(&"0.85".to_string()));
+    }
+
+    #[test]
+    fn the_ray_executor_is_dropped_as_eugrs_runner_drops_it_unless_ray_is_given() {
+        let l = v1(RECIPE).build(&input(&[]), vec![]).unwrap();
+        assert!(!l.ray, "eugr's runner runs without Ray unless --ray");
+        let said: Vec<String> = l
+            .warnings
+            .iter()
+            .filter(|w| w.field == "command")
+            .map(|w| w.to_string())
+            .collect();
+        assert_eq!(
+            said,
+            [
+                "command: --distributed-executor-backend ray dropped, as eugr's runner does without --ray: vLLM runs in its native multi-node mode; give --ray to keep it"
+            ]
+        );
+        let with_ray = RecipeInput {
+            ray: true,
+            ..input(&[])
+        };
+        let l = v1(RECIPE).build(&with_ray, vec![]).unwrap();
+        assert!(l.ray, "--ray keeps the recipe's Ray");
+        assert!(!l.warnings.iter().any(|w| w.field == "command"));
+    }
+
+    #[test]
+    fn a_solo_only_recipe_runs_solo_with_tensor_parallel_one_and_no_ray() {
+        // The shape of eugr's gemma4-26b-a4b-nvfp4.yaml (358bf26): solo_only with
+        // tensor_parallel: 2 and the Ray executor in the command.
+        let text = RECIPE
+            .replace("cluster_only: true", "solo_only: true")
+            .replace("mods:\n  - mods/fix-demo\n", "");
+        for ray in [false, true] {
+            let asked = RecipeInput { ray, ..input(&[]) };
+            let l = v1(&text).build(&asked, vec![]).unwrap();
+            assert_eq!((l.tp, l.nodes, l.ray), (1, 1, false));
+            assert!(l.argv.windows(2).any(|w| w == ["-tp", "1"]), "{:?}", l.argv);
+            let said: Vec<String> = l.warnings.iter().map(|w| w.to_string()).collect();
+            for expected in [
+                "solo_only: the recipe runs solo (one node), so tensor_parallel 2 becomes 1, as eugr's runner runs a solo recipe (--set tensor_parallel=N gives another)",
+                "command: --distributed-executor-backend ray dropped: a solo_only recipe runs on one node, with no Ray, as eugr's runner runs it",
+            ] {
+                assert!(said.iter().any(|w| w == expected), "{said:?}");
+            }
+        }
+        // A tensor_parallel the user sets is kept, and sizes the job as it asks.
+        let e = v1(&text)
+            .build(&input(&["tensor_parallel=2"]), vec![])
+            .unwrap_err();
+        assert_eq!(e.0[0].field, "max_nodes");
     }
 
     #[test]

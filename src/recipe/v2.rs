@@ -1,12 +1,14 @@
 //! Format v2: sparkrun's recipes (spark-arena/recipe-registry and community registries;
 //! `recipe_version: "2"`; `model`, `model_revision`, `runtime`, `container`, `min_nodes`,
-//! `max_nodes`, `defaults`, `env`, `command`, `mods`, `executor_config`,
+//! `max_nodes`, `defaults`, `env`, `command`, `pre_exec`, `mods`, `executor_config`,
 //! `min_sparkrun_version`), read as sparkrun reads them: the command's `{key}` placeholders
 //! substituted until stable from `defaults` (+ `--set`), `{model}` and `{model_revision}`; no
-//! command means the runtime's flag table builds one; `env` templates rendered per node.
-//! DocFields that change what runs and are not done here (`pre_exec`, `include`, `overrides`, …)
-//! refuse the recipe by name; fields that only follow serving (`post_exec`, …) are warned
-//! about; unknown fields refuse a recipe that asks for a newer sparkrun. Pure.
+//! command means the runtime's flag table builds one; `env` templates rendered per node;
+//! `pre_exec` commands (a list, or one text) rendered as the command is, to run in every
+//! container before the mods and the engine. Fields that change what runs and are not done
+//! here (`include`, `overrides`, …) refuse the recipe by name; fields that only follow serving
+//! (`post_exec`, …) are warned about; unknown fields refuse a recipe that asks for a newer
+//! sparkrun. Pure.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -39,14 +41,16 @@ pub struct RecipeV2 {
     pub defaults: BTreeMap<String, Value>,
     pub env: BTreeMap<String, Value>,
     pub command: Option<String>,
+    /// `pre_exec`, as written.
+    pub pre_exec: Vec<String>,
     pub mods: Vec<String>,
     pub executor_config: BTreeMap<String, Value>,
     pub min_sparkrun_version: Option<String>,
     pub warnings: Vec<RecipeWarning>,
 }
 
-/// DocFields read here.
-const FIELDS: [&str; 22] = [
+/// Fields read here.
+const FIELDS: [&str; 23] = [
     "recipe_version",
     "sparkrun_version",
     "name",
@@ -64,6 +68,7 @@ const FIELDS: [&str; 22] = [
     "defaults",
     "env",
     "command",
+    "pre_exec",
     "mods",
     "executor_config",
     "metadata",
@@ -71,12 +76,8 @@ const FIELDS: [&str; 22] = [
     "min_sparkrun_version",
 ];
 
-/// DocFields that change what runs and that spark-launch does not do: the recipe is refused.
-const REFUSED: [(&str, &str); 6] = [
-    (
-        "pre_exec",
-        "commands run in every container before the engine are not supported yet; put them in a mod's run.sh (mods:)",
-    ),
+/// Fields that change what runs and that spark-launch does not do: the recipe is refused.
+const REFUSED: [(&str, &str); 5] = [
     (
         "include",
         "recipes built from other recipes are not supported yet; write the fields out",
@@ -99,7 +100,7 @@ const REFUSED: [(&str, &str); 6] = [
     ),
 ];
 
-/// DocFields that do not change what serves: warned about, not applied.
+/// Fields that do not change what serves: warned about, not applied.
 const NOT_APPLIED: [(&str, &str); 6] = [
     (
         "post_exec",
@@ -144,6 +145,7 @@ pub(super) fn parse(doc: &RecipeDoc, stem: &str) -> Result<RecipeV2, RecipeError
     let defaults = common::text_keyed(&mut f, doc, "defaults");
     let env = common::text_keyed(&mut f, doc, "env");
     let command = f.text("command").filter(|c| !c.trim().is_empty());
+    let pre_exec = pre_exec(doc, &mut f.errors);
     let mods = f.texts("mods");
     let executor_config = common::text_keyed(&mut f, doc, "executor_config");
     let min_version = f.text("min_sparkrun_version");
@@ -208,11 +210,55 @@ pub(super) fn parse(doc: &RecipeDoc, stem: &str) -> Result<RecipeV2, RecipeError
         defaults,
         env,
         command,
+        pre_exec,
         mods,
         executor_config,
         min_sparkrun_version: min_version,
         warnings,
     })
+}
+
+/// `pre_exec` as sparkrun takes it: a list of commands, or one command as a text. A `copy`
+/// entry (files put into the container) is refused with a mod as the fix; anything else that
+/// is not a command is an error at its place.
+fn pre_exec(doc: &RecipeDoc, errors: &mut Vec<RecipeError>) -> Vec<String> {
+    let Some(v) = doc.get("pre_exec") else {
+        return Vec::new();
+    };
+    let items = match v {
+        Value::String(s) => return vec![s.clone()],
+        Value::Sequence(items) => items,
+        other => {
+            errors.push(doc.error(
+                "pre_exec",
+                format!(
+                    "expected a list of commands, found {}",
+                    super::pyvalue::kind(other)
+                ),
+            ));
+            return Vec::new();
+        }
+    };
+    let mut out = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        let field = format!("pre_exec[{i}]");
+        match item {
+            Value::String(s) => out.push(s.clone()),
+            Value::Number(_) | Value::Bool(_) => out.push(python_str(item)),
+            Value::Mapping(m) if m.contains_key("copy") => errors.push(
+                doc.error(
+                    &field,
+                    "a copy entry (files put into the container) is not supported yet",
+                )
+                .fix("put the files in a mod (a folder with run.sh) and name it under mods:"),
+            ),
+            other => errors.push(doc.error(
+                &field,
+                format!("expected a command, found {}", super::pyvalue::kind(other)),
+            )),
+        }
+    }
+    out
 }
 
 /// Refused, not-applied and unknown fields.
@@ -358,6 +404,7 @@ impl RecipeV2 {
             &self.model,
             revision.as_deref(),
         )?;
+        let pre_exec = self.pre_exec(&chain, &mut warnings, &mut used)?;
         let mut env = self.env(&chain, &input.user_env, &mut warnings, &mut used)?;
         warnings.extend(sets::warnings(&input.sets, &self.defaults, &used));
         common::command_assignments(&assignments, &mut env, &mut warnings);
@@ -381,6 +428,7 @@ impl RecipeV2 {
             argv,
             command: source,
             env,
+            pre_exec,
             mods,
             ray,
             api_key: api_key.and_then(Secret::new),
@@ -535,6 +583,41 @@ impl RecipeV2 {
             }
             Some(r) => r,
             None => asked,
+        }
+    }
+
+    /// The `pre_exec` commands rendered as sparkrun renders them (the command's `{key}`
+    /// substitution over the same config); each a field of its own in errors. sparkrun gives
+    /// its hooks `SPARKRUN_*` variables that spark-launch does not set: a command that reads
+    /// one is warned about.
+    fn pre_exec(
+        &self,
+        chain: &BTreeMap<String, Value>,
+        warnings: &mut Vec<RecipeWarning>,
+        used: &mut BTreeSet<String>,
+    ) -> Result<Vec<String>, RecipeErrors> {
+        let mut out = Vec::new();
+        let mut errors = Vec::new();
+        for (i, command) in self.pre_exec.iter().enumerate() {
+            let field = format!("pre_exec[{i}]");
+            match substitute::render_used(command, chain) {
+                Ok((rendered, keys)) => {
+                    used.extend(keys);
+                    if rendered.contains("SPARKRUN_") {
+                        warnings.push(RecipeWarning::new(
+                            field,
+                            "reads a SPARKRUN_* variable, which sparkrun sets for its hooks and spark-launch does not: it is empty here",
+                        ));
+                    }
+                    out.push(rendered);
+                }
+                Err(e) => errors.push(self.error(&field, e.to_string())),
+            }
+        }
+        if errors.is_empty() {
+            Ok(out)
+        } else {
+            Err(RecipeErrors(errors))
         }
     }
 
@@ -731,15 +814,50 @@ command: |
     }
 
     #[test]
-    fn pre_exec_is_refused_and_post_hooks_are_warned_about() {
-        let text = "recipe_version: \"2\"\nmodel: org/demo\npre_exec:\n  - pip install x\npost_exec:\n  - echo hi\n";
-        let Err(e) = parse_recipe("r.yaml", "r", text) else {
-            panic!("pre_exec accepted")
+    fn pre_exec_commands_are_rendered_as_the_command_is_and_post_hooks_are_warned_about() {
+        let text = "recipe_version: \"2\"\nmodel: org/demo\ndefaults:\n  patch: fix-{model}\npre_exec:\n  - pip install x\n  - python3 /opt/{patch}.py --keep {unknown}\npost_exec:\n  - echo hi\ncommand: vllm serve {model}\n";
+        let r = v2(text);
+        assert!(r.warnings.iter().any(|w| w.field == "post_exec"));
+        let l = r.build(&input(), vec![]).unwrap();
+        assert_eq!(
+            l.pre_exec,
+            [
+                "pip install x",
+                "python3 /opt/fix-org/demo.py --keep {unknown}"
+            ]
+        );
+        // One text is one command; `--set` reaches it.
+        let one = "recipe_version: \"2\"\nmodel: org/demo\ndefaults:\n  v: 1\npre_exec: echo {v} $SPARKRUN_NODE_RANK\ncommand: vllm serve {model}\n";
+        let with_set = RecipeInput {
+            sets: vec!["v=2".parse().unwrap()],
+            ..input()
         };
-        assert_eq!(e.0[0].field, "pre_exec");
-        assert_eq!(e.0[0].line, Some(3));
-        let ok = "recipe_version: \"2\"\nmodel: org/demo\npost_exec:\n  - echo hi\n";
-        assert!(v2(ok).warnings.iter().any(|w| w.field == "post_exec"));
+        let l = v2(one).build(&with_set, vec![]).unwrap();
+        assert_eq!(l.pre_exec, ["echo 2 $SPARKRUN_NODE_RANK"]);
+        assert!(
+            l.warnings
+                .iter()
+                .any(|w| w.field == "pre_exec[0]" && w.message.contains("SPARKRUN_")),
+            "{:?}",
+            l.warnings
+        );
+        assert!(!l.warnings.iter().any(|w| w.field.starts_with("--set")));
+    }
+
+    #[test]
+    fn a_pre_exec_entry_that_is_not_a_command_is_refused_at_its_line() {
+        let text = "recipe_version: \"2\"\nmodel: org/demo\npre_exec:\n  - echo ok\n  - copy: ./patches\n    dest: /workspace/p\n  - [a, b]\n";
+        let Err(e) = parse_recipe("r.yaml", "r", text) else {
+            panic!("accepted")
+        };
+        let said: Vec<String> = e.0.iter().map(|e| e.to_string()).collect();
+        assert_eq!(
+            said,
+            [
+                "r.yaml:5: pre_exec[1]: a copy entry (files put into the container) is not supported yet; put the files in a mod (a folder with run.sh) and name it under mods:",
+                "r.yaml:7: pre_exec[2]: expected a command, found a list"
+            ]
+        );
     }
 
     #[test]

@@ -247,6 +247,12 @@ pub fn layer(file: PartialServe, flags: PartialServe) -> Result<ServeRequest, La
     let model = l
         .pick(file.model, flags.model, shown)
         .ok_or(LayerError::NoModel)?;
+    if flags.tuning.ray && !engine.engine().ray() {
+        l.warnings.push(format!(
+            "--ray is not used: {} runs no Ray",
+            engine.engine().title()
+        ));
+    }
     // A job named by `--job` over a file's name is what the flag is for: no warning.
     let job = flags
         .job

@@ -2,9 +2,12 @@
 //! (`recipe::request` builds it): the recipe's environment, rendered per node and merged
 //! under what spark-launch sets itself (the fabric variables derived per node, the staging's
 //! `HF_HOME`/`HF_HUB_OFFLINE` win over a recipe's different value, with a warning naming both,
-//! unless `--recipe-env`), its mods (their files put into every container before it starts,
-//! each `run.sh` run before the engine, once per container), the served name it asks for, and
-//! its name and warnings for the plan.
+//! unless `--recipe-env`), its `pre_exec` commands (run in every container first, each with
+//! `bash -c` as sparkrun runs them, in order, the first that fails stopping the container with
+//! the command and the tail of its output named), its mods (their files put into every
+//! container before it starts, each `run.sh` run after the `pre_exec` commands and before the
+//! engine — sparkrun runs a recipe's mods as `pre_exec` entries after its own — once per
+//! container), the served name it asks for, and its name and warnings for the plan.
 //!
 //! The engine's own line is the engine's (`engines::split_recipe_args`); nothing here looks
 //! at it. Pure: the part and the node in, the container changed.
@@ -105,6 +108,44 @@ done
 exec "$@"
 "#;
 
+/// The script every container of a recipe with `pre_exec` starts with: its arguments are the
+/// count of commands, the commands, then the rest of the container's command. Each command runs
+/// with `bash -c` in the container's working folder, in order; its output is kept until it
+/// ends, then goes to the container's log after an `ERROR` line when it failed, so that the
+/// line a failed start shows first names the command and the last lines it printed. Commands
+/// run once per container (a restarted container does not run them again), then the rest.
+const PRE_EXEC_SH: &str = r#"set -u
+n=$1
+shift
+if [ -e /tmp/.spark-launch-pre-exec-done ]; then
+  echo "spark-launch: pre_exec: already run in this container"
+  shift "$n"
+  exec "$@"
+fi
+i=1
+while [ "$i" -le "$n" ]; do
+  cmd=$1
+  shift
+  echo "spark-launch: pre_exec[$i] of $n: running"
+  out="/tmp/spark-launch-pre-exec-$i.log"
+  bash -c "$cmd" >"$out" 2>&1
+  rc=$?
+  if [ "$rc" != 0 ]; then
+    shown=$(printf '%s' "$cmd" | tr '
+' ' ' | head -c 120)
+    echo "spark-launch: ERROR pre_exec[$i] \`$shown\` failed (exit $rc): $(tail -n 3 "$out" | tr '
+' ' ')"
+    cat "$out"
+    exit 1
+  fi
+  cat "$out"
+  echo "spark-launch: pre_exec[$i] of $n: done"
+  i=$((i + 1))
+done
+touch /tmp/.spark-launch-pre-exec-done
+exec "$@"
+"#;
+
 /// A recipe's part of a serving request.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RecipePart {
@@ -120,6 +161,8 @@ pub struct RecipePart {
     pub env: RecipeEnv,
     /// `--recipe-env`: the recipe's value wins over what spark-launch derives.
     pub keep_env: bool,
+    /// Commands run in every container before its mods and its engine (v2 `pre_exec`).
+    pub pre_exec: Vec<String>,
     pub mods: Vec<ModFiles>,
     /// What the recipe does differently here, said before it runs.
     pub warnings: Vec<String>,
@@ -135,6 +178,9 @@ pub struct RecipeSummary {
     /// each container's `env` holds the values on its node.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub env: BTreeMap<String, String>,
+    /// The `pre_exec` commands, in the order every container runs them, before the mods.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pre_exec: Vec<String>,
     /// The mods, in the order they run, each in `/workspace/mods/NAME`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub mods: Vec<String>,
@@ -162,6 +208,7 @@ impl RecipePart {
             file: self.file.clone(),
             format: self.format,
             env,
+            pre_exec: self.pre_exec.clone(),
             mods: self.mods.iter().map(|m| m.name.clone()).collect(),
             warnings: self.warnings.clone(),
         }
@@ -264,6 +311,24 @@ pub fn add_mods(mods: &[ModFiles], spec: &mut ContainerSpec) {
         MODS_SH.to_string(),
         "spark-launch-mods".to_string(),
     ];
+    command.append(&mut spec.command);
+    spec.command = command;
+}
+
+/// Makes the container run `commands` (a recipe's `pre_exec`), in order, before the rest of its
+/// command — the mods' script and the engine when [`add_mods`] ran first.
+pub fn add_pre_exec(commands: &[String], spec: &mut ContainerSpec) {
+    if commands.is_empty() {
+        return;
+    }
+    let mut command = vec![
+        "sh".to_string(),
+        "-c".to_string(),
+        PRE_EXEC_SH.to_string(),
+        "spark-launch-pre-exec".to_string(),
+        commands.len().to_string(),
+    ];
+    command.extend(commands.iter().cloned());
     command.append(&mut spec.command);
     spec.command = command;
 }
@@ -391,6 +456,107 @@ mod tests {
     }
 
     #[test]
+    fn pre_exec_commands_run_first_then_the_mods_then_the_engine() {
+        let mut s = spec();
+        let m = ModFiles {
+            name: "fix-a".into(),
+            reference: "mods/fix-a".into(),
+            files: vec![ModFile {
+                path: "run.sh".into(),
+                mode: 0o755,
+                bytes: b"#!/bin/sh\n".to_vec(),
+            }],
+        };
+        add_mods(std::slice::from_ref(&m), &mut s);
+        let commands = vec!["pip install x".to_string(), "python3 /opt/p.py".to_string()];
+        add_pre_exec(&commands, &mut s);
+        assert_eq!(s.command[..2], ["sh", "-c"]);
+        assert_eq!(
+            s.command[3..7],
+            [
+                "spark-launch-pre-exec",
+                "2",
+                "pip install x",
+                "python3 /opt/p.py"
+            ]
+        );
+        assert_eq!(s.command[7..9], ["sh", "-c"]);
+        assert_eq!(
+            s.command[10..],
+            ["spark-launch-mods", "vllm", "serve", "/m"]
+        );
+        let mut none = spec();
+        add_pre_exec(&[], &mut none);
+        assert_eq!(none.command, ["vllm", "serve", "/m"]);
+    }
+
+    /// Runs the script with this machine's `sh` and `bash`, as a container would (its files in a
+    /// folder of the test's instead of the container's /tmp): the commands in order, once,
+    /// then the rest; a failure stops it naming the command and its output's tail.
+    #[test]
+    fn the_pre_exec_script_runs_each_command_once_and_a_failure_names_it_with_its_output() {
+        let has_bash = std::process::Command::new("bash")
+            .args(["-c", "true"])
+            .status()
+            .is_ok_and(|s| s.success());
+        if !has_bash {
+            eprintln!("skip: no bash on this machine");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("log");
+        let run = |commands: &[&str]| {
+            let mut s = spec();
+            s.command = vec![
+                "sh".into(),
+                "-c".into(),
+                format!("echo engine >> {}", log.display()),
+            ];
+            let commands: Vec<String> = commands.iter().map(|c| c.to_string()).collect();
+            add_pre_exec(&commands, &mut s);
+            s.command[2] = s.command[2].replace("/tmp/", &format!("{}/", dir.path().display()));
+            std::process::Command::new(&s.command[0])
+                .args(&s.command[1..])
+                .current_dir(dir.path())
+                .output()
+                .unwrap()
+        };
+        let ok = [
+            format!("echo one >> {}", log.display()),
+            format!("[[ -n x ]] && echo two >> {}", log.display()),
+        ];
+        let ok: Vec<&str> = ok.iter().map(String::as_str).collect();
+        let out = run(&ok);
+        assert!(out.status.success(), "{out:?}");
+        assert_eq!(std::fs::read_to_string(&log).unwrap(), "one\ntwo\nengine\n");
+        // Started again in the same container: the commands are not run twice.
+        let out = run(&ok);
+        assert!(out.status.success(), "{out:?}");
+        assert!(String::from_utf8_lossy(&out.stdout).contains("already run"));
+        assert_eq!(
+            std::fs::read_to_string(&log).unwrap(),
+            "one\ntwo\nengine\nengine\n"
+        );
+        std::fs::remove_file(dir.path().join(".spark-launch-pre-exec-done")).unwrap();
+        std::fs::remove_file(&log).unwrap();
+        let out = run(&[
+            "echo fine",
+            "echo first; echo 'no module named x' >&2; exit 7",
+            "echo never",
+        ]);
+        assert_eq!(out.status.code(), Some(1));
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(
+            crate::workload::readiness::first_error(&text).as_deref(),
+            Some(
+                "spark-launch: ERROR pre_exec[2] `echo first; echo 'no module named x' >&2; exit 7` failed (exit 7): first no module named x"
+            )
+        );
+        assert!(!text.contains("never"), "{text}");
+        assert!(!log.exists(), "the engine started after a failed pre_exec");
+    }
+
+    #[test]
     fn the_summary_keeps_templates_and_masks_secrets() {
         let mut env = RecipeEnv::default();
         env.0
@@ -405,6 +571,7 @@ mod tests {
             served_name: None,
             env,
             keep_env: false,
+            pre_exec: vec![],
             mods: vec![],
             warnings: vec![],
         };

@@ -252,6 +252,16 @@ fn serve(p: &ServePlan) -> String {
                 )
             }
         ));
+        if !r.pre_exec.is_empty() {
+            out.push_str(&format!(
+                "pre_exec (run in every container first, in order, each with bash -c):\n{}",
+                r.pre_exec
+                    .iter()
+                    .enumerate()
+                    .map(|(i, c)| format!("  [{}] {}\n", i + 1, c.replace('\n', "\n      ")))
+                    .collect::<String>()
+            ));
+        }
     }
     if let Some(n) = &p.nccl {
         out.push_str(&nccl(n));

@@ -261,7 +261,8 @@ fn cap(nodes: &mut [NodePlan], plan: &memory::MemoryPlan) {
 /// Every node's container (the derived environment, the Hugging Face cache, the devices, the
 /// labels; the head's bind label and API key; a recipe's variables; then the runtime cache,
 /// whose variables give way to the user's and the recipe's), then each rank's command and the
-/// engine's own waits, then a recipe's mods before each command.
+/// engine's own waits, then, before each command, a recipe's mods and before those its
+/// `pre_exec` commands.
 #[allow(clippy::too_many_arguments)]
 fn ranks(
     engine: &dyn ServingEngine,
@@ -319,6 +320,7 @@ fn ranks(
         .map(|(env, mut spec)| {
             if let Some(r) = input.recipe {
                 recipe_part::add_mods(&r.mods, &mut spec);
+                recipe_part::add_pre_exec(&r.pre_exec, &mut spec);
             }
             let launch = match o.runtime {
                 RuntimeKind::Docker => Launch::Container(spec),
