@@ -231,6 +231,7 @@ mod tests {
             bind: None,
             memory_limit: None,
             oom_killed: false,
+            workload: None,
             runtime_cache: folder.map(|f| f.display().to_string()),
         };
         let elsewhere = NodeName::new("elsewhere").unwrap();

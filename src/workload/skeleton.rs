@@ -898,6 +898,7 @@ mod tests {
             served_name: None,
             env,
             keep_env: false,
+            pre_exec: Vec::new(),
             mods: Vec::new(),
             warnings: Vec::new(),
         }
