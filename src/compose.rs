@@ -391,7 +391,7 @@ pub fn summary(plan: &ServePlan, written: &[String], readme: &str) -> String {
 /// The README beside the compose files: what to do around `docker compose up`, in the plan's
 /// order, each step with how to do it by hand.
 pub fn readme(plan: &ServePlan, profile: &str) -> String {
-    use crate::plan::{EnsureImage, StageNccl, Start, WaitServing};
+    use crate::plan::{EnsureFolders, EnsureImage, StageNccl, Start, WaitServing};
     let mut s = format!(
         "# {profile}: compose files\n\nOne file per node, with the containers `spark-launch up {profile}` starts. \
 The steps spark-launch would run, in order, and how to do each by hand:\n\n"
@@ -435,6 +435,22 @@ then `docker compose -f NODE.compose.yaml up -d` ({})",
                     .map(|n| format!("{n}.compose.yaml"))
                     .collect::<Vec<_>>()
                     .join(", ")
+            ),
+            // Made by hand as the user who runs compose: a bind mount's missing source would be
+            // made by Docker, as root.
+            Step::EnsureFolders(EnsureFolders { folders, .. }) => format!(
+                "on each node, as the user who runs compose: {}",
+                folders
+                    .iter()
+                    .map(|(node, dir)| {
+                        let dir = match dir.strip_prefix("~/") {
+                            Some(rest) => format!("\"$HOME\"/{}", crate::text::shell_word(rest)),
+                            None => crate::text::shell_word(dir).into_owned(),
+                        };
+                        format!("{node}: `mkdir -p {dir}`")
+                    })
+                    .collect::<Vec<_>>()
+                    .join("; ")
             ),
             Step::StageNccl(StageNccl { image, volume, .. }) => format!(
                 "on each node: `docker volume create {volume}`, then copy the libnccl.so.2 that {image}'s loader finds (in `nccl-build` images /opt/nccl/lib/libnccl.so.2) into it: `docker run --rm -v {volume}:/sl-nccl --entrypoint cp {image} -L /opt/nccl/lib/libnccl.so.2 /sl-nccl/libnccl.so.2`"

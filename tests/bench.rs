@@ -44,6 +44,18 @@ fn standin(rate: Rate, key: Option<&'static str>) -> Standin {
 
 /// The stand-in on `port` of 127.0.0.1 (0: any free one).
 fn standin_at(rate: Rate, key: Option<&'static str>, port: u16) -> Standin {
+    standin_with(rate, key, port, usize::MAX)
+}
+
+/// The stand-in, answering at most `per_connection` requests on one connection: the next one
+/// that comes on it is read and the connection closed without an answer, as a server that
+/// limits its keep-alive requests closes one a client is reusing.
+fn standin_with(
+    rate: Rate,
+    key: Option<&'static str>,
+    port: u16,
+    per_connection: usize,
+) -> Standin {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -59,7 +71,14 @@ fn standin_at(rate: Rate, key: Option<&'static str>, port: u16) -> Standin {
             let Ok((stream, _)) = listener.accept().await else {
                 return;
             };
-            tokio::spawn(connection(stream, rate, key, b.clone(), p.clone()));
+            tokio::spawn(connection(
+                stream,
+                rate,
+                key,
+                b.clone(),
+                p.clone(),
+                per_connection,
+            ));
         }
     });
     Standin {
@@ -77,10 +96,12 @@ async fn connection(
     key: Option<&'static str>,
     bodies: Arc<Mutex<Vec<Value>>>,
     paused: Arc<AtomicBool>,
+    per_connection: usize,
 ) {
     let _ = stream.set_nodelay(true);
     let (r, mut w) = stream.into_split();
     let mut r = BufReader::new(r);
+    let mut served = 0;
     loop {
         let mut line = String::new();
         if r.read_line(&mut line).await.unwrap_or(0) == 0 {
@@ -112,6 +133,10 @@ async fn connection(
         if r.read_exact(&mut body).await.is_err() {
             return;
         }
+        if served == per_connection {
+            return;
+        }
+        served += 1;
         let reply = |code: &str, body: String| {
             format!(
                 "HTTP/1.1 {code}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
@@ -694,6 +719,41 @@ fn a_request_refused_while_the_server_restarts_is_sent_again_and_not_counted_fai
         "each stream was refused at least once: {soak}"
     );
     assert!(soak["requests"].as_u64().unwrap() >= 10, "{soak}");
+}
+
+#[test]
+fn a_kept_alive_connection_the_server_closes_is_opened_again_and_no_request_fails() {
+    // llama-server closes a connection after a few requests on it; a request sent on it just
+    // then gets no answer at all.
+    let rate = Rate {
+        ttft: Duration::from_millis(5),
+        itl: Duration::from_millis(2),
+    };
+    let s = standin_with(rate, None, 0, 2);
+    let home = tempfile::tempdir().unwrap();
+    let out = bench(
+        home.path(),
+        &[
+            "--url",
+            &s.url,
+            "--model",
+            MODEL,
+            "--skip-check",
+            "--no-warmup",
+            "--concurrency",
+            "1",
+            "--prompt-tokens",
+            "8",
+            "--output-tokens",
+            "8",
+            "--json",
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let level = &json(&out)["report"]["levels"][0];
+    assert_eq!(level["failed"], 0, "{level}");
+    assert_eq!(level["requests"], 8, "{level}");
 }
 
 #[test]

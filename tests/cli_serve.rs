@@ -122,6 +122,7 @@ fn a_dry_run_with_json_prints_only_the_whole_plan() {
             "ensure-image",
             "check-nccl",
             "stage-model",
+            "ensure-folders",
             "start",
             "wait-ray",
             "wait-serving"
@@ -585,6 +586,31 @@ fn model_pull_dry_run_says_where_the_weights_go() {
         v["nodes"][1]["dir"],
         "~/.cache/huggingface/hub/models--Qwen--Qwen2.5-0.5B-Instruct"
     );
+}
+
+#[test]
+fn model_pull_of_a_gguf_spec_plans_the_head_alone() {
+    let pulled = |extra: &[&str]| {
+        let mut a = vec!["model", "pull", "--dry-run", "--json"];
+        a.extend_from_slice(extra);
+        let out = run(&args(&a, "seed-001-two-sparks-both-twins"));
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
+    };
+    let v = pulled(&["unsloth/Qwen3-30B-A3B-GGUF:Q4_K_M"]);
+    assert_eq!(v["nodes"].as_array().unwrap().len(), 1, "{v}");
+    assert_eq!(v["nodes"][0]["node"], "spark");
+    assert_eq!(v["model"]["gguf"]["quant"], "Q4_K_M");
+    // `--gguf`: llama.cpp's default quant of a plain repository.
+    let v = pulled(&["unsloth/Qwen3-30B-A3B-GGUF", "--gguf"]);
+    assert_eq!(v["nodes"].as_array().unwrap().len(), 1, "{v}");
+    assert_eq!(v["model"]["gguf"], serde_json::json!({}), "{v}");
+    let out = run(&args(
+        &["model", "pull", "/data/m", "--gguf", "--dry-run"],
+        "seed-001-two-sparks-both-twins",
+    ));
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("leave out --gguf"), "{}", text(&out));
 }
 
 fn yaml_to_json(text: &str) -> serde_json::Value {

@@ -1,13 +1,15 @@
 //! llama.cpp plans on probe snapshots, through the real derive and launch planner: two Sparks
 //! (an RPC server on the worker bound to its fabric address, `llama-server --rpc` on the head,
 //! the servers started first), one node without any fabric (a GPU server: nothing derived, no
-//! NCCL steps), the RPC path on one machine (`--rpc-gpus`) as host processes, and a GGUF
-//! folder. One two-node plan is snapshot-tested whole.
+//! NCCL steps), the RPC path on one machine (`--rpc-gpus`) as host processes, a GGUF
+//! folder, and a Hub `REPO:QUANT` spec whose file(s) the Hub's listing picks (staged on the head
+//! alone, the server given their path). One two-node plan is snapshot-tested whole.
 
 use std::path::Path;
 
 use spark_launch::derive::NodeInput;
 use spark_launch::model::ModelSource;
+use spark_launch::model::hub::{Resolved, parse_info};
 use spark_launch::node::NodeName;
 use spark_launch::plan::{JobName, Launch, RuntimeKind, Step};
 use spark_launch::probe::read_snapshot_dir;
@@ -56,12 +58,16 @@ fn request(model: &str, nodes: usize, runtime: RuntimeKind, tuning: EngineOption
 }
 
 fn serve_plan(r: &ServeRequest, nodes: &[NodeInput]) -> ServePlan {
+    serve_plan_with(r, nodes, &Lookups::default())
+}
+
+fn serve_plan_with(r: &ServeRequest, nodes: &[NodeInput], lookups: &Lookups) -> ServePlan {
     let names: Vec<NodeName> = nodes.iter().map(|n| n.name.clone()).collect();
     let planned = plan(
         &LaunchRequest::Serve(Box::new(r.clone())),
         &names,
         nodes,
-        &Lookups::default(),
+        lookups,
     )
     .unwrap_or_else(|e| panic!("the plan: {e}"));
     let LaunchPlan::Serve(p) = planned.plan else {
@@ -195,4 +201,169 @@ fn the_transport_verdict_reads_the_rpc_logs() {
         RpcTransport::NotRecorded
     );
     assert_eq!(RpcTransport::NotRecorded.as_str(), "not recorded");
+}
+
+const SHA: &str = "5b2ad4f0d0c0ffee0ddba11c0ffee0ddba11c0fe";
+
+/// The Hub's model-info answer (`?blobs=true`: `sha`, `siblings` with `rfilename`, `size`,
+/// `lfs.sha256`, as `model::hub` reads it) for a GGUF repository in unsloth's naming (one file
+/// per quant at the root, a split quant in a folder named after it, a projector), written for
+/// this test: not a copy of any repository's listing. Resolved as the launch's lookup does,
+/// then picked by `spec`.
+fn hub_answer(spec: &ModelSource) -> Resolved {
+    let ModelSource::Hub {
+        repo,
+        revision,
+        gguf: Some(g),
+        ..
+    } = spec
+    else {
+        panic!("not a GGUF spec")
+    };
+    let lfs = |path: &str, size: u64, n: u32| {
+        format!(
+            r#"{{"rfilename":"{path}","size":{size},"blobId":"{n:040x}","lfs":{{"sha256":"{n:064x}","size":{size}}}}}"#
+        )
+    };
+    let body = format!(
+        r#"{{"sha":"{SHA}","siblings":[{}]}}"#,
+        [
+            r#"{"rfilename":"README.md","size":812,"blobId":"a6344aac8c09253b3b630fb776ae94478aa0275b"}"#
+                .to_string(),
+            lfs("BF16/Qwen3-30B-A3B-BF16-00001-of-00002.gguf", 49_000_000_000, 1),
+            lfs("BF16/Qwen3-30B-A3B-BF16-00002-of-00002.gguf", 12_100_000_000, 2),
+            lfs("Qwen3-30B-A3B-Q4_K_M.gguf", 18_600_000_000, 3),
+            lfs("Qwen3-30B-A3B-Q8_0.gguf", 32_500_000_000, 4),
+            lfs("mmproj-F16.gguf", 1_080_000_000, 5),
+        ]
+        .join(",")
+    );
+    parse_info("u", repo, revision, &body)
+        .expect("the answer parses")
+        .picking(g)
+        .expect("the spec picks")
+}
+
+fn hub_spec_request(spec: &str, nodes: usize, runtime: RuntimeKind) -> (ServeRequest, Lookups) {
+    let model = ModelSource::parse(spec, None).unwrap();
+    let mut r = request(
+        "/placeholder.gguf",
+        nodes,
+        runtime,
+        EngineOptions::default(),
+    );
+    r.serve.model = model.clone();
+    r.serve.stage_model = true;
+    let lookups = Lookups {
+        model: Some(hub_answer(&model)),
+        ..Lookups::default()
+    };
+    (r, lookups)
+}
+
+#[test]
+fn a_hub_quant_spec_stages_only_its_files_on_the_head_and_gives_the_server_their_path() {
+    let nodes = fixture("seed-001-two-sparks-both-twins");
+    let (r, lookups) =
+        hub_spec_request("unsloth/Qwen3-30B-A3B-GGUF:q4_k_m", 2, RuntimeKind::Docker);
+    let p = serve_plan_with(&r, &nodes, &lookups);
+    let snapshot =
+        format!("/root/.cache/huggingface/hub/models--unsloth--Qwen3-30B-A3B-GGUF/snapshots/{SHA}");
+    let head = commands(&p)[0].join(" ");
+    assert!(
+        head.starts_with(&format!(
+            "/app/llama-server --model {snapshot}/Qwen3-30B-A3B-Q4_K_M.gguf "
+        )),
+        "{head}"
+    );
+    assert!(
+        head.contains(&format!("--mmproj {snapshot}/mmproj-F16.gguf")),
+        "{head}"
+    );
+    assert!(
+        head.contains("--alias unsloth/Qwen3-30B-A3B-GGUF:q4_k_m"),
+        "{head}"
+    );
+    assert!(!head.contains("-hf"), "{head}");
+    // Staged on the head alone, the picked files only.
+    let stage = p
+        .job
+        .steps
+        .iter()
+        .find_map(|s| match s {
+            Step::StageModel(m) => Some(m),
+            _ => None,
+        })
+        .expect("a staging step");
+    assert_eq!(stage.nodes, [nodes[0].name.clone()]);
+    let files: Vec<&str> = stage
+        .listing
+        .as_ref()
+        .unwrap()
+        .files
+        .iter()
+        .map(|f| f.path.as_str())
+        .collect();
+    assert_eq!(files, ["Qwen3-30B-A3B-Q4_K_M.gguf", "mmproj-F16.gguf"]);
+    // The RPC server reads no model file: no cache mounted.
+    let Launch::Container(worker) = &p.job.nodes[1].launch else {
+        panic!("not a container")
+    };
+    assert!(worker.mounts.is_empty(), "{:?}", worker.mounts);
+    assert!(worker.command[0].ends_with("ggml-rpc-server"));
+}
+
+#[test]
+fn a_split_quant_as_host_processes_is_loaded_from_its_first_part_in_the_node_s_own_cache() {
+    let nodes = fixture("real-gpu-one-node-no-rdma");
+    let (mut r, lookups) =
+        hub_spec_request("unsloth/Qwen3-30B-A3B-GGUF:BF16", 1, RuntimeKind::Host);
+    r.hf_home = Some("/data/hf".into());
+    // The projector is the user's choice here.
+    r.serve.engine_args = vec!["--no-mmproj".into()];
+    let p = serve_plan_with(&r, &nodes, &lookups);
+    let head = commands(&p)[0].join(" ");
+    assert!(
+        head.contains(&format!(
+            "--model /data/hf/hub/models--unsloth--Qwen3-30B-A3B-GGUF/snapshots/{SHA}/BF16/Qwen3-30B-A3B-BF16-00001-of-00002.gguf"
+        )),
+        "{head}"
+    );
+    assert!(!head.contains("--mmproj"), "{head}");
+    assert!(head.ends_with("--no-mmproj"), "{head}");
+}
+
+#[test]
+fn a_hub_repository_without_a_quant_is_read_as_llama_cpp_s_default_and_other_engines_refuse_a_quant()
+ {
+    let plain = ModelSource::parse("unsloth/Qwen3-30B-A3B-GGUF", None).unwrap();
+    let o = ServeOptions::new(EngineKind::Llamacpp, JobName::new("ll").unwrap(), plain);
+    let g = o.model.gguf().expect("read as a GGUF spec");
+    assert_eq!(g.quant, None);
+    let mut r = request("/m.gguf", 1, RuntimeKind::Docker, EngineOptions::default());
+    r.serve.model = o.model.clone();
+    let lookups = Lookups {
+        model: Some(hub_answer(&o.model)),
+        ..Lookups::default()
+    };
+    let p = serve_plan_with(&r, &fixture("real-gpu-one-node-no-rdma"), &lookups);
+    assert!(
+        commands(&p)[0]
+            .join(" ")
+            .contains("/Qwen3-30B-A3B-Q4_K_M.gguf"),
+        "Q4_K_M is llama.cpp's default"
+    );
+
+    let spec = ModelSource::parse("unsloth/Qwen3-30B-A3B-GGUF:Q4_K_M", None).unwrap();
+    let vllm = ServeRequest {
+        engine: EngineKind::Vllm,
+        serve: ServeOptions::new(EngineKind::Vllm, JobName::new("v").unwrap(), spec),
+        ..request("/m.gguf", 1, RuntimeKind::Docker, EngineOptions::default())
+    };
+    let refused = LaunchRequest::Serve(Box::new(vllm))
+        .refuse_before_nodes()
+        .unwrap_err()
+        .to_string();
+    assert!(refused.contains("a GGUF spec (`:Q4_K_M`)"), "{refused}");
+    assert!(refused.contains("spark-launch llamacpp"), "{refused}");
 }

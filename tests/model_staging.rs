@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use hub_standin::{FakeRepo, HubStandin, tiny_repo};
+use hub_standin::{FakeRepo, HubStandin, gguf_repo, tiny_repo};
 use spark_launch::model::ModelSource;
 use spark_launch::model::hub::HubError;
 use spark_launch::node::NodeName;
@@ -465,4 +465,77 @@ async fn a_link_planted_in_a_shared_cache_is_refused_by_name_and_what_it_points_
     }
     assert!(!text.contains("discarded"), "{text}");
     assert_eq!(std::fs::read(&victim).unwrap(), b"precious");
+}
+
+#[tokio::test]
+async fn a_gguf_spec_stages_only_the_files_it_picks_and_the_hub_serves_no_other() {
+    let repo = gguf_repo("spark-test/m-GGUF");
+    let hub = HubStandin::start(vec![repo.clone()]).await;
+    let c = Cluster::new();
+    // The quant in another case, as llama.cpp's -hf matches it.
+    let spec = spec_for(&hub, &c, "spark-test/m-GGUF:q3_k_m", None, &[])
+        .await
+        .unwrap();
+    let listed: Vec<&str> = spec
+        .resolved
+        .as_ref()
+        .unwrap()
+        .files
+        .iter()
+        .map(|f| f.path.as_str())
+        .collect();
+    assert_eq!(
+        listed,
+        [
+            "Q3_K_M/m-Q3_K_M-00001-of-00002.gguf",
+            "Q3_K_M/m-Q3_K_M-00002-of-00002.gguf",
+            "mmproj-F16.gguf"
+        ]
+    );
+    let reports = stage(&spec, Arc::new(NullReporter)).await.unwrap();
+    let picked: Vec<&hub_standin::FakeFile> = repo
+        .files
+        .iter()
+        .filter(|f| listed.contains(&f.path.as_str()))
+        .collect();
+    let bytes: u64 = picked.iter().map(|f| f.content.len() as u64).sum();
+    assert_eq!(fetched(&reports), vec![bytes]);
+    let snap = c
+        .repo_dir("head", &repo.id)
+        .join("snapshots")
+        .join(&repo.commit);
+    for f in &repo.files {
+        let there = snap.join(&f.path);
+        if listed.contains(&f.path.as_str()) {
+            assert_eq!(std::fs::read(&there).unwrap(), f.content, "{}", f.path);
+        } else {
+            assert!(!there.exists(), "{} was staged", f.path);
+        }
+    }
+    // The model the engine is pointed at: the first part, in the snapshot.
+    assert!(
+        spec.model.container_path().ends_with(&format!(
+            "{}/Q3_K_M/m-Q3_K_M-00001-of-00002.gguf",
+            repo.commit
+        )),
+        "{}",
+        spec.model.container_path()
+    );
+}
+
+#[tokio::test]
+async fn a_gguf_spec_that_picks_nothing_is_refused_naming_the_repository_s_files() {
+    let repo = gguf_repo("spark-test/m-GGUF");
+    let hub = HubStandin::start(vec![repo.clone()]).await;
+    let c = Cluster::new();
+    let e = spec_for(&hub, &c, "spark-test/m-GGUF:IQ2_XXS", None, &[])
+        .await
+        .err()
+        .expect("no file carries IQ2_XXS");
+    assert!(matches!(e, HubError::Gguf { .. }), "{e}");
+    assert!(e.is_refusal());
+    let text = e.to_string();
+    assert!(text.contains("matching IQ2_XXS"), "{text}");
+    assert!(text.contains("m-Q4_K_M.gguf"), "{text}");
+    assert_eq!(hub.range_requests.load(Ordering::SeqCst), 0);
 }

@@ -38,6 +38,10 @@ const COMMANDS: &[(&str, Run)] = &[
         "spark-launch llamacpp /models/q4.gguf --workers 1 --dry-run --snapshot spark=tests/fixtures/seed-001-two-sparks-both-twins/spark --snapshot spark2=tests/fixtures/seed-001-two-sparks-both-twins/spark2",
         Run::AsWritten,
     ),
+    (
+        "spark-launch llamacpp unsloth/Qwen3-30B-A3B-GGUF:Q4_K_M --workers 1 --dry-run --snapshot spark=tests/fixtures/seed-001-two-sparks-both-twins/spark --snapshot spark2=tests/fixtures/seed-001-two-sparks-both-twins/spark2",
+        Run::AsWritten,
+    ),
     ("spark-launch sim up", Run::Live(SIM)),
     (
         "spark-launch export k8s smoke-test --hf-home /home/nvidia/.cache/huggingface --out smoke-k8s",

@@ -129,11 +129,6 @@ fn a_missing_mod_is_refused_before_anything_starts_naming_where_it_looked() {
 }
 
 #[test]
-fn a_llama_cpp_recipe_naming_a_hub_quant_is_refused_until_gguf_files_are_staged() {
-    insta::assert_snapshot!(refusal("demo-gguf-llama-cpp"));
-}
-
-#[test]
 fn a_field_of_a_newer_sparkrun_is_a_named_problem() {
     insta::assert_snapshot!(refusal("demo-newer-sparkrun"));
 }

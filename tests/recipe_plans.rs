@@ -9,12 +9,14 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use spark_launch::derive::NodeInput;
-use spark_launch::launch_file::{self, FileSource, LaunchFileError};
+use spark_launch::launch_file::{self, FileSource};
+use spark_launch::model::ModelSource;
+use spark_launch::model::hub::parse_info;
 use spark_launch::node::NodeName;
 use spark_launch::plan::Launch;
 use spark_launch::probe::read_snapshot_dir;
 use spark_launch::recipe::RecipeInput;
-use spark_launch::recipe::loader::{self, RecipeLoadError};
+use spark_launch::recipe::loader;
 use spark_launch::recipe::registry::RegistryDir;
 use spark_launch::workload::endpoint::{ApiKey, ApiKeyAsk};
 use spark_launch::workload::launch::{LaunchPlan, LaunchRequest, Lookups, Planned, plan};
@@ -220,17 +222,64 @@ fn an_sglang_recipe_plans_every_rank_with_its_own_launcher_and_no_key_in_any_com
 }
 
 #[test]
-fn a_llama_cpp_recipe_reaches_the_engine_and_is_refused_for_its_hub_quant_model() {
-    let refused = |name: &str| match launch_file::read(
-        name,
-        &source(Some(REGISTRY)),
-        &PartialServe::default(),
-    ) {
-        Err(LaunchFileError::Recipe(RecipeLoadError::Recipe(e))) => e.to_string(),
-        other => panic!("{name} was not refused: {other:?}"),
+fn a_llama_cpp_recipe_naming_a_hub_quant_plans_the_picked_file_on_the_head() {
+    let r = request(
+        "@experimental/demo-gguf-llama-cpp",
+        Some(REGISTRY),
+        PartialServe::default(),
+    );
+    let LaunchRequest::Serve(s) = &r else {
+        panic!("not a serving launch")
     };
+    let spec = s.serve.model.clone();
+    assert_eq!(spec.served_name(), "Qwen/Qwen3-1.7B-GGUF:Q8_0");
+    // The Hub's answer (`?blobs=true` model info, as `model::hub` reads it) for a repository
+    // in Qwen's GGUF naming (`MODEL-QUANT.gguf`), written for this test: not a copy of the
+    // repository's listing.
+    let ModelSource::Hub {
+        repo,
+        revision,
+        gguf: Some(g),
+        ..
+    } = &spec
+    else {
+        panic!("not a GGUF spec: {spec:?}")
+    };
+    let body = format!(
+        r#"{{"sha":"{}","siblings":[{},{}]}}"#,
+        "c0ffee".repeat(6) + "c0ff",
+        r#"{"rfilename":"Qwen3-1.7B-Q4_K_M.gguf","size":1107409600,"blobId":"0000000000000000000000000000000000000001","lfs":{"sha256":"0000000000000000000000000000000000000000000000000000000000000001","size":1107409600}}"#,
+        r#"{"rfilename":"Qwen3-1.7B-Q8_0.gguf","size":1834426016,"blobId":"0000000000000000000000000000000000000002","lfs":{"sha256":"0000000000000000000000000000000000000000000000000000000000000002","size":1834426016}}"#
+    );
+    let listing = parse_info("u", repo, revision, &body)
+        .unwrap()
+        .picking(g)
+        .unwrap();
+    let nodes = seed_001();
+    let names: Vec<NodeName> = nodes.iter().map(|n| n.name.clone()).collect();
+    let lookups = Lookups {
+        model: Some(listing),
+        ..Lookups::default()
+    };
+    let p = plan(&r, &names, &nodes, &lookups).expect("the recipe plans");
+    let LaunchPlan::Serve(s) = &p.plan else {
+        panic!("not a serving plan")
+    };
+    assert_eq!(s.job.nodes.len(), 1, "max_nodes: 1");
+    let Launch::Container(c) = &s.job.nodes[0].launch else {
+        panic!("not a container")
+    };
+    let line = c.command.join(" ");
     assert!(
-        refused("demo-gguf-llama-cpp").contains("invalid model id \"Qwen/Qwen3-1.7B-GGUF:Q8_0\"")
+        line.contains("--model /root/.cache/huggingface/hub/models--Qwen--Qwen3-1.7B-GGUF/snapshots/c0ffeec0ffeec0ffeec0ffeec0ffeec0ffeec0ff/Qwen3-1.7B-Q8_0.gguf"),
+        "{line}"
+    );
+    // The recipe's `-hf {model}` is the model: gone from the line; its other words kept.
+    assert!(!line.contains("-hf"), "{line}");
+    assert!(line.contains("--port 8000"), "{line}");
+    assert!(
+        line.ends_with("--ctx-size 8192 --jinja --no-mmap"),
+        "{line}"
     );
 }
 
@@ -249,7 +298,7 @@ fn a_registry_listing_says_which_recipes_this_version_runs_on_two_nodes() {
         [
             "@official/demo-nemotron-vllm-table: yes",
             "@official/demo-qwen-sglang: yes",
-            "@experimental/demo-gguf-llama-cpp: no: model: invalid model id \"Qwen/Qwen3-1.7B-GGUF:Q8_0\": expected ORG/NAME as on huggingface.co (letters, digits, '.', '_', '-'), optionally @REVISION, or an absolute folder path",
+            "@experimental/demo-gguf-llama-cpp: yes",
             "@experimental/demo-missing-mod: no: mods[0]: mod \"fix-that-does-not-exist\" not found",
             "@experimental/demo-newer-sparkrun: no: readiness: not a field spark-launch knows",
         ]

@@ -318,3 +318,138 @@ fn status_names_the_nccl_a_running_host_jobs_processes_have_mapped() {
     let stop = sl(state.path(), &["stop", &job]);
     assert!(stop.status.success(), "{}", describe(&stop));
 }
+
+/// Stand-ins for llama.cpp's two programs, written for this test: `ggml-rpc-server` prints the
+/// banner llama.cpp's RPC server prints (`Starting RPC server`, its endpoint and transport; the
+/// transport line as a build with `GGML_RPC_RDMA` prints it) and holds its port; `llama-server`
+/// prints what the RPC backend logs per connection (`RDMA activated: qpn=…` when
+/// `FAKE_RDMA=activated`, nothing of it otherwise) and serves `/health`, `/v1/models` and a
+/// streamed completion, as readiness asks.
+const FAKE_RPC_SERVER: &str = r#"#!/usr/bin/env python3
+import socket, sys
+a = sys.argv[1:]
+host, port = a[a.index("--host") + 1], int(a[a.index("--port") + 1])
+print("Starting RPC server v3.0.0", flush=True)
+print(f"  endpoint       : {host}:{port}", flush=True)
+print("  transport      : TCP (RDMA auto-negotiate enabled)", flush=True)
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind((host, port)); s.listen(8)
+while True:
+    s.accept()[0].close()
+"#;
+
+const FAKE_LLAMA_SERVER: &str = r#"#!/usr/bin/env python3
+import json, os, sys
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+a = sys.argv[1:]
+port, alias = int(a[a.index("--port") + 1]), a[a.index("--alias") + 1]
+if "--rpc" in a and os.environ.get("FAKE_RDMA") == "activated":
+    print("RDMA activated: qpn=7->9 mtu=4096 rx_depth=24", file=sys.stderr, flush=True)
+class H(BaseHTTPRequestHandler):
+    def log_message(self, *x):
+        pass
+    def reply(self, body, kind="application/json"):
+        b = body.encode()
+        self.send_response(200); self.send_header("Content-Type", kind)
+        self.send_header("Content-Length", str(len(b))); self.end_headers(); self.wfile.write(b)
+    def do_GET(self):
+        if self.path.startswith("/v1/models"):
+            self.reply(json.dumps({"object": "list", "data": [{"id": alias}]}))
+        else:
+            self.reply('{"status":"ok"}')
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        c = {"choices": [{"index": 0, "text": " Paris", "finish_reason": None}]}
+        self.reply(f"data: {json.dumps(c)}\n\ndata: [DONE]\n\n", "text/event-stream")
+print(f"main: server is listening on http://0.0.0.0:{port}", file=sys.stderr, flush=True)
+ThreadingHTTPServer(("0.0.0.0", port), H).serve_forever()
+"#;
+
+/// Stops the job when the test ends, whichever way.
+struct StopAfter<'a>(&'a std::path::Path, String);
+
+impl Drop for StopAfter<'_> {
+    fn drop(&mut self) {
+        let _ = sl(self.0, &["stop", &self.1]);
+    }
+}
+
+#[test]
+fn a_llama_cpp_job_says_its_rpc_transport_after_the_start_and_in_status() {
+    use std::os::unix::fs::PermissionsExt;
+    let state = tempfile::tempdir().unwrap();
+    let bin = state.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    for (name, text) in [
+        ("ggml-rpc-server", FAKE_RPC_SERVER),
+        ("llama-server", FAKE_LLAMA_SERVER),
+    ] {
+        let p = bin.join(name);
+        std::fs::write(&p, text).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let model = state.path().join("tiny.gguf");
+    std::fs::write(&model, b"GGUF").unwrap();
+    let hf = state.path().join("hf");
+    let base = 20_000 + (std::process::id() % 5_000) as u16 * 2;
+    for (i, (rdma, verdict)) in [("activated", "RDMA"), ("none", "not recorded")]
+        .into_iter()
+        .enumerate()
+    {
+        let job = format!("sl31r{i}{}", std::process::id());
+        let _stop = StopAfter(state.path(), job.clone());
+        let (port, rpc_port) = (
+            (base + 10_000 + i as u16).to_string(),
+            (base + i as u16 * 100).to_string(),
+        );
+        let out = sl(
+            state.path(),
+            &[
+                "llamacpp",
+                model.to_str().unwrap(),
+                "--local",
+                "--runtime",
+                "host",
+                "--programs",
+                bin.to_str().unwrap(),
+                "--rpc-gpus",
+                "1",
+                "--gpus-per-node",
+                "2",
+                "--port",
+                &port,
+                "--rpc-port",
+                &rpc_port,
+                "--hf-home",
+                hf.to_str().unwrap(),
+                "--env",
+                &format!("FAKE_RDMA={rdma}"),
+                "--no-check",
+                "--timeout",
+                "60",
+                "--job",
+                &job,
+                "-d",
+            ],
+        );
+        assert!(out.status.success(), "{}", describe(&out));
+        let summary = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            summary.contains(&format!("\nRPC transport: {verdict}")),
+            "{}",
+            describe(&out)
+        );
+        let status = sl(state.path(), &["status", &job]);
+        assert!(status.status.success(), "{}", describe(&status));
+        assert!(
+            String::from_utf8_lossy(&status.stdout)
+                .contains(&format!("{job}: RPC transport: {verdict}")),
+            "{}",
+            describe(&status)
+        );
+        let json = sl(state.path(), &["status", &job, "--json"]);
+        let v: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+        assert_eq!(v["links"][0]["verdict"], verdict, "{v}");
+        assert_eq!(v["jobs"][0]["workload"], "llamacpp", "{v}");
+    }
+}

@@ -160,6 +160,7 @@ fn vllm_with_ray_waits_for_every_node_at_its_intended_address() {
             "check-reachable",
             "ensure-image",
             "stage-model",
+            "ensure-folders",
             "start",
             "wait-ray",
             "wait-serving"
@@ -419,6 +420,7 @@ async fn no_half_of_the_jobs_real_ssh_keys_appears_in_a_printed_plan() {
 fn step_name(s: &Step) -> &'static str {
     match s {
         Step::EnsureImage(_) => "ensure-image",
+        Step::EnsureFolders(_) => "ensure-folders",
         Step::Start(_) => "start",
         Step::WriteFile(_) => "write-file",
         Step::Exec(_) => "exec",

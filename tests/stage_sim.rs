@@ -11,7 +11,7 @@ mod support;
 
 use std::path::{Path, PathBuf};
 
-use hub_standin::{FakeRepo, HubStandin, tiny_repo};
+use hub_standin::{FakeRepo, HubStandin, gguf_repo, tiny_repo};
 use sim_serving::{hosts, trust_all};
 use support::{SimNet, describe};
 
@@ -153,6 +153,44 @@ fn a_gated_model_without_a_token_stops_before_any_node_is_touched() {
     assert_eq!(
         hub.range_requests.load(std::sync::atomic::Ordering::SeqCst),
         0
+    );
+}
+
+#[test]
+fn a_gguf_spec_is_pulled_onto_the_head_alone_and_only_the_files_it_picks() {
+    let net = SimNet::builder(2).services("sshd").tag("q").up();
+    trust_all(&net);
+    let repo = gguf_repo("spark-test/m-GGUF");
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let netns = PathBuf::from("/var/run/netns").join(format!("{}n1", net.prefix()));
+    let hub = rt.block_on(HubStandin::start_in_netns(vec![repo.clone()], &netns));
+    let spec = format!("{}:Q4_K_M", repo.id);
+    let report = pull(&net, &hub, &spec, &[]);
+    let picked: Vec<&hub_standin::FakeFile> = repo
+        .files
+        .iter()
+        .filter(|f| ["m-Q4_K_M.gguf", "mmproj-F16.gguf"].contains(&f.path.as_str()))
+        .collect();
+    let bytes: u64 = picked.iter().map(|f| f.content.len() as u64).sum();
+    assert_eq!(fetched(&report), vec![bytes], "{report}");
+    let snap = repo_dir(&net, 1, &repo.id)
+        .join("snapshots")
+        .join(&repo.commit);
+    for f in &repo.files {
+        let on_head = snap.join(&f.path);
+        assert_eq!(
+            on_head.exists(),
+            picked.iter().any(|p| p.path == f.path),
+            "{}",
+            f.path
+        );
+    }
+    assert!(
+        !repo_dir(&net, 2, &repo.id).exists(),
+        "the RPC server's node got model files"
     );
 }
 

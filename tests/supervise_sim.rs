@@ -6,7 +6,8 @@
 //! `docker pause` (a wedge), later killed with `docker kill` (a crashed rank); each time the
 //! supervisor restarts the whole group (both ranks' containers start again) and the job
 //! answers with a token again; an unlabelled container on the worker stays as it was; Ctrl-C
-//! (SIGINT) ends the supervisor and leaves the job running. Then `vllm --supervise`: the
+//! (SIGINT) ends the supervisor and leaves the job running; each restarted rank finds its node's
+//! runtime cache as the first start left it, and `status` measures it. Then `vllm --supervise`: the
 //! launch stays as the job's supervisor, and Ctrl-C leaves that job running too; `stop JOB`
 //! under a supervisor ends it without a restart.
 //!
@@ -212,6 +213,22 @@ fn a_supervised_job_heals_a_wedge_and_a_crashed_rank_by_restarting_its_whole_gro
     );
     assert!(out.status.success(), "{}", describe(&out));
     let bystander_started = inspect(&net, 2, &bystander, "{{.State.StartedAt}}");
+    // What the first start compiled, as the engine would leave it in its runtime cache.
+    for i in 1..=2 {
+        let name = format!("sl-{job}-{}", net.hostname(i));
+        let out = docker(
+            &net,
+            i,
+            &[
+                "exec",
+                &name,
+                "sh",
+                "-c",
+                "echo compiled-once > /var/cache/spark-launch/marker",
+            ],
+        );
+        assert!(out.status.success(), "{}", describe(&out));
+    }
 
     // What it would watch, and the restart's order, without touching anything.
     let out = net.spark_launch(
@@ -294,6 +311,29 @@ fn a_supervised_job_heals_a_wedge_and_a_crashed_rank_by_restarting_its_whole_gro
             token(&net).contains("data:"),
             "no token after the second restart"
         );
+        // Each restarted rank finds its node's runtime cache as the first start left it: in
+        // the node's own folder (the mount's source, made by the launch as the node's user).
+        for i in 1..=2 {
+            let name = format!("sl-{job}-{}", net.hostname(i));
+            let out = docker(
+                &net,
+                i,
+                &["exec", &name, "cat", "/var/cache/spark-launch/marker"],
+            );
+            assert_eq!(stdout(&out).trim(), "compiled-once", "{}", describe(&out));
+            let source = inspect(
+                &net,
+                i,
+                &name,
+                "{{range .Mounts}}{{if eq .Destination \"/var/cache/spark-launch\"}}{{.Source}}{{end}}{{end}}",
+            );
+            assert!(
+                source.contains("/.cache/spark-launch/runtime/vllm/spark-test--tiny/"),
+                "{source}"
+            );
+            let out = net.exec_user(i, &["cat", &format!("{source}/marker")], &[], None);
+            assert_eq!(stdout(&out).trim(), "compiled-once", "{}", describe(&out));
+        }
 
         // Ctrl-C: the supervisor ends, the job runs on.
         let out = net.exec_user(1, &["sh", "-c", "kill -INT $(cat ~/sup.pid)"], &[], None);
@@ -341,6 +381,20 @@ fn a_supervised_job_heals_a_wedge_and_a_crashed_rank_by_restarting_its_whole_gro
     let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
     let shown = v["events"].as_array().unwrap();
     assert_eq!(shown.last().unwrap()["kind"], "stopped", "{v}");
+    // Each node's runtime cache, measured there.
+    let caches = v["runtime_caches"].as_array().unwrap();
+    assert_eq!(caches.len(), 2, "{v}");
+    for c in caches {
+        assert_eq!(c["state"], "present", "{v}");
+        assert_eq!(c["jobs"], serde_json::json!([job]), "{v}");
+        assert!(
+            c["folder"]
+                .as_str()
+                .unwrap()
+                .contains("/.cache/spark-launch/runtime/vllm/spark-test--tiny/"),
+            "{v}"
+        );
+    }
     remove_job(&net, job);
 
     // `vllm --supervise`: once it serves it supervises; Ctrl-C leaves the job running.

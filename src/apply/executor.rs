@@ -167,6 +167,7 @@ pub fn phases_for<'a>(plan: &JobPlan) -> Vec<Box<dyn Phase<ApplyContext<'a>> + '
     for step in &plan.steps {
         phases.push(match step.clone() {
             Step::EnsureImage(s) => Box::new(s),
+            Step::EnsureFolders(s) => Box::new(s),
             Step::Start(s) => Box::new(s),
             Step::WriteFile(s) => Box::new(s),
             Step::Exec(s) => Box::new(s),

@@ -1,5 +1,5 @@
 //! The network side of `bench`: plain HTTP/1.1 over TCP (hyper), one keep-alive connection per
-//! concurrent client. It lists the served models and sends one streaming completion, noting
+//! concurrent client, opened again when the server closed it. It lists the served models and sends one streaming completion, noting
 //! when each chunk of generated text arrives. Decides nothing: what to send is
 //! `bench::request`'s, what the times mean is `bench::measure`'s.
 
@@ -231,16 +231,27 @@ impl Client {
         }
         // Until an answer other than 502/503 comes, the server has taken no part of it.
         sample.refused = true;
+        let reused = conn.is_some();
         let c = match conn {
             Some(c) => c,
             None => conn.insert(self.connect().await?),
         };
-        let req = self.request("POST", api.path(), body)?;
-        let resp = c
-            .sender
-            .send_request(req)
-            .await
-            .map_err(|e| format!("POST {}: {e}", self.base.path_of(api.path())))?;
+        let req = self.request("POST", api.path(), body.clone())?;
+        let resp = match c.sender.send_request(req).await {
+            Ok(resp) => resp,
+            // A kept-alive connection the server closed as the request went out (servers close
+            // idle ones, and some after a number of requests) took no part of it: sent once
+            // more on a new connection, the time it took counted in the request's.
+            Err(e) if reused && (e.is_incomplete_message() || e.is_canceled() || e.is_closed()) => {
+                let c = conn.insert(self.connect().await?);
+                let req = self.request("POST", api.path(), body)?;
+                c.sender
+                    .send_request(req)
+                    .await
+                    .map_err(|e| format!("POST {}: {e}", self.base.path_of(api.path())))?
+            }
+            Err(e) => return Err(format!("POST {}: {e}", self.base.path_of(api.path()))),
+        };
         let status = resp.status().as_u16();
         sample.refused = matches!(status, 502 | 503);
         let mut body = resp.into_body();

@@ -118,6 +118,8 @@ mod tests {
             bind: None,
             memory_limit: None,
             oom_killed: false,
+            workload: None,
+            runtime_cache: None,
         }
     }
 

@@ -59,7 +59,7 @@ pub async fn run(args: ComposeArgs, ctx: &Context) -> CmdResult {
     let request = launch_file::request(file, flags).invalid()?;
     let mut l = args.serve.launch(request, ctx);
     l.dry_run = true;
-    let planned = match launch(&l, &ctx.reporter, &ctx.cancel, &|_, _| {}).await {
+    let planned = match launch(&l, &ctx.reporter, &ctx.cancel, &|_, _, _| {}).await {
         Ok(Launched::Planned(p)) => p,
         Ok(_) => return Err(anyhow::anyhow!("compose plans only; nothing should have run").into()),
         Err(e) => return Err(super::launch::launch_error(e, ctx)),

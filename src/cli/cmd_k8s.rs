@@ -96,7 +96,7 @@ async fn plan(args: &UpArgs, ctx: &Context) -> Result<Source, super::CmdError> {
     let request = super::cmd_profiles::request(args)?;
     let mut l = args.serve.launch(request, ctx);
     l.dry_run = true;
-    let planned = match launch(&l, &ctx.reporter, &ctx.cancel, &|_, _| {}).await {
+    let planned = match launch(&l, &ctx.reporter, &ctx.cancel, &|_, _, _| {}).await {
         Ok(Launched::Planned(p)) => p,
         Ok(_) => {
             return Err(anyhow::anyhow!("export plans only; nothing should have run").into());

@@ -279,7 +279,9 @@ pub struct SglangArgs {
 #[derive(Debug, clap::Args)]
 pub struct LlamacppArgs {
     /// The model: an absolute path to a GGUF file, or to a folder holding one (the first
-    /// `.gguf` in name order: the first part of a split model).
+    /// `.gguf` in name order: the first part of a split model), or a Hub repository
+    /// ORG/NAME[:QUANT][@REVISION] as llama.cpp's -hf takes it (the quant's file(s) and its
+    /// projector, staged on the head only; without a quant Q4_K_M, else Q8_0, else the first).
     pub model: String,
 
     /// RPC servers on this many more nodes (the head's server spreads the layers over its own

@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use super::{CmdError, CmdResult, Context, Outcome, print_json, print_out, render};
 use crate::launch::{LaunchCommand, LaunchError, Launched, launch};
 use crate::plan::JobPlan;
+use crate::workload::engines::LinkVerdict;
 use crate::workload::launch::{LaunchRefusal, Planned};
 use crate::workload::nccl_test::NcclVerdict;
 use crate::workload::serve::ServePlan;
@@ -28,11 +29,11 @@ pub async fn run(l: LaunchCommand, extras: Extras, ctx: &Context) -> CmdResult {
         super::check_plot(extras.plot.as_deref())?;
     }
     let json = ctx.json;
-    let on_ready = move |plan: &ServePlan, startup: &Startup| {
+    let on_ready = move |plan: &ServePlan, startup: &Startup, link: Option<&LinkVerdict>| {
         if json {
-            let _ = print_json(&render::ready_json(plan, startup));
+            let _ = print_json(&render::ready_json(plan, startup, link));
         } else {
-            print_out(&render::ready(plan, startup));
+            print_out(&render::ready(plan, startup, link));
         }
     };
     let launched = match launch(&l, &ctx.reporter, &ctx.cancel, &on_ready).await {

@@ -76,6 +76,11 @@ pub struct StatusReport {
     pub startup: Option<crate::workload::startup::Startup>,
     /// `status JOB`: the supervisor's last events for the job (`records`).
     pub events: Vec<crate::records::JobEvent>,
+    /// What each job's engine says in its logs about how its nodes talk (llama.cpp's RPC
+    /// transport), for the jobs whose engine reads it.
+    pub links: Vec<super::JobLink>,
+    /// Each runtime cache folder the work found names, with its size on its node.
+    pub runtime_caches: Vec<super::CacheSeen>,
 }
 
 /// What `logs` printed: whether every node could be asked.
@@ -179,15 +184,26 @@ pub async fn status(
     reporter: &Arc<dyn Reporter>,
 ) -> Result<StatusReport, JobsError> {
     let resolved = live(&req.selection, Purpose::Observe("status"), reporter).await?;
-    let (nodes, found, nccl) = resolved
+    let (nodes, found, nccl, (links, unread), runtime_caches) = resolved
         .scope(async |resolved| {
             let cluster = resolved.runtime()?;
             let found = find(&cluster, req.job.as_ref()).await;
             let nccl = crate::apply::nccl::in_containers(&cluster, &found.entries, 0).await;
             let mapped = super::process_nccl::in_processes(&cluster, &found.entries, 0).await;
-            Ok::<_, JobsError>((cluster.names(), found, nccl.into_iter().zip(mapped)))
+            let links = super::links(&cluster, &found.entries).await;
+            let caches = super::cache_size::measure(&cluster, &found.entries, 0).await;
+            Ok::<_, JobsError>((
+                cluster.names(),
+                found,
+                nccl.into_iter().zip(mapped),
+                links,
+                caches,
+            ))
         })
         .await?;
+    for (job, e) in &unread {
+        reporter.warn(&format!("the logs of {job} could not be read: {e}"));
+    }
     let rows: Vec<StatusRow> = found
         .entries
         .into_iter()
@@ -227,6 +243,8 @@ pub async fn status(
         failed: found.failed,
         startup,
         events,
+        links,
+        runtime_caches,
     })
 }
 

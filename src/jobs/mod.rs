@@ -5,13 +5,18 @@
 //!
 //! `command`: the commands as one call each ([`status`], [`logs`], [`stop`]: request in,
 //! report out); `render`: how their reports are shown; `watch`: `status --watch`'s live view;
-//! `process_nccl`: the NCCL running host processes have mapped, for `status`.
+//! `process_nccl`: the NCCL running host processes have mapped, for `status`; [`links`]: what
+//! a job's engine says in its logs about how its nodes talk (llama.cpp's RPC transport), for
+//! `status` and the launch's summary; `cache_size`: the size of each runtime cache the work
+//! names, for `status`.
 
+mod cache_size;
 mod command;
 mod process_nccl;
 mod render;
 mod watch;
 
+pub use cache_size::{CacheSeen, CacheSize};
 pub use command::{
     JobsError, LogSink, LogsReport, LogsRequest, StatusReport, StatusRequest, StatusRow,
     StopReport, StopRequest, WouldStop, logs, status, stop,
@@ -26,6 +31,7 @@ use serde::Serialize;
 use crate::node::{NodeName, all_ok, for_each_node};
 use crate::plan::{JobName, RuntimeKind};
 use crate::runtime::{Cluster, JobEntry, RuntimeError};
+use crate::workload::engines::{EngineKind, EngineOptions, LinkVerdict};
 
 /// Every labelled container and process found (of one job, or all), and the nodes that could
 /// not be asked.
@@ -107,6 +113,95 @@ pub async fn stop_jobs(
         }
     }
     (stopped, failed)
+}
+
+/// How many lines of each log are read for what an engine says about its links: their start,
+/// where llama.cpp's RPC connections are made (a long-running server's log grows with every
+/// request).
+const LINK_LINES: usize = 20_000;
+
+/// What a job's engine said about how its nodes talk (`ServingEngine::link_reader`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct JobLink {
+    pub job: String,
+    #[serde(flatten)]
+    pub link: LinkVerdict,
+}
+
+/// What the engine of each job of `entries` says about how its nodes talk (llama.cpp: the
+/// transport of its RPC connections), read from the start of every one of the job's logs
+/// together, the group's mode as the engine forms it on the nodes found. Jobs whose engine
+/// reads nothing there, or whose logs say nothing it reports on, are left out; a job whose logs
+/// could not be read is returned beside, with why.
+pub async fn links(
+    cluster: &Cluster,
+    entries: &[JobEntry],
+) -> (Vec<JobLink>, Vec<(String, RuntimeError)>) {
+    let mut jobs: Vec<&str> = entries.iter().map(|e| e.job.as_str()).collect();
+    jobs.sort();
+    jobs.dedup();
+    let mut found = Vec::new();
+    let mut failed = Vec::new();
+    for job in jobs {
+        let of_job: Vec<JobEntry> = entries.iter().filter(|e| e.job == job).cloned().collect();
+        let Some(engine) = of_job
+            .iter()
+            .find_map(|e| e.workload.as_deref()?.parse::<EngineKind>().ok())
+        else {
+            continue;
+        };
+        let Some(read) = engine.engine().link_reader() else {
+            continue;
+        };
+        let mut nodes: Vec<&NodeName> = of_job.iter().map(|e| &e.node).collect();
+        nodes.dedup();
+        let multi = engine
+            .engine()
+            .multi_node(&EngineOptions::default(), nodes.len());
+        match log_starts(cluster, &of_job, LINK_LINES).await {
+            Ok(text) => found.extend(read(multi, &text).map(|link| JobLink {
+                job: job.to_string(),
+                link,
+            })),
+            Err(e) => failed.push((job.to_string(), e)),
+        }
+    }
+    (found, failed)
+}
+
+/// The first `max` lines of every entry's log, one after the other.
+async fn log_starts(
+    cluster: &Cluster,
+    entries: &[JobEntry],
+    max: usize,
+) -> Result<String, RuntimeError> {
+    let read = for_each_node(
+        entries.iter().map(|e| e.node.clone()).collect::<Vec<_>>(),
+        0,
+        |node| {
+            let entry = entries.iter().find(|e| e.node == node).cloned();
+            async move {
+                let entry = entry.ok_or_else(|| RuntimeError::Other("gone".into()))?;
+                let stream = cluster
+                    .node(&node)?
+                    .logs(entry.runtime, &entry.name, false, false)
+                    .await?;
+                lines(stream)
+                    .take(max)
+                    .collect::<Vec<_>>()
+                    .await
+                    .into_iter()
+                    .collect::<Result<Vec<String>, _>>()
+            }
+        },
+    )
+    .await;
+    let read = all_ok(read).map_err(|f| RuntimeError::Other(f.to_string()))?;
+    Ok(read
+        .into_iter()
+        .flat_map(|(_, lines)| lines)
+        .collect::<Vec<_>>()
+        .join("\n"))
 }
 
 /// One line of a job's log.

@@ -38,6 +38,8 @@ impl Shown for StatusReport {
             "unreachable": unreachable(&self.failed),
             "startup": self.startup,
             "events": self.events,
+            "links": self.links,
+            "runtime_caches": self.runtime_caches,
         }))
     }
 
@@ -102,6 +104,17 @@ impl Shown for StatusReport {
                 "\nNCCL the host processes have mapped:\n{}",
                 mapped.join("\n")
             ));
+        }
+        for l in &self.links {
+            out.push_str(&format!("\n{}: {}", l.job, l.link));
+        }
+        if !self.runtime_caches.is_empty() {
+            out.push_str(
+                "\nruntime caches (what the engines compiled; kept across restarts and stops):",
+            );
+            for c in &self.runtime_caches {
+                out.push_str(&format!("\n  {}  {}  {}", c.node, c.size, c.folder));
+            }
         }
         if let Some(s) = &self.startup {
             out.push_str(&format!("\n{}, launched {}", s.text(), s.launched_at));
@@ -219,5 +232,165 @@ impl Shown for StopReport {
             },
             _ => Ending::Ok,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::jobs::{CacheSeen, CacheSize, JobLink, StatusRow};
+    use crate::runtime::JobEntry;
+    use crate::workload::engines::LinkVerdict;
+
+    fn row(node: &str, role: &str) -> StatusRow {
+        StatusRow {
+            entry: JobEntry {
+                job: "ll".into(),
+                node: NodeName::new(node).unwrap(),
+                role: Some(role.into()),
+                name: format!("sl-ll-{node}"),
+                runtime: RuntimeKind::Docker,
+                state: "running".into(),
+                exit_code: None,
+                image: "ghcr.io/ggml-org/llama.cpp:full-cuda".into(),
+                started_at: None,
+                ports: vec![8080],
+                bind: None,
+                memory_limit: None,
+                oom_killed: false,
+                workload: Some("llamacpp".into()),
+                runtime_cache: None,
+            },
+            uptime_s: Some(65),
+            nccl: None,
+            nccl_mapped: None,
+        }
+    }
+
+    fn report(caches: Vec<CacheSeen>) -> StatusReport {
+        let node = NodeName::new("spark").unwrap();
+        StatusReport {
+            job: None,
+            nodes: vec![node.clone()],
+            rows: vec![StatusRow {
+                entry: JobEntry {
+                    job: "demo".into(),
+                    node: node.clone(),
+                    role: Some("head".into()),
+                    name: "sl-demo-spark".into(),
+                    runtime: RuntimeKind::Docker,
+                    state: "running".into(),
+                    exit_code: None,
+                    image: "img".into(),
+                    started_at: None,
+                    ports: vec![8000],
+                    bind: None,
+                    memory_limit: None,
+                    oom_killed: false,
+                    workload: None,
+                    runtime_cache: caches.first().map(|c| c.folder.clone()),
+                },
+                uptime_s: None,
+                nccl: None,
+                nccl_mapped: None,
+            }],
+            failed: Vec::new(),
+            startup: None,
+            events: Vec::new(),
+            links: Vec::new(),
+            runtime_caches: caches,
+        }
+    }
+
+    fn seen(node: &str, folder: &str, size: CacheSize) -> CacheSeen {
+        CacheSeen {
+            node: NodeName::new(node).unwrap(),
+            folder: folder.into(),
+            jobs: vec!["demo".into()],
+            size,
+        }
+    }
+
+    #[test]
+    fn status_says_a_llama_cpp_job_s_rpc_transport_under_its_table() {
+        let report = StatusReport {
+            job: None,
+            nodes: vec![NodeName::new("a").unwrap(), NodeName::new("b").unwrap()],
+            rows: vec![row("a", "head"), row("b", "worker")],
+            failed: Vec::new(),
+            startup: None,
+            events: Vec::new(),
+            links: vec![JobLink {
+                job: "ll".into(),
+                link: LinkVerdict {
+                    what: "RPC transport".into(),
+                    verdict: "not recorded".into(),
+                },
+            }],
+            runtime_caches: Vec::new(),
+        };
+        let text = report.text();
+        assert!(
+            text.ends_with("\nll: RPC transport: not recorded"),
+            "{text}"
+        );
+        let json: serde_json::Value = serde_json::from_str(&report.json().unwrap()).unwrap();
+        assert_eq!(
+            json["links"],
+            serde_json::json!([{"job": "ll", "what": "RPC transport", "verdict": "not recorded"}])
+        );
+        assert_eq!(json["jobs"][0]["workload"], "llamacpp");
+    }
+
+    #[test]
+    fn status_shows_each_runtime_cache_with_its_size_absent_or_not_recorded() {
+        let r = report(vec![
+            seen(
+                "spark",
+                "/home/u/.cache/spark-launch/runtime/vllm/a--b/img-0123abcd",
+                CacheSize::Present {
+                    kib: 3 << 20,
+                    partial: false,
+                },
+            ),
+            seen("spark2", "/home/u/x", CacheSize::Absent),
+            seen(
+                "spark3",
+                "/home/u/y",
+                CacheSize::NotRecorded {
+                    why: "du did not finish within 60 s".into(),
+                },
+            ),
+        ]);
+        let text = r.text();
+        assert!(text.contains("runtime caches"), "{text}");
+        assert!(
+            text.contains(&format!(
+                "spark  {}  /home/u/.cache/spark-launch/runtime/vllm/a--b/img-0123abcd",
+                crate::progress::human_bytes(3 << 30)
+            )),
+            "{text}"
+        );
+        assert!(text.contains("spark2  absent  /home/u/x"), "{text}");
+        assert!(
+            text.contains("spark3  not recorded (du did not finish within 60 s)  /home/u/y"),
+            "{text}"
+        );
+        let json: serde_json::Value = serde_json::from_str(&r.json().unwrap()).unwrap();
+        let caches = json["runtime_caches"].as_array().unwrap();
+        assert_eq!(caches[0]["state"], "present");
+        assert_eq!(caches[0]["kib"], 3 << 20);
+        assert_eq!(caches[1]["state"], "absent");
+        assert_eq!(caches[2]["state"], "not-recorded");
+        assert_eq!(
+            json["jobs"][0]["runtime_cache"],
+            "/home/u/.cache/spark-launch/runtime/vllm/a--b/img-0123abcd"
+        );
+    }
+
+    #[test]
+    fn status_of_work_without_a_runtime_cache_says_nothing_of_one() {
+        let text = report(Vec::new()).text();
+        assert!(!text.contains("runtime cache"), "{text}");
     }
 }

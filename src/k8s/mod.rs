@@ -22,6 +22,8 @@
 //! - the model from the folder `model pull` staged on each node (hostPath, absolute: `--hf-home`)
 //!   or from a PVC the user names (`--pvc`); a Hub commit the plan did not record is read from
 //!   the cache's `refs/` file when the rank starts;
+//! - the runtime cache (the engine's compiled kernels) from each node's folder (hostPath, made
+//!   when missing), or, when the plan names none (planned on snapshots), the pod's own;
 //! - readiness that means a token (a probe script in the ConfigMap), a Service for the leader's
 //!   API, and every secret (the API key, a TensorRT-LLM job's SSH keys) from a Secret the user
 //!   creates (`JOB-secrets`): never in a manifest;
@@ -43,6 +45,7 @@ use crate::plan::secret::is_secret_in;
 use crate::plan::spec::{FileContent, LABEL_BIND, MountKind};
 use crate::plan::{ContainerSpec, Gpus, Launch, StageModel, Step, WaitServing};
 use crate::workload::engines::{ApiKeySupport, GroupRefs, MultiNode};
+use crate::workload::runtime_cache::CONTAINER_DIR as RUNTIME_CACHE_DIR;
 use crate::workload::serve::{Problem, ServePlan};
 use script::{CopyIn, ReadyProbe, ResolveAtStart};
 
@@ -294,6 +297,15 @@ pub fn export(plan: &ServePlan, opts: &K8sOptions) -> Result<K8sExport, K8sRefus
         notes.push(
             "NCCL runs on TCP sockets (--allow-tcp): no RDMA resource is asked for".to_string(),
         );
+    }
+    if head
+        .mounts
+        .iter()
+        .any(|m| m.target == RUNTIME_CACHE_DIR && !m.source.starts_with('/'))
+    {
+        notes.push(format!(
+            "the runtime cache ({RUNTIME_CACHE_DIR}) is each pod's own folder (an emptyDir): the plan names no folder of the nodes (planned on snapshots, `~` unresolved), so a pod made again compiles again; planned on live nodes, it is each node's folder"
+        ));
     }
     let secret_keys = ctx.secret_keys();
 
@@ -725,6 +737,8 @@ impl Ctx<'_> {
         for (i, m) in first.mounts.iter().enumerate() {
             let vol = if m.target == CONTAINER_HF_HOME {
                 "hf-cache".to_string()
+            } else if m.target == RUNTIME_CACHE_DIR {
+                "runtime-cache".to_string()
             } else {
                 format!("host-{i}")
             };
@@ -738,7 +752,10 @@ impl Ctx<'_> {
                 ));
                 continue;
             }
-            let on_node = m.target != CONTAINER_HF_HOME || self.opts.pvc.is_none();
+            // The runtime cache under a home not resolved (a plan made on snapshots) is the
+            // pod's own instead (`volumes`), never refused.
+            let on_node = (m.target != CONTAINER_HF_HOME || self.opts.pvc.is_none())
+                && m.target != RUNTIME_CACHE_DIR;
             if on_node && !m.source.starts_with('/') {
                 let fix = if m.target == CONTAINER_HF_HOME {
                     "give --hf-home /home/USER/.cache/huggingface (the cache `model pull` fills on every node, as an absolute path) or --pvc NAME (a claim that holds a Hugging Face cache)"
@@ -791,6 +808,18 @@ impl Ctx<'_> {
                         "name": "hf-cache",
                         "hostPath": {"path": m.source, "type": "Directory"},
                     })),
+                }
+            } else if m.target == RUNTIME_CACHE_DIR {
+                // The node's folder, made when missing, when the plan names it; else the
+                // pod's own folder, kept while the pod is (a container restarted in it finds
+                // its compiled kernels; a pod made again starts cold).
+                if m.source.starts_with('/') {
+                    vols.push(json!({
+                        "name": "runtime-cache",
+                        "hostPath": {"path": m.source, "type": "DirectoryOrCreate"},
+                    }));
+                } else {
+                    vols.push(json!({"name": "runtime-cache", "emptyDir": {}}));
                 }
             } else {
                 vols.push(json!({"name": format!("host-{i}"), "hostPath": {"path": m.source}}));

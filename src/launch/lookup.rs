@@ -11,7 +11,7 @@
 use std::sync::Arc;
 
 use crate::model::ModelSource;
-use crate::model::footprint::WeightsSize;
+use crate::model::footprint::{Footprint, GGUF_LAYOUT, Known, WeightsSize};
 use crate::model::hub::HubError;
 use crate::node::{NodeFailures, all_ok, for_each_node};
 use crate::progress::Reporter;
@@ -45,15 +45,7 @@ pub enum HomeError {
 impl LookupError {
     /// The user's to fix (a gated or missing model, a revision that does not exist): exit 2.
     pub fn is_refusal(&self) -> bool {
-        matches!(
-            self,
-            LookupError::Hub(
-                HubError::GatedNoToken { .. }
-                    | HubError::NoAccess { .. }
-                    | HubError::NotFound { .. }
-                    | HubError::NoRevision { .. }
-            )
-        )
+        matches!(self, LookupError::Hub(h) if h.is_refusal())
     }
 }
 
@@ -110,7 +102,22 @@ pub async fn lookups(
     } else {
         step.ok();
     }
-    if let (Some(r), ModelSource::Hub { repo, .. }) = (&resolved, model) {
+    if let Some(picked) = resolved
+        .as_ref()
+        .and_then(|r| r.gguf.as_ref()?.picked.as_ref())
+    {
+        // A GGUF model's shape is in its header; its size in the Hub's listing.
+        let files = resolved.iter().flat_map(|r| &r.files);
+        found.footprint = Footprint {
+            kv: Known::NotKnown(GGUF_LAYOUT.to_string()),
+            weights: WeightsSize::of_gguf(
+                &picked.parts,
+                files.map(|f| (f.path.as_str(), f.size)),
+                "the Hub's listing",
+            )
+            .into(),
+        };
+    } else if let (Some(r), ModelSource::Hub { repo, .. }) = (&resolved, model) {
         let config = config_from_hub(head.clone(), repo, &r.commit).await;
         let weights = WeightsSize::from_files(
             r.files.iter().map(|f| (f.path.as_str(), f.size)),

@@ -17,6 +17,8 @@
 //!   NCCL), read-only, so a dry run on live nodes prints the plan a run executes.
 //! - [`job_ssh`]: the job's own SSH keys, for a job that runs `mpirun` between containers.
 //! - [`serving`]: staying attached to a serving job until Ctrl-C.
+//! - Once a serving job answers, what its engine's logs say about how its nodes talk
+//!   (`crate::jobs::links`: llama.cpp's RPC transport) goes into its summary.
 //! - The executor (`crate::apply`) runs the plan; a serving job's plan, hosts and start-up
 //!   timings are kept through `crate::records`; `--supervise` hands over to `crate::supervise::run`.
 
@@ -41,6 +43,7 @@ use crate::progress::Reporter;
 use crate::records;
 use crate::resolve::{self, Needs, Purpose, ResolveError, ResolvedCluster, Selection};
 use crate::runtime::Cluster;
+use crate::workload::engines::LinkVerdict;
 use crate::workload::job_ssh::JobSshKeys;
 use crate::workload::launch::{LaunchPlan, LaunchRefusal, LaunchRequest, Lookups, Planned, plan};
 use crate::workload::nccl_build::BuildPlan;
@@ -87,6 +90,9 @@ pub enum Launched {
     Served {
         plan: Box<ServePlan>,
         startup: Startup,
+        /// What the engine's logs said about how its nodes talk, once it served (llama.cpp's
+        /// RPC transport; `None`: its engine says nothing of it).
+        link: Option<LinkVerdict>,
         attached: Option<Result<(), AttachError>>,
     },
 }
@@ -126,9 +132,9 @@ impl LaunchError {
     }
 }
 
-/// Called once a serving job answers, before staying attached (the CLI prints the endpoint and
-/// the start-up timings).
-pub type OnReady<'a> = &'a (dyn Fn(&ServePlan, &Startup) + Send + Sync);
+/// Called once a serving job answers, before staying attached (the CLI prints the endpoint,
+/// the start-up timings, and what the engine's logs say about how its nodes talk).
+pub type OnReady<'a> = &'a (dyn Fn(&ServePlan, &Startup, Option<&LinkVerdict>) + Send + Sync);
 
 /// When a launch began, for the start-up timings.
 #[derive(Clone, Debug)]
@@ -365,7 +371,15 @@ async fn launch_on(
                     "the plan could not be kept for `spark-launch supervise {job}`: {e}"
                 ));
             }
-            on_ready(&serve, &startup);
+            // What the engine's logs say about how its nodes talk (llama.cpp's RPC transport),
+            // read once it serves: its connections are made by then.
+            let found = crate::jobs::find(&runtime, Some(&serve.job.job)).await;
+            let (links, unread) = crate::jobs::links(&runtime, &found.entries).await;
+            for (job, e) in unread {
+                reporter.warn(&format!("the logs of {job} could not be read: {e}"));
+            }
+            let link = links.into_iter().next().map(|l| l.link);
+            on_ready(&serve, &startup, link.as_ref());
             let attached = if let Some(policy) = &l.supervise {
                 let key = serve.api_key.as_ref().map(|k| k.key.clone());
                 // Ended by Ctrl-C or a stop: the job was not stopped by us, as with `-d`.
@@ -392,6 +406,7 @@ async fn launch_on(
             Ok(Launched::Served {
                 plan: serve,
                 startup,
+                link,
                 attached,
             })
         }

@@ -380,6 +380,38 @@ impl WeightsSize {
     }
 }
 
+/// Why a GGUF model's KV layout is not known: it is in the file's header, not in a
+/// `config.json`.
+pub const GGUF_LAYOUT: &str =
+    "a GGUF model's layers and heads are in its file's header, which spark-launch does not read";
+
+impl WeightsSize {
+    /// The picked GGUF file(s) of a listing (path, size): every part of the model (the
+    /// projector is not counted: it is small and loaded beside it).
+    pub fn of_gguf<'a>(
+        parts: &[String],
+        files: impl IntoIterator<Item = (&'a str, u64)>,
+        whence: &str,
+    ) -> Result<WeightsSize, String> {
+        let sizes: Vec<u64> = files
+            .into_iter()
+            .filter(|(p, _)| parts.iter().any(|x| x == p))
+            .map(|(_, s)| s)
+            .collect();
+        if sizes.is_empty() {
+            return Err(format!("{whence} lists none of the picked GGUF files"));
+        }
+        Ok(WeightsSize {
+            bytes: sizes.iter().sum(),
+            from: format!(
+                "the sizes of {} GGUF file{} ({whence})",
+                sizes.len(),
+                if sizes.len() == 1 { "" } else { "s" }
+            ),
+        })
+    }
+}
+
 /// What is known of a model's memory: its KV layout and its weights, each or why not.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Footprint {

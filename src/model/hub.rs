@@ -18,6 +18,7 @@ use std::collections::BTreeSet;
 use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 
+use super::gguf::{self, Gguf, GgufError};
 use super::{ModelSource, RepoId, Revision, is_commit};
 
 /// An HTTP answer, reduced to what the interpretation needs.
@@ -80,7 +81,7 @@ pub enum Gated {
     Manual,
 }
 
-/// A revision resolved to a commit and its files.
+/// A revision resolved to a commit and its files (of a GGUF spec, only the files it picked).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Resolved {
     pub repo: RepoId,
@@ -88,9 +89,31 @@ pub struct Resolved {
     pub commit: String,
     pub gated: Gated,
     pub files: Vec<HubFile>,
+    /// The GGUF spec and what it picked (`files` are then those files only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gguf: Option<Gguf>,
 }
 
 impl Resolved {
+    /// Keeps only the GGUF file(s) `spec` picks from the listing (llama.cpp's `-hf` rules,
+    /// `model::gguf`), and records what it picked.
+    pub fn picking(mut self, spec: &Gguf) -> Result<Resolved, HubError> {
+        let listing: Vec<&str> = self.files.iter().map(|f| f.path.as_str()).collect();
+        let picked =
+            gguf::pick(spec.quant.as_deref(), &listing).map_err(|problem| HubError::Gguf {
+                repo: self.repo.clone(),
+                revision: self.revision.clone(),
+                problem,
+            })?;
+        self.files
+            .retain(|f| picked.files().any(|p| p == f.path.as_str()));
+        self.gguf = Some(Gguf {
+            quant: spec.quant.clone(),
+            picked: Some(picked),
+        });
+        Ok(self)
+    }
+
     pub fn total_bytes(&self) -> u64 {
         self.files.iter().map(|f| f.size).sum()
     }
@@ -100,6 +123,7 @@ impl Resolved {
             repo: self.repo.clone(),
             revision: self.revision.clone(),
             commit: Some(self.commit.clone()),
+            gguf: self.gguf.clone(),
         }
     }
 }
@@ -147,6 +171,28 @@ pub enum HubError {
     Malformed { url: String, problem: String },
     #[error("cannot reach the Hub at {endpoint}: {cause} (set HF_ENDPOINT for a mirror)")]
     Unreachable { endpoint: String, cause: String },
+    /// A GGUF spec that picks nothing from the repository's listing.
+    #[error("{repo}@{revision} {problem}")]
+    Gguf {
+        repo: RepoId,
+        revision: Revision,
+        problem: GgufError,
+    },
+}
+
+impl HubError {
+    /// The user's to fix (a gated or missing model, a revision that does not exist, a GGUF
+    /// spec that picks nothing): a refusal, exit 2.
+    pub fn is_refusal(&self) -> bool {
+        matches!(
+            self,
+            HubError::GatedNoToken { .. }
+                | HubError::NoAccess { .. }
+                | HubError::NotFound { .. }
+                | HubError::NoRevision { .. }
+                | HubError::Gguf { .. }
+        )
+    }
 }
 
 #[derive(Deserialize)]
@@ -291,6 +337,7 @@ pub fn parse_info(
         commit,
         gated,
         files,
+        gguf: None,
     })
 }
 

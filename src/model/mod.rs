@@ -17,6 +17,7 @@
 //! ```
 
 pub mod footprint;
+pub mod gguf;
 pub mod hub;
 pub mod manifest;
 pub mod pull;
@@ -27,6 +28,8 @@ pub mod shape;
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
+
+pub use gguf::Gguf;
 
 /// Where the Hugging Face cache is mounted inside every container (`HF_HOME` there;
 /// `plan::spec::ContainerSpec::mount_hf_cache` mounts it).
@@ -160,7 +163,8 @@ pub fn is_commit(s: &str) -> bool {
     s.len() == 40 && s.chars().all(|c| matches!(c, '0'..='9' | 'a'..='f'))
 }
 
-/// What the user named: a Hub repository at a revision, or a folder on the head.
+/// What the user named: a Hub repository at a revision (or GGUF file(s) of one), or a folder
+/// on the head.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "lowercase")]
 pub enum ModelSource {
@@ -169,6 +173,10 @@ pub enum ModelSource {
         revision: Revision,
         /// The commit the revision resolved to; `None` until resolved (dry runs).
         commit: Option<String>,
+        /// Only GGUF file(s) of the repository, as llama.cpp's `-hf REPO[:QUANT]` picks them
+        /// (`gguf`); `None`: the whole repository.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        gguf: Option<Gguf>,
     },
     Local {
         /// An absolute folder on the head; copied to the same path on every other node.
@@ -177,8 +185,10 @@ pub enum ModelSource {
 }
 
 impl ModelSource {
-    /// Parses `ORG/NAME`, `ORG/NAME@REVISION` or an absolute path. A `revision` given apart
-    /// (`--revision`) wins over one after `@`.
+    /// Parses `ORG/NAME`, `ORG/NAME@REVISION`, a GGUF spec `ORG/NAME:QUANT` (as llama.cpp's
+    /// `-hf` takes it; `ORG/NAME@REVISION:QUANT` or `ORG/NAME:QUANT@REVISION` with a
+    /// revision) or an absolute path. A `revision` given apart (`--revision`) wins over one
+    /// after `@`.
     pub fn parse(model: &str, revision: Option<&str>) -> Result<Self, ModelError> {
         let model = model.trim();
         if model.starts_with('/') {
@@ -190,9 +200,29 @@ impl ModelSource {
         if model.starts_with('.') || model.starts_with('~') {
             return Err(ModelError::RelativePath(model.to_string()));
         }
-        let (id, at_rev) = match model.split_once('@') {
+        let (rest, quant) = match model.split_once(':') {
+            Some((rest, q)) => {
+                // The quant may come before the revision (`:Q4_K_M@v1`): the `@` part goes
+                // back to the repo.
+                let (q, rev) = match q.split_once('@') {
+                    Some((q, rev)) => (q, Some(rev)),
+                    None => (q, None),
+                };
+                if !gguf::valid_quant(q) {
+                    return Err(ModelError::BadQuant(model.to_string()));
+                }
+                let rest = match rev {
+                    Some(rev) if !rest.contains('@') => format!("{rest}@{rev}"),
+                    Some(_) => return Err(ModelError::BadQuant(model.to_string())),
+                    None => rest.to_string(),
+                };
+                (rest, Some(q.to_string()))
+            }
+            None => (model.to_string(), None),
+        };
+        let (id, at_rev) = match rest.split_once('@') {
             Some((id, rev)) => (id, Some(rev)),
-            None => (model, None),
+            None => (rest.as_str(), None),
         };
         let repo = RepoId::new(id)?;
         let revision = match revision.or(at_rev) {
@@ -204,12 +234,22 @@ impl ModelSource {
             repo,
             revision,
             commit,
+            gguf: quant.map(|q| Gguf {
+                quant: Some(q),
+                picked: None,
+            }),
         })
     }
 
-    /// The name the API serves the model under: the repo id, or the folder's name.
+    /// The name the API serves the model under: the repo id (with its `:QUANT`), or the
+    /// folder's name.
     pub fn served_name(&self) -> String {
         match self {
+            ModelSource::Hub {
+                repo,
+                gguf: Some(Gguf { quant: Some(q), .. }),
+                ..
+            } => format!("{repo}:{q}"),
             ModelSource::Hub { repo, .. } => repo.to_string(),
             ModelSource::Local { path } => basename(path).to_string(),
         }
@@ -218,10 +258,43 @@ impl ModelSource {
     /// The same source with its commit set (after the Hub resolved the revision).
     pub fn with_commit(&self, sha: &str) -> Self {
         match self {
-            ModelSource::Hub { repo, revision, .. } => ModelSource::Hub {
+            ModelSource::Hub {
+                repo,
+                revision,
+                gguf,
+                ..
+            } => ModelSource::Hub {
                 repo: repo.clone(),
                 revision: revision.clone(),
                 commit: Some(sha.to_string()),
+                gguf: gguf.clone(),
+            },
+            other => other.clone(),
+        }
+    }
+
+    /// The GGUF selection of a Hub model (`None`: the whole repository, or a folder).
+    pub fn gguf(&self) -> Option<&Gguf> {
+        match self {
+            ModelSource::Hub { gguf, .. } => gguf.as_ref(),
+            ModelSource::Local { .. } => None,
+        }
+    }
+
+    /// The same source as GGUF file(s) of its repository: a Hub model without a `:QUANT`
+    /// gets llama.cpp's default quant; a folder, or a model already a GGUF spec, is as it was.
+    pub fn as_gguf(&self) -> Self {
+        match self {
+            ModelSource::Hub {
+                repo,
+                revision,
+                commit,
+                gguf: None,
+            } => ModelSource::Hub {
+                repo: repo.clone(),
+                revision: revision.clone(),
+                commit: commit.clone(),
+                gguf: Some(Gguf::default()),
             },
             other => other.clone(),
         }
@@ -241,21 +314,49 @@ impl ModelSource {
         }
     }
 
-    /// The folder a serving engine is pointed at inside the container: the snapshot of the
-    /// resolved commit (or of the revision's name while unresolved), or the mounted folder.
+    /// What a serving engine is pointed at inside the container: the snapshot folder of the
+    /// resolved commit (or of the revision's name while unresolved), the picked GGUF file in
+    /// it (the first part of a split model), or the mounted folder.
     pub fn container_path(&self) -> String {
         match self {
             ModelSource::Hub {
                 repo,
                 revision,
                 commit,
-            } => format!(
-                "{CONTAINER_HF_HOME}/hub/{}/snapshots/{}",
-                repo.cache_folder(),
-                commit.as_deref().unwrap_or(revision.as_str())
-            ),
+                gguf,
+            } => {
+                let snapshot = format!(
+                    "{CONTAINER_HF_HOME}/hub/{}/snapshots/{}",
+                    repo.cache_folder(),
+                    commit.as_deref().unwrap_or(revision.as_str())
+                );
+                match gguf.as_ref().and_then(|g| g.picked.as_ref()) {
+                    Some(p) => format!("{snapshot}/{}", p.model),
+                    None => snapshot,
+                }
+            }
             ModelSource::Local { path } => format!("{CONTAINER_MODELS}/{}", basename(path)),
         }
+    }
+
+    /// The picked GGUF projector's path inside the container (`None`: no projector, not
+    /// picked yet, or not a GGUF spec).
+    pub fn container_mmproj(&self) -> Option<String> {
+        let ModelSource::Hub {
+            repo,
+            revision,
+            commit,
+            gguf,
+        } = self
+        else {
+            return None;
+        };
+        let mmproj = gguf.as_ref()?.picked.as_ref()?.mmproj.as_ref()?;
+        Some(format!(
+            "{CONTAINER_HF_HOME}/hub/{}/snapshots/{}/{mmproj}",
+            repo.cache_folder(),
+            commit.as_deref().unwrap_or(revision.as_str())
+        ))
     }
 }
 
@@ -266,10 +367,19 @@ impl fmt::Display for ModelSource {
                 repo,
                 revision,
                 commit,
-            } => match commit {
-                Some(c) if c != revision.as_str() => write!(f, "{repo}@{revision} ({c})"),
-                _ => write!(f, "{repo}@{revision}"),
-            },
+                gguf,
+            } => {
+                let quant = match gguf {
+                    Some(Gguf { quant: Some(q), .. }) => format!(":{q}"),
+                    _ => String::new(),
+                };
+                match commit {
+                    Some(c) if c != revision.as_str() => {
+                        write!(f, "{repo}@{revision}{quant} ({c})")
+                    }
+                    _ => write!(f, "{repo}@{revision}{quant}"),
+                }
+            }
             ModelSource::Local { path } => f.write_str(path),
         }
     }
@@ -311,6 +421,10 @@ pub enum ModelError {
     RelativePath(String),
     #[error("--revision applies to Hub models, not to the folder {0:?}")]
     RevisionOnPath(String),
+    #[error(
+        "invalid GGUF spec {0:?}: expected ORG/NAME:QUANT as llama.cpp's -hf takes it (the quant in letters, digits, '_', '-', '.': Q4_K_M, UD-Q4_K_XL), optionally with @REVISION"
+    )]
+    BadQuant(String),
 }
 
 #[cfg(test)]
@@ -326,6 +440,7 @@ mod tests {
                 repo: RepoId::new("Qwen/Qwen2.5-0.5B-Instruct").unwrap(),
                 revision: Revision::new("v1.0").unwrap(),
                 commit: None,
+                gguf: None,
             }
         );
         assert_eq!(m.served_name(), "Qwen/Qwen2.5-0.5B-Instruct");
@@ -387,6 +502,83 @@ mod tests {
             ModelSource::parse("/data/x", Some("main")),
             Err(ModelError::RevisionOnPath(_))
         ));
+    }
+
+    #[test]
+    fn a_gguf_spec_names_a_quant_of_a_repository_as_llama_cpp_s_hf_does() {
+        let m = ModelSource::parse("unsloth/Qwen3-30B-A3B-GGUF:Q4_K_M", None).unwrap();
+        let ModelSource::Hub {
+            repo,
+            revision,
+            gguf,
+            ..
+        } = &m
+        else {
+            panic!("not a hub model")
+        };
+        assert_eq!(repo.as_str(), "unsloth/Qwen3-30B-A3B-GGUF");
+        assert_eq!(revision.as_str(), "main");
+        assert_eq!(gguf.as_ref().unwrap().quant.as_deref(), Some("Q4_K_M"));
+        assert_eq!(m.served_name(), "unsloth/Qwen3-30B-A3B-GGUF:Q4_K_M");
+        assert_eq!(m.to_string(), "unsloth/Qwen3-30B-A3B-GGUF@main:Q4_K_M");
+        // The revision before or after the quant; the written form parses back.
+        for spec in ["org/m-GGUF@v2:UD-Q4_K_XL", "org/m-GGUF:UD-Q4_K_XL@v2"] {
+            let m = ModelSource::parse(spec, None).unwrap();
+            assert_eq!(m.to_string(), "org/m-GGUF@v2:UD-Q4_K_XL");
+            assert_eq!(ModelSource::parse(&m.to_string(), None).unwrap(), m);
+        }
+        for bad in ["org/m:", "org/m:Q4 K", "org/m@v1:Q4@v2", "org/m:a:b"] {
+            assert!(
+                matches!(ModelSource::parse(bad, None), Err(ModelError::BadQuant(_))),
+                "{bad:?} accepted"
+            );
+        }
+    }
+
+    #[test]
+    fn a_picked_gguf_file_is_what_the_engine_is_pointed_at() {
+        let sha = "0123456789abcdef0123456789abcdef01234567";
+        let m = ModelSource::parse("org/m-GGUF:Q3_K_M", None).unwrap();
+        assert!(m.container_path().ends_with("/snapshots/main"));
+        assert_eq!(m.container_mmproj(), None);
+        let ModelSource::Hub {
+            repo,
+            revision,
+            gguf: Some(g),
+            ..
+        } = m
+        else {
+            panic!("not a gguf spec")
+        };
+        let picked = ModelSource::Hub {
+            repo,
+            revision,
+            commit: Some(sha.into()),
+            gguf: Some(Gguf {
+                picked: Some(gguf::GgufPick {
+                    model: "Q3_K_M/m-Q3_K_M-00001-of-00002.gguf".into(),
+                    parts: vec![],
+                    mmproj: Some("mmproj-F16.gguf".into()),
+                }),
+                ..g
+            }),
+        };
+        assert_eq!(
+            picked.container_path(),
+            format!(
+                "/root/.cache/huggingface/hub/models--org--m-GGUF/snapshots/{sha}/Q3_K_M/m-Q3_K_M-00001-of-00002.gguf"
+            )
+        );
+        assert!(
+            picked
+                .container_mmproj()
+                .unwrap()
+                .ends_with(&format!("{sha}/mmproj-F16.gguf"))
+        );
+        // Any Hub model can be read as GGUF file(s): llama.cpp's default quant.
+        let plain = ModelSource::parse("org/m-GGUF", None).unwrap();
+        assert_eq!(plain.gguf(), None);
+        assert_eq!(plain.as_gguf().gguf(), Some(&Gguf::default()));
     }
 
     #[test]

@@ -1,6 +1,8 @@
 //! `model pull` as a plan: where the weights come from (the Hub, or a folder on the head), the
 //! route each worker's copy takes to the head over the fabric, and the cache folder on every
-//! node. Pure: `--dry-run` prints it; `pull` carries it out.
+//! node. GGUF file(s) (a `REPO:QUANT` spec, or `--gguf`) go to the head alone: llama.cpp's
+//! head loads them and sends its RPC servers their tensors over the network. Pure: `--dry-run`
+//! prints it; `pull` carries it out.
 
 use serde::Serialize;
 
@@ -72,6 +74,7 @@ pub fn plan(req: &PullRequest, nodes: &[NodeInput], endpoint: &str) -> Option<Pu
             repo,
             revision,
             commit,
+            ..
         } => resolve_base(
             endpoint,
             repo,
@@ -79,13 +82,19 @@ pub fn plan(req: &PullRequest, nodes: &[NodeInput], endpoint: &str) -> Option<Pu
         ),
         ModelSource::Local { path } => format!("{path} on {head}"),
     };
+    // GGUF file(s) are read by llama.cpp's head alone.
+    let holders = if req.model.gguf().is_some() {
+        &nodes[..1]
+    } else {
+        nodes
+    };
     Some(PullPlan {
         model: req.model.clone(),
         copy_from: head_addr.map(|a| format!("{head}:{a} over ssh")),
         head,
         download_from,
-        routes: copy_routes(nodes),
-        nodes: nodes
+        routes: copy_routes(holders),
+        nodes: holders
             .iter()
             .map(|n| PullNode {
                 node: n.name.clone(),
@@ -94,4 +103,47 @@ pub fn plan(req: &PullRequest, nodes: &[NodeInput], endpoint: &str) -> Option<Pu
             .collect(),
         streams: req.streams,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::probe::read_snapshot_dir;
+
+    fn two_sparks() -> Vec<NodeInput> {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/seed-001-two-sparks-both-twins");
+        ["spark", "spark2"]
+            .iter()
+            .map(|n| NodeInput {
+                name: NodeName::new(*n).unwrap(),
+                facts: read_snapshot_dir(&root.join(n)).unwrap(),
+            })
+            .collect()
+    }
+
+    fn planned(model: &str) -> PullPlan {
+        let req = PullRequest {
+            model: ModelSource::parse(model, None).unwrap(),
+            hf_home: None,
+            streams: 4,
+            range_size: 1 << 20,
+        };
+        plan(&req, &two_sparks(), "http://hub").unwrap()
+    }
+
+    #[test]
+    fn gguf_files_go_to_the_head_alone_and_a_repository_to_every_node() {
+        let p = planned("unsloth/Qwen3-30B-A3B-GGUF:Q4_K_M");
+        let nodes: Vec<&str> = p.nodes.iter().map(|n| n.node.as_str()).collect();
+        assert_eq!(nodes, ["spark"]);
+        assert!(p.routes.is_empty(), "{:?}", p.routes);
+        assert_eq!(
+            p.download_from,
+            "http://hub/unsloth/Qwen3-30B-A3B-GGUF/resolve/main"
+        );
+        let p = planned("Qwen/Qwen2.5-0.5B-Instruct");
+        assert_eq!(p.nodes.len(), 2);
+        assert_eq!(p.routes.len(), 1);
+    }
 }

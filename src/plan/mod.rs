@@ -13,6 +13,7 @@ pub use image::{ImageFacts, PushAction, TargetFacts, push_actions};
 pub use job::{JobPlan, Launch, NodePlan, ProcessSpec, RuntimeKind};
 pub use spec::{ContainerSpec, Gpus, JobName, Ulimit};
 pub use step::{
-    CheckNccl, CheckPorts, CheckReachable, EnsureImage, Exec, NodePorts, RayMember, StageModel,
-    StageNccl, Start, Step, StepPayload, Stop, WaitExit, WaitHttp, WaitRay, WaitServing, WriteFile,
+    CheckNccl, CheckPorts, CheckReachable, EnsureFolders, EnsureImage, Exec, NodePorts, RayMember,
+    StageModel, StageNccl, Start, Step, StepPayload, Stop, WaitExit, WaitHttp, WaitRay,
+    WaitServing, WriteFile,
 };

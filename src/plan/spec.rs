@@ -16,8 +16,13 @@ use crate::node::{NodeName, Role};
 pub const LABEL_JOB: &str = "dev.spark-launch.job";
 pub const LABEL_NODE: &str = "dev.spark-launch.node";
 pub const LABEL_ROLE: &str = "dev.spark-launch.role";
+/// What a serving job runs: its engine's name (`status` reads what its logs say by it).
+pub const LABEL_WORKLOAD: &str = "dev.spark-launch.workload";
 /// The TCP ports the job serves on the node (host network), comma-separated, for `status`.
 pub const LABEL_PORTS: &str = "dev.spark-launch.ports";
+/// The folder on the node where a serving rank's engine keeps what it compiles at start, as the
+/// plan named it (`workload::runtime_cache`), for `status`.
+pub const LABEL_RUNTIME_CACHE: &str = "dev.spark-launch.runtime-cache";
 /// The one address a serving head's API listens on (`--bind ADDR|fabric`), for `bench JOB`;
 /// absent when it listens on every interface.
 pub const LABEL_BIND: &str = "dev.spark-launch.bind";

@@ -32,6 +32,7 @@ pub trait StepPayload {
 #[serde(tag = "step", rename_all = "kebab-case")]
 pub enum Step {
     EnsureImage(EnsureImage),
+    EnsureFolders(EnsureFolders),
     Start(Start),
     WriteFile(WriteFile),
     Exec(Exec),
@@ -52,6 +53,7 @@ impl Step {
     pub fn payload(&self) -> &dyn StepPayload {
         match self {
             Step::EnsureImage(s) => s,
+            Step::EnsureFolders(s) => s,
             Step::Start(s) => s,
             Step::WriteFile(s) => s,
             Step::Exec(s) => s,
@@ -108,6 +110,32 @@ impl StepPayload for EnsureImage {
     }
     fn nodes(&self) -> Vec<&NodeName> {
         self.nodes.iter().collect()
+    }
+}
+
+/// A folder on each listed node, created with its parents when missing, as the user
+/// spark-launch connects as (so it is theirs, not the root-owned folder Docker would make for a
+/// missing mount source); never emptied or removed. `~/` is the home on the node.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EnsureFolders {
+    /// What the folders are for (`runtime cache`), as the status line says it.
+    pub what: String,
+    pub folders: BTreeMap<NodeName, String>,
+}
+
+impl StepPayload for EnsureFolders {
+    fn title(&self) -> String {
+        let nodes: Vec<NodeName> = self.folders.keys().cloned().collect();
+        format!("Ensure the {} folder on {}", self.what, names(&nodes))
+    }
+    fn describe(&self) -> String {
+        format!(
+            "{} (created when missing, kept across restarts and stops)",
+            self.title()
+        )
+    }
+    fn nodes(&self) -> Vec<&NodeName> {
+        self.folders.keys().collect()
     }
 }
 

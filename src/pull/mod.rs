@@ -105,9 +105,11 @@ async fn pull(
     cluster: &ResolvedCluster,
     reporter: &Arc<dyn Reporter>,
 ) -> Result<Pulled, PullError> {
+    // The plan's nodes only (GGUF file(s) go to the head alone).
     let shells = cluster
         .nodes
         .iter()
+        .filter(|n| plan.nodes.iter().any(|p| p.node == n.name))
         .filter_map(|n| n.target.as_ref().map(|t| t.shell()))
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| PullError::Nodes(e.to_string()))?;

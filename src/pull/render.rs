@@ -79,5 +79,11 @@ fn plan_text(p: &PullPlan) -> String {
     for n in &p.nodes {
         out.push_str(&format!("     {} keeps it in {}\n", n.node, n.dir));
     }
+    if let Some(g) = p.model.gguf() {
+        out.push_str(&format!(
+            "  only the GGUF file(s) of {} (picked from the Hub's listing as llama.cpp's -hf picks them), on the head alone: llama.cpp's RPC servers get their tensors from it\n",
+            g.quant_text()
+        ));
+    }
     out
 }

@@ -403,6 +403,11 @@ pub fn registry_files(reg: &RecipeRegistry) -> Result<Vec<RegistryFile>, RecipeL
             RegistryFile {
                 registry: 0,
                 sub: sub.name.clone(),
+                folder: path
+                    .parent()
+                    .and_then(|d| d.strip_prefix(&sub.recipes).ok())
+                    .map(|d| d.to_string_lossy().into_owned())
+                    .unwrap_or_default(),
                 name: path
                     .file_stem()
                     .and_then(|s| s.to_str())

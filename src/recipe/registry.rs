@@ -144,9 +144,23 @@ pub struct RegistryFile {
     pub registry: usize,
     /// The sub-registry it is in.
     pub sub: String,
+    /// The folders between the sub-registry's recipes folder and the file (`3x-spark-cluster`),
+    /// empty for a file directly in it.
+    pub folder: String,
     /// The file name without `.yaml`/`.yml`.
     pub name: String,
     pub path: PathBuf,
+}
+
+impl RegistryFile {
+    /// The name that picks this file alone: `@SUB/NAME`, or `@SUB/FOLDER/NAME` below the top.
+    pub fn qualified(&self) -> String {
+        if self.folder.is_empty() {
+            format!("@{}/{}", self.sub, self.name)
+        } else {
+            format!("@{}/{}/{}", self.sub, self.folder, self.name)
+        }
+    }
 }
 
 /// Why a name finds no single recipe.
@@ -159,13 +173,15 @@ pub enum RegistryLookupError {
         count: usize,
         near: Vec<String>,
     },
-    #[error("{wanted:?} names {} recipes: {}; pick one as @REGISTRY/NAME", found.len(), found.join(", "))]
+    #[error("{wanted:?} names {} recipes: {}; pick one by the name given before its path", found.len(), found.join(", "))]
     Ambiguous { wanted: String, found: Vec<String> },
 }
 
-/// The recipe `wanted` names (`NAME`, `NAME.yaml`, `@SUB/NAME`) among `files` of the registries
-/// at `roots`. A bare name is looked for in the visible sub-registries first, then in the hidden
-/// ones (`hidden` says which sub-registries those are), as sparkrun does.
+/// The recipe `wanted` names (`NAME`, `NAME.yaml`, `@SUB/NAME`, `@SUB/FOLDER/NAME`) among `files`
+/// of the registries at `roots`. A bare name is looked for in the visible sub-registries first,
+/// then in the hidden ones (`hidden` says which sub-registries those are), and a file directly
+/// in a recipes folder is taken before files of the same name in folders below it, as sparkrun
+/// does: its flat lookup comes first and the search of sub-folders only when it finds nothing.
 pub fn lookup<'f>(
     files: &'f [RegistryFile],
     roots: &str,
@@ -173,27 +189,36 @@ pub fn lookup<'f>(
     wanted: &str,
 ) -> Result<&'f RegistryFile, RegistryLookupError> {
     let bare = wanted.trim_end_matches(".yaml").trim_end_matches(".yml");
-    let (sub, name) = match bare.strip_prefix('@').and_then(|s| s.split_once('/')) {
-        Some((sub, name)) => (Some(sub), name),
+    let (sub, path) = match bare.strip_prefix('@').and_then(|s| s.split_once('/')) {
+        Some((sub, rest)) => (Some(sub), rest),
         None => (None, bare),
+    };
+    let (folder, name) = match path.rsplit_once('/') {
+        Some((folder, name)) => (Some(folder), name),
+        None => (None, path),
     };
     let all: Vec<&RegistryFile> = files
         .iter()
-        .filter(|f| f.name == name && sub.is_none_or(|s| s == f.sub))
+        .filter(|f| {
+            f.name == name && sub.is_none_or(|s| s == f.sub) && folder.is_none_or(|d| d == f.folder)
+        })
         .collect();
     let visible: Vec<&RegistryFile> = all.iter().copied().filter(|f| !hidden(f)).collect();
-    let hits = if sub.is_none() && !visible.is_empty() {
+    let mut hits = if sub.is_none() && !visible.is_empty() {
         visible
     } else {
         all
     };
+    if hits.iter().any(|f| f.folder.is_empty()) {
+        hits.retain(|f| f.folder.is_empty());
+    }
     match hits.as_slice() {
         [one] => Ok(one),
         [] => {
             let mut near: Vec<String> = files
                 .iter()
                 .filter(|f| f.name.contains(name) || name.contains(&f.name))
-                .map(|f| format!("@{}/{}", f.sub, f.name))
+                .map(RegistryFile::qualified)
                 .collect();
             near.truncate(5);
             Err(RegistryLookupError::NotFound {
@@ -207,7 +232,7 @@ pub fn lookup<'f>(
             wanted: wanted.to_string(),
             found: many
                 .iter()
-                .map(|f| format!("@{}/{} ({})", f.sub, f.name, f.path.display()))
+                .map(|f| format!("{} ({})", f.qualified(), f.path.display()))
                 .collect(),
         }),
     }
@@ -230,8 +255,17 @@ mod tests {
         RegistryFile {
             registry: 0,
             sub: sub.into(),
+            folder: String::new(),
             name: name.into(),
             path: PathBuf::from(format!("/r/{sub}/{name}.yaml")),
+        }
+    }
+
+    fn nested(sub: &str, folder: &str, name: &str) -> RegistryFile {
+        RegistryFile {
+            folder: folder.into(),
+            path: PathBuf::from(format!("/r/{sub}/{folder}/{name}.yaml")),
+            ..file(sub, name)
         }
     }
 
@@ -306,5 +340,35 @@ mod tests {
             e.to_string(),
             "no recipe \"qwen\" in /r (3 recipes); similar: @official/qwen-a, @experimental/qwen-a"
         );
+    }
+
+    #[test]
+    fn a_recipe_at_the_top_of_a_recipes_folder_is_taken_before_same_named_ones_below_it() {
+        // eugr's registry holds qwen3.5-397b-int4-autoround.yaml at the top and again in
+        // 3x-spark-cluster/ and 4x-spark-cluster/.
+        let files = [
+            file("eugr", "qwen-big"),
+            nested("eugr", "3x-spark-cluster", "qwen-big"),
+            nested("eugr", "4x-spark-cluster", "qwen-big"),
+        ];
+        let top = lookup(&files, "/r", &|_| false, "@eugr/qwen-big").unwrap();
+        assert_eq!(top.folder, "");
+        let three = lookup(&files, "/r", &|_| false, "@eugr/3x-spark-cluster/qwen-big").unwrap();
+        assert_eq!(three.folder, "3x-spark-cluster");
+    }
+
+    #[test]
+    fn same_named_recipes_only_below_the_top_are_ambiguous_and_the_error_names_each_one_s_full_name()
+     {
+        let files = [
+            nested("eugr", "3x-spark-cluster", "qwen-big"),
+            nested("eugr", "4x-spark-cluster", "qwen-big"),
+        ];
+        let e = lookup(&files, "/r", &|_| false, "qwen-big").unwrap_err();
+        let text = e.to_string();
+        assert!(text.contains("@eugr/3x-spark-cluster/qwen-big ("), "{text}");
+        assert!(text.contains("@eugr/4x-spark-cluster/qwen-big ("), "{text}");
+        let picked = lookup(&files, "/r", &|_| false, "@eugr/4x-spark-cluster/qwen-big").unwrap();
+        assert_eq!(picked.folder, "4x-spark-cluster");
     }
 }

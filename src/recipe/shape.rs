@@ -156,9 +156,10 @@ pub fn shape_for(
                 file,
                 if too_few { "min_nodes" } else { "max_nodes" },
                 format!(
-                    "{} fills {nodes} node{} but the recipe runs on {range} nodes",
+                    "{} fills {nodes} node{} but the recipe runs on {range} node{}",
                     said(tp, pp, ep),
-                    if nodes == 1 { "" } else { "s" }
+                    if nodes == 1 { "" } else { "s" },
+                    if bounds.max == Some(1) { "" } else { "s" }
                 ),
             )
             .fix("set tensor_parallel to match (--set tensor_parallel=N)"),

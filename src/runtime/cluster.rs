@@ -19,7 +19,9 @@ use super::error::RuntimeError;
 use super::host;
 use super::target::{DEFAULT_DOCKER_SOCKET, EngineEndpoint, NodeTarget, Reach};
 use crate::node::NodeName;
-use crate::plan::spec::{LABEL_BIND, LABEL_JOB, LABEL_NODE, LABEL_PORTS, LABEL_ROLE};
+use crate::plan::spec::{
+    LABEL_BIND, LABEL_JOB, LABEL_NODE, LABEL_PORTS, LABEL_ROLE, LABEL_RUNTIME_CACHE, LABEL_WORKLOAD,
+};
 use crate::plan::{JobName, Launch, NodePlan, RuntimeKind};
 
 /// One node: where it is, and its engine once connected.
@@ -191,6 +193,13 @@ pub struct JobEntry {
     /// The kernel killed it for memory (at its cap, or the host's OOM killer).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub oom_killed: bool,
+    /// What a serving job runs (its engine's name), from its label.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub workload: Option<String>,
+    /// The folder on the node where its engine keeps what it compiles at start, as its plan
+    /// named it (`workload::runtime_cache`); absent for work started without one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub runtime_cache: Option<String>,
 }
 
 fn ports_of(labels: Option<&String>) -> Vec<u16> {
@@ -325,6 +334,8 @@ impl NodeRuntime {
                     bind: labels.get(LABEL_BIND).and_then(|a| a.parse().ok()),
                     memory_limit,
                     oom_killed,
+                    workload: labels.get(LABEL_WORKLOAD).cloned(),
+                    runtime_cache: labels.get(LABEL_RUNTIME_CACHE).cloned(),
                 });
             }
         }
@@ -359,6 +370,8 @@ impl NodeRuntime {
                     bind: p.labels.get(LABEL_BIND).and_then(|a| a.parse().ok()),
                     memory_limit: None,
                     oom_killed: false,
+                    workload: p.labels.get(LABEL_WORKLOAD).cloned(),
+                    runtime_cache: p.labels.get(LABEL_RUNTIME_CACHE).cloned(),
                 });
             }
         }

@@ -190,6 +190,28 @@ mod tests {
     }
 
     #[test]
+    fn a_serving_container_binds_its_nodes_runtime_cache_read_write_beside_the_hugging_face_cache()
+    {
+        // As `workload::runtime_cache` puts it into every rank (its tests check that part).
+        let mut s = gpu_spec(true);
+        let folder = "/home/nvidia/.cache/spark-launch/runtime/vllm/Qwen--Qwen2.5-0.5B-Instruct/nvcr.io-nvidia-vllm-26.04-py3-9796488a";
+        s.mounts.push(crate::plan::spec::Mount {
+            source: folder.into(),
+            target: "/var/cache/spark-launch".into(),
+            read_only: false,
+            kind: crate::plan::spec::MountKind::Bind,
+        });
+        s.env.insert(
+            "TRITON_CACHE_DIR".into(),
+            "/var/cache/spark-launch/triton".into(),
+        );
+        s.labels
+            .insert(crate::plan::spec::LABEL_RUNTIME_CACHE.into(), folder.into());
+        let req = create_request(&s, &GpuAccess::DeviceRequest { count: -1 });
+        insta::assert_json_snapshot!(body(&req));
+    }
+
+    #[test]
     fn a_plain_container_gets_no_gpus_devices_or_ulimits() {
         let job = JobName::new("demo").unwrap();
         let node = NodeName::new("n1").unwrap();

@@ -269,33 +269,27 @@ pub async fn stage(
                 problem: format!("{repo} was not resolved on the Hub before staging"),
             });
         }
-        (ModelSource::Local { path }, _) => {
+        // A single file (a GGUF model) read by the head alone: it must be there, nothing
+        // moves.
+        (ModelSource::Local { path }, _) if spec.workers.is_empty() => {
             let started = Instant::now();
-            let scan = scan_node(head.shell.as_ref(), &head_dir, opts.hash_jobs).await?;
-            if scan.files.is_empty() {
-                return Err(StageError::Source {
-                    node: head.name().clone(),
-                    problem: format!(
-                        "the model folder {path} is missing or empty on the head; put the model there first"
-                    ),
-                });
+            match file_size(head.shell.as_ref(), path).await? {
+                Some(size) => {
+                    return Ok(vec![NodeStaged {
+                        node: head.name().clone(),
+                        fetched_files: 0,
+                        fetched_bytes: 0,
+                        resumed_bytes: 0,
+                        present_files: 1,
+                        present_bytes: size,
+                        links: 0,
+                        millis: started.elapsed().as_millis() as u64,
+                    }]);
+                }
+                None => local_head(head, &head_dir, path, opts).await?,
             }
-            let wanted = Wanted::folder(&scan).map_err(|problem| StageError::Source {
-                node: head.name().clone(),
-                problem,
-            })?;
-            let report = NodeStaged {
-                node: head.name().clone(),
-                fetched_files: 0,
-                fetched_bytes: 0,
-                resumed_bytes: 0,
-                present_files: wanted.files.len(),
-                present_bytes: wanted.total_bytes(),
-                links: 0,
-                millis: started.elapsed().as_millis() as u64,
-            };
-            (report, wanted)
         }
+        (ModelSource::Local { path }, _) => local_head(head, &head_dir, path, opts).await?,
     };
     if spec.workers.is_empty() {
         return Ok(vec![head_report]);
@@ -370,6 +364,54 @@ pub async fn stage(
     Ok(reports)
 }
 
+/// The head's own model folder: scanned, it must hold files; what the workers must match.
+async fn local_head(
+    head: &StageNode,
+    head_dir: &str,
+    path: &str,
+    opts: StageOptions,
+) -> Result<(NodeStaged, Wanted), StageError> {
+    let started = Instant::now();
+    let scan = scan_node(head.shell.as_ref(), head_dir, opts.hash_jobs).await?;
+    if scan.files.is_empty() {
+        return Err(StageError::Source {
+            node: head.name().clone(),
+            problem: format!(
+                "the model folder {path} is missing or empty on the head; put the model there first"
+            ),
+        });
+    }
+    let wanted = Wanted::folder(&scan).map_err(|problem| StageError::Source {
+        node: head.name().clone(),
+        problem,
+    })?;
+    let report = NodeStaged {
+        node: head.name().clone(),
+        fetched_files: 0,
+        fetched_bytes: 0,
+        resumed_bytes: 0,
+        present_files: wanted.files.len(),
+        present_bytes: wanted.total_bytes(),
+        links: 0,
+        millis: started.elapsed().as_millis() as u64,
+    };
+    Ok((report, wanted))
+}
+
+/// The size of `path` on the node when it is a regular file (links followed); `None` when it
+/// is not one (a folder, or missing).
+async fn file_size(shell: &dyn NodeShell, path: &str) -> Result<Option<u64>, StageError> {
+    let q = script::quote(path);
+    let out = shell
+        .run(
+            &format!("if [ -f {q} ]; then stat -L -c %s -- {q}; fi"),
+            Vec::new(),
+            None,
+        )
+        .await?;
+    Ok(out.stdout.trim().parse().ok())
+}
+
 /// What one node lacks of the model (empty: it has everything).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct NodeLacks {
@@ -393,6 +435,17 @@ pub async fn verify(spec: &StageSpec) -> Result<Vec<NodeLacks>, StageError> {
                 node: spec.head.name().clone(),
                 problem: format!("{repo} was not resolved on the Hub before the check"),
             });
+        }
+        // A single file read by the head alone: there or not.
+        (ModelSource::Local { path }, _)
+            if spec.workers.is_empty()
+                && file_size(spec.head.shell.as_ref(), path).await?.is_some() =>
+        {
+            return Ok(vec![NodeLacks {
+                node: spec.head.name().clone(),
+                dir: path.clone(),
+                missing: Vec::new(),
+            }]);
         }
         (ModelSource::Local { path }, _) => {
             let scan = scan_node(spec.head.shell.as_ref(), &head_dir, opts.hash_jobs).await?;
@@ -836,7 +889,8 @@ pub fn hf_endpoint() -> String {
 }
 
 /// Resolves a Hub model from the head (curl there), failing before anything starts when the
-/// repo is gated and no token can read it.
+/// repo is gated and no token can read it; of a GGUF spec, only the file(s) it picks are kept
+/// (so only they are staged), or it fails naming the repository's GGUF files.
 pub async fn resolve_on_head(
     head: Arc<dyn NodeShell>,
     endpoint: &str,
@@ -844,12 +898,19 @@ pub async fn resolve_on_head(
     token: Option<String>,
 ) -> Result<Option<Resolved>, hub::HubError> {
     match model {
-        ModelSource::Hub { repo, revision, .. } => {
+        ModelSource::Hub {
+            repo,
+            revision,
+            gguf,
+            ..
+        } => {
             let have_token = token.is_some();
             let transport = hub_curl::CurlHub::new(head, token);
-            hub::resolve(&transport, endpoint, repo, revision, have_token)
-                .await
-                .map(Some)
+            let resolved = hub::resolve(&transport, endpoint, repo, revision, have_token).await?;
+            match gguf {
+                Some(spec) => resolved.picking(spec).map(Some),
+                None => Ok(Some(resolved)),
+            }
         }
         ModelSource::Local { .. } => Ok(None),
     }

@@ -230,6 +230,17 @@ pub async fn model_from_here(model: &ModelSource) -> (ShapeLookup, Footprint) {
                 config.map_err(|e| format!("{e} on this machine; a live run reads it on the head"));
             understood(config, weights)
         }
+        // Which file a GGUF spec picks is known only from the Hub's listing, asked on a live
+        // run; its shape is in its header.
+        ModelSource::Hub { gguf: Some(_), .. } => (
+            ShapeLookup::NotLooked,
+            Footprint {
+                kv: Known::NotKnown(crate::model::footprint::GGUF_LAYOUT.to_string()),
+                weights: Known::NotKnown(
+                    "a GGUF spec's file is picked from the Hub's listing on a live run".into(),
+                ),
+            },
+        ),
         ModelSource::Hub { repo, revision, .. } => {
             if let Some(dir) = model_in_cache(repo, revision) {
                 let (config, weights) = model_in_folder(&dir);

@@ -16,7 +16,7 @@ use crate::model::hub::Resolved;
 use crate::model::shape::ShapeLookup;
 use crate::node::{NodeName, Role};
 
-use super::engines::{EngineKind, EngineOptions};
+use super::engines::{EngineKind, EngineOptions, HubFiles};
 use super::job_ssh::JobSshKeys;
 use super::nccl_build::{self, BuildOptions, BuildPlan, BuildPlanError};
 use super::nccl_lib::{self, NcclFrom, NcclReads};
@@ -418,6 +418,7 @@ fn looked_up_options(
         let mut p = NodePaths::default();
         if let Some(home) = lookups.homes.get(&n.name) {
             p.hf_home = format!("{home}/.cache/huggingface");
+            p.runtime_cache = super::runtime_cache::root_under(home);
         }
         if let Some(h) = &r.hf_home {
             p.hf_home = h.clone();
@@ -436,7 +437,7 @@ fn plan_serve(
     lookups: &Lookups,
 ) -> Result<Planned, LaunchRefusal> {
     let o = resolved_options(r, inputs)?;
-    let shape_warning = check_shape(&o, &lookups.shape)?;
+    let shape_warning = check_shape(r.engine, &o, &lookups.shape)?;
     let o = looked_up_options(r, o, inputs, lookups)?;
     let keys = job_keys(lookups);
     let skeleton::Served { plan, mut warnings } = skeleton::plan(&ServeInput {
@@ -474,7 +475,16 @@ fn plan_serve(
 /// tp and pp against the model's heads, KV heads and layers: a refusal naming the numbers
 /// when they do not fit, a warning when `config.json` could not be read (the engine then finds
 /// out itself), nothing when they fit.
-fn check_shape(o: &ServeOptions, shape: &ShapeLookup) -> Result<Option<String>, ServeRefusal> {
+fn check_shape(
+    engine: EngineKind,
+    o: &ServeOptions,
+    shape: &ShapeLookup,
+) -> Result<Option<String>, ServeRefusal> {
+    // GGUF file(s) are split over the nodes by layers in proportion to their memory: no tp or
+    // pp to check.
+    if engine.engine().hub_files() == HubFiles::Gguf {
+        return Ok(None);
+    }
     let model = o.model.served_name();
     match shape {
         ShapeLookup::Read(s) => {

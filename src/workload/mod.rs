@@ -22,6 +22,7 @@ pub mod recipe_env;
 pub mod recipe_part;
 pub mod render;
 pub mod run;
+pub mod runtime_cache;
 pub mod serve;
 pub mod skeleton;
 pub mod startup;

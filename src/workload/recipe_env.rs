@@ -114,6 +114,7 @@ pub struct RecipeNode {
     pub model_path: Option<String>,
     /// The commit the staged model is at.
     pub model_revision: Option<String>,
+    /// The job's runtime cache as the rank sees it (`workload::runtime_cache`).
     pub runtime_cache_dir: Option<String>,
     /// The job's name.
     pub cluster_id: Option<String>,

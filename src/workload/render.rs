@@ -6,10 +6,12 @@
 
 use crate::plan::spec::{IpcMode, NetworkMode};
 use crate::plan::{Gpus, JobPlan, Launch};
+use crate::workload::engines::LinkVerdict;
 use crate::workload::launch::LaunchPlan;
 use crate::workload::nccl_build::BuildPlan;
 use crate::workload::nccl_lib::NcclPlan;
 use crate::workload::nccl_test::NcclTestPlan;
+use crate::workload::runtime_cache::RuntimeCache;
 use crate::workload::serve::ServePlan;
 
 /// A plan as a person reads it.
@@ -265,6 +267,9 @@ fn serve(p: &ServePlan) -> String {
         out.push_str(&nccl(n));
     }
     out.push_str(&job_body(&p.job));
+    if let Some(c) = &p.runtime_cache {
+        out.push_str(&runtime_cache(c));
+    }
     if !p.memory.nodes.is_empty() {
         out.push_str("\nmemory (GiB)\n");
         for l in p.memory.lines() {
@@ -276,6 +281,21 @@ fn serve(p: &ServePlan) -> String {
         for n in &p.notes {
             out.push_str(&format!("  - {n}\n"));
         }
+    }
+    out
+}
+
+/// Where each node keeps what the engine compiles at start, and where the ranks see it.
+fn runtime_cache(c: &RuntimeCache) -> String {
+    let mut out = format!(
+        "\nruntime cache (compile and JIT caches; kept across restarts and stops, `status` shows its size){}\n",
+        match &c.mount {
+            Some(m) => format!(", at {m} in every rank"),
+            None => String::new(),
+        }
+    );
+    for (node, folder) in &c.folders {
+        out.push_str(&format!("  {node}  {folder}\n"));
     }
     out
 }
@@ -459,8 +479,13 @@ fn ready_curl(plan: &ServePlan) -> String {
 }
 
 /// A serving job that answered with a token: the endpoint, the model, the start-up timings, a
-/// request to paste, how to look at it and stop it (and the transport, when NCCL uses sockets).
-pub fn ready(plan: &ServePlan, startup: &crate::workload::startup::Startup) -> String {
+/// request to paste, how to look at it and stop it (and the transport: when NCCL uses sockets,
+/// and what the engine's logs said of its links, `link`).
+pub fn ready(
+    plan: &ServePlan,
+    startup: &crate::workload::startup::Startup,
+    link: Option<&LinkVerdict>,
+) -> String {
     let job = &plan.job.job;
     let mut out = format!(
         "ready: {} serves {} (job {job}, {} on {})\n{}\n\n  {}\n\nlogs: spark-launch logs {job}    stop: spark-launch stop {job}",
@@ -476,6 +501,9 @@ pub fn ready(plan: &ServePlan, startup: &crate::workload::startup::Startup) -> S
             "\ntransport: NCCL uses TCP sockets between the nodes, not RDMA ({why})"
         ));
     }
+    if let Some(link) = link {
+        out.push_str(&format!("\n{link}"));
+    }
     out
 }
 
@@ -483,6 +511,7 @@ pub fn ready(plan: &ServePlan, startup: &crate::workload::startup::Startup) -> S
 pub fn ready_json(
     plan: &ServePlan,
     startup: &crate::workload::startup::Startup,
+    link: Option<&LinkVerdict>,
 ) -> serde_json::Value {
     serde_json::json!({
         "job": plan.job.job,
@@ -492,6 +521,7 @@ pub fn ready_json(
         "nodes": plan.nodes,
         "curl": ready_curl(plan),
         "sockets": plan.sockets,
+        "link": link,
         "startup": startup,
         "plan": plan,
     })

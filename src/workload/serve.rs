@@ -17,25 +17,29 @@ use crate::model::ModelSource;
 use crate::node::{NodeName, Role};
 use crate::plan::spec::Mount;
 use crate::plan::{ContainerSpec, Gpus, JobName, JobPlan, Ulimit};
-use crate::workload::engines::EngineKind;
+use crate::workload::engines::{EngineKind, HubFiles, ModelOn};
 use crate::workload::limits;
 use crate::workload::rdma::{NoVerbs, RdmaAccess, rdma_access};
 
-pub const LABEL_WORKLOAD: &str = "dev.spark-launch.workload";
+pub use crate::plan::spec::LABEL_WORKLOAD;
 pub const LABEL_MODEL: &str = "dev.spark-launch.model";
 
 /// Where things live on one node. Live runs resolve `~` to the node's home before planning;
 /// a dry run on snapshots keeps `~/…` (the home of the user spark-launch connects as).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct NodePaths {
     /// The Hugging Face cache (`HF_HOME`) on the node.
     pub hf_home: String,
+    /// The folder under which the node keeps its runtime caches (`workload::runtime_cache`).
+    pub runtime_cache: String,
 }
 
 impl Default for NodePaths {
     fn default() -> Self {
         NodePaths {
             hf_home: "~/.cache/huggingface".to_string(),
+            runtime_cache: super::runtime_cache::root_under("~"),
         }
     }
 }
@@ -88,6 +92,11 @@ impl ServeOptions {
     /// the API on every interface with no key.
     pub fn new(engine: EngineKind, job: JobName, model: ModelSource) -> ServeOptions {
         let e = engine.engine();
+        // An engine that loads GGUF file(s) reads a Hub repository as llama.cpp's `-hf` does.
+        let model = match e.hub_files() {
+            HubFiles::Gguf => model.as_gguf(),
+            HubFiles::Repository => model,
+        };
         ServeOptions {
             job,
             model,
@@ -157,6 +166,11 @@ pub struct ServePlan {
     pub notes: Vec<String>,
     /// Warnings from derive, per node.
     pub warnings: BTreeMap<NodeName, Vec<String>>,
+    /// The folder on each node where the engine keeps what it compiles at start, and where
+    /// every rank sees it (`workload::runtime_cache`). A plan kept by an older version has
+    /// none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime_cache: Option<super::runtime_cache::RuntimeCache>,
     /// Per node: the weights, KV cache and reserve it needs, what it has, the cap on its
     /// container (`workload::memory`). A plan kept by an older version has none.
     #[serde(default)]
@@ -500,6 +514,10 @@ pub fn container(
         env.insert(k.clone(), v.clone());
     }
     spec.env = env;
+    // A node that gets its tensors from the head over the network reads no model files.
+    if node.role != Role::Head && engine.engine().model_on() == ModelOn::Head {
+        return spec;
+    }
     spec.mount_hf_cache(&opts.paths_of(&node.name).hf_home);
     if let ModelSource::Local { path } = &opts.model {
         spec.mounts.push(Mount {
@@ -544,7 +562,10 @@ pub fn path_notes(
     notes.extend(assumed.iter().cloned());
     let unresolved: Vec<&str> = nodes
         .iter()
-        .filter(|n| opts.paths_of(n).hf_home.starts_with('~'))
+        .filter(|n| {
+            let p = opts.paths_of(n);
+            p.hf_home.starts_with('~') || p.runtime_cache.starts_with('~')
+        })
         .map(|n| n.as_str())
         .collect();
     if !unresolved.is_empty() {
@@ -561,6 +582,15 @@ pub fn path_notes(
     {
         notes.push(format!(
             "revision {revision} is resolved to a commit on the Hub at launch; the snapshot path then names that commit"
+        ));
+    }
+    if let Some(g) = opts.model.gguf()
+        && g.picked.is_none()
+    {
+        notes.push(format!(
+            "the GGUF file(s) of {} ({}) are picked from the Hub's listing at launch, as llama.cpp's -hf picks them; the model path then names the file",
+            opts.model,
+            g.quant_text()
         ));
     }
 }

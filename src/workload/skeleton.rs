@@ -24,14 +24,15 @@ use std::collections::BTreeMap;
 
 use super::endpoint::bind_addr;
 use super::engines::{
-    ApiKeySupport, EngineKind, EngineOptions, EnginePort, PortOn, PortReach, RankInput,
-    ServingEngine, StartOrder,
+    ApiKeySupport, EngineKind, EngineOptions, EnginePort, HubFiles, ModelOn, PortOn, PortReach,
+    RankInput, ServingEngine, StartOrder,
 };
 use super::job_ssh::JobSshKeys;
 use super::launch::LaunchRefusal;
 use super::memory;
 use super::nccl_lib::{self, NcclFrom, NcclPlan, NcclReads};
 use super::recipe_part::{self, RecipePart};
+use super::runtime_cache::RuntimeCache;
 use super::serve::{
     self, Problem, Selected, ServeOptions, ServePlan, ServeRefusal, container, distinct_ports,
     endpoint, path_notes, select,
@@ -119,12 +120,14 @@ fn plan_with(engine: &dyn ServingEngine, input: &ServeInput<'_>) -> Result<Serve
     let used: Vec<NodeName> = sel.inputs.iter().map(|i| i.name.clone()).collect();
     let mut notes = unused_note(world, &sel, input.nodes.len());
     let mut recipe_warnings = Vec::new();
+    let cache = RuntimeCache::plan(engine, o, &used);
     let (mut nodes, waits) = ranks(
         engine,
         input,
         &sel,
         (bound, &host),
         &served,
+        &cache,
         &mut notes,
         &mut recipe_warnings,
     )?;
@@ -141,14 +144,21 @@ fn plan_with(engine: &dyn ServingEngine, input: &ServeInput<'_>) -> Result<Serve
     let draft = input.tuning.speculative.as_ref().and_then(|s| s.draft());
     let draft_step = draft
         .map(|d| steps::stage_model(d, used.clone(), o.stage_model, None, launch.routes.clone()));
+    // The nodes that read the model's files: every one, or the head alone when the others
+    // get their tensors from it over the network.
+    let holders = match engine.model_on() {
+        ModelOn::Every => used.clone(),
+        ModelOn::Head => used[..1].to_vec(),
+    };
     steps.push(steps::stage_model(
         o.model.clone(),
-        used.clone(),
+        holders,
         o.stage_model,
         launch.listing,
         launch.routes,
     ));
     steps.extend(draft_step);
+    steps.push(cache.step());
     steps.extend(start_steps(
         engine.start_order(input.tuning),
         &sel.env.nodes,
@@ -192,6 +202,7 @@ fn plan_with(engine: &dyn ServingEngine, input: &ServeInput<'_>) -> Result<Serve
         unused: sel.unused.clone(),
         notes,
         warnings: serve::warnings(&sel.env),
+        runtime_cache: Some(cache),
         memory: memory.plan,
         sockets: sel.rdma.sockets.clone(),
         job: JobPlan {
@@ -247,16 +258,19 @@ fn cap(nodes: &mut [NodePlan], plan: &memory::MemoryPlan) {
     }
 }
 
-/// Every node's container (the derived environment, the cache, the devices, the labels; the
-/// head's bind label and API key; a recipe's variables), then each rank's command and the
+/// Every node's container (the derived environment, the Hugging Face cache, the devices, the
+/// labels; the head's bind label and API key; a recipe's variables; then the runtime cache,
+/// whose variables give way to the user's and the recipe's), then each rank's command and the
 /// engine's own waits, then, before each command, a recipe's mods and before those its
 /// `pre_exec` commands.
+#[allow(clippy::too_many_arguments)]
 fn ranks(
     engine: &dyn ServingEngine,
     input: &ServeInput<'_>,
     sel: &Selected,
     (bound, host): (Option<std::net::Ipv4Addr>, &str),
     served: &str,
+    cache: &RuntimeCache,
     notes: &mut Vec<String>,
     warnings: &mut Vec<String>,
 ) -> Result<(Vec<NodePlan>, Vec<Step>), ServeRefusal> {
@@ -271,11 +285,14 @@ fn ranks(
         base.push(spec);
     }
     if let Some(r) = input.recipe {
-        recipe_env(r, o, sel, &mut base, warnings)?;
+        recipe_env(r, o, sel, cache, &mut base, warnings)?;
         for spec in &mut base {
             spec.labels
                 .insert(serve::LABEL_MODEL.to_string(), served.to_string());
         }
+    }
+    for (env, spec) in sel.env.nodes.iter().zip(&mut base) {
+        cache.apply(&env.name, spec);
     }
     let ranks = engine.ranks(
         &RankInput {
@@ -286,6 +303,11 @@ fn ranks(
             host,
             served,
             model_path: &model_path(o, &sel.env.nodes[0].name),
+            mmproj_path: o
+                .model
+                .container_mmproj()
+                .map(|inside| node_path(o, &sel.env.nodes[0].name, inside))
+                .as_deref(),
             keys: input.keys,
         },
         base,
@@ -318,10 +340,17 @@ fn ranks(
 /// processes (the head's Hugging Face cache, or the folder or file given).
 fn model_path(o: &ServeOptions, head: &NodeName) -> String {
     match (o.runtime, &o.model) {
-        (RuntimeKind::Docker, m) => m.container_path(),
         (RuntimeKind::Host, ModelSource::Local { path }) => path.clone(),
-        (RuntimeKind::Host, m) => {
-            let inside = m.container_path();
+        (_, m) => node_path(o, head, m.container_path()),
+    }
+}
+
+/// A path in the containers' Hugging Face cache (`inside`) as the engine sees it: as it is in
+/// a container, or under the head's own cache for host processes.
+fn node_path(o: &ServeOptions, head: &NodeName, inside: String) -> String {
+    match o.runtime {
+        RuntimeKind::Docker => inside,
+        RuntimeKind::Host => {
             let rest = inside
                 .strip_prefix(crate::model::CONTAINER_HF_HOME)
                 .unwrap_or(&inside);
@@ -355,6 +384,7 @@ fn recipe_env(
     r: &RecipePart,
     o: &ServeOptions,
     sel: &Selected,
+    cache: &RuntimeCache,
     containers: &mut [ContainerSpec],
     warnings: &mut Vec<String>,
 ) -> Result<(), ServeRefusal> {
@@ -377,7 +407,7 @@ fn recipe_env(
             node_host: env.control.addr.to_string(),
             model_path: Some(path.clone()),
             model_revision: model_revision.clone(),
-            runtime_cache_dir: None,
+            runtime_cache_dir: cache.seen_on(&env.name),
             cluster_id: Some(o.job.to_string()),
         };
         match r.render_env(&node) {
@@ -438,6 +468,19 @@ fn option_refusals(
     let mut out = distinct_ports(&named);
     out.extend(engine.problems(tuning));
     out.extend(engine.reserved_args(&o.engine_args));
+    // A `:QUANT` names GGUF file(s), which only an engine loading GGUF files can serve.
+    if let (Some(g), HubFiles::Repository) = (o.model.gguf(), engine.hub_files()) {
+        out.push(Problem::new(
+            format!(
+                "{}: a GGUF spec (`:{}`) names GGUF file(s), which {} does not load",
+                o.model,
+                g.quant.as_deref().unwrap_or_default(),
+                engine.title()
+            ),
+            "serve it with `spark-launch llamacpp`, or name the repository without `:QUANT`"
+                .to_string(),
+        ));
+    }
     if let Some(s) = &tuning.speculative {
         out.extend(s.problems().into_iter().map(|(field, message)| {
             Problem::new(
@@ -825,6 +868,132 @@ mod tests {
         assert!(script.contains(&format!("/{RPC_PORT})")), "{script}");
         let together = shape(&launch_plan(&Vllm, "switch-3-sparks", 3));
         assert!(together.contains(&"Start spark-a, spark-b, spark-c".to_string()));
+    }
+
+    /// A v2 recipe's variables: the runtime cache with a folder of its own below it (as
+    /// spark-arena's DeepSeek V4.1 Flash SGLang recipe keeps its packed files), and a cache
+    /// variable the engine sets too, written by the recipe.
+    fn cache_recipe() -> RecipePart {
+        use crate::workload::recipe_env::{EnvPiece, LaunchField, RecipeEnv, RecipeEnvValue};
+        let mut env = RecipeEnv::default();
+        env.0.insert(
+            "B12X_COMPILE_CACHE_DIR".into(),
+            RecipeEnvValue {
+                pieces: vec![
+                    EnvPiece::Launch(LaunchField::RuntimeCacheDir),
+                    EnvPiece::Text("/b12x-compile".into()),
+                ],
+                secret: false,
+            },
+        );
+        env.0.insert(
+            "TRITON_CACHE_DIR".into(),
+            RecipeEnvValue::text("/scratch/triton", false),
+        );
+        RecipePart {
+            name: "cache-demo".into(),
+            file: "cache-demo.yaml".into(),
+            format: crate::workload::recipe_part::RecipeFormat::V2,
+            program: vec!["vllm".into(), "serve".into()],
+            served_name: None,
+            env,
+            keep_env: false,
+            pre_exec: Vec::new(),
+            mods: Vec::new(),
+            warnings: Vec::new(),
+        }
+    }
+
+    /// `cache_recipe` planned with vLLM on two Sparks, in `runtime`.
+    fn recipe_plan(runtime: RuntimeKind) -> ServePlan {
+        let model = ModelSource::parse("Qwen/Qwen2.5-0.5B-Instruct", None).unwrap();
+        let mut opts = ServeOptions::new(EngineKind::Vllm, JobName::new("j").unwrap(), model);
+        opts.tp = 2;
+        opts.runtime = runtime;
+        let nodes = fixture("seed-001-two-sparks-both-twins");
+        let recipe = cache_recipe();
+        let input = ServeInput {
+            engine: EngineKind::Vllm,
+            opts: &opts,
+            tuning: &EngineOptions::default(),
+            nodes: &nodes,
+            keys: &JobSshKeys::placeholder(),
+            launch: Some(LaunchPart::default()),
+            recipe: Some(&recipe),
+        };
+        match plan(&input) {
+            Ok(s) => s.plan,
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    fn env_of(node: &NodePlan) -> &BTreeMap<String, String> {
+        match &node.launch {
+            Launch::Container(c) => &c.env,
+            Launch::Process(p) => &p.env,
+        }
+    }
+
+    #[test]
+    fn a_recipes_runtime_cache_dir_is_the_folder_every_rank_sees_and_its_own_cache_variable_wins() {
+        let plan = recipe_plan(RuntimeKind::Docker);
+        let cache = plan.runtime_cache.clone().unwrap();
+        assert_eq!(cache.mount.as_deref(), Some("/var/cache/spark-launch"));
+        for n in &plan.job.nodes {
+            let env = env_of(n);
+            assert_eq!(
+                env["B12X_COMPILE_CACHE_DIR"],
+                "/var/cache/spark-launch/b12x-compile"
+            );
+            assert_eq!(env["TRITON_CACHE_DIR"], "/scratch/triton");
+            assert_eq!(env["VLLM_CACHE_ROOT"], "/var/cache/spark-launch/vllm");
+            let Launch::Container(c) = &n.launch else {
+                panic!("not a container")
+            };
+            let m = c
+                .mounts
+                .iter()
+                .find(|m| m.target == "/var/cache/spark-launch")
+                .unwrap();
+            assert_eq!(m.source, cache.folders[&n.node]);
+            assert!(
+                m.source
+                    .starts_with("~/.cache/spark-launch/runtime/vllm/Qwen--Qwen2.5-0.5B-Instruct/"),
+                "{}",
+                m.source
+            );
+        }
+    }
+
+    #[test]
+    fn a_host_process_is_given_its_nodes_folder_where_a_container_sees_the_mount() {
+        let plan = recipe_plan(RuntimeKind::Host);
+        let cache = plan.runtime_cache.clone().unwrap();
+        assert_eq!(cache.mount, None);
+        for n in &plan.job.nodes {
+            let folder = &cache.folders[&n.node];
+            let env = env_of(n);
+            assert_eq!(
+                env["B12X_COMPILE_CACHE_DIR"],
+                format!("{folder}/b12x-compile")
+            );
+            assert_eq!(env["VLLM_CACHE_ROOT"], format!("{folder}/vllm"));
+        }
+    }
+
+    #[test]
+    fn the_runtime_cache_folder_is_made_after_the_staging_and_before_the_first_start() {
+        let plan = launch_plan(&Vllm, "seed-001-two-sparks-both-twins", 2);
+        let steps = &plan.job.steps;
+        let at = |f: fn(&Step) -> bool| steps.iter().position(f).unwrap();
+        let made = at(|s| matches!(s, Step::EnsureFolders(_)));
+        let staged = at(|s| matches!(s, Step::StageModel(_)));
+        let start = at(|s| matches!(s, Step::Start(_)));
+        assert!(staged < made && made + 1 == start, "{:?}", shape(&plan));
+        let Step::EnsureFolders(f) = &plan.job.steps[made] else {
+            panic!("not the folders")
+        };
+        assert_eq!(f.folders, plan.runtime_cache.unwrap().folders);
     }
 
     #[test]

@@ -14,8 +14,8 @@ use crate::model::route::CopyRoute;
 use crate::node::NodeName;
 use crate::plan::secret::Secret;
 use crate::plan::{
-    CheckNccl, CheckPorts, CheckReachable, EnsureImage, Exec, NodePorts, RayMember, StageModel,
-    StageNccl, Start, Step, WaitRay, WaitServing,
+    CheckNccl, CheckPorts, CheckReachable, EnsureFolders, EnsureImage, Exec, NodePorts, RayMember,
+    StageModel, StageNccl, Start, Step, WaitRay, WaitServing,
 };
 
 /// Nothing listens yet on these ports of these nodes.
@@ -36,6 +36,14 @@ pub fn check_reachable(to: NodeName, addr: Ipv4Addr, port: u16, from: Vec<NodeNa
 /// The image, with the same content, on every listed node.
 pub fn ensure_image(image: String, nodes: Vec<NodeName>) -> Step {
     Step::EnsureImage(EnsureImage { image, nodes })
+}
+
+/// Each node's folder for `what`, created when missing.
+pub fn ensure_folders(what: &str, folders: BTreeMap<NodeName, String>) -> Step {
+    Step::EnsureFolders(EnsureFolders {
+        what: what.to_string(),
+        folders,
+    })
 }
 
 /// The model's files on every listed node (`copy` false: only checked).

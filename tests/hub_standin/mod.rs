@@ -110,6 +110,35 @@ pub fn tiny_repo(id: &str, weights: usize) -> FakeRepo {
     }
 }
 
+/// A GGUF repository in the layout llama.cpp's `-hf` picks from (its own resolution test
+/// models the same: quants at the root, a large one split in a folder named after it, a
+/// projector at the root): `QUANT` files, a README, nothing else.
+pub fn gguf_repo(id: &str) -> FakeRepo {
+    let lfs = |path: &str, seed: u64, len: usize| FakeFile {
+        path: path.into(),
+        content: bytes(seed, len),
+        lfs: true,
+    };
+    FakeRepo {
+        id: id.to_string(),
+        commit: "9e1f0ca7c0ffee0ddba11c0ffee0ddba11c0ffee".to_string(),
+        gated: false,
+        token: None,
+        files: vec![
+            FakeFile {
+                path: "README.md".into(),
+                content: b"# m-GGUF\n".to_vec(),
+                lfs: false,
+            },
+            lfs("Q3_K_M/m-Q3_K_M-00001-of-00002.gguf", 11, 150_000),
+            lfs("Q3_K_M/m-Q3_K_M-00002-of-00002.gguf", 12, 90_000),
+            lfs("m-Q4_K_M.gguf", 13, 200_000),
+            lfs("m-Q8_0.gguf", 14, 300_000),
+            lfs("mmproj-F16.gguf", 15, 40_000),
+        ],
+    }
+}
+
 #[derive(Default)]
 struct State {
     repos: Vec<FakeRepo>,

@@ -8,6 +8,7 @@ mod check_nccl;
 mod check_ports;
 mod check_reachable;
 mod connect;
+mod ensure_folders;
 mod ensure_image;
 mod exec;
 mod name_free;

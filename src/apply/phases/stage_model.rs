@@ -3,10 +3,9 @@
 
 use futures::future::BoxFuture;
 
-use crate::apply::context::{ApplyContext, shell_error, shell_for};
+use crate::apply::context::{ApplyContext, shell_for};
 use crate::apply::phase::{Phase, PhaseError};
 use crate::model::CONTAINER_HF_HOME;
-use crate::model::hub::HubError;
 use crate::node::NodeName;
 use crate::plan::{Launch, StageModel, StepPayload};
 use crate::staging::{self as stage, StageNode, StageOptions, StageSpec};
@@ -93,27 +92,13 @@ pub async fn ensure_hf_home(
     node: &NodeName,
     dir: &str,
 ) -> Result<String, PhaseError> {
-    let script = match dir.strip_prefix("~/") {
-        Some(rest) => format!(
-            "d=\"$HOME\"/{} && mkdir -p -- \"$d\" && printf '%s' \"$d\"",
-            crate::model::script::quote(rest)
-        ),
-        None => {
-            let d = crate::model::script::quote(dir);
-            format!("mkdir -p -- {d} && printf '%s' {d}")
-        }
-    };
-    let out = shell
-        .run(&script, Vec::new(), None)
+    super::ensure_folders::ensure_folder(shell, dir)
         .await
-        .map_err(|e| PhaseError::node(node, shell_error(e)))?;
-    if !out.success() {
-        return Err(PhaseError::Other(format!(
-            "{node}: cannot create the Hugging Face cache folder {dir}: {}",
-            out.stderr_tail().trim()
-        )));
-    }
-    Ok(out.stdout.trim().to_string())
+        .map_err(|why| {
+            PhaseError::Other(format!(
+                "{node}: cannot create the Hugging Face cache folder {dir}: {why}"
+            ))
+        })
 }
 
 /// What to stage where: the model at the commit the plan's listing names (or as the Hub
@@ -141,12 +126,7 @@ async fn spec_of(
     };
     let resolved = match looked_up {
         Ok(r) => r,
-        Err(
-            e @ (HubError::GatedNoToken { .. }
-            | HubError::NoAccess { .. }
-            | HubError::NotFound { .. }
-            | HubError::NoRevision { .. }),
-        ) => return Err(PhaseError::Refused(e.to_string())),
+        Err(e) if e.is_refusal() => return Err(PhaseError::Refused(e.to_string())),
         Err(e) => return Err(PhaseError::Hub(e)),
     };
     let addr = control_addr(ctx, head).unwrap_or_else(|| head.to_string());

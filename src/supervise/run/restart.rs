@@ -430,3 +430,93 @@ async fn run_steps(
         Err(e) => Err(RestartError::Step(e.kind.to_string())),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::derive::NodeInput;
+    use crate::model::ModelSource;
+    use crate::plan::JobName;
+    use crate::workload::engines::{EngineKind, EngineOptions};
+    use crate::workload::job_ssh::JobSshKeys;
+    use crate::workload::runtime_cache::CONTAINER_DIR;
+    use crate::workload::serve::ServeOptions;
+    use crate::workload::skeleton::{LaunchPart, ServeInput, plan};
+
+    /// A two-Spark vLLM job's plan (tests/fixtures/seed-001-two-sparks-both-twins), the
+    /// nodes' homes resolved as a live launch resolves them.
+    fn two_sparks() -> ServePlan {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/seed-001-two-sparks-both-twins");
+        let nodes: Vec<NodeInput> = ["spark", "spark2"]
+            .iter()
+            .map(|n| NodeInput {
+                name: NodeName::new(*n).unwrap(),
+                facts: crate::probe::read_snapshot_dir(&root.join(n)).unwrap(),
+            })
+            .collect();
+        let model = ModelSource::parse("Qwen/Qwen2.5-0.5B-Instruct", None).unwrap();
+        let mut opts = ServeOptions::new(EngineKind::Vllm, JobName::new("j").unwrap(), model);
+        opts.tp = 2;
+        for n in &nodes {
+            let p = crate::workload::serve::NodePaths {
+                runtime_cache: crate::workload::runtime_cache::root_under("/home/sparkuser"),
+                ..Default::default()
+            };
+            opts.paths.insert(n.name.clone(), p);
+        }
+        let input = ServeInput {
+            engine: EngineKind::Vllm,
+            opts: &opts,
+            tuning: &EngineOptions::default(),
+            nodes: &nodes,
+            keys: &JobSshKeys::placeholder(),
+            launch: Some(LaunchPart::default()),
+            recipe: None,
+        };
+        plan(&input)
+            .map(|s| s.plan)
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn a_restart_starts_the_ranks_own_containers_so_each_finds_its_runtime_cache_again() {
+        let plan = two_sparks();
+        let cache = plan.runtime_cache.clone().unwrap();
+        // The folder is made once, before the launch's first start; a restart walks the plan
+        // from that start on, so it neither makes nor empties it.
+        assert!(
+            plan.job
+                .steps
+                .iter()
+                .take_while(|s| !matches!(s, Step::Start(_)))
+                .any(|s| matches!(s, Step::EnsureFolders(_)))
+        );
+        assert!(restart_steps(&plan.job).all(|s| !matches!(s, Step::EnsureFolders(_))));
+        // What a restart starts again is each node's container of the plan (`on_nodes`:
+        // found by its name, started as it was created): the same mount of the same folder.
+        let started: Vec<NodeName> = stages(&plan)
+            .into_iter()
+            .filter_map(|s| match s {
+                Stage::Start { nodes } => Some(nodes),
+                _ => None,
+            })
+            .flatten()
+            .collect();
+        assert_eq!(started, plan.nodes);
+        for n in &plan.job.nodes {
+            let Launch::Container(c) = &n.launch else {
+                panic!("not a container")
+            };
+            assert_eq!(c.name, plan.job.job.container_name(&n.node));
+            let m = c.mounts.iter().find(|m| m.target == CONTAINER_DIR).unwrap();
+            assert_eq!(m.source, cache.folders[&n.node]);
+            assert!(
+                m.source
+                    .starts_with("/home/sparkuser/.cache/spark-launch/runtime/vllm/")
+            );
+        }
+        // The same launch planned again (the same plan) names the same folders.
+        assert_eq!(two_sparks().runtime_cache.unwrap(), cache);
+    }
+}

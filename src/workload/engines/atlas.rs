@@ -36,9 +36,9 @@ use std::collections::BTreeMap;
 use super::speculative::{SpecMethod, Speculative};
 use super::spelling::{FlagTable, ProgramWords, RecipeNamespace, RecipeRuntime, RecipeSpelling};
 use super::{
-    ApiKeySupport, EngineOptions, EnginePort, EngineRanks, FlagValues, GroupLine, GroupRefs,
-    LogPhase, MultiNode, OwnedFlag, PortOn, PortReach, RankInput, ReadySignals, RecipeFlag,
-    ServingEngine, StartOrder,
+    ApiKeySupport, CacheVar, EngineOptions, EnginePort, EngineRanks, FlagValues, GroupLine,
+    GroupRefs, LogPhase, MultiNode, OwnedFlag, PortOn, PortReach, RankInput, ReadySignals,
+    RecipeFlag, ServingEngine, StartOrder,
 };
 use crate::node::Role;
 use crate::plan::ContainerSpec;
@@ -143,6 +143,11 @@ impl ServingEngine for Atlas {
     }
     fn ready(&self) -> &'static ReadySignals {
         &READY
+    }
+    /// None: Atlas is one Rust binary whose CUDA kernels are built into it, and nothing it
+    /// loads compiles at start.
+    fn cache_vars(&self) -> &'static [CacheVar] {
+        &[]
     }
     fn recipe(&self) -> &'static RecipeSpelling {
         &RECIPE

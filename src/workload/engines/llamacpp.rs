@@ -17,16 +17,24 @@
 //! its GPUs beside `llama-server` on the others: the RPC path on one box, as a test of it.
 //!
 //! Transport: builds with `GGML_RPC_RDMA` negotiate RDMA (RoCE) per connection and fall back to
-//! TCP; which one was used is read from the logs ([`transport`]).
+//! TCP; which one was used is read from the logs ([`transport`]) and shown after the start and
+//! in `status` ([`rpc_link`]).
+//!
+//! The model: a GGUF file or folder, or a Hub repository read as llama.cpp's `-hf REPO[:QUANT]`
+//! reads it (`model::gguf`): only the file(s) that spec picks are staged, on the head alone
+//! (the head loads the file and sends each RPC server its tensors over the network), and
+//! `llama-server` is given the staged file's path, never `-hf` — the weights are staged,
+//! checked and resumed by spark-launch like every engine's, and the server never reaches for
+//! the Hub. A projector the spec picked is given with `--mmproj`, as `-hf` would.
 //!
 //! Pure: the decided plan in, the ranks' commands out.
 
 use super::speculative::Speculative;
 use super::spelling::{ProgramWords, RecipeRuntime, RecipeSpelling};
 use super::{
-    ApiKeySupport, EngineOptions, EnginePort, EngineRanks, GroupLine, GroupRefs, LogPhase,
-    MultiNode, OwnedFlag, PortOn, PortReach, RankInput, ReadySignals, RecipeFlag, ServingEngine,
-    StartOrder,
+    ApiKeySupport, CacheVar, EngineOptions, EnginePort, EngineRanks, GroupLine, GroupRefs, HubFiles,
+    LinkReader, LinkVerdict, LogPhase, ModelOn, MultiNode, OwnedFlag, PortOn, PortReach, RankInput,
+    ReadySignals, RecipeFlag, ServingEngine, StartOrder,
 };
 use crate::node::Role;
 use crate::plan::{ContainerSpec, RuntimeKind};
@@ -98,11 +106,27 @@ impl ServingEngine for Llamacpp {
     fn ready(&self) -> &'static ReadySignals {
         &READY
     }
+    /// None: `llama-server` and `rpc-server` run kernels compiled when llama.cpp was built,
+    /// and compile nothing at start.
+    fn cache_vars(&self) -> &'static [CacheVar] {
+        &[]
+    }
     fn recipe(&self) -> &'static RecipeSpelling {
         &RECIPE
     }
     fn uses_nccl(&self) -> bool {
         false
+    }
+    fn hub_files(&self) -> HubFiles {
+        HubFiles::Gguf
+    }
+    /// The RPC servers get their tensors from `llama-server` over the network (or from their
+    /// own `-c` cache): only the head reads the model's files.
+    fn model_on(&self) -> ModelOn {
+        ModelOn::Head
+    }
+    fn link_reader(&self) -> Option<LinkReader> {
+        Some(rpc_link)
     }
     fn start_order(&self, tuning: &EngineOptions) -> StartOrder {
         StartOrder::ServersFirst {
@@ -219,6 +243,14 @@ impl ServingEngine for Llamacpp {
         if !endpoints.is_empty() {
             args.extend(["--rpc".to_string(), endpoints.join(",")]);
         }
+        // The projector the spec picked, as `-hf` gives it, unless the line says otherwise.
+        let own_mmproj = input.opts.engine_args.iter().any(|a| {
+            let flag = a.split_once('=').map_or(a.as_str(), |(f, _)| f);
+            MMPROJ_FLAGS.contains(&flag)
+        });
+        if let (Some(mmproj), false) = (input.mmproj_path, own_mmproj) {
+            args.extend(["--mmproj".to_string(), mmproj.to_string()]);
+        }
         args.extend(input.opts.engine_args.iter().cloned());
         let model = input.model_path;
         let head = &mut containers[0];
@@ -228,7 +260,14 @@ impl ServingEngine for Llamacpp {
             c
         } else {
             let gpus = input.opts.gpus_per_node;
-            let script = head_script(&programs, model, &local, gpus, input.opts.ready_timeout_s);
+            let quant = input.opts.model.gguf().and_then(|g| g.quant.as_deref());
+            let script = head_script(
+                &programs,
+                (model, quant),
+                &local,
+                gpus,
+                input.opts.ready_timeout_s,
+            );
             let mut c = vec![
                 "bash".to_string(),
                 "-c".to_string(),
@@ -308,12 +347,14 @@ fn refuse_management(node: &crate::node::NodeName) -> Vec<String> {
 /// The head's script when it must do more than run `llama-server`: start the RPC servers
 /// of `local` (GPU, 127.0.0.1:PORT) and give `llama-server` the other GPUs of the node's
 /// `gpus`; wait until each local server answers (within `timeout_s`); find the GGUF file in a
-/// folder (the first in name order: the first part of a split model); then run `llama-server`
+/// folder (the first in name order, never a projector or sidecar: the first part of a split
+/// model; with a quant — a Hub spec whose file was not picked from the listing, as in a plan
+/// made without the Hub — the first naming it, one folder deep too); then run `llama-server`
 /// (its words are the script's arguments) with `--model`. The script's `$0` is the server's
 /// name, for error messages.
 fn head_script(
     programs: &str,
-    model: &str,
+    (model, quant): (&str, Option<&str>),
     local: &[(u32, String)],
     gpus: u32,
     timeout_s: u64,
@@ -346,12 +387,33 @@ if [ \"$i\" -ge {timeout_s} ]; then echo \"spark-launch: no RPC server answers o
         s.push_str(&format!("export CUDA_VISIBLE_DEVICES={}\n", rest.join(",")));
     }
     s.push_str(&format!("m={}\n", q(model)));
-    s.push_str(
-        "if [ -d \"$m\" ]; then f=$(ls \"$m\"/*.gguf 2>/dev/null | sort | head -n 1); \
-if [ -z \"$f\" ]; then echo \"spark-launch: no .gguf file in $m\" >&2; exit 1; fi; m=$f; fi\n",
-    );
+    let (globs, pick) = match quant {
+        Some(quant) => (
+            "\"$m\"/*.gguf \"$m\"/*/*.gguf",
+            format!(" | grep -i -e {}", q(&format!("{quant}[.-]"))),
+        ),
+        None => ("\"$m\"/*.gguf", String::new()),
+    };
+    s.push_str(&format!(
+        "if [ -d \"$m\" ]; then f=$(ls {globs} 2>/dev/null | grep -v -e mmproj -e imatrix -e mtp- -e eagle3- -e dflash- -e dspark-{pick} | sort | head -n 1); \
+if [ -z \"$f\" ]; then echo \"spark-launch: no .gguf model file in $m\" >&2; exit 1; fi; m=$f; fi\n"
+    ));
     s.push_str("prog=$1; shift\n\"$prog\" --model \"$m\" \"$@\"\n");
     s
+}
+
+/// The RPC transport a group's logs tell, when the group used RPC: across nodes, or RPC
+/// servers beside the server on one machine (their banner in the head's log); `None` for a
+/// server alone.
+pub fn rpc_link(multi: MultiNode, logs: &str) -> Option<LinkVerdict> {
+    let rpc = multi == MultiNode::Rpc
+        || logs
+            .lines()
+            .any(|l| l.to_ascii_lowercase().contains("starting rpc server"));
+    rpc.then(|| LinkVerdict {
+        what: "RPC transport".to_string(),
+        verdict: transport(logs).as_str().to_string(),
+    })
 }
 
 /// Which transport llama.cpp's RPC connections used, as its logs say.
@@ -403,9 +465,12 @@ pub fn transport(log: &str) -> RpcTransport {
     }
 }
 
+/// `llama-server`'s flags that choose the projector (or none): the picked one is then not given.
+const MMPROJ_FLAGS: [&str; 5] = ["-mm", "--mmproj", "-mmu", "--mmproj-url", "--no-mmproj"];
+
 /// The flags of `llama-server` that spark-launch writes itself (or, the key, takes out of every
 /// line). Its parser reads no abbreviations; short and long spellings are both flags.
-static OWNED: [OwnedFlag; 11] = [
+static OWNED: [OwnedFlag; 13] = [
     OwnedFlag::one("-m", "-m", RecipeFlag::Model),
     OwnedFlag::one("--model", "--model", RecipeFlag::Model),
     OwnedFlag::one("--port", "--port", RecipeFlag::Port),
@@ -419,15 +484,23 @@ static OWNED: [OwnedFlag; 11] = [
         "--api-key-file",
         RecipeFlag::Unsupported("a key file on the head: give the key with --api-key"),
     ),
+    // `-hf REPO[:QUANT]` names the model: spark-launch stages the file(s) it picks and gives
+    // the server their path (a recipe's `-hf {model}` is its model).
+    OwnedFlag::one("-hf", "-hf", RecipeFlag::Model),
+    OwnedFlag::one("--hf-repo", "--hf-repo", RecipeFlag::Model),
     OwnedFlag::one(
-        "-hf",
-        "-hf",
-        RecipeFlag::Unsupported("a Hub GGUF fetched by llama-server: give the file as the model"),
+        "-hff",
+        "-hff",
+        RecipeFlag::Unsupported(
+            "a file of a Hub repository named by its path: give the model as REPO:QUANT",
+        ),
     ),
     OwnedFlag::one(
-        "--hf-repo",
-        "--hf-repo",
-        RecipeFlag::Unsupported("a Hub GGUF fetched by llama-server: give the file as the model"),
+        "--hf-file",
+        "--hf-file",
+        RecipeFlag::Unsupported(
+            "a file of a Hub repository named by its path: give the model as REPO:QUANT",
+        ),
     ),
 ];
 
@@ -472,7 +545,7 @@ mod tests {
     fn a_local_split_starts_its_rpc_servers_waits_for_them_and_gives_the_server_the_other_gpus() {
         let s = head_script(
             "",
-            "/m/x.gguf",
+            ("/m/x.gguf", None),
             &[(1, "127.0.0.1:50052".to_string())],
             2,
             30,
@@ -483,6 +556,53 @@ mod tests {
         assert!(s.contains("/dev/tcp/127.0.0.1/50052"));
         assert!(s.contains("export CUDA_VISIBLE_DEVICES=0\n"));
         assert!(s.ends_with("\"$prog\" --model \"$m\" \"$@\"\n"));
+    }
+
+    #[test]
+    fn the_transport_is_shown_only_for_a_group_that_used_rpc() {
+        let rdma = "RDMA probed: dev=rocep1s0f1\nRDMA activated: qpn=7->9 mtu=4096";
+        let read = Llamacpp
+            .link_reader()
+            .expect("llama.cpp reads its RPC transport");
+        let v = read(MultiNode::Rpc, rdma).unwrap();
+        assert_eq!(v.to_string(), "RPC transport: RDMA");
+        // Across nodes the logs may say neither: that is said, never guessed.
+        let v = read(MultiNode::Rpc, "main: server is listening").unwrap();
+        assert_eq!(v.verdict, "not recorded");
+        // One machine: only when RPC servers ran beside the server (their banner).
+        assert_eq!(read(MultiNode::Single, rdma), None);
+        let local = "Starting RPC server v3.0.0\n  transport      : TCP\n";
+        let v = read(MultiNode::Single, local).unwrap();
+        assert_eq!(v.verdict, "TCP");
+    }
+
+    #[test]
+    fn an_unpicked_hub_spec_is_found_in_its_snapshot_by_its_quant_never_a_projector() {
+        let s = head_script("", ("/hf/snapshots/main", Some("Q4_K_M")), &[], 1, 30);
+        assert!(
+            s.contains("ls \"$m\"/*.gguf \"$m\"/*/*.gguf 2>/dev/null | grep -v -e mmproj"),
+            "{s}"
+        );
+        assert!(
+            s.contains("| grep -i -e 'Q4_K_M[.-]' | sort | head -n 1"),
+            "{s}"
+        );
+        let s = head_script("", ("/data/folder", None), &[], 1, 30);
+        assert!(!s.contains("grep -i"), "{s}");
+    }
+
+    #[test]
+    fn a_recipe_s_hf_flag_names_the_model_and_hff_is_refused() {
+        let split = super::super::split_recipe_args(
+            &Llamacpp,
+            &["-hf", "org/m-GGUF:Q8_0", "--jinja", "--hf-file", "x.gguf"].map(str::to_string),
+        );
+        assert_eq!(split.kept, ["--jinja"]);
+        assert_eq!(split.owned[0].flag, RecipeFlag::Model);
+        assert!(matches!(
+            split.owned[1].flag,
+            RecipeFlag::Unsupported(why) if why.contains("REPO:QUANT")
+        ));
     }
 
     #[test]

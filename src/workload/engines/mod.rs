@@ -283,6 +283,52 @@ pub mod phases {
     );
 }
 
+/// A variable that tells an engine (or a library it loads) where to keep a compile or JIT
+/// cache, and the folder under the job's runtime cache (`workload::runtime_cache`) it names.
+/// Each library's own default is under the container's home or `/tmp`, which a container
+/// loses when it is removed: pointed into the runtime cache, what the first start compiled is
+/// found again by the next.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CacheVar {
+    pub var: &'static str,
+    /// A folder under the runtime cache, relative (`triton`); empty: the runtime cache itself.
+    pub sub: &'static str,
+}
+
+/// Cache variables shared by the PyTorch-based engines, for their
+/// [`ServingEngine::cache_vars`] lists. Each is the variable the library itself reads (read in
+/// its own source, not in a launcher's).
+pub mod caches {
+    use super::CacheVar;
+
+    /// TorchInductor's compiled graphs and kernels (torch.compile); its default is
+    /// `/tmp/torchinductor_USER`.
+    pub const INDUCTOR: CacheVar = CacheVar {
+        var: "TORCHINDUCTOR_CACHE_DIR",
+        sub: "inductor",
+    };
+    /// Triton's compiled kernels (`triton.knobs.cache.dir`); its default is `~/.triton/cache`.
+    pub const TRITON: CacheVar = CacheVar {
+        var: "TRITON_CACHE_DIR",
+        sub: "triton",
+    };
+    /// FlashInfer's JIT-built kernels: the library reads only the base
+    /// (`flashinfer/jit/env.py`: `FLASHINFER_WORKSPACE_BASE`, default the home) and keeps its
+    /// cache in `.cache/flashinfer/ARCH/` below it; its `FLASHINFER_CACHE_DIR` is derived from
+    /// the base, not read from the environment.
+    pub const FLASHINFER: CacheVar = CacheVar {
+        var: "FLASHINFER_WORKSPACE_BASE",
+        sub: "flashinfer",
+    };
+    /// What honours the XDG base directories and has no variable of its own (vLLM's default
+    /// cache root is `$XDG_CACHE_HOME/vllm`); the Hugging Face cache is not affected: every
+    /// serving container sets `HF_HOME` itself.
+    pub const XDG: CacheVar = CacheVar {
+        var: "XDG_CACHE_HOME",
+        sub: "xdg",
+    };
+}
+
 /// How an engine shows that it serves, and what it is doing meanwhile.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ReadySignals {
@@ -313,6 +359,44 @@ impl ReadySignals {
             .parse::<EngineKind>()
             .map(|e| e.engine().ready())
             .unwrap_or(&GENERIC_SIGNALS)
+    }
+}
+
+/// What of a Hub repository an engine loads ([`ServingEngine::hub_files`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HubFiles {
+    /// Every file (configuration, tokenizer, weights).
+    Repository,
+    /// The GGUF file(s) a `REPO[:QUANT]` spec picks (`model::gguf`).
+    Gguf,
+}
+
+/// Which nodes of a group hold the model's files ([`ServingEngine::model_on`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ModelOn {
+    /// Every node loads its share from its own disk.
+    Every,
+    /// The head loads the files and sends the other nodes their tensors over the network.
+    Head,
+}
+
+/// Reads the logs of every node of a group started as the [`MultiNode`] says, all together:
+/// what they say about how the nodes talk, or `None` when there is nothing to say (a group
+/// that used no link the engine reports on: no line is shown).
+pub type LinkReader = fn(MultiNode, &str) -> Option<LinkVerdict>;
+
+/// What an engine's logs said about how its nodes talk ([`ServingEngine::link_reader`]):
+/// what was read (`RPC transport`) and its verdict (`RDMA`, `TCP`, `not recorded` when the
+/// logs say neither).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LinkVerdict {
+    pub what: String,
+    pub verdict: String,
+}
+
+impl fmt::Display for LinkVerdict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.what, self.verdict)
     }
 }
 
@@ -536,8 +620,10 @@ pub struct RankInput<'a> {
     pub host: &'a str,
     /// The name `/v1/models` lists.
     pub served: &'a str,
-    /// The model inside the containers.
+    /// The model inside the containers (of a GGUF spec, the picked file).
     pub model_path: &'a str,
+    /// The multimodal projector a GGUF spec picked beside the model, where the engine sees it.
+    pub mmproj_path: Option<&'a str>,
     /// The job's own SSH identity, for engines that run MPI between containers.
     pub keys: &'a JobSshKeys,
 }
@@ -605,6 +691,23 @@ pub trait ServingEngine: Sync {
     fn uses_nccl(&self) -> bool {
         true
     }
+    /// What of a Hub repository it loads: the whole repository, or only the GGUF file(s)
+    /// llama.cpp's `-hf REPO[:QUANT]` picks (a Hub model is then read as such a spec, and only
+    /// those files are staged). An engine that loads whole repositories refuses a `:QUANT`.
+    fn hub_files(&self) -> HubFiles {
+        HubFiles::Repository
+    }
+    /// Which nodes of a group hold the model's files (staged there before the start): every
+    /// node, or the head alone when the others get the weights from it over the network.
+    fn model_on(&self) -> ModelOn {
+        ModelOn::Every
+    }
+    /// How it reads what its logs say about how its nodes talk (llama.cpp: which transport
+    /// its RPC connections used), shown after the start and in `status`; `None`: its logs are
+    /// not read for it.
+    fn link_reader(&self) -> Option<LinkReader> {
+        None
+    }
     /// Whether it runs MPI between containers over SSH: the launch then makes the job's own
     /// SSH identity before planning.
     fn job_ssh(&self) -> bool {
@@ -662,8 +765,14 @@ pub trait ServingEngine: Sync {
     fn recipe_launcher(&self, _program: &[String]) -> Option<Launcher> {
         None
     }
+    /// Where it and the libraries it loads keep their compile and JIT caches ([`CacheVar`]):
+    /// each variable is set in every rank to its folder under the job's runtime cache, unless
+    /// the user or the recipe sets it. None: an engine that compiles nothing at start.
+    fn cache_vars(&self) -> &'static [CacheVar] {
+        &[]
+    }
     /// Writes every rank's command into `containers` (one per serving node, head first, each
-    /// already carrying the derived environment, the cache, the devices and the labels).
+    /// already carrying the derived environment, the caches, the devices and the labels).
     fn ranks(&self, input: &RankInput<'_>, containers: Vec<ContainerSpec>) -> EngineRanks;
     /// A rank's line (`spec`, as [`ServingEngine::ranks`] wrote it for `role` in `mode`) for a
     /// group placed by someone else (a Kubernetes LeaderWorkerSet): every value the engine wrote

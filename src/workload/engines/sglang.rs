@@ -24,9 +24,9 @@
 use super::speculative::{SpecMethod, Speculative};
 use super::spelling::{FlagTable, NodeGated, ProgramWords, RecipeRuntime, RecipeSpelling};
 use super::{
-    ApiKeySupport, EngineOptions, EnginePort, EngineRanks, GroupLine, GroupRefs, Launcher,
-    LogPhase, MultiNode, OwnedFlag, PortOn, PortReach, RankInput, ReadySignals, RecipeFlag,
-    ServingEngine, phases, read_section,
+    ApiKeySupport, CacheVar, EngineOptions, EnginePort, EngineRanks, GroupLine, GroupRefs,
+    Launcher, LogPhase, MultiNode, OwnedFlag, PortOn, PortReach, RankInput, ReadySignals,
+    RecipeFlag, ServingEngine, caches, phases, read_section,
 };
 use serde::{Deserialize, Serialize};
 
@@ -49,6 +49,27 @@ pub const DEFAULT_DIST_PORT: u16 = 20000;
 pub const DEFAULT_CHUNKED_PREFILL: u64 = 8192;
 /// Where the head's container holds the API key for [`KEY_PRELUDE`].
 pub const API_KEY_VAR: &str = "SL_SGLANG_API_KEY";
+
+/// Where SGLang and the libraries it loads keep what they compile at start
+/// (`sglang/srt/environ.py`): SGLang's own cache root (`SGLANG_CACHE_DIR`, default the literal
+/// `~/.cache/sglang`, not the XDG cache: its FlashInfer autotune results and DeepGEMM kernels
+/// go there) and its JIT kernel builds (`SGLANG_JIT_CACHE_DIR`, which does not follow the root:
+/// unset, it is `~/.cache/sglang/jit`), TorchInductor's (SGLang's torch.compile), Triton's and
+/// FlashInfer's, and the XDG cache for what follows it.
+pub const CACHE_VARS: &[CacheVar] = &[
+    CacheVar {
+        var: "SGLANG_CACHE_DIR",
+        sub: "sglang",
+    },
+    CacheVar {
+        var: "SGLANG_JIT_CACHE_DIR",
+        sub: "sglang/jit",
+    },
+    caches::INDUCTOR,
+    caches::TRITON,
+    caches::FLASHINFER,
+    caches::XDG,
+];
 
 /// A launch profile's `sglang:` section.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -186,6 +207,9 @@ impl ServingEngine for Sglang {
     }
     fn ready(&self) -> &'static ReadySignals {
         &READY
+    }
+    fn cache_vars(&self) -> &'static [CacheVar] {
+        CACHE_VARS
     }
     fn profile_section(&self) -> Option<&'static str> {
         Some("sglang")

@@ -30,9 +30,9 @@ use serde::{Deserialize, Serialize};
 use super::speculative::{SpecMethod, Speculative};
 use super::spelling::{ProgramWords, RecipeRuntime, RecipeSpelling};
 use super::{
-    ApiKeySupport, EngineDefaults, EngineOptions, EnginePort, EngineRanks, GroupLine, GroupRefs,
-    LogPhase, MultiNode, OwnedFlag, PortOn, PortReach, RankInput, ReadySignals, RecipeFlag,
-    ServingEngine, phases, read_section,
+    ApiKeySupport, CacheVar, EngineDefaults, EngineOptions, EnginePort, EngineRanks, GroupLine,
+    GroupRefs, LogPhase, MultiNode, OwnedFlag, PortOn, PortReach, RankInput, ReadySignals,
+    RecipeFlag, ServingEngine, caches, phases, read_section,
 };
 use crate::derive::NodeInput;
 use crate::node::Role;
@@ -54,6 +54,18 @@ pub struct TrtllmSection {
     #[serde(default)]
     pub options: BTreeMap<String, yaml_serde::Value>,
 }
+
+/// Where TensorRT-LLM's PyTorch backend and the libraries it loads keep what they compile at
+/// start: TorchInductor's, Triton's and FlashInfer's, and the XDG cache for what follows it.
+/// Its autotuner's file (`TLLM_AUTOTUNER_CACHE_PATH`) is left unset: the file records the
+/// version and GPU it was tuned on but is loaded without checking either, and one file would
+/// serve every configuration of the model; unset, the autotuner tunes again at each start.
+pub const CACHE_VARS: &[CacheVar] = &[
+    caches::INDUCTOR,
+    caches::TRITON,
+    caches::FLASHINFER,
+    caches::XDG,
+];
 
 /// The image used unless `--image` says otherwise (NGC release, pinned).
 pub const DEFAULT_IMAGE: &str = "nvcr.io/nvidia/tensorrt-llm/release:1.2.1";
@@ -190,13 +202,15 @@ exec "$@"
 "#;
 
 /// The variables every rank needs from its node's derived environment and the container's:
-/// NCCL's, UCX's, the Hugging Face cache's, TensorRT-LLM's, CUDA's.
+/// NCCL's, UCX's, the Hugging Face cache's, TensorRT-LLM's, CUDA's, and the compile caches'
+/// ([`CACHE_VARS`]: a rank mpirun starts over SSH has none of its container's environment).
 fn rank_env(env: &BTreeMap<String, String>) -> BTreeMap<String, String> {
     env.iter()
         .filter(|(k, _)| {
             ["NCCL_", "UCX_", "HF_", "TRTLLM_", "TLLM_", "CUDA_"]
                 .iter()
                 .any(|p| k.starts_with(p))
+                || CACHE_VARS.iter().any(|c| c.var == k.as_str())
         })
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect()
@@ -281,6 +295,9 @@ impl ServingEngine for Trtllm {
     }
     fn ready(&self) -> &'static ReadySignals {
         &READY
+    }
+    fn cache_vars(&self) -> &'static [CacheVar] {
+        CACHE_VARS
     }
     fn profile_section(&self) -> Option<&'static str> {
         Some("trtllm")

@@ -22,9 +22,9 @@ use std::collections::BTreeMap;
 
 use super::spelling::{FlagTable, ProgramWords, RecipeRuntime, RecipeSpelling};
 use super::{
-    ApiKeySupport, EngineOptions, EnginePort, EngineRanks, FlagValues, GroupLine, GroupRefs,
-    LogPhase, MultiNode, OwnedFlag, PortOn, PortReach, RankInput, ReadySignals, RecipeFlag,
-    ServingEngine, phases, ray,
+    ApiKeySupport, CacheVar, EngineOptions, EnginePort, EngineRanks, FlagValues, GroupLine,
+    GroupRefs, LogPhase, MultiNode, OwnedFlag, PortOn, PortReach, RankInput, ReadySignals,
+    RecipeFlag, ServingEngine, caches, phases, ray,
 };
 use crate::node::Role;
 use crate::plan::{ContainerSpec, RayMember};
@@ -42,6 +42,21 @@ pub const DEFAULT_MASTER_PORT: u16 = 29501;
 pub const DEFAULT_MEMORY_UTILIZATION: f64 = 0.9;
 /// The environment variable vLLM reads its API key from.
 pub const API_KEY_VAR: &str = "VLLM_API_KEY";
+
+/// Where vLLM and the libraries it loads keep what they compile at start: vLLM's own root
+/// (`VLLM_CACHE_ROOT`, read by `vllm/envs.py`; its `torch_compile_cache/` holds the compiled
+/// graphs, keyed by vLLM's hash of its configuration and code), TorchInductor's, Triton's and
+/// FlashInfer's, and the XDG cache for what follows it.
+pub const CACHE_VARS: &[CacheVar] = &[
+    CacheVar {
+        var: "VLLM_CACHE_ROOT",
+        sub: "vllm",
+    },
+    caches::INDUCTOR,
+    caches::TRITON,
+    caches::FLASHINFER,
+    caches::XDG,
+];
 
 /// How vLLM's ranks find each other.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -154,6 +169,9 @@ impl ServingEngine for Vllm {
     }
     fn ready(&self) -> &'static ReadySignals {
         &READY
+    }
+    fn cache_vars(&self) -> &'static [CacheVar] {
+        CACHE_VARS
     }
     fn ray(&self) -> bool {
         true
