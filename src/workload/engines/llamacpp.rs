@@ -32,9 +32,9 @@
 use super::speculative::Speculative;
 use super::spelling::{ProgramWords, RecipeRuntime, RecipeSpelling};
 use super::{
-    ApiKeySupport, CacheVar, EngineOptions, EnginePort, EngineRanks, GroupLine, GroupRefs, HubFiles,
-    LinkReader, LinkVerdict, LogPhase, ModelOn, MultiNode, OwnedFlag, PortOn, PortReach, RankInput,
-    ReadySignals, RecipeFlag, ServingEngine, StartOrder,
+    ApiKeySupport, CacheVar, EngineOptions, EnginePort, EngineRanks, GroupLine, GroupRefs,
+    HubFiles, LinkReader, LinkVerdict, LogPhase, ModelOn, MultiNode, OwnedFlag, PortOn, PortReach,
+    RankInput, ReadySignals, RecipeFlag, ServingEngine, StartOrder,
 };
 use crate::node::Role;
 use crate::plan::{ContainerSpec, RuntimeKind};
