@@ -88,9 +88,10 @@ pub fn unresolved(plan: &ServePlan) -> Vec<Unresolved> {
         .unwrap_or_else(|| "~/.cache/huggingface".to_string());
     let mut out: Vec<Unresolved> = Vec::new();
     for step in &plan.job.steps {
-        let Step::StageModel(StageModel { model, .. }) = step else {
+        let Step::StageModel(stage) = step else {
             continue;
         };
+        let StageModel { model, .. } = stage.as_ref();
         let ModelSource::Hub {
             revision,
             commit: None,
@@ -402,10 +403,9 @@ The steps spark-launch would run, in order, and how to do each by hand:\n\n"
     }
     for (i, step) in plan.job.steps.iter().enumerate() {
         let how = match step {
-            Step::StageModel(StageModel {
-                model, copy: true, ..
-            }) => format!(
-                "`spark-launch model pull {model}` (or have the same files in every node's Hugging Face cache)"
+            Step::StageModel(stage) if stage.copy => format!(
+                "`spark-launch model pull {}` (or have the same files in every node's Hugging Face cache)",
+                stage.model
             ),
             Step::EnsureImage(EnsureImage { image, .. }) => {
                 // Paste-ready commands: every foreign word quoted where a shell would not take

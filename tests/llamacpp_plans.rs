@@ -305,11 +305,19 @@ fn a_hub_quant_spec_stages_only_its_files_on_the_head_and_gives_the_server_their
         .map(|f| f.path.as_str())
         .collect();
     assert_eq!(files, ["Qwen3-30B-A3B-Q4_K_M.gguf", "mmproj-F16.gguf"]);
-    // The RPC server reads no model file: no cache mounted.
+    // The RPC server reads no model file: no Hugging Face cache or model mounted (only the
+    // runtime cache folder every rank gets).
     let Launch::Container(worker) = &p.job.nodes[1].launch else {
         panic!("not a container")
     };
-    assert!(worker.mounts.is_empty(), "{:?}", worker.mounts);
+    assert!(
+        worker
+            .mounts
+            .iter()
+            .all(|m| m.target == "/var/cache/spark-launch"),
+        "{:?}",
+        worker.mounts
+    );
     assert!(worker.command[0].ends_with("ggml-rpc-server"));
 }
 

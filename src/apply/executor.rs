@@ -175,7 +175,7 @@ pub fn phases_for<'a>(plan: &JobPlan) -> Vec<Box<dyn Phase<ApplyContext<'a>> + '
             Step::WaitExit(s) => Box::new(s),
             Step::CheckPorts(s) => Box::new(s),
             Step::CheckReachable(s) => Box::new(s),
-            Step::StageModel(s) => Box::new(s),
+            Step::StageModel(s) => s,
             Step::WaitRay(s) => Box::new(s),
             Step::WaitServing(s) => Box::new(s),
             Step::StageNccl(s) => Box::new(s),

@@ -418,9 +418,10 @@ fn sides<'a>(plan: &'a ServePlan, problems: &mut Vec<Problem>) -> (Side<'a>, Sid
 fn unresolved(plan: &ServePlan) -> Vec<ResolveAtStart> {
     let mut out: Vec<ResolveAtStart> = Vec::new();
     for step in &plan.job.steps {
-        let Step::StageModel(StageModel { model, .. }) = step else {
+        let Step::StageModel(stage) = step else {
             continue;
         };
+        let StageModel { model, .. } = stage.as_ref();
         let ModelSource::Hub {
             revision,
             commit: None,

@@ -40,7 +40,8 @@ pub enum Step {
     WaitExit(WaitExit),
     CheckPorts(CheckPorts),
     CheckReachable(CheckReachable),
-    StageModel(StageModel),
+    /// Boxed: the largest step by far (its model, listing and routes).
+    StageModel(Box<StageModel>),
     WaitRay(WaitRay),
     WaitServing(WaitServing),
     StageNccl(StageNccl),
@@ -61,7 +62,7 @@ impl Step {
             Step::WaitExit(s) => s,
             Step::CheckPorts(s) => s,
             Step::CheckReachable(s) => s,
-            Step::StageModel(s) => s,
+            Step::StageModel(s) => s.as_ref(),
             Step::WaitRay(s) => s,
             Step::WaitServing(s) => s,
             Step::StageNccl(s) => s,

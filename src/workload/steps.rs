@@ -54,13 +54,13 @@ pub fn stage_model(
     listing: Option<Resolved>,
     routes: BTreeMap<NodeName, CopyRoute>,
 ) -> Step {
-    Step::StageModel(StageModel {
+    Step::StageModel(Box::new(StageModel {
         model,
         nodes,
         copy,
         listing,
         routes,
-    })
+    }))
 }
 
 /// `node`'s server answers on `port` at `addr` (its own address), within `timeout_s`: a TCP
