@@ -451,5 +451,13 @@ fn a_llama_cpp_job_says_its_rpc_transport_after_the_start_and_in_status() {
         let v: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
         assert_eq!(v["links"][0]["verdict"], verdict, "{v}");
         assert_eq!(v["jobs"][0]["workload"], "llamacpp", "{v}");
+        // The RPC server and the server run as one group on this node: `logs` shows both.
+        let logs = sl(state.path(), &["logs", &job]);
+        let text = String::from_utf8_lossy(&logs.stdout);
+        assert!(
+            text.contains("Starting RPC server") && text.contains("server is listening"),
+            "{}",
+            describe(&logs)
+        );
     }
 }

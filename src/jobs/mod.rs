@@ -169,34 +169,58 @@ pub async fn links(
     (found, failed)
 }
 
+/// One entry's log, opened as lines.
+type EntryLog = (JobEntry, BoxStream<'static, Result<String, RuntimeError>>);
+
+/// Opens the log of every one of `entries` at once, in their order: each entry its own log, so
+/// a node running two of a job's processes (a one-node llama.cpp group) has both read.
+/// `follow` keeps each log open for what is written next; Docker's logs carry their timestamps
+/// when `timestamps` is set (host processes' logs have none).
+async fn open_logs(
+    cluster: &Cluster,
+    entries: &[JobEntry],
+    follow: bool,
+    timestamps: bool,
+) -> Result<Vec<EntryLog>, RuntimeError> {
+    let opened = futures::future::join_all(entries.iter().map(|entry| async move {
+        let stamped = timestamps && entry.runtime == RuntimeKind::Docker;
+        let stream = match cluster.node(&entry.node) {
+            Ok(node) => node.logs(entry.runtime, &entry.name, follow, stamped).await,
+            Err(e) => Err(e),
+        };
+        let log = stream.map(|s| (entry.clone(), lines(s).boxed()));
+        (entry.node.clone(), log)
+    }))
+    .await;
+    let opened = all_ok(opened).map_err(|f| RuntimeError::Other(f.to_string()))?;
+    Ok(opened.into_iter().map(|(_, log)| log).collect())
+}
+
+/// Reads every opened log to its end (its first `max` lines when given), all at once.
+async fn read_all(
+    logs: Vec<EntryLog>,
+    max: Option<usize>,
+) -> Result<Vec<(JobEntry, Vec<String>)>, RuntimeError> {
+    let read = futures::future::join_all(logs.into_iter().map(|(entry, log)| async move {
+        let log = match max {
+            Some(max) => log.take(max).boxed(),
+            None => log,
+        };
+        let all: Result<Vec<String>, RuntimeError> =
+            log.collect::<Vec<_>>().await.into_iter().collect();
+        all.map(|all| (entry, all))
+    }))
+    .await;
+    read.into_iter().collect()
+}
+
 /// The first `max` lines of every entry's log, one after the other.
 async fn log_starts(
     cluster: &Cluster,
     entries: &[JobEntry],
     max: usize,
 ) -> Result<String, RuntimeError> {
-    let read = for_each_node(
-        entries.iter().map(|e| e.node.clone()).collect::<Vec<_>>(),
-        0,
-        |node| {
-            let entry = entries.iter().find(|e| e.node == node).cloned();
-            async move {
-                let entry = entry.ok_or_else(|| RuntimeError::Other("gone".into()))?;
-                let stream = cluster
-                    .node(&node)?
-                    .logs(entry.runtime, &entry.name, false, false)
-                    .await?;
-                lines(stream)
-                    .take(max)
-                    .collect::<Vec<_>>()
-                    .await
-                    .into_iter()
-                    .collect::<Result<Vec<String>, _>>()
-            }
-        },
-    )
-    .await;
-    let read = all_ok(read).map_err(|f| RuntimeError::Other(f.to_string()))?;
+    let read = read_all(open_logs(cluster, entries, false, false).await?, Some(max)).await?;
     Ok(read
         .into_iter()
         .flat_map(|(_, lines)| lines)
@@ -212,36 +236,14 @@ pub struct LogLine {
 }
 
 /// The whole log of every entry, merged in time order (container lines carry Docker's
-/// timestamps; a node's own order is kept for equal or missing ones).
+/// timestamps; an entry's own order is kept for equal or missing ones).
 pub async fn read_logs(
     cluster: &Cluster,
     entries: &[JobEntry],
 ) -> Result<Vec<LogLine>, RuntimeError> {
-    let read = for_each_node(
-        entries.iter().map(|e| e.node.clone()).collect::<Vec<_>>(),
-        0,
-        |node| {
-            let entry = entries.iter().find(|e| e.node == node).cloned();
-            async move {
-                let entry = entry.ok_or_else(|| RuntimeError::Other("gone".into()))?;
-                let timestamps = entry.runtime == RuntimeKind::Docker;
-                let stream = cluster
-                    .node(&node)?
-                    .logs(entry.runtime, &entry.name, false, timestamps)
-                    .await?;
-                let all: Vec<String> = lines(stream)
-                    .collect::<Vec<_>>()
-                    .await
-                    .into_iter()
-                    .collect::<Result<_, _>>()?;
-                Ok::<_, RuntimeError>((entry, all))
-            }
-        },
-    )
-    .await;
-    let read = all_ok(read).map_err(|f| RuntimeError::Other(f.to_string()))?;
+    let read = read_all(open_logs(cluster, entries, false, true).await?, None).await?;
     let mut out: Vec<(String, usize, LogLine)> = Vec::new();
-    for (i, (_, (entry, all))) in read.into_iter().enumerate() {
+    for (i, (entry, all)) in read.into_iter().enumerate() {
         for line in all {
             let (key, text) = if entry.runtime == RuntimeKind::Docker {
                 match line.split_once(' ') {
@@ -261,7 +263,7 @@ pub async fn read_logs(
             ));
         }
     }
-    // A stable sort keeps each node's own order for equal (or missing) timestamps.
+    // A stable sort keeps each entry's own order for equal (or missing) timestamps.
     out.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.cmp(&b.1)));
     Ok(out.into_iter().map(|(_, _, l)| l).collect())
 }
@@ -271,33 +273,16 @@ pub async fn follow(
     cluster: &Cluster,
     entries: &[JobEntry],
 ) -> Result<BoxStream<'static, Result<LogLine, RuntimeError>>, RuntimeError> {
-    let opened = for_each_node(
-        entries.iter().map(|e| e.node.clone()).collect::<Vec<_>>(),
-        0,
-        |node| {
-            let entry = entries.iter().find(|e| e.node == node).cloned();
-            async move {
-                let entry = entry.ok_or_else(|| RuntimeError::Other("gone".into()))?;
-                let stream = cluster
-                    .node(&node)?
-                    .logs(entry.runtime, &entry.name, true, false)
-                    .await?;
-                Ok::<_, RuntimeError>((entry, stream))
-            }
-        },
-    )
-    .await;
-    let opened = all_ok(opened).map_err(|f| RuntimeError::Other(f.to_string()))?;
-    let streams = opened.into_iter().map(|(_, (entry, stream))| {
-        let node = entry.node.clone();
-        lines(stream)
-            .map(move |l| {
-                l.map(|text| LogLine {
-                    node: node.clone(),
-                    text,
-                })
+    let opened = open_logs(cluster, entries, true, false).await?;
+    let streams = opened.into_iter().map(|(entry, log)| {
+        let node = entry.node;
+        log.map(move |l| {
+            l.map(|text| LogLine {
+                node: node.clone(),
+                text,
             })
-            .boxed()
+        })
+        .boxed()
     });
     Ok(futures::stream::select_all(streams).boxed())
 }
