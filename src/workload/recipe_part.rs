@@ -17,6 +17,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::recipe_env::{RecipeEnv, RecipeNode};
+use crate::model::ModelSource;
 use crate::node::NodeName;
 use crate::plan::ContainerSpec;
 use crate::plan::secret::{MASK, is_secret_name};
@@ -164,8 +165,35 @@ pub struct RecipePart {
     /// Commands run in every container before its mods and its engine (v2 `pre_exec`).
     pub pre_exec: Vec<String>,
     pub mods: Vec<ModFiles>,
+    /// Models the engine loads besides the model (a speculative draft the recipe's settings
+    /// name, a `distribution_config` entry), staged as the model is, before the start.
+    pub models: Vec<RecipeModel>,
     /// What the recipe does differently here, said before it runs.
     pub warnings: Vec<String>,
+}
+
+/// A model a recipe needs on its nodes besides the one it serves.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RecipeModel {
+    /// A Hub repo at its revision.
+    pub source: ModelSource,
+    /// The ranks whose nodes hold it (0: the head); `None`: every node of the job.
+    pub ranks: Option<Vec<usize>>,
+}
+
+impl RecipeModel {
+    /// The nodes of `used` (in rank order) that hold it; ranks past the job's nodes are none.
+    pub fn holders(&self, used: &[NodeName]) -> Vec<NodeName> {
+        match &self.ranks {
+            None => used.to_vec(),
+            Some(ranks) => used
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| ranks.contains(i))
+                .map(|(_, n)| n.clone())
+                .collect(),
+        }
+    }
 }
 
 /// The recipe as the plan shows it.
@@ -573,6 +601,7 @@ mod tests {
             keep_env: false,
             pre_exec: vec![],
             mods: vec![],
+            models: Vec::new(),
             warnings: vec![],
         };
         let s = part.summary();

@@ -3,7 +3,7 @@
 //! ```text
 //! [memory plan: refused here when it does not fit; every container capped]
 //! CheckPorts ─► CheckReachable* ─► EnsureImage ─► [NCCL: EnsureImage StageNccl] CheckNccl
-//!   ─► StageModel ─► [StageModel of the speculative draft] ─► Start ─► the engine's waits
+//!   ─► StageModel ─► [StageModel of each draft and recipe model] ─► Start ─► the engine's waits
 //!   (WaitRay) ─► WaitServing
 //! ```
 //!
@@ -142,8 +142,25 @@ fn plan_with(engine: &dyn ServingEngine, input: &ServeInput<'_>) -> Result<Serve
     // A speculative draft that is a repo of its own is staged like the model (the Hub is asked
     // for its files when the step runs).
     let draft = input.tuning.speculative.as_ref().and_then(|s| s.draft());
-    let draft_step = draft
-        .map(|d| steps::stage_model(d, used.clone(), o.stage_model, None, launch.routes.clone()));
+    let mut extra: Vec<(ModelSource, Vec<NodeName>)> = Vec::new();
+    extra.extend(draft.map(|d| (d, used.clone())));
+    // So are the models a recipe's engine loads besides its model (its draft, its
+    // distribution_config entries), each once.
+    for m in input
+        .recipe
+        .map(|r| r.models.as_slice())
+        .unwrap_or_default()
+    {
+        let holders = m.holders(&used);
+        if m.source != o.model && !holders.is_empty() && !extra.iter().any(|(s, _)| *s == m.source)
+        {
+            extra.push((m.source.clone(), holders));
+        }
+    }
+    let extra_steps: Vec<Step> = extra
+        .into_iter()
+        .map(|(m, on)| steps::stage_model(m, on, o.stage_model, None, launch.routes.clone()))
+        .collect();
     // The nodes that read the model's files: every one, or the head alone when the others
     // get their tensors from it over the network.
     let holders = match engine.model_on() {
@@ -157,7 +174,7 @@ fn plan_with(engine: &dyn ServingEngine, input: &ServeInput<'_>) -> Result<Serve
         launch.listing,
         launch.routes,
     ));
-    steps.extend(draft_step);
+    steps.extend(extra_steps);
     steps.push(cache.step());
     steps.extend(start_steps(
         engine.start_order(input.tuning),
@@ -900,18 +917,23 @@ mod tests {
             keep_env: false,
             pre_exec: Vec::new(),
             mods: Vec::new(),
+            models: Vec::new(),
             warnings: Vec::new(),
         }
     }
 
     /// `cache_recipe` planned with vLLM on two Sparks, in `runtime`.
     fn recipe_plan(runtime: RuntimeKind) -> ServePlan {
+        recipe_plan_of(runtime, cache_recipe())
+    }
+
+    /// `recipe` planned with vLLM on two Sparks, in `runtime`.
+    fn recipe_plan_of(runtime: RuntimeKind, recipe: RecipePart) -> ServePlan {
         let model = ModelSource::parse("Qwen/Qwen2.5-0.5B-Instruct", None).unwrap();
         let mut opts = ServeOptions::new(EngineKind::Vllm, JobName::new("j").unwrap(), model);
         opts.tp = 2;
         opts.runtime = runtime;
         let nodes = fixture("seed-001-two-sparks-both-twins");
-        let recipe = cache_recipe();
         let input = ServeInput {
             engine: EngineKind::Vllm,
             opts: &opts,
@@ -925,6 +947,67 @@ mod tests {
             Ok(s) => s.plan,
             Err(e) => panic!("{e}"),
         }
+    }
+
+    #[test]
+    fn a_recipes_other_models_are_staged_once_each_on_the_nodes_it_names() {
+        use crate::workload::recipe_part::RecipeModel;
+        let hub = |id: &str| ModelSource::parse(id, None).unwrap();
+        let mut recipe = cache_recipe();
+        recipe.models = vec![
+            RecipeModel {
+                source: hub("z-lab/Draft"),
+                ranks: None,
+            },
+            RecipeModel {
+                source: hub("org/head-only"),
+                ranks: Some(vec![0]),
+            },
+            // The served model itself, and a second mention of the draft: staged once.
+            RecipeModel {
+                source: hub("Qwen/Qwen2.5-0.5B-Instruct"),
+                ranks: None,
+            },
+            RecipeModel {
+                source: hub("z-lab/Draft"),
+                ranks: Some(vec![1]),
+            },
+        ];
+        let plan = recipe_plan_of(RuntimeKind::Docker, recipe);
+        let staged: Vec<(String, Vec<String>)> = plan
+            .job
+            .steps
+            .iter()
+            .filter_map(|s| match s {
+                Step::StageModel(m) => Some((
+                    m.model.to_string(),
+                    m.nodes.iter().map(|n| n.to_string()).collect(),
+                )),
+                _ => None,
+            })
+            .collect();
+        let both = vec!["spark".to_string(), "spark2".to_string()];
+        assert_eq!(
+            staged,
+            vec![
+                ("Qwen/Qwen2.5-0.5B-Instruct@main".to_string(), both.clone()),
+                ("z-lab/Draft@main".to_string(), both),
+                ("org/head-only@main".to_string(), vec!["spark".to_string()]),
+            ]
+        );
+        let start = plan
+            .job
+            .steps
+            .iter()
+            .position(|s| matches!(s, Step::Start(_)))
+            .unwrap();
+        let last_stage = plan
+            .job
+            .steps
+            .iter()
+            .rposition(|s| matches!(s, Step::StageModel(_)))
+            .unwrap();
+        assert!(last_stage < start, "every model is staged before the start");
     }
 
     fn env_of(node: &NodePlan) -> &BTreeMap<String, String> {

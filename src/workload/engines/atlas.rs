@@ -33,7 +33,7 @@
 
 use std::collections::BTreeMap;
 
-use super::speculative::{SpecMethod, Speculative};
+use super::speculative::{RecipeDraft, SpecMethod, Speculative, setting_text};
 use super::spelling::{FlagTable, ProgramWords, RecipeNamespace, RecipeRuntime, RecipeSpelling};
 use super::{
     ApiKeySupport, CacheVar, EngineOptions, EnginePort, EngineRanks, FlagValues, GroupLine,
@@ -148,6 +148,14 @@ impl ServingEngine for Atlas {
     /// loads compiles at start.
     fn cache_vars(&self) -> &'static [CacheVar] {
         &[]
+    }
+    /// `draft_model`.
+    fn recipe_draft(&self, settings: &BTreeMap<String, yaml_serde::Value>) -> Option<RecipeDraft> {
+        RecipeDraft::hub(
+            &setting_text(settings.get("draft_model")?)?,
+            None,
+            "draft_model",
+        )
     }
     fn recipe(&self) -> &'static RecipeSpelling {
         &RECIPE

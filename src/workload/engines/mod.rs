@@ -53,7 +53,7 @@ use crate::plan::{ContainerSpec, Step};
 use crate::workload::job_ssh::JobSshKeys;
 use crate::workload::memory::EngineMemory;
 use crate::workload::serve::{Problem, ServeOptions};
-use speculative::Speculative;
+use speculative::{RecipeDraft, Speculative};
 use spelling::RecipeSpelling;
 
 /// A serving engine: the one enum of engines in the crate.
@@ -763,6 +763,12 @@ pub trait ServingEngine: Sync {
     /// The [`Launcher`] a recipe's program words (`sglang serve`) ask for, for an engine
     /// whose images ship more than one spelling; `None`: the engine writes its own.
     fn recipe_launcher(&self, _program: &[String]) -> Option<Launcher> {
+        None
+    }
+    /// The separate speculative draft a recipe's settings (`defaults` with `--set` laid over
+    /// them) name for this engine, to be staged beside the model; `None`: none named, or an
+    /// engine that reads no draft from a recipe's settings.
+    fn recipe_draft(&self, _settings: &BTreeMap<String, yaml_serde::Value>) -> Option<RecipeDraft> {
         None
     }
     /// Where it and the libraries it loads keep their compile and JIT caches ([`CacheVar`]):

@@ -21,7 +21,7 @@
 //!
 //! Pure: the decided plan in, the ranks' commands out.
 
-use super::speculative::{SpecMethod, Speculative};
+use super::speculative::{RecipeDraft, SpecMethod, Speculative, setting_text};
 use super::spelling::{FlagTable, NodeGated, ProgramWords, RecipeRuntime, RecipeSpelling};
 use super::{
     ApiKeySupport, CacheVar, EngineOptions, EnginePort, EngineRanks, GroupLine, GroupRefs,
@@ -210,6 +210,20 @@ impl ServingEngine for Sglang {
     }
     fn cache_vars(&self) -> &'static [CacheVar] {
         CACHE_VARS
+    }
+    /// `speculative_draft_model_path` (its flag's own name) or `speculative_draft_model`, with
+    /// `speculative_draft_model_revision`.
+    fn recipe_draft(
+        &self,
+        settings: &std::collections::BTreeMap<String, yaml_serde::Value>,
+    ) -> Option<RecipeDraft> {
+        let (setting, id) = ["speculative_draft_model_path", "speculative_draft_model"]
+            .into_iter()
+            .find_map(|k| Some((k, setting_text(settings.get(k)?)?)))?;
+        let revision = settings
+            .get("speculative_draft_model_revision")
+            .and_then(setting_text);
+        RecipeDraft::hub(&id, revision.as_deref(), setting)
     }
     fn profile_section(&self) -> Option<&'static str> {
         Some("sglang")

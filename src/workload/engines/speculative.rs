@@ -66,6 +66,48 @@ impl fmt::Display for SpecMethod {
     }
 }
 
+/// A separate draft a community recipe's settings name (vLLM's `speculative_config` model,
+/// SGLang's draft path, Atlas's `draft_model`), as its engine reads it there: staged beside the
+/// model, as the recipe's own runner fetches it before the start, since every container runs
+/// with the Hub offline.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RecipeDraft {
+    /// `ORG/NAME` on the Hub.
+    pub repo: String,
+    pub revision: Option<String>,
+    /// The setting that named it, for the plan (`speculative_config`).
+    pub setting: &'static str,
+}
+
+impl RecipeDraft {
+    /// The draft `id` names when it is a Hub repo (`ORG/NAME`); a folder or a path inside the
+    /// image is the image's own, not staged.
+    pub fn hub(id: &str, revision: Option<&str>, setting: &'static str) -> Option<RecipeDraft> {
+        let id = id.trim();
+        let hub = !id.starts_with(['/', '.', '~'])
+            && id.split('/').count() == 2
+            && id.split('/').all(|p| !p.is_empty());
+        hub.then(|| RecipeDraft {
+            repo: id.to_string(),
+            revision: revision
+                .map(str::trim)
+                .filter(|r| !r.is_empty())
+                .map(String::from),
+            setting,
+        })
+    }
+}
+
+/// A recipe setting's text: a string as written, a number or boolean as YAML prints it.
+pub fn setting_text(v: &yaml_serde::Value) -> Option<String> {
+    match v {
+        yaml_serde::Value::String(s) => Some(s.clone()),
+        yaml_serde::Value::Number(n) => Some(n.to_string()),
+        yaml_serde::Value::Bool(b) => Some(b.to_string()),
+        _ => None,
+    }
+}
+
 /// Tokens drafted per step, at most: past this every engine verifies more than it gains.
 pub const MAX_TOKENS: u32 = 16;
 
@@ -166,6 +208,7 @@ impl Speculative {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::BTreeMap;
 
     fn spec(method: SpecMethod, draft: Option<&str>, tokens: u32) -> Speculative {
         Speculative {
@@ -209,5 +252,62 @@ mod tests {
         s.draft_revision = Some("v2".into());
         assert_eq!(s.draft_ref().unwrap().1.as_deref(), Some("v2"));
         assert!(spec(SpecMethod::Mtp, None, 3).draft_ref().is_none());
+    }
+
+    fn settings(yaml: &str) -> BTreeMap<String, yaml_serde::Value> {
+        yaml_serde::from_str(yaml).unwrap()
+    }
+
+    #[test]
+    fn a_recipe_names_its_draft_as_each_engine_reads_it() {
+        use crate::workload::engines::EngineKind;
+        let vllm = settings(
+            "speculative_config: '{\"method\": \"dflash\", \"model\": \"z-lab/Qwen3.6-27B-DFlash\", \"num_speculative_tokens\": 15}'",
+        );
+        assert_eq!(
+            EngineKind::Vllm.engine().recipe_draft(&vllm),
+            Some(RecipeDraft {
+                repo: "z-lab/Qwen3.6-27B-DFlash".into(),
+                revision: None,
+                setting: "speculative_config",
+            })
+        );
+        let mapping =
+            settings("speculative_config: {method: dflash, model: org/draft, revision: bf582e4}");
+        let d = EngineKind::Vllm.engine().recipe_draft(&mapping).unwrap();
+        assert_eq!(
+            (d.repo.as_str(), d.revision.as_deref()),
+            ("org/draft", Some("bf582e4"))
+        );
+        // MTP names no model; a path inside the image is the image's own.
+        for none in [
+            "speculative_config: '{\"method\": \"mtp\", \"num_speculative_tokens\": 3}'",
+            "speculative_config: '{\"method\": \"eagle3\", \"model\": \"/models/draft\"}'",
+            "speculative_config: not json",
+        ] {
+            assert_eq!(
+                EngineKind::Vllm.engine().recipe_draft(&settings(none)),
+                None,
+                "{none}"
+            );
+        }
+        let sglang = settings(
+            "speculative_draft_model_path: org/eagle3\nspeculative_draft_model_revision: v2",
+        );
+        let d = EngineKind::Sglang.engine().recipe_draft(&sglang).unwrap();
+        assert_eq!(
+            (d.repo.as_str(), d.revision.as_deref(), d.setting),
+            ("org/eagle3", Some("v2"), "speculative_draft_model_path")
+        );
+        let atlas = settings("draft_model: org/atlas-draft");
+        assert_eq!(
+            EngineKind::Atlas
+                .engine()
+                .recipe_draft(&atlas)
+                .map(|d| d.repo),
+            Some("org/atlas-draft".into())
+        );
+        // An engine that reads no draft from settings names none.
+        assert_eq!(EngineKind::Llamacpp.engine().recipe_draft(&atlas), None);
     }
 }

@@ -17,7 +17,7 @@
 //!
 //! Pure: the decided plan in, the ranks' commands out.
 
-use super::speculative::{SpecMethod, Speculative};
+use super::speculative::{RecipeDraft, SpecMethod, Speculative};
 use std::collections::BTreeMap;
 
 use super::spelling::{FlagTable, ProgramWords, RecipeRuntime, RecipeSpelling};
@@ -172,6 +172,19 @@ impl ServingEngine for Vllm {
     }
     fn cache_vars(&self) -> &'static [CacheVar] {
         CACHE_VARS
+    }
+    /// `speculative_config`'s `model` (and `revision`), the JSON text vLLM takes or a mapping.
+    fn recipe_draft(&self, settings: &BTreeMap<String, yaml_serde::Value>) -> Option<RecipeDraft> {
+        let config: serde_json::Value = match settings.get("speculative_config")? {
+            yaml_serde::Value::String(json) => serde_json::from_str(json).ok()?,
+            mapping @ yaml_serde::Value::Mapping(_) => serde_json::to_value(mapping).ok()?,
+            _ => return None,
+        };
+        RecipeDraft::hub(
+            config.get("model")?.as_str()?,
+            config.get("revision").and_then(|r| r.as_str()),
+            "speculative_config",
+        )
     }
     fn ray(&self) -> bool {
         true
