@@ -60,12 +60,13 @@ pub fn shape_for(
 ) -> Result<(JobShape, Vec<RecipeWarning>), Vec<RecipeError>> {
     let mut errors = Vec::new();
     let mut warnings = Vec::new();
+    // Each size with the field it was read from (`None`: not given, so 1).
     let mut size = |from_line: &Option<String>, key: &str, what: &str, max: u32| {
         let (text, field) = match from_line {
             Some(t) => (t.clone(), "command".to_string()),
             None => match config.get(key).filter(|v| !v.is_null()) {
                 Some(v) => (python_str(v), format!("defaults.{key}")),
-                None => return 1,
+                None => return (1, None),
             },
         };
         match text
@@ -74,26 +75,26 @@ pub fn shape_for(
             .map_err(|_| format!("{what} {text:?} is not a whole number"))
             .and_then(|n| limits::count(what, n, u64::from(max)))
         {
-            Ok(n) => n,
+            Ok(n) => (n, Some(field)),
             Err(e) => {
                 errors.push(RecipeError::new(file, field, e));
-                1
+                (1, None)
             }
         }
     };
-    let tp = size(
+    let (tp, tp_field) = size(
         &facts.tp,
         "tensor_parallel",
         "tensor parallel",
         limits::MAX_TP,
     );
-    let pp = size(
+    let (pp, pp_field) = size(
         &facts.pp,
         "pipeline_parallel",
         "pipeline parallel",
         limits::MAX_PP,
     );
-    let dp = size(
+    let (dp, _) = size(
         &facts.dp,
         "data_parallel",
         "data parallel",
@@ -101,7 +102,7 @@ pub fn shape_for(
     );
     let ep_key = engine.and_then(spelling::expert_parallel_key);
     let ep = match ep_key {
-        Some(key) => size(&facts.ep, key, "expert parallel", limits::MAX_TP),
+        Some(key) => size(&facts.ep, key, "expert parallel", limits::MAX_TP).0,
         None => 1,
     };
     if dp > 1 {
@@ -115,6 +116,13 @@ pub fn shape_for(
     }
     if !errors.is_empty() {
         return Err(errors);
+    }
+    // An engine that writes the two sizes into its line takes only the pairs it can say.
+    if let Some(kind) = engine
+        && let Err(p) = kind.engine().recipe_parallel(tp, pp, &[])
+    {
+        let field = pp_field.clone().or(tp_field.clone()).unwrap_or_default();
+        return Err(vec![RecipeError::new(file, field, p.what).fix(p.fix)]);
     }
     let world = match engine {
         Some(kind) => {
@@ -145,7 +153,14 @@ pub fn shape_for(
     let nodes = u32::try_from(world.div_ceil(per_node)).unwrap_or(u32::MAX);
     let too_few = nodes < bounds.min;
     let too_many = bounds.max.is_some_and(|m| nodes > m);
-    if too_few || too_many {
+    // sparkrun sizes such an engine's job by the size the recipe gives and uses that many of
+    // the hosts, whatever `min_nodes` says; with neither size given it takes every host, which
+    // spark-launch does not guess, so the bounds hold there.
+    let by_parallel = engine.is_some_and(|k| k.engine().recipe().sized_by_parallel)
+        && (tp_field.is_some() || pp_field.is_some());
+    if too_few && by_parallel && !too_many {
+        warnings.push(too_few_nodes(tp, pp, nodes, bounds.min, per_node));
+    } else if too_few || too_many {
         let range = match bounds.max {
             Some(m) if m == bounds.min => format!("exactly {m}"),
             Some(m) => format!("{} to {m}", bounds.min),
@@ -166,6 +181,28 @@ pub fn shape_for(
         ]);
     }
     Ok((JobShape { tp, pp, nodes }, warnings))
+}
+
+/// The warning for a recipe whose size fills fewer nodes than its `min_nodes`, planned on
+/// those as sparkrun plans it: the size that decided, and the `--set` that spreads it.
+fn too_few_nodes(tp: u32, pp: u32, nodes: u32, min: u32, per_node: u64) -> RecipeWarning {
+    let (key, size) = if pp > 1 {
+        ("pipeline_parallel", pp)
+    } else {
+        ("tensor_parallel", tp)
+    };
+    let on = if nodes == 1 {
+        "one node".to_string()
+    } else {
+        format!("{nodes} nodes")
+    };
+    let spread = u64::from(min) * per_node;
+    RecipeWarning::new(
+        "min_nodes",
+        format!(
+            "the recipe asks for at least {min} nodes, but {key} {size} sizes it to {on}, as sparkrun sizes it (it uses as many hosts as {key} says): --set {key}={spread} spreads it over {min} nodes with RPC"
+        ),
+    )
 }
 
 /// The shape as messages say it: `tp × pp = 2 × 1`, with the expert-parallel size where it

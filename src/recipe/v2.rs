@@ -357,6 +357,7 @@ impl RecipeV2 {
         };
         let EngineWords {
             mut argv,
+            before,
             facts,
             source,
             assignments,
@@ -381,6 +382,9 @@ impl RecipeV2 {
         )
         .map_err(|es| RecipeErrors(es.into_iter().map(|e| self.relocate(e)).collect()))?;
         warnings.extend(shape_warnings);
+        if let Some(before) = &before {
+            self.script_rules(before, shape.nodes, &mut warnings)?;
+        }
         warnings.extend(common::expansion_warnings(&expansions));
         used.extend(shape::keys_read(&shape_facts));
         if let Some(key) = choice.engine.engine().recipe().ray_key {
@@ -424,9 +428,10 @@ impl RecipeV2 {
             pp: shape.pp,
             gpus_per_node: input.gpus_per_node.max(1),
             nodes: shape.nodes,
-            node_bounds: self.bounds,
+            node_bounds: self.node_bounds(choice),
             argv,
             command: source,
+            before_engine: before,
             env,
             pre_exec,
             mods,
@@ -436,6 +441,53 @@ impl RecipeV2 {
             min_sparkrun_version: self.min_sparkrun_version.clone(),
             warnings,
         })
+    }
+
+    /// A command that runs other commands before the engine's (`before`): planned on one node
+    /// only, as sparkrun runs it; across nodes sparkrun's head builds its line from `defaults`
+    /// and never runs the recipe's command, so nothing would say what to run. A model named in
+    /// those commands is said: sparkrun gives `{model}` the staged file's path there.
+    fn script_rules(
+        &self,
+        before: &str,
+        nodes: u32,
+        warnings: &mut Vec<RecipeWarning>,
+    ) -> Result<(), RecipeErrors> {
+        if nodes > 1 {
+            return Err(self
+                .error(
+                    "command",
+                    format!(
+                        "runs commands before the server (a script), and its shape fills {nodes} nodes: such a command runs on one node only (across nodes sparkrun builds the head's line from defaults and never runs the recipe's command)"
+                    ),
+                )
+                .fix("run it on one node (--set tensor_parallel=1), or move the commands into pre_exec, which runs on every node")
+                .into());
+        }
+        if before.contains(&self.model) {
+            warnings.push(RecipeWarning::new(
+                "command",
+                format!(
+                    "the commands before the server name the model as {} (sparkrun renders {{model}} there as the staged file's path)",
+                    self.model
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The nodes the recipe accepts once built: its own bounds, except for an engine its size
+    /// alone sizes (the shape said a `min_nodes` above that size, and spark-launch plans what
+    /// the size fills, as sparkrun does), where only `max_nodes` holds.
+    fn node_bounds(&self, choice: RuntimeChoice) -> NodeBounds {
+        if choice.engine.engine().recipe().sized_by_parallel {
+            NodeBounds {
+                min: 1,
+                max: self.bounds.max,
+            }
+        } else {
+            self.bounds
+        }
     }
 
     /// The config chain the command and env templates read: `defaults` + `--set`, `model`
@@ -461,7 +513,14 @@ impl RecipeV2 {
     ) -> Result<EngineWords, RecipeErrors> {
         let (rendered, used) = substitute::render_used(command, chain)
             .map_err(|e| self.error("command", e.to_string()))?;
-        let words = words::split(&rendered).map_err(|e| self.error("command", e.to_string()))?;
+        let in_words = |e: words::WordsError| self.error("command", e.to_string());
+        // A runner that hands the command to bash whole runs a script's commands first.
+        let (before, words) = if choice.engine.engine().recipe().script {
+            let s = words::split_script(&rendered).map_err(in_words)?;
+            (s.before, s.last)
+        } else {
+            (None, words::split(&rendered).map_err(in_words)?)
+        };
         let Some((engine, start)) = engine_line::program(&words.argv) else {
             return Err(self
                 .error(
@@ -488,6 +547,7 @@ impl RecipeV2 {
         let facts = engine_line::facts(engine, &words.argv, start);
         Ok(EngineWords {
             argv: words.argv,
+            before,
             facts,
             source: CommandSource::Recipe,
             assignments: words.assignments,
@@ -539,6 +599,7 @@ impl RecipeV2 {
         })?;
         Ok(EngineWords {
             argv: g.argv,
+            before: None,
             facts: LineFacts::default(),
             source: CommandSource::FlagTable,
             assignments: Vec::new(),
@@ -664,6 +725,8 @@ impl RecipeV2 {
 /// The engine's words and what was read from them.
 struct EngineWords {
     argv: Vec<String>,
+    /// The commands a script runs before the engine's, as written.
+    before: Option<String>,
     facts: LineFacts,
     source: CommandSource,
     assignments: Vec<(String, String)>,

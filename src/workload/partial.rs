@@ -187,6 +187,13 @@ pub enum LayerError {
         problem: String,
         fix: &'static str,
     },
+    /// The engine cannot take a recipe's tensor- and pipeline-parallel sizes together.
+    #[error("{file}: {problem}; {fix}")]
+    Parallel {
+        file: String,
+        problem: String,
+        fix: String,
+    },
 }
 
 /// The value of the top layer where it has one, else the lower's; a warning names both where a
@@ -331,6 +338,27 @@ pub fn layer(file: PartialServe, flags: PartialServe) -> Result<ServeRequest, La
     let tuning = file.tuning.under(flag_tuning);
     if let (Some(tp), Some(bounds), Some(recipe)) = (flag_tp, file.node_bounds, &file.recipe) {
         bounds_check(tp, &serve, engine, &tuning, bounds, &recipe.file)?;
+    }
+    // A recipe's sizes, where the engine writes them into the recipe's line itself
+    // (llama.cpp's `--split-mode`): the final tp and pp, the flags' included.
+    if let Some(recipe) = &file.recipe {
+        match engine
+            .engine()
+            .recipe_parallel(serve.tp, serve.pp, &serve.engine_args)
+        {
+            Ok(Some(p)) => {
+                serve.engine_args = p.args;
+                l.warnings.push(format!("{}: {}", recipe.file, p.said));
+            }
+            Ok(None) => {}
+            Err(p) => {
+                return Err(LayerError::Parallel {
+                    file: recipe.file.clone(),
+                    problem: p.what,
+                    fix: p.fix,
+                });
+            }
+        }
     }
     let recipe = file.recipe.map(|mut part| {
         part.keep_env = keep_env;

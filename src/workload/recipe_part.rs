@@ -163,6 +163,9 @@ pub struct RecipePart {
     pub keep_env: bool,
     /// Commands run in every container before its mods and its engine (v2 `pre_exec`).
     pub pre_exec: Vec<String>,
+    /// Commands the recipe's command runs before the engine's, with the operator that joins
+    /// them to it (`if …; fi &&`): run on the head, in the bash that then starts the engine.
+    pub before_engine: Option<String>,
     pub mods: Vec<ModFiles>,
     /// What the recipe does differently here, said before it runs.
     pub warnings: Vec<String>,
@@ -181,6 +184,9 @@ pub struct RecipeSummary {
     /// The `pre_exec` commands, in the order every container runs them, before the mods.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pre_exec: Vec<String>,
+    /// The commands the recipe's command runs before the engine's, on the head, as written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub before_engine: Option<String>,
     /// The mods, in the order they run, each in `/workspace/mods/NAME`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub mods: Vec<String>,
@@ -209,6 +215,7 @@ impl RecipePart {
             format: self.format,
             env,
             pre_exec: self.pre_exec.clone(),
+            before_engine: self.before_engine.clone(),
             mods: self.mods.iter().map(|m| m.name.clone()).collect(),
             warnings: self.warnings.clone(),
         }
@@ -310,6 +317,21 @@ pub fn add_mods(mods: &[ModFiles], spec: &mut ContainerSpec) {
         "-c".to_string(),
         MODS_SH.to_string(),
         "spark-launch-mods".to_string(),
+    ];
+    command.append(&mut spec.command);
+    spec.command = command;
+}
+
+/// Makes the container run `before` (the commands a recipe's command runs before its engine,
+/// with the operator that joins them to it) and then its command, in one bash, as the runner
+/// runs the recipe's command: `bash -c 'BEFORE exec "$@"'` with the command as its arguments,
+/// so that the engine is the process the bash becomes when the commands let it start.
+pub fn add_before_engine(before: &str, spec: &mut ContainerSpec) {
+    let mut command = vec![
+        "bash".to_string(),
+        "-c".to_string(),
+        format!("{before}\nexec \"$@\"\n"),
+        "spark-launch-recipe".to_string(),
     ];
     command.append(&mut spec.command);
     spec.command = command;
@@ -572,6 +594,7 @@ mod tests {
             env,
             keep_env: false,
             pre_exec: vec![],
+            before_engine: None,
             mods: vec![],
             warnings: vec![],
         };
