@@ -3,8 +3,11 @@
 //! expert groups add ranks its expert-parallel size too (the line's, else the key its flag
 //! table gives it), and the nodes they fill: the GPUs the engine says one replica spans
 //! (tp × pp for most) ÷ GPUs per node, which must come out whole and agree with the recipe's
-//! `min_nodes`/`max_nodes`. Data parallelism is not planned; a size above 1 is warned about.
-//! Pure.
+//! `min_nodes`/`max_nodes`. For an engine whose recipes the runner sizes by their parallel size
+//! alone (sparkrun's llama.cpp: `RecipeSpelling::sized_by_parallel`), a given size that fills
+//! fewer nodes than `min_nodes` is planned on those and said, and the engine refuses the pairs
+//! of sizes it cannot write (`ServingEngine::recipe_parallel`). Data parallelism is not
+//! planned; a size above 1 is warned about. Pure.
 
 use std::collections::BTreeMap;
 
@@ -291,6 +294,88 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(e[0].field, "max_nodes");
+    }
+
+    #[test]
+    fn a_llama_cpp_recipe_is_sized_by_its_parallel_size_alone_and_says_so() {
+        // The shape of dbotwinick's transitional qwen3.5-397b-gguf-q3km recipe: min_nodes 2,
+        // tensor_parallel 1 (tests/fixtures/recipes/public).
+        let facts = LineFacts::default();
+        let two = NodeBounds { min: 2, max: None };
+        let llama = Some(EngineKind::Llamacpp);
+        let (s, w) =
+            shape_for(llama, "r", &facts, &config("{tensor_parallel: 1}"), 1, two).unwrap();
+        assert_eq!(s.nodes, 1);
+        assert_eq!(
+            w[0].to_string(),
+            "min_nodes: the recipe asks for at least 2 nodes, but tensor_parallel 1 sizes it to one node, as sparkrun sizes it (it uses as many hosts as tensor_parallel says): --set tensor_parallel=2 spreads it over 2 nodes with RPC"
+        );
+        let (s, w) = shape_for(
+            llama,
+            "r",
+            &facts,
+            &config("{pipeline_parallel: 2}"),
+            1,
+            NodeBounds { min: 4, max: None },
+        )
+        .unwrap();
+        assert_eq!(s.nodes, 2);
+        assert!(
+            w[0].message
+                .contains("pipeline_parallel 2 sizes it to 2 nodes")
+                && w[0].message.contains("--set pipeline_parallel=4"),
+            "{}",
+            w[0]
+        );
+        // Neither size given: sparkrun would take every host, which is not guessed here.
+        let e = shape_for(llama, "r", &facts, &config("{}"), 1, two).unwrap_err();
+        assert_eq!(e[0].field, "min_nodes");
+        // max_nodes holds, as sparkrun holds it.
+        let e = shape_for(
+            llama,
+            "r",
+            &facts,
+            &config("{tensor_parallel: 2}"),
+            1,
+            NodeBounds {
+                min: 1,
+                max: Some(1),
+            },
+        )
+        .unwrap_err();
+        assert_eq!(e[0].field, "max_nodes");
+        // Other engines keep refusing the shape below min_nodes.
+        let e = shape_for(
+            Some(EngineKind::Vllm),
+            "r",
+            &facts,
+            &config("{tensor_parallel: 1}"),
+            1,
+            two,
+        )
+        .unwrap_err();
+        assert_eq!(e[0].field, "min_nodes");
+    }
+
+    #[test]
+    fn a_llama_cpp_recipe_with_both_sizes_above_one_is_refused_where_pipeline_parallel_is_given() {
+        let e = shape_for(
+            Some(EngineKind::Llamacpp),
+            "r",
+            &LineFacts::default(),
+            &config("{tensor_parallel: 2, pipeline_parallel: 2}"),
+            1,
+            ANY,
+        )
+        .unwrap_err();
+        assert_eq!(e[0].field, "defaults.pipeline_parallel");
+        assert!(
+            e[0].problem
+                .what
+                .contains("tensor_parallel 2 and pipeline_parallel 2"),
+            "{}",
+            e[0]
+        );
     }
 
     #[test]

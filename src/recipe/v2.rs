@@ -5,7 +5,9 @@
 //! substituted until stable from `defaults` (+ `--set`), `{model}` and `{model_revision}`; no
 //! command means the runtime's flag table builds one; `env` templates rendered per node;
 //! `pre_exec` commands (a list, or one text) rendered as the command is, to run in every
-//! container before the mods and the engine. Fields that change what runs and are not done
+//! container before the mods and the engine; for a runtime whose runner hands the command to
+//! bash whole (llama-cpp), a script's commands before the server kept to run before it, on one
+//! node only. Fields that change what runs and are not done
 //! here (`include`, `overrides`, …) refuse the recipe by name; fields that only follow serving
 //! (`post_exec`, …) are warned about; unknown fields refuse a recipe that asks for a newer
 //! sparkrun. Pure.
@@ -961,6 +963,57 @@ command: |
             bounds("auto", 1, None, false, true).unwrap(),
             NodeBounds { min: 2, max: None }
         );
+    }
+
+    #[test]
+    fn a_llama_cpp_script_keeps_its_commands_before_the_server_on_one_node_only() {
+        // The shape of ishan5ain's dflash llama-cpp recipes: a draft fetched, then the server.
+        let text = "recipe_version: \"2\"\nmodel: org/m-GGUF:Q4_K_M\nruntime: llama-cpp\ndefaults:\n  url: https://h/d.gguf\n  port: 8080\ncommand: |\n  if [ ! -f /tmp/d.gguf ]; then \\\n    curl -sL -o /tmp/d.gguf \"{url}\" ; \\\n  fi && \\\n  llama-server -hf {model} -md /tmp/d.gguf --port {port}\n";
+        let l = v2(text).build(&input(), vec![]).unwrap();
+        assert_eq!(
+            l.before_engine.as_deref(),
+            Some(
+                "if [ ! -f /tmp/d.gguf ]; then \\\n  curl -sL -o /tmp/d.gguf \"https://h/d.gguf\" ; \\\nfi &&"
+            )
+        );
+        assert_eq!(
+            l.argv,
+            [
+                "llama-server",
+                "-hf",
+                "org/m-GGUF:Q4_K_M",
+                "-md",
+                "/tmp/d.gguf",
+                "--port",
+                "8080"
+            ]
+        );
+        // Across nodes sparkrun never runs the recipe's command: refused, naming why.
+        let two = RecipeInput {
+            sets: vec!["tensor_parallel=2".parse().unwrap()],
+            ..input()
+        };
+        let e = v2(text).build(&two, vec![]).unwrap_err();
+        assert_eq!(e.0[0].field, "command");
+        assert!(
+            e.0[0].problem.what.contains("fills 2 nodes")
+                && e.0[0].to_string().contains("pre_exec"),
+            "{e}"
+        );
+        // Another engine's runner gets one command, as before.
+        let vllm = "recipe_version: \"2\"\nmodel: org/m\nruntime: vllm\ncommand: cd /w && vllm serve {model}\n";
+        let e = v2(vllm).build(&input(), vec![]).unwrap_err();
+        assert!(e.0[0].problem.what.contains("`&&`"), "{e}");
+    }
+
+    #[test]
+    fn a_llama_cpp_recipe_below_its_min_nodes_keeps_only_max_nodes_as_its_bounds() {
+        let text = "model: org/m-GGUF:Q3_K_M\nruntime: llama-cpp\nmin_nodes: 2\ndefaults:\n  tensor_parallel: 1\ncommand: llama-server -hf {model}\n";
+        let l = v2(text).build(&input(), vec![]).unwrap();
+        assert_eq!(l.nodes, 1);
+        assert_eq!(l.node_bounds, NodeBounds { min: 1, max: None });
+        assert!(l.fit(1).is_empty(), "{:?}", l.fit(1));
+        assert!(l.warnings.iter().any(|w| w.field == "min_nodes"));
     }
 
     #[test]

@@ -122,13 +122,14 @@ pub fn split_script(command: &str) -> Result<ScriptWords, WordsError> {
         match c {
             '\\' => i += 1,
             '\'' => {
-                let close = chars[i + 1..]
-                    .iter()
-                    .position(|&x| x == '\'')
-                    .ok_or(WordsError::Unclosed {
-                        quote: "single",
-                        at: i,
-                    })?;
+                let close =
+                    chars[i + 1..]
+                        .iter()
+                        .position(|&x| x == '\'')
+                        .ok_or(WordsError::Unclosed {
+                            quote: "single",
+                            at: i,
+                        })?;
                 i += close + 1;
             }
             '"' => stack.push((Within::Double, i)),
@@ -156,8 +157,8 @@ pub fn split_script(command: &str) -> Result<ScriptWords, WordsError> {
             '\n' | ';' | '|' | '&' => {
                 word_start = true;
                 // `>&`, `&>` and `<&` are redirections, not separators.
-                let redirect = c == '&'
-                    && (next == Some('>') || i > 0 && matches!(chars[i - 1], '>' | '<'));
+                let redirect =
+                    c == '&' && (next == Some('>') || i > 0 && matches!(chars[i - 1], '>' | '<'));
                 if top && !redirect {
                     let doubled = c != '\n' && next == Some(c);
                     let end = if doubled { i + 2 } else { i + 1 };
@@ -584,7 +585,10 @@ mod tests {
         assert_eq!(script("llama-server -m a ;\n").before, None);
         assert_eq!(script("# note\nllama-server -m a").before, None);
         let s = script("cd /w\nX=$(a; b) 2>&1 && echo `c;d`\n\nllama-server -m a");
-        assert_eq!(s.before.as_deref(), Some("cd /w\nX=$(a; b) 2>&1 && echo `c;d`"));
+        assert_eq!(
+            s.before.as_deref(),
+            Some("cd /w\nX=$(a; b) 2>&1 && echo `c;d`")
+        );
         assert_eq!(s.last.argv, ["llama-server", "-m", "a"]);
     }
 

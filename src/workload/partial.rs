@@ -6,7 +6,9 @@
 //! The flags of `vllm`/`trtllm`/`sglang`, of `up`, `compose` and `export k8s`, and every launch
 //! file format produce a `PartialServe`; none of them writes a `ServeOptions` itself, so a
 //! serving option is added once, here and where it is read. Where a flag replaces a file's
-//! different value, a warning names both. Pure.
+//! different value, a warning names both. A recipe's final tensor- and pipeline-parallel sizes
+//! go into its line here when its engine writes them there itself (llama.cpp's
+//! `--split-mode`: `ServingEngine::recipe_parallel`), said among the recipe's warnings. Pure.
 
 use std::collections::BTreeMap;
 use std::fmt;

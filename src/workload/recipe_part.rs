@@ -7,7 +7,9 @@
 //! the command and the tail of its output named), its mods (their files put into every
 //! container before it starts, each `run.sh` run after the `pre_exec` commands and before the
 //! engine — sparkrun runs a recipe's mods as `pre_exec` entries after its own — once per
-//! container), the served name it asks for, and its name and warnings for the plan.
+//! container), the commands its command runs before the engine on the head (a llama-cpp
+//! recipe's script: in the bash that then becomes the engine, as the runner runs the command
+//! whole), the served name it asks for, and its name and warnings for the plan.
 //!
 //! The engine's own line is the engine's (`engines::split_recipe_args`); nothing here looks
 //! at it. Pure: the part and the node in, the container changed.
@@ -510,6 +512,58 @@ mod tests {
         let mut none = spec();
         add_pre_exec(&[], &mut none);
         assert_eq!(none.command, ["vllm", "serve", "/m"]);
+    }
+
+    /// Runs the wrapper with this machine's `bash`: the recipe's commands first, in the same
+    /// shell, then the engine with its words as they were, only when the commands let it start
+    /// (`&&`), as bash runs the recipe's whole command.
+    #[test]
+    fn the_commands_before_the_engine_run_first_in_one_bash_and_can_stop_it() {
+        let has_bash = std::process::Command::new("bash")
+            .args(["-c", "true"])
+            .status()
+            .is_ok_and(|s| s.success());
+        if !has_bash {
+            eprintln!("skip: no bash on this machine");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("log");
+        let run = |before: &str| {
+            let mut s = spec();
+            s.command = vec![
+                "sh".into(),
+                "-c".into(),
+                format!("echo \"engine $0 $1\" >> {}", log.display()),
+                "a b".into(),
+                "'c'".into(),
+            ];
+            add_before_engine(before, &mut s);
+            assert_eq!(s.command[..2], ["bash", "-c"]);
+            assert_eq!(s.command[3..5], ["spark-launch-recipe", "sh"]);
+            std::process::Command::new(&s.command[0])
+                .args(&s.command[1..])
+                .output()
+                .unwrap()
+        };
+        let fetch = format!(
+            "if [ ! -f {d}/x ]; then \\\n  echo fetched >> {l} ; \\\nfi &&",
+            d = dir.path().display(),
+            l = log.display()
+        );
+        let out = run(&fetch);
+        assert!(out.status.success(), "{out:?}");
+        assert_eq!(
+            std::fs::read_to_string(&log).unwrap(),
+            "fetched\nengine a b 'c'\n"
+        );
+        std::fs::remove_file(&log).unwrap();
+        let out = run("false &&");
+        assert!(!out.status.success());
+        assert!(
+            !log.exists(),
+            "the engine started after its commands failed"
+        );
     }
 
     /// Runs the script with this machine's `sh` and `bash`, as a container would (its files in a

@@ -669,6 +669,48 @@ mod tests {
         ));
     }
 
+    fn words(text: &str) -> Vec<String> {
+        text.split_whitespace().map(str::to_string).collect()
+    }
+
+    #[test]
+    fn a_recipe_s_tensor_parallel_is_split_mode_row_in_place_of_the_command_s_and_pipeline_parallel_layer()
+     {
+        let args = words("--jinja --split-mode layer -c 8192 -sm=none --no-mmap");
+        let row = Llamacpp.recipe_parallel(2, 1, &args).unwrap().unwrap();
+        assert_eq!(
+            row.args,
+            words("--jinja -c 8192 --no-mmap --split-mode row")
+        );
+        assert_eq!(
+            row.said,
+            "tensor_parallel: llama-server runs with --split-mode row for tensor_parallel 2, as sparkrun maps it (the command's `--split-mode layer -sm=none` is replaced)"
+        );
+        let layer = Llamacpp
+            .recipe_parallel(1, 3, &words("--jinja"))
+            .unwrap()
+            .unwrap();
+        assert_eq!(layer.args, words("--jinja --split-mode layer"));
+        assert!(
+            layer.said.starts_with("pipeline_parallel: "),
+            "{}",
+            layer.said
+        );
+        // One by one: the line as the recipe wrote it.
+        assert_eq!(Llamacpp.recipe_parallel(1, 1, &args), Ok(None));
+    }
+
+    #[test]
+    fn a_recipe_with_tensor_and_pipeline_parallel_both_above_one_is_refused_naming_both() {
+        let p = Llamacpp.recipe_parallel(2, 2, &[]).unwrap_err();
+        assert!(
+            p.what.contains("tensor_parallel 2 and pipeline_parallel 2"),
+            "{}",
+            p.what
+        );
+        assert!(p.fix.contains("--set pipeline_parallel=1"), "{}", p.fix);
+    }
+
     #[test]
     fn flags_spark_launch_writes_are_refused_in_extra_args_and_others_pass() {
         let p = Llamacpp.reserved_args(

@@ -9,7 +9,9 @@
 //! ([`MultiNode`]), whether they use NCCL, in which order its nodes start ([`StartOrder`]),
 //! its defaults, the flags it sets itself, its launch-profile section (its key and how it is
 //! read), how community recipes write it ([`spelling::RecipeSpelling`]: program words, flag
-//! spellings, runtime names, sparkrun's flag table), and — given the containers the shared
+//! spellings, runtime names, sparkrun's flag table, whether their parallel size alone sizes
+//! them and whether their command may be a script) and how a recipe's tensor- and
+//! pipeline-parallel sizes become words of its line, and — given the containers the shared
 //! serving plan built — the per-rank commands and the waits of its own.
 //!
 //! The serving plan (`workload::skeleton`), the CLI, profiles, recipes, doctor's port list,
