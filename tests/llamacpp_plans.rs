@@ -375,3 +375,42 @@ fn a_hub_repository_without_a_quant_is_read_as_llama_cpp_s_default_and_other_eng
     assert!(refused.contains("a GGUF spec (`:Q4_K_M`)"), "{refused}");
     assert!(refused.contains("spark-launch llamacpp"), "{refused}");
 }
+
+#[test]
+fn the_llamacpp_command_writes_no_split_mode_and_keeps_the_one_after_the_double_dash() {
+    // `spark-launch llamacpp MODEL --workers 1 [-- ARGS]` as the CLI lays its flags: no flag
+    // of it has tensor-parallel meaning, so llama-server's own default split (layers) stands
+    // unless the extra arguments say otherwise.
+    use spark_launch::workload::partial::{self, Given, PartialServe};
+    let nodes = fixture("seed-001-two-sparks-both-twins");
+    for (extra, split) in [(vec![], None), (vec!["--split-mode", "row"], Some("row"))] {
+        let ask = PartialServe {
+            engine: Some(Given::flag(EngineKind::Llamacpp, "the command")),
+            model: Some(Given::flag(
+                ModelSource::parse("/models/q4.gguf", None).unwrap(),
+                "MODEL",
+            )),
+            engine_args: Some(Given::flag(
+                extra.iter().map(|s| s.to_string()).collect(),
+                "--",
+            )),
+            nodes: Some(Given::flag(2, "--workers")),
+            ..PartialServe::default()
+        };
+        let r = partial::layer(PartialServe::default(), ask).expect("the request");
+        assert!(r.warnings.is_empty(), "{:?}", r.warnings);
+        let p = serve_plan(&r, &nodes);
+        assert_eq!(p.mode, "rpc");
+        let head = &commands(&p)[0];
+        let at: Vec<usize> = (0..head.len())
+            .filter(|i| head[*i] == "--split-mode")
+            .collect();
+        match split {
+            None => assert!(at.is_empty(), "{head:?}"),
+            Some(mode) => {
+                assert_eq!(at.len(), 1, "{head:?}");
+                assert_eq!(head[at[0] + 1], mode);
+            }
+        }
+    }
+}

@@ -343,3 +343,226 @@ fn a_kept_plan_holds_each_mod_file_s_digest_never_its_bytes() {
     let back = spark_launch::records::load_plan(state.path(), &serve.job.job).unwrap();
     assert_eq!(back.job.nodes.len(), 2);
 }
+
+const PUBLIC: &str = "tests/fixtures/recipes/public";
+
+/// The recipe at `path` with `sets` and `flags` over it, as `up PATH --set …` makes it.
+fn request_with(path: &str, sets: &[&str], flags: PartialServe) -> Result<LaunchRequest, String> {
+    let source = FileSource {
+        sets: sets
+            .iter()
+            .map(|s| s.parse().expect("a KEY=VALUE"))
+            .collect(),
+        ..source(None)
+    };
+    let file = launch_file::read(path, &source, &flags).map_err(|e| e.to_string())?;
+    launch_file::request(file, flags).map_err(|e| e.to_string())
+}
+
+fn serve_plan(p: &Planned) -> &spark_launch::workload::serve::ServePlan {
+    let LaunchPlan::Serve(s) = &p.plan else {
+        panic!("not a serving plan")
+    };
+    s
+}
+
+fn command_of(p: &Planned, i: usize) -> Vec<String> {
+    match &serve_plan(p).job.nodes[i].launch {
+        Launch::Container(c) => c.command.clone(),
+        Launch::Process(_) => panic!("not a container"),
+    }
+}
+
+#[test]
+fn the_public_gguf_recipes_asking_for_more_nodes_at_tensor_parallel_one_plan_one_node_as_sparkrun_does()
+ {
+    for (name, asked) in [
+        ("qwen3.5-397b-gguf-q3km-llama-cpp", 2),
+        ("qwen3.5-397b-gguf-q6k-llama-cpp", 4),
+    ] {
+        let path = format!("{PUBLIC}/{name}.yaml");
+        let p = planned(&request(&path, None, PartialServe::default()));
+        let s = serve_plan(&p);
+        assert_eq!((s.nodes.len(), s.mode.as_str()), (1, "single"), "{name}");
+        let said = format!(
+            "{path}: min_nodes: the recipe asks for at least {asked} nodes, but tensor_parallel 1 sizes it to one node, as sparkrun sizes it (it uses as many hosts as tensor_parallel says): --set tensor_parallel={asked} spreads it over {asked} nodes with RPC"
+        );
+        // Said before it runs, and kept in the plan's recipe (the JSON of --dry-run --json).
+        assert!(p.warnings.contains(&said), "{:?}", p.warnings);
+        let recipe = s.recipe.as_ref().expect("the plan's recipe");
+        assert!(recipe.warnings.contains(&said), "{:?}", recipe.warnings);
+        let line = command_of(&p, 0).join(" ");
+        assert!(
+            !line.contains("--rpc") && !line.contains("--split-mode"),
+            "{line}"
+        );
+    }
+}
+
+#[test]
+fn a_tensor_parallel_over_the_public_gguf_recipe_spreads_it_over_rpc_with_split_mode_row() {
+    let path = format!("{PUBLIC}/qwen3.5-397b-gguf-q3km-llama-cpp.yaml");
+    let said = format!(
+        "{path}: tensor_parallel: llama-server runs with --split-mode row for tensor_parallel 2, as sparkrun maps it"
+    );
+    // `--set tensor_parallel=2` (sparkrun's `--tp 2`), and `--tp 2` beside `up`, alike.
+    for r in [
+        request_with(&path, &["tensor_parallel=2"], PartialServe::default()),
+        request_with(
+            &path,
+            &[],
+            PartialServe {
+                tp: Given::flag_opt(Some(2), "--tp"),
+                ..PartialServe::default()
+            },
+        ),
+    ] {
+        let p = planned(&r.expect("the recipe's launch"));
+        let s = serve_plan(&p);
+        assert_eq!((s.nodes.len(), s.mode.as_str()), (2, "rpc"));
+        let head = command_of(&p, 0);
+        assert!(
+            head.join(" ").contains("--rpc 192.168.177.12:50052"),
+            "{head:?}"
+        );
+        assert_eq!(head[head.len() - 2..], ["--split-mode", "row"]);
+        assert_eq!(head.iter().filter(|w| *w == "--split-mode").count(), 1);
+        assert!(p.warnings.contains(&said), "{:?}", p.warnings);
+        let recipe = s.recipe.as_ref().expect("the plan's recipe");
+        assert!(recipe.warnings.contains(&said), "{:?}", recipe.warnings);
+        assert!(
+            !p.warnings
+                .iter()
+                .any(|w| w.contains("min_nodes") && w.contains("sizes it to 2")),
+            "{:?}",
+            p.warnings
+        );
+    }
+    // Pipeline parallel is the layer split.
+    let p =
+        planned(&request_with(&path, &["pipeline_parallel=2"], PartialServe::default()).unwrap());
+    assert_eq!(
+        command_of(&p, 0)[command_of(&p, 0).len() - 2..],
+        ["--split-mode", "layer"]
+    );
+}
+
+#[test]
+fn tensor_and_pipeline_parallel_both_above_one_are_refused_naming_both() {
+    let path = format!("{PUBLIC}/qwen3.5-397b-gguf-q3km-llama-cpp.yaml");
+    let e = request_with(
+        &path,
+        &["tensor_parallel=2", "pipeline_parallel=2"],
+        PartialServe::default(),
+    )
+    .unwrap_err();
+    assert!(
+        e.contains("tensor_parallel 2 and pipeline_parallel 2 are both above 1")
+            && e.contains("--set pipeline_parallel=1"),
+        "{e}"
+    );
+    // `--tp` beside `up` over a recipe's pipeline parallel: the same refusal.
+    let e = request_with(
+        &path,
+        &["pipeline_parallel=2"],
+        PartialServe {
+            tp: Given::flag_opt(Some(2), "--tp"),
+            ..PartialServe::default()
+        },
+    )
+    .unwrap_err();
+    assert!(
+        e.contains("tensor_parallel 2 and pipeline_parallel 2"),
+        "{e}"
+    );
+}
+
+#[test]
+fn the_public_dflash_scripts_run_their_commands_before_the_server_on_the_head() {
+    for name in [
+        "qwen3.6-27b-q4km-dflash-llamacpp-ishan5ain",
+        "qwen3.6-27b-q4km-dflash-thinking-llamacpp-ishan5ain",
+    ] {
+        let path = format!("{PUBLIC}/{name}.yaml");
+        let p = planned(&request(&path, None, PartialServe::default()));
+        let s = serve_plan(&p);
+        assert_eq!(s.nodes.len(), 1, "max_nodes: 1");
+        let recipe = s.recipe.as_ref().expect("the plan's recipe");
+        let before = recipe
+            .before_engine
+            .as_deref()
+            .expect("the commands before the server");
+        assert!(
+            before.starts_with("if [ ! -f /tmp/dflash-draft.gguf ]; then"),
+            "{before}"
+        );
+        assert!(
+            before.contains("curl -sL --max-time 300 -o /tmp/dflash-draft.gguf \"https://huggingface.co/spiritbuun/Qwen3.6-27B-DFlash-GGUF/resolve/main/dflash-draft-3.6-q8_0.gguf\""),
+            "{before}"
+        );
+        assert!(before.ends_with("fi &&"), "{before}");
+        // One bash runs them, then becomes the server spark-launch writes: the model staged
+        // (never `-hf`), the recipe's port, the draft it fetched.
+        let head = command_of(&p, 0);
+        assert_eq!(head[..2], ["bash", "-c"]);
+        assert_eq!(head[2], format!("{before}\nexec \"$@\"\n"));
+        assert_eq!(head[3], "spark-launch-recipe");
+        let line = head[4..].join(" ");
+        assert!(!line.contains("-hf ") && !line.contains("curl"), "{line}");
+        assert!(
+            line.contains("--port 8080") && line.contains("-md /tmp/dflash-draft.gguf"),
+            "{line}"
+        );
+        assert!(line.ends_with("-ctk turbo4 -ctv turbo4"), "{line}");
+        assert_eq!(s.endpoint.port, 8080);
+        // Readiness is the server's own, on the recipe's port; the model is staged on the head.
+        let json = serde_json::to_string(&p.plan).unwrap();
+        assert!(json.contains("\"before_engine\""), "{json}");
+        let text = spark_launch::workload::render::plan(&p.plan);
+        assert!(
+            text.contains("until http://127.0.0.1:8080/health answers on spark"),
+            "{text}"
+        );
+        assert!(text.contains("before the engine (on the head"), "{text}");
+    }
+    let thinking = format!("{PUBLIC}/qwen3.6-27b-q4km-dflash-thinking-llamacpp-ishan5ain.yaml");
+    let p = planned(&request(&thinking, None, PartialServe::default()));
+    let head = command_of(&p, 0);
+    assert!(
+        head.windows(2)
+            .any(|w| w == ["--chat-template-kwargs", "{\"preserve_thinking\":true}"]),
+        "{head:?}"
+    );
+}
+
+#[test]
+fn a_script_recipe_asked_onto_two_nodes_is_refused_naming_why() {
+    // A script without max_nodes, written for this test, with `--tp 2` beside `up`.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("script.yaml");
+    std::fs::write(
+        &path,
+        "recipe_version: \"2\"\nmodel: org/m-GGUF:Q4_K_M\nruntime: llama-cpp\ncommand: |\n  echo ready &&\n  llama-server -hf {model} --port 8080\n",
+    )
+    .unwrap();
+    let r = request_with(
+        path.to_str().unwrap(),
+        &[],
+        PartialServe {
+            tp: Given::flag_opt(Some(2), "--tp"),
+            ..PartialServe::default()
+        },
+    )
+    .expect("the recipe's launch");
+    let nodes = seed_001();
+    let names: Vec<NodeName> = nodes.iter().map(|n| n.name.clone()).collect();
+    let e = match plan(&r, &names, &nodes, &Lookups::default()) {
+        Ok(_) => panic!("a script planned on two nodes"),
+        Err(e) => e.to_string(),
+    };
+    assert!(
+        e.contains("runs commands before the server (a script), which runs on one node only")
+            && e.contains("pre_exec"),
+        "{e}"
+    );
+}

@@ -176,7 +176,8 @@ fn a_v1_recipe_serves_across_two_nodes_with_its_mod_applied_in_both_containers()
         "payload of sim-marker\n",
         0o644,
     );
-    // Refused before anything starts (exit 2): a mod no folder holds, a runtime not run here.
+    // Refused before anything starts (exit 2): a mod no folder holds, a llama-cpp recipe whose
+    // model has no GGUF file.
     let missing = put(
         &c,
         "recipes/sim-missing.yaml",
@@ -199,7 +200,7 @@ fn a_v1_recipe_serves_across_two_nodes_with_its_mod_applied_in_both_containers()
     let out = up(&c, &[&llama, "-d"]);
     assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
     assert!(
-        stderr(&out).contains("a Hub GGUF fetched by llama-server"),
+        stderr(&out).contains("spark-test/tiny@main has no .gguf model file"),
         "{}",
         describe(&out)
     );

@@ -54,6 +54,11 @@ pub struct RecipeLaunch {
     /// rendezvous, port and bind. Without `--api-key` (see `api_key`).
     pub argv: Vec<String>,
     pub command: CommandSource,
+    /// Commands the recipe's command runs before the engine's (a script: `if …; fi &&`), as
+    /// written with their joining operator: run on the head, in the bash that then starts the
+    /// engine. Only for an engine whose runner hands the command to bash whole, on one node.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub before_engine: Option<String>,
     pub env: RecipeEnv,
     /// v2 `pre_exec`: commands run in every container before its mods and its engine,
     /// rendered.
@@ -134,6 +139,7 @@ mod tests {
             node_bounds: NodeBounds { min, max: None },
             argv: vec![],
             command: CommandSource::Recipe,
+            before_engine: None,
             env: RecipeEnv::default(),
             pre_exec: vec![],
             mods: vec![],

@@ -82,6 +82,7 @@ pub fn ask(launch: &RecipeLaunch, mods: Vec<ModFiles>) -> Result<PartialServe, R
         env,
         keep_env: false,
         pre_exec: launch.pre_exec.clone(),
+        before_engine: launch.before_engine.clone(),
         mods,
         models: Vec::new(),
         warnings,

@@ -3,8 +3,11 @@
 //! expert groups add ranks its expert-parallel size too (the line's, else the key its flag
 //! table gives it), and the nodes they fill: the GPUs the engine says one replica spans
 //! (tp × pp for most) ÷ GPUs per node, which must come out whole and agree with the recipe's
-//! `min_nodes`/`max_nodes`. Data parallelism is not planned; a size above 1 is warned about.
-//! Pure.
+//! `min_nodes`/`max_nodes`. For an engine whose recipes the runner sizes by their parallel size
+//! alone (sparkrun's llama.cpp: `RecipeSpelling::sized_by_parallel`), a given size that fills
+//! fewer nodes than `min_nodes` is planned on those and said, and the engine refuses the pairs
+//! of sizes it cannot write (`ServingEngine::recipe_parallel`). Data parallelism is not
+//! planned; a size above 1 is warned about. Pure.
 
 use std::collections::BTreeMap;
 
@@ -60,12 +63,13 @@ pub fn shape_for(
 ) -> Result<(JobShape, Vec<RecipeWarning>), Vec<RecipeError>> {
     let mut errors = Vec::new();
     let mut warnings = Vec::new();
+    // Each size with the field it was read from (`None`: not given, so 1).
     let mut size = |from_line: &Option<String>, key: &str, what: &str, max: u32| {
         let (text, field) = match from_line {
             Some(t) => (t.clone(), "command".to_string()),
             None => match config.get(key).filter(|v| !v.is_null()) {
                 Some(v) => (python_str(v), format!("defaults.{key}")),
-                None => return 1,
+                None => return (1, None),
             },
         };
         match text
@@ -74,26 +78,26 @@ pub fn shape_for(
             .map_err(|_| format!("{what} {text:?} is not a whole number"))
             .and_then(|n| limits::count(what, n, u64::from(max)))
         {
-            Ok(n) => n,
+            Ok(n) => (n, Some(field)),
             Err(e) => {
                 errors.push(RecipeError::new(file, field, e));
-                1
+                (1, None)
             }
         }
     };
-    let tp = size(
+    let (tp, tp_field) = size(
         &facts.tp,
         "tensor_parallel",
         "tensor parallel",
         limits::MAX_TP,
     );
-    let pp = size(
+    let (pp, pp_field) = size(
         &facts.pp,
         "pipeline_parallel",
         "pipeline parallel",
         limits::MAX_PP,
     );
-    let dp = size(
+    let (dp, _) = size(
         &facts.dp,
         "data_parallel",
         "data parallel",
@@ -101,7 +105,7 @@ pub fn shape_for(
     );
     let ep_key = engine.and_then(spelling::expert_parallel_key);
     let ep = match ep_key {
-        Some(key) => size(&facts.ep, key, "expert parallel", limits::MAX_TP),
+        Some(key) => size(&facts.ep, key, "expert parallel", limits::MAX_TP).0,
         None => 1,
     };
     if dp > 1 {
@@ -115,6 +119,13 @@ pub fn shape_for(
     }
     if !errors.is_empty() {
         return Err(errors);
+    }
+    // An engine that writes the two sizes into its line takes only the pairs it can say.
+    if let Some(kind) = engine
+        && let Err(p) = kind.engine().recipe_parallel(tp, pp, &[])
+    {
+        let field = pp_field.clone().or(tp_field.clone()).unwrap_or_default();
+        return Err(vec![RecipeError::new(file, field, p.what).fix(p.fix)]);
     }
     let world = match engine {
         Some(kind) => {
@@ -145,7 +156,14 @@ pub fn shape_for(
     let nodes = u32::try_from(world.div_ceil(per_node)).unwrap_or(u32::MAX);
     let too_few = nodes < bounds.min;
     let too_many = bounds.max.is_some_and(|m| nodes > m);
-    if too_few || too_many {
+    // sparkrun sizes such an engine's job by the size the recipe gives and uses that many of
+    // the hosts, whatever `min_nodes` says; with neither size given it takes every host, which
+    // spark-launch does not guess, so the bounds hold there.
+    let by_parallel = engine.is_some_and(|k| k.engine().recipe().sized_by_parallel)
+        && (tp_field.is_some() || pp_field.is_some());
+    if too_few && by_parallel && !too_many {
+        warnings.push(too_few_nodes(tp, pp, nodes, bounds.min, per_node));
+    } else if too_few || too_many {
         let range = match bounds.max {
             Some(m) if m == bounds.min => format!("exactly {m}"),
             Some(m) => format!("{} to {m}", bounds.min),
@@ -166,6 +184,28 @@ pub fn shape_for(
         ]);
     }
     Ok((JobShape { tp, pp, nodes }, warnings))
+}
+
+/// The warning for a recipe whose size fills fewer nodes than its `min_nodes`, planned on
+/// those as sparkrun plans it: the size that decided, and the `--set` that spreads it.
+fn too_few_nodes(tp: u32, pp: u32, nodes: u32, min: u32, per_node: u64) -> RecipeWarning {
+    let (key, size) = if pp > 1 {
+        ("pipeline_parallel", pp)
+    } else {
+        ("tensor_parallel", tp)
+    };
+    let on = if nodes == 1 {
+        "one node".to_string()
+    } else {
+        format!("{nodes} nodes")
+    };
+    let spread = u64::from(min) * per_node;
+    RecipeWarning::new(
+        "min_nodes",
+        format!(
+            "the recipe asks for at least {min} nodes, but {key} {size} sizes it to {on}, as sparkrun sizes it (it uses as many hosts as {key} says): --set {key}={spread} spreads it over {min} nodes with RPC"
+        ),
+    )
 }
 
 /// The shape as messages say it: `tp × pp = 2 × 1`, with the expert-parallel size where it
@@ -254,6 +294,88 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(e[0].field, "max_nodes");
+    }
+
+    #[test]
+    fn a_llama_cpp_recipe_is_sized_by_its_parallel_size_alone_and_says_so() {
+        // The shape of dbotwinick's transitional qwen3.5-397b-gguf-q3km recipe: min_nodes 2,
+        // tensor_parallel 1 (tests/fixtures/recipes/public).
+        let facts = LineFacts::default();
+        let two = NodeBounds { min: 2, max: None };
+        let llama = Some(EngineKind::Llamacpp);
+        let (s, w) =
+            shape_for(llama, "r", &facts, &config("{tensor_parallel: 1}"), 1, two).unwrap();
+        assert_eq!(s.nodes, 1);
+        assert_eq!(
+            w[0].to_string(),
+            "min_nodes: the recipe asks for at least 2 nodes, but tensor_parallel 1 sizes it to one node, as sparkrun sizes it (it uses as many hosts as tensor_parallel says): --set tensor_parallel=2 spreads it over 2 nodes with RPC"
+        );
+        let (s, w) = shape_for(
+            llama,
+            "r",
+            &facts,
+            &config("{pipeline_parallel: 2}"),
+            1,
+            NodeBounds { min: 4, max: None },
+        )
+        .unwrap();
+        assert_eq!(s.nodes, 2);
+        assert!(
+            w[0].message
+                .contains("pipeline_parallel 2 sizes it to 2 nodes")
+                && w[0].message.contains("--set pipeline_parallel=4"),
+            "{}",
+            w[0]
+        );
+        // Neither size given: sparkrun would take every host, which is not guessed here.
+        let e = shape_for(llama, "r", &facts, &config("{}"), 1, two).unwrap_err();
+        assert_eq!(e[0].field, "min_nodes");
+        // max_nodes holds, as sparkrun holds it.
+        let e = shape_for(
+            llama,
+            "r",
+            &facts,
+            &config("{tensor_parallel: 2}"),
+            1,
+            NodeBounds {
+                min: 1,
+                max: Some(1),
+            },
+        )
+        .unwrap_err();
+        assert_eq!(e[0].field, "max_nodes");
+        // Other engines keep refusing the shape below min_nodes.
+        let e = shape_for(
+            Some(EngineKind::Vllm),
+            "r",
+            &facts,
+            &config("{tensor_parallel: 1}"),
+            1,
+            two,
+        )
+        .unwrap_err();
+        assert_eq!(e[0].field, "min_nodes");
+    }
+
+    #[test]
+    fn a_llama_cpp_recipe_with_both_sizes_above_one_is_refused_where_pipeline_parallel_is_given() {
+        let e = shape_for(
+            Some(EngineKind::Llamacpp),
+            "r",
+            &LineFacts::default(),
+            &config("{tensor_parallel: 2, pipeline_parallel: 2}"),
+            1,
+            ANY,
+        )
+        .unwrap_err();
+        assert_eq!(e[0].field, "defaults.pipeline_parallel");
+        assert!(
+            e[0].problem
+                .what
+                .contains("tensor_parallel 2 and pipeline_parallel 2"),
+            "{}",
+            e[0]
+        );
     }
 
     #[test]

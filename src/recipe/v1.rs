@@ -222,6 +222,7 @@ impl RecipeV1 {
             node_bounds: bounds,
             argv,
             command: CommandSource::Recipe,
+            before_engine: None,
             env,
             pre_exec: Vec::new(),
             mods,

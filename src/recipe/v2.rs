@@ -5,7 +5,9 @@
 //! substituted until stable from `defaults` (+ `--set`), `{model}` and `{model_revision}`; no
 //! command means the runtime's flag table builds one; `env` templates rendered per node;
 //! `pre_exec` commands (a list, or one text) rendered as the command is, to run in every
-//! container before the mods and the engine. Fields that change what runs and are not done
+//! container before the mods and the engine; for a runtime whose runner hands the command to
+//! bash whole (llama-cpp), a script's commands before the server kept to run before it, on one
+//! node only. Fields that change what runs and are not done
 //! here (`include`, `overrides`, …) refuse the recipe by name; fields that only follow serving
 //! (`post_exec`, …) are warned about; unknown fields refuse a recipe that asks for a newer
 //! sparkrun. Pure.
@@ -357,6 +359,7 @@ impl RecipeV2 {
         };
         let EngineWords {
             mut argv,
+            before,
             facts,
             source,
             assignments,
@@ -381,6 +384,9 @@ impl RecipeV2 {
         )
         .map_err(|es| RecipeErrors(es.into_iter().map(|e| self.relocate(e)).collect()))?;
         warnings.extend(shape_warnings);
+        if let Some(before) = &before {
+            self.script_rules(before, shape.nodes, &mut warnings)?;
+        }
         warnings.extend(common::expansion_warnings(&expansions));
         used.extend(shape::keys_read(&shape_facts));
         if let Some(key) = choice.engine.engine().recipe().ray_key {
@@ -424,9 +430,10 @@ impl RecipeV2 {
             pp: shape.pp,
             gpus_per_node: input.gpus_per_node.max(1),
             nodes: shape.nodes,
-            node_bounds: self.bounds,
+            node_bounds: self.node_bounds(choice),
             argv,
             command: source,
+            before_engine: before,
             env,
             pre_exec,
             mods,
@@ -436,6 +443,53 @@ impl RecipeV2 {
             min_sparkrun_version: self.min_sparkrun_version.clone(),
             warnings,
         })
+    }
+
+    /// A command that runs other commands before the engine's (`before`): planned on one node
+    /// only, as sparkrun runs it; across nodes sparkrun's head builds its line from `defaults`
+    /// and never runs the recipe's command, so nothing would say what to run. A model named in
+    /// those commands is said: sparkrun gives `{model}` the staged file's path there.
+    fn script_rules(
+        &self,
+        before: &str,
+        nodes: u32,
+        warnings: &mut Vec<RecipeWarning>,
+    ) -> Result<(), RecipeErrors> {
+        if nodes > 1 {
+            return Err(self
+                .error(
+                    "command",
+                    format!(
+                        "runs commands before the server (a script), and its shape fills {nodes} nodes: such a command runs on one node only (across nodes sparkrun builds the head's line from defaults and never runs the recipe's command)"
+                    ),
+                )
+                .fix("run it on one node (--set tensor_parallel=1), or move the commands into pre_exec, which runs on every node")
+                .into());
+        }
+        if before.contains(&self.model) {
+            warnings.push(RecipeWarning::new(
+                "command",
+                format!(
+                    "the commands before the server name the model as {} (sparkrun renders {{model}} there as the staged file's path)",
+                    self.model
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The nodes the recipe accepts once built: its own bounds, except for an engine its size
+    /// alone sizes (the shape said a `min_nodes` above that size, and spark-launch plans what
+    /// the size fills, as sparkrun does), where only `max_nodes` holds.
+    fn node_bounds(&self, choice: RuntimeChoice) -> NodeBounds {
+        if choice.engine.engine().recipe().sized_by_parallel {
+            NodeBounds {
+                min: 1,
+                max: self.bounds.max,
+            }
+        } else {
+            self.bounds
+        }
     }
 
     /// The config chain the command and env templates read: `defaults` + `--set`, `model`
@@ -461,7 +515,14 @@ impl RecipeV2 {
     ) -> Result<EngineWords, RecipeErrors> {
         let (rendered, used) = substitute::render_used(command, chain)
             .map_err(|e| self.error("command", e.to_string()))?;
-        let words = words::split(&rendered).map_err(|e| self.error("command", e.to_string()))?;
+        let in_words = |e: words::WordsError| self.error("command", e.to_string());
+        // A runner that hands the command to bash whole runs a script's commands first.
+        let (before, words) = if choice.engine.engine().recipe().script {
+            let s = words::split_script(&rendered).map_err(in_words)?;
+            (s.before, s.last)
+        } else {
+            (None, words::split(&rendered).map_err(in_words)?)
+        };
         let Some((engine, start)) = engine_line::program(&words.argv) else {
             return Err(self
                 .error(
@@ -488,6 +549,7 @@ impl RecipeV2 {
         let facts = engine_line::facts(engine, &words.argv, start);
         Ok(EngineWords {
             argv: words.argv,
+            before,
             facts,
             source: CommandSource::Recipe,
             assignments: words.assignments,
@@ -539,6 +601,7 @@ impl RecipeV2 {
         })?;
         Ok(EngineWords {
             argv: g.argv,
+            before: None,
             facts: LineFacts::default(),
             source: CommandSource::FlagTable,
             assignments: Vec::new(),
@@ -664,6 +727,8 @@ impl RecipeV2 {
 /// The engine's words and what was read from them.
 struct EngineWords {
     argv: Vec<String>,
+    /// The commands a script runs before the engine's, as written.
+    before: Option<String>,
     facts: LineFacts,
     source: CommandSource,
     assignments: Vec<(String, String)>,
@@ -898,6 +963,57 @@ command: |
             bounds("auto", 1, None, false, true).unwrap(),
             NodeBounds { min: 2, max: None }
         );
+    }
+
+    #[test]
+    fn a_llama_cpp_script_keeps_its_commands_before_the_server_on_one_node_only() {
+        // The shape of ishan5ain's dflash llama-cpp recipes: a draft fetched, then the server.
+        let text = "recipe_version: \"2\"\nmodel: org/m-GGUF:Q4_K_M\nruntime: llama-cpp\ndefaults:\n  url: https://h/d.gguf\n  port: 8080\ncommand: |\n  if [ ! -f /tmp/d.gguf ]; then \\\n    curl -sL -o /tmp/d.gguf \"{url}\" ; \\\n  fi && \\\n  llama-server -hf {model} -md /tmp/d.gguf --port {port}\n";
+        let l = v2(text).build(&input(), vec![]).unwrap();
+        assert_eq!(
+            l.before_engine.as_deref(),
+            Some(
+                "if [ ! -f /tmp/d.gguf ]; then \\\n  curl -sL -o /tmp/d.gguf \"https://h/d.gguf\" ; \\\nfi &&"
+            )
+        );
+        assert_eq!(
+            l.argv,
+            [
+                "llama-server",
+                "-hf",
+                "org/m-GGUF:Q4_K_M",
+                "-md",
+                "/tmp/d.gguf",
+                "--port",
+                "8080"
+            ]
+        );
+        // Across nodes sparkrun never runs the recipe's command: refused, naming why.
+        let two = RecipeInput {
+            sets: vec!["tensor_parallel=2".parse().unwrap()],
+            ..input()
+        };
+        let e = v2(text).build(&two, vec![]).unwrap_err();
+        assert_eq!(e.0[0].field, "command");
+        assert!(
+            e.0[0].problem.what.contains("fills 2 nodes")
+                && e.0[0].to_string().contains("pre_exec"),
+            "{e}"
+        );
+        // Another engine's runner gets one command, as before.
+        let vllm = "recipe_version: \"2\"\nmodel: org/m\nruntime: vllm\ncommand: cd /w && vllm serve {model}\n";
+        let e = v2(vllm).build(&input(), vec![]).unwrap_err();
+        assert!(e.0[0].problem.what.contains("`&&`"), "{e}");
+    }
+
+    #[test]
+    fn a_llama_cpp_recipe_below_its_min_nodes_keeps_only_max_nodes_as_its_bounds() {
+        let text = "model: org/m-GGUF:Q3_K_M\nruntime: llama-cpp\nmin_nodes: 2\ndefaults:\n  tensor_parallel: 1\ncommand: llama-server -hf {model}\n";
+        let l = v2(text).build(&input(), vec![]).unwrap();
+        assert_eq!(l.nodes, 1);
+        assert_eq!(l.node_bounds, NodeBounds { min: 1, max: None });
+        assert!(l.fit(1).is_empty(), "{:?}", l.fit(1));
+        assert!(l.warnings.iter().any(|w| w.field == "min_nodes"));
     }
 
     #[test]

@@ -3,7 +3,12 @@
 //! read as bash reads them. One command only: a `;`, `&&`, `|`, redirection or command
 //! substitution is refused by name (spark-launch runs one engine process; setup belongs in a
 //! mod's `run.sh`). Leading `NAME=value` words are environment assignments. A `$VAR` is kept
-//! as written and reported, since no shell expands it here. Pure.
+//! as written and reported, since no shell expands it here.
+//!
+//! For an engine whose runner hands a recipe's command to bash whole, a script of several
+//! commands is read too ([`split_script`]): the text before its last command is kept as written
+//! (bash runs it), and the last command, which must be one plain command, is split as above.
+//! Pure.
 
 /// The words of one command.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -31,6 +36,221 @@ pub enum WordsError {
     SecondCommand { line: usize },
     #[error("the command is empty")]
     Empty,
+    #[error("a `)` at character {at} closes nothing")]
+    Unbalanced { at: usize },
+    #[error(
+        "a here-document (`<<`) at character {at}: its lines cannot be told from commands here"
+    )]
+    HereDocument { at: usize },
+    #[error(
+        "the script's last command is joined to the one before it by `{op}` at character {at}; the engine must be the script's last command, on its own"
+    )]
+    LastJoined { op: String, at: usize },
+    #[error(
+        "`{op}` at character {at} ends the script's last command, which would not run in the foreground"
+    )]
+    Trailing { op: String, at: usize },
+}
+
+/// A script whose last command is read as words: the commands before it as written, with the
+/// operator or line end that separates them from it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ScriptWords {
+    /// The text before the last command (`if …; fi &&`), trimmed; `None`: one command.
+    pub before: Option<String>,
+    pub last: CommandWords,
+}
+
+/// What the scanner of [`split_script`] is inside.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Within {
+    /// `(…)` or `$(…)`.
+    Parens,
+    Double,
+    Backticks,
+}
+
+/// Splits a script of several commands — separated by `;`, `&&`, `||`, `&`, `|` or line ends
+/// outside quotes, brackets and substitutions — into the text before its last command and that
+/// command's words ([`split`]). Refused: a last command joined to the one before by a pipe
+/// (`|`), one sent to the background or followed by an operator, a last command inside a
+/// compound (`if …; then llama-server …; fi`: its last words are `fi`, which starts no engine,
+/// as the caller finds), a here-document, a quote or bracket that never closes.
+pub fn split_script(command: &str) -> Result<ScriptWords, WordsError> {
+    let chars: Vec<char> = command.chars().collect();
+    // Top-level separators: (start, end, operator).
+    let mut seps: Vec<(usize, usize, String)> = Vec::new();
+    let mut stack: Vec<(Within, usize)> = Vec::new();
+    let mut word_start = true;
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        let next = chars.get(i + 1).copied();
+        match stack.last().map(|(w, _)| *w) {
+            Some(Within::Double) => {
+                match c {
+                    '\\' => i += 1,
+                    '"' => {
+                        stack.pop();
+                    }
+                    '$' if next == Some('(') => {
+                        stack.push((Within::Parens, i));
+                        i += 1;
+                    }
+                    '`' => stack.push((Within::Backticks, i)),
+                    _ => {}
+                }
+                i += 1;
+                continue;
+            }
+            Some(Within::Backticks) => {
+                match c {
+                    '\\' => i += 1,
+                    '`' => {
+                        stack.pop();
+                    }
+                    _ => {}
+                }
+                i += 1;
+                continue;
+            }
+            _ => {}
+        }
+        let top = stack.is_empty();
+        let was_start = word_start;
+        word_start = false;
+        match c {
+            '\\' => i += 1,
+            '\'' => {
+                let close =
+                    chars[i + 1..]
+                        .iter()
+                        .position(|&x| x == '\'')
+                        .ok_or(WordsError::Unclosed {
+                            quote: "single",
+                            at: i,
+                        })?;
+                i += close + 1;
+            }
+            '"' => stack.push((Within::Double, i)),
+            '`' => stack.push((Within::Backticks, i)),
+            '$' if next == Some('(') => {
+                stack.push((Within::Parens, i));
+                i += 1;
+            }
+            '(' => stack.push((Within::Parens, i)),
+            ')' => match stack.last() {
+                Some((Within::Parens, _)) => {
+                    stack.pop();
+                }
+                _ => return Err(WordsError::Unbalanced { at: i }),
+            },
+            '#' if was_start => {
+                while i + 1 < chars.len() && chars[i + 1] != '\n' {
+                    i += 1;
+                }
+            }
+            '<' if next == Some('<') && chars.get(i + 2) != Some(&'<') => {
+                return Err(WordsError::HereDocument { at: i });
+            }
+            ' ' | '\t' => word_start = true,
+            '\n' | ';' | '|' | '&' => {
+                word_start = true;
+                // `>&`, `&>` and `<&` are redirections, not separators.
+                let redirect =
+                    c == '&' && (next == Some('>') || i > 0 && matches!(chars[i - 1], '>' | '<'));
+                if top && !redirect {
+                    let doubled = c != '\n' && next == Some(c);
+                    let end = if doubled { i + 2 } else { i + 1 };
+                    seps.push((i, end, chars[i..end].iter().collect()));
+                    i = end;
+                    continue;
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    if let Some((within, at)) = stack.last() {
+        let quote = match within {
+            Within::Parens => "`(`",
+            Within::Double => "double",
+            Within::Backticks => "backtick",
+        };
+        return Err(WordsError::Unclosed { quote, at: *at });
+    }
+    // The last segment with a command in it, and the separators around it.
+    let text = |from: usize, to: usize| chars[from..to].iter().collect::<String>();
+    // Nothing but spaces, line continuations and comments.
+    let blank = |t: &str| {
+        t.replace("\\\n", "").lines().all(|l| {
+            let l = l.trim();
+            l.is_empty() || l.starts_with('#')
+        })
+    };
+    let mut start = 0;
+    let mut last = None;
+    for (k, (s, e, _)) in seps.iter().enumerate() {
+        if !blank(&text(start, *s)) {
+            last = Some((start, *s, k));
+        }
+        start = *e;
+    }
+    let (from, to, after) = if !blank(&text(start, chars.len())) {
+        (start, chars.len(), seps.len())
+    } else {
+        last.ok_or(WordsError::Empty)?
+    };
+    if let Some((at, _, op)) = seps[after..]
+        .iter()
+        .find(|(_, _, op)| op != ";" && op != "\n")
+    {
+        return Err(WordsError::Trailing {
+            op: op.clone(),
+            at: *at,
+        });
+    }
+    // The operator that joins the last command to the one before: the separator before it,
+    // looking past line ends that follow an operator (`a |` on one line, the engine on the next
+    // is still a pipe).
+    let mut joined_at = None;
+    for k in (0..after).rev() {
+        let (at, end, op) = &seps[k];
+        if op != "\n" {
+            joined_at = Some((*at, *end, op.clone()));
+            break;
+        }
+        joined_at = Some((*at, *end, op.clone()));
+        let previous_end = if k == 0 { 0 } else { seps[k - 1].1 };
+        if !blank(&text(previous_end, *at)) {
+            break;
+        }
+    }
+    if let Some((at, _, op)) = &joined_at
+        && op == "|"
+    {
+        return Err(WordsError::LastJoined {
+            op: op.clone(),
+            at: *at,
+        });
+    }
+    let before = after
+        .checked_sub(1)
+        .map(|k| text(0, seps[k].1))
+        .filter(|t| !blank(t));
+    let shift = |e: WordsError| match e {
+        WordsError::Unclosed { quote, at } => WordsError::Unclosed {
+            quote,
+            at: at + from,
+        },
+        WordsError::Operator { op, at } => WordsError::Operator { op, at: at + from },
+        other => other,
+    };
+    let last = split(&text(from, to)).map_err(shift)?;
+    Ok(ScriptWords {
+        before: before.map(|t| t.trim().to_string()),
+        last,
+    })
 }
 
 struct Word {
@@ -331,6 +551,74 @@ mod tests {
             ]
         );
         assert_eq!(w.expansions, ["$MODEL", "${HOME}/a"]);
+    }
+
+    fn script(text: &str) -> ScriptWords {
+        split_script(text).unwrap()
+    }
+
+    #[test]
+    fn a_script_keeps_what_runs_before_its_last_command_as_written() {
+        // The shape of a community llama-cpp recipe that fetches a draft model first.
+        let s = script(
+            "if [ ! -f /tmp/d.gguf ]; then \\\n  echo \"Downloading (~1.7 GB)...\" && \\\n  curl -sL -o /tmp/d.gguf \"https://h/x;y\" ; \\\nfi && \\\nllama-server \\\n  -hf org/m:Q4_K_M --port 8080 \\\n  --chat-template-kwargs '{\"a\":true}'\n",
+        );
+        assert_eq!(
+            s.before.as_deref(),
+            Some(
+                "if [ ! -f /tmp/d.gguf ]; then \\\n  echo \"Downloading (~1.7 GB)...\" && \\\n  curl -sL -o /tmp/d.gguf \"https://h/x;y\" ; \\\nfi &&"
+            )
+        );
+        assert_eq!(
+            s.last.argv,
+            [
+                "llama-server",
+                "-hf",
+                "org/m:Q4_K_M",
+                "--port",
+                "8080",
+                "--chat-template-kwargs",
+                "{\"a\":true}"
+            ]
+        );
+        // One command is one command; lines and substitutions before the last are not read.
+        assert_eq!(script("llama-server -m a ;\n").before, None);
+        assert_eq!(script("# note\nllama-server -m a").before, None);
+        let s = script("cd /w\nX=$(a; b) 2>&1 && echo `c;d`\n\nllama-server -m a");
+        assert_eq!(
+            s.before.as_deref(),
+            Some("cd /w\nX=$(a; b) 2>&1 && echo `c;d`")
+        );
+        assert_eq!(s.last.argv, ["llama-server", "-m", "a"]);
+    }
+
+    #[test]
+    fn a_script_whose_last_command_is_not_plain_and_alone_is_refused() {
+        assert!(matches!(
+            split_script("a |\n llama-server -m x"),
+            Err(WordsError::LastJoined { op, .. }) if op == "|"
+        ));
+        assert!(matches!(
+            split_script("a && llama-server -m x &"),
+            Err(WordsError::Trailing { op, .. }) if op == "&"
+        ));
+        assert!(matches!(
+            split_script("a && llama-server -m x > log"),
+            Err(WordsError::Operator { op, at: 23 }) if op == ">"
+        ));
+        assert!(matches!(
+            split_script("cat <<EOF\nx\nEOF\nllama-server"),
+            Err(WordsError::HereDocument { at: 4 })
+        ));
+        assert!(matches!(
+            split_script("case $x in a) b ;; esac"),
+            Err(WordsError::Unbalanced { .. })
+        ));
+        // A compound around the engine leaves `fi` last, which starts no engine.
+        assert_eq!(
+            script("if true; then llama-server -m x; fi").last.argv,
+            ["fi"]
+        );
     }
 
     #[test]

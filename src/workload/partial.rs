@@ -6,7 +6,9 @@
 //! The flags of `vllm`/`trtllm`/`sglang`, of `up`, `compose` and `export k8s`, and every launch
 //! file format produce a `PartialServe`; none of them writes a `ServeOptions` itself, so a
 //! serving option is added once, here and where it is read. Where a flag replaces a file's
-//! different value, a warning names both. Pure.
+//! different value, a warning names both. A recipe's final tensor- and pipeline-parallel sizes
+//! go into its line here when its engine writes them there itself (llama.cpp's
+//! `--split-mode`: `ServingEngine::recipe_parallel`), said among the recipe's warnings. Pure.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -187,6 +189,13 @@ pub enum LayerError {
         problem: String,
         fix: &'static str,
     },
+    /// The engine cannot take a recipe's tensor- and pipeline-parallel sizes together.
+    #[error("{file}: {problem}; {fix}")]
+    Parallel {
+        file: String,
+        problem: String,
+        fix: String,
+    },
 }
 
 /// The value of the top layer where it has one, else the lower's; a warning names both where a
@@ -331,6 +340,27 @@ pub fn layer(file: PartialServe, flags: PartialServe) -> Result<ServeRequest, La
     let tuning = file.tuning.under(flag_tuning);
     if let (Some(tp), Some(bounds), Some(recipe)) = (flag_tp, file.node_bounds, &file.recipe) {
         bounds_check(tp, &serve, engine, &tuning, bounds, &recipe.file)?;
+    }
+    // A recipe's sizes, where the engine writes them into the recipe's line itself
+    // (llama.cpp's `--split-mode`): the final tp and pp, the flags' included.
+    if let Some(recipe) = &file.recipe {
+        match engine
+            .engine()
+            .recipe_parallel(serve.tp, serve.pp, &serve.engine_args)
+        {
+            Ok(Some(p)) => {
+                serve.engine_args = p.args;
+                l.warnings.push(format!("{}: {}", recipe.file, p.said));
+            }
+            Ok(None) => {}
+            Err(p) => {
+                return Err(LayerError::Parallel {
+                    file: recipe.file.clone(),
+                    problem: p.what,
+                    fix: p.fix,
+                });
+            }
+        }
     }
     let recipe = file.recipe.map(|mut part| {
         part.keep_env = keep_env;

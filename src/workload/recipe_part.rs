@@ -7,7 +7,9 @@
 //! the command and the tail of its output named), its mods (their files put into every
 //! container before it starts, each `run.sh` run after the `pre_exec` commands and before the
 //! engine — sparkrun runs a recipe's mods as `pre_exec` entries after its own — once per
-//! container), the served name it asks for, and its name and warnings for the plan.
+//! container), the commands its command runs before the engine on the head (a llama-cpp
+//! recipe's script: in the bash that then becomes the engine, as the runner runs the command
+//! whole), the served name it asks for, and its name and warnings for the plan.
 //!
 //! The engine's own line is the engine's (`engines::split_recipe_args`); nothing here looks
 //! at it. Pure: the part and the node in, the container changed.
@@ -164,6 +166,9 @@ pub struct RecipePart {
     pub keep_env: bool,
     /// Commands run in every container before its mods and its engine (v2 `pre_exec`).
     pub pre_exec: Vec<String>,
+    /// Commands the recipe's command runs before the engine's, with the operator that joins
+    /// them to it (`if …; fi &&`): run on the head, in the bash that then starts the engine.
+    pub before_engine: Option<String>,
     pub mods: Vec<ModFiles>,
     /// Models the engine loads besides the model (a speculative draft the recipe's settings
     /// name, a `distribution_config` entry), staged as the model is, before the start.
@@ -209,6 +214,9 @@ pub struct RecipeSummary {
     /// The `pre_exec` commands, in the order every container runs them, before the mods.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pre_exec: Vec<String>,
+    /// The commands the recipe's command runs before the engine's, on the head, as written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub before_engine: Option<String>,
     /// The mods, in the order they run, each in `/workspace/mods/NAME`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub mods: Vec<String>,
@@ -237,6 +245,7 @@ impl RecipePart {
             format: self.format,
             env,
             pre_exec: self.pre_exec.clone(),
+            before_engine: self.before_engine.clone(),
             mods: self.mods.iter().map(|m| m.name.clone()).collect(),
             warnings: self.warnings.clone(),
         }
@@ -338,6 +347,21 @@ pub fn add_mods(mods: &[ModFiles], spec: &mut ContainerSpec) {
         "-c".to_string(),
         MODS_SH.to_string(),
         "spark-launch-mods".to_string(),
+    ];
+    command.append(&mut spec.command);
+    spec.command = command;
+}
+
+/// Makes the container run `before` (the commands a recipe's command runs before its engine,
+/// with the operator that joins them to it) and then its command, in one bash, as the runner
+/// runs the recipe's command: `bash -c 'BEFORE exec "$@"'` with the command as its arguments,
+/// so that the engine is the process the bash becomes when the commands let it start.
+pub fn add_before_engine(before: &str, spec: &mut ContainerSpec) {
+    let mut command = vec![
+        "bash".to_string(),
+        "-c".to_string(),
+        format!("{before}\nexec \"$@\"\n"),
+        "spark-launch-recipe".to_string(),
     ];
     command.append(&mut spec.command);
     spec.command = command;
@@ -518,6 +542,58 @@ mod tests {
         assert_eq!(none.command, ["vllm", "serve", "/m"]);
     }
 
+    /// Runs the wrapper with this machine's `bash`: the recipe's commands first, in the same
+    /// shell, then the engine with its words as they were, only when the commands let it start
+    /// (`&&`), as bash runs the recipe's whole command.
+    #[test]
+    fn the_commands_before_the_engine_run_first_in_one_bash_and_can_stop_it() {
+        let has_bash = std::process::Command::new("bash")
+            .args(["-c", "true"])
+            .status()
+            .is_ok_and(|s| s.success());
+        if !has_bash {
+            eprintln!("skip: no bash on this machine");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("log");
+        let run = |before: &str| {
+            let mut s = spec();
+            s.command = vec![
+                "sh".into(),
+                "-c".into(),
+                format!("echo \"engine $0 $1\" >> {}", log.display()),
+                "a b".into(),
+                "'c'".into(),
+            ];
+            add_before_engine(before, &mut s);
+            assert_eq!(s.command[..2], ["bash", "-c"]);
+            assert_eq!(s.command[3..5], ["spark-launch-recipe", "sh"]);
+            std::process::Command::new(&s.command[0])
+                .args(&s.command[1..])
+                .output()
+                .unwrap()
+        };
+        let fetch = format!(
+            "if [ ! -f {d}/x ]; then \\\n  echo fetched >> {l} ; \\\nfi &&",
+            d = dir.path().display(),
+            l = log.display()
+        );
+        let out = run(&fetch);
+        assert!(out.status.success(), "{out:?}");
+        assert_eq!(
+            std::fs::read_to_string(&log).unwrap(),
+            "fetched\nengine a b 'c'\n"
+        );
+        std::fs::remove_file(&log).unwrap();
+        let out = run("false &&");
+        assert!(!out.status.success());
+        assert!(
+            !log.exists(),
+            "the engine started after its commands failed"
+        );
+    }
+
     /// Runs the script with this machine's `sh` and `bash`, as a container would (its files in a
     /// folder of the test's instead of the container's /tmp): the commands in order, once,
     /// then the rest; a failure stops it naming the command and its output's tail.
@@ -600,6 +676,7 @@ mod tests {
             env,
             keep_env: false,
             pre_exec: vec![],
+            before_engine: None,
             mods: vec![],
             models: Vec::new(),
             warnings: vec![],

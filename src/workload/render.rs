@@ -252,6 +252,12 @@ fn serve(p: &ServePlan) -> String {
                 )
             }
         ));
+        if let Some(before) = &r.before_engine {
+            out.push_str(&format!(
+                "before the engine (on the head, in the bash that then runs the engine, as the recipe's command runs them):\n  {}\n",
+                before.replace('\n', "\n  ")
+            ));
+        }
         if !r.pre_exec.is_empty() {
             out.push_str(&format!(
                 "pre_exec (run in every container first, in order, each with bash -c):\n{}",

@@ -43,7 +43,7 @@ use crate::model::ModelSource;
 use crate::model::footprint::Footprint;
 use crate::model::hub::Resolved;
 use crate::model::route::{CopyRoute, copy_routes};
-use crate::node::NodeName;
+use crate::node::{NodeName, Role};
 use crate::plan::{ContainerSpec, JobPlan, Launch, NodePlan, NodePorts, RuntimeKind, Step};
 use crate::workload::recipe_env::RecipeNode;
 
@@ -278,7 +278,8 @@ fn cap(nodes: &mut [NodePlan], plan: &memory::MemoryPlan) {
 /// Every node's container (the derived environment, the Hugging Face cache, the devices, the
 /// labels; the head's bind label and API key; a recipe's variables; then the runtime cache,
 /// whose variables give way to the user's and the recipe's), then each rank's command and the
-/// engine's own waits, then, before each command, a recipe's mods and before those its
+/// engine's own waits, then, before each command, the commands a recipe's command runs before
+/// its engine (the head's, one node only), before those its mods and before those its
 /// `pre_exec` commands.
 #[allow(clippy::too_many_arguments)]
 fn ranks(
@@ -302,6 +303,18 @@ fn ranks(
         base.push(spec);
     }
     if let Some(r) = input.recipe {
+        if r.before_engine.is_some() && sel.env.nodes.len() > 1 {
+            return Err(ServeRefusal {
+                problems: vec![Problem::new(
+                    format!(
+                        "{}: the recipe's command runs commands before the server (a script), which runs on one node only, and the job fills {} nodes (across nodes sparkrun builds the head's line from the recipe's defaults and never runs its command)",
+                        r.file,
+                        sel.env.nodes.len()
+                    ),
+                    "run it on one node (leave --tp out), or move the commands into pre_exec, which runs on every node",
+                )],
+            });
+        }
         recipe_env(r, o, sel, cache, &mut base, warnings)?;
         for spec in &mut base {
             spec.labels
@@ -336,6 +349,9 @@ fn ranks(
         .zip(ranks.containers)
         .map(|(env, mut spec)| {
             if let Some(r) = input.recipe {
+                if let (Some(before), Role::Head) = (&r.before_engine, env.role) {
+                    recipe_part::add_before_engine(before, &mut spec);
+                }
                 recipe_part::add_mods(&r.mods, &mut spec);
                 recipe_part::add_pre_exec(&r.pre_exec, &mut spec);
             }
@@ -916,6 +932,7 @@ mod tests {
             env,
             keep_env: false,
             pre_exec: Vec::new(),
+            before_engine: None,
             mods: Vec::new(),
             models: Vec::new(),
             warnings: Vec::new(),

@@ -33,8 +33,8 @@ use super::speculative::Speculative;
 use super::spelling::{ProgramWords, RecipeRuntime, RecipeSpelling};
 use super::{
     ApiKeySupport, CacheVar, EngineOptions, EnginePort, EngineRanks, GroupLine, GroupRefs,
-    HubFiles, LinkReader, LinkVerdict, LogPhase, ModelOn, MultiNode, OwnedFlag, PortOn, PortReach,
-    RankInput, ReadySignals, RecipeFlag, ServingEngine, StartOrder,
+    HubFiles, LinkReader, LinkVerdict, LogPhase, ModelOn, MultiNode, OwnedFlag, ParallelArgs,
+    PortOn, PortReach, RankInput, ReadySignals, RecipeFlag, ServingEngine, StartOrder,
 };
 use crate::node::Role;
 use crate::plan::{ContainerSpec, RuntimeKind};
@@ -179,6 +179,43 @@ impl ServingEngine for Llamacpp {
             }
             _ => format!("remove {}: spark-launch writes it from the plan", f.name),
         })
+    }
+    /// As sparkrun maps a llama-cpp recipe's sizes: `tensor_parallel` above 1 is
+    /// `--split-mode row`, `pipeline_parallel` above 1 `--split-mode layer`, written last in
+    /// place of any `--split-mode` the line has; both above 1 is refused, as sparkrun refuses
+    /// it. A recipe at 1 × 1 keeps its line.
+    fn recipe_parallel(
+        &self,
+        tp: u32,
+        pp: u32,
+        args: &[String],
+    ) -> Result<Option<ParallelArgs>, Problem> {
+        let (mode, key, size) = match (tp > 1, pp > 1) {
+            (true, true) => {
+                return Err(Problem::new(
+                    format!(
+                        "tensor_parallel {tp} and pipeline_parallel {pp} are both above 1: llama.cpp splits a model by rows (--split-mode row, tensor_parallel) or by layers (--split-mode layer, pipeline_parallel), never both, and sparkrun refuses the pair too"
+                    ),
+                    "set one of them to 1 (--set pipeline_parallel=1 keeps the row split, --set tensor_parallel=1 the layer split)",
+                ));
+            }
+            (true, false) => ("row", "tensor_parallel", tp),
+            (false, true) => ("layer", "pipeline_parallel", pp),
+            (false, false) => return Ok(None),
+        };
+        let (mut kept, replaced) = without_split_mode(args);
+        kept.extend([SPLIT_MODE.to_string(), mode.to_string()]);
+        let replaced = if replaced.is_empty() {
+            String::new()
+        } else {
+            format!(" (the command's `{}` is replaced)", replaced.join(" "))
+        };
+        Ok(Some(ParallelArgs {
+            args: kept,
+            said: format!(
+                "{key}: llama-server runs with {SPLIT_MODE} {mode} for {key} {size}, as sparkrun maps it{replaced}"
+            ),
+        }))
     }
     fn owned_flags(&self) -> &'static [OwnedFlag] {
         &OWNED
@@ -465,6 +502,31 @@ pub fn transport(log: &str) -> RpcTransport {
     }
 }
 
+/// `llama-server`'s flag that chooses how a model is split over devices (`-sm` for short).
+const SPLIT_MODE: &str = "--split-mode";
+
+/// `args` without any split-mode flag and its value (`--split-mode row`, `-sm=layer`), and the
+/// words taken out.
+fn without_split_mode(args: &[String]) -> (Vec<String>, Vec<String>) {
+    let mut kept = Vec::new();
+    let mut taken = Vec::new();
+    let mut words = args.iter().peekable();
+    while let Some(w) = words.next() {
+        let flag = w.split_once('=').map_or(w.as_str(), |(f, _)| f);
+        if flag != SPLIT_MODE && flag != "-sm" {
+            kept.push(w.clone());
+            continue;
+        }
+        taken.push(w.clone());
+        if !w.contains('=')
+            && let Some(value) = words.next_if(|v| !v.starts_with('-'))
+        {
+            taken.push(value.clone());
+        }
+    }
+    (kept, taken)
+}
+
 /// `llama-server`'s flags that choose the projector (or none): the picked one is then not given.
 const MMPROJ_FLAGS: [&str; 5] = ["-mm", "--mmproj", "-mmu", "--mmproj-url", "--no-mmproj"];
 
@@ -517,6 +579,8 @@ static RECIPE: RecipeSpelling = RecipeSpelling {
     fallback: false,
     ray_key: None,
     table: None,
+    sized_by_parallel: true,
+    script: true,
 };
 
 #[cfg(test)]
@@ -603,6 +667,48 @@ mod tests {
             split.owned[1].flag,
             RecipeFlag::Unsupported(why) if why.contains("REPO:QUANT")
         ));
+    }
+
+    fn words(text: &str) -> Vec<String> {
+        text.split_whitespace().map(str::to_string).collect()
+    }
+
+    #[test]
+    fn a_recipe_s_tensor_parallel_is_split_mode_row_in_place_of_the_command_s_and_pipeline_parallel_layer()
+     {
+        let args = words("--jinja --split-mode layer -c 8192 -sm=none --no-mmap");
+        let row = Llamacpp.recipe_parallel(2, 1, &args).unwrap().unwrap();
+        assert_eq!(
+            row.args,
+            words("--jinja -c 8192 --no-mmap --split-mode row")
+        );
+        assert_eq!(
+            row.said,
+            "tensor_parallel: llama-server runs with --split-mode row for tensor_parallel 2, as sparkrun maps it (the command's `--split-mode layer -sm=none` is replaced)"
+        );
+        let layer = Llamacpp
+            .recipe_parallel(1, 3, &words("--jinja"))
+            .unwrap()
+            .unwrap();
+        assert_eq!(layer.args, words("--jinja --split-mode layer"));
+        assert!(
+            layer.said.starts_with("pipeline_parallel: "),
+            "{}",
+            layer.said
+        );
+        // One by one: the line as the recipe wrote it.
+        assert_eq!(Llamacpp.recipe_parallel(1, 1, &args), Ok(None));
+    }
+
+    #[test]
+    fn a_recipe_with_tensor_and_pipeline_parallel_both_above_one_is_refused_naming_both() {
+        let p = Llamacpp.recipe_parallel(2, 2, &[]).unwrap_err();
+        assert!(
+            p.what.contains("tensor_parallel 2 and pipeline_parallel 2"),
+            "{}",
+            p.what
+        );
+        assert!(p.fix.contains("--set pipeline_parallel=1"), "{}", p.fix);
     }
 
     #[test]

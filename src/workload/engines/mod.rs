@@ -9,7 +9,9 @@
 //! ([`MultiNode`]), whether they use NCCL, in which order its nodes start ([`StartOrder`]),
 //! its defaults, the flags it sets itself, its launch-profile section (its key and how it is
 //! read), how community recipes write it ([`spelling::RecipeSpelling`]: program words, flag
-//! spellings, runtime names, sparkrun's flag table), and — given the containers the shared
+//! spellings, runtime names, sparkrun's flag table, whether their parallel size alone sizes
+//! them and whether their command may be a script) and how a recipe's tensor- and
+//! pipeline-parallel sizes become words of its line, and — given the containers the shared
 //! serving plan built — the per-rank commands and the waits of its own.
 //!
 //! The serving plan (`workload::skeleton`), the CLI, profiles, recipes, doctor's port list,
@@ -636,6 +638,16 @@ pub struct EngineRanks {
     pub waits: Vec<Step>,
 }
 
+/// A recipe's engine arguments with its tensor- and pipeline-parallel sizes written into them
+/// by the engine ([`ServingEngine::recipe_parallel`]), and what changed, for the plan's
+/// warnings.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ParallelArgs {
+    pub args: Vec<String>,
+    /// What was done, as a warning says it (`tensor_parallel: …`).
+    pub said: String,
+}
+
 /// One serving engine. Every method is pure; see the module docs for who asks what.
 pub trait ServingEngine: Sync {
     /// `vllm`: the subcommand, the profile's `engine:`, the workload label.
@@ -737,6 +749,19 @@ pub trait ServingEngine: Sync {
     }
     /// Refusals of extra arguments that repeat what spark-launch sets itself.
     fn reserved_args(&self, args: &[String]) -> Vec<Problem>;
+    /// How a recipe's tensor- and pipeline-parallel sizes reach a line that has no rank flags
+    /// spark-launch writes (llama.cpp's `--split-mode`, as sparkrun maps the two): the recipe's
+    /// arguments rewritten and what was done, `None` when nothing is, or why the engine cannot
+    /// take that pair. Only a recipe's line is read this way; the engine's own command keeps
+    /// the arguments it is given.
+    fn recipe_parallel(
+        &self,
+        _tp: u32,
+        _pp: u32,
+        _args: &[String],
+    ) -> Result<Option<ParallelArgs>, Problem> {
+        Ok(None)
+    }
     /// How it sizes its memory with these options and extra arguments: its fraction (given
     /// or its default, and what it is a fraction of), the context, sequences and KV dtype the
     /// arguments set, and the flags that set them (for the memory plan and its refusals).

@@ -497,6 +497,8 @@ static RECIPE: RecipeSpelling = RecipeSpelling {
     fallback: false,
     ray_key: None,
     table: Some(&TABLE),
+    sized_by_parallel: false,
+    script: false,
 };
 
 static TABLE: FlagTable = FlagTable {

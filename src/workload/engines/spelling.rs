@@ -143,6 +143,14 @@ pub struct RecipeSpelling {
     pub ray_key: Option<&'static str>,
     /// sparkrun's flag table for a recipe without `command:`; `None`: such a recipe is refused.
     pub table: Option<&'static FlagTable>,
+    /// Whether a recipe's own tensor- or pipeline-parallel size alone sizes the job: a
+    /// `min_nodes` (or `cluster_only`) above the nodes that size fills is said, not refused, as
+    /// sparkrun's runtime for the engine trims the hosts to that count (llama.cpp's).
+    pub sized_by_parallel: bool,
+    /// Whether a recipe's command may be a shell script that runs commands before the server
+    /// (`if …; fi && llama-server …`): its runtime hands the command to bash whole on one
+    /// node, so the commands run there first (llama.cpp's solo runs). Refused across nodes.
+    pub script: bool,
 }
 
 impl RecipeSpelling {
@@ -156,6 +164,8 @@ impl RecipeSpelling {
         fallback: false,
         ray_key: None,
         table: None,
+        sized_by_parallel: false,
+        script: false,
     };
 }
 

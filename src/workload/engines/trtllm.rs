@@ -670,6 +670,8 @@ static RECIPE: RecipeSpelling = RecipeSpelling {
     fallback: false,
     ray_key: None,
     table: None,
+    sized_by_parallel: false,
+    script: false,
 };
 
 static OWNED: [OwnedFlag; 9] = [

@@ -512,6 +512,8 @@ static RECIPE: RecipeSpelling = RecipeSpelling {
     fallback: true,
     ray_key: Some("distributed_executor_backend"),
     table: Some(&TABLE),
+    sized_by_parallel: false,
+    script: false,
 };
 
 static TABLE: FlagTable = FlagTable {
