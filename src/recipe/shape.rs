@@ -122,7 +122,7 @@ pub fn shape_for(
     }
     // An engine that writes the two sizes into its line takes only the pairs it can say.
     if let Some(kind) = engine
-        && let Err(p) = kind.engine().recipe_parallel(tp, pp, &[])
+        && let Err(p) = kind.engine().recipe_parallel(tp, pp, 1, &[])
     {
         let field = pp_field.clone().or(tp_field.clone()).unwrap_or_default();
         return Err(vec![RecipeError::new(file, field, p.what).fix(p.fix)]);

@@ -344,9 +344,11 @@ pub fn layer(file: PartialServe, flags: PartialServe) -> Result<ServeRequest, La
     // A recipe's sizes, where the engine writes them into the recipe's line itself
     // (llama.cpp's `--split-mode`): the final tp and pp, the flags' included.
     if let Some(recipe) = &file.recipe {
+        let gpus = serve.tp.saturating_mul(serve.pp).max(1);
+        let nodes = gpus.div_ceil(serve.gpus_per_node.max(1));
         match engine
             .engine()
-            .recipe_parallel(serve.tp, serve.pp, &serve.engine_args)
+            .recipe_parallel(serve.tp, serve.pp, nodes, &serve.engine_args)
         {
             Ok(Some(p)) => {
                 serve.engine_args = p.args;

@@ -184,10 +184,17 @@ impl ServingEngine for Llamacpp {
     /// `--split-mode row`, `pipeline_parallel` above 1 `--split-mode layer`, written last in
     /// place of any `--split-mode` the line has; both above 1 is refused, as sparkrun refuses
     /// it. A recipe at 1 × 1 keeps its line.
+    /// On one node, as sparkrun's solo line: tensor_parallel is `--split-mode row` (the rows
+    /// of each matrix over that node's GPUs), pipeline_parallel `--split-mode layer`, in place
+    /// of the command's own. Across nodes sparkrun's head splits by layers (its `split_mode`
+    /// setting, else `layer`) and the sizes only count the nodes: a row split cannot span RPC
+    /// servers, so the recipe's line is kept and llama-server splits by layers unless it says
+    /// otherwise.
     fn recipe_parallel(
         &self,
         tp: u32,
         pp: u32,
+        nodes: u32,
         args: &[String],
     ) -> Result<Option<ParallelArgs>, Problem> {
         let (mode, key, size) = match (tp > 1, pp > 1) {
@@ -203,6 +210,20 @@ impl ServingEngine for Llamacpp {
             (false, true) => ("layer", "pipeline_parallel", pp),
             (false, false) => return Ok(None),
         };
+        if nodes > 1 {
+            let own = !without_split_mode(args).1.is_empty();
+            return Ok(Some(ParallelArgs {
+                args: args.to_vec(),
+                said: format!(
+                    "{key}: {key} {size} spreads the job over {nodes} nodes (llama-server's RPC servers); across nodes llama-server splits the model by {}, as sparkrun's head does, not by rows",
+                    if own {
+                        "the command's own --split-mode"
+                    } else {
+                        "layers (its default)"
+                    }
+                ),
+            }));
+        }
         let (mut kept, replaced) = without_split_mode(args);
         kept.extend([SPLIT_MODE.to_string(), mode.to_string()]);
         let replaced = if replaced.is_empty() {
@@ -677,7 +698,7 @@ mod tests {
     fn a_recipe_s_tensor_parallel_is_split_mode_row_in_place_of_the_command_s_and_pipeline_parallel_layer()
      {
         let args = words("--jinja --split-mode layer -c 8192 -sm=none --no-mmap");
-        let row = Llamacpp.recipe_parallel(2, 1, &args).unwrap().unwrap();
+        let row = Llamacpp.recipe_parallel(2, 1, 1, &args).unwrap().unwrap();
         assert_eq!(
             row.args,
             words("--jinja -c 8192 --no-mmap --split-mode row")
@@ -687,7 +708,7 @@ mod tests {
             "tensor_parallel: llama-server runs with --split-mode row for tensor_parallel 2, as sparkrun maps it (the command's `--split-mode layer -sm=none` is replaced)"
         );
         let layer = Llamacpp
-            .recipe_parallel(1, 3, &words("--jinja"))
+            .recipe_parallel(1, 3, 1, &words("--jinja"))
             .unwrap()
             .unwrap();
         assert_eq!(layer.args, words("--jinja --split-mode layer"));
@@ -697,12 +718,32 @@ mod tests {
             layer.said
         );
         // One by one: the line as the recipe wrote it.
-        assert_eq!(Llamacpp.recipe_parallel(1, 1, &args), Ok(None));
+        assert_eq!(Llamacpp.recipe_parallel(1, 1, 1, &args), Ok(None));
+    }
+
+    #[test]
+    fn across_nodes_a_recipe_s_sizes_only_count_the_nodes_and_its_line_is_kept() {
+        let args = words("--jinja -c 8192");
+        let two = Llamacpp.recipe_parallel(2, 1, 2, &args).unwrap().unwrap();
+        assert_eq!(two.args, args);
+        assert!(
+            two.said.contains("over 2 nodes") && two.said.contains("by layers (its default)"),
+            "{}",
+            two.said
+        );
+        let own = words("--jinja --split-mode none");
+        let kept = Llamacpp.recipe_parallel(1, 2, 2, &own).unwrap().unwrap();
+        assert_eq!(kept.args, own);
+        assert!(
+            kept.said.contains("the command's own --split-mode"),
+            "{}",
+            kept.said
+        );
     }
 
     #[test]
     fn a_recipe_with_tensor_and_pipeline_parallel_both_above_one_is_refused_naming_both() {
-        let p = Llamacpp.recipe_parallel(2, 2, &[]).unwrap_err();
+        let p = Llamacpp.recipe_parallel(2, 2, 2, &[]).unwrap_err();
         assert!(
             p.what.contains("tensor_parallel 2 and pipeline_parallel 2"),
             "{}",

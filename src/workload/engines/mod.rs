@@ -752,12 +752,13 @@ pub trait ServingEngine: Sync {
     /// How a recipe's tensor- and pipeline-parallel sizes reach a line that has no rank flags
     /// spark-launch writes (llama.cpp's `--split-mode`, as sparkrun maps the two): the recipe's
     /// arguments rewritten and what was done, `None` when nothing is, or why the engine cannot
-    /// take that pair. Only a recipe's line is read this way; the engine's own command keeps
-    /// the arguments it is given.
+    /// take that pair. `nodes`: the nodes the job spans. Only a recipe's line is read this
+    /// way; the engine's own command keeps the arguments it is given.
     fn recipe_parallel(
         &self,
         _tp: u32,
         _pp: u32,
+        _nodes: u32,
         _args: &[String],
     ) -> Result<Option<ParallelArgs>, Problem> {
         Ok(None)
