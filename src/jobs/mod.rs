@@ -172,46 +172,71 @@ pub async fn links(
 /// One entry's log, opened as lines.
 type EntryLog = (JobEntry, BoxStream<'static, Result<String, RuntimeError>>);
 
-/// Opens the log of every one of `entries` at once, in their order: each entry its own log, so
-/// a node running two of a job's processes (a one-node llama.cpp group) has both read.
-/// `follow` keeps each log open for what is written next; Docker's logs carry their timestamps
-/// when `timestamps` is set (host processes' logs have none).
-async fn open_logs(
-    cluster: &Cluster,
-    entries: &[JobEntry],
-    follow: bool,
-    timestamps: bool,
-) -> Result<Vec<EntryLog>, RuntimeError> {
-    let opened = futures::future::join_all(entries.iter().map(|entry| async move {
-        let stamped = timestamps && entry.runtime == RuntimeKind::Docker;
-        let stream = match cluster.node(&entry.node) {
-            Ok(node) => node.logs(entry.runtime, &entry.name, follow, stamped).await,
-            Err(e) => Err(e),
-        };
-        let log = stream.map(|s| (entry.clone(), lines(s).boxed()));
-        (entry.node.clone(), log)
-    }))
-    .await;
-    let opened = all_ok(opened).map_err(|f| RuntimeError::Other(f.to_string()))?;
-    Ok(opened.into_iter().map(|(_, log)| log).collect())
+/// The nodes of `entries`, each once, in their order, with each node's own entries: a node
+/// running two of a job's entries has both logs read.
+fn by_node(entries: &[JobEntry]) -> Vec<(NodeName, Vec<JobEntry>)> {
+    let mut out: Vec<(NodeName, Vec<JobEntry>)> = Vec::new();
+    for e in entries {
+        match out.iter_mut().find(|(n, _)| *n == e.node) {
+            Some((_, mine)) => mine.push(e.clone()),
+            None => out.push((e.node.clone(), vec![e.clone()])),
+        }
+    }
+    out
 }
 
-/// Reads every opened log to its end (its first `max` lines when given), all at once.
+/// Opens one entry's log as lines; Docker's carry their timestamps when `timestamps` is set
+/// (host processes' logs have none). `follow` keeps it open for what is written next.
+async fn open_log(
+    cluster: &Cluster,
+    entry: &JobEntry,
+    follow: bool,
+    timestamps: bool,
+) -> Result<BoxStream<'static, Result<String, RuntimeError>>, RuntimeError> {
+    let stamped = timestamps && entry.runtime == RuntimeKind::Docker;
+    let stream = cluster
+        .node(&entry.node)?
+        .logs(entry.runtime, &entry.name, follow, stamped)
+        .await?;
+    Ok(lines(stream).boxed())
+}
+
+/// Every entry's log read on every node at once (its first `max` lines when given), in the
+/// entries' order.
 async fn read_all(
-    logs: Vec<EntryLog>,
+    cluster: &Cluster,
+    entries: &[JobEntry],
     max: Option<usize>,
+    timestamps: bool,
 ) -> Result<Vec<(JobEntry, Vec<String>)>, RuntimeError> {
-    let read = futures::future::join_all(logs.into_iter().map(|(entry, log)| async move {
-        let log = match max {
-            Some(max) => log.take(max).boxed(),
-            None => log,
-        };
-        let all: Result<Vec<String>, RuntimeError> =
-            log.collect::<Vec<_>>().await.into_iter().collect();
-        all.map(|all| (entry, all))
-    }))
+    let groups = by_node(entries);
+    let read = for_each_node(groups.iter().map(|(n, _)| n.clone()), 0, |node| {
+        let mine = groups
+            .iter()
+            .find(|(n, _)| *n == node)
+            .map(|(_, m)| m.clone())
+            .unwrap_or_default();
+        async move {
+            let mut out = Vec::new();
+            for entry in mine {
+                let log = open_log(cluster, &entry, false, timestamps).await?;
+                let log = match max {
+                    Some(max) => log.take(max).boxed(),
+                    None => log,
+                };
+                let all: Vec<String> = log
+                    .collect::<Vec<_>>()
+                    .await
+                    .into_iter()
+                    .collect::<Result<_, _>>()?;
+                out.push((entry, all));
+            }
+            Ok::<_, RuntimeError>(out)
+        }
+    })
     .await;
-    read.into_iter().collect()
+    let read = all_ok(read).map_err(|f| RuntimeError::Other(f.to_string()))?;
+    Ok(read.into_iter().flat_map(|(_, logs)| logs).collect())
 }
 
 /// The first `max` lines of every entry's log, one after the other.
@@ -220,7 +245,7 @@ async fn log_starts(
     entries: &[JobEntry],
     max: usize,
 ) -> Result<String, RuntimeError> {
-    let read = read_all(open_logs(cluster, entries, false, false).await?, Some(max)).await?;
+    let read = read_all(cluster, entries, Some(max), false).await?;
     Ok(read
         .into_iter()
         .flat_map(|(_, lines)| lines)
@@ -241,7 +266,7 @@ pub async fn read_logs(
     cluster: &Cluster,
     entries: &[JobEntry],
 ) -> Result<Vec<LogLine>, RuntimeError> {
-    let read = read_all(open_logs(cluster, entries, false, true).await?, None).await?;
+    let read = read_all(cluster, entries, None, true).await?;
     let mut out: Vec<(String, usize, LogLine)> = Vec::new();
     for (i, (entry, all)) in read.into_iter().enumerate() {
         for line in all {
@@ -273,17 +298,37 @@ pub async fn follow(
     cluster: &Cluster,
     entries: &[JobEntry],
 ) -> Result<BoxStream<'static, Result<LogLine, RuntimeError>>, RuntimeError> {
-    let opened = open_logs(cluster, entries, true, false).await?;
-    let streams = opened.into_iter().map(|(entry, log)| {
-        let node = entry.node;
-        log.map(move |l| {
-            l.map(|text| LogLine {
-                node: node.clone(),
-                text,
+    let groups = by_node(entries);
+    let opened = for_each_node(groups.iter().map(|(n, _)| n.clone()), 0, |node| {
+        let mine = groups
+            .iter()
+            .find(|(n, _)| *n == node)
+            .map(|(_, m)| m.clone())
+            .unwrap_or_default();
+        async move {
+            let mut out: Vec<EntryLog> = Vec::new();
+            for entry in mine {
+                let log = open_log(cluster, &entry, true, false).await?;
+                out.push((entry, log));
+            }
+            Ok::<_, RuntimeError>(out)
+        }
+    })
+    .await;
+    let opened = all_ok(opened).map_err(|f| RuntimeError::Other(f.to_string()))?;
+    let streams = opened
+        .into_iter()
+        .flat_map(|(_, logs)| logs)
+        .map(|(entry, log)| {
+            let node = entry.node;
+            log.map(move |l| {
+                l.map(|text| LogLine {
+                    node: node.clone(),
+                    text,
+                })
             })
-        })
-        .boxed()
-    });
+            .boxed()
+        });
     Ok(futures::stream::select_all(streams).boxed())
 }
 
