@@ -65,8 +65,13 @@ pub struct RecipeLaunch {
     pub ray: bool,
     /// An `--api-key` the recipe's command carried, taken out of `argv`.
     pub api_key: Option<Secret>,
-    /// v2 `executor_config`, as written (not applied: spark-launch sets container options).
+    /// v2 `executor_config`, as written: only its `entrypoint` is applied (below); the other
+    /// settings are spark-launch's (warned about).
     pub executor_config: BTreeMap<String, Value>,
+    /// v2 `executor_config.entrypoint`: `Some("")` clears the image's entrypoint in every
+    /// container, `Some(program)` replaces it, `None` keeps the image's (or the engine's).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub entrypoint: Option<String>,
     pub min_sparkrun_version: Option<String>,
     pub warnings: Vec<RecipeWarning>,
 }
@@ -140,6 +145,7 @@ mod tests {
             ray: false,
             api_key: Secret::new("sk-1"),
             executor_config: BTreeMap::new(),
+            entrypoint: None,
             min_sparkrun_version: None,
             warnings: vec![],
         }

@@ -83,6 +83,7 @@ pub fn ask(launch: &RecipeLaunch, mods: Vec<ModFiles>) -> Result<PartialServe, R
         keep_env: false,
         pre_exec: launch.pre_exec.clone(),
         mods,
+        entrypoint: launch.entrypoint.clone(),
         warnings,
     };
     let given = |what: &str| Origin::file(file, what);

@@ -228,6 +228,7 @@ impl RecipeV1 {
             ray,
             api_key: api_key.and_then(Secret::new),
             executor_config: BTreeMap::new(),
+            entrypoint: None,
             min_sparkrun_version: None,
             warnings,
         })

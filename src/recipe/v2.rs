@@ -5,7 +5,9 @@
 //! substituted until stable from `defaults` (+ `--set`), `{model}` and `{model_revision}`; no
 //! command means the runtime's flag table builds one; `env` templates rendered per node;
 //! `pre_exec` commands (a list, or one text) rendered as the command is, to run in every
-//! container before the mods and the engine. Fields that change what runs and are not done
+//! container before the mods and the engine; `executor_config.entrypoint` applied as
+//! sparkrun's Docker executor applies it (`""` clears the image's entrypoint, a program name
+//! replaces it), the other executor settings warned about. Fields that change what runs and are not done
 //! here (`include`, `overrides`, …) refuse the recipe by name; fields that only follow serving
 //! (`post_exec`, …) are warned about; unknown fields refuse a recipe that asks for a newer
 //! sparkrun. Pure.
@@ -45,6 +47,9 @@ pub struct RecipeV2 {
     pub pre_exec: Vec<String>,
     pub mods: Vec<String>,
     pub executor_config: BTreeMap<String, Value>,
+    /// `executor_config.entrypoint`: `Some("")` clears the image's entrypoint, `Some(program)`
+    /// replaces it, `None` (absent or null) keeps it.
+    pub entrypoint: Option<String>,
     pub min_sparkrun_version: Option<String>,
     pub warnings: Vec<RecipeWarning>,
 }
@@ -185,12 +190,18 @@ pub(super) fn parse(doc: &RecipeDoc, stem: &str) -> Result<RecipeV2, RecipeError
     }
     field_rules(doc, min_version.as_deref(), &mut errors, &mut warnings);
     warnings.extend(common::yaml11_words(doc, &defaults, "defaults"));
-    if !executor_config.is_empty() {
+    let entrypoint = entrypoint(doc, &executor_config, &mut errors, &mut warnings);
+    let not_applied: Vec<&str> = executor_config
+        .keys()
+        .map(String::as_str)
+        .filter(|k| *k != "entrypoint")
+        .collect();
+    if !not_applied.is_empty() {
         warnings.push(RecipeWarning::new(
             "executor_config",
             format!(
                 "{} not applied: spark-launch sets the container options itself (host network and IPC, GPUs, RDMA devices, memlock)",
-                executor_config.keys().cloned().collect::<Vec<_>>().join(", ")
+                not_applied.join(", ")
             ),
         ));
     }
@@ -213,9 +224,50 @@ pub(super) fn parse(doc: &RecipeDoc, stem: &str) -> Result<RecipeV2, RecipeError
         pre_exec,
         mods,
         executor_config,
+        entrypoint,
         min_sparkrun_version: min_version,
         warnings,
     })
+}
+
+/// `executor_config.entrypoint` as sparkrun's Docker executor takes it: null or absent keeps
+/// the image's entrypoint, `""` clears it (the command then runs alone), any other text is
+/// the one program Docker's `--entrypoint` names (not split into words). Anything else is an
+/// error at its line.
+fn entrypoint(
+    doc: &RecipeDoc,
+    executor_config: &BTreeMap<String, Value>,
+    errors: &mut Vec<RecipeError>,
+    warnings: &mut Vec<RecipeWarning>,
+) -> Option<String> {
+    const FIELD: &str = "executor_config.entrypoint";
+    match executor_config.get("entrypoint")? {
+        Value::Null => None,
+        Value::String(s) => {
+            if s.chars().any(char::is_whitespace) {
+                warnings.push(RecipeWarning::new(
+                    FIELD,
+                    format!(
+                        "{s:?} is one program name to Docker's --entrypoint (as sparkrun passes it), not a command line: a program of that whole name must exist in the image"
+                    ),
+                ));
+            }
+            Some(s.clone())
+        }
+        other => {
+            errors.push(
+                doc.error(
+                    FIELD,
+                    format!(
+                        "expected a text, found {}",
+                        super::pyvalue::kind(other)
+                    ),
+                )
+                .fix("write entrypoint: \"\" to clear the image's entrypoint, or the program to run instead"),
+            );
+            None
+        }
+    }
 }
 
 /// `pre_exec` as sparkrun takes it: a list of commands, or one command as a text. A `copy`
@@ -433,6 +485,7 @@ impl RecipeV2 {
             ray,
             api_key: api_key.and_then(Secret::new),
             executor_config: self.executor_config.clone(),
+            entrypoint: self.entrypoint.clone(),
             min_sparkrun_version: self.min_sparkrun_version.clone(),
             warnings,
         })
@@ -875,6 +928,66 @@ command: |
         assert!(v2(plain).warnings.iter().any(|w| w.field == "readiness"));
         let range = "recipe_version: \"2\"\nmodel: org/demo\nmin_sparkrun_version: \">=0.4\"\n";
         assert!(parse_recipe("r.yaml", "r", range).is_err());
+    }
+
+    #[test]
+    fn an_empty_executor_entrypoint_clears_the_image_s_and_other_executor_settings_are_warned_about()
+     {
+        // The shape of a community recipe whose image's ENTRYPOINT is `vllm serve`.
+        let text = "model: org/demo\nruntime: vllm\ncontainer: vllm/vllm-openai:x\nexecutor_config:\n  entrypoint: \"\"\n  shm_size: 20gb\ncommand: vllm serve {model}\n";
+        let r = v2(text);
+        assert_eq!(r.entrypoint.as_deref(), Some(""));
+        let said: Vec<String> = r
+            .warnings
+            .iter()
+            .filter(|w| w.field.starts_with("executor_config"))
+            .map(|w| w.to_string())
+            .collect();
+        assert_eq!(
+            said,
+            [
+                "executor_config: shm_size not applied: spark-launch sets the container options itself (host network and IPC, GPUs, RDMA devices, memlock)"
+            ]
+        );
+        let l = r.build(&input(), vec![]).unwrap();
+        assert_eq!(l.entrypoint.as_deref(), Some(""));
+        // Only an entrypoint: nothing to warn about.
+        let only = text.replace("  shm_size: 20gb\n", "");
+        assert!(
+            !v2(&only)
+                .warnings
+                .iter()
+                .any(|w| w.field.starts_with("executor_config"))
+        );
+        // null keeps the image's; a program replaces it, one word as Docker takes it.
+        let null = text.replace("entrypoint: \"\"", "entrypoint: null");
+        assert_eq!(v2(&null).entrypoint, None);
+        let program = text.replace("\"\"", "/opt/nvidia/nvidia_entrypoint.sh");
+        assert_eq!(
+            v2(&program).entrypoint.as_deref(),
+            Some("/opt/nvidia/nvidia_entrypoint.sh")
+        );
+        let two_words = text.replace("\"\"", "\"vllm serve\"");
+        assert!(
+            v2(&two_words)
+                .warnings
+                .iter()
+                .any(|w| w.field == "executor_config.entrypoint"
+                    && w.message.contains("one program name")),
+        );
+    }
+
+    #[test]
+    fn an_executor_entrypoint_that_is_not_text_is_refused_at_its_line() {
+        let text =
+            "model: org/demo\nruntime: vllm\nexecutor_config:\n  entrypoint: [vllm, serve]\n";
+        let Err(e) = parse_recipe("r.yaml", "r", text) else {
+            panic!("accepted")
+        };
+        assert_eq!(
+            e.0[0].to_string(),
+            "r.yaml:4: executor_config.entrypoint: expected a text, found a list; write entrypoint: \"\" to clear the image's entrypoint, or the program to run instead"
+        );
     }
 
     #[test]

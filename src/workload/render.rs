@@ -252,6 +252,15 @@ fn serve(p: &ServePlan) -> String {
                 )
             }
         ));
+        match r.entrypoint.as_deref() {
+            None => {}
+            Some("") => out.push_str(
+                "executor_config.entrypoint \"\": the image's entrypoint is cleared in every container\n",
+            ),
+            Some(e) => out.push_str(&format!(
+                "executor_config.entrypoint {e:?}: runs in every container instead of the image's\n"
+            )),
+        }
         if !r.pre_exec.is_empty() {
             out.push_str(&format!(
                 "pre_exec (run in every container first, in order, each with bash -c):\n{}",

@@ -317,8 +317,22 @@ fn ranks(
         .nodes
         .iter()
         .zip(ranks.containers)
-        .map(|(env, mut spec)| {
+        .enumerate()
+        .map(|(rank, (env, mut spec))| {
             if let Some(r) = input.recipe {
+                // The recipe's entrypoint over the engine's (Atlas clears the image's), as
+                // sparkrun lets a recipe's executor_config override its runtime's default. A
+                // host process has no image whose entrypoint it could change.
+                match (o.runtime, r.entrypoint.as_deref()) {
+                    (RuntimeKind::Docker, e) => recipe_part::set_entrypoint(e, &mut spec),
+                    (RuntimeKind::Host, Some(p)) if !p.is_empty() && rank == 0 => {
+                        warnings.push(format!(
+                            "{}: executor_config.entrypoint {p:?} is not used: --runtime host runs the engine as a process, with no image",
+                            r.file
+                        ))
+                    }
+                    (RuntimeKind::Host, _) => {}
+                }
                 recipe_part::add_mods(&r.mods, &mut spec);
                 recipe_part::add_pre_exec(&r.pre_exec, &mut spec);
             }
@@ -900,6 +914,7 @@ mod tests {
             keep_env: false,
             pre_exec: Vec::new(),
             mods: Vec::new(),
+            entrypoint: None,
             warnings: Vec::new(),
         }
     }
