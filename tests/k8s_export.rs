@@ -775,6 +775,43 @@ fn a_recipe_s_executor_entrypoint_reaches_the_pods_as_the_first_words_they_run_o
 }
 
 #[test]
+fn atlas_pods_run_with_the_unconfined_seccomp_profile_as_its_docker_containers_do() {
+    // tests/fixtures/recipes/atlas-recipes: the expert-parallel recipe on two Sparks, whose
+    // containers run with Docker's seccomp=unconfined (io_uring).
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/recipes/atlas-recipes");
+    let out_dir = tempfile::tempdir().unwrap();
+    let mut a = strings(&[
+        "export",
+        "k8s",
+        "@atlas/minimax-m2.7-nvfp4-ep2",
+        "--registry",
+        root.to_str().unwrap(),
+        "--hf-home",
+        HF_HOME,
+    ]);
+    a.extend(strings(&["--out", out_dir.path().to_str().unwrap()]));
+    a.extend(snapshot_args("seed-001-two-sparks-both-twins"));
+    let out = run(&a);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let lws = docs(&std::fs::read_to_string(out_dir.path().join("leaderworkerset.yaml")).unwrap())
+        .remove(0);
+    for side in ["leaderTemplate", "workerTemplate"] {
+        let ctx =
+            &lws["spec"]["leaderWorkerTemplate"][side]["spec"]["containers"][0]["securityContext"];
+        assert_eq!(ctx["seccompProfile"]["type"], "Unconfined", "{side}: {ctx}");
+        assert_eq!(
+            ctx["capabilities"]["add"],
+            serde_json::json!(["IPC_LOCK", "SYS_NICE"]),
+            "{side}: {ctx}"
+        );
+    }
+    let out = validate(out_dir.path());
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{report}");
+    assert!(report.contains("3 objects, 0 failed checks"), "{report}");
+}
+
+#[test]
 fn a_node_no_kubernetes_node_can_be_named_as_is_refused_before_any_file() {
     let root =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/seed-001-two-sparks-both-twins");

@@ -115,7 +115,7 @@ fn job_body(job: &JobPlan) -> String {
                     .map(|u| format!("{}={}:{}", u.name, u.soft, u.hard))
                     .collect();
                 out.push_str(&format!(
-                    "  runs     gpus {gpus} · network {network} · ipc {ipc} · cap {} · ulimit {}\n",
+                    "  runs     gpus {gpus} · network {network} · ipc {ipc} · cap {} · ulimit {}{}\n",
                     if c.cap_add.is_empty() {
                         "-".to_string()
                     } else {
@@ -125,6 +125,12 @@ fn job_body(job: &JobPlan) -> String {
                         "-".to_string()
                     } else {
                         ulimits.join(" ")
+                    },
+                    // Said only where given: most containers keep Docker's defaults.
+                    if c.security_opt.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" · security-opt {}", c.security_opt.join(","))
                     }
                 ));
             }
