@@ -340,13 +340,20 @@ fn without(regs: &[RecipeRegistry], skip: Option<usize>) -> Vec<RecipeRegistry> 
 /// The layouts of the registries given or kept, in their order.
 pub fn open_registries(dirs: &[RegistryDir]) -> Result<Vec<RecipeRegistry>, RecipeLoadError> {
     dirs.iter()
-        .map(|d| Ok(open_registry(&d.path)?.named(d.name.as_deref())))
+        .map(|d| Ok(open_registry_from(&d.path, d.source.as_deref())?.named(d.name.as_deref())))
         .collect()
 }
 
 /// The layout of the registry clone at `dir`. The manifest and every folder it names must lie
 /// inside the clone, links resolved.
 pub fn open_registry(dir: &Path) -> Result<RecipeRegistry, RecipeLoadError> {
+    open_registry_from(dir, None)
+}
+
+/// [`open_registry`] for a clone of `source` (a git URL, when known): sparkrun's built-in
+/// sub-registries of a repository it knows that the manifest leaves out are added where their
+/// folder is in the clone.
+fn open_registry_from(dir: &Path, source: Option<&str>) -> Result<RecipeRegistry, RecipeLoadError> {
     let err = |cause: String| RecipeLoadError::Registry {
         path: dir.display().to_string(),
         cause,
@@ -364,6 +371,12 @@ pub fn open_registry(dir: &Path) -> Result<RecipeRegistry, RecipeLoadError> {
     } else {
         RecipeRegistry::without_manifest(dir, dir.join("recipes").is_dir())
     };
+    let mut reg = reg;
+    for b in reg.builtin_missing(source) {
+        if dir.join(b.recipes).is_dir() {
+            reg = reg.with_builtin(&b).map_err(err)?;
+        }
+    }
     for sub in &reg.subs {
         for folder in std::iter::once(&sub.recipes).chain(sub.mods.as_ref()) {
             if std::fs::symlink_metadata(folder).is_ok() {
@@ -591,6 +604,7 @@ mod tests {
     }
 
     const V2: &str = "recipe_version: \"2\"\nmodel: org/m\nruntime: vllm\ncontainer: img:1\nmods:\n  - fix-a\ncommand: vllm serve {model}\n";
+    const V2_PLAIN: &str = "recipe_version: \"2\"\nmodel: org/m\nruntime: vllm\ncontainer: img:1\ncommand: vllm serve {model}\n";
 
     #[test]
     fn a_mod_next_to_the_recipe_is_resolved_to_its_folder() {
@@ -726,6 +740,7 @@ mod tests {
             RegistryDir {
                 path: eugr.clone(),
                 name: Some("eugr".into()),
+                source: None,
             },
         ];
         let l = load("@official/q", &both, &RecipeInput::default()).unwrap();
@@ -735,6 +750,72 @@ mod tests {
         let listed = list(&both, &RecipeInput::default()).unwrap();
         assert_eq!(listed.len(), 2);
         assert!(listed.iter().all(|e| e.launch.is_some()), "{listed:?}");
+    }
+
+    #[test]
+    fn a_sub_registry_sparkrun_knows_but_the_manifest_leaves_out_is_found_by_its_name() {
+        // Laid out as dbotwinick/sparkrun-recipe-registry: its manifest names only
+        // sparkrun-testing (testing/recipes, hidden); sparkrun's built-in list also names
+        // sparkrun-transitional (transitional/recipes) in the same repository.
+        let t = tempfile::tempdir().unwrap();
+        write(
+            t.path(),
+            MANIFEST,
+            "registries:\n  - name: sparkrun-testing\n    recipes: testing/recipes\n    visible: false\n",
+        );
+        write(
+            t.path(),
+            "testing/recipes/qwen3/demo-testing.yaml",
+            V2_PLAIN,
+        );
+        write(
+            t.path(),
+            "transitional/recipes/qwen3/demo-moved.yaml",
+            V2_PLAIN,
+        );
+        let dirs = [RegistryDir::given(t.path().to_path_buf())];
+        let l = load(
+            "@sparkrun-transitional/demo-moved",
+            &dirs,
+            &RecipeInput::default(),
+        )
+        .unwrap();
+        assert_eq!(
+            l.file,
+            t.path()
+                .join("transitional/recipes/qwen3/demo-moved.yaml")
+                .display()
+                .to_string()
+        );
+        // A bare name finds it too (the sub-registry is visible, as sparkrun lists it), and
+        // the manifest's own sub-registry still reads.
+        assert!(load("demo-moved", &dirs, &RecipeInput::default()).is_ok());
+        assert!(
+            load(
+                "@sparkrun-testing/demo-testing",
+                &dirs,
+                &RecipeInput::default()
+            )
+            .is_ok()
+        );
+        let listed = list(&dirs, &RecipeInput::default()).unwrap();
+        let labels: Vec<(String, bool)> = listed.iter().map(|e| (e.label(), e.hidden)).collect();
+        assert_eq!(
+            labels,
+            [
+                ("@sparkrun-testing/demo-testing".to_string(), true),
+                ("@sparkrun-transitional/demo-moved".to_string(), false)
+            ]
+        );
+        // A clone without the folder gets no such sub-registry.
+        std::fs::remove_dir_all(t.path().join("transitional")).unwrap();
+        let e = load(
+            "@sparkrun-transitional/demo-moved",
+            &dirs,
+            &RecipeInput::default(),
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("no recipe"), "{e}");
     }
 
     #[test]
