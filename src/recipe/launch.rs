@@ -35,6 +35,9 @@ pub use crate::workload::partial::NodeBounds;
 pub struct RecipeLaunch {
     /// The recipe file.
     pub file: String,
+    /// The file's text, to locate problems found once the recipe is read.
+    #[serde(skip)]
+    pub text: String,
     pub format: RecipeFormat,
     /// `name:` (v1), else the file name without `.yaml`.
     pub name: String,
@@ -126,6 +129,7 @@ mod tests {
     fn launch(tp: u32, min: u32) -> RecipeLaunch {
         RecipeLaunch {
             file: "r.yaml".into(),
+            text: String::new(),
             format: RecipeFormat::V2,
             name: "r".into(),
             engine: EngineKind::Vllm,

@@ -82,8 +82,28 @@ fn load_among(
         own: own_sub,
         others,
     };
-    let mods = resolve_mods(&recipe, &search)?;
-    Ok(recipe.build(input, mods)?)
+    // A mod not found and a problem of the recipe's own are both said.
+    let (mods, not_found) = split(resolve_mods(&recipe, &search));
+    match (not_found, recipe.build(input, mods)) {
+        (None, Ok(launch)) => Ok(launch),
+        (not_found, built) => Err(all_of([not_found, built.err()]).into()),
+    }
+}
+
+/// What was found, or nothing and why.
+fn split<T: Default>(r: Result<T, RecipeErrors>) -> (T, Option<RecipeErrors>) {
+    match r {
+        Ok(v) => (v, None),
+        Err(e) => (T::default(), Some(e)),
+    }
+}
+
+/// Every problem of several readings of one recipe, in the file's order (those without a line
+/// last).
+fn all_of<const N: usize>(found: [Option<RecipeErrors>; N]) -> RecipeErrors {
+    let mut all: Vec<RecipeError> = found.into_iter().flatten().flat_map(|e| e.0).collect();
+    all.sort_by_key(|e| e.line.unwrap_or(usize::MAX));
+    RecipeErrors(all)
 }
 
 /// `path` with every link resolved.
@@ -126,8 +146,15 @@ pub fn load_ask(
     input: &RecipeInput,
 ) -> Result<PartialServe, RecipeLoadError> {
     let launch = load(name, registries, input)?;
-    let mods = read_mods(&launch.file, &launch.mods)?;
-    Ok(request::ask(&launch, mods)?)
+    // A mod that cannot be read and a problem of the request are both said.
+    let (mods, unread) = split(
+        read_mods(&launch.file, &launch.mods)
+            .map_err(|e| RecipeErrors(common::locate_all(&launch.text, e.0))),
+    );
+    match (unread, request::ask(&launch, mods)) {
+        (None, Ok(ask)) => Ok(ask),
+        (unread, asked) => Err(all_of([unread, asked.err()]).into()),
+    }
 }
 
 /// The most one mod may hold: its files travel in the plan, into every container.
@@ -816,6 +843,79 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.to_string().contains("no recipe"), "{e}");
+    }
+
+    /// Every problem `up FILE` reports for the recipe `text`, as `file:line: field: what`.
+    fn problems(text: &str) -> Vec<String> {
+        let t = tempfile::tempdir().unwrap();
+        write(t.path(), "r.yaml", text);
+        let path = t.path().join("r.yaml");
+        let input = RecipeInput {
+            user_env: [("HF_TOKEN".to_string(), "hf_x".to_string())].into(),
+            ..RecipeInput::default()
+        };
+        let Err(RecipeLoadError::Recipe(e)) = load_ask(path.to_str().unwrap(), &[], &input) else {
+            panic!("the recipe was not refused");
+        };
+        let root = format!("{}/", t.path().display());
+        e.0.iter()
+            .map(|e| {
+                let shown = e.to_string();
+                shown.strip_prefix(&root).unwrap_or(&shown).to_string()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_v2_recipe_s_independent_problems_are_all_reported_each_at_its_line() {
+        // A runtime no engine answers to stops the command's reading, not the image's, the
+        // env's or the mods'.
+        let said = problems(
+            "recipe_version: \"2\"\nmodel: org/m\nruntime: mystery\ncontainer: -bad\nmods:\n  - fix-nowhere\nenv:\n  X: \"{launch.nope}\"\ncommand: vllm serve {model}\n",
+        );
+        assert_eq!(said.len(), 4, "{said:#?}");
+        for (at, what) in [
+            ("r.yaml:3: runtime:", "mystery"),
+            ("r.yaml:4: container:", ""),
+            ("r.yaml:6: mods[0]:", "fix-nowhere"),
+            ("r.yaml:8: env.X:", "nope"),
+        ] {
+            assert!(
+                said.iter().any(|s| s.starts_with(at) && s.contains(what)),
+                "no {at} … {what} in {said:#?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_v2_recipe_s_problems_in_its_command_and_in_its_request_are_both_reported() {
+        // A port that is no port (found when the line becomes a request) beside a secret under
+        // a name that does not say so.
+        let said = problems(
+            "recipe_version: \"2\"\nmodel: org/m\nruntime: vllm\ncontainer: img:1\nenv:\n  PLAIN: \"$HF_TOKEN\"\ncommand: vllm serve {model} --port nope\n",
+        );
+        assert_eq!(said.len(), 2, "{said:#?}");
+        assert!(
+            said[0].starts_with("r.yaml:6: env.PLAIN: takes a secret"),
+            "{said:#?}"
+        );
+        assert!(
+            said[1].starts_with("r.yaml:7: command: the API port \"nope\""),
+            "{said:#?}"
+        );
+    }
+
+    #[test]
+    fn a_v1_recipe_s_command_and_image_problems_are_both_reported() {
+        let said = problems(
+            "recipe_version: \"1\"\nname: r\ncontainer: -bad\ncommand: ./launch.sh {model}\ndefaults:\n  model: org/m\n",
+        );
+        assert_eq!(said.len(), 2, "{said:#?}");
+        assert!(said[0].starts_with("r.yaml:3: container:"), "{said:#?}");
+        assert!(
+            said[1].starts_with("r.yaml:4: command: `./launch.sh org/m` starts no engine"),
+            "{said:#?}"
+        );
     }
 
     #[test]

@@ -144,49 +144,81 @@ impl RecipeV1 {
         common::located(&self.file, &self.text, field, problem)
     }
 
-    /// The launch this recipe asks for, with `--set` applied and its mods resolved.
+    /// The launch this recipe asks for, with `--set` applied and its mods resolved. Every
+    /// problem at once: a `--set` that does not apply leaves the command read with `defaults`,
+    /// and a command that does not read still has its image checked.
     pub fn build(
         &self,
         input: &RecipeInput,
         mods: Vec<RecipeMod>,
     ) -> Result<RecipeLaunch, RecipeErrors> {
         let mut warnings = self.warnings.clone();
+        let mut errors: Vec<RecipeError> = Vec::new();
         let mut params =
-            sets::apply(&self.file, &self.defaults, &input.sets).map_err(RecipeErrors)?;
+            sets::apply(&self.file, &self.defaults, &input.sets).unwrap_or_else(|es| {
+                errors.extend(es);
+                self.defaults.clone()
+            });
         if self.solo_only {
             self.solo_tp(input, &mut params, &mut warnings);
         }
-        let (rendered, mut used) = pyformat::format_used(&self.command, &params)
-            .map_err(|e| self.error("command", e.to_string()))?;
-        let words = words::split(&rendered).map_err(|e| self.error("command", e.to_string()))?;
-        let Some((engine, start)) = engine_line::program(&words.argv) else {
-            return Err(self
-                .error(
-                    "command",
-                    format!(
-                        "`{}` starts no engine spark-launch runs",
-                        words.argv.join(" ").chars().take(60).collect::<String>()
-                    ),
-                )
-                .fix(engine_line::program_fix())
-                .into());
-        };
-        let mut argv = words.argv.clone();
-        let api_key = engine_line::take_api_key(&mut argv);
-        let facts = engine_line::facts(engine, &argv, start);
-        let ray = self.ray(&facts, input, &mut warnings);
-        used.extend(shape::keys_read(&facts));
-        warnings.extend(sets::warnings(&input.sets, &self.defaults, &used));
-        let model = self.model_of(&facts, &mut warnings)?;
         let bounds = NodeBounds {
             min: if self.cluster_only { 2 } else { 1 },
             max: self.solo_only.then_some(1),
         };
-        let (shape, shape_warnings) =
-            shape::shape(&self.file, &facts, &params, input.gpus_per_node, bounds)
-                .map_err(|es| RecipeErrors(es.into_iter().map(|e| self.relocate(e)).collect()))?;
-        warnings.extend(shape_warnings);
-        warnings.extend(common::expansion_warnings(&words.expansions));
+        let line = common::kept(self.line(&params), &mut errors);
+        let mut read = None;
+        if let Some(Line {
+            engine,
+            mut argv,
+            start,
+            mut used,
+            expansions,
+            assignments,
+        }) = line
+        {
+            let api_key = engine_line::take_api_key(&mut argv);
+            let facts = engine_line::facts(engine, &argv, start);
+            let ray = self.ray(&facts, input, &mut warnings);
+            used.extend(shape::keys_read(&facts));
+            warnings.extend(sets::warnings(&input.sets, &self.defaults, &used));
+            let model = common::kept(self.model_of(&facts, &mut warnings), &mut errors);
+            let shape = match shape::shape(&self.file, &facts, &params, input.gpus_per_node, bounds)
+            {
+                Ok((shape, shape_warnings)) => {
+                    warnings.extend(shape_warnings);
+                    Some(shape)
+                }
+                Err(es) => {
+                    errors.extend(es.into_iter().map(|e| self.relocate(e)));
+                    None
+                }
+            };
+            warnings.extend(common::expansion_warnings(&expansions));
+            if let Ok(eugr) = runtime::resolve(EUGR_RUNTIME, None)
+                && engine != eugr.engine
+            {
+                warnings.push(RecipeWarning::new(
+                    "command",
+                    format!(
+                        "a v1 recipe running {engine}: eugr's recipes are written for {} images",
+                        eugr.engine.engine().title()
+                    ),
+                ));
+            }
+            read = Some((engine, argv, api_key, facts, ray, model, shape, assignments));
+        }
+        let image = common::kept(
+            common::image(&self.file, &self.text, &self.container),
+            &mut errors,
+        );
+        let Some((engine, argv, api_key, facts, ray, Some(model), Some(shape), assignments)) = read
+        else {
+            return Err(RecipeErrors(errors));
+        };
+        let (Some(image), true) = (image, errors.is_empty()) else {
+            return Err(RecipeErrors(errors));
+        };
         let mut env = RecipeEnv::default();
         for (k, v) in &self.env {
             env.0.insert(
@@ -194,21 +226,10 @@ impl RecipeV1 {
                 RecipeEnvValue::text(v.clone(), is_secret_name(k)),
             );
         }
-        common::command_assignments(&words.assignments, &mut env, &mut warnings);
-        let image = common::image(&self.file, &self.text, &self.container)?;
-        if let Ok(eugr) = runtime::resolve(EUGR_RUNTIME, None)
-            && engine != eugr.engine
-        {
-            warnings.push(RecipeWarning::new(
-                "command",
-                format!(
-                    "a v1 recipe running {engine}: eugr's recipes are written for {} images",
-                    eugr.engine.engine().title()
-                ),
-            ));
-        }
+        common::command_assignments(&assignments, &mut env, &mut warnings);
         Ok(RecipeLaunch {
             file: self.file.clone(),
+            text: self.text.clone(),
             format: RecipeFormat::V1,
             name: self.name.clone(),
             engine,
@@ -231,6 +252,33 @@ impl RecipeV1 {
             entrypoint: None,
             min_sparkrun_version: None,
             warnings,
+        })
+    }
+
+    /// The command rendered with `params` and split into words, starting an engine.
+    fn line(&self, params: &BTreeMap<String, Value>) -> Result<Line, RecipeErrors> {
+        let (rendered, used) = pyformat::format_used(&self.command, params)
+            .map_err(|e| self.error("command", e.to_string()))?;
+        let words = words::split(&rendered).map_err(|e| self.error("command", e.to_string()))?;
+        let Some((engine, start)) = engine_line::program(&words.argv) else {
+            return Err(self
+                .error(
+                    "command",
+                    format!(
+                        "`{}` starts no engine spark-launch runs",
+                        words.argv.join(" ").chars().take(60).collect::<String>()
+                    ),
+                )
+                .fix(engine_line::program_fix())
+                .into());
+        };
+        Ok(Line {
+            engine,
+            argv: words.argv,
+            start,
+            used,
+            expansions: words.expansions,
+            assignments: words.assignments,
         })
     }
 
@@ -325,6 +373,18 @@ impl RecipeV1 {
         let line = common::line(&self.text, &e.field);
         RecipeError { line, ..e }
     }
+}
+
+/// The command as rendered and split: the engine it starts, its words, where the engine's
+/// own words start, the `defaults` keys it used, and what its shell would have expanded or
+/// assigned.
+struct Line {
+    engine: crate::workload::engines::EngineKind,
+    argv: Vec<String>,
+    start: usize,
+    used: std::collections::BTreeSet<String>,
+    expansions: Vec<String>,
+    assignments: Vec<(String, String)>,
 }
 
 #[cfg(test)]

@@ -386,89 +386,142 @@ impl RecipeV2 {
         common::located(&self.file, &self.text, field, problem)
     }
 
-    /// The launch this recipe asks for, with `--set` applied and its mods resolved.
+    /// The launch this recipe asks for, with `--set` applied and its mods resolved. Every
+    /// problem at once: a part that cannot be read (the runtime, a `--set`, the command) stops
+    /// only what depends on it; the rest (the model, `pre_exec`, `env`, the image) is checked
+    /// as well.
     pub fn build(
         &self,
         input: &RecipeInput,
         mods: Vec<RecipeMod>,
     ) -> Result<RecipeLaunch, RecipeErrors> {
         let mut warnings = self.warnings.clone();
-        let choice = runtime::resolve(&self.runtime, self.command.as_deref()).map_err(|e| {
-            let field = if self.runtime.is_empty() {
-                "command"
-            } else {
-                "runtime"
-            };
-            self.error(field, e.to_string())
-        })?;
-        let config = sets::apply(&self.file, &self.defaults, &input.sets).map_err(RecipeErrors)?;
+        let mut errors: Vec<RecipeError> = Vec::new();
+        let choice = match runtime::resolve(&self.runtime, self.command.as_deref()) {
+            Ok(c) => Some(c),
+            Err(e) => {
+                let field = if self.runtime.is_empty() {
+                    "command"
+                } else {
+                    "runtime"
+                };
+                errors.push(self.error(field, e.to_string()));
+                None
+            }
+        };
+        // A `--set` that does not apply is an error; the rest is read with `defaults` alone.
+        let config = sets::apply(&self.file, &self.defaults, &input.sets).unwrap_or_else(|es| {
+            errors.extend(es);
+            self.defaults.clone()
+        });
         let chain = self.chain(&config);
-        let line = match &self.command {
-            Some(command) => self.words_of_command(command, &chain, choice)?,
-            None => self.words_of_table(&config, input, choice)?,
-        };
-        let EngineWords {
-            mut argv,
-            facts,
-            source,
-            assignments,
-            expansions,
-            table_warnings,
-            mut used,
-        } = line;
-        warnings.extend(table_warnings);
-        let api_key = engine_line::take_api_key(&mut argv);
-        let shape_facts = if source == CommandSource::Recipe {
-            facts.clone()
-        } else {
-            LineFacts::default()
-        };
-        let (shape, shape_warnings) = shape::shape_for(
-            Some(choice.engine),
-            &self.file,
-            &shape_facts,
-            &config,
-            input.gpus_per_node,
-            self.bounds,
-        )
-        .map_err(|es| RecipeErrors(es.into_iter().map(|e| self.relocate(e)).collect()))?;
-        warnings.extend(shape_warnings);
-        warnings.extend(common::expansion_warnings(&expansions));
-        used.extend(shape::keys_read(&shape_facts));
-        if let Some(key) = choice.engine.engine().recipe().ray_key {
-            used.insert(key.into());
+        let line = choice.and_then(|choice| {
+            let words = match &self.command {
+                Some(command) => self.words_of_command(command, &chain, choice),
+                None => self.words_of_table(&config, input, choice),
+            };
+            common::kept(words, &mut errors).map(|w| (choice, w))
+        });
+        let mut used = BTreeSet::new();
+        let mut read = None;
+        if let Some((choice, line)) = line {
+            let EngineWords {
+                mut argv,
+                facts,
+                source,
+                assignments,
+                expansions,
+                table_warnings,
+                used: line_used,
+            } = line;
+            used.extend(line_used);
+            warnings.extend(table_warnings);
+            let api_key = engine_line::take_api_key(&mut argv);
+            let shape_facts = if source == CommandSource::Recipe {
+                facts.clone()
+            } else {
+                LineFacts::default()
+            };
+            let shape = match shape::shape_for(
+                Some(choice.engine),
+                &self.file,
+                &shape_facts,
+                &config,
+                input.gpus_per_node,
+                self.bounds,
+            ) {
+                Ok((shape, shape_warnings)) => {
+                    warnings.extend(shape_warnings);
+                    Some(shape)
+                }
+                Err(es) => {
+                    errors.extend(es.into_iter().map(|e| self.relocate(e)));
+                    None
+                }
+            };
+            warnings.extend(common::expansion_warnings(&expansions));
+            used.extend(shape::keys_read(&shape_facts));
+            if let Some(key) = choice.engine.engine().recipe().ray_key {
+                used.insert(key.into());
+            }
+            let ray = self.ray(choice, &facts, &config, &mut warnings);
+            if let Some(line_model) = &facts.model
+                && *line_model != self.model
+                && !line_model.contains('{')
+            {
+                warnings.push(RecipeWarning::new(
+                    "model",
+                    format!("{} differs from the model the command serves ({line_model}); spark-launch stages {}", self.model, self.model),
+                ));
+            }
+            read = Some(ReadLine {
+                choice,
+                argv,
+                facts,
+                source,
+                assignments,
+                api_key,
+                shape,
+                ray,
+            });
         }
-        let ray = self.ray(choice, &facts, &config, &mut warnings);
-        if let Some(line_model) = &facts.model
-            && *line_model != self.model
-            && !line_model.contains('{')
-        {
-            warnings.push(RecipeWarning::new(
+        let revision = self
+            .model_revision
+            .clone()
+            .or(read.as_ref().and_then(|r| r.facts.revision.clone()));
+        common::kept(
+            common::check_model(
+                &self.file,
+                &self.text,
                 "model",
-                format!("{} differs from the model the command serves ({line_model}); spark-launch stages {}", self.model, self.model),
-            ));
-        }
-        let revision = self.model_revision.clone().or(facts.revision.clone());
-        common::check_model(
-            &self.file,
-            &self.text,
-            "model",
-            &self.model,
-            revision.as_deref(),
-        )?;
-        let pre_exec = self.pre_exec(&chain, &mut warnings, &mut used)?;
-        let mut env = self.env(&chain, &input.user_env, &mut warnings, &mut used)?;
-        warnings.extend(sets::warnings(&input.sets, &self.defaults, &used));
-        common::command_assignments(&assignments, &mut env, &mut warnings);
+                &self.model,
+                revision.as_deref(),
+            ),
+            &mut errors,
+        );
+        let pre_exec = common::kept(self.pre_exec(&chain, &mut warnings, &mut used), &mut errors);
+        let env = common::kept(
+            self.env(&chain, &input.user_env, &mut warnings, &mut used),
+            &mut errors,
+        );
         let image = match &self.container {
-            Some(c) => Some(common::image(&self.file, &self.text, c)?),
+            Some(c) => common::kept(common::image(&self.file, &self.text, c), &mut errors),
             None => None,
         };
+        let (Some(read), Some(pre_exec), Some(mut env)) = (read, pre_exec, env) else {
+            return Err(RecipeErrors(errors));
+        };
+        let Some(shape) = read.shape.filter(|_| errors.is_empty()) else {
+            return Err(RecipeErrors(errors));
+        };
+        warnings.extend(sets::warnings(&input.sets, &self.defaults, &used));
+        common::command_assignments(&read.assignments, &mut env, &mut warnings);
         Ok(RecipeLaunch {
             file: self.file.clone(),
+            text: self.text.clone(),
             format: RecipeFormat::V2,
             name: self.name.clone(),
-            engine: choice.engine,
+            engine: read.choice.engine,
             image,
             model: self.model.clone(),
             model_revision: revision,
@@ -477,13 +530,13 @@ impl RecipeV2 {
             gpus_per_node: input.gpus_per_node.max(1),
             nodes: shape.nodes,
             node_bounds: self.bounds,
-            argv,
-            command: source,
+            argv: read.argv,
+            command: read.source,
             env,
             pre_exec,
             mods,
-            ray,
-            api_key: api_key.and_then(Secret::new),
+            ray: read.ray,
+            api_key: read.api_key.and_then(Secret::new),
             executor_config: self.executor_config.clone(),
             entrypoint: self.entrypoint.clone(),
             min_sparkrun_version: self.min_sparkrun_version.clone(),
@@ -712,6 +765,19 @@ impl RecipeV2 {
         let line = common::line(&self.text, &e.field);
         RecipeError { line, ..e }
     }
+}
+
+/// The engine's line as the recipe gives it, read: the engine, its words, the shape (`None`
+/// when the shape is refused) and Ray.
+struct ReadLine {
+    choice: RuntimeChoice,
+    argv: Vec<String>,
+    facts: LineFacts,
+    source: CommandSource,
+    assignments: Vec<(String, String)>,
+    api_key: Option<String>,
+    shape: Option<shape::JobShape>,
+    ray: bool,
 }
 
 /// The engine's words and what was read from them.
