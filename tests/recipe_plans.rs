@@ -44,6 +44,7 @@ fn input() -> RecipeInput {
         user_env: BTreeMap::from([("HOME".to_string(), "/home/tester".to_string())]),
         gpus_per_node: 1,
         ray: false,
+        nodes: None,
     }
 }
 

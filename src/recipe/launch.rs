@@ -76,6 +76,10 @@ pub struct RecipeLaunch {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub entrypoint: Option<String>,
     pub min_sparkrun_version: Option<String>,
+    /// An eugr (v1) recipe run solo, as eugr's runner runs it (`solo_only`, or a cluster of
+    /// one node): one node, no Ray.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub solo: bool,
     pub warnings: Vec<RecipeWarning>,
 }
 
@@ -151,6 +155,7 @@ mod tests {
             executor_config: BTreeMap::new(),
             entrypoint: None,
             min_sparkrun_version: None,
+            solo: false,
             warnings: vec![],
         }
     }

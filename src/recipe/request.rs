@@ -88,6 +88,7 @@ pub fn ask(launch: &RecipeLaunch, mods: Vec<ModFiles>) -> Result<PartialServe, R
         pre_exec: launch.pre_exec.clone(),
         mods,
         entrypoint: launch.entrypoint.clone(),
+        solo: launch.solo,
         warnings,
     };
     let given = |what: &str| Origin::file(file, what);

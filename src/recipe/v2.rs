@@ -540,6 +540,7 @@ impl RecipeV2 {
             executor_config: self.executor_config.clone(),
             entrypoint: self.entrypoint.clone(),
             min_sparkrun_version: self.min_sparkrun_version.clone(),
+            solo: false,
             warnings,
         })
     }

@@ -170,6 +170,9 @@ pub struct RecipePart {
     /// v2 `executor_config.entrypoint`: `""` clears the image's entrypoint, a program replaces
     /// it; `None` leaves the container's as the engine planned it.
     pub entrypoint: Option<String>,
+    /// An eugr (v1) recipe run solo, as eugr's runner runs it (`solo_only`, or a cluster of
+    /// one node): `--ray` is not used, as that runner ignores it in solo mode.
+    pub solo: bool,
     /// What the recipe does differently here, said before it runs.
     pub warnings: Vec<String>,
 }
@@ -620,6 +623,7 @@ mod tests {
             pre_exec: vec![],
             mods: vec![],
             entrypoint: None,
+            solo: false,
             warnings: vec![],
         };
         let s = part.summary();

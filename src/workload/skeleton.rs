@@ -915,6 +915,7 @@ mod tests {
             pre_exec: Vec::new(),
             mods: Vec::new(),
             entrypoint: None,
+            solo: false,
             warnings: Vec::new(),
         }
     }
