@@ -922,12 +922,16 @@ mod tests {
 
     /// `cache_recipe` planned with vLLM on two Sparks, in `runtime`.
     fn recipe_plan(runtime: RuntimeKind) -> ServePlan {
+        recipe_served(runtime, cache_recipe()).plan
+    }
+
+    /// `recipe` planned with vLLM on two Sparks, in `runtime`.
+    fn recipe_served(runtime: RuntimeKind, recipe: RecipePart) -> Served {
         let model = ModelSource::parse("Qwen/Qwen2.5-0.5B-Instruct", None).unwrap();
         let mut opts = ServeOptions::new(EngineKind::Vllm, JobName::new("j").unwrap(), model);
         opts.tp = 2;
         opts.runtime = runtime;
         let nodes = fixture("seed-001-two-sparks-both-twins");
-        let recipe = cache_recipe();
         let input = ServeInput {
             engine: EngineKind::Vllm,
             opts: &opts,
@@ -938,9 +942,40 @@ mod tests {
             recipe: Some(&recipe),
         };
         match plan(&input) {
-            Ok(s) => s.plan,
+            Ok(s) => s,
             Err(e) => panic!("{e}"),
         }
+    }
+
+    #[test]
+    fn a_recipe_s_entrypoint_program_runs_in_every_container_and_not_on_a_host() {
+        let recipe = RecipePart {
+            entrypoint: Some("/opt/nvidia/nvidia_entrypoint.sh".into()),
+            ..cache_recipe()
+        };
+        let docker = recipe_served(RuntimeKind::Docker, recipe.clone());
+        for n in &docker.plan.job.nodes {
+            let Launch::Container(c) = &n.launch else {
+                panic!("not a container")
+            };
+            assert_eq!(
+                c.entrypoint,
+                Some(vec!["/opt/nvidia/nvidia_entrypoint.sh".to_string()])
+            );
+        }
+        let host = recipe_served(RuntimeKind::Host, recipe);
+        for n in &host.plan.job.nodes {
+            let Launch::Process(p) = &n.launch else {
+                panic!("not a process")
+            };
+            assert_eq!(p.command[0], "vllm", "{:?}", p.command);
+        }
+        let said: Vec<&String> = host
+            .warnings
+            .iter()
+            .filter(|w| w.contains("executor_config.entrypoint"))
+            .collect();
+        assert_eq!(said.len(), 1, "once, not per node: {:?}", host.warnings);
     }
 
     fn env_of(node: &NodePlan) -> &BTreeMap<String, String> {
