@@ -200,6 +200,9 @@ pub fn service(spec: &ContainerSpec) -> Value {
     if !spec.cap_add.is_empty() {
         m.insert(s("cap_add"), strings(&spec.cap_add));
     }
+    if !spec.security_opt.is_empty() {
+        m.insert(s("security_opt"), strings(&spec.security_opt));
+    }
     if !spec.ulimits.is_empty() {
         let mut u = Mapping::new();
         for l in &spec.ulimits {

@@ -36,6 +36,9 @@ pub struct FileSource {
     pub user_env: BTreeMap<String, String>,
     /// `--gpus-per-node`, which a recipe's shape is read with.
     pub gpus_per_node: Option<u32>,
+    /// The nodes the launch is planned on, when the selection names them before any is
+    /// reached: a v1 recipe on one node runs solo, as eugr's runner runs it.
+    pub nodes: Option<u32>,
 }
 
 /// One launch file, read.
@@ -108,6 +111,7 @@ fn read_recipe(
         user_env: src.user_env.clone(),
         gpus_per_node: src.gpus_per_node.unwrap_or(1),
         ray: flags.tuning.ray,
+        nodes: src.nodes,
     };
     let ask = loader::load_ask(name, &src.registries, &input)?;
     let (name, file) = match &ask.recipe {

@@ -34,6 +34,7 @@ impl KeptRegistry {
         RegistryDir {
             path: self.path.clone(),
             name: Some(self.name.clone()),
+            source: is_url(&self.source).then(|| self.source.clone()),
         }
     }
 }

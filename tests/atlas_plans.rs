@@ -123,6 +123,17 @@ fn the_minimax_expert_parallel_recipe_plans_one_rank_per_spark_the_head_first() 
     // fabric variables.
     let c = container(s, 1);
     assert_eq!(c.entrypoint, Some(Vec::new()));
+    // Docker's seccomp filter off (io_uring for --high-speed-swap), as sparkrun runs Atlas,
+    // on both ranks, in the plan's text too.
+    for i in 0..2 {
+        assert_eq!(container(s, i).security_opt, ["seccomp=unconfined"]);
+    }
+    let text = spark_launch::workload::render::plan(&p.plan);
+    assert_eq!(
+        text.matches("· security-opt seccomp=unconfined").count(),
+        2,
+        "{text}"
+    );
     assert_eq!(c.env["NCCL_PROTO"], "Simple");
     assert_eq!(c.env["NCCL_IB_HCA"], "rocep1s0f1,roceP2p1s0f1");
     // The head's rendezvous port is waited for (an `exec` on the head) before the worker.

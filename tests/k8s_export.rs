@@ -712,6 +712,105 @@ fn a_recipe_s_mods_reach_every_rank_from_a_configmap_with_their_modes() {
     assert!(report.contains("4 objects, 0 failed checks"), "{report}");
 }
 
+/// The pod templates' `args` (what spark-launch's entrypoint script execs), leader first.
+fn pod_args(dir: &Path) -> Vec<Vec<String>> {
+    let lws = docs(&std::fs::read_to_string(dir.join("leaderworkerset.yaml")).unwrap()).remove(0);
+    ["leaderTemplate", "workerTemplate"]
+        .iter()
+        .map(|side| {
+            words(&lws["spec"]["leaderWorkerTemplate"][side]["spec"]["containers"][0]["args"])
+        })
+        .collect()
+}
+
+#[test]
+fn a_recipe_s_executor_entrypoint_reaches_the_pods_as_the_first_words_they_run_or_none() {
+    // tests/fixtures/recipes/local/demo-qwen-consuming-entrypoint.yaml clears the image's
+    // entrypoint: the pod's command (spark-launch's script, which replaces the image's
+    // ENTRYPOINT as Kubernetes does) then runs the engine's line alone. A program instead
+    // comes first, as Docker's --entrypoint runs it with the command as its arguments.
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/recipes/local");
+    let cleared = root.join("demo-qwen-consuming-entrypoint.yaml");
+    let t = tempfile::tempdir().unwrap();
+    let replaced = t.path().join("demo-qwen-wrapped.yaml");
+    std::fs::write(
+        &replaced,
+        std::fs::read_to_string(&cleared).unwrap().replace(
+            "entrypoint: \"\"",
+            "entrypoint: /opt/nvidia/nvidia_entrypoint.sh",
+        ),
+    )
+    .unwrap();
+    for (recipe, first) in [
+        (&cleared, None),
+        (&replaced, Some("/opt/nvidia/nvidia_entrypoint.sh")),
+    ] {
+        let out_dir = tempfile::tempdir().unwrap();
+        let mut a = strings(&[
+            "export",
+            "k8s",
+            recipe.to_str().unwrap(),
+            "--hf-home",
+            HF_HOME,
+        ]);
+        a.extend(strings(&["--out", out_dir.path().to_str().unwrap()]));
+        a.extend(snapshot_args("seed-001-two-sparks-both-twins"));
+        let out = run(&a);
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+        for args in pod_args(out_dir.path()) {
+            // After `env NAME=value…`, the words the container runs.
+            let start = args
+                .iter()
+                .position(|w| w == "vllm" || w.starts_with('/'))
+                .unwrap_or_else(|| panic!("no program in {args:?}"));
+            match first {
+                None => assert_eq!(args[start], "vllm", "{args:?}"),
+                Some(p) => {
+                    assert_eq!(args[start], p, "{args:?}");
+                    assert_eq!(args[start + 1], "vllm", "{args:?}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn atlas_pods_run_with_the_unconfined_seccomp_profile_as_its_docker_containers_do() {
+    // tests/fixtures/recipes/atlas-recipes: the expert-parallel recipe on two Sparks, whose
+    // containers run with Docker's seccomp=unconfined (io_uring).
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/recipes/atlas-recipes");
+    let out_dir = tempfile::tempdir().unwrap();
+    let mut a = strings(&[
+        "export",
+        "k8s",
+        "@atlas/minimax-m2.7-nvfp4-ep2",
+        "--registry",
+        root.to_str().unwrap(),
+        "--hf-home",
+        HF_HOME,
+    ]);
+    a.extend(strings(&["--out", out_dir.path().to_str().unwrap()]));
+    a.extend(snapshot_args("seed-001-two-sparks-both-twins"));
+    let out = run(&a);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let lws = docs(&std::fs::read_to_string(out_dir.path().join("leaderworkerset.yaml")).unwrap())
+        .remove(0);
+    for side in ["leaderTemplate", "workerTemplate"] {
+        let ctx =
+            &lws["spec"]["leaderWorkerTemplate"][side]["spec"]["containers"][0]["securityContext"];
+        assert_eq!(ctx["seccompProfile"]["type"], "Unconfined", "{side}: {ctx}");
+        assert_eq!(
+            ctx["capabilities"]["add"],
+            serde_json::json!(["IPC_LOCK", "SYS_NICE"]),
+            "{side}: {ctx}"
+        );
+    }
+    let out = validate(out_dir.path());
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{report}");
+    assert!(report.contains("3 objects, 0 failed checks"), "{report}");
+}
+
 #[test]
 fn a_node_no_kubernetes_node_can_be_named_as_is_refused_before_any_file() {
     let root =

@@ -285,6 +285,64 @@ command: |
     --max-model-len 4096
 "#;
 
+#[test]
+fn an_eugr_recipe_on_a_one_node_cluster_runs_solo_with_tensor_parallel_one_as_eugrs_runner_runs_it()
+{
+    // A plain two-node recipe (no cluster_only, no solo_only): eugr's runner runs it solo on
+    // one node, `tensor_parallel` 1 unless the user gives one, the executor flag dropped.
+    let plain = TWO_NODE_RAY.replace("cluster_only: true\n", "");
+    let a = plans("demo-plain.yaml", &plain, &["spark"], &[]);
+    assert_eq!(a.plan["tp"], 1, "{}", a.stderr);
+    assert_eq!(a.plan["nodes"], serde_json::json!(["spark"]));
+    assert!(!starts_ray(&a.plan), "{}", a.plan);
+    let warnings = recipe_warnings(&a.plan);
+    for expected in [
+        "demo-plain.yaml: defaults.tensor_parallel: the cluster has one node, so the recipe runs solo and tensor_parallel 2 becomes 1, as eugr's runner runs a recipe on one node (--set tensor_parallel=N gives another)",
+        "demo-plain.yaml: command: --distributed-executor-backend ray dropped: the cluster has one node, so the recipe runs solo, with no Ray, as eugr's runner runs it",
+    ] {
+        assert!(has(&warnings, expected), "no `{expected}` in {warnings:?}");
+    }
+    assert!(
+        a.stderr.contains("becomes 1"),
+        "said before it runs: {}",
+        a.stderr
+    );
+    let head = a.plan["job"]["nodes"][0]["launch"]["container"]["command"].to_string();
+    assert!(head.contains(r#""--tensor-parallel-size","1""#), "{head}");
+    // --ray is ignored there, as eugr's runner ignores it in solo mode (said).
+    let ray = plans("demo-plain.yaml", &plain, &["spark"], &["--ray"]);
+    assert_eq!(ray.plan["mode"], "native", "{}", ray.stderr);
+    assert!(
+        has(
+            &recipe_warnings(&ray.plan),
+            "--ray is not used: the recipe runs solo"
+        ),
+        "{:?}",
+        recipe_warnings(&ray.plan)
+    );
+    // The user's tensor_parallel is kept, and then needs a node this cluster lacks.
+    let set = up(
+        "demo-plain.yaml",
+        &plain,
+        &["spark"],
+        &["--set", "tensor_parallel=2"],
+    );
+    assert_eq!(set.code, Some(2), "{}", set.stderr);
+    assert!(!set.stderr.contains("becomes 1"), "{}", set.stderr);
+    // On two nodes it runs as written; a cluster_only recipe is not run solo (refused on one
+    // node, as eugr's runner refuses it).
+    let two = plans("demo-plain.yaml", &plain, &["spark", "spark2"], &[]);
+    assert_eq!(two.plan["tp"], 2, "{}", two.stderr);
+    assert!(!has(&recipe_warnings(&two.plan), "becomes 1"));
+    let cluster_only = up("demo-two.yaml", TWO_NODE_RAY, &["spark"], &[]);
+    assert_eq!(cluster_only.code, Some(2), "{}", cluster_only.stderr);
+    assert!(
+        !cluster_only.stderr.contains("becomes 1"),
+        "{}",
+        cluster_only.stderr
+    );
+}
+
 /// Whether any node of the plan starts Ray: a Ray head or member script, or Ray's variables.
 fn starts_ray(plan: &Value) -> bool {
     plan["job"]["nodes"].as_array().unwrap().iter().any(|n| {

@@ -21,6 +21,7 @@ fn input(sets: &[&str]) -> RecipeInput {
         user_env: BTreeMap::from([("HF_TOKEN".to_string(), "hf_fixture".to_string())]),
         gpus_per_node: 1,
         ray: false,
+        nodes: None,
     }
 }
 

@@ -44,6 +44,7 @@ fn input() -> RecipeInput {
         user_env: BTreeMap::from([("HOME".to_string(), "/home/tester".to_string())]),
         gpus_per_node: 1,
         ray: false,
+        nodes: None,
     }
 }
 
@@ -143,6 +144,47 @@ fn a_v2_recipe_s_env_templates_are_rendered_per_node_and_the_derived_fabric_wins
         },
     ));
     assert_eq!(env_of(&kept, 1)["NCCL_SOCKET_IFNAME"], "eth0");
+}
+
+#[test]
+fn a_recipe_s_empty_executor_entrypoint_clears_the_image_s_in_every_container_and_the_plan_says_so()
+{
+    let path = format!("{LOCAL}/demo-qwen-consuming-entrypoint.yaml");
+    let p = planned(&request(&path, None, PartialServe::default()));
+    let LaunchPlan::Serve(s) = &p.plan else {
+        panic!("not a serving plan")
+    };
+    for n in &s.job.nodes {
+        let Launch::Container(c) = &n.launch else {
+            panic!("not a container")
+        };
+        assert_eq!(c.entrypoint, Some(vec![]), "{}", n.node);
+        assert_eq!(c.command[0], "vllm", "{}: the command runs alone", n.node);
+    }
+    let json = serde_json::to_value(&p.plan).unwrap();
+    assert_eq!(json["recipe"]["entrypoint"], "", "{json}");
+    assert_eq!(
+        json["job"]["nodes"][1]["launch"]["container"]["entrypoint"],
+        serde_json::json!([])
+    );
+    let text = spark_launch::workload::render::plan(&p.plan);
+    assert!(
+        text.contains(
+            "executor_config.entrypoint \"\": the image's entrypoint is cleared in every container"
+        ),
+        "{text}"
+    );
+    assert_eq!(
+        text.matches("entry    (the image's cleared: the command runs alone)")
+            .count(),
+        2,
+        "{text}"
+    );
+    assert!(
+        !p.warnings.iter().any(|w| w.contains("executor_config")),
+        "an applied entrypoint is not warned about: {:?}",
+        p.warnings
+    );
 }
 
 #[test]

@@ -52,6 +52,7 @@ pub async fn run(args: ComposeArgs, ctx: &Context) -> CmdResult {
         sets: args.sets.clone(),
         user_env: std::env::vars().collect(),
         gpus_per_node: args.serve.gpus_per_node,
+        nodes: super::cmd_profiles::named_nodes(&args.serve.target, ctx),
     };
     let flags = args.serve.ask();
     let file = read_file(&args.profile, &src, &flags)?;

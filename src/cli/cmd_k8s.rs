@@ -93,7 +93,7 @@ async fn plan(args: &UpArgs, ctx: &Context) -> Result<Source, super::CmdError> {
             Err(e) => Err(e).invalid(),
         };
     }
-    let request = super::cmd_profiles::request(args)?;
+    let request = super::cmd_profiles::request(args, ctx)?;
     let mut l = args.serve.launch(request, ctx);
     l.dry_run = true;
     let planned = match launch(&l, &ctx.reporter, &ctx.cancel, &|_, _, _| {}).await {

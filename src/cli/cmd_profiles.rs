@@ -106,13 +106,14 @@ pub fn load(name: &str, dir: Option<&PathBuf>, sets: &[SetArg]) -> Result<Loaded
 }
 
 pub async fn up(args: UpArgs, ctx: &Context) -> CmdResult {
-    let request = request(&args)?;
+    let request = request(&args, ctx)?;
     super::launch::run(args.serve.launch(request, ctx), Default::default(), ctx).await
 }
 
 impl UpArgs {
-    /// Where the launch file is looked up and what its readers take.
-    pub fn source(&self) -> FileSource {
+    /// Where the launch file is looked up and what its readers take (the nodes it is planned
+    /// on, when the selection names them: a v1 recipe on one node runs solo).
+    pub fn source(&self, ctx: &Context) -> FileSource {
         FileSource {
             profiles_dir: self
                 .profiles_dir
@@ -123,6 +124,7 @@ impl UpArgs {
             sets: self.sets.clone(),
             user_env: std::env::vars().collect(),
             gpus_per_node: self.serve.gpus_per_node,
+            nodes: named_nodes(&self.serve.target, ctx),
         }
     }
 
@@ -142,9 +144,9 @@ impl UpArgs {
 
 /// The launch `up`'s arguments name: the launch file (a profile, a recipe file, a recipe's
 /// name in `--registry`) with the flags over it, through the one merge.
-pub(super) fn request(args: &UpArgs) -> Result<LaunchRequest, CmdError> {
+pub(super) fn request(args: &UpArgs, ctx: &Context) -> Result<LaunchRequest, CmdError> {
     let flags = args.ask();
-    let file = read_file(&args.profile, &args.source(), &flags)?;
+    let file = read_file(&args.profile, &args.source(ctx), &flags)?;
     launch_file::request(file, flags).invalid()
 }
 
@@ -155,6 +157,14 @@ pub(super) fn read_file(
     flags: &PartialServe,
 ) -> Result<LaunchFile, CmdError> {
     launch_file::read(name, src, flags).invalid()
+}
+
+/// How many nodes the flags (or the cluster file) name, before any is reached.
+pub(super) fn named_nodes(target: &NodeFlags, ctx: &Context) -> Option<u32> {
+    target
+        .selection(ctx)
+        .named_count()
+        .and_then(|n| u32::try_from(n).ok())
 }
 
 /// The nodes given (or the cluster file's), to check fit against; `None` without nodes or
@@ -192,13 +202,15 @@ pub(super) fn registries(given: &[PathBuf]) -> Vec<RegistryDir> {
 /// `profiles --recipes` or `--registry DIR`: every recipe of the registries given and kept, with
 /// what it runs and whether this cluster (and this version) can run it.
 async fn list_recipes(args: &ListArgs, ctx: &Context) -> CmdResult {
+    let caps = cluster_caps(&args.target, ctx).await;
     let input = RecipeInput {
         user_env: std::env::vars().collect(),
         gpus_per_node: 1,
+        // A v1 recipe on a one-node cluster is read as it runs there: solo.
+        nodes: caps.as_ref().and_then(|c| u32::try_from(c.len()).ok()),
         ..RecipeInput::default()
     };
     let entries = loader::list(&registries(&args.registry), &input).invalid()?;
-    let caps = cluster_caps(&args.target, ctx).await;
     let rows = recipe::listing::rows(&entries, caps.as_ref().map(Vec::len));
     if ctx.json {
         print_json(&rows)?;

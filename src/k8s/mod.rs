@@ -15,7 +15,9 @@
 //! - the engine's line, with the group's size, the rank and the leader's address written as
 //!   `$(LWS_GROUP_SIZE)`, `$(LWS_WORKER_INDEX)`, `$(LWS_LEADER_ADDRESS)` by the engine itself
 //!   (`ServingEngine::group_line`), so every worker runs one line;
-//! - host networking (with the cluster's DNS, so the leader's name resolves), `IPC_LOCK`, the
+//! - host networking (with the cluster's DNS, so the leader's name resolves), the plan's added
+//!   capabilities (`IPC_LOCK`) and security options (Atlas's `seccomp=unconfined`, as the
+//!   `Unconfined` seccomp profile; any other refused by name), the
 //!   RDMA shared-device plugin's resource (named by `--rdma-resource`) for `/dev/infiniband`,
 //!   GPUs as `nvidia.com/gpu`, `/dev/shm` in memory (the Docker plan shares the host's IPC
 //!   namespace instead), the plan's memory cap as the memory limit (and request);
@@ -553,6 +555,7 @@ impl Ctx<'_> {
 
         let limits = self.resources(side, first, problems, notes);
         let mounts = self.mounts(first, problems);
+        let security = security_context(first, problems);
 
         let mut c = json!({
             "name": self.plan.engine.as_str(),
@@ -561,10 +564,10 @@ impl Ctx<'_> {
             "args": args,
             "env": env,
             "resources": {"limits": limits, "requests": limits},
-            "securityContext": {"capabilities": {"add": first.cap_add}},
+            "securityContext": security,
             "volumeMounts": mounts,
         });
-        if first.cap_add.is_empty()
+        if security.as_object().is_some_and(|s| s.is_empty())
             && let Some(o) = c.as_object_mut()
         {
             o.remove("securityContext");
@@ -640,6 +643,12 @@ impl Ctx<'_> {
             (
                 "working folder",
                 side.specs.iter().all(|s| s.workdir == first.workdir),
+            ),
+            (
+                "capabilities and security options",
+                side.specs
+                    .iter()
+                    .all(|s| s.cap_add == first.cap_add && s.security_opt == first.security_opt),
             ),
         ] {
             if !same {
@@ -1048,6 +1057,28 @@ fn secret_source(plan: &ServePlan, key: &str) -> String {
     };
     let path = kept.unwrap_or_else(|| format!("./{key}"));
     crate::text::shell_word(&path).into_owned()
+}
+
+/// The container's `securityContext`: its added capabilities, and Docker's security options
+/// as Kubernetes says them (`seccomp=unconfined`, which Atlas's containers run with, is the
+/// `Unconfined` seccomp profile); an option with no such field is a problem naming it.
+fn security_context(spec: &ContainerSpec, problems: &mut Vec<Problem>) -> Value {
+    let mut ctx = serde_json::Map::new();
+    if !spec.cap_add.is_empty() {
+        ctx.insert("capabilities".into(), json!({"add": spec.cap_add}));
+    }
+    for opt in &spec.security_opt {
+        match opt.as_str() {
+            "seccomp=unconfined" | "seccomp:unconfined" => {
+                ctx.insert("seccompProfile".into(), json!({"type": "Unconfined"}));
+            }
+            other => problems.push(Problem::new(
+                format!("the container runs with Docker's security option {other}, which this export cannot say in a pod"),
+                "leave the option out, or add its securityContext field to the manifest by hand",
+            )),
+        }
+    }
+    Value::Object(ctx)
 }
 
 fn base_name(path: &str) -> String {

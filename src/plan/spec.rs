@@ -375,6 +375,9 @@ pub struct ContainerSpec {
     pub network: NetworkMode,
     pub ipc: IpcMode,
     pub cap_add: Vec<String>,
+    /// Docker's `--security-opt` values (`seccomp=unconfined` for Atlas's io_uring).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub security_opt: Vec<String>,
     pub ulimits: Vec<Ulimit>,
     pub workdir: Option<String>,
     /// TCP ports the container serves on the node's network (shown by `status`; with host
@@ -509,6 +512,7 @@ impl ContainerSpec {
             network: NetworkMode::Host,
             ipc: IpcMode::Host,
             cap_add: Vec::new(),
+            security_opt: Vec::new(),
             ulimits: Vec::new(),
             workdir: None,
             ports: Vec::new(),

@@ -35,6 +35,40 @@ pub(super) fn text_keyed(
     out
 }
 
+/// The value of a part that read, or `None` with its problems added to `errors`: how a
+/// reader goes on past one problem to find the others.
+pub fn kept<T>(r: Result<T, RecipeErrors>, errors: &mut Vec<RecipeError>) -> Option<T> {
+    match r {
+        Ok(v) => Some(v),
+        Err(es) => {
+            errors.extend(es.0);
+            None
+        }
+    }
+}
+
+/// `errors` with the line of each field in `text` filled in where it was not known and the
+/// field is written in the file (a `command` a flag table built has no line).
+pub fn locate_all(text: &str, errors: Vec<RecipeError>) -> Vec<RecipeError> {
+    errors
+        .into_iter()
+        .map(|e| {
+            let top = e.field.split(['.', '[']).next().unwrap_or_default();
+            let written = !top.is_empty()
+                && text
+                    .lines()
+                    .any(|l| l.strip_prefix(top).is_some_and(|r| r.starts_with(':')));
+            match e.line {
+                None if written => {
+                    let at = line(text, &e.field);
+                    e.at(at)
+                }
+                _ => e,
+            }
+        })
+        .collect()
+}
+
 /// The line of a dotted field in `text` (`None` for fields that are not in the file).
 pub fn line(text: &str, field: &str) -> Option<usize> {
     if field.is_empty() || field.starts_with("--") {

@@ -35,6 +35,9 @@ pub use crate::workload::partial::NodeBounds;
 pub struct RecipeLaunch {
     /// The recipe file.
     pub file: String,
+    /// The file's text, to locate problems found once the recipe is read.
+    #[serde(skip)]
+    pub text: String,
     pub format: RecipeFormat,
     /// `name:` (v1), else the file name without `.yaml`.
     pub name: String,
@@ -70,9 +73,18 @@ pub struct RecipeLaunch {
     pub ray: bool,
     /// An `--api-key` the recipe's command carried, taken out of `argv`.
     pub api_key: Option<Secret>,
-    /// v2 `executor_config`, as written (not applied: spark-launch sets container options).
+    /// v2 `executor_config`, as written: only its `entrypoint` is applied (below); the other
+    /// settings are spark-launch's (warned about).
     pub executor_config: BTreeMap<String, Value>,
+    /// v2 `executor_config.entrypoint`: `Some("")` clears the image's entrypoint in every
+    /// container, `Some(program)` replaces it, `None` keeps the image's (or the engine's).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub entrypoint: Option<String>,
     pub min_sparkrun_version: Option<String>,
+    /// An eugr (v1) recipe run solo, as eugr's runner runs it (`solo_only`, or a cluster of
+    /// one node): one node, no Ray.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub solo: bool,
     pub warnings: Vec<RecipeWarning>,
 }
 
@@ -126,6 +138,7 @@ mod tests {
     fn launch(tp: u32, min: u32) -> RecipeLaunch {
         RecipeLaunch {
             file: "r.yaml".into(),
+            text: String::new(),
             format: RecipeFormat::V2,
             name: "r".into(),
             engine: EngineKind::Vllm,
@@ -146,7 +159,9 @@ mod tests {
             ray: false,
             api_key: Secret::new("sk-1"),
             executor_config: BTreeMap::new(),
+            entrypoint: None,
             min_sparkrun_version: None,
+            solo: false,
             warnings: vec![],
         }
     }

@@ -82,8 +82,28 @@ fn load_among(
         own: own_sub,
         others,
     };
-    let mods = resolve_mods(&recipe, &search)?;
-    Ok(recipe.build(input, mods)?)
+    // A mod not found and a problem of the recipe's own are both said.
+    let (mods, not_found) = split(resolve_mods(&recipe, &search));
+    match (not_found, recipe.build(input, mods)) {
+        (None, Ok(launch)) => Ok(launch),
+        (not_found, built) => Err(all_of([not_found, built.err()]).into()),
+    }
+}
+
+/// What was found, or nothing and why.
+fn split<T: Default>(r: Result<T, RecipeErrors>) -> (T, Option<RecipeErrors>) {
+    match r {
+        Ok(v) => (v, None),
+        Err(e) => (T::default(), Some(e)),
+    }
+}
+
+/// Every problem of several readings of one recipe, in the file's order (those without a line
+/// last).
+fn all_of<const N: usize>(found: [Option<RecipeErrors>; N]) -> RecipeErrors {
+    let mut all: Vec<RecipeError> = found.into_iter().flatten().flat_map(|e| e.0).collect();
+    all.sort_by_key(|e| e.line.unwrap_or(usize::MAX));
+    RecipeErrors(all)
 }
 
 /// `path` with every link resolved.
@@ -126,8 +146,15 @@ pub fn load_ask(
     input: &RecipeInput,
 ) -> Result<PartialServe, RecipeLoadError> {
     let launch = load(name, registries, input)?;
-    let mods = read_mods(&launch.file, &launch.mods)?;
-    Ok(request::ask(&launch, mods)?)
+    // A mod that cannot be read and a problem of the request are both said.
+    let (mods, unread) = split(
+        read_mods(&launch.file, &launch.mods)
+            .map_err(|e| RecipeErrors(common::locate_all(&launch.text, e.0))),
+    );
+    match (unread, request::ask(&launch, mods)) {
+        (None, Ok(ask)) => Ok(ask),
+        (unread, asked) => Err(all_of([unread, asked.err()]).into()),
+    }
 }
 
 /// The most one mod may hold: its files travel in the plan, into every container.
@@ -340,13 +367,20 @@ fn without(regs: &[RecipeRegistry], skip: Option<usize>) -> Vec<RecipeRegistry> 
 /// The layouts of the registries given or kept, in their order.
 pub fn open_registries(dirs: &[RegistryDir]) -> Result<Vec<RecipeRegistry>, RecipeLoadError> {
     dirs.iter()
-        .map(|d| Ok(open_registry(&d.path)?.named(d.name.as_deref())))
+        .map(|d| Ok(open_registry_from(&d.path, d.source.as_deref())?.named(d.name.as_deref())))
         .collect()
 }
 
 /// The layout of the registry clone at `dir`. The manifest and every folder it names must lie
 /// inside the clone, links resolved.
 pub fn open_registry(dir: &Path) -> Result<RecipeRegistry, RecipeLoadError> {
+    open_registry_from(dir, None)
+}
+
+/// [`open_registry`] for a clone of `source` (a git URL, when known): sparkrun's built-in
+/// sub-registries of a repository it knows that the manifest leaves out are added where their
+/// folder is in the clone.
+fn open_registry_from(dir: &Path, source: Option<&str>) -> Result<RecipeRegistry, RecipeLoadError> {
     let err = |cause: String| RecipeLoadError::Registry {
         path: dir.display().to_string(),
         cause,
@@ -364,6 +398,12 @@ pub fn open_registry(dir: &Path) -> Result<RecipeRegistry, RecipeLoadError> {
     } else {
         RecipeRegistry::without_manifest(dir, dir.join("recipes").is_dir())
     };
+    let mut reg = reg;
+    for b in reg.builtin_missing(source) {
+        if dir.join(b.recipes).is_dir() {
+            reg = reg.with_builtin(&b).map_err(err)?;
+        }
+    }
     for sub in &reg.subs {
         for folder in std::iter::once(&sub.recipes).chain(sub.mods.as_ref()) {
             if std::fs::symlink_metadata(folder).is_ok() {
@@ -591,6 +631,7 @@ mod tests {
     }
 
     const V2: &str = "recipe_version: \"2\"\nmodel: org/m\nruntime: vllm\ncontainer: img:1\nmods:\n  - fix-a\ncommand: vllm serve {model}\n";
+    const V2_PLAIN: &str = "recipe_version: \"2\"\nmodel: org/m\nruntime: vllm\ncontainer: img:1\ncommand: vllm serve {model}\n";
 
     #[test]
     fn a_mod_next_to_the_recipe_is_resolved_to_its_folder() {
@@ -726,6 +767,7 @@ mod tests {
             RegistryDir {
                 path: eugr.clone(),
                 name: Some("eugr".into()),
+                source: None,
             },
         ];
         let l = load("@official/q", &both, &RecipeInput::default()).unwrap();
@@ -735,6 +777,145 @@ mod tests {
         let listed = list(&both, &RecipeInput::default()).unwrap();
         assert_eq!(listed.len(), 2);
         assert!(listed.iter().all(|e| e.launch.is_some()), "{listed:?}");
+    }
+
+    #[test]
+    fn a_sub_registry_sparkrun_knows_but_the_manifest_leaves_out_is_found_by_its_name() {
+        // Laid out as dbotwinick/sparkrun-recipe-registry: its manifest names only
+        // sparkrun-testing (testing/recipes, hidden); sparkrun's built-in list also names
+        // sparkrun-transitional (transitional/recipes) in the same repository.
+        let t = tempfile::tempdir().unwrap();
+        write(
+            t.path(),
+            MANIFEST,
+            "registries:\n  - name: sparkrun-testing\n    recipes: testing/recipes\n    visible: false\n",
+        );
+        write(
+            t.path(),
+            "testing/recipes/qwen3/demo-testing.yaml",
+            V2_PLAIN,
+        );
+        write(
+            t.path(),
+            "transitional/recipes/qwen3/demo-moved.yaml",
+            V2_PLAIN,
+        );
+        let dirs = [RegistryDir::given(t.path().to_path_buf())];
+        let l = load(
+            "@sparkrun-transitional/demo-moved",
+            &dirs,
+            &RecipeInput::default(),
+        )
+        .unwrap();
+        assert_eq!(
+            l.file,
+            t.path()
+                .join("transitional/recipes/qwen3/demo-moved.yaml")
+                .display()
+                .to_string()
+        );
+        // A bare name finds it too (the sub-registry is visible, as sparkrun lists it), and
+        // the manifest's own sub-registry still reads.
+        assert!(load("demo-moved", &dirs, &RecipeInput::default()).is_ok());
+        assert!(
+            load(
+                "@sparkrun-testing/demo-testing",
+                &dirs,
+                &RecipeInput::default()
+            )
+            .is_ok()
+        );
+        let listed = list(&dirs, &RecipeInput::default()).unwrap();
+        let labels: Vec<(String, bool)> = listed.iter().map(|e| (e.label(), e.hidden)).collect();
+        assert_eq!(
+            labels,
+            [
+                ("@sparkrun-testing/demo-testing".to_string(), true),
+                ("@sparkrun-transitional/demo-moved".to_string(), false)
+            ]
+        );
+        // A clone without the folder gets no such sub-registry.
+        std::fs::remove_dir_all(t.path().join("transitional")).unwrap();
+        let e = load(
+            "@sparkrun-transitional/demo-moved",
+            &dirs,
+            &RecipeInput::default(),
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("no recipe"), "{e}");
+    }
+
+    /// Every problem `up FILE` reports for the recipe `text`, as `file:line: field: what`.
+    fn problems(text: &str) -> Vec<String> {
+        let t = tempfile::tempdir().unwrap();
+        write(t.path(), "r.yaml", text);
+        let path = t.path().join("r.yaml");
+        let input = RecipeInput {
+            user_env: [("HF_TOKEN".to_string(), "hf_x".to_string())].into(),
+            ..RecipeInput::default()
+        };
+        let Err(RecipeLoadError::Recipe(e)) = load_ask(path.to_str().unwrap(), &[], &input) else {
+            panic!("the recipe was not refused");
+        };
+        let root = format!("{}/", t.path().display());
+        e.0.iter()
+            .map(|e| {
+                let shown = e.to_string();
+                shown.strip_prefix(&root).unwrap_or(&shown).to_string()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_v2_recipe_s_independent_problems_are_all_reported_each_at_its_line() {
+        // A runtime no engine answers to stops the command's reading, not the image's, the
+        // env's or the mods'.
+        let said = problems(
+            "recipe_version: \"2\"\nmodel: org/m\nruntime: mystery\ncontainer: -bad\nmods:\n  - fix-nowhere\nenv:\n  X: \"{launch.nope}\"\ncommand: vllm serve {model}\n",
+        );
+        assert_eq!(said.len(), 4, "{said:#?}");
+        for (at, what) in [
+            ("r.yaml:3: runtime:", "mystery"),
+            ("r.yaml:4: container:", ""),
+            ("r.yaml:6: mods[0]:", "fix-nowhere"),
+            ("r.yaml:8: env.X:", "nope"),
+        ] {
+            assert!(
+                said.iter().any(|s| s.starts_with(at) && s.contains(what)),
+                "no {at} … {what} in {said:#?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_v2_recipe_s_problems_in_its_command_and_in_its_request_are_both_reported() {
+        // A port that is no port (found when the line becomes a request) beside a secret under
+        // a name that does not say so.
+        let said = problems(
+            "recipe_version: \"2\"\nmodel: org/m\nruntime: vllm\ncontainer: img:1\nenv:\n  PLAIN: \"$HF_TOKEN\"\ncommand: vllm serve {model} --port nope\n",
+        );
+        assert_eq!(said.len(), 2, "{said:#?}");
+        assert!(
+            said[0].starts_with("r.yaml:6: env.PLAIN: takes a secret"),
+            "{said:#?}"
+        );
+        assert!(
+            said[1].starts_with("r.yaml:7: command: the API port \"nope\""),
+            "{said:#?}"
+        );
+    }
+
+    #[test]
+    fn a_v1_recipe_s_command_and_image_problems_are_both_reported() {
+        let said = problems(
+            "recipe_version: \"1\"\nname: r\ncontainer: -bad\ncommand: ./launch.sh {model}\ndefaults:\n  model: org/m\n",
+        );
+        assert_eq!(said.len(), 2, "{said:#?}");
+        assert!(said[0].starts_with("r.yaml:3: container:"), "{said:#?}");
+        assert!(
+            said[1].starts_with("r.yaml:4: command: `./launch.sh org/m` starts no engine"),
+            "{said:#?}"
+        );
     }
 
     #[test]

@@ -60,6 +60,10 @@ pub struct RecipeInput {
     /// `--ray`: keep a v1 recipe's Ray executor, which eugr's runner drops unless given
     /// `--ray`.
     pub ray: bool,
+    /// The nodes of the cluster the recipe is planned on, when they are known before it is
+    /// (the snapshots, hosts or nodes given, or the cluster file's): a v1 recipe on one node
+    /// runs solo, as eugr's runner runs it there.
+    pub nodes: Option<u32>,
 }
 
 /// A recipe read from its file, either format.

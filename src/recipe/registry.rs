@@ -2,9 +2,13 @@
 //! sparkrun registry (spark-arena/recipe-registry) says its layout in `.sparkrun/registry.yaml`
 //! — `registries:`, each with a `name`, a `recipes` folder (recipe files, searched
 //! recursively), an optional `mods` folder and `visible` — and a recipe's name is its file
-//! name without `.yaml`; `@NAME/recipe` picks one sub-registry. A folder without that file is
-//! read as an eugr checkout (`recipes/` and `mods/`) or, lacking `recipes/`, as one folder of
-//! recipe files. Pure: walking the folders is the loader's.
+//! name without `.yaml`; `@NAME/recipe` picks one sub-registry. sparkrun lays its built-in
+//! registry list ([`SPARKRUN_BUILTIN`]) under what the manifests name, so a sub-registry of a
+//! known repository that its manifest leaves out (dbotwinick/sparkrun-recipe-registry's
+//! `sparkrun-transitional`) is still found by its name: a clone with a manifest gets the
+//! built-in sub-registries of its repository that the manifest does not name. A folder without
+//! that file is read as an eugr checkout (`recipes/` and `mods/`) or, lacking `recipes/`, as one
+//! folder of recipe files. Pure: walking the folders is the loader's.
 
 use std::path::{Component, Path, PathBuf};
 
@@ -34,6 +38,99 @@ pub struct RecipeRegistry {
 
 /// Where a registry says its layout.
 pub const MANIFEST: &str = ".sparkrun/registry.yaml";
+
+/// One sub-registry of sparkrun's built-in registry list: a folder of a repository it knows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BuiltinRegistry {
+    /// The repository, as [`repo_of_url`] spells it (`github.com/owner/name`, lower case).
+    pub repo: &'static str,
+    /// The name sparkrun gives it (`@NAME/recipe`).
+    pub name: &'static str,
+    /// Its recipes folder inside the repository.
+    pub recipes: &'static str,
+    /// Its shared mods folder, when it has one.
+    pub mods: Option<&'static str>,
+    /// Listed by default (`false`: found by name, listed as hidden).
+    pub visible: bool,
+}
+
+/// sparkrun's built-in registries (what it falls back to, and lays under the manifests it
+/// discovers: an entry a manifest names is the manifest's), as facts about where each
+/// repository keeps which recipes.
+pub const SPARKRUN_BUILTIN: [BuiltinRegistry; 7] = [
+    BuiltinRegistry {
+        repo: "github.com/dbotwinick/sparkrun-recipe-registry",
+        name: "sparkrun-testing",
+        recipes: "testing/recipes",
+        mods: None,
+        visible: false,
+    },
+    BuiltinRegistry {
+        repo: "github.com/spark-arena/recipe-registry",
+        name: "official",
+        recipes: "official-recipes",
+        mods: None,
+        visible: true,
+    },
+    BuiltinRegistry {
+        repo: "github.com/eugr/spark-vllm-docker",
+        name: "eugr",
+        recipes: "recipes",
+        mods: Some("mods"),
+        visible: true,
+    },
+    BuiltinRegistry {
+        repo: "github.com/dbotwinick/sparkrun-recipe-registry",
+        name: "sparkrun-transitional",
+        recipes: "transitional/recipes",
+        mods: None,
+        visible: true,
+    },
+    BuiltinRegistry {
+        repo: "github.com/spark-arena/recipe-registry",
+        name: "experimental",
+        recipes: "experimental-recipes",
+        mods: None,
+        visible: false,
+    },
+    BuiltinRegistry {
+        repo: "github.com/spark-arena/community-recipe-registry",
+        name: "community",
+        recipes: "recipes",
+        mods: None,
+        visible: false,
+    },
+    BuiltinRegistry {
+        repo: "github.com/avarok-cybersecurity/atlas-recipes",
+        name: "atlas",
+        recipes: "recipes",
+        mods: None,
+        visible: false,
+    },
+];
+
+/// A git URL's repository as `host/owner/name`, lower case, without `.git` (`https://…`,
+/// `ssh://git@…`, `git@host:owner/name`); `None` for what is not such a URL.
+pub fn repo_of_url(url: &str) -> Option<String> {
+    let url = url.trim().trim_end_matches('/');
+    let rest = match url.split_once("://") {
+        Some((_, rest)) => rest.to_string(),
+        None => {
+            let (host, path) = url.split_once(':')?;
+            format!("{host}/{path}")
+        }
+    };
+    let rest = rest.rsplit_once('@').map_or(rest.as_str(), |(_, r)| r);
+    let rest = rest.trim_end_matches(".git").to_lowercase();
+    let mut parts = rest.split('/').filter(|p| !p.is_empty());
+    let host = parts.next()?;
+    let host = host.split(':').next().unwrap_or(host);
+    let (owner, name) = (parts.next()?, parts.next()?);
+    if parts.next().is_some() {
+        return None;
+    }
+    Some(format!("{host}/{owner}/{name}"))
+}
 
 impl RecipeRegistry {
     /// The layout a manifest describes.
@@ -110,6 +207,55 @@ impl RecipeRegistry {
     pub fn sub(&self, name: &str) -> Option<&SubRegistry> {
         self.subs.iter().find(|s| s.name == name)
     }
+
+    /// The repository sparkrun knows this clone as: the one it was cloned from (`source`, a
+    /// git URL), else the one whose built-in sub-registries its manifest names. Only a clone
+    /// with a manifest: a folder without one is a single sub-registry already.
+    pub fn known_repo(&self, source: Option<&str>) -> Option<&'static str> {
+        if !self.manifest {
+            return None;
+        }
+        let by_url = source.and_then(repo_of_url).and_then(|repo| {
+            SPARKRUN_BUILTIN
+                .iter()
+                .find(|b| b.repo == repo)
+                .map(|b| b.repo)
+        });
+        by_url.or_else(|| {
+            self.subs.iter().find_map(|s| {
+                SPARKRUN_BUILTIN
+                    .iter()
+                    .find(|b| b.name == s.name)
+                    .map(|b| b.repo)
+            })
+        })
+    }
+
+    /// sparkrun's built-in sub-registries of this clone's repository ([`Self::known_repo`])
+    /// that its manifest does not name, as sparkrun lays them under the manifest's.
+    pub fn builtin_missing(&self, source: Option<&str>) -> Vec<BuiltinRegistry> {
+        let Some(repo) = self.known_repo(source) else {
+            return Vec::new();
+        };
+        SPARKRUN_BUILTIN
+            .iter()
+            .filter(|b| b.repo == repo && self.sub(b.name).is_none())
+            .copied()
+            .collect()
+    }
+
+    /// The same layout with the built-in sub-registry `b` added (its folders inside the clone).
+    pub fn with_builtin(mut self, b: &BuiltinRegistry) -> Result<RecipeRegistry, String> {
+        let recipes = inside(&self.root, b.recipes)?;
+        let mods = b.mods.map(|m| inside(&self.root, m)).transpose()?;
+        self.subs.push(SubRegistry {
+            name: b.name.to_string(),
+            recipes,
+            mods,
+            visible: b.visible,
+        });
+        Ok(self)
+    }
 }
 
 /// A manifest path, kept inside the clone.
@@ -127,12 +273,20 @@ fn inside(root: &Path, rel: &str) -> Result<PathBuf, String> {
 pub struct RegistryDir {
     pub path: PathBuf,
     pub name: Option<String>,
+    /// The git URL it was cloned from (a kept registry's source), which names the repository
+    /// sparkrun may know it as.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
 }
 
 impl RegistryDir {
     /// A folder given with `--registry DIR`.
     pub fn given(path: PathBuf) -> Self {
-        RegistryDir { path, name: None }
+        RegistryDir {
+            path,
+            name: None,
+            source: None,
+        }
     }
 }
 
@@ -292,6 +446,55 @@ mod tests {
         assert_eq!(
             lookup(&only_hidden, "/r", &hidden, "qwen-b").unwrap().sub,
             "atlas"
+        );
+    }
+
+    #[test]
+    fn git_urls_name_their_repository_however_they_are_spelled() {
+        for url in [
+            "https://github.com/dbotwinick/sparkrun-recipe-registry.git",
+            "https://github.com/DBotwinick/sparkrun-recipe-registry/",
+            "git@github.com:dbotwinick/sparkrun-recipe-registry.git",
+            "ssh://git@github.com:22/dbotwinick/sparkrun-recipe-registry",
+        ] {
+            assert_eq!(
+                repo_of_url(url).as_deref(),
+                Some("github.com/dbotwinick/sparkrun-recipe-registry"),
+                "{url}"
+            );
+        }
+        assert_eq!(repo_of_url("/home/me/recipes"), None);
+    }
+
+    #[test]
+    fn a_known_repository_s_manifest_gets_the_built_in_sub_registries_it_leaves_out() {
+        // dbotwinick/sparkrun-recipe-registry's manifest names only sparkrun-testing.
+        let testing_only = "registries:\n  - name: sparkrun-testing\n    recipes: testing/recipes\n    visible: false\n";
+        let reg = RecipeRegistry::from_manifest(Path::new("/r"), testing_only).unwrap();
+        let missing = reg.builtin_missing(None);
+        let names: Vec<&str> = missing.iter().map(|b| b.name).collect();
+        assert_eq!(names, ["sparkrun-transitional"]);
+        let reg = reg.with_builtin(&missing[0]).unwrap();
+        let sub = reg.sub("sparkrun-transitional").unwrap();
+        assert_eq!(sub.recipes, PathBuf::from("/r/transitional/recipes"));
+        assert!(sub.visible);
+        // Known by the URL it was cloned from too, whatever its manifest names.
+        let other = "registries:\n  - name: mine\n    recipes: testing/recipes\n";
+        let reg = RecipeRegistry::from_manifest(Path::new("/r"), other).unwrap();
+        assert!(reg.builtin_missing(None).is_empty());
+        let by_url = reg.builtin_missing(Some(
+            "https://github.com/dbotwinick/sparkrun-recipe-registry.git",
+        ));
+        let names: Vec<&str> = by_url.iter().map(|b| b.name).collect();
+        assert_eq!(names, ["sparkrun-testing", "sparkrun-transitional"]);
+        // A manifest that names every built-in of its repository gets none; a folder without
+        // a manifest is one sub-registry already.
+        let arena = RecipeRegistry::from_manifest(Path::new("/r"), MANIFEST_TEXT).unwrap();
+        assert!(arena.builtin_missing(None).is_empty());
+        let eugr = RecipeRegistry::without_manifest(Path::new("/clone"), true);
+        assert!(
+            eugr.builtin_missing(Some("https://github.com/eugr/spark-vllm-docker"))
+                .is_empty()
         );
     }
 

@@ -39,7 +39,8 @@ pub fn ask(launch: &RecipeLaunch, mods: Vec<ModFiles>) -> Result<PartialServe, R
         .collect();
     let mut errors = secret_names(launch);
     let model = ModelSource::parse(&launch.model, launch.model_revision.as_deref())
-        .map_err(|e| err("model", e.to_string()))?;
+        .map_err(|e| errors.push(err("model", e.to_string())))
+        .ok();
     let mut tuning = EngineOptions {
         ray: launch.ray && engine.ray(),
         ..EngineOptions::default()
@@ -69,9 +70,12 @@ pub fn ask(launch: &RecipeLaunch, mods: Vec<ModFiles>) -> Result<PartialServe, R
     let mut env = launch.env.clone();
     let env_key = env_api_key(launch, engine, &mut env, &mut errors);
     let api_key = api_key(launch, env_key, &mut warnings);
-    if !errors.is_empty() {
-        return Err(RecipeErrors(errors));
-    }
+    let Some(model) = model.filter(|_| errors.is_empty()) else {
+        return Err(RecipeErrors(super::common::locate_all(
+            &launch.text,
+            errors,
+        )));
+    };
     let served_name = served_name(taken.served, file, &mut warnings);
     let part = RecipePart {
         name: launch.name.clone(),
@@ -85,6 +89,8 @@ pub fn ask(launch: &RecipeLaunch, mods: Vec<ModFiles>) -> Result<PartialServe, R
         before_engine: launch.before_engine.clone(),
         mods,
         models: Vec::new(),
+        entrypoint: launch.entrypoint.clone(),
+        solo: launch.solo,
         warnings,
     };
     let given = |what: &str| Origin::file(file, what);
@@ -562,7 +568,7 @@ mod tests {
         let e = request(&launch(&text), PartialServe::default()).unwrap_err();
         assert_eq!(
             e,
-            "r.yaml: env.VLLM_API_KEY: VLLM_API_KEY is the vLLM API key, which cannot differ per node; give the key with --api-key KEY|auto|@FILE"
+            "r.yaml:6: env.VLLM_API_KEY: VLLM_API_KEY is the vLLM API key, which cannot differ per node; give the key with --api-key KEY|auto|@FILE"
         );
     }
 

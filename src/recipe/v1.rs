@@ -4,8 +4,9 @@
 //! `defaults` with `--set` on top; `env` values are text, never templates; the engine line
 //! says tp, pp and the model. Ray as eugr's runner runs it: a recipe's
 //! `--distributed-executor-backend` is dropped (vLLM's native multi-node mode) unless `--ray`
-//! is given, and a `solo_only` recipe runs solo (one node, `tensor_parallel` 1 unless `--set`,
-//! no executor), each said in a warning. Fields eugr's runner ignores are ignored here too,
+//! is given, and a recipe runs solo (one node, `tensor_parallel` 1 unless `--set`, no
+//! executor) where eugr's runner runs it solo: `solo_only`, or a cluster of one node (unless
+//! `cluster_only`, which that cluster cannot take), each said in a warning. Fields eugr's runner ignores are ignored here too,
 //! said in a warning; `build_args` (building eugr's images) is not done here, also said. Pure.
 
 use std::collections::BTreeMap;
@@ -144,49 +145,82 @@ impl RecipeV1 {
         common::located(&self.file, &self.text, field, problem)
     }
 
-    /// The launch this recipe asks for, with `--set` applied and its mods resolved.
+    /// The launch this recipe asks for, with `--set` applied and its mods resolved. Every
+    /// problem at once: a `--set` that does not apply leaves the command read with `defaults`,
+    /// and a command that does not read still has its image checked.
     pub fn build(
         &self,
         input: &RecipeInput,
         mods: Vec<RecipeMod>,
     ) -> Result<RecipeLaunch, RecipeErrors> {
         let mut warnings = self.warnings.clone();
+        let mut errors: Vec<RecipeError> = Vec::new();
         let mut params =
-            sets::apply(&self.file, &self.defaults, &input.sets).map_err(RecipeErrors)?;
-        if self.solo_only {
-            self.solo_tp(input, &mut params, &mut warnings);
+            sets::apply(&self.file, &self.defaults, &input.sets).unwrap_or_else(|es| {
+                errors.extend(es);
+                self.defaults.clone()
+            });
+        let solo = self.solo(input);
+        if let Some(why) = solo {
+            self.solo_tp(why, input, &mut params, &mut warnings);
         }
-        let (rendered, mut used) = pyformat::format_used(&self.command, &params)
-            .map_err(|e| self.error("command", e.to_string()))?;
-        let words = words::split(&rendered).map_err(|e| self.error("command", e.to_string()))?;
-        let Some((engine, start)) = engine_line::program(&words.argv) else {
-            return Err(self
-                .error(
-                    "command",
-                    format!(
-                        "`{}` starts no engine spark-launch runs",
-                        words.argv.join(" ").chars().take(60).collect::<String>()
-                    ),
-                )
-                .fix(engine_line::program_fix())
-                .into());
-        };
-        let mut argv = words.argv.clone();
-        let api_key = engine_line::take_api_key(&mut argv);
-        let facts = engine_line::facts(engine, &argv, start);
-        let ray = self.ray(&facts, input, &mut warnings);
-        used.extend(shape::keys_read(&facts));
-        warnings.extend(sets::warnings(&input.sets, &self.defaults, &used));
-        let model = self.model_of(&facts, &mut warnings)?;
         let bounds = NodeBounds {
             min: if self.cluster_only { 2 } else { 1 },
             max: self.solo_only.then_some(1),
         };
-        let (shape, shape_warnings) =
-            shape::shape(&self.file, &facts, &params, input.gpus_per_node, bounds)
-                .map_err(|es| RecipeErrors(es.into_iter().map(|e| self.relocate(e)).collect()))?;
-        warnings.extend(shape_warnings);
-        warnings.extend(common::expansion_warnings(&words.expansions));
+        let line = common::kept(self.line(&params), &mut errors);
+        let mut read = None;
+        if let Some(Line {
+            engine,
+            mut argv,
+            start,
+            mut used,
+            expansions,
+            assignments,
+        }) = line
+        {
+            let api_key = engine_line::take_api_key(&mut argv);
+            let facts = engine_line::facts(engine, &argv, start);
+            let ray = self.ray(&facts, input, solo, &mut warnings);
+            used.extend(shape::keys_read(&facts));
+            warnings.extend(sets::warnings(&input.sets, &self.defaults, &used));
+            let model = common::kept(self.model_of(&facts, &mut warnings), &mut errors);
+            let shape = match shape::shape(&self.file, &facts, &params, input.gpus_per_node, bounds)
+            {
+                Ok((shape, shape_warnings)) => {
+                    warnings.extend(shape_warnings);
+                    Some(shape)
+                }
+                Err(es) => {
+                    errors.extend(es.into_iter().map(|e| self.relocate(e)));
+                    None
+                }
+            };
+            warnings.extend(common::expansion_warnings(&expansions));
+            if let Ok(eugr) = runtime::resolve(EUGR_RUNTIME, None)
+                && engine != eugr.engine
+            {
+                warnings.push(RecipeWarning::new(
+                    "command",
+                    format!(
+                        "a v1 recipe running {engine}: eugr's recipes are written for {} images",
+                        eugr.engine.engine().title()
+                    ),
+                ));
+            }
+            read = Some((engine, argv, api_key, facts, ray, model, shape, assignments));
+        }
+        let image = common::kept(
+            common::image(&self.file, &self.text, &self.container),
+            &mut errors,
+        );
+        let Some((engine, argv, api_key, facts, ray, Some(model), Some(shape), assignments)) = read
+        else {
+            return Err(RecipeErrors(errors));
+        };
+        let (Some(image), true) = (image, errors.is_empty()) else {
+            return Err(RecipeErrors(errors));
+        };
         let mut env = RecipeEnv::default();
         for (k, v) in &self.env {
             env.0.insert(
@@ -194,21 +228,10 @@ impl RecipeV1 {
                 RecipeEnvValue::text(v.clone(), is_secret_name(k)),
             );
         }
-        common::command_assignments(&words.assignments, &mut env, &mut warnings);
-        let image = common::image(&self.file, &self.text, &self.container)?;
-        if let Ok(eugr) = runtime::resolve(EUGR_RUNTIME, None)
-            && engine != eugr.engine
-        {
-            warnings.push(RecipeWarning::new(
-                "command",
-                format!(
-                    "a v1 recipe running {engine}: eugr's recipes are written for {} images",
-                    eugr.engine.engine().title()
-                ),
-            ));
-        }
+        common::command_assignments(&assignments, &mut env, &mut warnings);
         Ok(RecipeLaunch {
             file: self.file.clone(),
+            text: self.text.clone(),
             format: RecipeFormat::V1,
             name: self.name.clone(),
             engine,
@@ -229,15 +252,59 @@ impl RecipeV1 {
             ray,
             api_key: api_key.and_then(Secret::new),
             executor_config: BTreeMap::new(),
+            entrypoint: None,
             min_sparkrun_version: None,
+            solo: solo.is_some(),
             warnings,
         })
     }
 
-    /// A `solo_only` recipe runs solo, and eugr's runner runs solo with `tensor_parallel` 1
-    /// unless the user gives one: the recipe's own default (say 2) is not what runs.
+    /// Whether eugr's runner runs this recipe solo, and why: `solo_only`, or a cluster of one
+    /// node (its solo mode whenever it has fewer than two nodes); a `cluster_only` recipe is
+    /// refused there instead.
+    fn solo(&self, input: &RecipeInput) -> Option<Solo> {
+        if self.solo_only {
+            Some(Solo::Only)
+        } else if input.nodes == Some(1) && !self.cluster_only {
+            Some(Solo::OneNode)
+        } else {
+            None
+        }
+    }
+
+    /// The command rendered with `params` and split into words, starting an engine.
+    fn line(&self, params: &BTreeMap<String, Value>) -> Result<Line, RecipeErrors> {
+        let (rendered, used) = pyformat::format_used(&self.command, params)
+            .map_err(|e| self.error("command", e.to_string()))?;
+        let words = words::split(&rendered).map_err(|e| self.error("command", e.to_string()))?;
+        let Some((engine, start)) = engine_line::program(&words.argv) else {
+            return Err(self
+                .error(
+                    "command",
+                    format!(
+                        "`{}` starts no engine spark-launch runs",
+                        words.argv.join(" ").chars().take(60).collect::<String>()
+                    ),
+                )
+                .fix(engine_line::program_fix())
+                .into());
+        };
+        Ok(Line {
+            engine,
+            argv: words.argv,
+            start,
+            used,
+            expansions: words.expansions,
+            assignments: words.assignments,
+        })
+    }
+
+    /// A recipe run solo gets `tensor_parallel` 1, as eugr's runner gives it in solo mode,
+    /// unless the user gives one with `--set`: the recipe's own default (say 2) is not what
+    /// runs.
     fn solo_tp(
         &self,
+        why: Solo,
         input: &RecipeInput,
         params: &mut BTreeMap<String, Value>,
         warnings: &mut Vec<RecipeWarning>,
@@ -249,13 +316,21 @@ impl RecipeV1 {
         let one = Value::Number(1.into());
         let was = params.insert(KEY.into(), one.clone());
         if let Some(was) = was.filter(|v| python_str(v) != python_str(&one)) {
-            warnings.push(RecipeWarning::new(
-                "solo_only",
-                format!(
-                    "the recipe runs solo (one node), so tensor_parallel {} becomes 1, as eugr's runner runs a solo recipe (--set tensor_parallel=N gives another)",
-                    python_str(&was)
+            let was = python_str(&was);
+            warnings.push(match why {
+                Solo::Only => RecipeWarning::new(
+                    "solo_only",
+                    format!(
+                        "the recipe runs solo (one node), so tensor_parallel {was} becomes 1, as eugr's runner runs a solo recipe (--set tensor_parallel=N gives another)"
+                    ),
                 ),
-            ));
+                Solo::OneNode => RecipeWarning::new(
+                    "defaults.tensor_parallel",
+                    format!(
+                        "the cluster has one node, so the recipe runs solo and tensor_parallel {was} becomes 1, as eugr's runner runs a recipe on one node (--set tensor_parallel=N gives another)"
+                    ),
+                ),
+            });
         }
     }
 
@@ -266,17 +341,28 @@ impl RecipeV1 {
         &self,
         facts: &LineFacts,
         input: &RecipeInput,
+        solo: Option<Solo>,
         warnings: &mut Vec<RecipeWarning>,
     ) -> bool {
         if !facts.ray {
             return false;
         }
-        if self.solo_only {
-            warnings.push(RecipeWarning::new(
-                "command",
-                "--distributed-executor-backend ray dropped: a solo_only recipe runs on one node, with no Ray, as eugr's runner runs it",
-            ));
-            return false;
+        match solo {
+            Some(Solo::Only) => {
+                warnings.push(RecipeWarning::new(
+                    "command",
+                    "--distributed-executor-backend ray dropped: a solo_only recipe runs on one node, with no Ray, as eugr's runner runs it",
+                ));
+                return false;
+            }
+            Some(Solo::OneNode) => {
+                warnings.push(RecipeWarning::new(
+                    "command",
+                    "--distributed-executor-backend ray dropped: the cluster has one node, so the recipe runs solo, with no Ray, as eugr's runner runs it",
+                ));
+                return false;
+            }
+            None => {}
         }
         if !input.ray {
             warnings.push(RecipeWarning::new(
@@ -325,6 +411,27 @@ impl RecipeV1 {
         let line = common::line(&self.text, &e.field);
         RecipeError { line, ..e }
     }
+}
+
+/// Why eugr's runner runs a recipe solo.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Solo {
+    /// `solo_only: true`.
+    Only,
+    /// The cluster has one node.
+    OneNode,
+}
+
+/// The command as rendered and split: the engine it starts, its words, where the engine's
+/// own words start, the `defaults` keys it used, and what its shell would have expanded or
+/// assigned.
+struct Line {
+    engine: crate::workload::engines::EngineKind,
+    argv: Vec<String>,
+    start: usize,
+    used: std::collections::BTreeSet<String>,
+    expansions: Vec<String>,
+    assignments: Vec<(String, String)>,
 }
 
 #[cfg(test)]
@@ -443,6 +550,39 @@ command: |
             .build(&input(&["tensor_parallel=2"]), vec![])
             .unwrap_err();
         assert_eq!(e.0[0].field, "max_nodes");
+    }
+
+    #[test]
+    fn a_plain_recipe_on_one_node_runs_solo_unless_the_user_sets_tensor_parallel() {
+        let plain = RECIPE
+            .replace("cluster_only: true\n", "")
+            .replace("mods:\n  - mods/fix-demo\n", "");
+        let on = |nodes: Option<u32>, sets: &[&str]| RecipeInput {
+            nodes,
+            ..input(sets)
+        };
+        let l = v1(&plain).build(&on(Some(1), &[]), vec![]).unwrap();
+        assert_eq!((l.tp, l.nodes, l.ray, l.solo), (1, 1, false, true));
+        assert!(l.argv.windows(2).any(|w| w == ["-tp", "1"]), "{:?}", l.argv);
+        assert!(
+            l.warnings
+                .iter()
+                .any(|w| w.field == "defaults.tensor_parallel" && w.message.contains("becomes 1")),
+            "{:?}",
+            l.warnings
+        );
+        // The user's value stays; two nodes, or nodes not known, leave the recipe as written;
+        // a cluster_only recipe is never made solo (the one node is refused at planning).
+        let set = v1(&plain)
+            .build(&on(Some(1), &["tensor_parallel=2"]), vec![])
+            .unwrap();
+        assert_eq!((set.tp, set.solo), (2, true));
+        for nodes in [Some(2), None] {
+            let l = v1(&plain).build(&on(nodes, &[]), vec![]).unwrap();
+            assert_eq!((l.tp, l.solo), (2, false), "{nodes:?}");
+        }
+        let l = v1(RECIPE).build(&on(Some(1), &[]), vec![]).unwrap();
+        assert_eq!((l.tp, l.solo), (2, false));
     }
 
     #[test]

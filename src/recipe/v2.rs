@@ -7,7 +7,9 @@
 //! `pre_exec` commands (a list, or one text) rendered as the command is, to run in every
 //! container before the mods and the engine; for a runtime whose runner hands the command to
 //! bash whole (llama-cpp), a script's commands before the server kept to run before it, on one
-//! node only. Fields that change what runs and are not done
+//! node only; `executor_config.entrypoint` applied as sparkrun's Docker executor applies it
+//! (`""` clears the image's entrypoint, a program name replaces it), the other executor
+//! settings warned about. Fields that change what runs and are not done
 //! here (`include`, `overrides`, …) refuse the recipe by name; fields that only follow serving
 //! (`post_exec`, …) are warned about; unknown fields refuse a recipe that asks for a newer
 //! sparkrun. Pure.
@@ -47,6 +49,9 @@ pub struct RecipeV2 {
     pub pre_exec: Vec<String>,
     pub mods: Vec<String>,
     pub executor_config: BTreeMap<String, Value>,
+    /// `executor_config.entrypoint`: `Some("")` clears the image's entrypoint, `Some(program)`
+    /// replaces it, `None` (absent or null) keeps it.
+    pub entrypoint: Option<String>,
     pub min_sparkrun_version: Option<String>,
     pub warnings: Vec<RecipeWarning>,
 }
@@ -187,12 +192,18 @@ pub(super) fn parse(doc: &RecipeDoc, stem: &str) -> Result<RecipeV2, RecipeError
     }
     field_rules(doc, min_version.as_deref(), &mut errors, &mut warnings);
     warnings.extend(common::yaml11_words(doc, &defaults, "defaults"));
-    if !executor_config.is_empty() {
+    let entrypoint = entrypoint(doc, &executor_config, &mut errors, &mut warnings);
+    let not_applied: Vec<&str> = executor_config
+        .keys()
+        .map(String::as_str)
+        .filter(|k| *k != "entrypoint")
+        .collect();
+    if !not_applied.is_empty() {
         warnings.push(RecipeWarning::new(
             "executor_config",
             format!(
                 "{} not applied: spark-launch sets the container options itself (host network and IPC, GPUs, RDMA devices, memlock)",
-                executor_config.keys().cloned().collect::<Vec<_>>().join(", ")
+                not_applied.join(", ")
             ),
         ));
     }
@@ -215,9 +226,50 @@ pub(super) fn parse(doc: &RecipeDoc, stem: &str) -> Result<RecipeV2, RecipeError
         pre_exec,
         mods,
         executor_config,
+        entrypoint,
         min_sparkrun_version: min_version,
         warnings,
     })
+}
+
+/// `executor_config.entrypoint` as sparkrun's Docker executor takes it: null or absent keeps
+/// the image's entrypoint, `""` clears it (the command then runs alone), any other text is
+/// the one program Docker's `--entrypoint` names (not split into words). Anything else is an
+/// error at its line.
+fn entrypoint(
+    doc: &RecipeDoc,
+    executor_config: &BTreeMap<String, Value>,
+    errors: &mut Vec<RecipeError>,
+    warnings: &mut Vec<RecipeWarning>,
+) -> Option<String> {
+    const FIELD: &str = "executor_config.entrypoint";
+    match executor_config.get("entrypoint")? {
+        Value::Null => None,
+        Value::String(s) => {
+            if s.chars().any(char::is_whitespace) {
+                warnings.push(RecipeWarning::new(
+                    FIELD,
+                    format!(
+                        "{s:?} is one program name to Docker's --entrypoint (as sparkrun passes it), not a command line: a program of that whole name must exist in the image"
+                    ),
+                ));
+            }
+            Some(s.clone())
+        }
+        other => {
+            errors.push(
+                doc.error(
+                    FIELD,
+                    format!(
+                        "expected a text, found {}",
+                        super::pyvalue::kind(other)
+                    ),
+                )
+                .fix("write entrypoint: \"\" to clear the image's entrypoint, or the program to run instead"),
+            );
+            None
+        }
+    }
 }
 
 /// `pre_exec` as sparkrun takes it: a list of commands, or one command as a text. A `copy`
@@ -336,93 +388,149 @@ impl RecipeV2 {
         common::located(&self.file, &self.text, field, problem)
     }
 
-    /// The launch this recipe asks for, with `--set` applied and its mods resolved.
+    /// The launch this recipe asks for, with `--set` applied and its mods resolved. Every
+    /// problem at once: a part that cannot be read (the runtime, a `--set`, the command) stops
+    /// only what depends on it; the rest (the model, `pre_exec`, `env`, the image) is checked
+    /// as well.
     pub fn build(
         &self,
         input: &RecipeInput,
         mods: Vec<RecipeMod>,
     ) -> Result<RecipeLaunch, RecipeErrors> {
         let mut warnings = self.warnings.clone();
-        let choice = runtime::resolve(&self.runtime, self.command.as_deref()).map_err(|e| {
-            let field = if self.runtime.is_empty() {
-                "command"
-            } else {
-                "runtime"
-            };
-            self.error(field, e.to_string())
-        })?;
-        let config = sets::apply(&self.file, &self.defaults, &input.sets).map_err(RecipeErrors)?;
+        let mut errors: Vec<RecipeError> = Vec::new();
+        let choice = match runtime::resolve(&self.runtime, self.command.as_deref()) {
+            Ok(c) => Some(c),
+            Err(e) => {
+                let field = if self.runtime.is_empty() {
+                    "command"
+                } else {
+                    "runtime"
+                };
+                errors.push(self.error(field, e.to_string()));
+                None
+            }
+        };
+        // A `--set` that does not apply is an error; the rest is read with `defaults` alone.
+        let config = sets::apply(&self.file, &self.defaults, &input.sets).unwrap_or_else(|es| {
+            errors.extend(es);
+            self.defaults.clone()
+        });
         let chain = self.chain(&config);
-        let line = match &self.command {
-            Some(command) => self.words_of_command(command, &chain, choice)?,
-            None => self.words_of_table(&config, input, choice)?,
-        };
-        let EngineWords {
-            mut argv,
-            before,
-            facts,
-            source,
-            assignments,
-            expansions,
-            table_warnings,
-            mut used,
-        } = line;
-        warnings.extend(table_warnings);
-        let api_key = engine_line::take_api_key(&mut argv);
-        let shape_facts = if source == CommandSource::Recipe {
-            facts.clone()
-        } else {
-            LineFacts::default()
-        };
-        let (shape, shape_warnings) = shape::shape_for(
-            Some(choice.engine),
-            &self.file,
-            &shape_facts,
-            &config,
-            input.gpus_per_node,
-            self.bounds,
-        )
-        .map_err(|es| RecipeErrors(es.into_iter().map(|e| self.relocate(e)).collect()))?;
-        warnings.extend(shape_warnings);
-        if let Some(before) = &before {
-            self.script_rules(before, shape.nodes, &mut warnings)?;
+        let line = choice.and_then(|choice| {
+            let words = match &self.command {
+                Some(command) => self.words_of_command(command, &chain, choice),
+                None => self.words_of_table(&config, input, choice),
+            };
+            common::kept(words, &mut errors).map(|w| (choice, w))
+        });
+        let mut used = BTreeSet::new();
+        let mut read = None;
+        if let Some((choice, line)) = line {
+            let EngineWords {
+                mut argv,
+                before,
+                facts,
+                source,
+                assignments,
+                expansions,
+                table_warnings,
+                used: line_used,
+            } = line;
+            used.extend(line_used);
+            warnings.extend(table_warnings);
+            let api_key = engine_line::take_api_key(&mut argv);
+            let shape_facts = if source == CommandSource::Recipe {
+                facts.clone()
+            } else {
+                LineFacts::default()
+            };
+            let shape = match shape::shape_for(
+                Some(choice.engine),
+                &self.file,
+                &shape_facts,
+                &config,
+                input.gpus_per_node,
+                self.bounds,
+            ) {
+                Ok((shape, shape_warnings)) => {
+                    warnings.extend(shape_warnings);
+                    Some(shape)
+                }
+                Err(es) => {
+                    errors.extend(es.into_iter().map(|e| self.relocate(e)));
+                    None
+                }
+            };
+            if let (Some(before), Some(shape)) = (&before, &shape)
+                && let Err(es) = self.script_rules(before, shape.nodes, &mut warnings)
+            {
+                errors.extend(es.0);
+            }
+            warnings.extend(common::expansion_warnings(&expansions));
+            used.extend(shape::keys_read(&shape_facts));
+            if let Some(key) = choice.engine.engine().recipe().ray_key {
+                used.insert(key.into());
+            }
+            let ray = self.ray(choice, &facts, &config, &mut warnings);
+            if let Some(line_model) = &facts.model
+                && *line_model != self.model
+                && !line_model.contains('{')
+            {
+                warnings.push(RecipeWarning::new(
+                    "model",
+                    format!("{} differs from the model the command serves ({line_model}); spark-launch stages {}", self.model, self.model),
+                ));
+            }
+            read = Some(ReadLine {
+                choice,
+                argv,
+                facts,
+                source,
+                before,
+                assignments,
+                api_key,
+                shape,
+                ray,
+            });
         }
-        warnings.extend(common::expansion_warnings(&expansions));
-        used.extend(shape::keys_read(&shape_facts));
-        if let Some(key) = choice.engine.engine().recipe().ray_key {
-            used.insert(key.into());
-        }
-        let ray = self.ray(choice, &facts, &config, &mut warnings);
-        if let Some(line_model) = &facts.model
-            && *line_model != self.model
-            && !line_model.contains('{')
-        {
-            warnings.push(RecipeWarning::new(
+        let revision = self
+            .model_revision
+            .clone()
+            .or(read.as_ref().and_then(|r| r.facts.revision.clone()));
+        common::kept(
+            common::check_model(
+                &self.file,
+                &self.text,
                 "model",
-                format!("{} differs from the model the command serves ({line_model}); spark-launch stages {}", self.model, self.model),
-            ));
-        }
-        let revision = self.model_revision.clone().or(facts.revision.clone());
-        common::check_model(
-            &self.file,
-            &self.text,
-            "model",
-            &self.model,
-            revision.as_deref(),
-        )?;
-        let pre_exec = self.pre_exec(&chain, &mut warnings, &mut used)?;
-        let mut env = self.env(&chain, &input.user_env, &mut warnings, &mut used)?;
-        warnings.extend(sets::warnings(&input.sets, &self.defaults, &used));
-        common::command_assignments(&assignments, &mut env, &mut warnings);
+                &self.model,
+                revision.as_deref(),
+            ),
+            &mut errors,
+        );
+        let pre_exec = common::kept(self.pre_exec(&chain, &mut warnings, &mut used), &mut errors);
+        let env = common::kept(
+            self.env(&chain, &input.user_env, &mut warnings, &mut used),
+            &mut errors,
+        );
         let image = match &self.container {
-            Some(c) => Some(common::image(&self.file, &self.text, c)?),
+            Some(c) => common::kept(common::image(&self.file, &self.text, c), &mut errors),
             None => None,
         };
+        let (Some(read), Some(pre_exec), Some(mut env)) = (read, pre_exec, env) else {
+            return Err(RecipeErrors(errors));
+        };
+        let Some(shape) = read.shape.filter(|_| errors.is_empty()) else {
+            return Err(RecipeErrors(errors));
+        };
+        warnings.extend(sets::warnings(&input.sets, &self.defaults, &used));
+        common::command_assignments(&read.assignments, &mut env, &mut warnings);
         Ok(RecipeLaunch {
             file: self.file.clone(),
+            text: self.text.clone(),
             format: RecipeFormat::V2,
             name: self.name.clone(),
-            engine: choice.engine,
+            engine: read.choice.engine,
             image,
             model: self.model.clone(),
             model_revision: revision,
@@ -430,17 +538,19 @@ impl RecipeV2 {
             pp: shape.pp,
             gpus_per_node: input.gpus_per_node.max(1),
             nodes: shape.nodes,
-            node_bounds: self.node_bounds(choice),
-            argv,
-            command: source,
-            before_engine: before,
+            node_bounds: self.node_bounds(read.choice),
+            argv: read.argv,
+            command: read.source,
+            before_engine: read.before,
             env,
             pre_exec,
             mods,
-            ray,
-            api_key: api_key.and_then(Secret::new),
+            ray: read.ray,
+            api_key: read.api_key.and_then(Secret::new),
             executor_config: self.executor_config.clone(),
+            entrypoint: self.entrypoint.clone(),
             min_sparkrun_version: self.min_sparkrun_version.clone(),
+            solo: false,
             warnings,
         })
     }
@@ -724,6 +834,21 @@ impl RecipeV2 {
     }
 }
 
+/// The engine's line as the recipe gives it, read: the engine, its words, the shape (`None`
+/// when the shape is refused) and Ray.
+struct ReadLine {
+    choice: RuntimeChoice,
+    argv: Vec<String>,
+    facts: LineFacts,
+    source: CommandSource,
+    /// The commands a script runs before the engine's, as written.
+    before: Option<String>,
+    assignments: Vec<(String, String)>,
+    api_key: Option<String>,
+    shape: Option<shape::JobShape>,
+    ray: bool,
+}
+
 /// The engine's words and what was read from them.
 struct EngineWords {
     argv: Vec<String>,
@@ -940,6 +1065,66 @@ command: |
         assert!(v2(plain).warnings.iter().any(|w| w.field == "readiness"));
         let range = "recipe_version: \"2\"\nmodel: org/demo\nmin_sparkrun_version: \">=0.4\"\n";
         assert!(parse_recipe("r.yaml", "r", range).is_err());
+    }
+
+    #[test]
+    fn an_empty_executor_entrypoint_clears_the_image_s_and_other_executor_settings_are_warned_about()
+     {
+        // The shape of a community recipe whose image's ENTRYPOINT is `vllm serve`.
+        let text = "model: org/demo\nruntime: vllm\ncontainer: vllm/vllm-openai:x\nexecutor_config:\n  entrypoint: \"\"\n  shm_size: 20gb\ncommand: vllm serve {model}\n";
+        let r = v2(text);
+        assert_eq!(r.entrypoint.as_deref(), Some(""));
+        let said: Vec<String> = r
+            .warnings
+            .iter()
+            .filter(|w| w.field.starts_with("executor_config"))
+            .map(|w| w.to_string())
+            .collect();
+        assert_eq!(
+            said,
+            [
+                "executor_config: shm_size not applied: spark-launch sets the container options itself (host network and IPC, GPUs, RDMA devices, memlock)"
+            ]
+        );
+        let l = r.build(&input(), vec![]).unwrap();
+        assert_eq!(l.entrypoint.as_deref(), Some(""));
+        // Only an entrypoint: nothing to warn about.
+        let only = text.replace("  shm_size: 20gb\n", "");
+        assert!(
+            !v2(&only)
+                .warnings
+                .iter()
+                .any(|w| w.field.starts_with("executor_config"))
+        );
+        // null keeps the image's; a program replaces it, one word as Docker takes it.
+        let null = text.replace("entrypoint: \"\"", "entrypoint: null");
+        assert_eq!(v2(&null).entrypoint, None);
+        let program = text.replace("\"\"", "/opt/nvidia/nvidia_entrypoint.sh");
+        assert_eq!(
+            v2(&program).entrypoint.as_deref(),
+            Some("/opt/nvidia/nvidia_entrypoint.sh")
+        );
+        let two_words = text.replace("\"\"", "\"vllm serve\"");
+        assert!(
+            v2(&two_words)
+                .warnings
+                .iter()
+                .any(|w| w.field == "executor_config.entrypoint"
+                    && w.message.contains("one program name")),
+        );
+    }
+
+    #[test]
+    fn an_executor_entrypoint_that_is_not_text_is_refused_at_its_line() {
+        let text =
+            "model: org/demo\nruntime: vllm\nexecutor_config:\n  entrypoint: [vllm, serve]\n";
+        let Err(e) = parse_recipe("r.yaml", "r", text) else {
+            panic!("accepted")
+        };
+        assert_eq!(
+            e.0[0].to_string(),
+            "r.yaml:4: executor_config.entrypoint: expected a text, found a list; write entrypoint: \"\" to clear the image's entrypoint, or the program to run instead"
+        );
     }
 
     #[test]

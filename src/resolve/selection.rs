@@ -135,6 +135,28 @@ impl Selection {
     pub fn is_local(&self) -> bool {
         self.local
     }
+
+    /// How many nodes this selection names before any is reached: the snapshots, hosts,
+    /// engines or nodes given, one for `--local` or `--root`, else the cluster file's; `None`
+    /// when that file cannot be read or names none (resolving says why).
+    pub fn named_count(&self) -> Option<usize> {
+        let given = [
+            self.snapshots.len(),
+            self.hosts.len(),
+            self.engines.len(),
+            self.nodes.len(),
+        ];
+        if let Some(n) = given.into_iter().find(|n| *n > 0) {
+            return Some(n);
+        }
+        if self.local || self.root.is_some() {
+            return Some(1);
+        }
+        super::cluster_file_nodes(&self.cluster_file)
+            .ok()
+            .map(|n| n.len())
+            .filter(|n| *n > 0)
+    }
 }
 
 #[cfg(test)]
@@ -167,6 +189,26 @@ mod tests {
         assert_eq!(e.endpoint, None);
         assert!("n2".parse::<EngineRef>().is_err());
         assert!("n2=tcp://1.2.3.4:2375".parse::<EngineRef>().is_err());
+    }
+
+    #[test]
+    fn the_nodes_a_selection_names_are_counted_before_any_is_reached() {
+        let snap = |n: &str| format!("{n}=/tmp/{n}").parse::<SnapshotRef>().unwrap();
+        let two = Selection {
+            snapshots: vec![snap("a"), snap("b")],
+            ..Selection::default()
+        };
+        assert_eq!(two.named_count(), Some(2));
+        let one = Selection {
+            hosts: vec!["10.0.0.1".parse().unwrap()],
+            ..Selection::default()
+        };
+        assert_eq!(one.named_count(), Some(1));
+        let none = Selection {
+            cluster_file: PathBuf::from("/nonexistent/cluster.yaml"),
+            ..Selection::default()
+        };
+        assert_eq!(none.named_count(), None, "no cluster file: not known here");
     }
 
     #[test]

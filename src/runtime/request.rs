@@ -71,6 +71,7 @@ pub fn create_request(spec: &ContainerSpec, gpu: &GpuAccess) -> CreateRequest {
             .to_string(),
         ),
         cap_add: non_empty(spec.cap_add.clone()),
+        security_opt: non_empty(spec.security_opt.clone()),
         ulimits: non_empty(
             spec.ulimits
                 .iter()
@@ -187,6 +188,19 @@ mod tests {
             },
         );
         insta::assert_json_snapshot!(body(&req));
+    }
+
+    #[test]
+    fn a_security_option_reaches_the_host_config_and_none_is_sent_without_one() {
+        let mut s = gpu_spec(true);
+        let plain = create_request(&s, &GpuAccess::DeviceRequest { count: -1 });
+        assert_eq!(body(&plain)["body"]["HostConfig"].get("SecurityOpt"), None);
+        s.security_opt.push("seccomp=unconfined".into());
+        let req = create_request(&s, &GpuAccess::DeviceRequest { count: -1 });
+        assert_eq!(
+            body(&req)["body"]["HostConfig"]["SecurityOpt"],
+            serde_json::json!(["seccomp=unconfined"])
+        );
     }
 
     #[test]

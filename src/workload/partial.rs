@@ -330,7 +330,7 @@ pub fn layer(file: PartialServe, flags: PartialServe) -> Result<ServeRequest, La
     let nccl_from = l.pick(file.nccl_from, flags.nccl_from, shown);
     let hf_home = l.pick(file.hf_home, flags.hf_home, shown);
     let mut flag_tuning = flags.tuning;
-    if flag_tuning.ray && solo_v1(file.recipe.as_deref(), file.node_bounds) {
+    if flag_tuning.ray && file.recipe.as_deref().is_some_and(|r| r.solo) {
         flag_tuning.ray = false;
         l.warnings.push(
             "--ray is not used: the recipe runs solo (one node), and eugr's runner ignores --ray in solo mode"
@@ -381,12 +381,6 @@ pub fn layer(file: PartialServe, flags: PartialServe) -> Result<ServeRequest, La
         recipe,
         warnings: l.warnings,
     })
-}
-
-/// An eugr (v1) recipe that runs on one node only (`solo_only`).
-fn solo_v1(recipe: Option<&RecipePart>, bounds: Option<NodeBounds>) -> bool {
-    recipe.is_some_and(|r| r.format == super::recipe_part::RecipeFormat::V1)
-        && bounds.is_some_and(|b| b.max == Some(1))
 }
 
 /// A `--tp` that fills fewer or more nodes than the launch file allows is refused.

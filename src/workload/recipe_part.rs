@@ -9,7 +9,10 @@
 //! engine — sparkrun runs a recipe's mods as `pre_exec` entries after its own — once per
 //! container), the commands its command runs before the engine on the head (a llama-cpp
 //! recipe's script: in the bash that then becomes the engine, as the runner runs the command
-//! whole), the served name it asks for, and its name and warnings for the plan.
+//! whole), the entrypoint it asks for (v2 `executor_config.entrypoint`: cleared or replaced in
+//! every container, over the engine's own choice, as sparkrun lets a recipe override its
+//! runtime's default), the other models it needs (staged beside the model), the served name
+//! it asks for, and its name and warnings for the plan.
 //!
 //! The engine's own line is the engine's (`engines::split_recipe_args`); nothing here looks
 //! at it. Pure: the part and the node in, the container changed.
@@ -173,6 +176,12 @@ pub struct RecipePart {
     /// Models the engine loads besides the model (a speculative draft the recipe's settings
     /// name, a `distribution_config` entry), staged as the model is, before the start.
     pub models: Vec<RecipeModel>,
+    /// v2 `executor_config.entrypoint`: `""` clears the image's entrypoint, a program replaces
+    /// it; `None` leaves the container's as the engine planned it.
+    pub entrypoint: Option<String>,
+    /// An eugr (v1) recipe run solo, as eugr's runner runs it (`solo_only`, or a cluster of
+    /// one node): `--ray` is not used, as that runner ignores it in solo mode.
+    pub solo: bool,
     /// What the recipe does differently here, said before it runs.
     pub warnings: Vec<String>,
 }
@@ -220,6 +229,10 @@ pub struct RecipeSummary {
     /// The mods, in the order they run, each in `/workspace/mods/NAME`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub mods: Vec<String>,
+    /// `executor_config.entrypoint` as written (`""`: the image's entrypoint cleared); each
+    /// container's `entrypoint` shows what runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub entrypoint: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
 }
@@ -247,6 +260,7 @@ impl RecipePart {
             pre_exec: self.pre_exec.clone(),
             before_engine: self.before_engine.clone(),
             mods: self.mods.iter().map(|m| m.name.clone()).collect(),
+            entrypoint: self.entrypoint.clone(),
             warnings: self.warnings.clone(),
         }
     }
@@ -317,6 +331,17 @@ pub fn merge_env(
         if keep {
             spec.env.insert(k, v);
         }
+    }
+}
+
+/// Gives `spec` the entrypoint a recipe asks for, as Docker's `--entrypoint` takes it: `""`
+/// clears the image's (the command runs alone), any other text is the one program run with
+/// the command as its arguments; `None` changes nothing.
+pub fn set_entrypoint(entrypoint: Option<&str>, spec: &mut ContainerSpec) {
+    match entrypoint {
+        None => {}
+        Some("") => spec.entrypoint = Some(Vec::new()),
+        Some(program) => spec.entrypoint = Some(vec![program.to_string()]),
     }
 }
 
@@ -661,6 +686,30 @@ mod tests {
     }
 
     #[test]
+    fn a_recipe_s_entrypoint_clears_or_replaces_the_container_s_and_none_keeps_it() {
+        let mut s = spec();
+        set_entrypoint(None, &mut s);
+        assert_eq!(s.entrypoint, None, "the image's own entrypoint stays");
+        set_entrypoint(Some(""), &mut s);
+        assert_eq!(
+            s.entrypoint,
+            Some(vec![]),
+            "cleared: the command runs alone"
+        );
+        // One program, as Docker's --entrypoint takes it: never split into words.
+        set_entrypoint(Some("/opt/nvidia/nvidia_entrypoint.sh"), &mut s);
+        assert_eq!(
+            s.entrypoint,
+            Some(vec!["/opt/nvidia/nvidia_entrypoint.sh".to_string()])
+        );
+        assert_eq!(
+            s.command,
+            ["vllm", "serve", "/m"],
+            "the command is untouched"
+        );
+    }
+
+    #[test]
     fn the_summary_keeps_templates_and_masks_secrets() {
         let mut env = RecipeEnv::default();
         env.0
@@ -679,6 +728,8 @@ mod tests {
             before_engine: None,
             mods: vec![],
             models: Vec::new(),
+            entrypoint: None,
+            solo: false,
             warnings: vec![],
         };
         let s = part.summary();

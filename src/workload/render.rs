@@ -115,7 +115,7 @@ fn job_body(job: &JobPlan) -> String {
                     .map(|u| format!("{}={}:{}", u.name, u.soft, u.hard))
                     .collect();
                 out.push_str(&format!(
-                    "  runs     gpus {gpus} · network {network} · ipc {ipc} · cap {} · ulimit {}\n",
+                    "  runs     gpus {gpus} · network {network} · ipc {ipc} · cap {} · ulimit {}{}\n",
                     if c.cap_add.is_empty() {
                         "-".to_string()
                     } else {
@@ -125,6 +125,12 @@ fn job_body(job: &JobPlan) -> String {
                         "-".to_string()
                     } else {
                         ulimits.join(" ")
+                    },
+                    // Said only where given: most containers keep Docker's defaults.
+                    if c.security_opt.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" · security-opt {}", c.security_opt.join(","))
                     }
                 ));
             }
@@ -257,6 +263,15 @@ fn serve(p: &ServePlan) -> String {
                 "before the engine (on the head, in the bash that then runs the engine, as the recipe's command runs them):\n  {}\n",
                 before.replace('\n', "\n  ")
             ));
+        }
+        match r.entrypoint.as_deref() {
+            None => {}
+            Some("") => out.push_str(
+                "executor_config.entrypoint \"\": the image's entrypoint is cleared in every container\n",
+            ),
+            Some(e) => out.push_str(&format!(
+                "executor_config.entrypoint {e:?}: runs in every container instead of the image's\n"
+            )),
         }
         if !r.pre_exec.is_empty() {
             out.push_str(&format!(

@@ -347,10 +347,24 @@ fn ranks(
         .nodes
         .iter()
         .zip(ranks.containers)
-        .map(|(env, mut spec)| {
+        .enumerate()
+        .map(|(rank, (env, mut spec))| {
             if let Some(r) = input.recipe {
                 if let (Some(before), Role::Head) = (&r.before_engine, env.role) {
                     recipe_part::add_before_engine(before, &mut spec);
+                }
+                // The recipe's entrypoint over the engine's (Atlas clears the image's), as
+                // sparkrun lets a recipe's executor_config override its runtime's default. A
+                // host process has no image whose entrypoint it could change.
+                match (o.runtime, r.entrypoint.as_deref()) {
+                    (RuntimeKind::Docker, e) => recipe_part::set_entrypoint(e, &mut spec),
+                    (RuntimeKind::Host, Some(p)) if !p.is_empty() && rank == 0 => {
+                        warnings.push(format!(
+                            "{}: executor_config.entrypoint {p:?} is not used: --runtime host runs the engine as a process, with no image",
+                            r.file
+                        ))
+                    }
+                    (RuntimeKind::Host, _) => {}
                 }
                 recipe_part::add_mods(&r.mods, &mut spec);
                 recipe_part::add_pre_exec(&r.pre_exec, &mut spec);
@@ -935,17 +949,19 @@ mod tests {
             before_engine: None,
             mods: Vec::new(),
             models: Vec::new(),
+            entrypoint: None,
+            solo: false,
             warnings: Vec::new(),
         }
     }
 
     /// `cache_recipe` planned with vLLM on two Sparks, in `runtime`.
     fn recipe_plan(runtime: RuntimeKind) -> ServePlan {
-        recipe_plan_of(runtime, cache_recipe())
+        recipe_served(runtime, cache_recipe()).plan
     }
 
     /// `recipe` planned with vLLM on two Sparks, in `runtime`.
-    fn recipe_plan_of(runtime: RuntimeKind, recipe: RecipePart) -> ServePlan {
+    fn recipe_served(runtime: RuntimeKind, recipe: RecipePart) -> Served {
         let model = ModelSource::parse("Qwen/Qwen2.5-0.5B-Instruct", None).unwrap();
         let mut opts = ServeOptions::new(EngineKind::Vllm, JobName::new("j").unwrap(), model);
         opts.tp = 2;
@@ -961,7 +977,7 @@ mod tests {
             recipe: Some(&recipe),
         };
         match plan(&input) {
-            Ok(s) => s.plan,
+            Ok(s) => s,
             Err(e) => panic!("{e}"),
         }
     }
@@ -990,7 +1006,7 @@ mod tests {
                 ranks: Some(vec![1]),
             },
         ];
-        let plan = recipe_plan_of(RuntimeKind::Docker, recipe);
+        let plan = recipe_served(RuntimeKind::Docker, recipe).plan;
         let staged: Vec<(String, Vec<String>)> = plan
             .job
             .steps
@@ -1025,6 +1041,37 @@ mod tests {
             .rposition(|s| matches!(s, Step::StageModel(_)))
             .unwrap();
         assert!(last_stage < start, "every model is staged before the start");
+    }
+
+    #[test]
+    fn a_recipe_s_entrypoint_program_runs_in_every_container_and_not_on_a_host() {
+        let recipe = RecipePart {
+            entrypoint: Some("/opt/nvidia/nvidia_entrypoint.sh".into()),
+            ..cache_recipe()
+        };
+        let docker = recipe_served(RuntimeKind::Docker, recipe.clone());
+        for n in &docker.plan.job.nodes {
+            let Launch::Container(c) = &n.launch else {
+                panic!("not a container")
+            };
+            assert_eq!(
+                c.entrypoint,
+                Some(vec!["/opt/nvidia/nvidia_entrypoint.sh".to_string()])
+            );
+        }
+        let host = recipe_served(RuntimeKind::Host, recipe);
+        for n in &host.plan.job.nodes {
+            let Launch::Process(p) = &n.launch else {
+                panic!("not a process")
+            };
+            assert_eq!(p.command[0], "vllm", "{:?}", p.command);
+        }
+        let said: Vec<&String> = host
+            .warnings
+            .iter()
+            .filter(|w| w.contains("executor_config.entrypoint"))
+            .collect();
+        assert_eq!(said.len(), 1, "once, not per node: {:?}", host.warnings);
     }
 
     fn env_of(node: &NodePlan) -> &BTreeMap<String, String> {

@@ -57,6 +57,8 @@ pub const DEFAULT_MASTER_PORT: u16 = 29500;
 pub const DEFAULT_MEMORY_UTILIZATION: f64 = 0.90;
 /// Where the head's container holds the API key for [`KEY_SH`].
 pub const API_KEY_VAR: &str = "SL_ATLAS_AUTH_TOKEN";
+/// Docker's security option that turns its seccomp filter off (io_uring for Atlas).
+pub const SECCOMP_UNCONFINED: &str = "seccomp=unconfined";
 /// The program and subcommand every rank runs.
 const PROGRAM: [&str; 2] = ["spark", "serve"];
 
@@ -305,6 +307,9 @@ impl ServingEngine for Atlas {
             spec.entrypoint = Some(Vec::new());
             // io_uring's polling thread (`--high-speed-swap`) needs it, as sparkrun grants it.
             spec.cap_add.push("SYS_NICE".to_string());
+            // Docker's default seccomp profile refuses the io_uring calls that
+            // `--high-speed-swap` makes: unconfined, as sparkrun runs Atlas's containers.
+            spec.security_opt.push(SECCOMP_UNCONFINED.to_string());
             if n > 1 {
                 for (k, v) in GB10_NCCL {
                     spec.env
