@@ -13,7 +13,7 @@ use spark_launch::launch_file::{self, FileSource};
 use spark_launch::model::ModelSource;
 use spark_launch::model::hub::parse_info;
 use spark_launch::node::NodeName;
-use spark_launch::plan::Launch;
+use spark_launch::plan::{Launch, Step};
 use spark_launch::probe::read_snapshot_dir;
 use spark_launch::recipe::RecipeInput;
 use spark_launch::recipe::loader;
@@ -603,5 +603,41 @@ fn a_script_recipe_asked_onto_two_nodes_is_refused_naming_why() {
         e.contains("runs commands before the server (a script), which runs on one node only")
             && e.contains("pre_exec"),
         "{e}"
+    );
+}
+
+#[test]
+fn a_recipe_s_draft_and_its_distribution_config_are_staged_beside_the_model_at_their_pins() {
+    let path = format!("{PUBLIC}/glm-5.3-flash-dflash2-distribution.yaml");
+    let p =
+        planned(&request_with(&path, &[], PartialServe::default()).expect("the recipe's launch"));
+    let staged: Vec<(String, usize)> = serve_plan(&p)
+        .job
+        .steps
+        .iter()
+        .filter_map(|s| match s {
+            Step::StageModel(m) => Some((m.model.to_string(), m.nodes.len())),
+            _ => None,
+        })
+        .collect();
+    // The drafter once (named by speculative_config and by distribution_config), at its own
+    // commit, on the one node max_nodes allows; the served model at its pin.
+    assert_eq!(
+        staged,
+        vec![
+            (
+                "turboderp/GLM-5.3-Flash-exl3@51058cd551c7e570d87bd32a4adee720edce2349".to_string(),
+                1
+            ),
+            (
+                "incoai/GLM-5.3-Flash-DFlash2@bf582e4eacc1810f76656d1811693ff6c6737d2a".to_string(),
+                1
+            ),
+        ]
+    );
+    assert!(
+        !p.warnings.iter().any(|w| w.contains("distribution_config")),
+        "nothing of it is left unapplied: {:?}",
+        p.warnings
     );
 }

@@ -11,6 +11,7 @@ use yaml_serde::Value;
 
 use crate::plan::secret::Secret;
 use crate::workload::engines::EngineKind;
+use crate::workload::engines::speculative::RecipeDraft;
 
 use super::RecipeFormat;
 use super::env::RecipeEnv;
@@ -29,6 +30,32 @@ pub enum CommandSource {
 
 /// How many nodes the recipe accepts (`min_nodes`/`max_nodes`, `cluster_only`/`solo_only`).
 pub use crate::workload::partial::NodeBounds;
+
+/// A model the recipe's engine loads besides its model (a speculative draft its settings name,
+/// a `distribution_config` entry), staged beside it before the start.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct OtherModel {
+    /// `ORG/NAME` on the Hub.
+    pub repo: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub revision: Option<String>,
+    /// The ranks whose nodes get it (0: the head); `None`: every node.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ranks: Option<Vec<usize>>,
+    /// The recipe field that names it (`defaults.speculative_config`).
+    pub field: String,
+}
+
+impl From<RecipeDraft> for OtherModel {
+    fn from(d: RecipeDraft) -> OtherModel {
+        OtherModel {
+            repo: d.repo,
+            revision: d.revision,
+            ranks: None,
+            field: format!("defaults.{}", d.setting),
+        }
+    }
+}
 
 /// One recipe, read and checked, ready for the serving planner.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -80,6 +107,9 @@ pub struct RecipeLaunch {
     /// container, `Some(program)` replaces it, `None` keeps the image's (or the engine's).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub entrypoint: Option<String>,
+    /// Models to stage beside the model, each once.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub models: Vec<OtherModel>,
     pub min_sparkrun_version: Option<String>,
     /// An eugr (v1) recipe run solo, as eugr's runner runs it (`solo_only`, or a cluster of
     /// one node): one node, no Ray.
@@ -160,6 +190,7 @@ mod tests {
             api_key: Secret::new("sk-1"),
             executor_config: BTreeMap::new(),
             entrypoint: None,
+            models: Vec::new(),
             min_sparkrun_version: None,
             solo: false,
             warnings: vec![],

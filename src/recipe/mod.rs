@@ -17,6 +17,7 @@
 
 pub mod common;
 pub mod detect;
+mod distribution;
 pub mod doc;
 pub mod engine_line;
 pub mod env;
@@ -43,7 +44,7 @@ use std::collections::BTreeMap;
 pub use crate::workload::recipe_part::RecipeFormat;
 pub use env::{RecipeEnv, RecipeNode};
 pub use error::{RecipeError, RecipeErrors, RecipeWarning};
-pub use launch::{CommandSource, NodeBounds, RecipeLaunch};
+pub use launch::{CommandSource, NodeBounds, OtherModel, RecipeLaunch};
 pub use mods::{ModFile, ModFiles, RecipeMod};
 
 use crate::profile::SetArg;

@@ -23,7 +23,7 @@ use crate::workload::engines::{
     ApiKeySupport, EngineOptions, OwnedArg, RecipeFlag, ServingEngine, split_recipe_args,
 };
 use crate::workload::partial::{Given, Origin, PartialServe};
-use crate::workload::recipe_part::RecipePart;
+use crate::workload::recipe_part::{RecipeModel, RecipePart};
 
 /// The serving launch `launch` asks for, with its mods' files, as a launch file's part of a
 /// request (`workload::partial::layer` lays the flags over it).
@@ -70,6 +70,7 @@ pub fn ask(launch: &RecipeLaunch, mods: Vec<ModFiles>) -> Result<PartialServe, R
     let mut env = launch.env.clone();
     let env_key = env_api_key(launch, engine, &mut env, &mut errors);
     let api_key = api_key(launch, env_key, &mut warnings);
+    let models = other_models(launch, &mut errors);
     let Some(model) = model.filter(|_| errors.is_empty()) else {
         return Err(RecipeErrors(super::common::locate_all(
             &launch.text,
@@ -88,7 +89,7 @@ pub fn ask(launch: &RecipeLaunch, mods: Vec<ModFiles>) -> Result<PartialServe, R
         pre_exec: launch.pre_exec.clone(),
         before_engine: launch.before_engine.clone(),
         mods,
-        models: Vec::new(),
+        models,
         entrypoint: launch.entrypoint.clone(),
         solo: launch.solo,
         warnings,
@@ -354,6 +355,33 @@ pub fn fit(launch: &RecipeLaunch, nodes: Option<usize>) -> Option<Fit> {
     } else {
         Fit::No(problems.into_iter().map(|p| p.problem.what).collect())
     })
+}
+
+/// The models `launch` stages beside its model, as Hub sources; one that is not a Hub repo
+/// (`ORG/NAME`) is an error at the field that names it.
+fn other_models(launch: &RecipeLaunch, errors: &mut Vec<RecipeError>) -> Vec<RecipeModel> {
+    let mut out = Vec::new();
+    for m in &launch.models {
+        match ModelSource::parse(&m.repo, m.revision.as_deref()) {
+            Ok(source @ ModelSource::Hub { .. }) => out.push(RecipeModel {
+                source,
+                ranks: m.ranks.clone(),
+            }),
+            Ok(ModelSource::Local { .. }) => errors.push(
+                RecipeError::new(
+                    &launch.file,
+                    &m.field,
+                    format!(
+                        "{} is a folder; a model besides the recipe's is staged from the Hub",
+                        m.repo
+                    ),
+                )
+                .fix("name it ORG/NAME"),
+            ),
+            Err(e) => errors.push(RecipeError::new(&launch.file, &m.field, e.to_string())),
+        }
+    }
+    out
 }
 
 #[cfg(test)]

@@ -17,7 +17,7 @@ use super::doc::{DocFields, RecipeDoc};
 use super::engine_line::{self, LineFacts};
 use super::env::{RecipeEnv, RecipeEnvValue, valid_name};
 use super::error::{RecipeError, RecipeErrors, RecipeWarning};
-use super::launch::{CommandSource, NodeBounds, RecipeLaunch};
+use super::launch::{CommandSource, NodeBounds, OtherModel, RecipeLaunch};
 use super::mods::RecipeMod;
 use super::pyvalue::python_str;
 use super::runtime;
@@ -253,6 +253,14 @@ impl RecipeV1 {
             api_key: api_key.and_then(Secret::new),
             executor_config: BTreeMap::new(),
             entrypoint: None,
+            // The draft its settings name (eugr's runner leaves it to the engine to fetch; here
+            // the Hub is offline in the containers, so it is staged beside the model).
+            models: engine
+                .engine()
+                .recipe_draft(&params)
+                .map(OtherModel::from)
+                .into_iter()
+                .collect(),
             min_sparkrun_version: None,
             solo: solo.is_some(),
             warnings,

@@ -18,12 +18,13 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use yaml_serde::Value;
 
+use super::distribution::{self, Distribution};
 use super::doc::{DocFields, RecipeDoc};
 use super::engine_line::{self, LineFacts};
 use super::env::{self, RecipeEnv, valid_name};
 use super::error::{RecipeError, RecipeErrors, RecipeWarning};
 use super::flags::{self, FlagInput};
-use super::launch::{CommandSource, NodeBounds, RecipeLaunch};
+use super::launch::{CommandSource, NodeBounds, OtherModel, RecipeLaunch};
 use super::mods::RecipeMod;
 use super::pyvalue::python_str;
 use super::runtime::{self, RuntimeChoice};
@@ -52,12 +53,14 @@ pub struct RecipeV2 {
     /// `executor_config.entrypoint`: `Some("")` clears the image's entrypoint, `Some(program)`
     /// replaces it, `None` (absent or null) keeps it.
     pub entrypoint: Option<String>,
+    /// `distribution_config`: the other models to stage, the model's own pin.
+    distribution: Option<Box<Distribution>>,
     pub min_sparkrun_version: Option<String>,
     pub warnings: Vec<RecipeWarning>,
 }
 
 /// Fields read here.
-const FIELDS: [&str; 23] = [
+const FIELDS: [&str; 24] = [
     "recipe_version",
     "sparkrun_version",
     "name",
@@ -78,13 +81,14 @@ const FIELDS: [&str; 23] = [
     "pre_exec",
     "mods",
     "executor_config",
+    "distribution_config",
     "metadata",
     "benchmark",
     "min_sparkrun_version",
 ];
 
 /// Fields that change what runs and that spark-launch does not do: the recipe is refused.
-const REFUSED: [(&str, &str); 5] = [
+const REFUSED: [(&str, &str); 4] = [
     (
         "include",
         "recipes built from other recipes are not supported yet; write the fields out",
@@ -96,10 +100,6 @@ const REFUSED: [(&str, &str); 5] = [
     (
         "containers",
         "a different image per node is not supported yet; give one container:",
-    ),
-    (
-        "distribution_config",
-        "sparkrun's distribution settings are not supported; spark-launch stages the model and image itself",
     ),
     (
         "runtime_config",
@@ -193,6 +193,7 @@ pub(super) fn parse(doc: &RecipeDoc, stem: &str) -> Result<RecipeV2, RecipeError
     field_rules(doc, min_version.as_deref(), &mut errors, &mut warnings);
     warnings.extend(common::yaml11_words(doc, &defaults, "defaults"));
     let entrypoint = entrypoint(doc, &executor_config, &mut errors, &mut warnings);
+    let distribution = distribution::read(doc, &mut errors).map(Box::new);
     let not_applied: Vec<&str> = executor_config
         .keys()
         .map(String::as_str)
@@ -227,6 +228,7 @@ pub(super) fn parse(doc: &RecipeDoc, stem: &str) -> Result<RecipeV2, RecipeError
         mods,
         executor_config,
         entrypoint,
+        distribution,
         min_sparkrun_version: min_version,
         warnings,
     })
@@ -494,10 +496,29 @@ impl RecipeV2 {
                 ray,
             });
         }
+        let mut models: Vec<OtherModel> = read
+            .as_ref()
+            .and_then(|r| r.choice.engine.engine().recipe_draft(&config))
+            .map(OtherModel::from)
+            .into_iter()
+            .collect();
+        let pin = self.distributed(&chain, &mut models, &mut used, &mut errors);
+        if let (Some(r), Some(p)) = (&self.model_revision, &pin)
+            && r != p
+        {
+            warnings.push(RecipeWarning::new(
+                "distribution_config",
+                format!(
+                    "fetches {} at {p}, but model_revision says {r}: {r} is staged and served",
+                    self.model
+                ),
+            ));
+        }
         let revision = self
             .model_revision
             .clone()
-            .or(read.as_ref().and_then(|r| r.facts.revision.clone()));
+            .or(read.as_ref().and_then(|r| r.facts.revision.clone()))
+            .or(pin);
         common::kept(
             common::check_model(
                 &self.file,
@@ -517,6 +538,9 @@ impl RecipeV2 {
             Some(c) => common::kept(common::image(&self.file, &self.text, c), &mut errors),
             None => None,
         };
+        if let Some(d) = &self.distribution {
+            warnings.extend(d.warnings(image.as_deref()));
+        }
         let (Some(read), Some(pre_exec), Some(mut env)) = (read, pre_exec, env) else {
             return Err(RecipeErrors(errors));
         };
@@ -549,6 +573,7 @@ impl RecipeV2 {
             api_key: read.api_key.and_then(Secret::new),
             executor_config: self.executor_config.clone(),
             entrypoint: self.entrypoint.clone(),
+            models,
             min_sparkrun_version: self.min_sparkrun_version.clone(),
             solo: false,
             warnings,
@@ -600,6 +625,43 @@ impl RecipeV2 {
         } else {
             self.bounds
         }
+    }
+
+    /// The models `distribution_config` names besides the recipe's, rendered as the command is
+    /// (`{model}`), added to `models` once each; returns the revision its entry for the recipe's
+    /// own model pins (sparkrun fetches the model at it), said where `model_revision` differs.
+    fn distributed(
+        &self,
+        chain: &BTreeMap<String, Value>,
+        models: &mut Vec<OtherModel>,
+        used: &mut BTreeSet<String>,
+        errors: &mut Vec<RecipeError>,
+    ) -> Option<String> {
+        let mut pin = None;
+        for (i, m) in self.distribution.iter().flat_map(|d| &d.models).enumerate() {
+            let field = format!("distribution_config.models.entries[{i}]");
+            let name = match substitute::render_used(&m.name, chain) {
+                Ok((name, keys)) => {
+                    used.extend(keys);
+                    name
+                }
+                Err(e) => {
+                    errors.push(self.error(&field, e.to_string()));
+                    continue;
+                }
+            };
+            if name == self.model {
+                pin = pin.or(m.revision.clone());
+            } else if !models.iter().any(|o| o.repo == name) {
+                models.push(OtherModel {
+                    repo: name,
+                    revision: m.revision.clone(),
+                    ranks: m.ranks.clone(),
+                    field,
+                });
+            }
+        }
+        pin
     }
 
     /// The config chain the command and env templates read: `defaults` + `--set`, `model`
@@ -1290,6 +1352,33 @@ command: |
         assert_eq!(
             l.env.render(&RecipeNode::default()).unwrap()["X"],
             "$NOT_SET_HERE"
+        );
+    }
+
+    #[test]
+    fn distribution_config_pins_the_model_where_model_revision_is_absent_and_is_said_where_they_differ()
+     {
+        let base = "recipe_version: \"2\"\nmodel: org/demo\nruntime: vllm\ncontainer: img:1\ndefaults:\n  tensor_parallel: 1\ndistribution_config:\n  models:\n    entries:\n      - name: \"{model}\"\n        revision: abc123\n      - name: org/helper\n        target: [0]\n";
+        let l = v2(base).build(&input(), vec![]).unwrap();
+        assert_eq!(l.model_revision.as_deref(), Some("abc123"));
+        assert_eq!(
+            l.models,
+            vec![OtherModel {
+                repo: "org/helper".into(),
+                revision: None,
+                ranks: Some(vec![0]),
+                field: "distribution_config.models.entries[1]".into(),
+            }]
+        );
+        let pinned = base.replace("model: org/demo\n", "model: org/demo\nmodel_revision: v2\n");
+        let l = v2(&pinned).build(&input(), vec![]).unwrap();
+        assert_eq!(l.model_revision.as_deref(), Some("v2"));
+        assert!(
+            l.warnings.iter().any(|w| w
+                .to_string()
+                .contains("fetches org/demo at abc123, but model_revision says v2")),
+            "{:?}",
+            l.warnings
         );
     }
 }
