@@ -60,7 +60,7 @@ pub struct RecipeV2 {
 }
 
 /// Fields read here.
-const FIELDS: [&str; 24] = [
+const FIELDS: [&str; 25] = [
     "recipe_version",
     "sparkrun_version",
     "name",
@@ -82,13 +82,14 @@ const FIELDS: [&str; 24] = [
     "mods",
     "executor_config",
     "distribution_config",
+    "runtime_config",
     "metadata",
     "benchmark",
     "min_sparkrun_version",
 ];
 
 /// Fields that change what runs and that spark-launch does not do: the recipe is refused.
-const REFUSED: [(&str, &str); 4] = [
+const REFUSED: [(&str, &str); 3] = [
     (
         "include",
         "recipes built from other recipes are not supported yet; write the fields out",
@@ -100,10 +101,6 @@ const REFUSED: [(&str, &str); 4] = [
     (
         "containers",
         "a different image per node is not supported yet; give one container:",
-    ),
-    (
-        "runtime_config",
-        "runtime-specific settings are not supported yet; put engine flags in defaults or command",
     ),
 ];
 
@@ -153,7 +150,7 @@ pub(super) fn parse(doc: &RecipeDoc, stem: &str) -> Result<RecipeV2, RecipeError
     let env = common::text_keyed(&mut f, doc, "env");
     let command = f.text("command").filter(|c| !c.trim().is_empty());
     let pre_exec = pre_exec(doc, &mut f.errors);
-    let mods = f.texts("mods");
+    let mut mods = f.texts("mods");
     let executor_config = common::text_keyed(&mut f, doc, "executor_config");
     let min_version = f.text("min_sparkrun_version");
     let mut errors = std::mem::take(&mut f.errors);
@@ -194,6 +191,7 @@ pub(super) fn parse(doc: &RecipeDoc, stem: &str) -> Result<RecipeV2, RecipeError
     warnings.extend(common::yaml11_words(doc, &defaults, "defaults"));
     let entrypoint = entrypoint(doc, &executor_config, &mut errors, &mut warnings);
     let distribution = distribution::read(doc, &mut errors).map(Box::new);
+    runtime_config(doc, &mut mods, &mut errors, &mut warnings);
     let not_applied: Vec<&str> = executor_config
         .keys()
         .map(String::as_str)
@@ -315,6 +313,52 @@ fn pre_exec(doc: &RecipeDoc, errors: &mut Vec<RecipeError>) -> Vec<String> {
         }
     }
     out
+}
+
+/// `runtime_config`, as sparkrun reads it: its `mods` are the recipe's mods where it names
+/// none at the top (the v1 place), its `build_args` ask sparkrun's builder for an image (none
+/// is built here: said), anything else is settings the runtime reads beside `defaults`, none of
+/// which spark-launch's engines take (said by name). Not a mapping: an error, as sparkrun's.
+fn runtime_config(
+    doc: &RecipeDoc,
+    mods: &mut Vec<String>,
+    errors: &mut Vec<RecipeError>,
+    warnings: &mut Vec<RecipeWarning>,
+) {
+    let raw = match doc.get("runtime_config") {
+        None | Some(Value::Null) => return,
+        Some(Value::Mapping(m)) => m,
+        Some(other) => {
+            errors.push(doc.error(
+                "runtime_config",
+                format!("expected a mapping, found {}", super::pyvalue::kind(other)),
+            ));
+            return;
+        }
+    };
+    let mut ignored = Vec::new();
+    for (k, v) in raw {
+        let key = k.as_str().unwrap_or_default();
+        match (key, v) {
+            ("mods", Value::Sequence(items)) if mods.is_empty() => {
+                mods.extend(items.iter().filter_map(|i| i.as_str().map(String::from)));
+            }
+            ("build_args", _) => warnings.push(RecipeWarning::new(
+                "runtime_config.build_args",
+                "asks sparkrun's builder to build the image; spark-launch builds no image: the container must exist on a node or be given with --image",
+            )),
+            _ => ignored.push(key.to_string()),
+        }
+    }
+    if !ignored.is_empty() {
+        warnings.push(RecipeWarning::new(
+            "runtime_config",
+            format!(
+                "{} not applied: no engine here reads runtime settings beside defaults and the command",
+                ignored.join(", ")
+            ),
+        ));
+    }
 }
 
 /// Refused, not-applied and unknown fields.
@@ -1379,6 +1423,35 @@ command: |
                 .contains("fetches org/demo at abc123, but model_revision says v2")),
             "{:?}",
             l.warnings
+        );
+    }
+
+    #[test]
+    fn runtime_config_mods_are_the_recipe_s_and_its_build_args_and_other_settings_are_said() {
+        let r = v2(
+            "recipe_version: \"2\"\nmodel: org/demo\nruntime: vllm\ncontainer: img:1\nruntime_config:\n  build_args: [--vllm-ref, v0.21.0]\n  mods: [mods/fix-a]\n  gpu_arch: sm_121a\ncommand: vllm serve org/demo\n",
+        );
+        assert_eq!(r.mods, ["mods/fix-a"]);
+        let said: Vec<String> = r.warnings.iter().map(|w| w.to_string()).collect();
+        assert!(
+            said.iter()
+                .any(|w| w.starts_with("runtime_config.build_args: asks sparkrun's builder")),
+            "{said:?}"
+        );
+        assert!(
+            said.iter()
+                .any(|w| w.starts_with("runtime_config: gpu_arch not applied")),
+            "{said:?}"
+        );
+        let e = parse_recipe(
+            "demo.yaml",
+            "demo",
+            "recipe_version: \"2\"\nmodel: org/demo\nruntime_config: [a]\n",
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string().contains("runtime_config: expected a mapping"),
+            "{e}"
         );
     }
 }
