@@ -572,14 +572,6 @@ mod tests {
     /// (`&&`), as bash runs the recipe's whole command.
     #[test]
     fn the_commands_before_the_engine_run_first_in_one_bash_and_can_stop_it() {
-        let has_bash = std::process::Command::new("bash")
-            .args(["-c", "true"])
-            .status()
-            .is_ok_and(|s| s.success());
-        if !has_bash {
-            eprintln!("skip: no bash on this machine");
-            return;
-        }
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join("log");
         let run = |before: &str| {
@@ -624,14 +616,6 @@ mod tests {
     /// then the rest; a failure stops it naming the command and its output's tail.
     #[test]
     fn the_pre_exec_script_runs_each_command_once_and_a_failure_names_it_with_its_output() {
-        let has_bash = std::process::Command::new("bash")
-            .args(["-c", "true"])
-            .status()
-            .is_ok_and(|s| s.success());
-        if !has_bash {
-            eprintln!("skip: no bash on this machine");
-            return;
-        }
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join("log");
         let run = |commands: &[&str]| {
