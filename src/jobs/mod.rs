@@ -201,42 +201,55 @@ async fn open_log(
     Ok(lines(stream).boxed())
 }
 
-/// Every entry's log read on every node at once (its first `max` lines when given), in the
-/// entries' order.
+/// `f` on every one of `entries`, on every node at once (a node's own entries one after the
+/// other), the results in the entries' order; every node's failure is kept.
+async fn each_entry<T, F, Fut>(entries: &[JobEntry], f: F) -> Result<Vec<T>, RuntimeError>
+where
+    F: Fn(JobEntry) -> Fut,
+    Fut: std::future::Future<Output = Result<T, RuntimeError>>,
+{
+    let groups = by_node(entries);
+    let done = for_each_node(groups.iter().map(|(n, _)| n.clone()), 0, |node| {
+        let mine = groups
+            .iter()
+            .find(|(n, _)| *n == node)
+            .map(|(_, m)| m.clone())
+            .unwrap_or_default();
+        let f = &f;
+        async move {
+            let mut out = Vec::new();
+            for entry in mine {
+                out.push(f(entry).await?);
+            }
+            Ok::<_, RuntimeError>(out)
+        }
+    })
+    .await;
+    let done = all_ok(done).map_err(|f| RuntimeError::Other(f.to_string()))?;
+    Ok(done.into_iter().flat_map(|(_, v)| v).collect())
+}
+
+/// Every entry's log read to its end (its first `max` lines when given), in the entries' order.
 async fn read_all(
     cluster: &Cluster,
     entries: &[JobEntry],
     max: Option<usize>,
     timestamps: bool,
 ) -> Result<Vec<(JobEntry, Vec<String>)>, RuntimeError> {
-    let groups = by_node(entries);
-    let read = for_each_node(groups.iter().map(|(n, _)| n.clone()), 0, |node| {
-        let mine = groups
-            .iter()
-            .find(|(n, _)| *n == node)
-            .map(|(_, m)| m.clone())
-            .unwrap_or_default();
-        async move {
-            let mut out = Vec::new();
-            for entry in mine {
-                let log = open_log(cluster, &entry, false, timestamps).await?;
-                let log = match max {
-                    Some(max) => log.take(max).boxed(),
-                    None => log,
-                };
-                let all: Vec<String> = log
-                    .collect::<Vec<_>>()
-                    .await
-                    .into_iter()
-                    .collect::<Result<_, _>>()?;
-                out.push((entry, all));
-            }
-            Ok::<_, RuntimeError>(out)
-        }
+    each_entry(entries, |entry| async move {
+        let log = open_log(cluster, &entry, false, timestamps).await?;
+        let log = match max {
+            Some(max) => log.take(max).boxed(),
+            None => log,
+        };
+        let all: Vec<String> = log
+            .collect::<Vec<_>>()
+            .await
+            .into_iter()
+            .collect::<Result<_, _>>()?;
+        Ok((entry, all))
     })
-    .await;
-    let read = all_ok(read).map_err(|f| RuntimeError::Other(f.to_string()))?;
-    Ok(read.into_iter().flat_map(|(_, logs)| logs).collect())
+    .await
 }
 
 /// The first `max` lines of every entry's log, one after the other.
@@ -298,37 +311,21 @@ pub async fn follow(
     cluster: &Cluster,
     entries: &[JobEntry],
 ) -> Result<BoxStream<'static, Result<LogLine, RuntimeError>>, RuntimeError> {
-    let groups = by_node(entries);
-    let opened = for_each_node(groups.iter().map(|(n, _)| n.clone()), 0, |node| {
-        let mine = groups
-            .iter()
-            .find(|(n, _)| *n == node)
-            .map(|(_, m)| m.clone())
-            .unwrap_or_default();
-        async move {
-            let mut out: Vec<EntryLog> = Vec::new();
-            for entry in mine {
-                let log = open_log(cluster, &entry, true, false).await?;
-                out.push((entry, log));
-            }
-            Ok::<_, RuntimeError>(out)
-        }
+    let opened: Vec<EntryLog> = each_entry(entries, |entry| async move {
+        let log = open_log(cluster, &entry, true, false).await?;
+        Ok((entry, log))
     })
-    .await;
-    let opened = all_ok(opened).map_err(|f| RuntimeError::Other(f.to_string()))?;
-    let streams = opened
-        .into_iter()
-        .flat_map(|(_, logs)| logs)
-        .map(|(entry, log)| {
-            let node = entry.node;
-            log.map(move |l| {
-                l.map(|text| LogLine {
-                    node: node.clone(),
-                    text,
-                })
+    .await?;
+    let streams = opened.into_iter().map(|(entry, log)| {
+        let node = entry.node;
+        log.map(move |l| {
+            l.map(|text| LogLine {
+                node: node.clone(),
+                text,
             })
-            .boxed()
-        });
+        })
+        .boxed()
+    });
     Ok(futures::stream::select_all(streams).boxed())
 }
 
