@@ -47,6 +47,38 @@ pub fn kept<T>(r: Result<T, RecipeErrors>, errors: &mut Vec<RecipeError>) -> Opt
     }
 }
 
+/// The errors of a recipe's shape (`recipe::shape`), each at the line its field is written on
+/// in `text`: the shape checks the merged settings, which know no lines.
+pub fn shape_errors(text: &str, errors: Vec<RecipeError>) -> Vec<RecipeError> {
+    errors
+        .into_iter()
+        .map(|e| RecipeError {
+            line: line(text, &e.field),
+            ..e
+        })
+        .collect()
+}
+
+/// The shape that read, its warnings added to `warnings`, or `None` with its problems added to
+/// `errors` at their lines ([`shape_errors`]).
+pub fn kept_shape<S>(
+    read: Result<(S, Vec<RecipeWarning>), Vec<RecipeError>>,
+    text: &str,
+    warnings: &mut Vec<RecipeWarning>,
+    errors: &mut Vec<RecipeError>,
+) -> Option<S> {
+    match read {
+        Ok((shape, shape_warnings)) => {
+            warnings.extend(shape_warnings);
+            Some(shape)
+        }
+        Err(es) => {
+            errors.extend(shape_errors(text, es));
+            None
+        }
+    }
+}
+
 /// `errors` with the line of each field in `text` filled in where it was not known and the
 /// field is written in the file (a `command` a flag table built has no line).
 pub fn locate_all(text: &str, errors: Vec<RecipeError>) -> Vec<RecipeError> {

@@ -185,17 +185,12 @@ impl RecipeV1 {
             used.extend(shape::keys_read(&facts));
             warnings.extend(sets::warnings(&input.sets, &self.defaults, &used));
             let model = common::kept(self.model_of(&facts, &mut warnings), &mut errors);
-            let shape = match shape::shape(&self.file, &facts, &params, input.gpus_per_node, bounds)
-            {
-                Ok((shape, shape_warnings)) => {
-                    warnings.extend(shape_warnings);
-                    Some(shape)
-                }
-                Err(es) => {
-                    errors.extend(es.into_iter().map(|e| self.relocate(e)));
-                    None
-                }
-            };
+            let shape = common::kept_shape(
+                shape::shape(&self.file, &facts, &params, input.gpus_per_node, bounds),
+                &self.text,
+                &mut warnings,
+                &mut errors,
+            );
             warnings.extend(common::expansion_warnings(&expansions));
             if let Ok(eugr) = runtime::resolve(EUGR_RUNTIME, None)
                 && engine != eugr.engine
@@ -413,11 +408,6 @@ impl RecipeV1 {
             facts.revision.as_deref(),
         )?;
         Ok(model)
-    }
-
-    fn relocate(&self, e: RecipeError) -> RecipeError {
-        let line = common::line(&self.text, &e.field);
-        RecipeError { line, ..e }
     }
 }
 

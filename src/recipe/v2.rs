@@ -491,23 +491,19 @@ impl RecipeV2 {
             } else {
                 LineFacts::default()
             };
-            let shape = match shape::shape_for(
-                Some(choice.engine),
-                &self.file,
-                &shape_facts,
-                &config,
-                input.gpus_per_node,
-                self.bounds,
-            ) {
-                Ok((shape, shape_warnings)) => {
-                    warnings.extend(shape_warnings);
-                    Some(shape)
-                }
-                Err(es) => {
-                    errors.extend(es.into_iter().map(|e| self.relocate(e)));
-                    None
-                }
-            };
+            let shape = common::kept_shape(
+                shape::shape_for(
+                    Some(choice.engine),
+                    &self.file,
+                    &shape_facts,
+                    &config,
+                    input.gpus_per_node,
+                    self.bounds,
+                ),
+                &self.text,
+                &mut warnings,
+                &mut errors,
+            );
             if let (Some(before), Some(shape)) = (&before, &shape)
                 && let Err(es) = self.script_rules(before, shape.nodes, &mut warnings)
             {
@@ -789,7 +785,7 @@ impl RecipeV2 {
             input.gpus_per_node,
             self.bounds,
         )
-        .map_err(|es| RecipeErrors(es.into_iter().map(|e| self.relocate(e)).collect()))?;
+        .map_err(|es| RecipeErrors(common::shape_errors(&self.text, es)))?;
         let generated = flags::generate(&FlagInput {
             engine: choice.engine,
             config,
@@ -932,11 +928,6 @@ impl RecipeV2 {
         } else {
             Err(RecipeErrors(errors))
         }
-    }
-
-    fn relocate(&self, e: RecipeError) -> RecipeError {
-        let line = common::line(&self.text, &e.field);
-        RecipeError { line, ..e }
     }
 }
 

@@ -122,14 +122,7 @@ pub fn split_script(command: &str) -> Result<ScriptWords, WordsError> {
         match c {
             '\\' => i += 1,
             '\'' => {
-                let close =
-                    chars[i + 1..]
-                        .iter()
-                        .position(|&x| x == '\'')
-                        .ok_or(WordsError::Unclosed {
-                            quote: "single",
-                            at: i,
-                        })?;
+                let close = single_quoted_len(&chars, i)?;
                 i += close + 1;
             }
             '"' => stack.push((Within::Double, i)),
@@ -316,14 +309,7 @@ pub fn split(command: &str) -> Result<CommandWords, WordsError> {
                 i += 2;
             }
             '\'' => {
-                let close =
-                    chars[i + 1..]
-                        .iter()
-                        .position(|&x| x == '\'')
-                        .ok_or(WordsError::Unclosed {
-                            quote: "single",
-                            at: i,
-                        })?;
+                let close = single_quoted_len(&chars, i)?;
                 w.text.extend(&chars[i + 1..i + 1 + close]);
                 line += chars[i + 1..i + 1 + close]
                     .iter()
@@ -453,6 +439,18 @@ fn assignment(word: &str) -> Option<(String, String)> {
     let ok = name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
         && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
     ok.then(|| (name.to_string(), value.to_string()))
+}
+
+/// How many characters the single-quoted text opened at `chars[at]` holds (a shell takes
+/// everything up to the next `'` as written), or where the quote opened when it never closes.
+fn single_quoted_len(chars: &[char], at: usize) -> Result<usize, WordsError> {
+    chars[at + 1..]
+        .iter()
+        .position(|&x| x == '\'')
+        .ok_or(WordsError::Unclosed {
+            quote: "single",
+            at,
+        })
 }
 
 #[cfg(test)]
